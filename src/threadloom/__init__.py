@@ -1,0 +1,28 @@
+"""Threadloom: a durable thread runtime for AI agents."""
+
+from __future__ import annotations
+
+from threadloom.define import DROP, Agent, Definitions, ParentHook, Side, hook
+from threadloom.engine.runtime import Runtime
+from threadloom.errors import HookBlocked
+from threadloom.records import Message, ThreadStatus
+from threadloom.thread.state import ThreadState
+from threadloom.thread.users import StaticUsers
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DROP",
+    "Agent",
+    "Definitions",
+    "HookBlocked",
+    "Message",
+    "ParentHook",
+    "Runtime",
+    "Side",
+    "StaticUsers",
+    "ThreadState",
+    "ThreadStatus",
+    "__version__",
+    "hook",
+]

@@ -1,0 +1,184 @@
+"""The ``Runtime``: opens a store and hands out ThreadState objects (spec 02 §2.1.2).
+
+This is the entry point the engine and the server build on. On open it runs start-up
+recovery: a thread whose status is ``running`` was lost with the previous process and
+settles to ``failed`` / ``execution_lost`` (spec 01 §1.7.2 rule 6).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from threadloom.define.registry import Definitions
+from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
+from threadloom.records import ThreadRecord, new_id
+from threadloom.store import open_store
+from threadloom.store.base import Clock, NewThread, Store, system_clock_us
+from threadloom.thread.events import EventBus
+from threadloom.thread.hub import ThreadHub
+from threadloom.thread.state import ThreadState, load_state
+from threadloom.thread.users import IdentityAuthority, StaticUsers
+
+
+class Runtime:
+    """Threads on one store: create, open, list and delete them; the event bus."""
+
+    def __init__(self, hub: ThreadHub) -> None:
+        self.hub = hub
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        definitions: Definitions | None = None,
+        hooks: Iterable[Callable[..., Any]] = (),
+        users: IdentityAuthority | Iterable[Any] | None = None,
+        hook_timeout_s: float | None = 60.0,
+        clock: Clock | None = None,
+        synchronous: str = "FULL",
+        store: Store | None = None,
+    ) -> Runtime:
+        """Open (and migrate) the store at ``url``, validate definitions, recover lost runs."""
+        defs = definitions if definitions is not None else Definitions()
+        for fn in hooks:
+            defs.add(fn)
+        defs.validate()
+        if users is not None and not isinstance(users, IdentityAuthority):
+            users = StaticUsers(users)
+        the_clock = clock or system_clock_us
+        opened = store or await open_store(url, clock=the_clock, synchronous=synchronous)
+        hub = ThreadHub(
+            opened,
+            definitions=defs,
+            users=users,
+            hook_timeout_s=hook_timeout_s,
+            clock=the_clock,
+        )
+        runtime = cls(hub)
+        await runtime.recover()
+        return runtime
+
+    @property
+    def store(self) -> Store:
+        return self.hub.store
+
+    @property
+    def events(self) -> EventBus:
+        return self.hub.bus
+
+    @property
+    def definitions(self) -> Definitions:
+        return self.hub.definitions
+
+    def register_hook(self, fn: Callable[..., Any]) -> None:
+        """Register a ``@hook`` function (the same one twice is a no-op)."""
+        self.hub.definitions.add(fn)
+
+    async def recover(self) -> list[str]:
+        """Settle every ``running`` thread that no live execution owns; returns their ids."""
+        settled: list[str] = []
+        for thread_id in await self.store.threads_with_status("running"):
+            async with self.hub.lock(thread_id):
+                events = await self.store.settle_lost_run(thread_id)
+                await self.hub.publish_events(events)
+            if events:
+                settled.append(thread_id)
+        return settled
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- threads -----------------------------------------------------------------------
+    async def create_thread(
+        self,
+        agent_id: str,
+        *,
+        user_id: str | None = None,
+        tags: Sequence[str] = (),
+        parent: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        overlap: str | None = None,
+    ) -> ThreadState:
+        """Create a thread (status idle), run ``after_thread_created``, return it at rest."""
+        if not isinstance(agent_id, str) or not agent_id:
+            raise InvalidArgument("agent_id must be a non-empty string")
+        if self.definitions.has_agents and self.definitions.agent(agent_id) is None:
+            raise AgentNotFound(agent_id)
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidArgument("user_id must be a string or None")
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise InvalidArgument("tags must be a list of strings")
+        if arguments is not None:
+            if not isinstance(arguments, Mapping):
+                raise InvalidArgument("arguments must be a mapping")
+            try:
+                arguments = json.loads(json.dumps(dict(arguments), allow_nan=False))
+            except (TypeError, ValueError):
+                raise InvalidArgument("arguments must be JSON-encodable") from None
+        if overlap not in (None, "enqueue", "reject", "interrupt"):
+            raise InvalidArgument("overlap must be 'enqueue', 'reject', 'interrupt' or None")
+        row = await self.store.create_thread(
+            NewThread(
+                id=new_id(),
+                agent_id=agent_id,
+                user_id=user_id,
+                tags=tuple(tags),
+                parent_id=parent,
+                arguments=dict(arguments) if arguments else None,
+                overlap=overlap,
+            )
+        )
+        state = ThreadState(self.hub, row)
+        hooks = self.hub.resolve_hooks("after_thread_created", agent_id, None, ())
+        if hooks:
+            await self.hub.hooks.run_event(hooks, state)
+        return state
+
+    async def thread(self, thread_id: str) -> ThreadState:
+        """An at-rest ThreadState; unknown id → ``ThreadNotFound``."""
+        state = await load_state(self.hub, thread_id)
+        assert state is not None
+        return state
+
+    async def get_thread_record(self, thread_id: str) -> ThreadRecord:
+        row = await self.store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        return row.record()
+
+    async def list_threads(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        parent: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ThreadRecord], int]:
+        """Thread records newest first, with the number matching the filters."""
+        rows, total = await self.store.list_threads(
+            user_id=user_id, agent_id=agent_id, parent_id=parent, limit=limit, offset=offset
+        )
+        return [r.record() for r in rows], total
+
+    async def delete_thread(self, thread_id: str) -> list[str]:
+        """Delete the thread and its descendants; ids deepest first, the thread last."""
+        deleted = await self.store.delete_thread(thread_id)
+        if not deleted:
+            raise ThreadNotFound(thread_id)
+        for tid in deleted:
+            self.hub.forget(tid)
+            self.hub.publish(tid, "thread_deleted", None, {"thread_id": tid})
+        return deleted

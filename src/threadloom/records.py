@@ -1,0 +1,604 @@
+"""The persisted shapes of a thread (spec 01): plain typed data, no I/O.
+
+Message-shaped records use the seed's wire field names as Python names (``created_at``,
+``tool_calls``, ``mimeType``). Records whose wire names are camelCase and are not
+message-shaped (the messages page, the cost report) use snake_case fields with the
+camelCase wire name as serialization alias.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from threadloom.errors import InvalidMessage
+
+Role = Literal["system", "user", "assistant", "tool"]
+QueueRole = Literal["user", "assistant", "system"]
+MessageStatus = Literal["pending", "completed", "failed"]
+ToolStatus = Literal["success", "error"]
+QueueSource = Literal["api", "queue_message", "subagent", "parent"]
+RunState = Literal["idle", "running", "failed"]
+
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+QUEUE_ROLES: frozenset[str] = frozenset(("user", "assistant", "system"))
+QUEUE_SOURCES: frozenset[str] = frozenset(("api", "queue_message", "subagent", "parent"))
+RESERVED_METADATA_KEYS: tuple[str, ...] = ("queued", "queue_status", "queue_source")
+METADATA_MAX_BYTES = 16_384
+FAILED_REASONS: frozenset[str] = frozenset(
+    ("step_error", "repeated_tool_error", "execution_lost", "aborted")
+)
+
+
+def json_compact(value: Any) -> str:
+    """Threadloom's JSON text: compact separators, non-ASCII kept (spec 01 §1.1.5)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def new_id() -> str:
+    """A random UUID4 in canonical lowercase form (decision D6)."""
+    return str(uuid.uuid4())
+
+
+def new_call_id() -> str:
+    """A runtime-synthesised tool call id: ``call_`` + 32 hex characters (spec 01 §1.2.3)."""
+    return "call_" + uuid.uuid4().hex
+
+
+# --------------------------------------------------------------------------------------
+# Attachments
+
+
+class AttachmentRef(BaseModel):
+    """A file in the thread's file system that a message references (spec 01 §1.4.8)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: str
+    type: Literal["file"] = "file"
+    path: str
+    name: str
+    mimeType: str
+    size: int = Field(ge=0)
+    width: int | None = Field(default=None, gt=0)
+    height: int | None = Field(default=None, gt=0)
+    description: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire object: optional keys omitted when absent."""
+        return self.model_dump(exclude_none=True)
+
+
+# --------------------------------------------------------------------------------------
+# Tool calls
+
+
+class ToolCallFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    """One element of a message's ``tool_calls`` (spec 01 §1.4.3)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+    extra_content: dict[str, Any] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The canonical object: keys ``id, type, function{name, arguments}, extra_content``."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.function.name, "arguments": self.function.arguments},
+        }
+        if self.extra_content is not None:
+            out["extra_content"] = self.extra_content
+        return out
+
+
+def encode_tool_calls(calls: Iterable[ToolCall]) -> str:
+    """Encode calls as the canonical compact JSON text (spec 01 §1.4.3 rule 2)."""
+    return json_compact([call.to_wire() for call in calls])
+
+
+def decode_tool_calls(text: str) -> list[ToolCall]:
+    """Parse stored ``tool_calls`` text back into :class:`ToolCall` records."""
+    return [ToolCall.model_validate(item) for item in json.loads(text)]
+
+
+def _canonical_arguments(arguments: Any) -> str:
+    if not isinstance(arguments, str):
+        raise InvalidMessage("tool_calls: function.arguments must be a JSON string")
+    text = arguments if arguments.strip() else "{}"
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise InvalidMessage("tool_calls: function.arguments is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise InvalidMessage("tool_calls: function.arguments must encode a JSON object")
+    try:
+        return json_compact(parsed)
+    except ValueError:
+        raise InvalidMessage("tool_calls: function.arguments is not valid JSON") from None
+
+
+def normalize_tool_calls(value: Any) -> list[ToolCall]:
+    """Validate caller-given ``tool_calls`` (spec 01 §1.4.3 rule 4) and return them canonical.
+
+    Accepts JSON text, or a list of :class:`ToolCall` or mappings. Raises
+    :class:`InvalidMessage` for every malformed shape. Uniqueness against other messages of
+    the thread is the store's job (it holds the ``tool_calls`` table).
+    """
+    items: Any = value
+    if isinstance(value, str):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            raise InvalidMessage("tool_calls is not valid JSON") from None
+    if not isinstance(items, list | tuple):
+        raise InvalidMessage("tool_calls must be an array")
+    if not items:
+        raise InvalidMessage("tool_calls must not be empty")
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for item in items:
+        raw = item.model_dump() if isinstance(item, ToolCall) else item
+        if not isinstance(raw, Mapping):
+            raise InvalidMessage("tool_calls: every element must be an object")
+        call_id = raw.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage("tool_calls: every call needs a non-empty string id")
+        if "type" in raw and raw["type"] != "function":
+            raise InvalidMessage("tool_calls: type must be 'function'")
+        function = raw.get("function")
+        if not isinstance(function, Mapping):
+            raise InvalidMessage("tool_calls: every call needs a function object")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidMessage("tool_calls: function.name must be a non-empty string")
+        arguments = _canonical_arguments(function.get("arguments", "{}"))
+        extra = raw.get("extra_content")
+        if extra is not None and not isinstance(extra, Mapping):
+            raise InvalidMessage("tool_calls: extra_content must be an object")
+        if call_id in seen:
+            raise InvalidMessage(f"tool_calls: duplicate call id '{call_id}'")
+        seen.add(call_id)
+        calls.append(
+            ToolCall(
+                id=call_id,
+                function=ToolCallFunction(name=name, arguments=arguments),
+                extra_content=dict(extra) if extra is not None else None,
+            )
+        )
+    return calls
+
+
+# --------------------------------------------------------------------------------------
+# Messages
+
+PROJECTED_FIELDS: tuple[str, ...] = (
+    "subagent_relationship",
+    "subagent_name",
+    "subagent_title",
+    "subagent_description",
+    "subagent_status",
+    "subagent_blocking",
+    "subagent_thread_name",
+    "subagent_spawn_group_id",
+)
+
+
+class Message(BaseModel):
+    """A thread message with every field of the seed's message structure (spec 01 §1.4.1)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    role: Role
+    content: str | None = None
+    name: str | None = None
+    tool_calls: str | None = None
+    tool_call_id: str | None = None
+    tool_status: ToolStatus | None = None
+    status: MessageStatus | None = "completed"
+    attachments: list[AttachmentRef] | None = None
+    reasoning_content: str | None = None
+    reasoning_details: str | None = None
+    prompt: str | None = None
+    created_at: int = 0
+    parent_id: str | None = None
+    depth: int = 0
+    silent: bool = False
+    metadata: dict[str, Any] | None = None
+    subagent_id: str | None = None
+    subagent_relationship: str | None = None
+    subagent_name: str | None = None
+    subagent_title: str | None = None
+    subagent_description: str | None = None
+    subagent_status: str | None = None
+    subagent_blocking: bool | None = None
+    subagent_thread_name: str | None = None
+    subagent_spawn_group_id: str | None = None
+    log_id: str | None = None
+
+    def decoded_tool_calls(self) -> list[ToolCall]:
+        """The message's tool calls as records (empty when it has none)."""
+        return decode_tool_calls(self.tool_calls) if self.tool_calls else []
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire record (spec 01 §1.4.12): ``metadata`` omitted when ``None``, projected
+        ``subagent_*`` keys present only when ``subagent_id`` is set."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "name": self.name,
+            "tool_calls": self.tool_calls,
+            "tool_call_id": self.tool_call_id,
+            "tool_status": self.tool_status,
+            "status": self.status,
+            "attachments": (
+                [a.to_wire() for a in self.attachments] if self.attachments is not None else None
+            ),
+            "reasoning_content": self.reasoning_content,
+            "reasoning_details": self.reasoning_details,
+            "prompt": self.prompt,
+            "created_at": self.created_at,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "silent": self.silent,
+        }
+        if self.metadata is not None:
+            out["metadata"] = json.loads(json_compact(self.metadata))
+        out["subagent_id"] = self.subagent_id
+        if self.subagent_id is not None:
+            for key in PROJECTED_FIELDS:
+                out[key] = getattr(self, key)
+        out["log_id"] = self.log_id
+        return out
+
+
+class QueueEntry(BaseModel):
+    """A message accepted for delivery but not yet stored in history (spec 01 §1.5.1)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    role: QueueRole
+    content: str
+    attachments: list[AttachmentRef] | None = None
+    silent: bool = False
+    metadata: dict[str, Any] | None = None
+    source: QueueSource
+    created_at: int
+
+    def pending_view(self, *, cancelled: bool = False) -> Message:
+        """The entry presented as a pending Message (spec 01 §1.5.2); no projections."""
+        metadata = dict(self.metadata or {})
+        metadata.update(
+            queued=True,
+            queue_status="cancelled" if cancelled else "queued",
+            queue_source=self.source,
+        )
+        subagent_id = (self.metadata or {}).get("subagent_id")
+        return Message(
+            id=self.id,
+            role=self.role,
+            content=self.content,
+            attachments=[a.model_copy() for a in self.attachments] if self.attachments else None,
+            silent=self.silent,
+            created_at=self.created_at,
+            status="pending",
+            metadata=metadata,
+            subagent_id=subagent_id if isinstance(subagent_id, str) and subagent_id else None,
+        )
+
+
+class MessagesPage(BaseModel):
+    """Result of ``get_messages`` (seed: ``{messages, total, hasMore}``)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    messages: list[Message]
+    total: int
+    has_more: bool = Field(alias="hasMore")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "messages": [m.to_wire() for m in self.messages],
+            "total": self.total,
+            "hasMore": self.has_more,
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Threads and run status
+
+
+class ThreadStatus(BaseModel):
+    """The thread's authoritative run status (spec 01 §1.7)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: RunState
+    since: int
+    reason: str | None = None
+
+    @staticmethod
+    def settled(reason: str, since: int) -> ThreadStatus:
+        """The status a run ending with ``reason`` settles to (spec 01 §1.7.2 rule 4)."""
+        return ThreadStatus(
+            state="failed" if reason in FAILED_REASONS else "idle", since=since, reason=reason
+        )
+
+
+class ThreadRecord(BaseModel):
+    """The thread record (spec 01 §1.6.1); ``created_at`` is in seconds (conflict C13)."""
+
+    id: str
+    agent_id: str
+    origin_agent_id: str
+    user_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    parent: str | None = None
+    terminated: int | None = None
+    created_at: int
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: ThreadStatus
+
+
+def thread_name(tags: Sequence[str]) -> str | None:
+    """The thread's human-friendly name: its first non-empty ``name:<value>`` tag."""
+    for tag in tags:
+        if tag.startswith("name:"):
+            value = " ".join(tag[5:].split())
+            if value:
+                return value
+    return None
+
+
+class SubagentRegistryEntry(BaseModel):
+    """One child in a thread's subagent registry (spec 01 §1.8)."""
+
+    reference: str
+    relationship: str
+    owner: Literal["a", "b"] = "a"
+    name: str
+    title: str | None = None
+    description: str | None = None
+    blocking: bool = False
+    resumable: bool = False
+    parent_communication: Literal["implicit", "explicit"] = "implicit"
+    status: str = "running"
+    initial_arguments: dict[str, Any] | None = None
+    thread_name: str | None = None
+    spawn_group_id: str | None = None
+    created_at: int = 0
+
+
+# --------------------------------------------------------------------------------------
+# Logs
+
+LOG_LIST_KEYS: tuple[str, ...] = (
+    "id",
+    "kind",
+    "message_id",
+    "provider",
+    "actual_provider",
+    "standard_agents_router_used",
+    "model",
+    "model_name",
+    "prompt_name",
+    "tools_called",
+    "queued_tools",
+    "provider_tools",
+    "parent_log_id",
+    "retry_of_log_id",
+    "error",
+    "error_type",
+    "error_origin",
+    "cost_total",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "total_tokens",
+    "is_complete",
+    "created_at",
+    "app_level",
+    "app_message",
+    "app_status",
+    "app_error",
+    "app_duration_ms",
+    "app_cost",
+    "app_request",
+    "app_response",
+    "app_trigger",
+    "app_data",
+)
+
+
+class LogRow(BaseModel):
+    """One log row of any kind (spec 01 §1.9); every column is a field."""
+
+    id: str
+    kind: str | None = None
+    message_id: str | None = None
+    provider: str
+    model: str
+    created_at: int
+    is_complete: bool = True
+    error: str | None = None
+    error_type: str | None = None
+    error_origin: str | None = None
+    # LLM request columns (spec 01 §1.9.3)
+    endpoint: str | None = None
+    model_name: str | None = None
+    actual_provider: str | None = None
+    standard_agents_router_used: bool | None = None
+    prompt_name: str | None = None
+    parent_log_id: str | None = None
+    retry_of_log_id: str | None = None
+    request_body: str | None = None
+    response_body: str | None = None
+    request_headers: str | None = None
+    response_headers: str | None = None
+    status_code: int | None = None
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    total_tokens: int | None = None
+    latency_ms: int | None = None
+    time_to_first_token_ms: int | None = None
+    generation_ms: int | None = None
+    finish_reason: str | None = None
+    errors: str | None = None
+    cost_input: float | None = None
+    cost_cached: float | None = None
+    cost_output: float | None = None
+    cost_router_fee: float | None = None
+    router_fee_percent: float | None = None
+    cost_total: float | None = None
+    message_history_length: int | None = None
+    tools_available: int | None = None
+    tools_called: str | None = None
+    tools_schema: str | None = None
+    system_prompt: str | None = None
+    reasoning_content: str | None = None
+    tool_results: str | None = None
+    provider_tools: str | None = None
+    queued_tools: str | None = None
+    # application columns (spec 01 §1.9.7)
+    app_level: str | None = None
+    app_message: str | None = None
+    app_status: str | None = None
+    app_error: str | None = None
+    app_duration_ms: float | None = None
+    app_cost: float | None = None
+    app_request: str | None = None
+    app_response: str | None = None
+    app_trigger: str | None = None
+    app_data: str | None = None
+
+    def to_list_wire(self) -> dict[str, Any]:
+        """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""
+        out = {key: getattr(self, key) for key in LOG_LIST_KEYS}
+        duration = out["app_duration_ms"]
+        if isinstance(duration, float) and math.isfinite(duration) and duration.is_integer():
+            out["app_duration_ms"] = int(duration)
+        return out
+
+
+LOG_COLUMNS: tuple[str, ...] = tuple(LogRow.model_fields)
+
+
+class ThreadLogEntry(TypedDict, total=False):
+    """An application log entry for ``ThreadState.log()`` (seed, Thread "Application Logs")."""
+
+    name: str
+    message: str
+    level: Literal["debug", "info", "warn", "error"]
+    status: Literal["success", "error", "skipped"]
+    trigger: Mapping[str, Any]
+    request: Any
+    response: Any
+    error: str | BaseException
+    duration_ms: float
+    cost: float
+    data: Any
+
+
+# --------------------------------------------------------------------------------------
+# Cost
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+class ModelCost(_Camel):
+    model_name: str
+    total_cost: float = 0.0
+    input_cost: float = 0.0
+    cached_cost: float = 0.0
+    output_cost: float = 0.0
+    router_fee_cost: float = 0.0
+    request_count: int = 0
+    avg_cost_per_request: float = 0.0
+
+
+class ModelAverage(_Camel):
+    avg_cost: float
+    message_count: int
+
+
+class ThreadCost(_Camel):
+    thread_id: str
+    agent_name: str | None
+    thread_name: str | None
+    parent: str | None
+    is_root: bool
+    total_cost: float = 0.0
+    llm_cost: float = 0.0
+    app_cost: float = 0.0
+    input_cost: float = 0.0
+    cached_cost: float = 0.0
+    output_cost: float = 0.0
+    router_fee_cost: float = 0.0
+    request_count: int = 0
+
+
+class CostReport(_Camel):
+    """Cost of a thread and its descendants (spec 01 §1.10.3, spec 08 §8.7)."""
+
+    total_cost: float = 0.0
+    llm_cost: float = 0.0
+    app_cost: float = 0.0
+    input_cost: float = 0.0
+    cached_cost: float = 0.0
+    output_cost: float = 0.0
+    router_fee_cost: float = 0.0
+    own_cost: float = 0.0
+    request_count: int = 0
+    message_count: int = 0
+    avg_cost_per_message: float = 0.0
+    model_breakdown: list[ModelCost] = Field(default_factory=list)
+    avg_cost_per_message_by_model: dict[str, ModelAverage] = Field(default_factory=dict)
+    threads: list[ThreadCost] = Field(default_factory=list)
+    truncated: bool = False
+
+
+# --------------------------------------------------------------------------------------
+# Users
+
+
+class UserHandle(BaseModel):
+    """The thread owner's identity (spec 02 §2.12); never credentials."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    username: str
+    display_name: str | None = None
+    email: str | None = None
+    avatar_url: str | None = None
+    role: str = "user"
+    permissions: tuple[str, ...] | None = None
+    roles: tuple[str, ...] = ()

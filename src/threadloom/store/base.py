@@ -1,0 +1,302 @@
+"""The Store protocol: persistence behind one contract (spec 01 §1.11, decision D13).
+
+Every write method is one transaction that updates the record(s), the thread counters,
+``message_counts``, ``tool_calls`` rows and the durable ``thread_events`` row(s) together,
+and returns the events it committed, in event order. Nothing above ``store/`` knows which
+database is underneath: the SQLite store and the PostgreSQL store pass one contract suite.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from threadloom.records import (
+    LogRow,
+    Message,
+    QueueEntry,
+    SubagentRegistryEntry,
+    ThreadRecord,
+    ThreadStatus,
+)
+
+Clock = Callable[[], int]
+"""Returns the current time in µs since the epoch; injectable for tests."""
+
+
+def system_clock_us() -> int:
+    """Wall-clock microseconds since the Unix epoch."""
+    return time.time_ns() // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """A committed row of ``thread_events`` (spec 01 §1.11.5, spec 09 §9.6)."""
+
+    thread_id: str
+    seq: int
+    kind: str
+    entity_id: str | None
+    payload: dict[str, Any] | None
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewThread:
+    """What ``create_thread`` needs; the store adds counters and the initial status."""
+
+    id: str
+    agent_id: str
+    user_id: str | None = None
+    tags: tuple[str, ...] = ()
+    parent_id: str | None = None
+    arguments: dict[str, Any] | None = None
+    overlap: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """A ``threads`` row: the record plus the engine's state columns (spec 04 §4.27)."""
+
+    id: str
+    agent_id: str
+    origin_agent_id: str
+    user_id: str | None
+    tags: tuple[str, ...]
+    parent_id: str | None
+    arguments: dict[str, Any]
+    created_at_us: int
+    terminated: int | None
+    status: ThreadStatus
+    stopped: bool
+    overlap: str | None
+    event_seq: int
+    events_pruned_through: int
+
+    def record(self) -> ThreadRecord:
+        """The wire-level thread record (``created_at`` in seconds, conflict C13)."""
+        return ThreadRecord(
+            id=self.id,
+            agent_id=self.agent_id,
+            origin_agent_id=self.origin_agent_id,
+            user_id=self.user_id,
+            tags=list(self.tags),
+            parent=self.parent_id,
+            terminated=self.terminated,
+            created_at=self.created_at_us // 1_000_000,
+            arguments=dict(self.arguments),
+            status=self.status,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStats:
+    message_count: int
+    log_count: int
+    queued_count: int
+
+
+@dataclass(slots=True)
+class CostSums:
+    """Sums over costed rows (spec 01 §1.10.2); a thread's or one model's share."""
+
+    llm_cost: float = 0.0
+    app_cost: float = 0.0
+    input_cost: float = 0.0
+    cached_cost: float = 0.0
+    output_cost: float = 0.0
+    router_fee_cost: float = 0.0
+    request_count: int = 0
+    message_count: int = 0
+
+
+@dataclass(slots=True)
+class CostSummary:
+    """Per-thread sums and per-model LLM sums over a set of threads."""
+
+    threads: dict[str, CostSums] = field(default_factory=dict)
+    models: dict[str, CostSums] = field(default_factory=dict)
+
+
+Order = Literal["asc", "desc"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence of threads, messages, queue entries, logs, registry and events."""
+
+    url: str
+
+    async def close(self) -> None: ...
+
+    # -- threads ---------------------------------------------------------------------
+    async def create_thread(self, new: NewThread) -> ThreadRow:
+        """Insert a thread, status idle since its creation µs. Unknown parent →
+        ``ThreadNotFound``."""
+        ...
+
+    async def get_thread(self, thread_id: str) -> ThreadRow | None: ...
+
+    async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]: ...
+
+    async def list_threads(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        parent_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ThreadRow], int]:
+        """Threads newest first, with the total matching the filters."""
+        ...
+
+    async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:
+        """Every descendant of the thread, in creation order (at most ``limit``)."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> list[str]:
+        """Delete the thread and its descendants; ids deepest first, the thread last."""
+        ...
+
+    async def thread_stats(self, thread_id: str) -> ThreadStats: ...
+
+    async def threads_with_status(self, state: str) -> list[str]: ...
+
+    async def threads_with_queue(self) -> list[str]: ...
+
+    # -- run status and termination ---------------------------------------------------
+    async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
+        """Persist a ThreadStatus change with its ``status`` event."""
+        ...
+
+    async def settle_lost_run(self, thread_id: str) -> list[StoredEvent]:
+        """If the thread is ``running``: its pending messages become ``failed`` and the
+        status ``failed``/``execution_lost``, in one transaction (settlement order: message
+        events, then the status event). Otherwise nothing; returns the events."""
+        ...
+
+    async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
+        """Set ``terminated`` and the stop flag; one ``message`` event per waiting queue
+        entry, then a ``status`` event. Already terminated → (its timestamp, [])."""
+        ...
+
+    # -- messages --------------------------------------------------------------------
+    async def insert_message(
+        self, thread_id: str, message: Message, *, require_live: bool = True
+    ) -> tuple[Message, StoredEvent]:
+        """Insert with the next ``seq`` and a thread-clock ``created_at``; writes its
+        ``tool_calls`` rows (a call id already used in the thread → ``InvalidMessage``).
+        ``require_live``: a terminated thread raises ``ThreadTerminated``."""
+        ...
+
+    async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
+        """Replace the mutable fields of a stored message (never id, role, position,
+        ``created_at``). Unknown → ``MessageNotFound``."""
+        ...
+
+    async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
+        """Delete a stored message with its cascade (spec 01 §1.11.3), or a waiting queue
+        entry; one ``message_deleted`` event per removed item in canonical order; [] when
+        the id is neither."""
+        ...
+
+    async def get_message(self, thread_id: str, message_id: str) -> Message | None:
+        """A stored message of this thread at any depth, else the pending view of a queue
+        entry, else ``None``."""
+        ...
+
+    async def read_page(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+    ) -> tuple[list[Message], int]:
+        """A page over stored messages followed by pending queue views (spec 02 §2.4.1),
+        in the requested order, with the filtered total."""
+        ...
+
+    async def read_by_ids(
+        self,
+        thread_id: str,
+        ids: Sequence[str],
+        *,
+        include_silent: bool,
+        max_depth: int | None,
+        include_workblocks: bool = False,
+    ) -> list[Message]:
+        """Ids mode (spec 02 §2.4.2): the matching candidates in canonical order."""
+        ...
+
+    async def newest_top_level_id(self, thread_id: str) -> str | None: ...
+
+    async def top_level_history(self, thread_id: str) -> list[Message]:
+        """Every stored top-level message in canonical order (execution history)."""
+        ...
+
+    # -- queue -----------------------------------------------------------------------
+    async def enqueue(
+        self, thread_id: str, entry: QueueEntry, *, clear_stop: bool
+    ) -> tuple[QueueEntry, StoredEvent]:
+        """Append a queue entry (``created_at`` from the thread clock). Terminated →
+        ``ThreadTerminated``."""
+        ...
+
+    async def get_queue_entry(self, thread_id: str, entry_id: str) -> QueueEntry | None: ...
+
+    async def update_queue_entry(
+        self, thread_id: str, entry: QueueEntry
+    ) -> tuple[QueueEntry, StoredEvent] | None:
+        """Replace content, attachments, silent, metadata of a waiting entry; ``None`` when
+        it is no longer waiting."""
+        ...
+
+    async def list_queue(self, thread_id: str) -> list[QueueEntry]: ...
+
+    # -- registry --------------------------------------------------------------------
+    async def get_registry(self, thread_id: str) -> list[SubagentRegistryEntry]: ...
+
+    async def upsert_registry_entry(
+        self, parent_id: str, entry: SubagentRegistryEntry
+    ) -> StoredEvent: ...
+
+    async def set_registry_status(
+        self, parent_id: str, reference: str, status: str
+    ) -> StoredEvent | None:
+        """Set an entry's status; ``None`` (no event) when there is no such entry."""
+        ...
+
+    # -- logs and cost ---------------------------------------------------------------
+    async def insert_log(
+        self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
+    ) -> tuple[LogRow, StoredEvent]:
+        """Insert a log row (``created_at`` from the clock, not bumped). With
+        ``anchor_newest`` its ``message_id`` becomes the newest top-level message."""
+        ...
+
+    async def get_log(self, thread_id: str, log_id: str) -> LogRow | None: ...
+
+    async def list_logs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = 100,
+        offset: int = 0,
+        kind: str | None = None,
+    ) -> list[LogRow]:
+        """Rows by ``created_at`` then insertion order (spec 01 §1.3.5)."""
+        ...
+
+    async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary: ...
+
+    # -- events ----------------------------------------------------------------------
+    async def read_events(
+        self, thread_id: str, after_seq: int, limit: int = 1000
+    ) -> list[StoredEvent]: ...

@@ -1,0 +1,105 @@
+"""Log rows and cost sums of the SQLite store (spec 01 §1.9, §1.10)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.records import LogRow
+from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
+from threadloom.store.sqlite.messages import newest_top_level_id
+from threadloom.store.sqlite.rows import LOG_COLUMNS, LOG_FIELDS, Tx, log_from_row, log_values
+
+_INSERT = (
+    f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS})"
+    f" VALUES (?, ?, {', '.join('?' * len(LOG_FIELDS))})"
+)
+
+
+def insert_log(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
+) -> tuple[LogRow, StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    update: dict[str, Any] = {"created_at": tx.now}
+    if anchor_newest:
+        update["message_id"] = newest_top_level_id(conn, thread_id)
+    stored = row.model_copy(update=update)
+    conn.execute(_INSERT, (thread_id, tx.next_log_seq(), *log_values(stored)))
+    event = tx.event("log", stored.id)
+    tx.flush()
+    return stored, event
+
+
+def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | None:
+    row = conn.execute(
+        f"SELECT {LOG_COLUMNS} FROM logs WHERE id = ? AND thread_id = ?", (log_id, thread_id)
+    ).fetchone()
+    return log_from_row(row) if row else None
+
+
+def list_logs(
+    conn: sqlite3.Connection, thread_id: str, limit: int | None, offset: int, kind: str | None
+) -> list[LogRow]:
+    sql = f"SELECT {LOG_COLUMNS} FROM logs WHERE thread_id = ?"
+    params: list[Any] = [thread_id]
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    sql += " ORDER BY created_at, lseq LIMIT ? OFFSET ?"
+    params.extend((-1 if limit is None else limit, offset))
+    return [log_from_row(r) for r in conn.execute(sql, params)]
+
+
+_LLM_SUMS = (
+    "COALESCE(SUM(cost_total), 0), COALESCE(SUM(cost_input), 0), COALESCE(SUM(cost_cached), 0),"
+    " COALESCE(SUM(cost_output), 0), COALESCE(SUM(cost_router_fee), 0), COUNT(*),"
+    " COUNT(DISTINCT message_id)"
+)
+
+
+def _sums(values: Sequence[Any]) -> CostSums:
+    return CostSums(
+        llm_cost=float(values[0]),
+        input_cost=float(values[1]),
+        cached_cost=float(values[2]),
+        output_cost=float(values[3]),
+        router_fee_cost=float(values[4]),
+        request_count=int(values[5]),
+        message_count=int(values[6]),
+    )
+
+
+def cost_summary(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> CostSummary:
+    summary = CostSummary()
+    ids = list(dict.fromkeys(thread_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+            f"SELECT thread_id, {_LLM_SUMS} FROM logs WHERE thread_id IN ({marks})"
+            " AND kind IS NULL AND cost_total IS NOT NULL GROUP BY thread_id",
+            chunk,
+        ):
+            summary.threads[row[0]] = _sums(row[1:])
+        for thread_id, app_cost in conn.execute(
+            f"SELECT thread_id, SUM(app_cost) FROM logs WHERE thread_id IN ({marks})"
+            " AND kind = 'app' AND app_cost IS NOT NULL GROUP BY thread_id",
+            chunk,
+        ):
+            summary.threads.setdefault(thread_id, CostSums()).app_cost = float(app_cost)
+        for row in conn.execute(
+            f"SELECT COALESCE(model_name, model, 'unknown') AS m, {_LLM_SUMS} FROM logs"
+            f" WHERE thread_id IN ({marks}) AND kind IS NULL AND cost_total IS NOT NULL"
+            " GROUP BY m",
+            chunk,
+        ):
+            sums = _sums(row[1:])
+            into = summary.models.setdefault(row[0], CostSums())
+            into.llm_cost += sums.llm_cost
+            into.input_cost += sums.input_cost
+            into.cached_cost += sums.cached_cost
+            into.output_cost += sums.output_cost
+            into.router_fee_cost += sums.router_fee_cost
+            into.request_count += sums.request_count
+    return summary

@@ -1,0 +1,417 @@
+"""Message writes and reads of the SQLite store (synchronous; run on the store's threads)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
+from threadloom.records import Message, decode_tool_calls
+from threadloom.store.base import Clock, Order, StoredEvent
+from threadloom.store.sqlite.rows import (
+    MESSAGE_COLUMNS,
+    QUEUE_COLUMNS,
+    Tx,
+    adjust_count,
+    dump_attachments,
+    dump_json,
+    message_from_row,
+    queue_entry_from_row,
+)
+
+_CHUNK = 500
+
+
+def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _write_tool_calls(tx: Tx, message: Message) -> None:
+    if not message.tool_calls:
+        return
+    rows = [
+        (tx.thread_id, call.id, message.id, call.function.name, call.function.arguments, tx.now)
+        for call in decode_tool_calls(message.tool_calls)
+    ]
+    try:
+        tx.conn.executemany(
+            "INSERT INTO tool_calls(thread_id, id, message_id, name, arguments, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    except sqlite3.IntegrityError:
+        taken = [
+            r[0]
+            for r in tx.conn.execute(
+                f"SELECT id FROM tool_calls WHERE thread_id = ? AND id IN ({_marks(len(rows))})"
+                " AND message_id != ?",
+                (tx.thread_id, *(r[1] for r in rows), message.id),
+            )
+        ]
+        raise InvalidMessage(
+            f"tool_calls: call id '{taken[0] if taken else rows[0][1]}' is already used"
+            " by another message of this thread"
+        ) from None
+
+
+def insert_message(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, message: Message, require_live: bool
+) -> tuple[Message, StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    if require_live and tx.terminated is not None:
+        raise ThreadTerminated(thread_id, tx.terminated)
+    stored = insert_in_tx(tx, message)
+    event = tx.event("message", stored.id)
+    tx.flush()
+    return stored, event
+
+
+def insert_in_tx(tx: Tx, message: Message) -> Message:
+    """Insert inside an open transaction: next seq, a thread-clock stamp, tool call rows."""
+    seq = tx.next_msg_seq()
+    stored = message.model_copy(update={"created_at": tx.stamp()})
+    try:
+        tx.conn.execute(
+            f"INSERT INTO messages(thread_id, seq, {MESSAGE_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                tx.thread_id,
+                seq,
+                stored.id,
+                stored.role,
+                stored.content,
+                stored.name,
+                stored.tool_calls,
+                stored.tool_call_id,
+                stored.tool_status,
+                stored.status,
+                dump_attachments(stored.attachments),
+                stored.reasoning_content,
+                stored.reasoning_details,
+                stored.prompt,
+                stored.created_at,
+                stored.parent_id,
+                stored.depth,
+                int(stored.silent),
+                dump_json(stored.metadata),
+                stored.subagent_id,
+                stored.log_id,
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        raise InvalidMessage(f"message id '{stored.id}' already exists") from exc
+    _write_tool_calls(tx, stored)
+    adjust_count(tx.conn, tx.thread_id, stored.depth, stored.silent, 1)
+    return stored
+
+
+def update_message(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, message: Message
+) -> tuple[Message, StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    stored = update_in_tx(tx, message)
+    event = tx.event("message", stored.id)
+    tx.flush()
+    return stored, event
+
+
+def update_in_tx(tx: Tx, message: Message) -> Message:
+    """Replace a stored message's mutable fields inside an open transaction."""
+    row = tx.conn.execute(
+        "SELECT depth, silent, tool_calls FROM messages WHERE id = ? AND thread_id = ?",
+        (message.id, tx.thread_id),
+    ).fetchone()
+    if row is None:
+        raise MessageNotFound(message.id)
+    depth, old_silent, old_calls = row[0], bool(row[1]), row[2]
+    tx.conn.execute(
+        "UPDATE messages SET content = ?, name = ?, tool_calls = ?, tool_status = ?,"
+        " status = ?, attachments = ?, reasoning_content = ?, reasoning_details = ?,"
+        " silent = ?, metadata = ?, log_id = ? WHERE id = ?",
+        (
+            message.content,
+            message.name,
+            message.tool_calls,
+            message.tool_status,
+            message.status,
+            dump_attachments(message.attachments),
+            message.reasoning_content,
+            message.reasoning_details,
+            int(message.silent),
+            dump_json(message.metadata),
+            message.log_id,
+            message.id,
+        ),
+    )
+    if old_silent != message.silent:
+        adjust_count(tx.conn, tx.thread_id, depth, old_silent, -1)
+        adjust_count(tx.conn, tx.thread_id, depth, message.silent, 1)
+    if old_calls != message.tool_calls:
+        tx.conn.execute("DELETE FROM tool_calls WHERE message_id = ?", (message.id,))
+        _write_tool_calls(tx, message)
+    fresh = get_stored(tx.conn, tx.thread_id, message.id)
+    assert fresh is not None
+    return fresh
+
+
+def _cascade_ids(conn: sqlite3.Connection, thread_id: str, root_id: str) -> list[str]:
+    """The message and everything that goes with it (spec 01 §1.11.3 rules 1 and 2)."""
+    doomed = {root_id}
+    call_ids = [
+        r[0] for r in conn.execute("SELECT id FROM tool_calls WHERE message_id = ?", (root_id,))
+    ]
+    frontier: list[str] = [root_id]
+    for chunk in _chunks(call_ids):
+        for (mid,) in conn.execute(
+            "SELECT id FROM messages WHERE thread_id = ? AND tool_call_id IS NOT NULL"
+            f" AND tool_call_id IN ({_marks(len(chunk))})",
+            (thread_id, *chunk),
+        ):
+            if mid not in doomed:
+                doomed.add(mid)
+                frontier.append(mid)
+    while frontier:
+        found: list[str] = []
+        for chunk in _chunks(frontier):
+            for (mid,) in conn.execute(
+                "SELECT id FROM messages WHERE thread_id = ? AND parent_id IS NOT NULL"
+                f" AND parent_id IN ({_marks(len(chunk))})",
+                (thread_id, *chunk),
+            ):
+                if mid not in doomed:
+                    doomed.add(mid)
+                    found.append(mid)
+        frontier = found
+    return list(doomed)
+
+
+def delete_message(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, message_id: str
+) -> list[StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    exists = conn.execute(
+        "SELECT 1 FROM messages WHERE id = ? AND thread_id = ?", (message_id, thread_id)
+    ).fetchone()
+    if exists is None:
+        queued = conn.execute(
+            "SELECT silent FROM message_queue WHERE id = ? AND thread_id = ?",
+            (message_id, thread_id),
+        ).fetchone()
+        if queued is None:
+            return []
+        conn.execute("DELETE FROM message_queue WHERE id = ?", (message_id,))
+        tx.event("message_deleted", message_id, {"depth": 0, "silent": bool(queued[0])})
+        return tx.flush()
+    ids = _cascade_ids(conn, thread_id, message_id)
+    rows: list[tuple[int, str, int, int]] = []
+    for chunk in _chunks(ids):
+        rows.extend(
+            conn.execute(
+                f"SELECT seq, id, depth, silent FROM messages WHERE id IN ({_marks(len(chunk))})",
+                tuple(chunk),
+            )
+        )
+    rows.sort()
+    for chunk in _chunks(ids):
+        conn.execute(f"DELETE FROM messages WHERE id IN ({_marks(len(chunk))})", tuple(chunk))
+    for _seq, mid, depth, silent in rows:
+        adjust_count(conn, thread_id, depth, bool(silent), -1)
+        tx.event("message_deleted", mid, {"depth": depth, "silent": bool(silent)})
+    return tx.flush()
+
+
+def get_stored(conn: sqlite3.Connection, thread_id: str, message_id: str) -> Message | None:
+    row = conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND thread_id = ?",
+        (message_id, thread_id),
+    ).fetchone()
+    return message_from_row(row) if row else None
+
+
+def _terminated(conn: sqlite3.Connection, thread_id: str) -> bool:
+    row = conn.execute("SELECT terminated FROM threads WHERE id = ?", (thread_id,)).fetchone()
+    return row is not None and row[0] is not None
+
+
+def get_message(conn: sqlite3.Connection, thread_id: str, message_id: str) -> Message | None:
+    stored = get_stored(conn, thread_id, message_id)
+    if stored is not None:
+        return stored
+    row = conn.execute(
+        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND thread_id = ?",
+        (message_id, thread_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return queue_entry_from_row(row).pending_view(cancelled=_terminated(conn, thread_id))
+
+
+def _filter(include_silent: bool, max_depth: int | None) -> tuple[str, tuple[Any, ...]]:
+    """WHERE fragments that repeat the partial index predicates literally."""
+    if max_depth == 0:
+        return ("depth = 0" if include_silent else "depth = 0 AND silent = 0"), ()
+    silent = "" if include_silent else " AND silent = 0"
+    if max_depth is None:
+        return "1 = 1" + silent, ()
+    return "depth <= ?" + silent, (max_depth,)
+
+
+def _count_stored(
+    conn: sqlite3.Connection, thread_id: str, include_silent: bool, max_depth: int | None
+) -> int:
+    sql = "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?"
+    params: list[Any] = [thread_id]
+    if max_depth is not None:
+        sql += " AND depth <= ?"
+        params.append(max_depth)
+    if not include_silent:
+        sql += " AND silent = 0"
+    return int(conn.execute(sql, params).fetchone()[0])
+
+
+def read_page(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    limit: int | None,
+    offset: int,
+    order: Order,
+    include_silent: bool,
+    max_depth: int | None,
+) -> tuple[list[Message], int]:
+    silent_q = "" if include_silent else " AND silent = 0"
+    stored_total = _count_stored(conn, thread_id, include_silent, max_depth)
+    queued_total = int(
+        conn.execute(
+            f"SELECT COUNT(*) FROM message_queue WHERE thread_id = ?{silent_q}", (thread_id,)
+        ).fetchone()[0]
+    )
+    total = stored_total + queued_total
+    window = total if limit is None else limit
+    where, params = _filter(include_silent, max_depth)
+    direction = "DESC" if order == "desc" else "ASC"
+    # Candidates in the requested order: desc = queue (newest first) then stored;
+    # asc = stored then queue. Split the [offset, offset + window) range between the two.
+    first_n, first_is_queue = (queued_total, True) if order == "desc" else (stored_total, False)
+    a, b = min(offset, first_n), min(offset + window, first_n)
+    c, d = max(offset - first_n, 0), max(offset + window - first_n, 0)
+    parts: list[tuple[bool, int, int]] = [
+        (first_is_queue, a, b - a),
+        (not first_is_queue, c, d - c),
+    ]
+    out: list[Message] = []
+    cancelled: bool | None = None
+    for is_queue, skip, take in parts:
+        if take <= 0:
+            continue
+        if is_queue:
+            if cancelled is None:
+                cancelled = _terminated(conn, thread_id)
+            rows = conn.execute(
+                f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ?{silent_q}"
+                f" ORDER BY qseq {direction} LIMIT ? OFFSET ?",
+                (thread_id, take, skip),
+            )
+            out.extend(queue_entry_from_row(r).pending_view(cancelled=cancelled) for r in rows)
+        else:
+            rows = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
+                f" ORDER BY seq {direction} LIMIT ? OFFSET ?",
+                (thread_id, *params, take, skip),
+            )
+            out.extend(message_from_row(r) for r in rows)
+    return out, total
+
+
+def _is_work(message: Message) -> bool:
+    return message.role == "tool" or (message.role == "assistant" and bool(message.tool_calls))
+
+
+def _walk(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    seq: int,
+    forward: bool,
+    where: str,
+    params: tuple[Any, ...],
+) -> list[tuple[int, Message]]:
+    """Consecutive work messages next to ``seq`` in the filtered canonical list."""
+    found: list[tuple[int, Message]] = []
+    op, direction = (">", "ASC") if forward else ("<", "DESC")
+    cursor = seq
+    while True:
+        rows = conn.execute(
+            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
+            f" AND seq {op} ? ORDER BY seq {direction} LIMIT 64",
+            (thread_id, *params, cursor),
+        ).fetchall()
+        for row in rows:
+            message = message_from_row(row[1:])
+            if not _is_work(message):
+                return found
+            found.append((row[0], message))
+            cursor = row[0]
+        if len(rows) < 64:
+            return found
+
+
+def read_by_ids(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ids: Sequence[str],
+    include_silent: bool,
+    max_depth: int | None,
+    include_workblocks: bool,
+) -> list[Message]:
+    where, params = _filter(include_silent, max_depth)
+    stored: dict[str, tuple[int, Message]] = {}
+    for chunk in _chunks(list(ids)):
+        for row in conn.execute(
+            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
+            f" AND id IN ({_marks(len(chunk))})",
+            (thread_id, *params, *chunk),
+        ):
+            stored[row[1]] = (row[0], message_from_row(row[1:]))
+    if include_workblocks:
+        for seq, message in list(stored.values()):
+            if _is_work(message):
+                for forward in (False, True):
+                    for s, m in _walk(conn, thread_id, seq, forward, where, params):
+                        stored.setdefault(m.id, (s, m))
+    out = [m for _, m in sorted(stored.values(), key=lambda item: item[0])]
+    silent_q = "" if include_silent else " AND silent = 0"
+    queued: list[tuple[int, Message]] = []
+    cancelled = _terminated(conn, thread_id)
+    for chunk in _chunks([i for i in ids if i not in stored]):
+        for row in conn.execute(
+            f"SELECT qseq, {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ?{silent_q}"
+            f" AND id IN ({_marks(len(chunk))})",
+            (thread_id, *chunk),
+        ):
+            queued.append((row[0], queue_entry_from_row(row[1:]).pending_view(cancelled=cancelled)))
+    out.extend(m for _, m in sorted(queued, key=lambda item: item[0]))
+    return out
+
+
+def newest_top_level_id(conn: sqlite3.Connection, thread_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT id FROM messages WHERE thread_id = ? AND depth = 0 ORDER BY seq DESC LIMIT 1",
+        (thread_id,),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def top_level_history(conn: sqlite3.Connection, thread_id: str) -> list[Message]:
+    return [
+        message_from_row(r)
+        for r in conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND depth = 0"
+            " ORDER BY seq",
+            (thread_id,),
+        )
+    ]

@@ -1,0 +1,89 @@
+"""The durable message queue of the SQLite store (spec 01 §1.5)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from threadloom.errors import ThreadTerminated
+from threadloom.records import QueueEntry
+from threadloom.store.base import Clock, StoredEvent
+from threadloom.store.sqlite.rows import (
+    QUEUE_COLUMNS,
+    Tx,
+    dump_attachments,
+    dump_json,
+    queue_entry_from_row,
+)
+
+
+def enqueue(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry: QueueEntry, clear_stop: bool
+) -> tuple[QueueEntry, StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    if tx.terminated is not None:
+        raise ThreadTerminated(thread_id, tx.terminated)
+    stored = entry.model_copy(update={"created_at": tx.stamp()})
+    conn.execute(
+        f"INSERT INTO message_queue(thread_id, qseq, {QUEUE_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            thread_id,
+            tx.next_queue_seq(),
+            stored.id,
+            stored.role,
+            stored.content,
+            dump_attachments(stored.attachments),
+            int(stored.silent),
+            dump_json(stored.metadata),
+            stored.source,
+            stored.created_at,
+        ),
+    )
+    if clear_stop:
+        tx.stopped = False
+    event = tx.event("message", stored.id)
+    tx.flush()
+    return stored, event
+
+
+def get_entry(conn: sqlite3.Connection, thread_id: str, entry_id: str) -> QueueEntry | None:
+    row = conn.execute(
+        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND thread_id = ?",
+        (entry_id, thread_id),
+    ).fetchone()
+    return queue_entry_from_row(row) if row else None
+
+
+def update_entry(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry: QueueEntry
+) -> tuple[QueueEntry, StoredEvent] | None:
+    tx = Tx(conn, thread_id, clock)
+    cur = conn.execute(
+        "UPDATE message_queue SET content = ?, attachments = ?, silent = ?, metadata = ?"
+        " WHERE id = ? AND thread_id = ?",
+        (
+            entry.content,
+            dump_attachments(entry.attachments),
+            int(entry.silent),
+            dump_json(entry.metadata),
+            entry.id,
+            thread_id,
+        ),
+    )
+    if cur.rowcount == 0:
+        return None
+    event = tx.event("message", entry.id)
+    tx.flush()
+    fresh = get_entry(conn, thread_id, entry.id)
+    assert fresh is not None
+    return fresh, event
+
+
+def list_entries(conn: sqlite3.Connection, thread_id: str) -> list[QueueEntry]:
+    return [
+        queue_entry_from_row(r)
+        for r in conn.execute(
+            f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ? ORDER BY qseq",
+            (thread_id,),
+        )
+    ]

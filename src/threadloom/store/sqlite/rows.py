@@ -1,0 +1,232 @@
+"""Row ⇄ record conversion and the per-thread write transaction helper of the SQLite store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.errors import ThreadNotFound
+from threadloom.records import (
+    AttachmentRef,
+    LogRow,
+    Message,
+    QueueEntry,
+    SubagentRegistryEntry,
+    ThreadStatus,
+    json_compact,
+)
+from threadloom.store.base import Clock, StoredEvent, ThreadRow
+
+MESSAGE_COLUMNS = (
+    "id, role, content, name, tool_calls, tool_call_id, tool_status, status, attachments, "
+    "reasoning_content, reasoning_details, prompt, created_at, parent_id, depth, silent, "
+    "metadata, subagent_id, log_id"
+)
+QUEUE_COLUMNS = "id, role, content, attachments, silent, metadata, source, created_at"
+THREAD_COLUMNS = (
+    "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
+    "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
+    "events_pruned_through"
+)
+REGISTRY_COLUMNS = (
+    "reference, relationship, owner, name, title, description, blocking, resumable, "
+    "parent_communication, status, initial_arguments, thread_name, spawn_group_id, created_at"
+)
+LOG_FIELDS: tuple[str, ...] = tuple(LogRow.model_fields)
+LOG_COLUMNS = ", ".join(LOG_FIELDS)
+_LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
+
+
+def dump_json(value: Any) -> str | None:
+    return None if value is None else json_compact(value)
+
+
+def dump_attachments(attachments: Sequence[AttachmentRef] | None) -> str | None:
+    return json_compact([a.to_wire() for a in attachments]) if attachments else None
+
+
+def load_attachments(text: str | None) -> list[AttachmentRef] | None:
+    if not text:
+        return None
+    return [AttachmentRef.model_construct(**item) for item in json.loads(text)]
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    return Message.model_construct(
+        id=row[0],
+        role=row[1],
+        content=row[2],
+        name=row[3],
+        tool_calls=row[4],
+        tool_call_id=row[5],
+        tool_status=row[6],
+        status=row[7],
+        attachments=load_attachments(row[8]),
+        reasoning_content=row[9],
+        reasoning_details=row[10],
+        prompt=row[11],
+        created_at=row[12],
+        parent_id=row[13],
+        depth=row[14],
+        silent=bool(row[15]),
+        metadata=json.loads(row[16]) if row[16] else None,
+        subagent_id=row[17],
+        subagent_relationship=None,
+        subagent_name=None,
+        subagent_title=None,
+        subagent_description=None,
+        subagent_status=None,
+        subagent_blocking=None,
+        subagent_thread_name=None,
+        subagent_spawn_group_id=None,
+        log_id=row[18],
+    )
+
+
+def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
+    return QueueEntry.model_construct(
+        id=row[0],
+        role=row[1],
+        content=row[2],
+        attachments=load_attachments(row[3]),
+        silent=bool(row[4]),
+        metadata=json.loads(row[5]) if row[5] else None,
+        source=row[6],
+        created_at=row[7],
+    )
+
+
+def thread_from_row(row: Sequence[Any]) -> ThreadRow:
+    return ThreadRow(
+        id=row[0],
+        agent_id=row[1],
+        origin_agent_id=row[2],
+        user_id=row[3],
+        tags=tuple(json.loads(row[4])),
+        parent_id=row[5],
+        arguments=json.loads(row[6]) if row[6] else {},
+        created_at_us=row[7],
+        terminated=row[8],
+        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
+        stopped=bool(row[12]),
+        overlap=row[13],
+        event_seq=row[14],
+        events_pruned_through=row[15],
+    )
+
+
+def registry_from_row(row: Sequence[Any]) -> SubagentRegistryEntry:
+    return SubagentRegistryEntry(
+        reference=row[0],
+        relationship=row[1],
+        owner=row[2],
+        name=row[3],
+        title=row[4],
+        description=row[5],
+        blocking=bool(row[6]),
+        resumable=bool(row[7]),
+        parent_communication=row[8],
+        status=row[9],
+        initial_arguments=json.loads(row[10]) if row[10] else None,
+        thread_name=row[11],
+        spawn_group_id=row[12],
+        created_at=row[13],
+    )
+
+
+def log_from_row(row: Sequence[Any]) -> LogRow:
+    values = dict(zip(LOG_FIELDS, row, strict=True))
+    for key in _LOG_BOOL:
+        if values[key] is not None:
+            values[key] = bool(values[key])
+    return LogRow.model_construct(**values)
+
+
+def log_values(row: LogRow) -> tuple[Any, ...]:
+    return tuple(getattr(row, key) for key in LOG_FIELDS)
+
+
+class Tx:
+    """One write transaction on one thread: loads the thread's counters once, hands out
+    sequence numbers, clock stamps and event numbers, and writes them back in ``flush``."""
+
+    def __init__(self, conn: sqlite3.Connection, thread_id: str, clock: Clock) -> None:
+        row = conn.execute(
+            "SELECT msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped,"
+            " status_state FROM threads WHERE id = ?",
+            (thread_id,),
+        ).fetchone()
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        self.conn = conn
+        self.thread_id = thread_id
+        self.msg_seq, self.clock_us, self.queue_seq, self.event_seq, self.log_seq = row[:5]
+        self.terminated: int | None = row[5]
+        self.stopped = bool(row[6])
+        self.status_state: str = row[7]
+        self.now = clock()
+        self.events: list[StoredEvent] = []
+        self._stopped_at_start = self.stopped
+
+    def stamp(self) -> int:
+        """The next stamp of the thread clock: ``max(now, last + 1)`` (spec 01 §1.3.3)."""
+        self.clock_us = max(self.now, self.clock_us + 1)
+        return int(self.clock_us)
+
+    def next_msg_seq(self) -> int:
+        self.msg_seq += 1
+        return int(self.msg_seq)
+
+    def next_queue_seq(self) -> int:
+        self.queue_seq += 1
+        return int(self.queue_seq)
+
+    def next_log_seq(self) -> int:
+        self.log_seq += 1
+        return int(self.log_seq)
+
+    def event(
+        self, kind: str, entity_id: str | None, payload: dict[str, Any] | None = None
+    ) -> StoredEvent:
+        self.event_seq += 1
+        event = StoredEvent(self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now)
+        self.events.append(event)
+        return event
+
+    def flush(self) -> list[StoredEvent]:
+        """Write the counters and the event rows; returns the events in order."""
+        self.conn.execute(
+            "UPDATE threads SET msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?,"
+            " log_seq = ?, stopped = ? WHERE id = ?",
+            (
+                self.msg_seq,
+                self.clock_us,
+                self.queue_seq,
+                self.event_seq,
+                self.log_seq,
+                int(self.stopped),
+                self.thread_id,
+            ),
+        )
+        if self.events:
+            self.conn.executemany(
+                "INSERT INTO thread_events(thread_id, seq, kind, entity_id, payload, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (e.thread_id, e.seq, e.kind, e.entity_id, dump_json(e.payload), e.created_at)
+                    for e in self.events
+                ],
+            )
+        return self.events
+
+
+def adjust_count(
+    conn: sqlite3.Connection, thread_id: str, depth: int, silent: bool, delta: int
+) -> None:
+    conn.execute(
+        "INSERT INTO message_counts(thread_id, depth, silent, count) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT(thread_id, depth, silent) DO UPDATE SET count = count + excluded.count",
+        (thread_id, depth, int(silent), delta),
+    )

@@ -1,0 +1,249 @@
+"""Numbered migrations of the SQLite store; the applied versions are recorded in a table.
+
+Partial indexes repeat their predicates literally in the queries that use them, because
+SQLite only picks a partial index when the query's WHERE clause implies it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "threads, messages, queue, logs, registry, events",
+        """
+CREATE TABLE threads (
+    id                    TEXT PRIMARY KEY,
+    agent_id              TEXT NOT NULL,
+    origin_agent_id       TEXT NOT NULL,
+    user_id               TEXT,
+    tags                  TEXT NOT NULL DEFAULT '[]',
+    parent_id             TEXT REFERENCES threads(id) ON DELETE CASCADE,
+    arguments             TEXT,
+    created_at_us         INTEGER NOT NULL,
+    terminated            INTEGER,
+    status_state          TEXT NOT NULL CHECK (status_state IN ('idle','running','failed')),
+    status_since          INTEGER NOT NULL,
+    status_reason         TEXT,
+    msg_seq               INTEGER NOT NULL DEFAULT 0,
+    clock_us              INTEGER NOT NULL DEFAULT 0,
+    queue_seq             INTEGER NOT NULL DEFAULT 0,
+    event_seq             INTEGER NOT NULL DEFAULT 0,
+    log_seq               INTEGER NOT NULL DEFAULT 0,
+    events_pruned_through INTEGER NOT NULL DEFAULT 0,
+    stopped               INTEGER NOT NULL DEFAULT 0,
+    session_turns_a       INTEGER NOT NULL DEFAULT 0,
+    session_turns_b       INTEGER NOT NULL DEFAULT 0,
+    overlap               TEXT
+);
+CREATE INDEX threads_user ON threads(user_id, created_at_us);
+CREATE INDEX threads_parent ON threads(parent_id);
+CREATE INDEX threads_agent ON threads(agent_id);
+CREATE INDEX threads_created ON threads(created_at_us);
+
+CREATE TABLE messages (
+    id                    TEXT PRIMARY KEY,
+    thread_id             TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    seq                   INTEGER NOT NULL,
+    role                  TEXT NOT NULL CHECK (role IN ('system','user','assistant','tool')),
+    content               TEXT,
+    name                  TEXT,
+    tool_calls            TEXT,
+    tool_call_id          TEXT,
+    tool_status           TEXT CHECK (tool_status IN ('success','error')),
+    status                TEXT NOT NULL CHECK (status IN ('pending','completed','failed')),
+    attachments           TEXT,
+    reasoning_content     TEXT,
+    reasoning_details     TEXT,
+    prompt                TEXT,
+    created_at            INTEGER NOT NULL,
+    parent_id             TEXT,
+    depth                 INTEGER NOT NULL DEFAULT 0,
+    silent                INTEGER NOT NULL DEFAULT 0,
+    metadata              TEXT,
+    subagent_id           TEXT,
+    log_id                TEXT,
+    request_sent_at       INTEGER,
+    response_completed_at INTEGER,
+    UNIQUE (thread_id, seq)
+);
+CREATE INDEX messages_top ON messages(thread_id, seq) WHERE depth = 0;
+CREATE INDEX messages_top_visible ON messages(thread_id, seq) WHERE depth = 0 AND silent = 0;
+CREATE INDEX messages_tool_call ON messages(thread_id, tool_call_id)
+    WHERE tool_call_id IS NOT NULL;
+CREATE INDEX messages_parent ON messages(thread_id, parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX messages_subagent ON messages(thread_id, subagent_id, seq)
+    WHERE subagent_id IS NOT NULL;
+CREATE INDEX messages_log ON messages(log_id) WHERE log_id IS NOT NULL;
+
+CREATE TABLE message_counts (
+    thread_id TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    depth     INTEGER NOT NULL,
+    silent    INTEGER NOT NULL,
+    count     INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, depth, silent)
+) WITHOUT ROWID;
+
+CREATE TABLE tool_calls (
+    thread_id  TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id         TEXT NOT NULL,
+    message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    name       TEXT NOT NULL,
+    arguments  TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, id)
+) WITHOUT ROWID;
+CREATE INDEX tool_calls_message ON tool_calls(message_id);
+
+CREATE TABLE message_queue (
+    id          TEXT PRIMARY KEY,
+    thread_id   TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    qseq        INTEGER NOT NULL,
+    role        TEXT NOT NULL CHECK (role IN ('user','assistant','system')),
+    content     TEXT NOT NULL,
+    attachments TEXT,
+    silent      INTEGER NOT NULL DEFAULT 0,
+    metadata    TEXT,
+    source      TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (thread_id, qseq)
+);
+
+CREATE TABLE logs (
+    id                          TEXT PRIMARY KEY,
+    thread_id                   TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    message_id                  TEXT REFERENCES messages(id) ON DELETE SET NULL,
+    lseq                        INTEGER NOT NULL,
+    kind                        TEXT,
+    provider                    TEXT NOT NULL,
+    model                       TEXT NOT NULL,
+    created_at                  INTEGER NOT NULL,
+    is_complete                 INTEGER NOT NULL,
+    error                       TEXT,
+    error_type                  TEXT,
+    error_origin                TEXT,
+    endpoint                    TEXT,
+    model_name                  TEXT,
+    actual_provider             TEXT,
+    standard_agents_router_used INTEGER,
+    prompt_name                 TEXT,
+    parent_log_id               TEXT,
+    retry_of_log_id             TEXT,
+    request_body                TEXT,
+    response_body               TEXT,
+    request_headers             TEXT,
+    response_headers            TEXT,
+    status_code                 INTEGER,
+    input_tokens                INTEGER,
+    cached_tokens               INTEGER,
+    output_tokens               INTEGER,
+    reasoning_tokens            INTEGER,
+    total_tokens                INTEGER,
+    latency_ms                  INTEGER,
+    time_to_first_token_ms      INTEGER,
+    generation_ms               INTEGER,
+    finish_reason               TEXT,
+    errors                      TEXT,
+    cost_input                  REAL,
+    cost_cached                 REAL,
+    cost_output                 REAL,
+    cost_router_fee             REAL,
+    router_fee_percent          REAL,
+    cost_total                  REAL,
+    message_history_length      INTEGER,
+    tools_available             INTEGER,
+    tools_called                TEXT,
+    tools_schema                TEXT,
+    system_prompt               TEXT,
+    reasoning_content           TEXT,
+    tool_results                TEXT,
+    provider_tools              TEXT,
+    queued_tools                TEXT,
+    app_level                   TEXT,
+    app_message                 TEXT,
+    app_status                  TEXT,
+    app_error                   TEXT,
+    app_duration_ms             REAL,
+    app_cost                    REAL,
+    app_request                 TEXT,
+    app_response                TEXT,
+    app_trigger                 TEXT,
+    app_data                    TEXT
+);
+CREATE INDEX logs_order ON logs(thread_id, created_at, lseq);
+CREATE INDEX logs_message ON logs(message_id);
+CREATE INDEX logs_incomplete ON logs(thread_id) WHERE is_complete = 0;
+CREATE INDEX logs_parent ON logs(parent_log_id) WHERE parent_log_id IS NOT NULL;
+CREATE INDEX logs_retry ON logs(retry_of_log_id) WHERE retry_of_log_id IS NOT NULL;
+CREATE INDEX logs_kind ON logs(thread_id, kind);
+
+CREATE TABLE subagent_registry (
+    parent_thread_id     TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    reference            TEXT NOT NULL,
+    relationship         TEXT NOT NULL,
+    owner                TEXT NOT NULL CHECK (owner IN ('a','b')),
+    name                 TEXT NOT NULL,
+    title                TEXT,
+    description          TEXT,
+    blocking             INTEGER NOT NULL,
+    resumable            INTEGER NOT NULL,
+    parent_communication TEXT NOT NULL,
+    status               TEXT NOT NULL,
+    initial_arguments    TEXT,
+    thread_name          TEXT,
+    spawn_group_id       TEXT,
+    created_at           INTEGER NOT NULL,
+    PRIMARY KEY (parent_thread_id, reference)
+) WITHOUT ROWID;
+
+CREATE TABLE thread_events (
+    thread_id  TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,
+    kind       TEXT NOT NULL,
+    entity_id  TEXT,
+    payload    TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+) WITHOUT ROWID;
+""",
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def applied_versions(conn: sqlite3.Connection) -> set[int]:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS threadloom_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+    )
+    return {row[0] for row in conn.execute("SELECT version FROM threadloom_migrations")}
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration not yet recorded, each in its own transaction; returns the
+    schema version. A database newer than this code is refused."""
+    done = applied_versions(conn)
+    if done and max(done) > LATEST_VERSION:
+        raise RuntimeError(
+            f"database schema version {max(done)} is newer than this Threadloom ({LATEST_VERSION})"
+        )
+    for version, name, sql in MIGRATIONS:
+        if version in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?,?,?)",
+                (version, name, time.time_ns() // 1000),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return LATEST_VERSION

@@ -1,0 +1,340 @@
+"""The embedded SQLite store: one database file for all threads, WAL, FULL sync by default.
+
+Writes run on one dedicated thread with one connection (SQLite has a single writer anyway),
+each as a ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction; reads run on a small pool of
+threads with their own connections, so WAL readers never wait behind a commit's fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
+
+from threadloom.errors import StoreError
+from threadloom.records import LogRow, Message, QueueEntry, SubagentRegistryEntry, ThreadStatus
+from threadloom.store.base import (
+    Clock,
+    CostSummary,
+    NewThread,
+    Order,
+    StoredEvent,
+    ThreadRow,
+    ThreadStats,
+    system_clock_us,
+)
+from threadloom.store.sqlite import logs, messages, queue, schema, threads
+
+T = TypeVar("T")
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def path_from_url(url: str) -> str:
+    """``sqlite:///relative.db`` → ``relative.db``; ``sqlite:////abs/x.db`` → ``/abs/x.db``
+    (SQLAlchemy's convention); a plain path is taken as it is."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+    elif url.startswith("sqlite://"):
+        raise StoreError(f"invalid SQLite URL {url!r}: use sqlite:///path/to/file.db")
+    else:
+        path = url
+    path = path.split("?", 1)[0]
+    if not path:
+        raise StoreError(f"invalid SQLite URL {url!r}: no file path")
+    return path
+
+
+class SqliteStore:
+    """The :class:`~threadloom.store.base.Store` on an SQLite file."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        url: str | None = None,
+        synchronous: Synchronous = "FULL",
+        clock: Clock = system_clock_us,
+        readers: int = 4,
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        if synchronous not in _SYNC_LEVELS:
+            raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
+        self.path = path
+        self.url = url or f"sqlite:///{path}"
+        self.synchronous = synchronous
+        self.clock = clock
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="threadloom-sqlite-w")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="threadloom-sqlite-r")
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._wconn: sqlite3.Connection | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> SqliteStore:
+        """Open (creating and migrating) the database; a clear ``StoreError`` otherwise."""
+        path = path_from_url(url)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise StoreError(
+                f"cannot open SQLite database {path!r}: directory {directory!r} does not exist"
+            )
+        store = cls(path, url=url, **options)
+        try:
+            await asyncio.get_running_loop().run_in_executor(store._writer, store._open_writer)
+        except (sqlite3.Error, RuntimeError, OSError) as exc:
+            await store.close()
+            raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        return store
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self._busy_timeout_ms / 1000,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _open_writer(self) -> None:
+        conn = self._connect()
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"could not switch to WAL journal mode (got {mode!r})")
+        schema.migrate(conn)
+        self._wconn = conn
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+
+    def pragma(self, name: str) -> Any:
+        """Read a PRAGMA on a fresh reader connection (diagnostics and tests)."""
+        conn = self._connect()
+        try:
+            return conn.execute(f"PRAGMA {name}").fetchone()[0]
+        finally:
+            with self._lock:
+                self._connections.remove(conn)
+            conn.close()
+
+    # -- execution ---------------------------------------------------------------------
+    def _tx(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._wconn
+        if conn is None:
+            raise StoreError("store is closed")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn, self.clock, *args)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._writer, self._tx, fn, args)
+
+    def _reader_conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _snapshot(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._reader_conn()
+        conn.execute("BEGIN")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("COMMIT")
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._readers, self._snapshot, fn, args
+        )
+
+    # -- threads -----------------------------------------------------------------------
+    async def create_thread(self, new: NewThread) -> ThreadRow:
+        return await self._write(threads.create_thread, new)
+
+    async def get_thread(self, thread_id: str) -> ThreadRow | None:
+        return await self._read(threads.get_thread, thread_id)
+
+    async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
+        return await self._read(threads.get_threads, list(thread_ids))
+
+    async def list_threads(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        parent_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ThreadRow], int]:
+        return await self._read(
+            threads.list_threads, user_id, agent_id, parent_id, roots_only, limit, offset
+        )
+
+    async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:
+        return await self._read(threads.descendants, thread_id, limit)
+
+    async def delete_thread(self, thread_id: str) -> list[str]:
+        return await self._write(threads.delete_thread, thread_id)
+
+    async def thread_stats(self, thread_id: str) -> ThreadStats:
+        return await self._read(threads.thread_stats, thread_id)
+
+    async def threads_with_status(self, state: str) -> list[str]:
+        return await self._read(threads.threads_with_status, state)
+
+    async def threads_with_queue(self) -> list[str]:
+        return await self._read(threads.threads_with_queue)
+
+    async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
+        return await self._write(threads.set_status, thread_id, status)
+
+    async def settle_lost_run(self, thread_id: str) -> list[StoredEvent]:
+        return await self._write(threads.settle_lost_run, thread_id)
+
+    async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
+        return await self._write(threads.terminate, thread_id)
+
+    # -- messages ----------------------------------------------------------------------
+    async def insert_message(
+        self, thread_id: str, message: Message, *, require_live: bool = True
+    ) -> tuple[Message, StoredEvent]:
+        return await self._write(messages.insert_message, thread_id, message, require_live)
+
+    async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
+        return await self._write(messages.update_message, thread_id, message)
+
+    async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
+        return await self._write(messages.delete_message, thread_id, message_id)
+
+    async def get_message(self, thread_id: str, message_id: str) -> Message | None:
+        return await self._read(messages.get_message, thread_id, message_id)
+
+    async def read_page(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+    ) -> tuple[list[Message], int]:
+        return await self._read(
+            messages.read_page, thread_id, limit, offset, order, include_silent, max_depth
+        )
+
+    async def read_by_ids(
+        self,
+        thread_id: str,
+        ids: Sequence[str],
+        *,
+        include_silent: bool,
+        max_depth: int | None,
+        include_workblocks: bool = False,
+    ) -> list[Message]:
+        return await self._read(
+            messages.read_by_ids,
+            thread_id,
+            list(ids),
+            include_silent,
+            max_depth,
+            include_workblocks,
+        )
+
+    async def newest_top_level_id(self, thread_id: str) -> str | None:
+        return await self._read(messages.newest_top_level_id, thread_id)
+
+    async def top_level_history(self, thread_id: str) -> list[Message]:
+        return await self._read(messages.top_level_history, thread_id)
+
+    # -- queue -------------------------------------------------------------------------
+    async def enqueue(
+        self, thread_id: str, entry: QueueEntry, *, clear_stop: bool
+    ) -> tuple[QueueEntry, StoredEvent]:
+        return await self._write(queue.enqueue, thread_id, entry, clear_stop)
+
+    async def get_queue_entry(self, thread_id: str, entry_id: str) -> QueueEntry | None:
+        return await self._read(queue.get_entry, thread_id, entry_id)
+
+    async def update_queue_entry(
+        self, thread_id: str, entry: QueueEntry
+    ) -> tuple[QueueEntry, StoredEvent] | None:
+        return await self._write(queue.update_entry, thread_id, entry)
+
+    async def list_queue(self, thread_id: str) -> list[QueueEntry]:
+        return await self._read(queue.list_entries, thread_id)
+
+    # -- registry ----------------------------------------------------------------------
+    async def get_registry(self, thread_id: str) -> list[SubagentRegistryEntry]:
+        return await self._read(threads.get_registry, thread_id)
+
+    async def upsert_registry_entry(
+        self, parent_id: str, entry: SubagentRegistryEntry
+    ) -> StoredEvent:
+        return await self._write(threads.upsert_registry_entry, parent_id, entry)
+
+    async def set_registry_status(
+        self, parent_id: str, reference: str, status: str
+    ) -> StoredEvent | None:
+        return await self._write(threads.set_registry_status, parent_id, reference, status)
+
+    # -- logs and cost -----------------------------------------------------------------
+    async def insert_log(
+        self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
+    ) -> tuple[LogRow, StoredEvent]:
+        return await self._write(logs.insert_log, thread_id, row, anchor_newest)
+
+    async def get_log(self, thread_id: str, log_id: str) -> LogRow | None:
+        return await self._read(logs.get_log, thread_id, log_id)
+
+    async def list_logs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = 100,
+        offset: int = 0,
+        kind: str | None = None,
+    ) -> list[LogRow]:
+        return await self._read(logs.list_logs, thread_id, limit, offset, kind)
+
+    async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary:
+        return await self._read(logs.cost_summary, list(thread_ids))
+
+    # -- events ------------------------------------------------------------------------
+    async def read_events(
+        self, thread_id: str, after_seq: int, limit: int = 1000
+    ) -> list[StoredEvent]:
+        return await self._read(threads.read_events, thread_id, after_seq, limit)

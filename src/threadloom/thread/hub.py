@@ -1,0 +1,251 @@
+"""The shared machinery behind every ThreadState of one runtime.
+
+The hub owns the store handle, the event bus, the hook registry and runner, the per-thread
+FIFO write locks, the in-memory ``terminated`` value of each live thread, and the live
+execution histories. Writes to a thread commit *and publish* under that thread's lock, so
+the bus sees each thread's durable events in commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from threadloom.define.hook import HookContext, HookDefinition, HookRegistry
+from threadloom.define.registry import Definitions
+from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
+from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
+from threadloom.thread.events import EventBus, ThreadEvent
+from threadloom.thread.history import MessageHistory
+from threadloom.thread.hooks import HookRunner, format_hook_error
+from threadloom.thread.users import IdentityAuthority
+
+if TYPE_CHECKING:
+    from threadloom.thread.state import ThreadState
+
+logger = logging.getLogger("threadloom.thread")
+
+
+def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
+    """The HTTP and stream form of a registry entry (spec 08 §8.2.7)."""
+    return {
+        "id": entry.reference,
+        "relationship": entry.relationship,
+        "agent_name": entry.name,
+        "title": entry.title,
+        "threadName": entry.thread_name,
+        "status": entry.status,
+        "blocking": entry.blocking,
+        "resumable": entry.resumable,
+        "owner": entry.owner,
+        "description": entry.description,
+        "createdAt": entry.created_at,
+        "spawnGroupId": entry.spawn_group_id,
+    }
+
+
+class ThreadHub:
+    """Store, bus, hooks, locks and live state shared by the ThreadStates of a runtime."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        definitions: Definitions | None = None,
+        users: IdentityAuthority | None = None,
+        hook_timeout_s: float | None = 60.0,
+        clock: Clock = system_clock_us,
+    ) -> None:
+        self.store = store
+        self.bus = EventBus()
+        self.definitions = definitions or Definitions()
+        self.users = users
+        self.clock = clock
+        self.hooks = HookRunner(default_timeout_s=hook_timeout_s, on_failure=self._hook_failed)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._terminated: dict[str, int | None] = {}
+        self._histories: dict[str, list[MessageHistory]] = {}
+        self.wake: Callable[[str], None] | None = None
+        """Set by the engine: called when a thread has new queued work."""
+        self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
+        """Set by the engine: abort a running execution (thread id, reason, from inside)."""
+
+    # -- locks and live state --------------------------------------------------------
+    def lock(self, thread_id: str) -> asyncio.Lock:
+        """The thread's write lock (FIFO among waiters)."""
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    def note_thread(self, row: ThreadRow) -> None:
+        self._terminated[row.id] = row.terminated
+
+    def terminated_of(self, thread_id: str) -> int | None:
+        return self._terminated.get(thread_id)
+
+    def set_terminated(self, thread_id: str, at: int) -> None:
+        self._terminated[thread_id] = at
+
+    def forget(self, thread_id: str) -> None:
+        self._terminated.pop(thread_id, None)
+        self._histories.pop(thread_id, None)
+        lock = self._locks.get(thread_id)
+        if lock is not None and not lock.locked():
+            del self._locks[thread_id]
+
+    def attach_history(self, thread_id: str, history: MessageHistory) -> None:
+        """Keep ``history`` live: every write through this hub is reflected in it."""
+        self._histories.setdefault(thread_id, []).append(history)
+
+    def detach_history(self, thread_id: str, history: MessageHistory) -> None:
+        histories = self._histories.get(thread_id, [])
+        if history in histories:
+            histories.remove(history)
+
+    def reflect_upsert(self, thread_id: str, message: Message) -> None:
+        for history in self._histories.get(thread_id, ()):
+            history.upsert(message)
+
+    def reflect_delete(self, thread_id: str, message_ids: Sequence[str]) -> None:
+        for history in self._histories.get(thread_id, ()):
+            history.remove(message_ids)
+
+    def signal_work(self, thread_id: str) -> None:
+        if self.wake is not None:
+            self.wake(thread_id)
+
+    # -- publishing ------------------------------------------------------------------
+    def publish(self, thread_id: str, kind: str, seq: int | None, data: dict[str, Any]) -> None:
+        self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
+
+    def publish_message(self, event: StoredEvent, message: Message) -> None:
+        self.publish(event.thread_id, "message", event.seq, {"message": message.to_wire()})
+
+    async def publish_events(self, events: Sequence[StoredEvent]) -> None:
+        """Publish committed events, reading each entity's state now (spec 09 §9.6.6)."""
+        for event in events:
+            self.publish(event.thread_id, event.kind, event.seq, await self.event_data(event))
+
+    async def event_data(self, event: StoredEvent) -> dict[str, Any]:
+        store, tid, entity = self.store, event.thread_id, event.entity_id or ""
+        if event.kind == "message":
+            message = await store.get_message(tid, entity)
+            if message is None:
+                return {"message": None, "message_id": entity}
+            return {"message": (await self.project(tid, [message]))[0].to_wire()}
+        if event.kind == "message_deleted":
+            payload = event.payload or {}
+            return {
+                "message_id": entity,
+                "depth": payload.get("depth", 0),
+                "silent": payload.get("silent", False),
+            }
+        if event.kind == "status":
+            row = await store.get_thread(tid)
+            if row is None:
+                return {"status": None, "terminated": None}
+            return {"status": row.status.model_dump(), "terminated": row.terminated}
+        if event.kind == "log":
+            log = await store.get_log(tid, entity)
+            return {"log": log.to_list_wire() if log else None}
+        if event.kind == "subagent":
+            entries = {e.reference: e for e in await store.get_registry(tid)}
+            found = entries.get(entity)
+            return {"entry": registry_wire(found) if found else None}
+        if event.kind == "subagent_removed":
+            return {"reference": entity}
+        return dict(event.payload or {})
+
+    # -- projections -----------------------------------------------------------------
+    async def project(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        """Fill the projected ``subagent_*`` fields from the registry (spec 01 §1.4.11)."""
+        wanted = {m.subagent_id for m in messages if m.subagent_id}
+        if not wanted:
+            return messages
+        registry = {e.reference: e for e in await self.store.get_registry(thread_id)}
+        missing = [ref for ref in wanted if ref not in registry]
+        others = await self.store.get_threads(missing) if missing else {}
+        for message in messages:
+            ref = message.subagent_id
+            if not ref:
+                continue
+            entry = registry.get(ref)
+            if entry is not None:
+                message.subagent_relationship = entry.relationship
+                message.subagent_name = entry.name
+                message.subagent_title = entry.title
+                message.subagent_description = entry.description
+                message.subagent_status = entry.status
+                message.subagent_blocking = entry.blocking
+                message.subagent_thread_name = entry.thread_name
+                message.subagent_spawn_group_id = entry.spawn_group_id
+                continue
+            other = others.get(ref)
+            if other is None:
+                continue
+            agent = self.definitions.agent(other.agent_id)
+            message.subagent_name = other.agent_id
+            message.subagent_title = agent.display_title if agent else None
+            message.subagent_description = (agent.description or None) if agent else None
+            message.subagent_status = "terminated" if other.terminated is not None else None
+            message.subagent_thread_name = thread_name(other.tags)
+        return messages
+
+    # -- hooks -----------------------------------------------------------------------
+    def resolve_hooks(
+        self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
+    ) -> list[tuple[HookDefinition, HookContext]]:
+        agent = self.definitions.agent(agent_id)
+        agent_hooks = list(agent.hooks) if agent else []
+        if not agent_hooks and not prompt_hooks:
+            return []
+        return self.hooks_registry.resolve(
+            name,
+            prompt_hooks=list(prompt_hooks) or None,
+            prompt_name=prompt_name,
+            agent_hooks=agent_hooks,
+            agent_name=agent_id,
+        )
+
+    @property
+    def hooks_registry(self) -> HookRegistry:
+        return self.definitions.hooks
+
+    async def _hook_failed(
+        self, state: ThreadState, hook: HookDefinition, context: HookContext, exc: BaseException
+    ) -> None:
+        """Record a swallowed hook failure as a runtime error log row (spec 03 §3.5.1)."""
+        row = LogRow(
+            id=new_id(),
+            kind=None,
+            provider="system",
+            model=hook.id,
+            endpoint=f"hook.{hook.name}",
+            created_at=0,
+            is_complete=True,
+            error=format_hook_error(exc),
+            error_type="hook_error",
+            error_origin=f"hook:{hook.id}",
+        )
+        await self.write_runtime_log(state.thread_id, row, state.root_message_id)
+
+    async def write_runtime_log(
+        self, thread_id: str, row: LogRow, root_message_id: str | None = None
+    ) -> LogRow | None:
+        """Insert a complete runtime row anchored to the turn's root, else the newest
+        top-level message (spec 01 §1.9.6); a failure is logged, never raised."""
+        try:
+            async with self.lock(thread_id):
+                if root_message_id is not None:
+                    row = row.model_copy(update={"message_id": root_message_id})
+                stored, event = await self.store.insert_log(
+                    thread_id, row, anchor_newest=root_message_id is None
+                )
+                self.publish(thread_id, "log", event.seq, {"log": stored.to_list_wire()})
+                return stored
+        except Exception as exc:
+            logger.warning("could not write log row for thread %s: %s", thread_id, exc)
+            return None

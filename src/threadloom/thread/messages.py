@@ -1,0 +1,284 @@
+"""Reading, injecting, updating and deleting messages (spec 02 §2.4, §2.5, §2.7, §2.8).
+
+Order of every write: validate → (``before_*`` hooks, outside the lock) → under the
+thread's write lock: commit, reflect in live histories, publish → (``after_*`` hooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from threadloom.errors import (
+    InvalidArgument,
+    InvalidMessage,
+    MessageGenerating,
+    MessageNotFound,
+    ThreadTerminated,
+)
+from threadloom.records import Message, MessagesPage, new_id
+from threadloom.thread import queue
+from threadloom.thread.validate import (
+    INJECT_FIELDS,
+    UPDATE_FIELDS,
+    apply_update,
+    check_inject,
+    check_update_names,
+    gather,
+)
+
+if TYPE_CHECKING:
+    from threadloom.thread.state import ThreadState
+
+MAX_IDS = 200
+
+# Fields the runtime owns on a message being created (spec 03 §3.6.6).
+_OWNED = (
+    "id",
+    "created_at",
+    "status",
+    "depth",
+    "parent_id",
+    "prompt",
+    "log_id",
+    "reasoning_content",
+    "reasoning_details",
+    "subagent_id",
+    "subagent_relationship",
+    "subagent_name",
+    "subagent_title",
+    "subagent_description",
+    "subagent_status",
+    "subagent_blocking",
+    "subagent_thread_name",
+    "subagent_spawn_group_id",
+)
+
+
+def _check_int(name: str, value: object, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{name} must be an integer ≥ 0" + (" or None" if allow_none else ""))
+
+
+async def get_messages(
+    state: ThreadState,
+    *,
+    limit: int | None,
+    offset: int,
+    order: str,
+    include_silent: bool,
+    max_depth: int | None,
+    ids: Sequence[str] | None,
+    include_workblocks: bool,
+) -> MessagesPage:
+    _check_int("limit", limit, allow_none=True)
+    _check_int("offset", offset, allow_none=False)
+    _check_int("max_depth", max_depth, allow_none=True)
+    if order not in ("asc", "desc"):
+        raise InvalidArgument("order must be 'asc' or 'desc'")
+    if not isinstance(include_silent, bool) or not isinstance(include_workblocks, bool):
+        raise InvalidArgument("include_silent and include_workblocks must be booleans")
+    hub, tid = state.hub, state.thread_id
+    wanted: list[str] = []
+    if ids is not None:
+        if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+            raise InvalidArgument("ids must be a sequence of strings")
+        wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
+    if wanted:
+        if len(wanted) > MAX_IDS:
+            raise InvalidArgument("Too many message IDs requested")
+        found = await hub.store.read_by_ids(
+            tid,
+            wanted,
+            include_silent=include_silent,
+            max_depth=max_depth,
+            include_workblocks=include_workblocks,
+        )
+        found = await hub.project(tid, found)
+        return MessagesPage(messages=found, total=len(found), has_more=False)
+    page, total = await hub.store.read_page(
+        tid,
+        limit=limit,
+        offset=offset,
+        order="asc" if order == "asc" else "desc",
+        include_silent=include_silent,
+        max_depth=max_depth,
+    )
+    page = await hub.project(tid, page)
+    return MessagesPage(messages=page, total=total, has_more=offset + len(page) < total)
+
+
+async def get_message(state: ThreadState, message_id: str) -> Message | None:
+    if not isinstance(message_id, str):
+        raise InvalidArgument("message_id must be a string")
+    found = await state.hub.store.get_message(state.thread_id, message_id)
+    if found is None:
+        return None
+    return (await state.hub.project(state.thread_id, [found]))[0]
+
+
+def merge_created(original: Message, returned: object, hook_id: str) -> Message:
+    """A ``before_create_message`` result merged over the message (spec 03 §3.6.6):
+    validated like caller input, with the runtime-owned fields restored."""
+    if isinstance(returned, Message):
+        changes = {k: getattr(returned, k) for k in INJECT_FIELDS}
+    elif isinstance(returned, Mapping):
+        unknown = [k for k in returned if k not in Message.model_fields]
+        if unknown:
+            raise InvalidMessage(
+                f"before_create_message hook '{hook_id}' returned unknown field '{unknown[0]}'"
+            )
+        changes = {k: v for k, v in returned.items() if k in INJECT_FIELDS}
+    else:
+        raise InvalidMessage(
+            f"before_create_message hook '{hook_id}' must return a Message, a mapping or None"
+        )
+    fields = {k: getattr(original, k) for k in INJECT_FIELDS}
+    fields.update(changes)
+    if fields.get("attachments") is not None:
+        fields["attachments"] = [
+            a.model_dump() if hasattr(a, "model_dump") else a for a in fields["attachments"]
+        ]
+    try:
+        checked = check_inject(fields, "before_create_message")
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"before_create_message hook '{hook_id}': {exc}") from None
+    return checked.model_copy(update={k: getattr(original, k) for k in _OWNED})
+
+
+def derive_subagent_id(message: Message) -> Message:
+    """``subagent_id`` comes from a non-empty string ``metadata.subagent_id``."""
+    value = (message.metadata or {}).get("subagent_id")
+    return message.model_copy(
+        update={"subagent_id": value if isinstance(value, str) and value else None}
+    )
+
+
+async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
+    """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7)."""
+    hub, tid = state.hub, state.thread_id
+    hooks = hub.resolve_hooks(
+        "before_create_message", state.agent_id, state.prompt_name, state.prompt_hooks
+    )
+    if hooks:
+        candidate = await hub.hooks.run_transform(
+            hooks,
+            state,
+            candidate,
+            validate=lambda prev, ret, hook: merge_created(prev, ret, hook.id),
+            propagate=propagate,
+        )
+    candidate = derive_subagent_id(candidate)
+    async with hub.lock(tid):
+        try:
+            stored, event = await hub.store.insert_message(tid, candidate)
+        except ThreadTerminated as exc:
+            hub.set_terminated(tid, exc.terminated_at)
+            raise
+        stored = (await hub.project(tid, [stored]))[0]
+        hub.reflect_upsert(tid, stored)
+        hub.publish_message(event, stored)
+    after = hub.resolve_hooks(
+        "after_create_message", state.agent_id, state.prompt_name, state.prompt_hooks
+    )
+    if after:
+        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored
+
+
+async def inject_message(
+    state: ThreadState, message: Mapping[str, Any] | None, fields: Mapping[str, Any]
+) -> Message:
+    candidate = check_inject(gather(message, fields, "inject_message"))
+    terminated = state.terminated
+    if terminated is not None:
+        raise ThreadTerminated(state.thread_id, terminated)
+    candidate = candidate.model_copy(
+        update={
+            "id": new_id(),
+            "status": "completed",
+            "depth": state.depth,
+            "parent_id": state.parent_message_id,
+            "prompt": state.prompt_name,
+        }
+    )
+    return await create(state, candidate, propagate=True)
+
+
+def _check_update_result(prev: object, returned: object, hook_id: str) -> dict[str, Any]:
+    if not isinstance(returned, Mapping):
+        raise InvalidMessage(f"before_update_message hook '{hook_id}' must return a mapping")
+    check_update_names(returned, UPDATE_FIELDS)
+    return dict(returned)
+
+
+async def update_message(
+    state: ThreadState,
+    message_id: str,
+    updates: Mapping[str, Any] | None,
+    fields: Mapping[str, Any],
+) -> Message:
+    data = gather(updates, fields, "update_message")
+    check_update_names(data, UPDATE_FIELDS)
+    hub, tid = state.hub, state.thread_id
+    current = await hub.store.get_message(tid, message_id) if isinstance(message_id, str) else None
+    if current is None:
+        raise MessageNotFound(str(message_id))
+    if queue.is_pending_view(current):
+        edited = await queue.edit_entry(state, message_id, data)
+        if edited is not None:
+            return edited
+        current = await hub.store.get_message(tid, message_id)  # delivered meanwhile
+        if current is None:
+            raise MessageNotFound(message_id)
+    if current.status == "pending":
+        raise MessageGenerating(message_id)
+    if not data:
+        return (await hub.project(tid, [current]))[0]
+    apply_update(current, data)  # type and invariant errors before any hook runs
+    hooks = hub.resolve_hooks(
+        "before_update_message", state.agent_id, state.prompt_name, state.prompt_hooks
+    )
+    if hooks:
+        data = await hub.hooks.run_transform(
+            hooks,
+            state,
+            data,
+            args_builder=lambda value: (state, message_id, value),
+            validate=lambda prev, ret, hook: _check_update_result(prev, ret, hook.id),
+            propagate=True,
+        )
+    async with hub.lock(tid):
+        current = await hub.store.get_message(tid, message_id)
+        if current is None or queue.is_pending_view(current):
+            raise MessageNotFound(message_id)
+        if current.status == "pending":
+            raise MessageGenerating(message_id)
+        stored, event = await hub.store.update_message(tid, apply_update(current, data))
+        stored = (await hub.project(tid, [stored]))[0]
+        hub.reflect_upsert(tid, stored)
+        hub.publish_message(event, stored)
+    after = hub.resolve_hooks(
+        "after_update_message", state.agent_id, state.prompt_name, state.prompt_hooks
+    )
+    if after:
+        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored
+
+
+async def delete_message(state: ThreadState, message_id: str) -> bool:
+    if not isinstance(message_id, str):
+        raise InvalidArgument("message_id must be a string")
+    hub, tid = state.hub, state.thread_id
+    async with hub.lock(tid):
+        current = await hub.store.get_message(tid, message_id)
+        if current is None:
+            return False
+        if current.status == "pending" and not queue.is_pending_view(current):
+            raise MessageGenerating(message_id)
+        events = await hub.store.delete_message(tid, message_id)
+        hub.reflect_delete(tid, [e.entity_id for e in events if e.entity_id])
+        await hub.publish_events(events)
+    return bool(events)

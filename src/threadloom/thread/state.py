@@ -1,0 +1,225 @@
+"""``ThreadState``: the one object through which code acts on a thread (spec 02).
+
+The class is a façade: each method validates its input and hands off to the module that
+owns the concept (``messages``, ``queue``, ``logs``, ``family``). A ThreadState is either
+*at rest* (``execution is None``) or *in execution*, bound to a running execution whose
+depth, parent message, active prompt and live history its writes inherit.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from threadloom.errors import InvalidArgument, ThreadNotFound
+from threadloom.records import (
+    CostReport,
+    LogRow,
+    Message,
+    MessagesPage,
+    SubagentRegistryEntry,
+    ThreadStatus,
+    UserHandle,
+)
+from threadloom.store.base import ThreadRow
+from threadloom.thread import family, logs, messages, queue
+from threadloom.thread.lognorm import to_json_safe
+
+if TYPE_CHECKING:
+    from threadloom.thread.hub import ThreadHub
+
+
+class ThreadState:
+    """A thread's messages, queue, status, logs, family and identity (spec 02)."""
+
+    def __init__(
+        self,
+        hub: ThreadHub,
+        row: ThreadRow,
+        children: Sequence[SubagentRegistryEntry] = (),
+        *,
+        execution: Any = None,
+        context: dict[str, Any] | None = None,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._hub = hub
+        self.thread_id = row.id
+        self.agent_id = row.agent_id
+        self.user_id = row.user_id
+        self.parent_thread_id = row.parent_id
+        self._terminated = row.terminated
+        self._children = tuple(children)
+        source = row.arguments if arguments is None else arguments
+        self._arguments: Mapping[str, Any] = MappingProxyType(copy.deepcopy(dict(source)))
+        self.context: dict[str, Any] = {} if context is None else context
+        self.execution = execution
+        hub.note_thread(row)
+
+    def __repr__(self) -> str:
+        mode = "in execution" if self.execution is not None else "at rest"
+        return f"<ThreadState {self.thread_id} agent={self.agent_id!r} {mode}>"
+
+    # -- properties (spec 02 §2.3) ---------------------------------------------------
+    @property
+    def hub(self) -> ThreadHub:
+        return self._hub
+
+    @property
+    def terminated(self) -> int | None:
+        """µs of termination, updated in-process by any ``terminate()`` (spec 02 §2.3.1)."""
+        live = self._hub.terminated_of(self.thread_id)
+        return live if live is not None else self._terminated
+
+    @property
+    def children(self) -> tuple[SubagentRegistryEntry, ...]:
+        """A snapshot of the child registry; ``await get_children()`` reads it fresh."""
+        return tuple(e.model_copy() for e in self._children)
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """Read-only creation (or sub-prompt call) arguments (spec 02 §2.3.3)."""
+        return self._arguments
+
+    # The execution binding: what writes made in execution inherit (spec 02 §2.1.1).
+    @property
+    def depth(self) -> int:
+        return int(getattr(self.execution, "depth", 0) or 0)
+
+    @property
+    def parent_message_id(self) -> str | None:
+        return getattr(self.execution, "parent_id", None)
+
+    @property
+    def prompt_name(self) -> str | None:
+        return getattr(self.execution, "prompt_name", None)
+
+    @property
+    def prompt_hooks(self) -> Sequence[str]:
+        return tuple(getattr(self.execution, "prompt_hooks", ()) or ())
+
+    @property
+    def root_message_id(self) -> str | None:
+        return getattr(self.execution, "root_message_id", None)
+
+    # -- messages (spec 02 §2.4–§2.8) -------------------------------------------------
+    async def get_messages(
+        self,
+        *,
+        limit: int | None = 100,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "desc",
+        include_silent: bool = False,
+        max_depth: int | None = 0,
+        ids: Sequence[str] | None = None,
+        include_workblocks: bool = False,
+    ) -> MessagesPage:
+        """A page of messages with queued entries as pending views (spec 02 §2.4.1)."""
+        return await messages.get_messages(
+            self,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+            ids=ids,
+            include_workblocks=include_workblocks,
+        )
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """A stored message at any depth, else a queue entry's pending view, else None."""
+        return await messages.get_message(self, message_id)
+
+    async def inject_message(
+        self, message: Mapping[str, Any] | None = None, /, **fields: Any
+    ) -> Message:
+        """Persist a message now, with the create hooks (spec 02 §2.5)."""
+        return await messages.inject_message(self, message, fields)
+
+    async def queue_message(
+        self, message: Mapping[str, Any] | None = None, /, **fields: Any
+    ) -> Message:
+        """Queue a message for delivery before the next model request (spec 02 §2.6)."""
+        return await queue.queue_message(self, message, fields)
+
+    async def update_message(
+        self, message_id: str, updates: Mapping[str, Any] | None = None, /, **fields: Any
+    ) -> Message:
+        """Update a stored message (with hooks) or edit a waiting entry (spec 02 §2.7)."""
+        return await messages.update_message(self, message_id, updates, fields)
+
+    async def delete_message(self, message_id: str) -> bool:
+        """Delete a message with its cascade, or cancel a waiting entry (spec 02 §2.8)."""
+        return await messages.delete_message(self, message_id)
+
+    # -- status, logs, cost -----------------------------------------------------------
+    async def status(self) -> ThreadStatus:
+        """The thread's authoritative run status (spec 02 §2.9)."""
+        row = await self._hub.store.get_thread(self.thread_id)
+        if row is None:
+            raise ThreadNotFound(self.thread_id)
+        return row.status
+
+    async def set_status(self, label: str) -> None:
+        """Write a label into this thread's entry in its parent's registry (spec 02 §2.10)."""
+        await family.set_status(self, label)
+
+    async def log(self, *args: Any, **fields: Any) -> LogRow | None:
+        """Record an application log entry; never raises (spec 02 §2.11)."""
+        return await logs.log(self, args[0] if args else None, fields)
+
+    async def cost(self) -> CostReport:
+        """The cost report of this thread and its descendants (spec 01 §1.10.3)."""
+        return await logs.cost_report(self._hub, self.thread_id)
+
+    async def user(self) -> UserHandle | None:
+        """The owner's identity, read on every call (spec 02 §2.12)."""
+        if self.user_id is None or self._hub.users is None:
+            return None
+        return await self._hub.users.get_user(self.user_id)
+
+    async def terminate(self) -> int:
+        """Soft shutdown: returns the termination µs (spec 02 §2.13)."""
+        return await family.terminate(self)
+
+    # -- parent and child (spec 02 §2.14) ---------------------------------------------
+    async def get_children(self) -> list[SubagentRegistryEntry]:
+        entries = await self._hub.store.get_registry(self.thread_id)
+        self._children = tuple(entries)
+        return [e.model_copy() for e in entries]
+
+    async def get_parent_thread(self) -> ThreadState | None:
+        if self.parent_thread_id is None:
+            return None
+        return await load_state(self._hub, self.parent_thread_id, missing_ok=True)
+
+    async def get_child_thread(self, reference_id: str) -> ThreadState | None:
+        return await family.get_child_thread(self, reference_id)
+
+    async def notify_parent(self, content: str) -> None:
+        """Send a message to the parent thread (spec 02 §2.14.5)."""
+        await family.notify_parent(self, content)
+
+    # -- ephemeral events (spec 02 §2.16) ---------------------------------------------
+    def emit(self, event: str, data: Any = None) -> None:
+        """Publish an ephemeral ``event`` to live subscribers; nothing is stored."""
+        if not isinstance(event, str) or not event:
+            raise InvalidArgument("emit requires a non-empty event name")
+        payload = {"event_type": event, "data": to_json_safe(data)}
+        self._hub.publish(self.thread_id, "event", None, payload)
+
+
+async def load_state(
+    hub: ThreadHub, thread_id: str, *, missing_ok: bool = False, **options: Any
+) -> ThreadState | None:
+    """An at-rest ThreadState read from the store (``None`` if missing and allowed)."""
+    if not isinstance(thread_id, str):
+        raise InvalidArgument("thread_id must be a string")
+    row = await hub.store.get_thread(thread_id)
+    if row is None:
+        if missing_ok:
+            return None
+        raise ThreadNotFound(thread_id)
+    children = await hub.store.get_registry(thread_id)
+    return ThreadState(hub, row, children, **options)
