@@ -391,42 +391,17 @@ class SubagentRegistryEntry(BaseModel):
 # --------------------------------------------------------------------------------------
 # Logs
 
+# The keys of a log list row: the reference's, in its order, then the app_* keys.
+# fmt: off
 LOG_LIST_KEYS: tuple[str, ...] = (
-    "id",
-    "kind",
-    "message_id",
-    "provider",
-    "actual_provider",
-    "standard_agents_router_used",
-    "model",
-    "model_name",
-    "prompt_name",
-    "tools_called",
-    "queued_tools",
-    "provider_tools",
-    "parent_log_id",
-    "retry_of_log_id",
-    "error",
-    "error_type",
-    "error_origin",
-    "cost_total",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "total_tokens",
-    "is_complete",
-    "created_at",
-    "app_level",
-    "app_message",
-    "app_status",
-    "app_error",
-    "app_duration_ms",
-    "app_cost",
-    "app_request",
-    "app_response",
-    "app_trigger",
-    "app_data",
+    "id", "kind", "message_id", "provider", "actual_provider", "standard_agents_router_used",
+    "model", "model_name", "prompt_name", "tools_called", "queued_tools", "provider_tools",
+    "parent_log_id", "retry_of_log_id", "error", "error_type", "error_origin", "cost_total",
+    "input_tokens", "cached_tokens", "output_tokens", "total_tokens", "is_complete",
+    "created_at", "app_level", "app_message", "app_status", "app_error", "app_duration_ms",
+    "app_cost", "app_request", "app_response", "app_trigger", "app_data",
 )
+# fmt: on
 
 
 class LogRow(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.errors import (
     InvalidArgument,
     InvalidMessage,
@@ -16,7 +17,7 @@ from threadloom.errors import (
     MessageNotFound,
     ThreadTerminated,
 )
-from threadloom.records import Message, MessagesPage, new_id
+from threadloom.records import PROJECTED_FIELDS, Message, MessagesPage, new_id
 from threadloom.thread import queue
 from threadloom.thread.validate import (
     INJECT_FIELDS,
@@ -44,15 +45,13 @@ _OWNED = (
     "reasoning_content",
     "reasoning_details",
     "subagent_id",
-    "subagent_relationship",
-    "subagent_name",
-    "subagent_title",
-    "subagent_description",
-    "subagent_status",
-    "subagent_blocking",
-    "subagent_thread_name",
-    "subagent_spawn_group_id",
+    *PROJECTED_FIELDS,
 )
+
+
+def _hooks(state: ThreadState, name: str) -> list[tuple[HookDefinition, HookContext]]:
+    """The hooks named ``name`` that run for a write made through ``state`` (spec 03 §3.3)."""
+    return state.hub.resolve_hooks(name, state.agent_id, state.prompt_name, state.prompt_hooks)
 
 
 def _check_int(name: str, value: object, *, allow_none: bool) -> None:
@@ -159,9 +158,7 @@ def derive_subagent_id(message: Message) -> Message:
 async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
     """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7)."""
     hub, tid = state.hub, state.thread_id
-    hooks = hub.resolve_hooks(
-        "before_create_message", state.agent_id, state.prompt_name, state.prompt_hooks
-    )
+    hooks = _hooks(state, "before_create_message")
     if hooks:
         candidate = await hub.hooks.run_transform(
             hooks,
@@ -180,9 +177,7 @@ async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> 
         stored = (await hub.project(tid, [stored]))[0]
         hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
-    after = hub.resolve_hooks(
-        "after_create_message", state.agent_id, state.prompt_name, state.prompt_hooks
-    )
+    after = _hooks(state, "after_create_message")
     if after:
         await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
     return stored
@@ -238,9 +233,7 @@ async def update_message(
     if not data:
         return (await hub.project(tid, [current]))[0]
     apply_update(current, data)  # type and invariant errors before any hook runs
-    hooks = hub.resolve_hooks(
-        "before_update_message", state.agent_id, state.prompt_name, state.prompt_hooks
-    )
+    hooks = _hooks(state, "before_update_message")
     if hooks:
         data = await hub.hooks.run_transform(
             hooks,
@@ -260,9 +253,7 @@ async def update_message(
         stored = (await hub.project(tid, [stored]))[0]
         hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
-    after = hub.resolve_hooks(
-        "after_update_message", state.agent_id, state.prompt_name, state.prompt_hooks
-    )
+    after = _hooks(state, "after_update_message")
     if after:
         await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
     return stored
