@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest bench-store clean
+.PHONY: test lint typecheck pytest bench-store conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -27,6 +27,9 @@ pytest: $(STAMP)
 
 bench-store: $(STAMP)
 	$(BIN)/python bench/store_bench.py
+
+conformance: $(STAMP)
+	$(BIN)/python scripts/conformance.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
