@@ -13,6 +13,7 @@ from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.errors import (
     InvalidArgument,
     InvalidMessage,
+    InvalidUpdate,
     MessageGenerating,
     MessageNotFound,
     ThreadTerminated,
@@ -148,11 +149,10 @@ def merge_created(original: Message, returned: object, hook_id: str) -> Message:
 
 
 def derive_subagent_id(message: Message) -> Message:
-    """``subagent_id`` comes from a non-empty string ``metadata.subagent_id``."""
+    """Set ``subagent_id`` from a non-empty string ``metadata.subagent_id`` (in place)."""
     value = (message.metadata or {}).get("subagent_id")
-    return message.model_copy(
-        update={"subagent_id": value if isinstance(value, str) and value else None}
-    )
+    message.subagent_id = value if isinstance(value, str) and value else None
+    return message
 
 
 async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
@@ -190,22 +190,20 @@ async def inject_message(
     terminated = state.terminated
     if terminated is not None:
         raise ThreadTerminated(state.thread_id, terminated)
-    candidate = candidate.model_copy(
-        update={
-            "id": new_id(),
-            "status": "completed",
-            "depth": state.depth,
-            "parent_id": state.parent_message_id,
-            "prompt": state.prompt_name,
-        }
-    )
+    candidate.id = new_id()  # the candidate is ours: fill in place, no copies
+    candidate.depth = state.depth
+    candidate.parent_id = state.parent_message_id
+    candidate.prompt = state.prompt_name
     return await create(state, candidate, propagate=True)
 
 
 def _check_update_result(prev: object, returned: object, hook_id: str) -> dict[str, Any]:
     if not isinstance(returned, Mapping):
         raise InvalidMessage(f"before_update_message hook '{hook_id}' must return a mapping")
-    check_update_names(returned, UPDATE_FIELDS)
+    try:
+        check_update_names(returned, UPDATE_FIELDS)
+    except InvalidUpdate as exc:
+        raise InvalidUpdate(f"before_update_message hook '{hook_id}': {exc}") from None
     return dict(returned)
 
 

@@ -45,6 +45,14 @@ UPDATE_FIELDS = frozenset(
 QUEUE_UPDATE_FIELDS = frozenset(("content", "metadata", "silent", "attachments"))
 
 
+# Every Message field at its default: construction then resolves no defaults (hot path).
+_BLANK: dict[str, Any] = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in Message.model_fields.items()
+    if not field.is_required()
+}
+
+
 class InjectMessageInput(TypedDict, total=False):
     role: str
     content: str | None
@@ -185,17 +193,20 @@ def check_inject(data: Mapping[str, Any], what: str = "inject_message") -> Messa
         encode_tool_calls(normalize_tool_calls(raw_calls)) if raw_calls is not None else None
     )
     message = Message.model_construct(
-        id="",
-        role=role,
-        content=_optional_str(data, "content", InvalidMessage),
-        name=_optional_str(data, "name", InvalidMessage),
-        silent=silent,
-        metadata=check_metadata(data.get("metadata")),
-        attachments=check_attachments(data.get("attachments")),
-        tool_calls=tool_calls,
-        tool_call_id=_optional_str(data, "tool_call_id", InvalidMessage),
-        tool_status=tool_status,
-        status="completed",
+        **{
+            **_BLANK,
+            "id": "",
+            "role": role,
+            "content": _optional_str(data, "content", InvalidMessage),
+            "name": _optional_str(data, "name", InvalidMessage),
+            "silent": silent,
+            "metadata": check_metadata(data.get("metadata")),
+            "attachments": check_attachments(data.get("attachments")),
+            "tool_calls": tool_calls,
+            "tool_call_id": _optional_str(data, "tool_call_id", InvalidMessage),
+            "tool_status": tool_status,
+            "status": "completed",
+        }
     )
     check_role_fields(message, InvalidMessage)
     if message.content is None and not (message.tool_calls or message.attachments):

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from queue import SimpleQueue
 from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
@@ -30,6 +31,53 @@ from threadloom.store.base import (
 from threadloom.store.sqlite import logs, messages, queue, schema, threads
 
 T = TypeVar("T")
+
+
+class _Writer:
+    """One thread that runs write transactions in order and hands results back to the loop.
+
+    Leaner than ``run_in_executor``: a ``SimpleQueue`` in, ``call_soon_threadsafe`` out,
+    no ``concurrent.futures`` chaining — the hop is most of a write's non-SQL cost.
+    """
+
+    def __init__(self) -> None:
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="threadloom-sqlite-w", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            loop, future, fn, args = item
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                loop.call_soon_threadsafe(_settle, future, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, future, result, None)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((loop, future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -69,7 +117,7 @@ class SqliteStore:
         self.synchronous = synchronous
         self.clock = clock
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="threadloom-sqlite-w")
+        self._writer = _Writer()
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="threadloom-sqlite-r")
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -89,7 +137,7 @@ class SqliteStore:
             )
         store = cls(path, url=url, **options)
         try:
-            await asyncio.get_running_loop().run_in_executor(store._writer, store._open_writer)
+            await store._writer.submit(store._open_writer)
         except (sqlite3.Error, RuntimeError, OSError) as exc:
             await store.close()
             raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
@@ -121,7 +169,7 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
-        self._writer.shutdown(wait=True)
+        self._writer.shutdown()
         self._readers.shutdown(wait=True)
         with self._lock:
             for conn in self._connections:
@@ -155,7 +203,7 @@ class SqliteStore:
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._writer, self._tx, fn, args)
+        return await self._writer.submit(self._tx, fn, args)
 
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
