@@ -46,6 +46,49 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
     }
 
 
+class _ThreadLock:
+    """``async with hub.lock(thread_id)``: one asyncio.Lock per thread while it is in use.
+
+    The entry is dropped when its last holder or waiter leaves, so a long-running server
+    keeps no lock for threads nobody is writing to.
+    """
+
+    __slots__ = ("_entry", "_table", "_thread_id")
+
+    def __init__(self, table: dict[str, list[Any]], thread_id: str) -> None:
+        self._table = table
+        self._thread_id = thread_id
+        self._entry: list[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        entry = self._table.get(self._thread_id)
+        if entry is None:
+            entry = self._table[self._thread_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        self._entry = entry
+        try:
+            await entry[0].acquire()
+        except BaseException:
+            self._leave(entry, release=False)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            self._leave(entry, release=True)
+
+    def _leave(self, entry: list[Any], *, release: bool) -> None:
+        if release:
+            entry[0].release()
+        entry[1] -= 1
+        if entry[1] == 0 and self._table.get(self._thread_id) is entry:
+            del self._table[self._thread_id]
+
+    def locked(self) -> bool:
+        entry = self._table.get(self._thread_id)
+        return entry is not None and bool(entry[0].locked())
+
+
 class ThreadHub:
     """Store, bus, hooks, locks and live state shared by the ThreadStates of a runtime."""
 
@@ -64,7 +107,7 @@ class ThreadHub:
         self.users = users
         self.clock = clock
         self.hooks = HookRunner(default_timeout_s=hook_timeout_s, on_failure=self._hook_failed)
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock, users]
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
         self.wake: Callable[[str], None] | None = None
@@ -73,15 +116,18 @@ class ThreadHub:
         """Set by the engine: abort a running execution (thread id, reason, from inside)."""
 
     # -- locks and live state --------------------------------------------------------
-    def lock(self, thread_id: str) -> asyncio.Lock:
-        """The thread's write lock (FIFO among waiters)."""
-        lock = self._locks.get(thread_id)
-        if lock is None:
-            lock = self._locks[thread_id] = asyncio.Lock()
-        return lock
+    def lock(self, thread_id: str) -> _ThreadLock:
+        """The thread's write lock: FIFO among waiters, forgotten when nobody holds it."""
+        return _ThreadLock(self._locks, thread_id)
+
+    @property
+    def active_locks(self) -> int:
+        """Threads whose write lock is held or awaited right now."""
+        return len(self._locks)
 
     def note_thread(self, row: ThreadRow) -> None:
-        self._terminated[row.id] = row.terminated
+        if row.terminated is not None:  # termination is permanent: only those are kept
+            self._terminated[row.id] = row.terminated
 
     def terminated_of(self, thread_id: str) -> int | None:
         return self._terminated.get(thread_id)
@@ -92,9 +138,6 @@ class ThreadHub:
     def forget(self, thread_id: str) -> None:
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
-        lock = self._locks.get(thread_id)
-        if lock is not None and not lock.locked():
-            del self._locks[thread_id]
 
     def attach_history(self, thread_id: str, history: MessageHistory) -> None:
         """Keep ``history`` live: every write through this hub is reflected in it."""
