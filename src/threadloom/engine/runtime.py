@@ -40,9 +40,14 @@ class Runtime:
         hook_timeout_s: float | None = 60.0,
         clock: Clock | None = None,
         synchronous: str = "FULL",
+        write_mode: str = "auto",
         store: Store | None = None,
     ) -> Runtime:
-        """Open (and migrate) the store at ``url``, validate definitions, recover lost runs."""
+        """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
+
+        ``synchronous`` and ``write_mode`` tune the SQLite store (see
+        ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
+        """
         defs = definitions if definitions is not None else Definitions()
         for fn in hooks:
             defs.add(fn)
@@ -50,7 +55,9 @@ class Runtime:
         if users is not None and not isinstance(users, IdentityAuthority):
             users = StaticUsers(users)
         the_clock = clock or system_clock_us
-        opened = store or await open_store(url, clock=the_clock, synchronous=synchronous)
+        opened = store or await open_store(
+            url, clock=the_clock, synchronous=synchronous, write_mode=write_mode
+        )
         hub = ThreadHub(
             opened,
             definitions=defs,

@@ -1,8 +1,18 @@
 """The embedded SQLite store: one database file for all threads, WAL, FULL sync by default.
 
-Writes run on one dedicated thread with one connection (SQLite has a single writer anyway),
-each as a ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction; reads run on a small pool of
-threads with their own connections, so WAL readers never wait behind a commit's fsync.
+Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction. Where it runs is the
+``write_mode``:
+
+- ``"thread"``: on one dedicated writer thread, so the event loop never waits for a commit's
+  fsync; each write pays a thread hand-off both ways.
+- ``"inline"``: on the event loop's thread, on a connection that never waits for SQLite's
+  write lock: when another process holds it, the write goes to the writer thread instead.
+  Lowest latency; the loop is blocked for the commit (about one fsync).
+- ``"auto"`` (default): inline while the writer thread is idle, the writer thread while
+  writes are queued there.
+
+Reads run on a small pool of threads with their own connections (WAL readers never wait
+for a writer).
 """
 
 from __future__ import annotations
@@ -79,6 +89,8 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+WriteMode = Literal["auto", "thread", "inline"]
+_WRITE_MODES = ("auto", "thread", "inline")
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
@@ -109,9 +121,13 @@ class SqliteStore:
         clock: Clock = system_clock_us,
         readers: int = 4,
         busy_timeout_ms: int = 10_000,
+        write_mode: WriteMode = "auto",
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
+        if write_mode not in _WRITE_MODES:
+            raise StoreError(f"write_mode must be one of {_WRITE_MODES}, not {write_mode!r}")
+        self.write_mode = write_mode
         self.path = path
         self.url = url or f"sqlite:///{path}"
         self.synchronous = synchronous
@@ -123,6 +139,8 @@ class SqliteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._wconn: sqlite3.Connection | None = None
+        self._iconn: sqlite3.Connection | None = None
+        self._queued = 0  # writes submitted to the writer thread and not yet answered
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -143,14 +161,15 @@ class SqliteStore:
             raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
         return store
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
+        timeout_ms = self._busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
         conn = sqlite3.connect(
             self.path,
             isolation_level=None,
             check_same_thread=False,
-            timeout=self._busy_timeout_ms / 1000,
+            timeout=timeout_ms / 1000,
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         with self._lock:
@@ -164,6 +183,8 @@ class SqliteStore:
             raise RuntimeError(f"could not switch to WAL journal mode (got {mode!r})")
         schema.migrate(conn)
         self._wconn = conn
+        if self.write_mode != "thread":
+            self._iconn = self._connect(busy_timeout_ms=0)
 
     async def close(self) -> None:
         if self._closed:
@@ -192,6 +213,9 @@ class SqliteStore:
         if conn is None:
             raise StoreError("store is closed")
         conn.execute("BEGIN IMMEDIATE")
+        return self._run_tx(conn, fn, args)
+
+    def _run_tx(self, conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
             result = fn(conn, self.clock, *args)
         except BaseException:
@@ -203,7 +227,19 @@ class SqliteStore:
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await self._writer.submit(self._tx, fn, args)
+        conn = self._iconn
+        if conn is not None and (self.write_mode == "inline" or self._queued == 0):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                pass  # another process holds the write lock: wait for it on the writer thread
+            else:
+                return self._run_tx(conn, fn, args)
+        self._queued += 1
+        try:
+            return await self._writer.submit(self._tx, fn, args)
+        finally:
+            self._queued -= 1
 
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -1,0 +1,70 @@
+"""The SQLite store's own options: URLs, write modes, and waiting for another process."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from threadloom import Runtime
+from threadloom.errors import StoreError
+from threadloom.store.sqlite.store import path_from_url
+
+
+def test_url_forms() -> None:
+    """SQLAlchemy's convention: three slashes relative, four absolute; plain paths as given."""
+    assert path_from_url("sqlite:///./threadloom.db") == "./threadloom.db"
+    assert path_from_url("sqlite:///data/t.db") == "data/t.db"
+    assert path_from_url("sqlite:////var/lib/t.db") == "/var/lib/t.db"
+    assert path_from_url("/tmp/t.db") == "/tmp/t.db"
+    with pytest.raises(StoreError, match="sqlite:///path"):
+        path_from_url("sqlite://host/t.db")
+
+
+async def test_unknown_write_mode_is_refused(db_url: str) -> None:
+    with pytest.raises(StoreError, match="write_mode"):
+        await Runtime.open(db_url, write_mode="sometimes")
+
+
+@pytest.mark.parametrize("mode", ["auto", "thread", "inline"])
+async def test_every_write_mode_keeps_order_and_durability(db_url: str, mode: str) -> None:
+    """Concurrent writes to several threads in each mode: all stored, in call order per thread."""
+    runtime = await Runtime.open(db_url, write_mode=mode)
+    states = [await runtime.create_thread("a") for _ in range(5)]
+    await asyncio.gather(
+        *(s.inject_message(role="user", content=f"{n}") for n in range(20) for s in states)
+    )
+    ids = [s.thread_id for s in states]
+    await runtime.close()
+    reopened = await Runtime.open(db_url)
+    for thread_id in ids:
+        page = await (await reopened.thread(thread_id)).get_messages(order="asc", limit=None)
+        assert [m.content for m in page.messages] == [str(n) for n in range(20)]
+        stamps = [m.created_at for m in page.messages]
+        assert stamps == sorted(set(stamps))
+    await reopened.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "inline"])
+async def test_write_waits_for_another_process_holding_the_lock(tmp_path: Path, mode: str) -> None:
+    """When another connection holds SQLite's write lock, the write waits for it on the
+    writer thread instead of failing (and the event loop keeps running meanwhile)."""
+    path = tmp_path / "busy.db"
+    runtime = await Runtime.open(f"sqlite:///{path}", write_mode=mode)
+    state = await runtime.create_thread("a")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    task = asyncio.create_task(state.inject_message(role="user", content="after the lock"))
+    ticks = 0
+    for _ in range(10):
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert not task.done()
+    assert ticks == 10  # the loop was not blocked while the write waited
+    other.execute("COMMIT")
+    other.close()
+    stored = await asyncio.wait_for(task, 5)
+    assert (await state.get_message(stored.id)) == stored
+    await runtime.close()
