@@ -15,7 +15,7 @@ from threadloom.define.registry import Definitions
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.records import ThreadRecord, new_id
 from threadloom.store import open_store
-from threadloom.store.base import Clock, NewThread, Store, system_clock_us
+from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
@@ -90,7 +90,7 @@ class Runtime:
         settled: list[str] = []
         for thread_id in await self.store.threads_with_status("running"):
             async with self.hub.lock(thread_id):
-                events = await self.store.settle_lost_run(thread_id)
+                events = await self.store.settle_run(thread_id, LOST_RUN)
                 await self.hub.publish_events(events)
             if events:
                 settled.append(thread_id)

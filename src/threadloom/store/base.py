@@ -74,6 +74,8 @@ class ThreadRow:
     overlap: str | None
     event_seq: int
     events_pruned_through: int
+    session_turns_a: int = 0
+    session_turns_b: int = 0
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""
@@ -89,6 +91,39 @@ class ThreadRow:
             arguments=dict(self.arguments),
             status=self.status,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How to settle a run that did not end by itself (spec 04 §4.20.1, §4.24.1).
+
+    One transaction, events in this order: pending model messages → ``failed`` (keeping
+    ``partial_text``), then tool results for unanswered calls of the run's model messages
+    and completion of incomplete LLM log rows (logs first when ``logs_first``), then the
+    optional ``system`` note, then the status (``reason`` None leaves it unchanged).
+    """
+
+    tool_result_text: str
+    log_error: str
+    log_error_type: str
+    since: int | None = None
+    partial_text: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+    note_status_kind: str | None = None
+    reason: str | None = None
+    logs_first: bool = False
+    only_if_running: bool = False
+
+
+LOST_RUN = Settlement(
+    tool_result_text="Execution lost: the runtime restarted before this tool call finished.",
+    log_error="Request lost: the runtime stopped before the response finished.",
+    log_error_type="execution_lost",
+    reason="execution_lost",
+    logs_first=True,
+    only_if_running=True,
+)
+"""Settlement of a run lost in a crash (spec 04 §4.24.1): only while the status is running."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +208,30 @@ class Store(Protocol):
         """Persist a ThreadStatus change with its ``status`` event."""
         ...
 
-    async def settle_lost_run(self, thread_id: str) -> list[StoredEvent]:
-        """If the thread is ``running``: its pending messages become ``failed`` and the
-        status ``failed``/``execution_lost``, in one transaction (settlement order: message
-        events, then the status event). Otherwise nothing; returns the events."""
+    async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
+        """Settle a stopped, interrupted, terminated, aborted or lost run in one
+        transaction (see :class:`Settlement`)."""
+        ...
+
+    async def set_stopped(self, thread_id: str, stopped: bool) -> None:
+        """Set or clear the thread's stop flag (spec 04 §4.20.2)."""
+        ...
+
+    async def set_session_turns(self, thread_id: str, side_a: int, side_b: int) -> None: ...
+
+    async def set_agent(self, thread_id: str, agent_id: str) -> ThreadRow:
+        """Bind the thread to another agent (a handoff, spec 04 §4.18)."""
+        ...
+
+    async def deliver_queue_entry(
+        self, thread_id: str, entry_id: str, message: Message
+    ) -> tuple[Message, StoredEvent] | None:
+        """Store ``message`` (carrying the entry's id) and remove the entry, together;
+        ``None`` when the entry is no longer waiting. Terminated → ``ThreadTerminated``."""
+        ...
+
+    async def update_log(self, thread_id: str, row: LogRow) -> StoredEvent:
+        """Replace a log row's columns (not its id, thread, order or ``created_at``)."""
         ...
 
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:

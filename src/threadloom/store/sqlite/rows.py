@@ -28,7 +28,7 @@ QUEUE_COLUMNS = "id, role, content, attachments, silent, metadata, source, creat
 THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
-    "events_pruned_through"
+    "events_pruned_through, session_turns_a, session_turns_b"
 )
 REGISTRY_COLUMNS = (
     "reference, relationship, owner, name, title, description, blocking, resumable, "
@@ -114,6 +114,8 @@ def thread_from_row(row: Sequence[Any]) -> ThreadRow:
         overlap=row[13],
         event_seq=row[14],
         events_pruned_through=row[15],
+        session_turns_a=row[16],
+        session_turns_b=row[17],
     )
 
 

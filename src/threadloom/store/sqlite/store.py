@@ -33,12 +33,13 @@ from threadloom.store.base import (
     CostSummary,
     NewThread,
     Order,
+    Settlement,
     StoredEvent,
     ThreadRow,
     ThreadStats,
     system_clock_us,
 )
-from threadloom.store.sqlite import logs, messages, queue, schema, threads
+from threadloom.store.sqlite import logs, messages, queue, runs, schema, threads
 
 T = TypeVar("T")
 
@@ -309,8 +310,25 @@ class SqliteStore:
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         return await self._write(threads.set_status, thread_id, status)
 
-    async def settle_lost_run(self, thread_id: str) -> list[StoredEvent]:
-        return await self._write(threads.settle_lost_run, thread_id)
+    async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
+        return await self._write(runs.settle_run, thread_id, settlement)
+
+    async def set_stopped(self, thread_id: str, stopped: bool) -> None:
+        await self._write(runs.set_stopped, thread_id, stopped)
+
+    async def set_session_turns(self, thread_id: str, side_a: int, side_b: int) -> None:
+        await self._write(runs.set_session_turns, thread_id, side_a, side_b)
+
+    async def set_agent(self, thread_id: str, agent_id: str) -> ThreadRow:
+        return await self._write(runs.set_agent, thread_id, agent_id)
+
+    async def deliver_queue_entry(
+        self, thread_id: str, entry_id: str, message: Message
+    ) -> tuple[Message, StoredEvent] | None:
+        return await self._write(runs.deliver_queue_entry, thread_id, entry_id, message)
+
+    async def update_log(self, thread_id: str, row: LogRow) -> StoredEvent:
+        return await self._write(runs.update_log, thread_id, row)
 
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
         return await self._write(threads.terminate, thread_id)

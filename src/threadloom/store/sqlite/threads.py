@@ -9,27 +9,18 @@ from typing import Any
 
 from threadloom.errors import ThreadNotFound
 from threadloom.records import (
-    Message,
     SubagentRegistryEntry,
     ThreadStatus,
-    decode_tool_calls,
-    new_id,
 )
 from threadloom.store.base import Clock, NewThread, StoredEvent, ThreadRow, ThreadStats
-from threadloom.store.sqlite.messages import insert_in_tx
 from threadloom.store.sqlite.rows import (
-    MESSAGE_COLUMNS,
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
     Tx,
     dump_json,
-    message_from_row,
     registry_from_row,
     thread_from_row,
 )
-
-LOST_LOG_ERROR = "Request lost: the runtime stopped before the response finished."
-LOST_TOOL_RESULT = "Execution lost: the runtime restarted before this tool call finished."
 
 
 def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> ThreadRow:
@@ -152,7 +143,7 @@ def threads_with_queue(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM message_queue")]
 
 
-def _write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
+def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     tx.conn.execute(
         "UPDATE threads SET status_state = ?, status_since = ?, status_reason = ? WHERE id = ?",
         (status.state, status.since, status.reason, tx.thread_id),
@@ -165,75 +156,9 @@ def set_status(
     conn: sqlite3.Connection, clock: Clock, thread_id: str, status: ThreadStatus
 ) -> StoredEvent:
     tx = Tx(conn, thread_id, clock)
-    event = _write_status(tx, status)
+    event = write_status(tx, status)
     tx.flush()
     return event
-
-
-def settle_lost_run(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> list[StoredEvent]:
-    """Settle a run the runtime lost (spec 04 §4.24.1 steps 1-4), status change last."""
-    tx = Tx(conn, thread_id, clock)
-    if tx.status_state != "running":
-        return []
-    since = conn.execute("SELECT status_since FROM threads WHERE id = ?", (thread_id,)).fetchone()[
-        0
-    ]
-    pending = [
-        r[0]
-        for r in conn.execute(
-            "SELECT id FROM messages WHERE thread_id = ? AND status = 'pending' ORDER BY seq",
-            (thread_id,),
-        )
-    ]
-    for mid in pending:
-        conn.execute("UPDATE messages SET status = 'failed' WHERE id = ?", (mid,))
-        tx.event("message", mid)
-    incomplete = [
-        r[0]
-        for r in conn.execute(
-            "SELECT id FROM logs WHERE thread_id = ? AND is_complete = 0 ORDER BY created_at, lseq",
-            (thread_id,),
-        )
-    ]
-    for lid in incomplete:
-        conn.execute(
-            "UPDATE logs SET is_complete = 1, error = ?, error_type = 'execution_lost',"
-            " error_origin = 'runtime' WHERE id = ?",
-            (LOST_LOG_ERROR, lid),
-        )
-        tx.event("log", lid)
-    model_rows = conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND tool_calls IS NOT NULL"
-        " AND created_at >= ? ORDER BY seq",
-        (thread_id, since),
-    ).fetchall()
-    for row in model_rows:
-        message = message_from_row(row)
-        for call in decode_tool_calls(message.tool_calls or "[]"):
-            answered = conn.execute(
-                "SELECT 1 FROM messages WHERE thread_id = ? AND tool_call_id IS NOT NULL"
-                " AND tool_call_id = ?",
-                (thread_id, call.id),
-            ).fetchone()
-            if answered:
-                continue
-            result = insert_in_tx(
-                tx,
-                Message(
-                    id=new_id(),
-                    role="tool",
-                    content=LOST_TOOL_RESULT,
-                    name=call.function.name,
-                    tool_call_id=call.id,
-                    tool_status="error",
-                    depth=message.depth,
-                    parent_id=message.parent_id,
-                    prompt=message.prompt,
-                ),
-            )
-            tx.event("message", result.id)
-    _write_status(tx, ThreadStatus(state="failed", since=tx.now, reason="execution_lost"))
-    return tx.flush()
 
 
 def terminate(

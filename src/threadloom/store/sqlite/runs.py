@@ -1,0 +1,175 @@
+"""The engine's writes in the SQLite store: queue delivery, settlements, run state columns."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from threadloom.errors import ThreadNotFound, ThreadTerminated
+from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
+from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
+from threadloom.store.sqlite.messages import insert_in_tx
+from threadloom.store.sqlite.rows import (
+    LOG_FIELDS,
+    MESSAGE_COLUMNS,
+    Tx,
+    log_values,
+    message_from_row,
+)
+from threadloom.store.sqlite.threads import get_thread, write_status
+
+
+def deliver_queue_entry(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry_id: str, message: Message
+) -> tuple[Message, StoredEvent] | None:
+    tx = Tx(conn, thread_id, clock)
+    if tx.terminated is not None:
+        raise ThreadTerminated(thread_id, tx.terminated)
+    gone = conn.execute(
+        "DELETE FROM message_queue WHERE id = ? AND thread_id = ?", (entry_id, thread_id)
+    )
+    if gone.rowcount == 0:
+        return None
+    stored = insert_in_tx(tx, message)
+    event = tx.event("message", stored.id)
+    tx.flush()
+    return stored, event
+
+
+def _fail_pending(tx: Tx, settlement: Settlement) -> None:
+    pending = tx.conn.execute(
+        "SELECT id FROM messages WHERE thread_id = ? AND status = 'pending' ORDER BY seq",
+        (tx.thread_id,),
+    ).fetchall()
+    for (mid,) in pending:
+        text = settlement.partial_text.get(mid) or None
+        tx.conn.execute(
+            "UPDATE messages SET status = 'failed', content = ? WHERE id = ?", (text, mid)
+        )
+        tx.event("message", mid)
+
+
+def _complete_logs(tx: Tx, settlement: Settlement) -> None:
+    rows = tx.conn.execute(
+        "SELECT id FROM logs WHERE thread_id = ? AND is_complete = 0 ORDER BY created_at, lseq",
+        (tx.thread_id,),
+    ).fetchall()
+    for (lid,) in rows:
+        tx.conn.execute(
+            "UPDATE logs SET is_complete = 1, error = ?, error_type = ?, error_origin = 'runtime'"
+            " WHERE id = ?",
+            (settlement.log_error, settlement.log_error_type, lid),
+        )
+        tx.event("log", lid)
+
+
+def _answer_open_calls(tx: Tx, settlement: Settlement, since: int) -> None:
+    rows = tx.conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND tool_calls IS NOT NULL"
+        " AND created_at >= ? ORDER BY seq",
+        (tx.thread_id, since),
+    ).fetchall()
+    for row in rows:
+        message = message_from_row(row)
+        for call in decode_tool_calls(message.tool_calls or "[]"):
+            answered = tx.conn.execute(
+                "SELECT 1 FROM messages WHERE thread_id = ? AND tool_call_id IS NOT NULL"
+                " AND tool_call_id = ?",
+                (tx.thread_id, call.id),
+            ).fetchone()
+            if answered:
+                continue
+            result = insert_in_tx(
+                tx,
+                Message(
+                    id=new_id(),
+                    role="tool",
+                    content=settlement.tool_result_text,
+                    name=call.function.name,
+                    tool_call_id=call.id,
+                    tool_status="error",
+                    depth=message.depth,
+                    parent_id=message.parent_id,
+                    prompt=message.prompt,
+                ),
+            )
+            tx.event("message", result.id)
+
+
+def settle_run(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, settlement: Settlement
+) -> list[StoredEvent]:
+    tx = Tx(conn, thread_id, clock)
+    if settlement.only_if_running and tx.status_state != "running":
+        return []
+    since = settlement.since
+    if since is None:
+        since = conn.execute(
+            "SELECT status_since FROM threads WHERE id = ?", (thread_id,)
+        ).fetchone()[0]
+    _fail_pending(tx, settlement)
+    if settlement.logs_first:
+        _complete_logs(tx, settlement)
+        _answer_open_calls(tx, settlement, int(since))
+    else:
+        _answer_open_calls(tx, settlement, int(since))
+        _complete_logs(tx, settlement)
+    if settlement.note is not None:
+        metadata = {"status_kind": settlement.note_status_kind}
+        note = insert_in_tx(
+            tx,
+            Message(
+                id=new_id(),
+                role="system",
+                content=settlement.note,
+                metadata=metadata if settlement.note_status_kind else None,
+            ),
+        )
+        tx.event("message", note.id)
+    if settlement.reason is not None:
+        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now))
+    return tx.flush()
+
+
+def set_stopped(conn: sqlite3.Connection, clock: Clock, thread_id: str, stopped: bool) -> None:
+    tx = Tx(conn, thread_id, clock)
+    tx.stopped = stopped
+    tx.flush()
+
+
+def set_session_turns(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, side_a: int, side_b: int
+) -> None:
+    cur = conn.execute(
+        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
+        (side_a, side_b, thread_id),
+    )
+    if cur.rowcount == 0:
+        raise ThreadNotFound(thread_id)
+
+
+def set_agent(conn: sqlite3.Connection, clock: Clock, thread_id: str, agent_id: str) -> ThreadRow:
+    cur = conn.execute("UPDATE threads SET agent_id = ? WHERE id = ?", (agent_id, thread_id))
+    if cur.rowcount == 0:
+        raise ThreadNotFound(thread_id)
+    row = get_thread(conn, thread_id)
+    assert row is not None
+    return row
+
+
+_UPDATE_LOG = (
+    "UPDATE logs SET "
+    + ", ".join(f"{c} = ?" for c in LOG_FIELDS if c not in ("id", "created_at"))
+    + " WHERE id = ? AND thread_id = ?"
+)
+
+
+def update_log(conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow) -> StoredEvent:
+    tx = Tx(conn, thread_id, clock)
+    values = dict(zip(LOG_FIELDS, log_values(row), strict=True))
+    params = [values[c] for c in LOG_FIELDS if c not in ("id", "created_at")]
+    cur = conn.execute(_UPDATE_LOG, (*params, row.id, thread_id))
+    if cur.rowcount == 0:
+        raise LookupError(f"log row {row.id} not found in thread {thread_id}")
+    event = tx.event("log", row.id)
+    tx.flush()
+    return event

@@ -1,0 +1,75 @@
+"""The house of DESIGN.md: dependencies point down, and nothing above store/ knows SQLite."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "threadloom"
+
+# Bottom to top. A room may import from its own floor and the floors below it.
+FLOORS: list[tuple[str, ...]] = [
+    ("errors", "records"),
+    ("store",),
+    ("providers",),
+    ("define",),
+    ("thread",),
+    ("engine",),
+    ("client",),
+    ("server",),
+    ("cli",),
+]
+
+
+def _floor(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "threadloom" or len(parts) < 2:
+        return None
+    for level, rooms in enumerate(FLOORS):
+        if parts[1] in rooms:
+            return level
+    return None
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return [m for m in found if m.startswith("threadloom")]
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        out.append((".".join(rel.parts).removesuffix(".__init__"), path))
+    return out
+
+
+def test_dependencies_point_down() -> None:
+    violations = []
+    for module, path in _modules():
+        own = _floor(module)
+        if own is None:
+            continue
+        for imported in _imports(path):
+            target = _floor(imported)
+            if target is not None and target > own:
+                violations.append(f"{module} imports {imported}")
+    assert violations == []
+
+
+def test_nothing_above_store_depends_on_sqlite() -> None:
+    violations = [
+        f"{module} imports {imported}"
+        for module, path in _modules()
+        if not module.startswith("threadloom.store")
+        for imported in _imports(path)
+        if imported.startswith("threadloom.store.sqlite")
+    ]
+    assert violations == []
+    assert len(_modules()) > 20  # the walk found the package
