@@ -6,6 +6,8 @@ argument errors also ``ValueError`` so callers can catch them the Python way.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 
 class ThreadloomError(Exception):
     """Base class of every Threadloom error."""
@@ -98,14 +100,112 @@ class HookIdConflict(ThreadloomError, ValueError):
 
 
 class DefinitionError(ThreadloomError):
-    """A definition is invalid; the message names the file and the field (spec 04 §4.2.4)."""
+    """Definitions are invalid; one line per problem, each prefixed by its origin (spec 04 §4.2.4).
+
+    ``problems`` holds the lines as a list; when not given they are the message's lines.
+    """
+
+    def __init__(self, message: str = "", *, problems: list[str] | None = None) -> None:
+        lines = list(problems) if problems is not None else message.splitlines()
+        super().__init__(message or "\n".join(lines))
+        self.problems: list[str] = lines
 
 
 class UnknownHookError(DefinitionError):
     """A definition lists a hook id that is not registered (spec 03 §3.2 rule 8)."""
 
 
+# --- model providers (spec 05 §5.4) ------------------------------------------------------
+
+ProviderErrorCode = Literal[
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "connection",
+    "timeout",
+    "context_length",
+    "content_filter",
+    "invalid_request",
+    "authentication",
+    "permission",
+    "unknown",
+]
+
+#: The ``retryable`` default of each code (spec 05 §5.4 table).
+PROVIDER_ERROR_RETRYABLE: dict[str, bool] = {
+    "rate_limit": True,
+    "overloaded": True,
+    "server_error": True,
+    "connection": True,
+    "timeout": True,
+    "context_length": False,
+    "content_filter": False,
+    "invalid_request": False,
+    "authentication": False,
+    "permission": False,
+    "unknown": True,
+}
+
+
+class ProviderError(ThreadloomError):
+    """A model request failed; ``code`` classifies it and ``retryable`` tells the engine
+    whether another attempt on the same model may succeed (spec 05 §5.4).
+
+    ``retryable=None`` takes the default of the code. ``status`` is the HTTP status when
+    there was one, ``retry_after`` the server's hint in seconds, ``provider`` the adapter
+    name and ``body`` the parsed provider error body (for the log row).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ProviderErrorCode = "unknown",
+        retryable: bool | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        provider: str = "",
+        body: Any = None,
+    ) -> None:
+        if code not in PROVIDER_ERROR_RETRYABLE:
+            raise ValueError(f"unknown provider error code: {code!r}")
+        super().__init__(message)
+        self.message = message
+        self.code: ProviderErrorCode = code
+        self.retryable = PROVIDER_ERROR_RETRYABLE[code] if retryable is None else retryable
+        self.status = status
+        self.retry_after = None if retry_after is None else float(retry_after)
+        self.provider = provider
+        self.body = body
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError({self.message!r}, code={self.code!r}, retryable={self.retryable!r}, "
+            f"status={self.status!r}, retry_after={self.retry_after!r}, "
+            f"provider={self.provider!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: rebuild through a helper so the error pickles (process pools).
+        return (_rebuild_provider_error, (self.message, self._fields()))
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "retryable": self.retryable,
+            "status": self.status,
+            "retry_after": self.retry_after,
+            "provider": self.provider,
+            "body": self.body,
+        }
+
+
+def _rebuild_provider_error(message: str, fields: dict[str, Any]) -> ProviderError:
+    return ProviderError(message, **fields)
+
+
 __all__ = [
+    "PROVIDER_ERROR_RETRYABLE",
     "AgentNotFound",
     "DefinitionError",
     "EventOverflow",
@@ -118,6 +218,8 @@ __all__ = [
     "InvalidUpdate",
     "MessageGenerating",
     "MessageNotFound",
+    "ProviderError",
+    "ProviderErrorCode",
     "StoreError",
     "ThreadBusy",
     "ThreadNotFound",

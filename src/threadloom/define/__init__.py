@@ -1,8 +1,8 @@
-"""What users write: agents, sides, hooks, and the registry that holds them."""
+"""What users write: models, prompts, tools, agents, hooks, and the registry that holds them."""
 
 from __future__ import annotations
 
-from threadloom.define.agent import Agent, ParentHook, Side
+from threadloom.define.agent import Agent, ParentHook, SessionBinding, Side
 from threadloom.define.hook import (
     DROP,
     HOOK_NAMES,
@@ -12,18 +12,58 @@ from threadloom.define.hook import (
     HookRegistry,
     hook,
 )
-from threadloom.define.registry import Definitions
+from threadloom.define.model import Model
+from threadloom.define.prompt import (
+    Immediate,
+    IncludePart,
+    Prompt,
+    Reasoning,
+    Subagent,
+    Subprompt,
+    TextPart,
+)
+from threadloom.define.registry import Definitions, ResolvedTool
+from threadloom.define.tool import (
+    Attachment,
+    ToolArgumentsError,
+    ToolDefinition,
+    ToolResult,
+    error_result,
+    normalize_tool_result,
+    tool,
+    tool_definition_of,
+)
+from threadloom.define.validation import RESERVED_NAMES
 
 __all__ = [
     "DROP",
     "HOOK_NAMES",
+    "RESERVED_NAMES",
     "RUNTIME_DEFAULT",
     "Agent",
+    "Attachment",
     "Definitions",
     "HookContext",
     "HookDefinition",
     "HookRegistry",
+    "Immediate",
+    "IncludePart",
+    "Model",
     "ParentHook",
+    "Prompt",
+    "Reasoning",
+    "ResolvedTool",
+    "SessionBinding",
     "Side",
+    "Subagent",
+    "Subprompt",
+    "TextPart",
+    "ToolArgumentsError",
+    "ToolDefinition",
+    "ToolResult",
+    "error_result",
     "hook",
+    "normalize_tool_result",
+    "tool",
+    "tool_definition_of",
 ]

@@ -1,19 +1,25 @@
-"""The ``Runtime``: opens a store and hands out ThreadState objects (spec 02 §2.1.2).
+"""The ``Runtime``: opens a store, hands out ThreadState objects and runs threads
+(spec 02 §2.1.2, spec 04 §4.7).
 
-This is the entry point the engine and the server build on. On open it runs start-up
-recovery: a thread whose status is ``running`` was lost with the previous process and
-settles to ``failed`` / ``execution_lost`` (spec 01 §1.7.2 rule 6).
+On open it runs start-up recovery: a thread whose status is ``running`` was lost with the
+previous process and settles to ``failed`` / ``execution_lost`` (spec 01 §1.7.2 rule 6);
+threads that still have queued messages (and are neither stopped nor terminated) then
+start a run that delivers them (spec 04 §4.24.1).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
+from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
-from threadloom.records import ThreadRecord, new_id
+from threadloom.providers.base import ProviderRegistry
+from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
 from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
@@ -25,8 +31,15 @@ from threadloom.thread.users import IdentityAuthority, StaticUsers
 class Runtime:
     """Threads on one store: create, open, list and delete them; the event bus."""
 
-    def __init__(self, hub: ThreadHub) -> None:
+    def __init__(
+        self,
+        hub: ThreadHub,
+        providers: ProviderRegistry | None = None,
+        options: EngineOptions | None = None,
+    ) -> None:
         self.hub = hub
+        self.providers = providers or ProviderRegistry()
+        self.runs = RunManager(hub, self.providers, options or EngineOptions())
         self._closed = False
 
     @classmethod
@@ -35,6 +48,8 @@ class Runtime:
         url: str,
         *,
         definitions: Definitions | None = None,
+        project: str | Path | None = None,
+        providers: Mapping[str, Any] | None = None,
         hooks: Iterable[Callable[..., Any]] = (),
         users: IdentityAuthority | Iterable[Any] | None = None,
         hook_timeout_s: float | None = 60.0,
@@ -42,6 +57,7 @@ class Runtime:
         synchronous: str = "FULL",
         write_mode: str = "auto",
         store: Store | None = None,
+        options: EngineOptions | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -49,9 +65,12 @@ class Runtime:
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
         """
         defs = definitions if definitions is not None else Definitions()
+        if project is not None:
+            defs.load_project(project)
         for fn in hooks:
             defs.add(fn)
-        defs.validate()
+        registry = ProviderRegistry(dict(providers or {}))
+        defs.validate(providers=registry.names())
         if users is not None and not isinstance(users, IdentityAuthority):
             users = StaticUsers(users)
         the_clock = clock or system_clock_us
@@ -65,8 +84,10 @@ class Runtime:
             hook_timeout_s=hook_timeout_s,
             clock=the_clock,
         )
-        runtime = cls(hub)
+        runtime = cls(hub, registry, options)
         await runtime.recover()
+        for thread_id in await opened.threads_with_queue():
+            runtime.runs.wake(thread_id)
         return runtime
 
     @property
@@ -96,10 +117,57 @@ class Runtime:
                 settled.append(thread_id)
         return settled
 
-    async def close(self) -> None:
+    async def close(self, drain: float | None = None) -> None:
+        """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
+        runs still running then settle ``failed``/``aborted`` (spec 04 §4.20.5)."""
         if not self._closed:
             self._closed = True
+            await self.runs.close(drain)
+            await self.providers.aclose()
             await self.store.close()
+
+    # -- running threads (spec 04 §4.7.2) ----------------------------------------------
+    async def send_message(
+        self,
+        thread_id: str,
+        content: str,
+        *,
+        role: str = "user",
+        attachments: Any = None,
+        silent: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """Send a message: the overlap policy, then the durable queue; starts a run when
+        the thread is idle. Returns the pending view of the queued message."""
+        return await self.runs.send_message(
+            thread_id,
+            content,
+            role=role,
+            attachments=attachments,
+            silent=silent,
+            metadata=metadata,
+        )
+
+    async def continue_thread(self, thread_id: str, side: str = "a") -> None:
+        """Start a run on ``side`` without a new message (``ThreadBusy`` while running)."""
+        if side not in ("a", "b"):
+            raise InvalidArgument("side must be 'a' or 'b'")
+        await self.runs.continue_thread(thread_id, side)
+
+    async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
+        """Stop a thread: set its stop flag and abort a running execution."""
+        return await self.runs.stop(thread_id, cascade=cascade)
+
+    async def terminate(self, thread_id: str) -> int:
+        """Terminate a thread (``ThreadState.terminate``)."""
+        return await (await self.thread(thread_id)).terminate()
+
+    def running(self, thread_id: str) -> bool:
+        return self.runs.running(thread_id)
+
+    async def wait_idle(self, thread_id: str, timeout: float | None = None) -> None:
+        """Wait until the thread has no run starting or running (tests, CLIs)."""
+        await asyncio.wait_for(self.runs.wait_idle(thread_id), timeout)
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -8,6 +8,7 @@ so the ThreadState can write the ``hook_error`` log row itself (§3.5.1 item 2).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import inspect
 import logging
@@ -189,7 +190,11 @@ class HookRunner:
                     return DROP
                 current = validate(current, returned, hook)
             except Exception as exc:
-                if propagate or (allow_block and getattr(exc, "block", False) is True):
+                if allow_block and getattr(exc, "block", False) is True:
+                    with contextlib.suppress(AttributeError, TypeError):
+                        exc.hook_id = hook.id  # type: ignore[attr-defined]
+                    raise
+                if propagate:
                     raise
                 await self.record_failure(state, hook, context, exc)
         return current

@@ -275,6 +275,20 @@ class ThreadHub:
         )
         await self.write_runtime_log(state.thread_id, row, state.root_message_id)
 
+    async def insert_log(self, thread_id: str, row: LogRow) -> LogRow:
+        """Insert a log row as given (``created_at`` from the store) and publish it."""
+        async with self.lock(thread_id):
+            stored, event = await self.store.insert_log(thread_id, row)
+            self.publish(thread_id, "log", event.seq, {"log": stored.to_list_wire()})
+            return stored
+
+    async def update_log(self, thread_id: str, row: LogRow) -> LogRow:
+        """Replace a log row's columns and publish the new row."""
+        async with self.lock(thread_id):
+            event = await self.store.update_log(thread_id, row)
+            self.publish(thread_id, "log", event.seq, {"log": row.to_list_wire()})
+            return row
+
     async def write_runtime_log(
         self, thread_id: str, row: LogRow, root_message_id: str | None = None
     ) -> LogRow | None:

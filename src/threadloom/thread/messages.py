@@ -271,3 +271,96 @@ async def delete_message(state: ThreadState, message_id: str) -> bool:
         hub.reflect_delete(tid, [e.entity_id for e in events if e.entity_id])
         await hub.publish_events(events)
     return bool(events)
+
+
+FINALIZE_KEYS = frozenset(
+    (
+        "content",
+        "tool_calls",
+        "log_id",
+        "status",
+        "reasoning_content",
+        "reasoning_details",
+        "attachments",
+    )
+)
+FAILURE_KEYS = frozenset(("status", "content"))
+
+
+def _runtime_update_result(
+    allowed: frozenset[str], returned: object, hook_id: str
+) -> dict[str, Any]:
+    if not isinstance(returned, Mapping) or not set(returned) <= allowed:
+        raise InvalidUpdate(
+            f"before_update_message hook '{hook_id}' returned keys outside {sorted(allowed)}"
+        )
+    return dict(returned)
+
+
+async def runtime_update(
+    state: ThreadState,
+    message_id: str,
+    updates: Mapping[str, Any],
+    *,
+    allowed: frozenset[str],
+    metadata: Mapping[str, Any] | None = None,
+) -> Message:
+    """An update the runtime makes (finalisation, failure): update hooks run, their
+    failures are recorded and the previous updates applied (spec 03 §3.7)."""
+    hub, tid = state.hub, state.thread_id
+    data = dict(updates)
+    hooks = _hooks(state, "before_update_message")
+    if hooks:
+        data = await hub.hooks.run_transform(
+            hooks,
+            state,
+            data,
+            args_builder=lambda value: (state, message_id, value),
+            validate=lambda prev, ret, hook: _runtime_update_result(allowed, ret, hook.id),
+            propagate=False,
+        )
+    async with hub.lock(tid):
+        current = await hub.store.get_message(tid, message_id)
+        if current is None or queue.is_pending_view(current):
+            raise MessageNotFound(message_id)
+        change = dict(data)
+        if metadata:
+            merged = dict(current.metadata or {})
+            merged.update(metadata)
+            change["metadata"] = merged
+        stored, event = await hub.store.update_message(tid, current.model_copy(update=change))
+        stored = (await hub.project(tid, [stored]))[0]
+        hub.reflect_upsert(tid, stored)
+        hub.publish_message(event, stored)
+    after = _hooks(state, "after_update_message")
+    if after:
+        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored
+
+
+async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Message | None:
+    """Deliver a queue entry as a stored message with the entry's id, through the create
+    lifecycle (failures recorded, spec 03 §3.7); ``None`` if the entry is gone."""
+    hub, tid = state.hub, state.thread_id
+    hooks = _hooks(state, "before_create_message")
+    if hooks:
+        candidate = await hub.hooks.run_transform(
+            hooks,
+            state,
+            candidate,
+            validate=lambda prev, ret, hook: merge_created(prev, ret, hook.id),
+            propagate=False,
+        )
+    candidate = derive_subagent_id(candidate)
+    async with hub.lock(tid):
+        delivered = await hub.store.deliver_queue_entry(tid, entry_id, candidate)
+        if delivered is None:
+            return None
+        stored, event = delivered
+        stored = (await hub.project(tid, [stored]))[0]
+        hub.reflect_upsert(tid, stored)
+        hub.publish_message(event, stored)
+    after = _hooks(state, "after_create_message")
+    if after:
+        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored

@@ -1,0 +1,354 @@
+"""Context assembly: from stored history to the messages of one model request (spec 04
+§4.11, spec 03 §3.8–§3.10).
+
+The stored history is the truth; request-context hooks change what one request sees,
+never what is stored. Steps: system text → ``after_system_message`` → snapshot →
+``filter_messages`` → past-tools rule and orphans → perspective and reasoning replay →
+``prefilter_llm_history`` (may block) → provider-bound normalisation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from threadloom.errors import HookBlocked, InvalidMessage
+from threadloom.records import Message, ToolCall, decode_tool_calls, new_id
+from threadloom.thread.validate import check_inject
+
+if TYPE_CHECKING:
+    from threadloom.engine.loop import StepEnv
+
+MISSING_RESULT = (
+    'Tool result missing from conversation history for prior call "{name}". '
+    "Treat this as a failed tool call."
+)
+NO_VISION = "[Image omitted: model does not support vision]"
+
+
+class RequestMessage(BaseModel):
+    """A message as presented to the model (spec 03 §3.6.5); ``source_id`` names the
+    stored message it was built from (``None`` for the system and synthetic messages)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    is_error: bool = False
+    reasoning_content: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    source_id: str | None = None
+
+
+@dataclass
+class Assembly:
+    """The outcome of one context assembly."""
+
+    system: str
+    messages: list[RequestMessage] = field(default_factory=list)
+    blocked: str | None = None
+    blocked_by: str | None = None
+
+
+# -- filter_messages -----------------------------------------------------------------
+
+_EDITABLE = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "silent",
+    "attachments",
+    "metadata",
+)
+
+
+def _filter_result(snapshot: Mapping[str, Message], returned: object, now: int) -> list[Message]:
+    """Validate a ``filter_messages`` result: edited copies and synthetic messages."""
+    if not isinstance(returned, list | tuple):
+        raise InvalidMessage("filter_messages must return a list of messages")
+    out: list[Message] = []
+    for item in returned:
+        raw = item.model_dump() if isinstance(item, Message) else item
+        if not isinstance(raw, Mapping):
+            raise InvalidMessage("filter_messages items must be messages or mappings")
+        original = snapshot.get(raw.get("id") or "")
+        fields = {k: raw[k] for k in _EDITABLE if k in raw}
+        if original is not None:
+            base = {k: getattr(original, k) for k in _EDITABLE}
+            base.update(fields)
+            fields = base
+        if "role" not in fields:
+            raise InvalidMessage("a synthetic message needs a role")
+        if fields.get("attachments") is not None:
+            fields["attachments"] = [
+                a.model_dump() if isinstance(a, BaseModel) else a for a in fields["attachments"]
+            ]
+        try:
+            checked = check_inject(fields, "filter_messages")
+        except InvalidMessage:
+            if fields.get("content") is not None or fields.get("role") not in (
+                "system",
+                "user",
+                "assistant",
+            ):
+                raise
+            checked = Message(id="", role=fields["role"], content=None)
+        if original is not None:
+            keep = {k: getattr(original, k) for k in Message.model_fields if k not in _EDITABLE}
+            out.append(checked.model_copy(update=keep))
+        else:
+            out.append(
+                checked.model_copy(
+                    update={
+                        "id": raw.get("id") or new_id(),
+                        "status": "completed",
+                        "depth": int(raw.get("depth") or 0),
+                        "created_at": int(raw.get("created_at") or now),
+                        "reasoning_content": raw.get("reasoning_content"),
+                        "reasoning_details": _details_text(raw.get("reasoning_details")),
+                    }
+                )
+            )
+    return out
+
+
+def _details_text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# -- the pipeline --------------------------------------------------------------------
+
+
+def _eligible(
+    history: Sequence[Message], include_chat: bool, anchor_id: str | None
+) -> list[Message]:
+    messages = [m for m in history if m.depth == 0 and m.status == "completed"]
+    if include_chat or anchor_id is None:
+        return messages
+    ids = [m.id for m in messages]
+    start = ids.index(anchor_id) if anchor_id in ids else len(messages)
+    return messages[start:]
+
+
+def _past_tools(messages: list[Message], anchor_created: int | None) -> list[Message]:
+    """``include_past_tools=False``: tool traffic before the turn anchor is removed."""
+    if anchor_created is None:
+        return messages
+    out: list[Message] = []
+    for m in messages:
+        if m.created_at >= anchor_created:
+            out.append(m)
+        elif m.role == "tool":
+            continue
+        elif m.tool_calls:
+            if (m.content or "").strip() or m.attachments:
+                out.append(m.model_copy(update={"tool_calls": None}))
+        else:
+            out.append(m)
+    return out
+
+
+def _drop_orphans(messages: list[Message]) -> list[Message]:
+    calls = {c.id for m in messages if m.tool_calls for c in decode_tool_calls(m.tool_calls)}
+    return [m for m in messages if m.role != "tool" or m.tool_call_id in calls]
+
+
+def _attachment_text(message: Message) -> str | None:
+    """Attachments as text (spec 04 §4.11.4); image parts need the file system (spec 07)."""
+    if not message.attachments:
+        return message.content
+    images = [a for a in message.attachments if a.mimeType.startswith("image/")]
+    others = [a.name for a in message.attachments if not a.mimeType.startswith("image/")]
+    lines = []
+    for image in images:
+        if image.description:
+            lines.append(f"[Image: {image.name}] {image.description}")
+        elif image.width and image.height:
+            lines.append(f"[Image: {image.name} ({image.width}x{image.height})]")
+        else:
+            lines.append(f"[Image: {image.name}]")
+    if others:
+        lines.append(f"[Other files: {', '.join(others)}]")
+    text = "\n".join(lines)
+    return f"{text}\n\n{message.content}" if message.content else text
+
+
+def _present(messages: list[Message], side: str, include_reasoning: bool) -> list[RequestMessage]:
+    """Perspective (spec 04 §4.8.1) and reasoning replay (§4.11.5)."""
+    issuer: dict[str, str] = {}
+    for m in messages:
+        for call in decode_tool_calls(m.tool_calls) if m.tool_calls else []:
+            issuer[call.id] = m.role
+    own = "assistant" if side == "a" else "user"
+    out: list[RequestMessage] = []
+    for m in messages:
+        if m.role == "tool":
+            if issuer.get(m.tool_call_id or "") != own:
+                continue
+            out.append(
+                RequestMessage(
+                    role="tool",
+                    content=m.content or "",
+                    name=m.name,
+                    tool_call_id=m.tool_call_id,
+                    is_error=m.tool_status == "error",
+                    source_id=m.id,
+                )
+            )
+            continue
+        if m.role == "system":
+            out.append(RequestMessage(role="system", content=m.content or "", source_id=m.id))
+            continue
+        presented = "assistant" if m.role == own else "user"
+        if presented == "user":
+            out.append(
+                RequestMessage(role="user", content=_attachment_text(m) or "", source_id=m.id)
+            )
+            continue
+        details = json.loads(m.reasoning_details) if m.reasoning_details else None
+        out.append(
+            RequestMessage(
+                role="assistant",
+                content=m.content,
+                tool_calls=decode_tool_calls(m.tool_calls) if m.tool_calls else None,
+                reasoning_content=m.reasoning_content if include_reasoning else None,
+                reasoning_details=details if include_reasoning else None,
+                source_id=m.id,
+            )
+        )
+    return out
+
+
+def normalize(messages: list[RequestMessage], supports_images: bool) -> list[RequestMessage]:
+    """Provider-bound normalisation (spec 04 §4.11.7): tool pairing, blank assistants,
+    vision."""
+    pending = list(messages)
+    out: list[RequestMessage] = []
+    while pending:
+        m = pending.pop(0)
+        if m.role == "tool":
+            continue  # outside any block
+        if m.role == "assistant" and m.tool_calls:
+            answers: dict[str, RequestMessage] = {}
+            wanted = {c.id for c in m.tool_calls}
+            rest: list[RequestMessage] = []
+            for later in pending:
+                cid = later.tool_call_id or ""
+                if later.role == "tool" and cid in wanted and cid not in answers:
+                    answers[cid] = later
+                else:
+                    rest.append(later)
+            pending = rest
+            out.append(m)
+            for call in m.tool_calls:
+                out.append(
+                    answers.get(call.id)
+                    or RequestMessage(
+                        role="tool",
+                        name=call.function.name,
+                        tool_call_id=call.id,
+                        is_error=True,
+                        content=MISSING_RESULT.format(name=call.function.name),
+                    )
+                )
+            continue
+        if (
+            m.role == "assistant"
+            and not (m.reasoning_content or m.reasoning_details)
+            and not (m.content if isinstance(m.content, list) else (m.content or "").strip())
+        ):
+            continue
+        out.append(m)
+    if not supports_images:
+        out = [_strip_images(m) for m in out]
+    return out
+
+
+def _strip_images(m: RequestMessage) -> RequestMessage:
+    if not isinstance(m.content, list):
+        return m
+    parts = [p for p in m.content if p.get("type") != "image"]
+    if not parts and m.role == "user":
+        parts = [{"type": "text", "text": NO_VISION}]
+    return m.model_copy(update={"content": parts})
+
+
+async def assemble(env: StepEnv) -> Assembly:
+    """Build the request context for the acting side's step."""
+    run, state, prompt = env.run, env.state, env.prompt
+    hub = state.hub
+    system = run.definitions.render_system(prompt, state.arguments, state.context)
+    hooks = run.hooks_for("after_system_message")
+    if hooks:
+        system = await hub.hooks.run_transform(
+            hooks,
+            state,
+            system,
+            validate=lambda prev, ret, hook: _system_result(ret),
+            propagate=False,
+        )
+    snapshot = _eligible(list(run.execution.message_history), prompt.include_chat, env.anchor_id)
+    hooks = run.hooks_for("filter_messages")
+    if hooks:
+        by_id = {m.id: m for m in snapshot}
+        snapshot = await hub.hooks.run_transform(
+            hooks,
+            state,
+            snapshot,
+            validate=lambda prev, ret, hook: _filter_result(by_id, ret, hub.clock()),
+            propagate=False,
+        )
+    if not prompt.include_past_tools:
+        snapshot = _past_tools(snapshot, env.anchor_created)
+    snapshot = _drop_orphans(snapshot)
+    reasoning = getattr(prompt, "reasoning", None)
+    include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
+    messages = _present(snapshot, env.side, include_reasoning)
+    if system:
+        messages.insert(0, RequestMessage(role="system", content=system))
+    hooks = run.hooks_for("prefilter_llm_history")
+    if hooks:
+        try:
+            messages = await hub.hooks.run_transform(
+                hooks,
+                state,
+                messages,
+                validate=lambda prev, ret, hook: _request_result(ret),
+                propagate=False,
+                allow_block=True,
+            )
+        except Exception as exc:
+            if getattr(exc, "block", False) is True or isinstance(exc, HookBlocked):
+                text = str(exc) or f"Request blocked by hook {getattr(exc, 'hook_id', '')}".strip()
+                return Assembly(system=system, blocked=text)
+            raise
+    return Assembly(system=system, messages=messages)
+
+
+def _system_result(returned: object) -> str:
+    if not isinstance(returned, str):
+        raise InvalidMessage("after_system_message must return a string or None")
+    return returned
+
+
+def _request_result(returned: object) -> list[RequestMessage]:
+    if not isinstance(returned, list | tuple):
+        raise InvalidMessage("prefilter_llm_history must return a list")
+    try:
+        return [
+            r if isinstance(r, RequestMessage) else RequestMessage.model_validate(r)
+            for r in returned
+        ]
+    except ValidationError as exc:
+        raise InvalidMessage(f"prefilter_llm_history returned an invalid message: {exc}") from None

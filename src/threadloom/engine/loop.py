@@ -1,0 +1,691 @@
+"""The run loop: steps, turns, sessions and stop conditions (spec 04 §4.8–§4.10, §4.13,
+§4.15, §4.19, §4.21).
+
+A :class:`Run` is one asyncio task per running thread. Each step delivers the queue,
+assembles the context, makes one model request, finalises the model message, runs the
+tool calls and evaluates the stop conditions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.define.hook import HookContext, HookDefinition
+from threadloom.define.tool import ToolResult
+from threadloom.engine.context import assemble
+from threadloom.engine.execution import ExecutionState
+from threadloom.engine.model_call import ModelResult, StepError, call_model, format_exception
+from threadloom.engine.tools import CallOutcome, canonical_arguments, run_tools
+from threadloom.records import (
+    LogRow,
+    Message,
+    ToolCall,
+    ToolCallFunction,
+    encode_tool_calls,
+    json_compact,
+    new_call_id,
+    new_id,
+)
+from threadloom.store.base import ThreadRow
+from threadloom.thread import messages as thread_messages
+from threadloom.thread.history import MessageHistory
+from threadloom.thread.state import ThreadState
+
+if TYPE_CHECKING:
+    from threadloom.engine.runs import RunManager
+
+EMPTY_REPLY = (
+    "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
+    "or include attachments."
+)
+BREAKER_SIZE = 8
+BREAKER_NOTE = (
+    "I stopped because the same tool error happened 8 times in a row:\n\n{error}\n\n"
+    "Retrying is not helping. Please check what is failing, then ask me to continue."
+)
+
+
+@dataclass
+class StepEnv:
+    """Everything one step of the acting side needs."""
+
+    run: Run
+    state: ThreadState
+    side: str
+    prompt: Any
+    side_def: Any
+    tools: list[Any]
+    anchor_id: str | None
+    anchor_created: int | None
+    pending_id: str = ""
+    depth: int = 0
+    parent_log_id: str | None = None
+    current_log: LogRow | None = None
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def execution(self) -> ExecutionState:
+        return self.run.execution
+
+    @property
+    def offered(self) -> dict[str, Any]:
+        return {t.name: t for t in self.tools}
+
+    def state_for(self, execution: Any) -> ThreadState:
+        return self.run.state(execution)
+
+    async def dispatch(
+        self, resolved: Any, state: ThreadState, arguments: dict[str, Any]
+    ) -> ToolResult:
+        kind = getattr(resolved, "kind", "tool")
+        if kind != "tool":
+            return ToolResult(
+                status="error", error=f"Tool kind {kind!r} is not supported by this runtime yet"
+            )
+        definition = resolved.target
+        definition = getattr(definition, "tool_definition", definition)
+        timeout = getattr(definition, "timeout", None)
+        if timeout:
+            try:
+                async with asyncio.timeout(timeout):
+                    result: ToolResult = await definition.invoke(state, arguments)
+                    return result
+            except TimeoutError:
+                return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
+        result = await definition.invoke(state, arguments)
+        return result
+
+    def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
+        self.state.hub.publish(
+            self.state.thread_id,
+            kind,
+            None,
+            {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset},
+        )
+
+    def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
+        self.state.hub.publish(
+            self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
+        )
+
+    async def tool_call_started(self, call_id: str, name: str, message_id: str) -> None:
+        self.publish_event(
+            "tool_call_started",
+            {
+                "id": call_id,
+                "name": name,
+                "message_id": message_id,
+                "depth": self.depth,
+                "progress": None,
+            },
+        )
+        hooks = self.run.hooks_for("tool_call_started")
+        if hooks:
+            call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=""))
+            await self.state.hub.hooks.run_event(hooks, self.state, call, None)
+
+    async def append_tool_result(self, outcome: CallOutcome, stored: Message) -> None:
+        row = self.current_log
+        if row is None:
+            return
+        self.tool_results.append(
+            {
+                "tool_call_id": outcome.call.id,
+                "tool_name": outcome.call.function.name,
+                "content": stored.content,
+                "status": outcome.result.status,
+                "timestamp": int(time.time() * 1000),
+                **({"error_detail": outcome.detail} if outcome.detail else {}),
+            }
+        )
+        update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
+        if outcome.result.status == "error" and outcome.executed:
+            name = outcome.call.function.name
+            update.update(
+                error=f'Tool "{name}" failed: {outcome.result.error or ""}',
+                error_type="tool_execution_error",
+                error_origin=f"tool:{name}",
+            )
+        self.current_log = await self.state.hub.update_log(
+            self.state.thread_id, row.model_copy(update=update)
+        )
+
+
+class Run:
+    """One run of the loop on one thread."""
+
+    def __init__(self, manager: RunManager, row: ThreadRow, agent: Any, side: str) -> None:
+        self.manager = manager
+        self.hub = manager.hub
+        self.definitions: Any = manager.hub.definitions
+        self.options = manager.options
+        self.thread_id = row.id
+        self.row = row
+        self.agent = agent
+        self.side = side
+        self.task: asyncio.Task[None] | None = None
+        self.started_at = 0
+        self.abort_reason: str | None = None
+        self.finished = False
+        self.settled = False
+        self.terminate_requested = False
+        self.partial: dict[str, str] = {}
+        self.root_message_id: str | None = None
+        self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.run_id = new_id()
+        self.context: dict[str, Any] = {}
+        self.run_steps = 0
+        self.side_steps = {"a": 0, "b": 0}
+        self.turn_side: str | None = None
+        self.anchor: tuple[str | None, int | None] = (None, None)
+        self.tool_rows: list[Message] = []
+        history = getattr(self, "execution", None)
+        self.execution = ExecutionState(
+            run_id=self.run_id,
+            current_side="b" if self.side == "b" else "a",
+            prompt=None,
+            prompt_path=(),
+            depth=0,
+            message_history=history.message_history if history else MessageHistory(),
+        )
+
+    # -- helpers -----------------------------------------------------------------------
+    def partial_texts(self) -> dict[str, str]:
+        return {k: v for k, v in self.partial.items() if v}
+
+    def state(self, execution: Any = None) -> ThreadState:
+        return ThreadState(
+            self.hub, self.row, execution=execution or self.execution, context=self.context
+        )
+
+    def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
+        prompt = self.execution.prompt
+        hooks = self.execution.prompt_hooks
+        return self.hub.resolve_hooks(name, self.agent.name, prompt, hooks)
+
+    def providers_for(self, model: Any) -> Any:
+        provider = model.provider
+        if isinstance(provider, str):
+            return self.manager.providers.get(provider)
+        return provider
+
+    def publish_telemetry(self, kind: str, **fields: Any) -> None:
+        self.hub.publish(
+            self.thread_id,
+            "telemetry",
+            None,
+            {"type": kind, **fields, "timestamp": int(time.time() * 1000)},
+        )
+
+    def stop_requested(self) -> bool:
+        return self.terminate_requested or self.execution.stop_session_requested
+
+    def _side_def(self, side: str) -> Any:
+        if side == "a":
+            return self.agent.side_a
+        return self.agent.side_b
+
+    def _is_human(self, side: str) -> bool:
+        return side == "b" and self.agent.type == "ai_human"
+
+    def _role(self, side: str) -> str:
+        return "assistant" if side == "a" else "user"
+
+    # -- the run -----------------------------------------------------------------------
+    async def execute(self) -> None:
+        history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
+        self.execution.message_history = history
+        self.hub.attach_history(self.thread_id, history)
+        try:
+            while True:
+                reason = await self._loop()
+                self.publish_telemetry("stopped", reason=reason, side=self.side)
+                if reason == "terminated":
+                    await self.manager.settle(self, "terminated")
+                    return
+                if reason in (
+                    "stop_on_response",
+                    "stop_tool",
+                    "awaiting_human",
+                    "session_stop",
+                    "session_fail",
+                    "state_stop_session",
+                    "max_session_turns",
+                ):
+                    await self._reset_session()
+                if not await self.manager.end_of_run(self, reason):
+                    return
+                self.side = "a"
+                self._reset()
+        except asyncio.CancelledError:
+            return
+        finally:
+            self.hub.detach_history(self.thread_id, history)
+
+    async def _loop(self) -> str:
+        sides = (self.agent.side_a, self.agent.side_b)
+        ceiling = max(
+            self.agent.max_run_steps or self.options.max_run_steps,
+            *[(s.max_steps or 0) if s is not None else 0 for s in sides],
+        )
+        while True:
+            try:
+                reason = await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._step_error(exc)
+                return "step_error"
+            self.run_steps += 1
+            if reason is not None:
+                return reason
+            if await self._breaker():
+                return "repeated_tool_error"
+            if self.run_steps >= ceiling:
+                return "max_total_steps"
+
+    async def _deliver(self) -> list[Message]:
+        """Deliver every waiting entry, in order (spec 04 §4.10)."""
+        delivered: list[Message] = []
+        state = self.state()
+        for entry in await self.hub.store.list_queue(self.thread_id):
+            value = (entry.metadata or {}).get("subagent_id")
+            candidate = Message(
+                id=entry.id,
+                role=entry.role,
+                content=entry.content,
+                attachments=entry.attachments,
+                silent=entry.silent,
+                metadata=entry.metadata,
+                subagent_id=value if isinstance(value, str) and value else None,
+            )
+            stored = await thread_messages.deliver(state, entry.id, candidate)
+            if stored is not None:
+                delivered.append(stored)
+        if delivered:
+            self.root_message_id = delivered[0].id
+            self.execution.root_message_id = self.root_message_id
+        return delivered
+
+    async def _step(self) -> str | None:
+        if self.terminate_requested:
+            return "terminated"
+        delivered = await self._deliver()
+        if delivered:
+            forced = "b" if delivered[-1].role == "assistant" else "a"
+            if any(m.role == "user" for m in delivered) and self._is_human("b"):
+                await self._count_turn("b")
+            if forced != self.side:
+                self.side = forced
+                self.turn_side = None
+        side = self.side
+        self.execution.current_side = "b" if side == "b" else "a"
+        if self.turn_side != side:
+            self.turn_side = side
+            self.anchor = self._newest_completed()
+        if self._is_human(side):
+            return "awaiting_human"
+        if min(self.session["a"], self.session["b"]) >= self.agent.max_session_turns:
+            return "max_session_turns"
+        side_def = self._side_def(side)
+        if side_def.max_steps and self.side_steps[side] >= side_def.max_steps:
+            return "max_side_steps"
+        self.side_steps[side] += 1
+        self.execution.step_count += 1
+        self.execution.side_step_counts[side] = self.side_steps[side]
+        self.publish_telemetry("step_started", step=self.run_steps, side=side)
+        prompt = self.definitions.prompt(side_def.prompt)
+        if prompt is None:
+            raise StepError(f'Prompt "{side_def.prompt}" is not defined')
+        self.execution.prompt = prompt.name
+        self.execution.prompt_path = (prompt.name,)
+        self.execution.prompt_hooks = tuple(prompt.hooks or ())
+        env = StepEnv(
+            run=self,
+            state=self.state(),
+            side=side,
+            prompt=prompt,
+            side_def=side_def,
+            tools=list(self.definitions.resolve_tools(prompt)),
+            anchor_id=self.anchor[0],
+            anchor_created=self.anchor[1],
+        )
+        reason = await self._model_step(env)
+        self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
+        return reason
+
+    def _newest_completed(self) -> tuple[str | None, int | None]:
+        for message in reversed(list(self.execution.message_history)):
+            if message.status == "completed":
+                return message.id, message.created_at
+        return None, None
+
+    async def _model_step(self, env: StepEnv) -> str | None:
+        assembly = await assemble(env)
+        label = env.side_def.label
+        if assembly.blocked is not None:
+            await thread_messages.create(
+                env.state,
+                Message(
+                    id=new_id(),
+                    role=self._role(env.side),
+                    content=assembly.blocked,
+                    name=label,
+                    prompt=env.prompt.name,
+                    metadata={"status_kind": "hook_blocked"},
+                ),
+                propagate=False,
+            )
+            return "hook_blocked"
+        pending = await thread_messages.create(
+            env.state,
+            Message(
+                id=new_id(),
+                role=self._role(env.side),
+                content=None,
+                status="pending",
+                name=label,
+                prompt=env.prompt.name,
+            ),
+            propagate=False,
+        )
+        env.pending_id = pending.id
+        try:
+            result = await call_model(env, assembly, pending.id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await thread_messages.runtime_update(
+                env.state,
+                pending.id,
+                {"status": "failed", "content": self.partial.get(pending.id) or None},
+                allowed=thread_messages.FAILURE_KEYS,
+            )
+            self.partial.pop(pending.id, None)
+            raise
+        calls, guard = self._post_process(env, result)
+        message = await self._finalise(env, pending.id, result, calls, guard)
+        self.partial.pop(pending.id, None)
+        # Calls run with the arguments text the model sent, so it sees its own parse errors.
+        record_calls = [
+            c.model_copy(
+                update={
+                    "function": ToolCallFunction(
+                        name=c.function.name,
+                        arguments=self._original_arguments.get(c.id, c.function.arguments),
+                    )
+                }
+            )
+            for c in message.decoded_tool_calls()
+            if guard is None or c.id != guard
+        ]
+        round_ = await run_tools(env, record_calls)
+        for stored in round_.stored:
+            self.tool_rows.append(stored)
+        await self._drop_calls(env, message, round_.outcomes)
+        if guard is not None:
+            stored = await thread_messages.create(
+                env.state,
+                Message(
+                    id=new_id(),
+                    role="tool",
+                    content=EMPTY_REPLY,
+                    name="invalid_assistant_response",
+                    tool_call_id=guard,
+                    tool_status="error",
+                    prompt=env.prompt.name,
+                ),
+                propagate=False,
+            )
+            self.tool_rows.append(stored)
+            return None
+        return await self._stop_conditions(env, result, round_.outcomes)
+
+    def _post_process(self, env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str | None]:
+        side_def = env.side_def
+        if side_def.stop_tool and side_def.stop_tool_response_property:
+            for call in result.tool_calls:
+                if call.name != side_def.stop_tool:
+                    continue
+                try:
+                    value = json.loads(call.arguments or "{}")
+                except ValueError:
+                    continue
+                text = (
+                    value.get(side_def.stop_tool_response_property)
+                    if isinstance(value, dict)
+                    else None
+                )
+                if isinstance(text, str) and text:
+                    result.content = text
+                    env.publish_chunk("message_chunk", env.pending_id, text, 0)
+                    break
+        calls = [
+            ToolCall(
+                id=c.id,
+                function=ToolCallFunction(name=c.name, arguments=canonical_arguments(c.arguments)),
+                extra_content=c.extra_content,
+            )
+            for c in result.tool_calls
+        ]
+        self._original_arguments = {c.id: c.arguments for c in result.tool_calls}
+        seen: set[str] = set()
+        for record in calls:
+            if record.id in seen:
+                raise StepError(f"Duplicate tool call id: {record.id}")
+            seen.add(record.id)
+        guard: str | None = None
+        if not calls and not result.content.strip():
+            guard = new_call_id()
+            calls.append(
+                ToolCall(
+                    id=guard,
+                    function=ToolCallFunction(
+                        name="invalid_assistant_response",
+                        arguments=json_compact(
+                            {"reason": "empty_response", "assistantMessageId": env.pending_id}
+                        ),
+                    ),
+                )
+            )
+        return calls, guard
+
+    async def _finalise(
+        self,
+        env: StepEnv,
+        pending_id: str,
+        result: ModelResult,
+        calls: list[ToolCall],
+        guard: str | None,
+    ) -> Message:
+        content: str | None = result.content or None
+        hooks = self.hooks_for("before_create_message")
+        if hooks and content is not None:
+            probe = Message(
+                id=pending_id,
+                role=self._role(env.side),
+                content=content,
+                name=env.side_def.label,
+                prompt=env.prompt.name,
+            )
+            final = await self.hub.hooks.run_transform(
+                hooks,
+                env.state,
+                probe,
+                validate=lambda prev, ret, hook: thread_messages.merge_created(prev, ret, hook.id),
+                propagate=False,
+            )
+            content = final.content
+        updates = {
+            "content": content,
+            "tool_calls": encode_tool_calls(calls) if calls else None,
+            "log_id": result.log_id,
+            "status": "completed",
+            "reasoning_content": result.reasoning_content or None,
+            "reasoning_details": json_compact(result.reasoning_details)
+            if result.reasoning_details
+            else None,
+            "attachments": None,
+        }
+        metadata = (
+            {"reasoning_duration_ms": result.reasoning_duration_ms}
+            if result.reasoning_duration_ms is not None
+            else None
+        )
+        try:
+            return await thread_messages.runtime_update(
+                env.state,
+                pending_id,
+                updates,
+                allowed=thread_messages.FINALIZE_KEYS,
+                metadata=metadata,
+            )
+        except Exception as exc:
+            if "already used" in str(exc):
+                raise StepError(f"Duplicate tool call id: {exc}") from exc
+            raise
+
+    async def _drop_calls(
+        self, env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]
+    ) -> None:
+        """Calls a hook DROPped leave the message (spec 03 §3.6.11)."""
+        dropped = {o.call.id for o in outcomes if o.dropped}
+        if not dropped:
+            return
+        remaining = [c for c in message.decoded_tool_calls() if c.id not in dropped]
+        if not remaining and not (message.content or "").strip() and not message.attachments:
+            await env.state.delete_message(message.id)
+            return
+        async with self.hub.lock(self.thread_id):
+            updated = message.model_copy(
+                update={"tool_calls": encode_tool_calls(remaining) if remaining else None}
+            )
+            stored, event = await self.hub.store.update_message(self.thread_id, updated)
+            self.hub.reflect_upsert(self.thread_id, stored)
+            self.hub.publish_message(event, stored)
+
+    async def _stop_conditions(
+        self, env: StepEnv, result: ModelResult, outcomes: Sequence[CallOutcome]
+    ) -> str | None:
+        """Spec 04 §4.15, first matching rule."""
+        if self.terminate_requested:
+            return "terminated"
+        if self.execution.stop_session_requested:
+            return "state_stop_session"
+        side_def = env.side_def
+        called = {o.call.function.name: o for o in outcomes}
+        for binding, reason in (
+            (getattr(side_def, "session_fail", None), "session_fail"),
+            (getattr(side_def, "session_stop", None), "session_stop"),
+        ):
+            name = getattr(binding, "name", binding)
+            if not name:
+                continue
+            matching = [o for o in outcomes if o.call.function.name == name]
+            if matching:
+                if any(o.result.status == "success" for o in matching):
+                    return reason
+                return None
+        stop_tool = side_def.stop_tool
+        by_tool = bool(stop_tool) and stop_tool in called
+        by_text = (
+            side_def.stop_on_response and not result.tool_calls and bool(result.content.strip())
+        )
+        sibling = "b" if env.side == "a" else "a"
+        if by_tool or by_text:
+            await self._count_turn(env.side)
+            if self._is_human(sibling):
+                return "stop_tool" if by_tool else "stop_on_response"
+            self.side = sibling
+            self.turn_side = None
+            return None
+        if not side_def.stop_on_response and not stop_tool and not self._is_human(sibling):
+            await self._count_turn(env.side)
+            self.side = sibling
+            self.turn_side = None
+        return None
+
+    async def _count_turn(self, side: str) -> None:
+        self.session[side] += 1
+        await self.hub.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
+
+    async def _reset_session(self) -> None:
+        if self.session != {"a": 0, "b": 0}:
+            self.session = {"a": 0, "b": 0}
+            await self.hub.store.set_session_turns(self.thread_id, 0, 0)
+
+    async def _breaker(self) -> bool:
+        """The repeated-tool-error breaker (spec 04 §4.19)."""
+        rows = [m for m in self.tool_rows if m.depth == 0][-BREAKER_SIZE:]
+        if len(rows) < BREAKER_SIZE or any(m.tool_status != "error" for m in rows):
+            return False
+        signatures = {_signature(m.content or "") for m in rows}
+        if len(signatures) != 1 or not next(iter(signatures)):
+            return False
+        side_def = self._side_def(self.side)
+        prompt = self.execution.prompt
+        await thread_messages.create(
+            self.state(),
+            Message(
+                id=new_id(),
+                role=self._role(self.side),
+                name=side_def.label,
+                prompt=prompt,
+                content=BREAKER_NOTE.format(error=(rows[-1].content or "")[:300]),
+                metadata={"status_kind": "repeated_tool_error"},
+            ),
+            propagate=False,
+        )
+        return True
+
+    async def _step_error(self, exc: BaseException) -> None:
+        """Spec 04 §4.21: fail the pending message, write a complete runtime row."""
+        for message_id in list(self.partial):
+            try:
+                await thread_messages.runtime_update(
+                    self.state(),
+                    message_id,
+                    {"status": "failed", "content": self.partial.get(message_id) or None},
+                    allowed=thread_messages.FAILURE_KEYS,
+                )
+            except Exception:
+                pass
+        self.partial.clear()
+        await self.hub.write_runtime_log(
+            self.thread_id,
+            LogRow(
+                id=new_id(),
+                kind=None,
+                provider="system",
+                model=f"Step {self.run_steps + 1}, Side {self.side}",
+                created_at=0,
+                is_complete=True,
+                error=format_exception(exc),
+                error_type="step_execution_error",
+                error_origin="runtime",
+            ),
+            self.root_message_id,
+        )
+
+
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
+_PATHS = re.compile(r"/\S+")
+_DIGITS = re.compile(r"\d")
+
+
+def _signature(content: str) -> str:
+    text = content.lower()
+    text = text.removeprefix("failed to execute tool:")
+    text = _QUOTED.sub("", text)
+    text = _PATHS.sub("", text)
+    text = _DIGITS.sub("", text)
+    return " ".join(text.split())[:120]

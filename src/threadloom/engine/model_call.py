@@ -1,0 +1,463 @@
+"""One model request of a step: streaming, retries, fallbacks, the LLM log rows and cost
+(spec 04 §4.12, §4.25).
+
+The engine always streams. Text and reasoning deltas are published as ephemeral chunk
+events for the pending message; the stored content is written once, at finalisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.errors import ProviderError
+from threadloom.providers.types import (
+    AssistantMessage,
+    Finish,
+    ProviderRequest,
+    ReasoningDelta,
+    ReasoningRequest,
+    SystemMessage,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallSpec,
+    ToolCallStart,
+    ToolMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from threadloom.records import LogRow, json_compact, new_call_id, new_id
+
+if TYPE_CHECKING:
+    from threadloom.engine.context import Assembly, RequestMessage
+    from threadloom.engine.loop import StepEnv
+
+MAX_ERROR_LINES = 100
+
+
+class StepError(Exception):
+    """A step failed (spec 04 §4.21); the run ends with ``step_error``."""
+
+
+@dataclass
+class ModelResult:
+    """What one successful attempt returned."""
+
+    content: str
+    tool_calls: list[ToolCallSpec]
+    reasoning_content: str
+    reasoning_details: list[dict[str, Any]] | None
+    finish_reason: str
+    usage: Usage
+    log_id: str
+    model_name: str
+    reasoning_duration_ms: int | None = None
+    started_call_ids: set[str] = field(default_factory=set)
+
+
+def cut_error(text: str) -> str:
+    """Error texts longer than 100 lines keep 100 lines and a note (spec 04 §4.25)."""
+    lines = text.splitlines()
+    if len(lines) <= MAX_ERROR_LINES:
+        return text
+    extra = len(lines) - MAX_ERROR_LINES
+    return "\n".join(lines[:MAX_ERROR_LINES]) + f"\n\n[Truncated: {extra} additional lines]"
+
+
+def price(
+    model: Any, usage: Usage
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """``(cost_input, cost_cached, cost_output, cost_total)`` per spec 04 §4.25."""
+    inp, out = getattr(model, "input_price", None), getattr(model, "output_price", None)
+    if inp is None or out is None:
+        total = round(usage.cost, 12) if usage.cost is not None else None
+        return None, None, None, total
+    cached_price = getattr(model, "cached_price", None)
+    reasoning_price = getattr(model, "reasoning_price", None)
+    uncached = max(usage.input_tokens - usage.cached_tokens, 0)
+    cost_input = uncached * inp / 1e6
+    cost_cached = usage.cached_tokens * (cached_price if cached_price is not None else inp) / 1e6
+    visible = max(usage.output_tokens - usage.reasoning_tokens, 0)
+    cost_output = (
+        visible * out / 1e6
+        + usage.reasoning_tokens * (reasoning_price if reasoning_price is not None else out) / 1e6
+    )
+    total = usage.cost if usage.cost is not None else cost_input + cost_cached + cost_output
+    return round(cost_input, 12), round(cost_cached, 12), round(cost_output, 12), round(total, 12)
+
+
+# -- request building ----------------------------------------------------------------
+
+
+def _provider_message(m: RequestMessage) -> Any:
+    if m.role == "system":
+        return SystemMessage(content=m.content if isinstance(m.content, str) else "")
+    if m.role == "user":
+        return UserMessage(content=m.content if m.content is not None else "")
+    if m.role == "tool":
+        text = m.content if isinstance(m.content, str) else ""
+        return ToolMessage(
+            tool_call_id=m.tool_call_id or "", name=m.name or "", content=text, is_error=m.is_error
+        )
+    return AssistantMessage(
+        content=m.content if isinstance(m.content, str) else None,
+        tool_calls=[
+            ToolCallSpec(
+                id=c.id,
+                name=c.function.name,
+                arguments=c.function.arguments,
+                extra_content=c.extra_content,
+            )
+            for c in (m.tool_calls or [])
+        ],
+        reasoning_content=m.reasoning_content,
+        reasoning_details=m.reasoning_details,
+    )
+
+
+def build_request(env: StepEnv, assembly: Assembly, model: Any) -> tuple[ProviderRequest, str]:
+    """The neutral request for ``model`` and the ``request_body`` text of its log row."""
+    from threadloom.engine.context import normalize
+
+    prompt = env.prompt
+    messages = normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    offered = env.tools if getattr(model, "supports_tools", True) else []
+    tools = [
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in offered
+    ]
+    reasoning = getattr(prompt, "reasoning", None)
+    wants_reasoning = reasoning is not None and (
+        getattr(reasoning, "effort", None) is not None
+        or getattr(reasoning, "max_tokens", None) is not None
+    )
+    options = {
+        **dict(getattr(model, "provider_options", {}) or {}),
+        **dict(getattr(prompt, "provider_options", {}) or {}),
+    }
+    request = ProviderRequest(
+        model=model.model,
+        messages=[_provider_message(m) for m in messages],
+        tools=tools,
+        tool_choice=getattr(prompt, "tool_choice", "auto") if tools else None,
+        parallel_tool_calls=getattr(prompt, "parallel_tool_calls", None) if tools else None,
+        reasoning=(
+            ReasoningRequest(
+                effort=reasoning.effort, max_tokens=reasoning.max_tokens, exclude=reasoning.exclude
+            )
+            if wants_reasoning and reasoning is not None
+            else None
+        ),
+        max_output_tokens=getattr(model, "max_output_tokens", None),
+        provider_options=options,
+        metadata={"thread_id": env.state.thread_id, "prompt": prompt.name},
+    )
+    body = request.model_dump(mode="json", exclude={"metadata"})
+    for message in body["messages"]:
+        content = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                if part.get("type") == "image":
+                    part["data"] = "[base64 omitted]"
+        for image in message.get("images") or []:
+            image["data"] = "[base64 omitted]"
+    body["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
+    return request, json_compact(body)
+
+
+# -- streaming -----------------------------------------------------------------------
+
+
+async def _stream(
+    env: StepEnv, provider: Any, request: ProviderRequest, pending_id: str, sent_at: float
+) -> tuple[ModelResult, float | None, float | None]:
+    run, options = env.run, env.run.options
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: Finish | None = None
+    first_at: float | None = None
+    last_at: float | None = None
+    reasoning_started: float | None = None
+    reasoning_ended: float | None = None
+    run.partial[pending_id] = ""
+    stream = provider.stream(request)
+    iterator = stream.__aiter__()
+    try:
+        while True:
+            limit = options.first_chunk_timeout_s if first_at is None else options.stall_timeout_s
+            try:
+                async with asyncio.timeout(limit):
+                    event = await iterator.__anext__()
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise ProviderError(
+                    f"no response data within {limit:g} s",
+                    code="timeout",
+                    retryable=False,
+                    provider=getattr(provider, "name", ""),
+                ) from None
+            now = time.monotonic()
+            first_at = first_at or now
+            last_at = now
+            if isinstance(event, TextDelta):
+                if reasoning_started is not None and reasoning_ended is None:
+                    reasoning_ended = now
+                offset = len(run.partial[pending_id])
+                text.append(event.text)
+                run.partial[pending_id] += event.text
+                env.publish_chunk("message_chunk", pending_id, event.text, offset)
+            elif isinstance(event, ReasoningDelta):
+                reasoning_started = reasoning_started or now
+                offset = sum(len(r) for r in reasoning)
+                reasoning.append(event.text)
+                env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
+            elif isinstance(event, ToolCallStart):
+                if reasoning_started is not None and reasoning_ended is None:
+                    reasoning_ended = now
+                call_id = event.id or new_call_id()
+                calls[event.index] = {
+                    "id": call_id,
+                    "name": event.name,
+                    "parts": [],
+                    "full": None,
+                    "extra": None,
+                }
+                await env.tool_call_started(call_id, event.name, pending_id)
+            elif isinstance(event, ToolCallDelta):
+                calls.setdefault(
+                    event.index,
+                    {"id": new_call_id(), "name": "", "parts": [], "full": None, "extra": None},
+                )
+                calls[event.index]["parts"].append(event.arguments)
+            elif isinstance(event, ToolCallEnd):
+                entry = calls.get(event.index)
+                if entry is not None:
+                    if event.arguments is not None:
+                        entry["full"] = event.arguments
+                    entry["extra"] = event.extra_content
+            elif isinstance(event, Finish):
+                finish = event
+    finally:
+        closer = getattr(iterator, "aclose", None)
+        if closer is not None:
+            try:
+                async with asyncio.timeout(5):
+                    await closer()
+            except (TimeoutError, Exception):
+                pass
+    if finish is None:
+        raise ProviderError(
+            "stream ended without a finish event",
+            code="server_error",
+            provider=getattr(provider, "name", ""),
+        )
+    tool_calls = [
+        ToolCallSpec(
+            id=c["id"],
+            name=c["name"],
+            arguments=c["full"] if c["full"] is not None else "".join(c["parts"]),
+            extra_content=c["extra"],
+        )
+        for _, c in sorted(calls.items())
+    ]
+    if reasoning_started is not None and reasoning_ended is None:
+        reasoning_ended = last_at
+    duration = (
+        int((reasoning_ended - reasoning_started) * 1000)
+        if reasoning_started is not None and reasoning_ended is not None
+        else None
+    )
+    result = ModelResult(
+        content="".join(text),
+        tool_calls=tool_calls,
+        reasoning_content="".join(reasoning),
+        reasoning_details=finish.reasoning_details or None,
+        finish_reason="tool_calls" if tool_calls else finish.finish_reason,
+        usage=finish.usage,
+        log_id="",
+        model_name="",
+        reasoning_duration_ms=duration,
+        started_call_ids={c.id for c in tool_calls},
+    )
+    return result, first_at, last_at
+
+
+async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> ModelResult:
+    """Retries and fallbacks around the stream (spec 04 §4.12.3)."""
+    run, hub, tid = env.run, env.state.hub, env.state.thread_id
+    primary = run.definitions.model(env.prompt.model)
+    if primary is None:
+        raise StepError(f'Model "{env.prompt.model}" is not defined')
+    models = [primary]
+    for name in getattr(primary, "fallbacks", ()) or ():
+        fallback = run.definitions.model(name)
+        if fallback is not None:
+            models.append(fallback)
+    started = time.monotonic()
+    previous_log: str | None = None
+    for position, model in enumerate(models):
+        if position:
+            run.publish_telemetry(
+                "fallback_triggered", **{"from": models[position - 1].name, "to": model.name}
+            )
+        provider = run.providers_for(model)
+        request, body = build_request(env, assembly, model)
+        attempts = int(getattr(model, "max_attempts", 2) or 1)
+        for attempt in range(1, attempts + 1):
+            row = await hub.insert_log(
+                tid,
+                LogRow(
+                    id=new_id(),
+                    kind=None,
+                    message_id=run.root_message_id,
+                    provider=getattr(provider, "name", str(model.provider)),
+                    model=model.name,
+                    model_name=model.model,
+                    endpoint="chat.completions",
+                    prompt_name=env.prompt.name,
+                    request_body=body,
+                    system_prompt=assembly.system or None,
+                    tools_schema=json_compact([t.model_dump() for t in request.tools])
+                    if request.tools
+                    else None,
+                    tools_available=len(request.tools),
+                    message_history_length=len(request.messages),
+                    parent_log_id=env.parent_log_id,
+                    retry_of_log_id=previous_log,
+                    is_complete=False,
+                    created_at=0,
+                    standard_agents_router_used=False,
+                ),
+            )
+            previous_log = row.id
+            env.current_log = row
+            run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
+            sent = time.monotonic()
+            try:
+                result, first_at, last_at = await _stream(env, provider, request, pending_id, sent)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = (
+                    exc
+                    if isinstance(exc, ProviderError)
+                    else ProviderError(
+                        f"{type(exc).__name__}: {exc}",
+                        code="unknown",
+                        provider=getattr(provider, "name", ""),
+                    )
+                )
+                await _record_failure(env, row, error, started)
+                if not error.retryable or error.code == "timeout":
+                    break
+                if attempt < attempts:
+                    await asyncio.sleep(_backoff(run.options, attempt, error.retry_after))
+                continue
+            result.log_id = row.id
+            result.model_name = model.name
+            await _record_success(env, row, model, result, started, sent, first_at, last_at)
+            run.publish_telemetry(
+                "llm_response",
+                tokens=result.usage.total_tokens,
+                latency=int((time.monotonic() - started) * 1000),
+            )
+            return result
+    raise StepError(
+        f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"
+    )
+
+
+def _backoff(options: Any, attempt: int, retry_after: float | None) -> float:
+    delay = max(options.backoff_base_s * 2 ** (attempt - 1), retry_after or 0.0)
+    return float(min(delay, options.backoff_cap_s))
+
+
+async def _record_failure(env: StepEnv, row: LogRow, error: ProviderError, started: float) -> None:
+    origin = f"provider:{error.provider or row.provider}"
+    text = cut_error(error.message or str(error))
+    errors = [
+        {
+            "message": text,
+            "type": error.code,
+            "origin": origin,
+            "timestamp": int(time.time() * 1000),
+        }
+    ]
+    await env.state.hub.update_log(
+        env.state.thread_id,
+        row.model_copy(
+            update={
+                "error": text,
+                "error_type": "api_error",
+                "error_origin": origin,
+                "errors": json_compact(errors),
+                "is_complete": True,
+                "latency_ms": int((time.monotonic() - started) * 1000),
+            }
+        ),
+    )
+
+
+async def _record_success(
+    env: StepEnv,
+    row: LogRow,
+    model: Any,
+    result: ModelResult,
+    started: float,
+    sent: float,
+    first_at: float | None,
+    last_at: float | None,
+) -> None:
+    usage = result.usage
+    cost_input, cost_cached, cost_output, cost_total = price(model, usage)
+    response = {
+        "content": result.content or None,
+        "tool_calls": [c.model_dump() for c in result.tool_calls],
+        "reasoning_content": result.reasoning_content or None,
+        "reasoning_details": result.reasoning_details,
+        "finish_reason": result.finish_reason,
+        "usage": usage.model_dump(),
+    }
+    updated = row.model_copy(
+        update={
+            "response_body": json_compact(response),
+            "finish_reason": result.finish_reason,
+            "input_tokens": usage.input_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "output_tokens": usage.output_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "total_tokens": usage.total_tokens,
+            "cost_input": cost_input,
+            "cost_cached": cost_cached,
+            "cost_output": cost_output,
+            "cost_total": cost_total,
+            "latency_ms": int((time.monotonic() - started) * 1000),
+            "time_to_first_token_ms": int((first_at - sent) * 1000) if first_at else None,
+            "generation_ms": int((last_at - first_at) * 1000) if first_at and last_at else None,
+            "tools_called": json_compact([c.name for c in result.tool_calls]),
+            "reasoning_content": result.reasoning_content or None,
+            "is_complete": True,
+        }
+    )
+    env.current_log = await env.state.hub.update_log(env.state.thread_id, updated)
+
+
+def format_exception(exc: BaseException) -> str:
+    """``<message>\\n\\nStack trace:\\n<traceback>`` cut to 100 lines (spec 04 §4.21)."""
+    trace = "".join(traceback.format_exception(exc)).rstrip()
+    return cut_error(f"{exc}\n\nStack trace:\n{trace}")
+
+
+def is_finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+__all__ = ["ModelResult", "StepError", "build_request", "call_model", "json", "price"]

@@ -1,0 +1,337 @@
+"""Who runs which thread: the start gate, the end-of-run check, stop/interrupt/terminate,
+and graceful shutdown (spec 04 §4.7, §4.20).
+
+One asyncio task per running thread, never two (the start gate). Every entry point that
+might start a run goes through :meth:`RunManager.start`; an active run satisfies the
+request by delivering the queue at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.records import Message, ThreadStatus
+from threadloom.store.base import Settlement
+from threadloom.thread.hub import ThreadHub
+from threadloom.thread.queue import enqueue
+from threadloom.thread.validate import check_queue
+
+if TYPE_CHECKING:
+    from threadloom.engine.loop import Run
+    from threadloom.providers.base import ProviderRegistry
+
+logger = logging.getLogger("threadloom.engine")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Tunables of the loop (spec 04 §4.1.2); every one is a ``Runtime.open`` option."""
+
+    max_run_steps: int = 250
+    first_chunk_timeout_s: float = 120.0
+    stall_timeout_s: float = 45.0
+    drain_seconds: float = 30.0
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class AbortKind:
+    reason: str
+    note: str
+    log_error: str
+    log_error_type: str
+    write_note: bool
+    status_kind: str | None
+
+
+ABORTS: Mapping[str, AbortKind] = {
+    "aborted_by_user": AbortKind(
+        "aborted_by_user",
+        "Execution stopped by user",
+        "Interrupted by user",
+        "user_interrupted",
+        True,
+        "stopped_by_user",
+    ),
+    "interrupted": AbortKind(
+        "interrupted",
+        "Execution interrupted by a new message",
+        "Interrupted by user",
+        "user_interrupted",
+        False,
+        None,
+    ),
+    "terminated": AbortKind(
+        "terminated",
+        "Thread terminated",
+        "Thread terminated",
+        "user_interrupted",
+        True,
+        "terminated",
+    ),
+    "aborted": AbortKind(
+        "aborted",
+        "Execution aborted: the runtime is shutting down",
+        "Execution aborted: the runtime is shutting down",
+        "interrupted_incomplete",
+        False,
+        None,
+    ),
+}
+
+
+class RunManager:
+    """The runs of one runtime: at most one per thread."""
+
+    def __init__(self, hub: ThreadHub, providers: ProviderRegistry, options: EngineOptions) -> None:
+        self.hub = hub
+        self.providers = providers
+        self.options = options
+        self._runs: dict[str, Run] = {}
+        self._gates: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._starting: dict[str, asyncio.Task[Any]] = {}
+        self.closing = False
+        hub.wake = self.wake
+        hub.abort_run = self._terminate_hook
+
+    # -- starting ----------------------------------------------------------------------
+    def running(self, thread_id: str) -> bool:
+        return thread_id in self._runs
+
+    def run_of(self, thread_id: str) -> Run | None:
+        return self._runs.get(thread_id)
+
+    def wake(self, thread_id: str) -> None:
+        """A thread has queued work: start a run unless one is active (it will deliver)."""
+        if self.closing or thread_id in self._runs or thread_id in self._starting:
+            return
+        task = asyncio.get_running_loop().create_task(self.start(thread_id))
+        self._starting[thread_id] = task
+        self._background.add(task)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self._background.discard(finished)
+            if self._starting.get(thread_id) is finished:
+                del self._starting[thread_id]
+
+        task.add_done_callback(done)
+
+    async def wait_idle(self, thread_id: str) -> None:
+        """Return once the thread has no run starting or running."""
+        while True:
+            starting = self._starting.get(thread_id)
+            if starting is not None:
+                await asyncio.wait([starting])
+                continue
+            run = self._runs.get(thread_id)
+            if run is not None and run.task is not None:
+                await asyncio.wait([run.task])
+                continue
+            if run is None:
+                return
+            await asyncio.sleep(0.001)
+
+    def _gate(self, thread_id: str) -> asyncio.Lock:
+        gate = self._gates.get(thread_id)
+        if gate is None:
+            gate = self._gates[thread_id] = asyncio.Lock()
+        return gate
+
+    async def start(
+        self,
+        thread_id: str,
+        *,
+        side: str = "a",
+        force: bool = False,
+        keep_status: bool = False,
+    ) -> Run | None:
+        """Start a run if none is active and there is work (or ``force``: a continue)."""
+        from threadloom.engine.loop import Run
+
+        async with self._gate(thread_id):
+            if thread_id in self._runs or self.closing:
+                return None
+            row = await self.hub.store.get_thread(thread_id)
+            if row is None or row.terminated is not None:
+                return None
+            if not force and (row.stopped or not await self.hub.store.list_queue(thread_id)):
+                return None
+            agent = self.hub.definitions.agent(row.agent_id)
+            if agent is None or self.hub.definitions.prompt(agent.side_a.prompt or "") is None:
+                # Without a runnable agent (thread-core use, no prompts) the queue just
+                # waits; a validated project never gets here.
+                logger.debug("thread %s: agent %r cannot run", thread_id, row.agent_id)
+                return None
+            run = Run(self, row, agent, "b" if side == "b" else "a")
+            self._runs[thread_id] = run
+            if not keep_status:
+                async with self.hub.lock(thread_id):
+                    status = ThreadStatus(state="running", since=self.hub.clock(), reason=None)
+                    event = await self.hub.store.set_status(thread_id, status)
+                    await self.hub.publish_events([event])
+            run.started_at = await self._running_since(thread_id)
+            run.task = asyncio.get_running_loop().create_task(run.execute())
+            return run
+
+    async def _running_since(self, thread_id: str) -> int:
+        row = await self.hub.store.get_thread(thread_id)
+        return row.status.since if row is not None else self.hub.clock()
+
+    async def end_of_run(self, run: Run, reason: str) -> bool:
+        """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
+        tid = run.thread_id
+        async with self.hub.lock(tid):
+            row = await self.hub.store.get_thread(tid)
+            waiting = await self.hub.store.list_queue(tid)
+            if (
+                waiting
+                and row is not None
+                and not row.stopped
+                and row.terminated is None
+                and not self.closing
+            ):
+                return True
+            event = await self.hub.store.set_status(
+                tid, ThreadStatus.settled(reason, self.hub.clock())
+            )
+            await self.hub.publish_events([event])
+            run.finished = True
+            self._runs.pop(tid, None)
+        return False
+
+    # -- aborting ----------------------------------------------------------------------
+    async def abort(self, thread_id: str, reason: str) -> bool:
+        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled."""
+        run = self._runs.get(thread_id)
+        if run is None or run.task is None:
+            return False
+        if run.abort_reason is None:
+            run.abort_reason = reason
+            run.task.cancel()
+        await asyncio.wait([run.task])
+        if run.finished or run.settled:
+            return False
+        await self.settle(run, reason)
+        return True
+
+    async def settle(self, run: Run, reason: str) -> None:
+        """Commit the settlement of an aborted run: records first, status last."""
+        kind = ABORTS[reason]
+        tid = run.thread_id
+        run.settled = True
+        settlement = Settlement(
+            since=run.started_at,
+            partial_text=run.partial_texts(),
+            tool_result_text=kind.note,
+            log_error=kind.log_error,
+            log_error_type=kind.log_error_type,
+            note=kind.note if kind.write_note else None,
+            note_status_kind=kind.status_kind,
+            reason=None if reason == "interrupted" else reason,
+        )
+        async with self.hub.lock(tid):
+            events = await self.hub.store.settle_run(tid, settlement)
+            await self.hub.publish_events(events)
+            self._runs.pop(tid, None)
+        run.publish_telemetry("stopped", reason=reason, side=run.side)
+        if reason == "aborted_by_user":
+            self.hub.publish(tid, "stopped_by_user", None, {})
+        if reason == "interrupted" and await self.start(tid, keep_status=True) is None:
+            async with self.hub.lock(tid):
+                event = await self.hub.store.set_status(
+                    tid, ThreadStatus.settled("interrupted", self.hub.clock())
+                )
+                await self.hub.publish_events([event])
+
+    async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
+        run = self._runs.get(thread_id)
+        if run is None:
+            return
+        if from_inside:
+            run.terminate_requested = True  # the run ends at its next checkpoint
+            return
+        await self.abort(thread_id, reason)
+
+    # -- entry points ------------------------------------------------------------------
+    async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
+        """Set the stop flag and abort a running execution (spec 04 §4.20.2)."""
+        if await self.hub.store.get_thread(thread_id) is None:
+            raise ThreadNotFound(thread_id)
+        await self.hub.store.set_stopped(thread_id, True)
+        settled = await self.abort(thread_id, "aborted_by_user")
+        if cascade:
+            for child in await self.hub.store.descendants(thread_id):
+                await self.hub.store.set_stopped(child.id, True)
+                await self.abort(child.id, "aborted_by_user")
+        return settled
+
+    async def continue_thread(self, thread_id: str, side: str = "a") -> Run:
+        """Clear the stop flag and start a run on ``side`` without a new message."""
+        row = await self.hub.store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        if row.terminated is not None:
+            raise ThreadTerminated(thread_id, row.terminated)
+        if thread_id in self._runs:
+            raise ThreadBusy(f"Thread {thread_id} is running")
+        await self.hub.store.set_stopped(thread_id, False)
+        run = await self.start(thread_id, side=side, force=True)
+        if run is None:
+            raise ThreadBusy(f"Thread {thread_id} is running")
+        return run
+
+    async def send_message(
+        self,
+        thread_id: str,
+        content: str,
+        *,
+        role: str = "user",
+        attachments: Any = None,
+        silent: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """A send (spec 04 §4.7.2): the overlap policy, then the durable queue."""
+        fields = check_queue(
+            {
+                "role": role,
+                "content": content,
+                "attachments": attachments,
+                "silent": silent,
+                "metadata": metadata,
+            }
+        )
+        row = await self.hub.store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        agent = self.hub.definitions.agent(row.agent_id)
+        policy = row.overlap or (agent.overlap if agent else "enqueue")
+        running = thread_id in self._runs
+        if running and policy == "reject":
+            raise ThreadBusy("Thread is running (overlap policy: reject)")
+        view = await enqueue(self.hub, thread_id, fields, "api")
+        if running and policy == "interrupt":
+            await self.abort(thread_id, "interrupted")
+        return view
+
+    # -- shutdown ----------------------------------------------------------------------
+    async def close(self, drain: float | None = None) -> None:
+        """Graceful shutdown (spec 04 §4.20.5): no new runs, let running ones finish for
+        ``drain`` seconds, then abort the rest with ``aborted``."""
+        self.closing = True
+        grace = self.options.drain_seconds if drain is None else drain
+        tasks = [r.task for r in self._runs.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        for thread_id in list(self._runs):
+            await self.abort(thread_id, "aborted")
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.wait(list(self._background))

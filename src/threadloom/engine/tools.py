@@ -1,0 +1,269 @@
+"""Tool execution for one model response (spec 04 §4.14, spec 03 §3.6.10–§3.6.14).
+
+Calls run concurrently by default (decision D12), each as one task: execute →
+``tool_call_done`` → ``after_tool_call_*``. Results are stored in call order, whatever
+order the calls finish in. ``parallel_tool_calls=False`` runs each call's whole chain,
+storage included, before the next starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from threadloom.define import DROP
+from threadloom.define.tool import ToolArgumentsError, ToolResult
+from threadloom.errors import InvalidMessage
+from threadloom.records import Message, ToolCall, ToolCallFunction, json_compact, new_id
+from threadloom.thread import messages as thread_messages
+
+if TYPE_CHECKING:
+    from threadloom.engine.loop import StepEnv
+
+NOT_OFFERED = (
+    'Tool "{name}" is not available for this prompt. You can only use tools that were '
+    "explicitly configured for this prompt."
+)
+
+
+@dataclass
+class CallOutcome:
+    """One call after execution and hooks; ``dropped`` when a hook returned DROP."""
+
+    call: ToolCall
+    result: ToolResult
+    executed: bool
+    dropped: bool = False
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    detail: str | None = None
+
+
+@dataclass
+class ToolRound:
+    """What the step's tool calls produced, in call order."""
+
+    outcomes: list[CallOutcome] = field(default_factory=list)
+    stored: list[Message] = field(default_factory=list)
+
+
+class CallExecution:
+    """The execution seen by one tool call: the run's, with this call as current."""
+
+    def __init__(self, base: Any, call: ToolCall) -> None:
+        self._base = base
+        self.current_tool_call = call
+        self.parent_notifications: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def record_parent_notification(self, content: str) -> None:
+        self.parent_notifications.append(
+            {
+                "content": content,
+                "tool_call_id": self.current_tool_call.id,
+                "tool_name": self.current_tool_call.function.name,
+                "created_at": int(time.time() * 1_000_000),
+            }
+        )
+
+
+def _result_from(previous: ToolResult, returned: object) -> ToolResult:
+    if isinstance(returned, ToolResult):
+        return returned
+    if isinstance(returned, Mapping):
+        return ToolResult.model_validate({**previous.model_dump(), **dict(returned)})
+    raise InvalidMessage("tool hooks must return a ToolResult, a mapping, DROP or None")
+
+
+def result_content(result: ToolResult) -> str:
+    """The stored text of a tool result (spec 04 §4.14.5)."""
+    if result.status == "success":
+        text = (result.result or "").strip() or "Tool executed successfully"
+    else:
+        error = (result.error or result.result or "").strip() or "Tool execution failed"
+        text = f"Failed to execute tool: {error}"
+    refs = [a for a in result.attachments if hasattr(a, "path")]
+    if refs:
+        lines = "\n".join(f'Attachment path for "{a.name}": {a.path}' for a in refs)
+        text = f"{text}\n\n{lines}"
+    return text
+
+
+async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
+    """Steps 1-6 of the per-call pipeline (spec 04 §4.14.3)."""
+    name = call.function.name
+    offered = env.offered.get(name)
+    if offered is None:
+        return CallOutcome(
+            call, ToolResult(status="error", error=NOT_OFFERED.format(name=name)), executed=False
+        )
+    state = env.state_for(CallExecution(env.execution, call))
+    detail: str | None = None
+    try:
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except ValueError as exc:
+            result = ToolResult(status="error", error=f"Tool arguments are not valid JSON: {exc}")
+        else:
+            if not isinstance(arguments, dict):
+                result = ToolResult(status="error", error="Tool arguments must be a JSON object")
+            else:
+                result = await env.dispatch(offered, state, arguments)
+    except ToolArgumentsError as exc:
+        result = ToolResult(status="error", error=str(exc))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        result = ToolResult(status="error", error=str(exc) or type(exc).__name__)
+        detail = "".join(traceback.format_exception(exc))
+    outcome = CallOutcome(
+        call,
+        result,
+        executed=True,
+        detail=detail,
+        notifications=state.execution.parent_notifications,
+    )
+    hub = env.state.hub
+    done = env.run.hooks_for("tool_call_done")
+    if done:
+        await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
+    env.publish_event(
+        "tool_call_done",
+        {
+            "id": call.id,
+            "name": name,
+            "message_id": env.pending_id,
+            "depth": env.depth,
+            "status": result.status,
+        },
+    )
+    after = env.run.hooks_for(
+        "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+    )
+    if after:
+        final = await hub.hooks.run_transform(
+            after,
+            state,
+            result,
+            args_builder=lambda value: (state, call.model_copy(), value),
+            validate=lambda prev, ret, hook: _result_from(prev, ret),
+            propagate=False,
+        )
+        if final is DROP:
+            outcome.dropped = True
+        else:
+            outcome.result = final
+    return outcome
+
+
+async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
+    """Step 8: ``before_store_tool_result`` → create lifecycle; the log row's results."""
+    if outcome.dropped:
+        return None
+    state, hub = env.state, env.state.hub
+    hooks = env.run.hooks_for("before_store_tool_result")
+    result = outcome.result
+    if hooks:
+        result = await hub.hooks.run_transform(
+            hooks,
+            state,
+            result,
+            args_builder=lambda value: (state, outcome.call.model_copy(), value),
+            validate=lambda prev, ret, hook: _result_from(prev, ret),
+            propagate=False,
+        )
+    outcome.result = result
+    metadata: dict[str, Any] | None = None
+    if outcome.notifications:
+        metadata = {
+            "parent_notification": True,
+            "parent_notifications": outcome.notifications,
+            "parent_notification_content": outcome.notifications[-1]["content"],
+        }
+    refs = [a for a in result.attachments if hasattr(a, "path")]
+    candidate = Message(
+        id=new_id(),
+        role="tool",
+        content=result_content(result),
+        name=outcome.call.function.name,
+        tool_call_id=outcome.call.id,
+        tool_status="success" if result.status == "success" else "error",
+        attachments=refs or None,
+        metadata=metadata,
+        depth=env.depth,
+        parent_id=env.execution.parent_id,
+        prompt=env.prompt.name,
+    )
+    stored = await thread_messages.create(state, candidate, propagate=False)
+    await env.append_tool_result(outcome, stored)
+    return stored
+
+
+async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
+    """Execute the response's calls and store their results in call order."""
+    round_ = ToolRound()
+    if not calls:
+        return round_
+    sequential = getattr(env.prompt, "parallel_tool_calls", None) is False
+    if sequential:
+        for call in calls:
+            env.run.publish_telemetry("tool_started", tool=call.function.name)
+            outcome = await _execute(env, call)
+            round_.outcomes.append(outcome)
+            stored = await _store(env, outcome)
+            _finish(env, round_, outcome, stored)
+            if env.run.stop_requested():
+                break
+        return round_
+    tasks = []
+    for call in calls:
+        env.run.publish_telemetry("tool_started", tool=call.function.name)
+        tasks.append(asyncio.create_task(_execute(env, call)))
+    try:
+        for task in tasks:
+            outcome = await task
+            round_.outcomes.append(outcome)
+            stored = await _store(env, outcome)
+            _finish(env, round_, outcome, stored)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return round_
+
+
+def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Message | None) -> None:
+    if stored is not None:
+        round_.stored.append(stored)
+    env.run.publish_telemetry(
+        "tool_completed", tool=outcome.call.function.name, status=outcome.result.status
+    )
+
+
+def to_record_call(spec: Any) -> ToolCall:
+    """A provider tool call as a stored-record ToolCall (arguments kept as given)."""
+    return ToolCall(
+        id=spec.id,
+        function=ToolCallFunction(name=spec.name, arguments=spec.arguments),
+        extra_content=spec.extra_content,
+    )
+
+
+def canonical_arguments(text: str) -> str:
+    """Compact re-serialisation of a JSON object, else ``"{}"`` (spec 04 §4.13 step 4)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return "{}"
+    return json_compact(value) if isinstance(value, dict) else "{}"
+
+
+def dump(value: BaseModel) -> dict[str, Any]:
+    return value.model_dump(mode="json")
