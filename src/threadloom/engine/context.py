@@ -21,7 +21,7 @@ from threadloom.records import Message, ToolCall, decode_tool_calls, new_id
 from threadloom.thread.validate import check_inject
 
 if TYPE_CHECKING:
-    from threadloom.engine.loop import StepEnv
+    from threadloom.engine.step import StepEnv
 
 MISSING_RESULT = (
     'Tool result missing from conversation history for prior call "{name}". '
@@ -289,7 +289,7 @@ async def assemble(env: StepEnv) -> Assembly:
     run, state, prompt = env.run, env.state, env.prompt
     hub = state.hub
     system = run.definitions.render_system(prompt, state.arguments, state.context)
-    hooks = run.hooks_for("after_system_message")
+    hooks = env.hooks_for("after_system_message")
     if hooks:
         system = await hub.hooks.run_transform(
             hooks,
@@ -298,8 +298,12 @@ async def assemble(env: StepEnv) -> Assembly:
             validate=lambda prev, ret, hook: _system_result(ret),
             propagate=False,
         )
-    snapshot = _eligible(list(run.execution.message_history), prompt.include_chat, env.anchor_id)
-    hooks = run.hooks_for("filter_messages")
+    if env.nested is not None:
+        snapshot = env.nested.snapshot()
+    else:
+        history = list(run.execution.message_history)
+        snapshot = _eligible(history, prompt.include_chat, env.anchor_id)
+    hooks = env.hooks_for("filter_messages")
     if hooks:
         by_id = {m.id: m for m in snapshot}
         snapshot = await hub.hooks.run_transform(
@@ -315,9 +319,11 @@ async def assemble(env: StepEnv) -> Assembly:
     reasoning = getattr(prompt, "reasoning", None)
     include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
     messages = _present(snapshot, env.side, include_reasoning)
+    if env.nested is not None:
+        messages.extend(env.nested.extra)
     if system:
         messages.insert(0, RequestMessage(role="system", content=system))
-    hooks = run.hooks_for("prefilter_llm_history")
+    hooks = env.hooks_for("prefilter_llm_history")
     if hooks:
         try:
             messages = await hub.hooks.run_transform(

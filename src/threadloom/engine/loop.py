@@ -13,25 +13,14 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
-from threadloom.define.tool import ToolResult
-from threadloom.engine.context import assemble
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelResult, StepError, call_model, format_exception
-from threadloom.engine.tools import CallOutcome, canonical_arguments, run_tools
-from threadloom.records import (
-    LogRow,
-    Message,
-    ToolCall,
-    ToolCallFunction,
-    encode_tool_calls,
-    json_compact,
-    new_call_id,
-    new_id,
-)
+from threadloom.engine.model_call import ModelResult, StepError, format_exception
+from threadloom.engine.step import StepEnv, model_step, role_of
+from threadloom.engine.tools import CallOutcome
+from threadloom.records import LogRow, Message, new_id
 from threadloom.store.base import ThreadRow
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
@@ -40,121 +29,11 @@ from threadloom.thread.state import ThreadState
 if TYPE_CHECKING:
     from threadloom.engine.runs import RunManager
 
-EMPTY_REPLY = (
-    "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
-    "or include attachments."
-)
 BREAKER_SIZE = 8
 BREAKER_NOTE = (
     "I stopped because the same tool error happened 8 times in a row:\n\n{error}\n\n"
     "Retrying is not helping. Please check what is failing, then ask me to continue."
 )
-
-
-@dataclass
-class StepEnv:
-    """Everything one step of the acting side needs."""
-
-    run: Run
-    state: ThreadState
-    side: str
-    prompt: Any
-    side_def: Any
-    tools: list[Any]
-    anchor_id: str | None
-    anchor_created: int | None
-    pending_id: str = ""
-    depth: int = 0
-    parent_log_id: str | None = None
-    current_log: LogRow | None = None
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def execution(self) -> ExecutionState:
-        return self.run.execution
-
-    @property
-    def offered(self) -> dict[str, Any]:
-        return {t.name: t for t in self.tools}
-
-    def state_for(self, execution: Any) -> ThreadState:
-        return self.run.state(execution)
-
-    async def dispatch(
-        self, resolved: Any, state: ThreadState, arguments: dict[str, Any]
-    ) -> ToolResult:
-        kind = getattr(resolved, "kind", "tool")
-        if kind != "tool":
-            return ToolResult(
-                status="error", error=f"Tool kind {kind!r} is not supported by this runtime yet"
-            )
-        definition = resolved.target
-        definition = getattr(definition, "tool_definition", definition)
-        timeout = getattr(definition, "timeout", None)
-        if timeout:
-            try:
-                async with asyncio.timeout(timeout):
-                    result: ToolResult = await definition.invoke(state, arguments)
-                    return result
-            except TimeoutError:
-                return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
-        result = await definition.invoke(state, arguments)
-        return result
-
-    def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
-        self.state.hub.publish(
-            self.state.thread_id,
-            kind,
-            None,
-            {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset},
-        )
-
-    def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
-        self.state.hub.publish(
-            self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
-        )
-
-    async def tool_call_started(self, call_id: str, name: str, message_id: str) -> None:
-        self.publish_event(
-            "tool_call_started",
-            {
-                "id": call_id,
-                "name": name,
-                "message_id": message_id,
-                "depth": self.depth,
-                "progress": None,
-            },
-        )
-        hooks = self.run.hooks_for("tool_call_started")
-        if hooks:
-            call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=""))
-            await self.state.hub.hooks.run_event(hooks, self.state, call, None)
-
-    async def append_tool_result(self, outcome: CallOutcome, stored: Message) -> None:
-        row = self.current_log
-        if row is None:
-            return
-        self.tool_results.append(
-            {
-                "tool_call_id": outcome.call.id,
-                "tool_name": outcome.call.function.name,
-                "content": stored.content,
-                "status": outcome.result.status,
-                "timestamp": int(time.time() * 1000),
-                **({"error_detail": outcome.detail} if outcome.detail else {}),
-            }
-        )
-        update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
-        if outcome.result.status == "error" and outcome.executed:
-            name = outcome.call.function.name
-            update.update(
-                error=f'Tool "{name}" failed: {outcome.result.error or ""}',
-                error_type="tool_execution_error",
-                error_origin=f"tool:{name}",
-            )
-        self.current_log = await self.state.hub.update_log(
-            self.state.thread_id, row.model_copy(update=update)
-        )
 
 
 class Run:
@@ -202,9 +81,13 @@ class Run:
     def partial_texts(self) -> dict[str, str]:
         return {k: v for k, v in self.partial.items() if v}
 
-    def state(self, execution: Any = None) -> ThreadState:
+    def state(self, execution: Any = None, arguments: Any = None) -> ThreadState:
         return ThreadState(
-            self.hub, self.row, execution=execution or self.execution, context=self.context
+            self.hub,
+            self.row,
+            execution=execution or self.execution,
+            context=self.context,
+            arguments=arguments,
         )
 
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
@@ -236,9 +119,6 @@ class Run:
 
     def _is_human(self, side: str) -> bool:
         return side == "b" and self.agent.type == "ai_human"
-
-    def _role(self, side: str) -> str:
-        return "assistant" if side == "a" else "user"
 
     # -- the run -----------------------------------------------------------------------
     async def execute(self) -> None:
@@ -359,7 +239,16 @@ class Run:
             anchor_id=self.anchor[0],
             anchor_created=self.anchor[1],
         )
-        reason = await self._model_step(env)
+        outcome = await model_step(env)
+        if outcome.blocked:
+            reason: str | None = "hook_blocked"
+        elif outcome.guard or outcome.result is None:
+            reason = None
+        elif outcome.handoff is not None:
+            await self._handoff(env, outcome.handoff)
+            reason = None
+        else:
+            reason = await self._stop_conditions(env, outcome.result, outcome.round.outcomes)
         self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
         return reason
 
@@ -368,210 +257,6 @@ class Run:
             if message.status == "completed":
                 return message.id, message.created_at
         return None, None
-
-    async def _model_step(self, env: StepEnv) -> str | None:
-        assembly = await assemble(env)
-        label = env.side_def.label
-        if assembly.blocked is not None:
-            await thread_messages.create(
-                env.state,
-                Message(
-                    id=new_id(),
-                    role=self._role(env.side),
-                    content=assembly.blocked,
-                    name=label,
-                    prompt=env.prompt.name,
-                    metadata={"status_kind": "hook_blocked"},
-                ),
-                propagate=False,
-            )
-            return "hook_blocked"
-        pending = await thread_messages.create(
-            env.state,
-            Message(
-                id=new_id(),
-                role=self._role(env.side),
-                content=None,
-                status="pending",
-                name=label,
-                prompt=env.prompt.name,
-            ),
-            propagate=False,
-        )
-        env.pending_id = pending.id
-        try:
-            result = await call_model(env, assembly, pending.id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            await thread_messages.runtime_update(
-                env.state,
-                pending.id,
-                {"status": "failed", "content": self.partial.get(pending.id) or None},
-                allowed=thread_messages.FAILURE_KEYS,
-            )
-            self.partial.pop(pending.id, None)
-            raise
-        calls, guard = self._post_process(env, result)
-        message = await self._finalise(env, pending.id, result, calls, guard)
-        self.partial.pop(pending.id, None)
-        # Calls run with the arguments text the model sent, so it sees its own parse errors.
-        record_calls = [
-            c.model_copy(
-                update={
-                    "function": ToolCallFunction(
-                        name=c.function.name,
-                        arguments=self._original_arguments.get(c.id, c.function.arguments),
-                    )
-                }
-            )
-            for c in message.decoded_tool_calls()
-            if guard is None or c.id != guard
-        ]
-        round_ = await run_tools(env, record_calls)
-        for stored in round_.stored:
-            self.tool_rows.append(stored)
-        await self._drop_calls(env, message, round_.outcomes)
-        if guard is not None:
-            stored = await thread_messages.create(
-                env.state,
-                Message(
-                    id=new_id(),
-                    role="tool",
-                    content=EMPTY_REPLY,
-                    name="invalid_assistant_response",
-                    tool_call_id=guard,
-                    tool_status="error",
-                    prompt=env.prompt.name,
-                ),
-                propagate=False,
-            )
-            self.tool_rows.append(stored)
-            return None
-        return await self._stop_conditions(env, result, round_.outcomes)
-
-    def _post_process(self, env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str | None]:
-        side_def = env.side_def
-        if side_def.stop_tool and side_def.stop_tool_response_property:
-            for call in result.tool_calls:
-                if call.name != side_def.stop_tool:
-                    continue
-                try:
-                    value = json.loads(call.arguments or "{}")
-                except ValueError:
-                    continue
-                text = (
-                    value.get(side_def.stop_tool_response_property)
-                    if isinstance(value, dict)
-                    else None
-                )
-                if isinstance(text, str) and text:
-                    result.content = text
-                    env.publish_chunk("message_chunk", env.pending_id, text, 0)
-                    break
-        calls = [
-            ToolCall(
-                id=c.id,
-                function=ToolCallFunction(name=c.name, arguments=canonical_arguments(c.arguments)),
-                extra_content=c.extra_content,
-            )
-            for c in result.tool_calls
-        ]
-        self._original_arguments = {c.id: c.arguments for c in result.tool_calls}
-        seen: set[str] = set()
-        for record in calls:
-            if record.id in seen:
-                raise StepError(f"Duplicate tool call id: {record.id}")
-            seen.add(record.id)
-        guard: str | None = None
-        if not calls and not result.content.strip():
-            guard = new_call_id()
-            calls.append(
-                ToolCall(
-                    id=guard,
-                    function=ToolCallFunction(
-                        name="invalid_assistant_response",
-                        arguments=json_compact(
-                            {"reason": "empty_response", "assistantMessageId": env.pending_id}
-                        ),
-                    ),
-                )
-            )
-        return calls, guard
-
-    async def _finalise(
-        self,
-        env: StepEnv,
-        pending_id: str,
-        result: ModelResult,
-        calls: list[ToolCall],
-        guard: str | None,
-    ) -> Message:
-        content: str | None = result.content or None
-        hooks = self.hooks_for("before_create_message")
-        if hooks and content is not None:
-            probe = Message(
-                id=pending_id,
-                role=self._role(env.side),
-                content=content,
-                name=env.side_def.label,
-                prompt=env.prompt.name,
-            )
-            final = await self.hub.hooks.run_transform(
-                hooks,
-                env.state,
-                probe,
-                validate=lambda prev, ret, hook: thread_messages.merge_created(prev, ret, hook.id),
-                propagate=False,
-            )
-            content = final.content
-        updates = {
-            "content": content,
-            "tool_calls": encode_tool_calls(calls) if calls else None,
-            "log_id": result.log_id,
-            "status": "completed",
-            "reasoning_content": result.reasoning_content or None,
-            "reasoning_details": json_compact(result.reasoning_details)
-            if result.reasoning_details
-            else None,
-            "attachments": None,
-        }
-        metadata = (
-            {"reasoning_duration_ms": result.reasoning_duration_ms}
-            if result.reasoning_duration_ms is not None
-            else None
-        )
-        try:
-            return await thread_messages.runtime_update(
-                env.state,
-                pending_id,
-                updates,
-                allowed=thread_messages.FINALIZE_KEYS,
-                metadata=metadata,
-            )
-        except Exception as exc:
-            if "already used" in str(exc):
-                raise StepError(f"Duplicate tool call id: {exc}") from exc
-            raise
-
-    async def _drop_calls(
-        self, env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]
-    ) -> None:
-        """Calls a hook DROPped leave the message (spec 03 §3.6.11)."""
-        dropped = {o.call.id for o in outcomes if o.dropped}
-        if not dropped:
-            return
-        remaining = [c for c in message.decoded_tool_calls() if c.id not in dropped]
-        if not remaining and not (message.content or "").strip() and not message.attachments:
-            await env.state.delete_message(message.id)
-            return
-        async with self.hub.lock(self.thread_id):
-            updated = message.model_copy(
-                update={"tool_calls": encode_tool_calls(remaining) if remaining else None}
-            )
-            stored, event = await self.hub.store.update_message(self.thread_id, updated)
-            self.hub.reflect_upsert(self.thread_id, stored)
-            self.hub.publish_message(event, stored)
 
     async def _stop_conditions(
         self, env: StepEnv, result: ModelResult, outcomes: Sequence[CallOutcome]
@@ -614,6 +299,27 @@ class Run:
             self.turn_side = None
         return None
 
+    async def _handoff(self, env: StepEnv, outcome: CallOutcome) -> None:
+        """Bind the thread to the handoff's agent and restart on its side a (spec 04 §4.18)."""
+        target = getattr(outcome, "target", None) or env.offered[outcome.call.function.name].target
+        row = await self.hub.store.set_agent(self.thread_id, target.name)
+        self.row = row
+        self.agent = target
+        try:
+            arguments = json.loads(outcome.call.function.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        if isinstance(arguments, dict):
+            self.context.update(arguments)
+        self.side = "a"
+        self.turn_side = None
+        self.hub.publish(
+            self.thread_id, "thread_updated", None, {"thread": row.record().model_dump()}
+        )
+        self.publish_telemetry(
+            "agent_handoff", new_agent_id=target.name, new_agent_title=target.display_title
+        )
+
     async def _count_turn(self, side: str) -> None:
         self.session[side] += 1
         await self.hub.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
@@ -637,7 +343,7 @@ class Run:
             self.state(),
             Message(
                 id=new_id(),
-                role=self._role(self.side),
+                role=role_of(self.side),
                 name=side_def.label,
                 prompt=prompt,
                 content=BREAKER_NOTE.format(error=(rows[-1].content or "")[:300]),

@@ -37,7 +37,7 @@ from threadloom.records import LogRow, json_compact, new_call_id, new_id
 
 if TYPE_CHECKING:
     from threadloom.engine.context import Assembly, RequestMessage
-    from threadloom.engine.loop import StepEnv
+    from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
 

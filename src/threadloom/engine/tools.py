@@ -25,7 +25,7 @@ from threadloom.records import Message, ToolCall, ToolCallFunction, json_compact
 from threadloom.thread import messages as thread_messages
 
 if TYPE_CHECKING:
-    from threadloom.engine.loop import StepEnv
+    from threadloom.engine.step import StepEnv
 
 NOT_OFFERED = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
@@ -40,6 +40,8 @@ class CallOutcome:
     call: ToolCall
     result: ToolResult
     executed: bool
+    kind: str = "tool"
+    message_id: str = ""
     dropped: bool = False
     notifications: list[dict[str, Any]] = field(default_factory=list)
     detail: str | None = None
@@ -63,6 +65,12 @@ class CallExecution:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("_base", "current_tool_call", "parent_notifications"):
+            object.__setattr__(self, name, value)
+        else:  # requests such as stop_session reach the run's execution
+            setattr(self._base, name, value)
 
     def record_parent_notification(self, content: str) -> None:
         self.parent_notifications.append(
@@ -101,9 +109,13 @@ async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
     """Steps 1-6 of the per-call pipeline (spec 04 §4.14.3)."""
     name = call.function.name
     offered = env.offered.get(name)
+    reserved = new_id()  # the id of this call's result message (a sub-prompt nests under it)
     if offered is None:
         return CallOutcome(
-            call, ToolResult(status="error", error=NOT_OFFERED.format(name=name)), executed=False
+            call,
+            ToolResult(status="error", error=NOT_OFFERED.format(name=name)),
+            executed=False,
+            message_id=reserved,
         )
     state = env.state_for(CallExecution(env.execution, call))
     detail: str | None = None
@@ -116,7 +128,7 @@ async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
             if not isinstance(arguments, dict):
                 result = ToolResult(status="error", error="Tool arguments must be a JSON object")
             else:
-                result = await env.dispatch(offered, state, arguments)
+                result = await env.dispatch(offered, state, arguments, reserved)
     except ToolArgumentsError as exc:
         result = ToolResult(status="error", error=str(exc))
     except asyncio.CancelledError:
@@ -128,11 +140,13 @@ async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
         call,
         result,
         executed=True,
+        kind=getattr(offered, "kind", "tool"),
+        message_id=reserved,
         detail=detail,
         notifications=state.execution.parent_notifications,
     )
     hub = env.state.hub
-    done = env.run.hooks_for("tool_call_done")
+    done = env.hooks_for("tool_call_done")
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
     env.publish_event(
@@ -145,7 +159,7 @@ async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
             "status": result.status,
         },
     )
-    after = env.run.hooks_for(
+    after = env.hooks_for(
         "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
     )
     if after:
@@ -169,7 +183,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     if outcome.dropped:
         return None
     state, hub = env.state, env.state.hub
-    hooks = env.run.hooks_for("before_store_tool_result")
+    hooks = env.hooks_for("before_store_tool_result")
     result = outcome.result
     if hooks:
         result = await hub.hooks.run_transform(
@@ -190,7 +204,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         }
     refs = [a for a in result.attachments if hasattr(a, "path")]
     candidate = Message(
-        id=new_id(),
+        id=outcome.message_id or new_id(),
         role="tool",
         content=result_content(result),
         name=outcome.call.function.name,
@@ -199,7 +213,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         attachments=refs or None,
         metadata=metadata,
         depth=env.depth,
-        parent_id=env.execution.parent_id,
+        parent_id=env.parent_message_id,
         prompt=env.prompt.name,
     )
     stored = await thread_messages.create(state, candidate, propagate=False)

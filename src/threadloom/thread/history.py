@@ -42,3 +42,26 @@ class MessageHistory(Sequence[Message]):
 
     def __iter__(self) -> Iterator[Message]:
         return (m.model_copy(deep=True) for m in self._messages)
+
+
+class NestedHistory(MessageHistory):
+    """A sub-prompt call's history: the caller's messages, then the persisted messages of
+    this call (``parent_id`` = the call's reserved result id), kept live the same way."""
+
+    def __init__(self, caller: Sequence[Message], parent_id: str) -> None:
+        super().__init__(caller)
+        self.parent_id = parent_id
+
+    def upsert(self, message: Message) -> None:
+        if message.parent_id != self.parent_id:
+            return
+        copy = message.model_copy(deep=True)
+        for index, existing in enumerate(self._messages):
+            if existing.id == message.id:
+                self._messages[index] = copy
+                return
+        self._messages.append(copy)
+
+    def nested(self) -> list[Message]:
+        """The call's own persisted messages, in order."""
+        return [m.model_copy(deep=True) for m in self._messages if m.parent_id == self.parent_id]

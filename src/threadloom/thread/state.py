@@ -201,6 +201,30 @@ class ThreadState:
         """Send a message to the parent thread (spec 02 §2.14.5)."""
         await family.notify_parent(self, content)
 
+    async def stop_session(
+        self,
+        result: str | None = None,
+        *,
+        notify_parent: str | None = None,
+        status: str | None = None,
+    ) -> None:
+        """End the session after the current step's tool calls (spec 04 §4.16.2)."""
+        if self.execution is None:
+            raise RuntimeError("stop_session requires active execution")
+        if notify_parent is not None and (
+            not isinstance(notify_parent, str) or not notify_parent.strip()
+        ):
+            raise InvalidArgument("stop_session notify_parent requires non-empty content")
+        if status is not None and (not isinstance(status, str) or not status.strip()):
+            raise InvalidArgument("stop_session status requires non-empty status")
+        if notify_parent is not None:
+            await self.notify_parent(notify_parent)
+        if status is not None:
+            await self.set_status(status)
+        text = result.strip() if isinstance(result, str) else ""
+        self.execution.stop_session_result = text or "Session stopped."
+        self.execution.stop_session_requested = True
+
     # -- ephemeral events (spec 02 §2.16) ---------------------------------------------
     def emit(self, event: str, data: Any = None) -> None:
         """Publish an ephemeral ``event`` to live subscribers; nothing is stored."""

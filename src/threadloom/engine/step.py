@@ -1,0 +1,403 @@
+"""One model step: context, pending message, model request, finalisation and tool calls
+(spec 04 §4.9.2 steps 8-12, §4.12, §4.13, §4.14). The run loop (``loop.py``) decides what
+happens around it: delivery, turns, stop conditions; a sub-prompt runs it nested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.define.hook import HookContext, HookDefinition
+from threadloom.define.tool import ToolResult
+from threadloom.engine.context import assemble
+from threadloom.engine.execution import ExecutionState
+from threadloom.engine.model_call import ModelResult, StepError, call_model
+from threadloom.engine.tools import CallOutcome, ToolRound, canonical_arguments, run_tools
+from threadloom.records import (
+    LogRow,
+    Message,
+    ToolCall,
+    ToolCallFunction,
+    encode_tool_calls,
+    json_compact,
+    new_call_id,
+    new_id,
+)
+from threadloom.thread import messages as thread_messages
+from threadloom.thread.state import ThreadState
+
+if TYPE_CHECKING:
+    from threadloom.engine.loop import Run
+
+EMPTY_REPLY = (
+    "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
+    "or include attachments."
+)
+
+
+def role_of(side: str) -> str:
+    """A model message of side a is stored ``assistant``, of side b ``user``."""
+    return "assistant" if side == "a" else "user"
+
+
+@dataclass
+class StepOutcome:
+    """What a model step produced (``blocked``: a request-context hook blocked it)."""
+
+    blocked: bool = False
+    result: ModelResult | None = None
+    message: Message | None = None
+    round: ToolRound = field(default_factory=ToolRound)
+    guard: bool = False
+    handoff: CallOutcome | None = None
+
+
+@dataclass
+class StepEnv:
+    """Everything one step of the acting side needs (a nested step sets ``nested``)."""
+
+    run: Run
+    state: ThreadState
+    side: str
+    prompt: Any
+    side_def: Any
+    tools: list[Any]
+    anchor_id: str | None
+    anchor_created: int | None
+    pending_id: str = ""
+    depth: int = 0
+    parent_message_id: str | None = None
+    parent_log_id: str | None = None
+    current_log: LogRow | None = None
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    original_arguments: dict[str, str] = field(default_factory=dict)
+    nested: Any = None
+    """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
+    execution_state: ExecutionState | None = None
+
+    @property
+    def execution(self) -> ExecutionState:
+        return self.execution_state or self.run.execution
+
+    @property
+    def offered(self) -> dict[str, Any]:
+        return {t.name: t for t in self.tools}
+
+    def state_for(self, execution: Any) -> ThreadState:
+        return self.run.state(execution, arguments=self.state.arguments)
+
+    def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
+        """The hooks named ``name`` for this step's prompt (spec 03 §3.3)."""
+        execution = self.execution
+        return self.run.hub.resolve_hooks(
+            name, self.run.agent.name, execution.prompt, execution.prompt_hooks
+        )
+
+    async def dispatch(
+        self, resolved: Any, state: ThreadState, arguments: dict[str, Any], reserved_id: str
+    ) -> ToolResult:
+        """Run one call by its kind (spec 04 §4.14.3 step 3)."""
+        kind = getattr(resolved, "kind", "tool")
+        if kind == "subprompt":
+            from threadloom.engine.subprompt import run_subprompt
+
+            sub_result: ToolResult = await run_subprompt(self, resolved, arguments, reserved_id)
+            return sub_result
+        if kind == "handoff":
+            if self.run.agent.type != "ai_human":
+                return ToolResult(status="error", error="Handoff requires an ai_human agent")
+            return ToolResult(status="success", result="Handoff complete")
+        if kind != "tool":
+            return ToolResult(
+                status="error", error=f"Tool kind {kind!r} is not supported by this runtime yet"
+            )
+        definition = getattr(resolved.target, "tool_definition", resolved.target)
+        timeout = getattr(definition, "timeout", None)
+        if timeout:
+            try:
+                async with asyncio.timeout(timeout):
+                    result: ToolResult = await definition.invoke(state, arguments)
+                    return result
+            except TimeoutError:
+                return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
+        result = await definition.invoke(state, arguments)
+        return result
+
+    def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
+        self.state.hub.publish(
+            self.state.thread_id,
+            kind,
+            None,
+            {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset},
+        )
+
+    def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
+        self.state.hub.publish(
+            self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
+        )
+
+    async def tool_call_started(self, call_id: str, name: str, message_id: str) -> None:
+        self.publish_event(
+            "tool_call_started",
+            {
+                "id": call_id,
+                "name": name,
+                "message_id": message_id,
+                "depth": self.depth,
+                "progress": None,
+            },
+        )
+        hooks = self.hooks_for("tool_call_started")
+        if hooks:
+            call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=""))
+            await self.state.hub.hooks.run_event(hooks, self.state, call, None)
+
+    async def append_tool_result(self, outcome: CallOutcome, stored: Message) -> None:
+        row = self.current_log
+        if row is None:
+            return
+        self.tool_results.append(
+            {
+                "tool_call_id": outcome.call.id,
+                "tool_name": outcome.call.function.name,
+                "content": stored.content,
+                "status": outcome.result.status,
+                "timestamp": int(time.time() * 1000),
+                **({"error_detail": outcome.detail} if outcome.detail else {}),
+            }
+        )
+        update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
+        if outcome.result.status == "error" and outcome.executed:
+            name = outcome.call.function.name
+            update.update(
+                error=f'Tool "{name}" failed: {outcome.result.error or ""}',
+                error_type="tool_execution_error",
+                error_origin=f"tool:{name}",
+            )
+        self.current_log = await self.state.hub.update_log(
+            self.state.thread_id, row.model_copy(update=update)
+        )
+
+
+async def model_step(env: StepEnv) -> StepOutcome:
+    """Pending message, model request, finalisation and tool calls of one step."""
+    run = env.run
+    assembly = await assemble(env)
+    label = env.side_def.label
+    if assembly.blocked is not None:
+        await thread_messages.create(
+            env.state,
+            Message(
+                id=new_id(),
+                role=role_of(env.side),
+                content=assembly.blocked,
+                name=label,
+                prompt=env.prompt.name,
+                metadata={"status_kind": "hook_blocked"},
+            ),
+            propagate=False,
+        )
+        return StepOutcome(blocked=True)
+    pending = await thread_messages.create(
+        env.state,
+        Message(
+            id=new_id(),
+            role=role_of(env.side),
+            content=None,
+            status="pending",
+            name=label,
+            prompt=env.prompt.name,
+            depth=env.depth,
+            parent_id=env.parent_message_id,
+        ),
+        propagate=False,
+    )
+    env.pending_id = pending.id
+    try:
+        result = await call_model(env, assembly, pending.id)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        await thread_messages.runtime_update(
+            env.state,
+            pending.id,
+            {"status": "failed", "content": run.partial.get(pending.id) or None},
+            allowed=thread_messages.FAILURE_KEYS,
+        )
+        run.partial.pop(pending.id, None)
+        raise
+    calls, guard = post_process(env, result)
+    message = await finalise(env, pending.id, result, calls, guard)
+    run.partial.pop(pending.id, None)
+    # Calls run with the arguments text the model sent, so it sees its own parse errors.
+    record_calls = [
+        c.model_copy(
+            update={
+                "function": ToolCallFunction(
+                    name=c.function.name,
+                    arguments=env.original_arguments.get(c.id, c.function.arguments),
+                )
+            }
+        )
+        for c in message.decoded_tool_calls()
+        if guard is None or c.id != guard
+    ]
+    round_ = await run_tools(env, record_calls)
+    for stored in round_.stored:
+        run.tool_rows.append(stored)
+    await drop_calls(env, message, round_.outcomes)
+    if guard is not None:
+        stored = await thread_messages.create(
+            env.state,
+            Message(
+                id=new_id(),
+                role="tool",
+                content=EMPTY_REPLY,
+                name="invalid_assistant_response",
+                tool_call_id=guard,
+                tool_status="error",
+                prompt=env.prompt.name,
+                depth=env.depth,
+                parent_id=env.parent_message_id,
+            ),
+            propagate=False,
+        )
+        run.tool_rows.append(stored)
+        return StepOutcome(result=result, message=message, round=round_, guard=True)
+    handoffs = [
+        o
+        for o in round_.outcomes
+        if o.kind == "handoff" and o.result.status == "success" and not o.dropped
+    ]
+    return StepOutcome(
+        result=result,
+        message=message,
+        round=round_,
+        handoff=handoffs[-1] if handoffs else None,
+    )
+
+
+def post_process(env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str | None]:
+    side_def = env.side_def
+    if side_def.stop_tool and side_def.stop_tool_response_property:
+        for call in result.tool_calls:
+            if call.name != side_def.stop_tool:
+                continue
+            try:
+                value = json.loads(call.arguments or "{}")
+            except ValueError:
+                continue
+            text = (
+                value.get(side_def.stop_tool_response_property) if isinstance(value, dict) else None
+            )
+            if isinstance(text, str) and text:
+                result.content = text
+                env.publish_chunk("message_chunk", env.pending_id, text, 0)
+                break
+    calls = [
+        ToolCall(
+            id=c.id,
+            function=ToolCallFunction(name=c.name, arguments=canonical_arguments(c.arguments)),
+            extra_content=c.extra_content,
+        )
+        for c in result.tool_calls
+    ]
+    env.original_arguments = {c.id: c.arguments for c in result.tool_calls}
+    seen: set[str] = set()
+    for record in calls:
+        if record.id in seen:
+            raise StepError(f"Duplicate tool call id: {record.id}")
+        seen.add(record.id)
+    guard: str | None = None
+    if not calls and not result.content.strip():
+        guard = new_call_id()
+        calls.append(
+            ToolCall(
+                id=guard,
+                function=ToolCallFunction(
+                    name="invalid_assistant_response",
+                    arguments=json_compact(
+                        {"reason": "empty_response", "assistantMessageId": env.pending_id}
+                    ),
+                ),
+            )
+        )
+    return calls, guard
+
+
+async def finalise(
+    env: StepEnv,
+    pending_id: str,
+    result: ModelResult,
+    calls: list[ToolCall],
+    guard: str | None,
+) -> Message:
+    content: str | None = result.content or None
+    hooks = env.hooks_for("before_create_message")
+    if hooks and content is not None:
+        probe = Message(
+            id=pending_id,
+            role=role_of(env.side),
+            content=content,
+            name=env.side_def.label,
+            prompt=env.prompt.name,
+        )
+        final = await env.state.hub.hooks.run_transform(
+            hooks,
+            env.state,
+            probe,
+            validate=lambda prev, ret, hook: thread_messages.merge_created(prev, ret, hook.id),
+            propagate=False,
+        )
+        content = final.content
+    updates = {
+        "content": content,
+        "tool_calls": encode_tool_calls(calls) if calls else None,
+        "log_id": result.log_id,
+        "status": "completed",
+        "reasoning_content": result.reasoning_content or None,
+        "reasoning_details": json_compact(result.reasoning_details)
+        if result.reasoning_details
+        else None,
+        "attachments": None,
+    }
+    metadata = (
+        {"reasoning_duration_ms": result.reasoning_duration_ms}
+        if result.reasoning_duration_ms is not None
+        else None
+    )
+    try:
+        return await thread_messages.runtime_update(
+            env.state,
+            pending_id,
+            updates,
+            allowed=thread_messages.FINALIZE_KEYS,
+            metadata=metadata,
+        )
+    except Exception as exc:
+        if "already used" in str(exc):
+            raise StepError(f"Duplicate tool call id: {exc}") from exc
+        raise
+
+
+async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]) -> None:
+    """Calls a hook DROPped leave the message (spec 03 §3.6.11)."""
+    dropped = {o.call.id for o in outcomes if o.dropped}
+    if not dropped:
+        return
+    remaining = [c for c in message.decoded_tool_calls() if c.id not in dropped]
+    if not remaining and not (message.content or "").strip() and not message.attachments:
+        await env.state.delete_message(message.id)
+        return
+    async with env.state.hub.lock(env.state.thread_id):
+        updated = message.model_copy(
+            update={"tool_calls": encode_tool_calls(remaining) if remaining else None}
+        )
+        stored, event = await env.state.hub.store.update_message(env.state.thread_id, updated)
+        env.state.hub.reflect_upsert(env.state.thread_id, stored)
+        env.state.hub.publish_message(event, stored)
