@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff check src tests bench scripts examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -122,7 +122,9 @@ def _provider_message(m: RequestMessage) -> Any:
     )
 
 
-def build_request(env: StepEnv, assembly: Assembly, model: Any) -> tuple[ProviderRequest, str]:
+def build_request(
+    env: StepEnv, assembly: Assembly, model: Any, provider: Any = None
+) -> tuple[ProviderRequest, str]:
     """The neutral request for ``model`` and the ``request_body`` text of its log row."""
     from threadloom.engine.context import normalize
 
@@ -168,6 +170,9 @@ def build_request(env: StepEnv, assembly: Assembly, model: Any) -> tuple[Provide
         for image in message.get("images") or []:
             image["data"] = "[base64 omitted]"
     body["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
+    describe = getattr(provider, "log_metadata", None)
+    if callable(describe):  # what the adapter decided, e.g. Anthropic's thinkingDisabled
+        body["_metadata"].update(describe(request) or {})
     return request, json_compact(body)
 
 
@@ -309,7 +314,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 "fallback_triggered", **{"from": models[position - 1].name, "to": model.name}
             )
         provider = run.providers_for(model)
-        request, body = build_request(env, assembly, model)
+        request, body = build_request(env, assembly, model, provider)
         attempts = int(getattr(model, "max_attempts", 2) or 1)
         for attempt in range(1, attempts + 1):
             row = await hub.insert_log(

@@ -1,0 +1,166 @@
+"""``threadloom`` — the command line: chat with an agent of a project in the terminal.
+
+``threadloom run PROJECT_DIR --agent NAME`` opens (or creates) a SQLite store, creates a
+thread (or resumes one with ``--thread``) and shows what the run does as it happens:
+streamed text and reasoning, tool calls and their outcome, and the run status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from threadloom.engine.runtime import Runtime
+from threadloom.errors import DefinitionError, ThreadloomError
+from threadloom.thread.events import Subscription
+
+app = typer.Typer(add_completion=False, help="Threadloom: a durable thread runtime for agents.")
+console = Console(highlight=False)
+
+
+@app.callback()
+def main() -> None:
+    """Threadloom command line."""
+
+
+class Renderer:
+    """Turns bus events of one thread into terminal output."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.streaming: str | None = None
+        self.streamed: set[str] = set()
+
+    def _end_stream(self) -> None:
+        if self.streaming is not None:
+            console.print()
+            self.streaming = None
+
+    def label(self, role: str, name: str | None) -> str:
+        return name or ("Agent" if role == "assistant" else "You")
+
+    def handle(self, kind: str, data: Any) -> None:
+        if kind == "message_chunk":
+            if self.streaming != data["message_id"]:
+                self._end_stream()
+                self.streaming = data["message_id"]
+                self.streamed.add(data["message_id"])
+                console.print(Text("… ", style="bold cyan"), end="")
+            console.print(data["chunk"], end="", soft_wrap=True)
+        elif kind == "reasoning_chunk":
+            if self.streaming != "reasoning:" + data["message_id"]:
+                self._end_stream()
+                self.streaming = "reasoning:" + data["message_id"]
+                console.print(Text("(thinking) ", style="dim"), end="")
+            console.print(Text(data["chunk"], style="dim italic"), end="")
+        elif kind == "event" and data.get("event_type") == "tool_call_started":
+            self._end_stream()
+            console.print(Text(f"  ⚙ {data['data']['name']} …", style="yellow"))
+        elif kind == "event" and data.get("event_type") == "tool_call_done":
+            status = data["data"]["status"]
+            style = "green" if status == "success" else "red"
+            console.print(Text(f"  ⚙ {data['data']['name']} → {status}", style=style))
+        elif kind == "message":
+            message = data.get("message") or {}
+            if (
+                message.get("status") == "completed"
+                and message.get("role") in ("assistant", "user")
+                and message.get("name")
+            ):
+                self._end_stream()
+                content = message.get("content")
+                if content and message.get("id") not in self.streamed:
+                    console.print(Text(f"{message['name']}: ", style="bold cyan"), end="")
+                    console.print(content)
+        elif kind == "status":
+            status = data.get("status") or {}
+            if status.get("state") != "running":
+                self._end_stream()
+                console.print(Text(f"[{status.get('state')}: {status.get('reason')}]", style="dim"))
+
+
+async def _pump(subscription: Subscription, renderer: Renderer, done: asyncio.Event) -> None:
+    async for event in subscription:
+        renderer.handle(event.kind, event.data)
+        if event.kind == "status" and (event.data.get("status") or {}).get("state") != "running":
+            done.set()
+
+
+async def _chat(
+    project: Path, agent: str, store: str, thread_id: str | None, message: str | None
+) -> None:
+    runtime = await Runtime.open(store, project=project)
+    try:
+        definition = runtime.definitions.agent(agent)
+        if definition is None:
+            raise typer.BadParameter(f"agent {agent!r} is not defined in {project}")
+        state = await runtime.thread(thread_id) if thread_id else await runtime.create_thread(agent)
+        console.print(
+            Text(f"thread {state.thread_id} · agent {agent} · store {store}", style="dim")
+        )
+        renderer = Renderer(definition)
+        subscription = runtime.events.subscribe(state.thread_id)
+        while True:
+            text = message if message is not None else await asyncio.to_thread(_ask)
+            if text is None or text.strip() in ("/quit", "/exit"):
+                return
+            if not text.strip():
+                continue
+            done = asyncio.Event()
+            pump = asyncio.create_task(_pump(subscription, renderer, done))
+            await runtime.send_message(state.thread_id, text)
+            await runtime.wait_idle(state.thread_id)
+            await asyncio.sleep(0.05)
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            renderer._end_stream()
+            if message is not None:
+                return
+    finally:
+        await runtime.close(drain=5)
+
+
+def _ask() -> str | None:
+    try:
+        return input("You: ")
+    except EOFError:
+        return None
+
+
+@app.command()
+def run(
+    project: Annotated[Path, typer.Argument(help="Project folder (agents/, prompts/, …)")],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="Agent to chat with")],
+    store: Annotated[str, typer.Option(help="Store URL")] = "sqlite:///threadloom.db",
+    thread: Annotated[str | None, typer.Option(help="Resume this thread id")] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="Send one message and exit")
+    ] = None,
+) -> None:
+    """Chat with AGENT of the project in PROJECT in the terminal."""
+    try:
+        asyncio.run(_chat(project, agent, store, thread, message))
+    except DefinitionError as exc:
+        console.print(Text(f"The project does not load:\n{exc}", style="red"))
+        raise typer.Exit(2) from None
+    except ThreadloomError as exc:
+        console.print(Text(f"error: {exc}", style="red"))
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def entrypoint() -> None:
+    app(prog_name="threadloom")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(entrypoint())
