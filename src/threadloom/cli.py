@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -163,4 +162,4 @@ def entrypoint() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(entrypoint())
+    entrypoint()
