@@ -350,6 +350,7 @@ class Run:
                 metadata={"status_kind": "repeated_tool_error"},
             ),
             propagate=False,
+            require_live=False,
         )
         return True
 

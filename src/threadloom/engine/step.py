@@ -201,6 +201,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
                 metadata={"status_kind": "hook_blocked"},
             ),
             propagate=False,
+            require_live=False,
         )
         return StepOutcome(blocked=True)
     pending = await thread_messages.create(
@@ -215,7 +216,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
             depth=env.depth,
             parent_id=env.parent_message_id,
         ),
-        propagate=False,
+        propagate=False,  # a terminated thread starts no model request: stay require_live
     )
     env.pending_id = pending.id
     try:
@@ -266,6 +267,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
                 parent_id=env.parent_message_id,
             ),
             propagate=False,
+            require_live=False,
         )
         run.tool_rows.append(stored)
         return StepOutcome(result=result, message=message, round=round_, guard=True)

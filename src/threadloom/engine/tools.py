@@ -216,7 +216,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         parent_id=env.parent_message_id,
         prompt=env.prompt.name,
     )
-    stored = await thread_messages.create(state, candidate, propagate=False)
+    stored = await thread_messages.create(state, candidate, propagate=False, require_live=False)
     await env.append_tool_result(outcome, stored)
     return stored
 

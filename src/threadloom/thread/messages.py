@@ -155,7 +155,9 @@ def derive_subagent_id(message: Message) -> Message:
     return message
 
 
-async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
+async def create(
+    state: ThreadState, candidate: Message, *, propagate: bool, require_live: bool = True
+) -> Message:
     """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7)."""
     hub, tid = state.hub, state.thread_id
     hooks = _hooks(state, "before_create_message")
@@ -170,7 +172,9 @@ async def create(state: ThreadState, candidate: Message, *, propagate: bool) -> 
     candidate = derive_subagent_id(candidate)
     async with hub.lock(tid):
         try:
-            stored, event = await hub.store.insert_message(tid, candidate)
+            stored, event = await hub.store.insert_message(
+                tid, candidate, require_live=require_live
+            )
         except ThreadTerminated as exc:
             hub.set_terminated(tid, exc.terminated_at)
             raise
