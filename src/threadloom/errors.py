@@ -69,6 +69,10 @@ class AgentNotFound(ThreadloomError, LookupError):
 class ThreadBusy(ThreadloomError):
     """The thread is running and the operation needs it idle (spec 04 §4.7.4)."""
 
+    def __init__(self, message: str, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+
 
 class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""

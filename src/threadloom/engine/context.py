@@ -211,6 +211,10 @@ def _present(messages: list[Message], side: str, include_reasoning: bool) -> lis
             out.append(RequestMessage(role="system", content=m.content or "", source_id=m.id))
             continue
         presented = "assistant" if m.role == own else "user"
+        # The sibling's tool calls are not this side's: keep only what it said.
+        blank = not (m.content or "").strip() and not m.attachments
+        if presented == "user" and m.tool_calls and blank:
+            continue
         if presented == "user":
             out.append(
                 RequestMessage(role="user", content=_attachment_text(m) or "", source_id=m.id)

@@ -199,6 +199,7 @@ class Run:
     async def _step(self) -> str | None:
         if self.terminate_requested:
             return "terminated"
+        self._activate(self.side)  # deliveries run the acting side's prompt hooks (§3.3)
         delivered = await self._deliver()
         if delivered:
             forced = "b" if delivered[-1].role == "assistant" else "a"
@@ -208,6 +209,7 @@ class Run:
                 self.side = forced
                 self.turn_side = None
         side = self.side
+        self.step_side = side  # the acting side of this step, whatever the stop rules switch
         self.execution.current_side = "b" if side == "b" else "a"
         if self.turn_side != side:
             self.turn_side = side
@@ -251,6 +253,16 @@ class Run:
             reason = await self._stop_conditions(env, outcome.result, outcome.round.outcomes)
         self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
         return reason
+
+    def _activate(self, side: str) -> None:
+        """Make ``side``'s prompt the active one (none for a human side)."""
+        side_def = self._side_def(side)
+        prompt = None
+        if side_def is not None and not self._is_human(side) and side_def.prompt:
+            prompt = self.definitions.prompt(side_def.prompt)
+        self.execution.prompt = prompt.name if prompt is not None else None
+        self.execution.prompt_path = (prompt.name,) if prompt is not None else ()
+        self.execution.prompt_hooks = tuple(prompt.hooks or ()) if prompt is not None else ()
 
     def _newest_completed(self) -> tuple[str | None, int | None]:
         for message in reversed(list(self.execution.message_history)):
@@ -337,13 +349,14 @@ class Run:
         signatures = {_signature(m.content or "") for m in rows}
         if len(signatures) != 1 or not next(iter(signatures)):
             return False
-        side_def = self._side_def(self.side)
+        acting = getattr(self, "step_side", self.side)
+        side_def = self._side_def(acting)
         prompt = self.execution.prompt
         await thread_messages.create(
             self.state(),
             Message(
                 id=new_id(),
-                role=role_of(self.side),
+                role=role_of(acting),
                 name=side_def.label,
                 prompt=prompt,
                 content=BREAKER_NOTE.format(error=(rows[-1].content or "")[:300]),

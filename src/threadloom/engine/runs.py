@@ -280,11 +280,11 @@ class RunManager:
         if row.terminated is not None:
             raise ThreadTerminated(thread_id, row.terminated)
         if thread_id in self._runs:
-            raise ThreadBusy(f"Thread {thread_id} is running")
+            raise ThreadBusy(f"Thread {thread_id} is running", thread_id)
         await self.hub.store.set_stopped(thread_id, False)
         run = await self.start(thread_id, side=side, force=True)
         if run is None:
-            raise ThreadBusy(f"Thread {thread_id} is running")
+            raise ThreadBusy(f"Thread {thread_id} is running", thread_id)
         return run
 
     async def send_message(
@@ -314,7 +314,7 @@ class RunManager:
         policy = row.overlap or (agent.overlap if agent else "enqueue")
         running = thread_id in self._runs
         if running and policy == "reject":
-            raise ThreadBusy("Thread is running (overlap policy: reject)")
+            raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
         view = await enqueue(self.hub, thread_id, fields, "api")
         if running and policy == "interrupt":
             await self.abort(thread_id, "interrupted")

@@ -172,7 +172,7 @@ class StepEnv:
             }
         )
         update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
-        if outcome.result.status == "error" and outcome.executed:
+        if outcome.result.status == "error":
             name = outcome.call.function.name
             update.update(
                 error=f'Tool "{name}" failed: {outcome.result.error or ""}',
