@@ -187,3 +187,80 @@ async def test_c04_043_stop_session_validates_arguments(make_chat: Any) -> None:
     assert [str(e) for e in errors] == ["stop_session notify_parent requires non-empty content"]
     with pytest.raises(RuntimeError, match="stop_session requires active execution"):
         await state.stop_session()
+
+
+@tool
+def as_dict() -> dict[str, int]:
+    """Return a mapping."""
+    return {"x": 1}
+
+
+@tool
+def nothing() -> None:
+    """Return nothing."""
+
+
+@tool
+def explode() -> str:
+    """Raise."""
+    raise ValueError("boom")
+
+
+async def _stored_result(make_chat: Any, name: str) -> tuple[Any, Any]:
+    chat = await make_chat(
+        [Reply.tool_calls(Call(name, {})), Reply.text("ok")],
+        prompt={"tools": [name]},
+        extra=[as_dict, nothing, explode],
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    result = next(m for m in await _rows(state) if m.role == "tool")
+    rows = await chat.runtime.store.list_logs(state.thread_id)
+    return result, rows[0]
+
+
+async def test_c04_015_dict_result_is_stored_as_indented_json(make_chat: Any) -> None:
+    """C04-015: a tool returning {"x": 1} → stored content `{\n  "x": 1\n}`."""
+    result, row = await _stored_result(make_chat, "as_dict")
+    assert (result.content, result.tool_status) == ('{\n  "x": 1\n}', "success")
+    assert row.error is None
+
+
+async def test_c04_016_none_result(make_chat: Any) -> None:
+    """C04-016: a tool returning None → `Tool executed successfully`, success."""
+    result, _ = await _stored_result(make_chat, "nothing")
+    assert (result.content, result.tool_status) == ("Tool executed successfully", "success")
+
+
+async def test_c04_017_raising_tool(make_chat: Any) -> None:
+    """C04-017: ValueError("boom") → `Failed to execute tool: boom`, error; the log row has
+    `error_type` tool_execution_error and `error_origin` tool:<name>."""
+    result, row = await _stored_result(make_chat, "explode")
+    assert (result.content, result.tool_status) == ("Failed to execute tool: boom", "error")
+    assert (row.error_type, row.error_origin) == ("tool_execution_error", "tool:explode")
+    assert row.error == 'Tool "explode" failed: boom'
+
+
+async def test_c02_028_inject_inside_a_subprompt(make_chat: Any) -> None:
+    """C02-028: a tool inside a sub-prompt injects → the message has the sub-prompt's
+    depth and parent_id, and prompt = the sub-prompt's name."""
+
+    @tool
+    async def note(state: Any) -> str:
+        """Inject a note."""
+        await state.inject_message(role="user", content="inside", silent=True)
+        return "noted"
+
+    chat = await make_chat(
+        [Reply.tool_calls(Call("S", {})), Reply.tool_calls(Call("note", {})), Reply.text("fin")],
+        prompt={"tools": ["S"]},
+        extra=[Prompt(name="S", model="M", tools=["note"]), note],
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    rows = await _rows(state)
+    caller_result = next(m for m in rows if m.role == "tool" and m.depth == 0)
+    injected = next(m for m in rows if m.content == "inside")
+    assert (injected.depth, injected.parent_id, injected.prompt) == (1, caller_result.id, "S")
