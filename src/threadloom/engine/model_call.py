@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
+GENERATION_EVERY = 80  # characters between `generation` telemetry records (spec 04 §4.12.2)
 
 
 class StepError(Exception):
@@ -219,6 +220,9 @@ async def _stream(
                 text.append(event.text)
                 run.partial[pending_id] += event.text
                 env.publish_chunk("message_chunk", pending_id, event.text, offset)
+                produced = len(run.partial[pending_id])
+                if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
+                    run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
             elif isinstance(event, ReasoningDelta):
                 reasoning_started = reasoning_started or now
                 offset = sum(len(r) for r in reasoning)

@@ -91,15 +91,39 @@ def _result_from(previous: ToolResult, returned: object) -> ToolResult:
     raise InvalidMessage("tool hooks must return a ToolResult, a mapping, DROP or None")
 
 
-def result_content(result: ToolResult) -> str:
+def _binding_message(env: StepEnv, call: ToolCall) -> tuple[str | None, bool]:
+    """For side X's session bindings: the ``message_property`` value as stored text, and
+    whether the call is its ``session_stop``/``session_fail`` binding (spec 04 §4.14.5)."""
+    side_def = env.side_def
+    for field_name in ("session_stop", "session_fail", "session_status"):
+        binding = getattr(side_def, field_name, None)
+        if binding is None or getattr(binding, "name", binding) != call.function.name:
+            continue
+        ends = field_name != "session_status"
+        prop = getattr(binding, "message_property", None)
+        if not prop:
+            return None, ends
+        try:
+            value = json.loads(call.function.arguments or "{}").get(prop)
+        except (ValueError, AttributeError):
+            return None, ends
+        if isinstance(value, str):
+            return (value if value.strip() else None), ends
+        return (json_compact(value) if value is not None else None), ends
+    return None, False
+
+
+def result_content(
+    result: ToolResult, bound_text: str | None = None, ends_session: bool = False
+) -> str:
     """The stored text of a tool result (spec 04 §4.14.5)."""
     if result.status == "success":
-        text = (result.result or "").strip() or "Tool executed successfully"
+        text = bound_text or (result.result or "").strip() or "Tool executed successfully"
     else:
         error = (result.error or result.result or "").strip() or "Tool execution failed"
         text = f"Failed to execute tool: {error}"
     refs = [a for a in result.attachments if hasattr(a, "path")]
-    if refs:
+    if refs and not ends_session:
         lines = "\n".join(f'Attachment path for "{a.name}": {a.path}' for a in refs)
         text = f"{text}\n\n{lines}"
     return text
@@ -206,7 +230,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     candidate = Message(
         id=outcome.message_id or new_id(),
         role="tool",
-        content=result_content(result),
+        content=result_content(result, *_binding_message(env, outcome.call)),
         name=outcome.call.function.name,
         tool_call_id=outcome.call.id,
         tool_status="success" if result.status == "success" else "error",
