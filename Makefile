@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest bench-store conformance clean
+.PHONY: test lint typecheck pytest bench-store bench-turn conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -27,6 +27,9 @@ pytest: $(STAMP)
 
 bench-store: $(STAMP)
 	$(BIN)/python bench/store_bench.py
+
+bench-turn: $(STAMP)
+	$(BIN)/python bench/turn_bench.py
 
 conformance: $(STAMP)
 	$(BIN)/python scripts/conformance.py
