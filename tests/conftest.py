@@ -8,17 +8,8 @@ from typing import Any
 
 import pytest
 
+from fakes import FakeClock  # noqa: F401 - re-exported for older imports
 from threadloom import Runtime
-
-
-class FakeClock:
-    """A settable µs clock for the store (C01-001, C01-002)."""
-
-    def __init__(self, start: int = 1_700_000_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FakeClock
+from fakes import FakeClock
 from threadloom import Agent, Definitions, Runtime
 from threadloom.errors import InvalidMessage, StoreError, ThreadNotFound
 from threadloom.records import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeClock
+from fakes import FakeClock
 from threadloom import Agent, Definitions, Runtime, hook
 from threadloom.errors import (
     InvalidArgument,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FakeClock
+from fakes import FakeClock
 from threadloom import Runtime, ThreadState
 from threadloom.errors import EventOverflow, InvalidArgument, ThreadTerminated
 from threadloom.records import (

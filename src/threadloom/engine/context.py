@@ -236,36 +236,33 @@ def _present(messages: list[Message], side: str, include_reasoning: bool) -> lis
 
 def normalize(messages: list[RequestMessage], supports_images: bool) -> list[RequestMessage]:
     """Provider-bound normalisation (spec 04 §4.11.7): tool pairing, blank assistants,
-    vision."""
-    pending = list(messages)
+    vision. Linear: answers are found through an index of tool messages by call id."""
+    answers: dict[str, int] = {}
+    for index, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id and m.tool_call_id not in answers:
+            answers[m.tool_call_id] = index
+    used: set[int] = set()
     out: list[RequestMessage] = []
-    while pending:
-        m = pending.pop(0)
+    for m in messages:
         if m.role == "tool":
-            continue  # outside any block
+            continue  # emitted with its block, or dropped when outside any block
         if m.role == "assistant" and m.tool_calls:
-            answers: dict[str, RequestMessage] = {}
-            wanted = {c.id for c in m.tool_calls}
-            rest: list[RequestMessage] = []
-            for later in pending:
-                cid = later.tool_call_id or ""
-                if later.role == "tool" and cid in wanted and cid not in answers:
-                    answers[cid] = later
-                else:
-                    rest.append(later)
-            pending = rest
             out.append(m)
             for call in m.tool_calls:
-                out.append(
-                    answers.get(call.id)
-                    or RequestMessage(
-                        role="tool",
-                        name=call.function.name,
-                        tool_call_id=call.id,
-                        is_error=True,
-                        content=MISSING_RESULT.format(name=call.function.name),
+                found = answers.get(call.id)
+                if found is not None and found not in used:
+                    used.add(found)
+                    out.append(messages[found])
+                else:
+                    out.append(
+                        RequestMessage(
+                            role="tool",
+                            name=call.function.name,
+                            tool_call_id=call.id,
+                            is_error=True,
+                            content=MISSING_RESULT.format(name=call.function.name),
+                        )
                     )
-                )
             continue
         if (
             m.role == "assistant"
@@ -305,7 +302,7 @@ async def assemble(env: StepEnv) -> Assembly:
     if env.nested is not None:
         snapshot = env.nested.snapshot()
     else:
-        history = list(run.execution.message_history)
+        history = run.execution.message_history.raw()
         snapshot = _eligible(history, prompt.include_chat, env.anchor_id)
     hooks = env.hooks_for("filter_messages")
     if hooks:

@@ -265,7 +265,7 @@ class Run:
         self.execution.prompt_hooks = tuple(prompt.hooks or ()) if prompt is not None else ()
 
     def _newest_completed(self) -> tuple[str | None, int | None]:
-        for message in reversed(list(self.execution.message_history)):
+        for message in reversed(self.execution.message_history.raw()):
             if message.status == "completed":
                 return message.id, message.created_at
         return None, None

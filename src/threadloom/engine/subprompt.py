@@ -87,7 +87,7 @@ async def run_subprompt(
     caller_history = (
         [
             m
-            for m in caller.message_history
+            for m in caller.message_history.raw()
             if m.status == "completed" and m.id != env.pending_id and m.depth == caller.depth
         ]
         if prompt.include_chat

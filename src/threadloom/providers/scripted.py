@@ -105,9 +105,14 @@ def _echo(request: ProviderRequest) -> Reply:
 class ScriptedProvider:
     """A provider whose answers are scripted (spec 05 §5.7). See the module docstring."""
 
-    def __init__(self, script: ScriptInput = None, *, name: str = "scripted") -> None:
+    def __init__(
+        self, script: ScriptInput = None, *, name: str = "scripted", record: bool = True
+    ) -> None:
         self.name = name
         self.requests: list[ProviderRequest] = []
+        self.record = record
+        self._served = 0
+        """Keep a deep copy of every request (tests); benchmarks turn it off."""
         self.index = 0
         self.mode: ScriptedMode = "default"
         self._replies: list[ReplySource] = []
@@ -167,6 +172,7 @@ class ScriptedProvider:
     def reset(self, script: ScriptInput = None) -> None:
         """Clear the request log and the index; replace the script when one is given."""
         self.requests.clear()
+        self._served = 0
         self.index = 0
         if script is not None:
             self._load(script)
@@ -178,8 +184,10 @@ class ScriptedProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Answer one request per spec 05 §5.7.4."""
-        self.requests.append(request.model_copy(deep=True))
-        number = len(self.requests)
+        if self.record:
+            self.requests.append(request.model_copy(deep=True))
+        self._served += 1
+        number = self._served
         reply = await self._pick(request)
         if reply.expect is not None:
             detail = reply.expect.failure(request)

@@ -15,7 +15,8 @@ class MessageHistory(Sequence[Message]):
     """Read-only sequence of copies of the stored top-level messages, in canonical order."""
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
-        self._messages: list[Message] = [m.model_copy(deep=True) for m in messages if m.depth == 0]
+        # The messages given are fresh from the store and owned from here on: no copies.
+        self._messages: list[Message] = [m for m in messages if m.depth == 0]
 
     def upsert(self, message: Message) -> None:
         """Replace the message with the same id, or append a new top-level one."""
@@ -27,6 +28,11 @@ class MessageHistory(Sequence[Message]):
                 self._messages[index] = copy
                 return
         self._messages.append(copy)
+
+    def raw(self) -> list[Message]:
+        """The records themselves, for the engine's own reads (callers must not mutate them;
+        tools and hooks get copies through iteration and indexing)."""
+        return list(self._messages)
 
     def remove(self, message_ids: Sequence[str]) -> None:
         doomed = set(message_ids)
