@@ -198,7 +198,7 @@ def make_definitions(delay: float = 0.0) -> Definitions:
         return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay)
 
     return Definitions().add(
-        Model(name="M", provider=ScriptedProvider(answer), model="bench"),
+        Model(name="M", provider=ScriptedProvider(answer, record=False), model="bench"),
         Prompt(name="P", model="M", system="You are a support agent.", tools=["echo"]),
         Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="Customer")),
         echo,

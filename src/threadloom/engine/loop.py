@@ -141,7 +141,7 @@ class Run:
                     "state_stop_session",
                     "max_session_turns",
                 ):
-                    await self._reset_session()
+                    self._reset_session()
                 if not await self.manager.end_of_run(self, reason):
                     return
                 self.side = "a"
@@ -333,13 +333,17 @@ class Run:
         )
 
     async def _count_turn(self, side: str) -> None:
+        """A completed turn (spec 04 §4.8.4). A dual_ai session spans many turns, so its
+        counters are written at once; an ai_human session ends when the run parks, so its
+        counters are only written by the end-of-run transaction."""
         self.session[side] += 1
-        await self.hub.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
+        if self.agent.type == "dual_ai":
+            await self.hub.store.set_session_turns(
+                self.thread_id, self.session["a"], self.session["b"]
+            )
 
-    async def _reset_session(self) -> None:
-        if self.session != {"a": 0, "b": 0}:
-            self.session = {"a": 0, "b": 0}
-            await self.hub.store.set_session_turns(self.thread_id, 0, 0)
+    def _reset_session(self) -> None:
+        self.session = {"a": 0, "b": 0}
 
     async def _breaker(self) -> bool:
         """The repeated-tool-error breaker (spec 04 §4.19)."""

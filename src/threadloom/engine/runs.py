@@ -171,36 +171,31 @@ class RunManager:
                 return None
             run = Run(self, row, agent, "b" if side == "b" else "a")
             self._runs[thread_id] = run
-            if not keep_status:
+            if keep_status:
+                run.started_at = row.status.since
+            else:
+                status = ThreadStatus(state="running", since=self.hub.clock(), reason=None)
                 async with self.hub.lock(thread_id):
-                    status = ThreadStatus(state="running", since=self.hub.clock(), reason=None)
                     event = await self.hub.store.set_status(thread_id, status)
-                    await self.hub.publish_events([event])
-            run.started_at = await self._running_since(thread_id)
+                    self.hub.publish(
+                        thread_id,
+                        "status",
+                        event.seq,
+                        {"status": status.model_dump(), "terminated": row.terminated},
+                    )
+                run.started_at = status.since
             run.task = asyncio.get_running_loop().create_task(run.execute())
             return run
-
-    async def _running_since(self, thread_id: str) -> int:
-        row = await self.hub.store.get_thread(thread_id)
-        return row.status.since if row is not None else self.hub.clock()
 
     async def end_of_run(self, run: Run, reason: str) -> bool:
         """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
         tid = run.thread_id
         async with self.hub.lock(tid):
-            row = await self.hub.store.get_thread(tid)
-            waiting = await self.hub.store.list_queue(tid)
-            if (
-                waiting
-                and row is not None
-                and not row.stopped
-                and row.terminated is None
-                and not self.closing
-            ):
-                return True
-            event = await self.hub.store.set_status(
-                tid, ThreadStatus.settled(reason, self.hub.clock())
+            event = await self.hub.store.end_run(
+                tid, reason, (run.session["a"], run.session["b"]), not self.closing
             )
+            if event is None:
+                return True
             await self.hub.publish_events([event])
             run.finished = True
             self._runs.pop(tid, None)
@@ -226,6 +221,7 @@ class RunManager:
         kind = ABORTS[reason]
         tid = run.thread_id
         run.settled = True
+        await self.hub.store.set_session_turns(tid, run.session["a"], run.session["b"])
         settlement = Settlement(
             since=run.started_at,
             partial_text=run.partial_texts(),

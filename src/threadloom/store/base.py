@@ -213,6 +213,14 @@ class Store(Protocol):
         transaction (see :class:`Settlement`)."""
         ...
 
+    async def end_run(
+        self, thread_id: str, reason: str, session: tuple[int, int], allow_continue: bool
+    ) -> StoredEvent | None:
+        """The end-of-run check (spec 04 §4.7.3) in one transaction: persist the session
+        counters; ``None`` when entries wait and the thread may run again (status left
+        ``running``), else the settled status's event."""
+        ...
+
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         """Set or clear the thread's stop flag (spec 04 §4.20.2)."""
         ...

@@ -173,3 +173,29 @@ def update_log(conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogR
     event = tx.event("log", row.id)
     tx.flush()
     return event
+
+
+def end_run(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    reason: str,
+    session: tuple[int, int],
+    allow_continue: bool,
+) -> StoredEvent | None:
+    """The end-of-run check in one transaction (spec 04 §4.7.3): persist the session
+    counters; when entries wait and the thread is neither stopped nor terminated, leave the
+    status ``running`` and return ``None`` (the caller runs again); otherwise settle it."""
+    tx = Tx(conn, thread_id, clock)
+    conn.execute(
+        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
+        (session[0], session[1], thread_id),
+    )
+    waiting = conn.execute(
+        "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
+    ).fetchone()
+    if allow_continue and waiting and not tx.stopped and tx.terminated is None:
+        return None
+    event = write_status(tx, ThreadStatus.settled(reason, tx.now))
+    tx.flush()
+    return event

@@ -313,6 +313,11 @@ class SqliteStore:
     async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
         return await self._write(runs.settle_run, thread_id, settlement)
 
+    async def end_run(
+        self, thread_id: str, reason: str, session: tuple[int, int], allow_continue: bool
+    ) -> StoredEvent | None:
+        return await self._write(runs.end_run, thread_id, reason, session, allow_continue)
+
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         await self._write(runs.set_stopped, thread_id, stopped)
 
