@@ -122,9 +122,13 @@ class Run:
 
     # -- the run -----------------------------------------------------------------------
     async def execute(self) -> None:
-        history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
+        row = await self.hub.store.get_thread(self.thread_id)
+        history = self.hub.warm_history(self.thread_id, row.event_seq) if row else None
+        if history is None:
+            history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
+            self.hub.attach_history(self.thread_id, history)
+        self.hub.keep_warm(self.thread_id, history)
         self.execution.message_history = history
-        self.hub.attach_history(self.thread_id, history)
         try:
             while True:
                 reason = await self._loop()
@@ -148,8 +152,6 @@ class Run:
                 self._reset()
         except asyncio.CancelledError:
             return
-        finally:
-            self.hub.detach_history(self.thread_id, history)
 
     async def _loop(self) -> str:
         sides = (self.agent.side_a, self.agent.side_b)

@@ -401,5 +401,4 @@ async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutc
             update={"tool_calls": encode_tool_calls(remaining) if remaining else None}
         )
         stored, event = await env.state.hub.store.update_message(env.state.thread_id, updated)
-        env.state.hub.reflect_upsert(env.state.thread_id, stored)
         env.state.hub.publish_message(event, stored)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,8 @@ class ThreadHub:
         self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock, users]
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
+        self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
+        self._seq: dict[str, int] = {}  # last durable event number published per thread
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
@@ -138,6 +141,33 @@ class ThreadHub:
     def forget(self, thread_id: str) -> None:
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
+        self._warm.pop(thread_id, None)
+        self._seq.pop(thread_id, None)
+
+    # -- warm histories ------------------------------------------------------------------
+    WARM_MESSAGES = 100_000
+    """How many messages the warm histories of recently run threads may hold in all."""
+
+    def warm_history(self, thread_id: str, event_seq: int) -> MessageHistory | None:
+        """The live history kept from this thread's last run, if nothing was written to
+        the thread since that this process did not see (its event number matches)."""
+        history = self._warm.get(thread_id)
+        if history is None or self._seq.get(thread_id) != event_seq:
+            return None
+        self._warm.move_to_end(thread_id)
+        return history
+
+    def keep_warm(self, thread_id: str, history: MessageHistory) -> None:
+        """Keep ``history`` attached after its run, so the next run need not reload it."""
+        old = self._warm.pop(thread_id, None)
+        if old is not None and old is not history:
+            self.detach_history(thread_id, old)
+        self._warm[thread_id] = history
+        total = sum(len(h) for h in self._warm.values())
+        while total > self.WARM_MESSAGES and len(self._warm) > 1:
+            evicted_id, evicted = self._warm.popitem(last=False)
+            self.detach_history(evicted_id, evicted)
+            total -= len(evicted)
 
     def attach_history(self, thread_id: str, history: MessageHistory) -> None:
         """Keep ``history`` live: every write through this hub is reflected in it."""
@@ -162,14 +192,23 @@ class ThreadHub:
 
     # -- publishing ------------------------------------------------------------------
     def publish(self, thread_id: str, kind: str, seq: int | None, data: dict[str, Any]) -> None:
+        if seq is not None:
+            self._seq[thread_id] = seq
         self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
 
-    def publish_message(self, event: StoredEvent, message: Message) -> None:
+    def publish_message(self, event: StoredEvent, message: Message, *, stored: bool = True) -> None:
+        """Publish a committed message (a queue entry's pending view with ``stored=False``);
+        live histories see a stored message before subscribers do."""
+        if stored:
+            self.reflect_upsert(event.thread_id, message)
         self.publish(event.thread_id, "message", event.seq, {"message": message.to_wire()})
 
     async def publish_events(self, events: Sequence[StoredEvent]) -> None:
-        """Publish committed events, reading each entity's state now (spec 09 §9.6.6)."""
+        """Publish committed events, reading each entity's state now (spec 09 §9.6.6), and
+        keep live histories in step with the messages they change."""
         for event in events:
+            if event.kind == "message_deleted" and event.entity_id:
+                self.reflect_delete(event.thread_id, [event.entity_id])
             self.publish(event.thread_id, event.kind, event.seq, await self.event_data(event))
 
     async def event_data(self, event: StoredEvent) -> dict[str, Any]:
@@ -178,6 +217,8 @@ class ThreadHub:
             message = await store.get_message(tid, entity)
             if message is None:
                 return {"message": None, "message_id": entity}
+            if not (message.status == "pending" and (message.metadata or {}).get("queued")):
+                self.reflect_upsert(tid, message)
             return {"message": (await self.project(tid, [message]))[0].to_wire()}
         if event.kind == "message_deleted":
             payload = event.payload or {}

@@ -179,7 +179,6 @@ async def create(
             hub.set_terminated(tid, exc.terminated_at)
             raise
         stored = (await hub.project(tid, [stored]))[0]
-        hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
     after = _hooks(state, "after_create_message")
     if after:
@@ -253,7 +252,6 @@ async def update_message(
             raise MessageGenerating(message_id)
         stored, event = await hub.store.update_message(tid, apply_update(current, data))
         stored = (await hub.project(tid, [stored]))[0]
-        hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
     after = _hooks(state, "after_update_message")
     if after:
@@ -272,7 +270,6 @@ async def delete_message(state: ThreadState, message_id: str) -> bool:
         if current.status == "pending" and not queue.is_pending_view(current):
             raise MessageGenerating(message_id)
         events = await hub.store.delete_message(tid, message_id)
-        hub.reflect_delete(tid, [e.entity_id for e in events if e.entity_id])
         await hub.publish_events(events)
     return bool(events)
 
@@ -334,7 +331,6 @@ async def runtime_update(
             change["metadata"] = merged
         stored, event = await hub.store.update_message(tid, current.model_copy(update=change))
         stored = (await hub.project(tid, [stored]))[0]
-        hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
     after = _hooks(state, "after_update_message")
     if after:
@@ -362,7 +358,6 @@ async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Mess
             return None
         stored, event = delivered
         stored = (await hub.project(tid, [stored]))[0]
-        hub.reflect_upsert(tid, stored)
         hub.publish_message(event, stored)
     after = _hooks(state, "after_create_message")
     if after:

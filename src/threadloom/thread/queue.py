@@ -40,7 +40,7 @@ async def enqueue(
             hub.set_terminated(thread_id, exc.terminated_at)
             raise
         view = (await hub.project(thread_id, [stored.pending_view()]))[0]
-        hub.publish_message(event, view)
+        hub.publish_message(event, view, stored=False)
     hub.signal_work(thread_id)
     return view
 
@@ -78,5 +78,5 @@ async def edit_entry(
         view = changed.pending_view(cancelled=state.terminated is not None)
         view = (await hub.project(tid, [view]))[0]
         if updates:
-            hub.publish_message(event, view)
+            hub.publish_message(event, view, stored=False)
         return view
