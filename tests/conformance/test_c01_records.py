@@ -714,8 +714,10 @@ async def test_c01_026_app_log_row_shape(runtime: Runtime) -> None:
         assert row.is_complete is True
         assert row.error is None
         assert {c: getattr(row, c) for c in LLM_ONLY_COLUMNS} == dict.fromkeys(LLM_ONLY_COLUMNS)
-    columns = ", ".join(LLM_ONLY_COLUMNS)
-    assert q(runtime, f"SELECT {columns} FROM logs WHERE id = ?", returned.id) == [
+    bodies = ("request_body", "response_body")  # kept in log_bodies, beside the row
+    columns = ", ".join(f"b.{c}" if c in bodies else f"l.{c}" for c in LLM_ONLY_COLUMNS)
+    joined = "logs l LEFT JOIN log_bodies b ON b.log_id = l.id"
+    assert q(runtime, f"SELECT {columns} FROM {joined} WHERE l.id = ?", returned.id) == [
         (None,) * len(LLM_ONLY_COLUMNS)
     ]
 

@@ -9,12 +9,41 @@ from typing import Any
 from threadloom.records import LogRow
 from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
 from threadloom.store.sqlite.messages import newest_top_level_id
-from threadloom.store.sqlite.rows import LOG_COLUMNS, LOG_FIELDS, Tx, log_from_row, log_values
+from threadloom.store.sqlite.rows import (
+    LOG_COLUMNS,
+    LOG_SELECT,
+    ROW_FIELDS,
+    Tx,
+    log_from_row,
+    log_values,
+)
 
 _INSERT = (
     f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS})"
-    f" VALUES (?, ?, {', '.join('?' * len(LOG_FIELDS))})"
+    f" VALUES (?, ?, {', '.join('?' * len(ROW_FIELDS))})"
 )
+
+
+def write_bodies(conn: sqlite3.Connection, row: LogRow, *, insert: bool) -> None:
+    """Store the row's bodies; an update writes only when they changed."""
+    if insert:
+        if row.request_body is not None or row.response_body is not None:
+            conn.execute(
+                "INSERT INTO log_bodies(log_id, request_body, response_body) VALUES (?, ?, ?)",
+                (row.id, row.request_body, row.response_body),
+            )
+        return
+    cur = conn.execute(
+        "UPDATE log_bodies SET request_body = ?, response_body = ? WHERE log_id = ?"
+        " AND (request_body IS NOT ? OR response_body IS NOT ?)",
+        (row.request_body, row.response_body, row.id, row.request_body, row.response_body),
+    )
+    if cur.rowcount == 0 and (row.request_body is not None or row.response_body is not None):
+        conn.execute(
+            "INSERT OR IGNORE INTO log_bodies(log_id, request_body, response_body)"
+            " VALUES (?, ?, ?)",
+            (row.id, row.request_body, row.response_body),
+        )
 
 
 def insert_log(
@@ -26,6 +55,7 @@ def insert_log(
         update["message_id"] = newest_top_level_id(conn, thread_id)
     stored = row.model_copy(update=update)
     conn.execute(_INSERT, (thread_id, tx.next_log_seq(), *log_values(stored)))
+    write_bodies(conn, stored, insert=True)
     event = tx.event("log", stored.id)
     tx.flush()
     return stored, event
@@ -33,7 +63,7 @@ def insert_log(
 
 def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | None:
     row = conn.execute(
-        f"SELECT {LOG_COLUMNS} FROM logs WHERE id = ? AND thread_id = ?", (log_id, thread_id)
+        f"SELECT {LOG_SELECT} WHERE l.id = ? AND l.thread_id = ?", (log_id, thread_id)
     ).fetchone()
     return log_from_row(row) if row else None
 
@@ -41,12 +71,12 @@ def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | N
 def list_logs(
     conn: sqlite3.Connection, thread_id: str, limit: int | None, offset: int, kind: str | None
 ) -> list[LogRow]:
-    sql = f"SELECT {LOG_COLUMNS} FROM logs WHERE thread_id = ?"
+    sql = f"SELECT {LOG_SELECT} WHERE l.thread_id = ?"
     params: list[Any] = [thread_id]
     if kind is not None:
-        sql += " AND kind = ?"
+        sql += " AND l.kind = ?"
         params.append(kind)
-    sql += " ORDER BY created_at, lseq LIMIT ? OFFSET ?"
+    sql += " ORDER BY l.created_at, l.lseq LIMIT ? OFFSET ?"
     params.extend((-1 if limit is None else limit, offset))
     return [log_from_row(r) for r in conn.execute(sql, params)]
 

@@ -35,7 +35,15 @@ REGISTRY_COLUMNS = (
     "parent_communication, status, initial_arguments, thread_name, spawn_group_id, created_at"
 )
 LOG_FIELDS: tuple[str, ...] = tuple(LogRow.model_fields)
-LOG_COLUMNS = ", ".join(LOG_FIELDS)
+# The request and response bodies (often large) live in log_bodies, so updating a row's
+# small columns never rewrites them.
+BODY_FIELDS: tuple[str, ...] = ("request_body", "response_body")
+ROW_FIELDS: tuple[str, ...] = tuple(f for f in LOG_FIELDS if f not in BODY_FIELDS)
+LOG_COLUMNS = ", ".join(ROW_FIELDS)
+LOG_SELECT = (
+    ", ".join(f"l.{f}" for f in ROW_FIELDS)
+    + ", b.request_body, b.response_body FROM logs l LEFT JOIN log_bodies b ON b.log_id = l.id"
+)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 
 
@@ -139,7 +147,8 @@ def registry_from_row(row: Sequence[Any]) -> SubagentRegistryEntry:
 
 
 def log_from_row(row: Sequence[Any]) -> LogRow:
-    values = dict(zip(LOG_FIELDS, row, strict=True))
+    """A LogRow from a ``SELECT {LOG_SELECT}`` row (bodies last)."""
+    values = dict(zip((*ROW_FIELDS, *BODY_FIELDS), row, strict=True))
     for key in _LOG_BOOL:
         if values[key] is not None:
             values[key] = bool(values[key])
@@ -147,7 +156,8 @@ def log_from_row(row: Sequence[Any]) -> LogRow:
 
 
 def log_values(row: LogRow) -> tuple[Any, ...]:
-    return tuple(getattr(row, key) for key in LOG_FIELDS)
+    """The ``logs`` table columns of a row (without the bodies), in ROW_FIELDS order."""
+    return tuple(getattr(row, key) for key in ROW_FIELDS)
 
 
 class Tx:

@@ -7,10 +7,11 @@ import sqlite3
 from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
 from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
+from threadloom.store.sqlite.logs import write_bodies
 from threadloom.store.sqlite.messages import insert_in_tx
 from threadloom.store.sqlite.rows import (
-    LOG_FIELDS,
     MESSAGE_COLUMNS,
+    ROW_FIELDS,
     Tx,
     log_values,
     message_from_row,
@@ -158,18 +159,19 @@ def set_agent(conn: sqlite3.Connection, clock: Clock, thread_id: str, agent_id: 
 
 _UPDATE_LOG = (
     "UPDATE logs SET "
-    + ", ".join(f"{c} = ?" for c in LOG_FIELDS if c not in ("id", "created_at"))
+    + ", ".join(f"{c} = ?" for c in ROW_FIELDS if c not in ("id", "created_at"))
     + " WHERE id = ? AND thread_id = ?"
 )
 
 
 def update_log(conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow) -> StoredEvent:
     tx = Tx(conn, thread_id, clock)
-    values = dict(zip(LOG_FIELDS, log_values(row), strict=True))
-    params = [values[c] for c in LOG_FIELDS if c not in ("id", "created_at")]
+    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
+    params = [values[c] for c in ROW_FIELDS if c not in ("id", "created_at")]
     cur = conn.execute(_UPDATE_LOG, (*params, row.id, thread_id))
     if cur.rowcount == 0:
         raise LookupError(f"log row {row.id} not found in thread {thread_id}")
+    write_bodies(conn, row, insert=False)
     event = tx.event("log", row.id)
     tx.flush()
     return event

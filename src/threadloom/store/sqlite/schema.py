@@ -131,8 +131,6 @@ CREATE TABLE logs (
     prompt_name                 TEXT,
     parent_log_id               TEXT,
     retry_of_log_id             TEXT,
-    request_body                TEXT,
-    response_body               TEXT,
     request_headers             TEXT,
     response_headers            TEXT,
     status_code                 INTEGER,
@@ -173,6 +171,12 @@ CREATE TABLE logs (
     app_data                    TEXT
 );
 CREATE INDEX logs_order ON logs(thread_id, created_at, lseq);
+
+CREATE TABLE log_bodies (
+    log_id        TEXT PRIMARY KEY REFERENCES logs(id) ON DELETE CASCADE,
+    request_body  TEXT,
+    response_body TEXT
+) WITHOUT ROWID;
 CREATE INDEX logs_message ON logs(message_id);
 CREATE INDEX logs_incomplete ON logs(thread_id) WHERE is_complete = 0;
 CREATE INDEX logs_parent ON logs(parent_log_id) WHERE parent_log_id IS NOT NULL;
