@@ -25,24 +25,26 @@ _INSERT = (
 
 
 def write_bodies(conn: sqlite3.Connection, row: LogRow, *, insert: bool) -> None:
-    """Store the row's bodies; an update writes only when they changed."""
-    if insert:
-        if row.request_body is not None or row.response_body is not None:
+    """Store the row's bodies, one ``log_bodies`` row each; an update writes a body only
+    when it changed."""
+    for part, body in (("request", row.request_body), ("response", row.response_body)):
+        if body is None:
+            if not insert:
+                conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))
+            continue
+        if insert:
             conn.execute(
-                "INSERT INTO log_bodies(log_id, request_body, response_body) VALUES (?, ?, ?)",
-                (row.id, row.request_body, row.response_body),
+                "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
+                (row.id, part, body),
             )
-        return
-    cur = conn.execute(
-        "UPDATE log_bodies SET request_body = ?, response_body = ? WHERE log_id = ?"
-        " AND (request_body IS NOT ? OR response_body IS NOT ?)",
-        (row.request_body, row.response_body, row.id, row.request_body, row.response_body),
-    )
-    if cur.rowcount == 0 and (row.request_body is not None or row.response_body is not None):
+            continue
+        conn.execute(  # no write when the stored body is the same text
+            "UPDATE log_bodies SET body = ? WHERE log_id = ? AND part = ? AND body IS NOT ?",
+            (body, row.id, part, body),
+        )
         conn.execute(
-            "INSERT OR IGNORE INTO log_bodies(log_id, request_body, response_body)"
-            " VALUES (?, ?, ?)",
-            (row.id, row.request_body, row.response_body),
+            "INSERT OR IGNORE INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
+            (row.id, part, body),
         )
 
 

@@ -35,14 +35,15 @@ REGISTRY_COLUMNS = (
     "parent_communication, status, initial_arguments, thread_name, spawn_group_id, created_at"
 )
 LOG_FIELDS: tuple[str, ...] = tuple(LogRow.model_fields)
-# The request and response bodies (often large) live in log_bodies, so updating a row's
-# small columns never rewrites them.
+# The request and response bodies (often large) live in log_bodies, one row each, so
+# updating a row's small columns, or adding the response, never rewrites the request.
 BODY_FIELDS: tuple[str, ...] = ("request_body", "response_body")
 ROW_FIELDS: tuple[str, ...] = tuple(f for f in LOG_FIELDS if f not in BODY_FIELDS)
 LOG_COLUMNS = ", ".join(ROW_FIELDS)
 LOG_SELECT = (
-    ", ".join(f"l.{f}" for f in ROW_FIELDS)
-    + ", b.request_body, b.response_body FROM logs l LEFT JOIN log_bodies b ON b.log_id = l.id"
+    ", ".join(f"l.{f}" for f in ROW_FIELDS) + ", rq.body, rs.body FROM logs l"
+    " LEFT JOIN log_bodies rq ON rq.log_id = l.id AND rq.part = 'request'"
+    " LEFT JOIN log_bodies rs ON rs.log_id = l.id AND rs.part = 'response'"
 )
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 

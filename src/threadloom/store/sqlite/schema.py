@@ -173,9 +173,10 @@ CREATE TABLE logs (
 CREATE INDEX logs_order ON logs(thread_id, created_at, lseq);
 
 CREATE TABLE log_bodies (
-    log_id        TEXT PRIMARY KEY REFERENCES logs(id) ON DELETE CASCADE,
-    request_body  TEXT,
-    response_body TEXT
+    log_id TEXT NOT NULL REFERENCES logs(id) ON DELETE CASCADE,
+    part   TEXT NOT NULL CHECK (part IN ('request', 'response')),
+    body   TEXT NOT NULL,
+    PRIMARY KEY (log_id, part)
 ) WITHOUT ROWID;
 CREATE INDEX logs_message ON logs(message_id);
 CREATE INDEX logs_incomplete ON logs(thread_id) WHERE is_complete = 0;
