@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from threadloom.errors import HookBlocked, InvalidMessage
 from threadloom.records import Message, ToolCall, decode_tool_calls, new_id
+from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ class Assembly:
     messages: list[RequestMessage] = field(default_factory=list)
     blocked: str | None = None
     blocked_by: str | None = None
+    presented: dict[int, Presented] = field(default_factory=dict)
+    """Remembered conversions of the messages below, by ``id()`` of their request object
+    (checked by identity before use, so a hook's copy is never mistaken for one)."""
 
 
 # -- filter_messages -----------------------------------------------------------------
@@ -159,8 +163,19 @@ def _past_tools(messages: list[Message], anchor_created: int | None) -> list[Mes
     return out
 
 
-def _drop_orphans(messages: list[Message]) -> list[Message]:
-    calls = {c.id for m in messages if m.tool_calls for c in decode_tool_calls(m.tool_calls)}
+def _call_ids(history: MessageHistory | None, message: Message) -> tuple[str, ...]:
+    """The ids of the calls a message issues (remembered per stored record)."""
+
+    def compute(m: Message) -> tuple[str, ...]:
+        return tuple(c.id for c in decode_tool_calls(m.tool_calls)) if m.tool_calls else ()
+
+    if history is None:
+        return compute(message)
+    return history.memo(message, "calls", compute)
+
+
+def _drop_orphans(messages: list[Message], history: MessageHistory | None) -> list[Message]:
+    calls = {cid for m in messages if m.tool_calls for cid in _call_ids(history, m)}
     return [m for m in messages if m.role != "tool" or m.tool_call_id in calls]
 
 
@@ -184,53 +199,80 @@ def _attachment_text(message: Message) -> str | None:
     return f"{text}\n\n{message.content}" if message.content else text
 
 
-def _present(messages: list[Message], side: str, include_reasoning: bool) -> list[RequestMessage]:
-    """Perspective (spec 04 §4.8.1) and reasoning replay (§4.11.5)."""
-    issuer: dict[str, str] = {}
-    for m in messages:
-        for call in decode_tool_calls(m.tool_calls) if m.tool_calls else []:
-            issuer[call.id] = m.role
-    own = "assistant" if side == "a" else "user"
-    out: list[RequestMessage] = []
-    for m in messages:
-        if m.role == "tool":
-            if issuer.get(m.tool_call_id or "") != own:
-                continue
-            out.append(
-                RequestMessage(
-                    role="tool",
-                    content=m.content or "",
-                    name=m.name,
-                    tool_call_id=m.tool_call_id,
-                    is_error=m.tool_status == "error",
-                    source_id=m.id,
-                )
-            )
-            continue
-        if m.role == "system":
-            out.append(RequestMessage(role="system", content=m.content or "", source_id=m.id))
-            continue
-        presented = "assistant" if m.role == own else "user"
-        # The sibling's tool calls are not this side's: keep only what it said.
-        blank = not (m.content or "").strip() and not m.attachments
-        if presented == "user" and m.tool_calls and blank:
-            continue
-        if presented == "user":
-            out.append(
-                RequestMessage(role="user", content=_attachment_text(m) or "", source_id=m.id)
-            )
-            continue
-        details = json.loads(m.reasoning_details) if m.reasoning_details else None
-        out.append(
+@dataclass(eq=False)
+class Presented:
+    """A stored message in request form, remembered per record; the provider message and
+    its JSON text are filled in by the request builder (``model_call.build_request``)."""
+
+    request: RequestMessage
+    provider: Any = None
+    fragment: str | None = None
+
+
+def _convert(m: Message, own: str, include_reasoning: bool) -> Presented | None:
+    """One stored message as the acting side sees it (spec 04 §4.8.1, §4.11.4, §4.11.5)."""
+    if m.role == "tool":
+        return Presented(
             RequestMessage(
-                role="assistant",
-                content=m.content,
-                tool_calls=decode_tool_calls(m.tool_calls) if m.tool_calls else None,
-                reasoning_content=m.reasoning_content if include_reasoning else None,
-                reasoning_details=details if include_reasoning else None,
+                role="tool",
+                content=m.content or "",
+                name=m.name,
+                tool_call_id=m.tool_call_id,
+                is_error=m.tool_status == "error",
                 source_id=m.id,
             )
         )
+    if m.role == "system":
+        return Presented(RequestMessage(role="system", content=m.content or "", source_id=m.id))
+    if m.role != own:
+        # The sibling's tool calls are not this side's: keep only what it said.
+        if m.tool_calls and not (m.content or "").strip() and not m.attachments:
+            return None
+        return Presented(
+            RequestMessage(role="user", content=_attachment_text(m) or "", source_id=m.id)
+        )
+    details = json.loads(m.reasoning_details) if m.reasoning_details else None
+    return Presented(
+        RequestMessage(
+            role="assistant",
+            content=m.content,
+            tool_calls=decode_tool_calls(m.tool_calls) if m.tool_calls else None,
+            reasoning_content=m.reasoning_content if include_reasoning else None,
+            reasoning_details=details if include_reasoning else None,
+            source_id=m.id,
+        )
+    )
+
+
+def _present(
+    messages: list[Message],
+    side: str,
+    include_reasoning: bool,
+    history: MessageHistory | None = None,
+    presented: dict[int, Presented] | None = None,
+) -> list[RequestMessage]:
+    """Perspective (spec 04 §4.8.1) and reasoning replay (§4.11.5); conversions of the
+    history's own records are remembered, and listed in ``presented`` by request object."""
+    own = "assistant" if side == "a" else "user"
+    issuer: dict[str, str] = {}
+    for m in messages:
+        if m.tool_calls:
+            for call_id in _call_ids(history, m):
+                issuer[call_id] = m.role
+    key = ("request", own, include_reasoning)
+    out: list[RequestMessage] = []
+    for m in messages:
+        if m.role == "tool" and issuer.get(m.tool_call_id or "") != own:
+            continue
+        if history is not None:
+            item = history.memo(m, key, lambda r: _convert(r, own, include_reasoning))
+        else:
+            item = _convert(m, own, include_reasoning)
+        if item is None:
+            continue
+        if presented is not None:
+            presented[id(item.request)] = item
+        out.append(item.request)
     return out
 
 
@@ -302,8 +344,8 @@ async def assemble(env: StepEnv) -> Assembly:
     if env.nested is not None:
         snapshot = env.nested.snapshot()
     else:
-        history = run.execution.message_history.raw()
-        snapshot = _eligible(history, prompt.include_chat, env.anchor_id)
+        records = run.execution.message_history.raw()
+        snapshot = _eligible(records, prompt.include_chat, env.anchor_id)
     hooks = env.hooks_for("filter_messages")
     if hooks:
         by_id = {m.id: m for m in snapshot}
@@ -316,10 +358,12 @@ async def assemble(env: StepEnv) -> Assembly:
         )
     if not prompt.include_past_tools:
         snapshot = _past_tools(snapshot, env.anchor_created)
-    snapshot = _drop_orphans(snapshot)
+    history = env.execution.message_history
+    snapshot = _drop_orphans(snapshot, history)
     reasoning = getattr(prompt, "reasoning", None)
     include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
-    messages = _present(snapshot, env.side, include_reasoning)
+    presented: dict[int, Presented] = {}
+    messages = _present(snapshot, env.side, include_reasoning, history, presented)
     if env.nested is not None:
         messages.extend(env.nested.extra)
     if system:
@@ -340,7 +384,7 @@ async def assemble(env: StepEnv) -> Assembly:
                 text = str(exc) or f"Request blocked by hook {getattr(exc, 'hook_id', '')}".strip()
                 return Assembly(system=system, blocked=text)
             raise
-    return Assembly(system=system, messages=messages)
+    return Assembly(system=system, messages=messages, presented=presented)
 
 
 def _system_result(returned: object) -> str:

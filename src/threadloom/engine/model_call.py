@@ -144,9 +144,23 @@ def build_request(
         **dict(getattr(model, "provider_options", {}) or {}),
         **dict(getattr(prompt, "provider_options", {}) or {}),
     }
-    request = ProviderRequest(
+    provider_messages: list[Any] = []
+    fragments: list[str] = []
+    for message in messages:
+        item = assembly.presented.get(id(message))
+        if item is not None and item.request is message:
+            if item.provider is None:  # remembered with the stored record (history memo)
+                item.provider = _provider_message(message)
+                item.fragment = _fragment(item.provider)
+            provider_messages.append(item.provider)
+            fragments.append(item.fragment or _fragment(item.provider))
+        else:
+            converted = _provider_message(message)
+            provider_messages.append(converted)
+            fragments.append(_fragment(converted))
+    request = ProviderRequest.model_construct(
         model=model.model,
-        messages=[_provider_message(m) for m in messages],
+        messages=provider_messages,
         tools=tools,
         tool_choice=getattr(prompt, "tool_choice", "auto") if tools else None,
         parallel_tool_calls=getattr(prompt, "parallel_tool_calls", None) if tools else None,
@@ -161,20 +175,29 @@ def build_request(
         provider_options=options,
         metadata={"thread_id": env.state.thread_id, "prompt": prompt.name},
     )
-    body = request.model_dump(mode="json", exclude={"metadata"})
-    for message in body["messages"]:
-        content = message.get("content")
-        if isinstance(content, list):
-            for part in content:
-                if part.get("type") == "image":
-                    part["data"] = "[base64 omitted]"
-        for image in message.get("images") or []:
-            image["data"] = "[base64 omitted]"
-    body["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
+    head = request.model_dump(mode="json", exclude={"metadata", "messages"})
+    head["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
     describe = getattr(provider, "log_metadata", None)
     if callable(describe):  # what the adapter decided, e.g. Anthropic's thinkingDisabled
-        body["_metadata"].update(describe(request) or {})
-    return request, json_compact(body)
+        head["_metadata"].update(describe(request) or {})
+    text = json_compact({"model": head.pop("model"), "messages": _SLOT, **head})
+    return request, text.replace(f'"{_SLOT}"', "[" + ",".join(fragments) + "]", 1)
+
+
+_SLOT = "__threadloom_request_messages__"
+
+
+def _fragment(message: Any) -> str:
+    """The JSON text of one provider message in a log's request body (images omitted)."""
+    data = message.model_dump(mode="json")
+    content = data.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if part.get("type") == "image":
+                part["data"] = "[base64 omitted]"
+    for image in data.get("images") or []:
+        image["data"] = "[base64 omitted]"
+    return json_compact(data)
 
 
 # -- streaming -----------------------------------------------------------------------

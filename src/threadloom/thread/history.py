@@ -1,14 +1,21 @@
 """A live, chronological view of a thread's stored top-level messages (spec 02 §2.3.5).
 
-The engine attaches one to the hub for each running execution; every insert, update and
-delete made through the hub is reflected before the writing call returns.
+The engine attaches one to the hub for each running execution (and keeps it warm between
+runs); every change made through the hub is reflected before the writing call returns.
+
+The history also memoises what the engine derives from each stored message (its request
+form, its tool call ids): an entry is valid only for the very record object it was
+computed from, so a message replaced by an update is recomputed, never served stale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from threadloom.records import Message
+
+T = TypeVar("T")
 
 
 class MessageHistory(Sequence[Message]):
@@ -16,27 +23,57 @@ class MessageHistory(Sequence[Message]):
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         # The messages given are fresh from the store and owned from here on: no copies.
-        self._messages: list[Message] = [m for m in messages if m.depth == 0]
+        self._messages: list[Message] = [m for m in messages if self._admits(m)]
+        self._by_id: dict[str, Message] = {m.id: m for m in self._messages}
+        self._memo: dict[tuple[str, Any], tuple[Message, Any]] = {}
+
+    def _admits(self, message: Message) -> bool:
+        return message.depth == 0
 
     def upsert(self, message: Message) -> None:
-        """Replace the message with the same id, or append a new top-level one."""
-        if message.depth != 0:
+        """Replace the message with the same id, or append a new one this history admits."""
+        if not self._admits(message):
             return
         copy = message.model_copy(deep=True)
-        for index, existing in enumerate(self._messages):
-            if existing.id == message.id:
+        old = self._by_id.get(message.id)
+        self._by_id[message.id] = copy
+        if old is None:
+            self._messages.append(copy)
+            return
+        for index in range(len(self._messages) - 1, -1, -1):
+            if self._messages[index] is old:
                 self._messages[index] = copy
                 return
-        self._messages.append(copy)
+
+    def remove(self, message_ids: Sequence[str]) -> None:
+        doomed = {i for i in message_ids if i in self._by_id}
+        if not doomed:
+            return
+        self._messages = [m for m in self._messages if m.id not in doomed]
+        for message_id in doomed:
+            del self._by_id[message_id]
+        self._memo = {k: v for k, v in self._memo.items() if k[0] not in doomed}
 
     def raw(self) -> list[Message]:
         """The records themselves, for the engine's own reads (callers must not mutate them;
         tools and hooks get copies through iteration and indexing)."""
         return list(self._messages)
 
-    def remove(self, message_ids: Sequence[str]) -> None:
-        doomed = set(message_ids)
-        self._messages = [m for m in self._messages if m.id not in doomed]
+    def owns(self, message: Message) -> bool:
+        """True when ``message`` is this history's own current record (not a copy)."""
+        return self._by_id.get(message.id) is message
+
+    def memo(self, message: Message, key: Any, compute: Callable[[Message], T]) -> T:
+        """``compute(message)``, remembered for this record; copies are not remembered."""
+        if not self.owns(message):
+            return compute(message)
+        hit = self._memo.get((message.id, key))
+        if hit is not None and hit[0] is message:
+            value: T = hit[1]
+            return value
+        value = compute(message)
+        self._memo[(message.id, key)] = (message, value)
+        return value
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
         if isinstance(index, slice):
@@ -55,18 +92,14 @@ class NestedHistory(MessageHistory):
     this call (``parent_id`` = the call's reserved result id), kept live the same way."""
 
     def __init__(self, caller: Sequence[Message], parent_id: str) -> None:
-        super().__init__(caller)
         self.parent_id = parent_id
+        super().__init__(caller)
+        # The caller's records are admitted once, here; later upserts are this call's own.
+        self._messages = list(caller)
+        self._by_id = {m.id: m for m in self._messages}
 
-    def upsert(self, message: Message) -> None:
-        if message.parent_id != self.parent_id:
-            return
-        copy = message.model_copy(deep=True)
-        for index, existing in enumerate(self._messages):
-            if existing.id == message.id:
-                self._messages[index] = copy
-                return
-        self._messages.append(copy)
+    def _admits(self, message: Message) -> bool:
+        return message.parent_id == self.parent_id
 
     def nested(self) -> list[Message]:
         """The call's own persisted messages, in order."""
