@@ -479,7 +479,9 @@ async def _record_success(
             "is_complete": True,
         }
     )
-    env.current_log = await env.state.hub.update_log(env.state.thread_id, updated)
+    env.current_log = await env.state.hub.update_log(
+        env.state.thread_id, updated, bodies=("response",)
+    )
 
 
 def format_exception(exc: BaseException) -> str:

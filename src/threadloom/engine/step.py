@@ -180,7 +180,7 @@ class StepEnv:
                 error_origin=f"tool:{name}",
             )
         self.current_log = await self.state.hub.update_log(
-            self.state.thread_id, row.model_copy(update=update)
+            self.state.thread_id, row.model_copy(update=update), bodies=()
         )
 
 

@@ -238,8 +238,11 @@ class Store(Protocol):
         ``None`` when the entry is no longer waiting. Terminated → ``ThreadTerminated``."""
         ...
 
-    async def update_log(self, thread_id: str, row: LogRow) -> StoredEvent:
-        """Replace a log row's columns (not its id, thread, order or ``created_at``)."""
+    async def update_log(
+        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+    ) -> StoredEvent:
+        """Replace a log row's columns (not its id, thread, order or ``created_at``); of
+        its bodies only the ``bodies`` parts named (the others are left as stored)."""
         ...
 
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:

@@ -323,10 +323,12 @@ class ThreadHub:
             self.publish(thread_id, "log", event.seq, {"log": stored.to_list_wire()})
             return stored
 
-    async def update_log(self, thread_id: str, row: LogRow) -> LogRow:
-        """Replace a log row's columns and publish the new row."""
+    async def update_log(
+        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+    ) -> LogRow:
+        """Replace a log row's columns (and the named bodies) and publish the new row."""
         async with self.lock(thread_id):
-            event = await self.store.update_log(thread_id, row)
+            event = await self.store.update_log(thread_id, row, bodies=bodies)
             self.publish(thread_id, "log", event.seq, {"log": row.to_list_wire()})
             return row
 

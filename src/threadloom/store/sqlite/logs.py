@@ -24,10 +24,18 @@ _INSERT = (
 )
 
 
-def write_bodies(conn: sqlite3.Connection, row: LogRow, *, insert: bool) -> None:
+def write_bodies(
+    conn: sqlite3.Connection,
+    row: LogRow,
+    *,
+    insert: bool,
+    parts: tuple[str, ...] = ("request", "response"),
+) -> None:
     """Store the row's bodies, one ``log_bodies`` row each; an update writes a body only
     when it changed."""
     for part, body in (("request", row.request_body), ("response", row.response_body)):
+        if part not in parts:
+            continue
         if body is None:
             if not insert:
                 conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))

@@ -164,14 +164,20 @@ _UPDATE_LOG = (
 )
 
 
-def update_log(conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow) -> StoredEvent:
+def update_log(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    row: LogRow,
+    bodies: tuple[str, ...] = ("request", "response"),
+) -> StoredEvent:
     tx = Tx(conn, thread_id, clock)
     values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
     params = [values[c] for c in ROW_FIELDS if c not in ("id", "created_at")]
     cur = conn.execute(_UPDATE_LOG, (*params, row.id, thread_id))
     if cur.rowcount == 0:
         raise LookupError(f"log row {row.id} not found in thread {thread_id}")
-    write_bodies(conn, row, insert=False)
+    write_bodies(conn, row, insert=False, parts=bodies)
     event = tx.event("log", row.id)
     tx.flush()
     return event

@@ -332,8 +332,10 @@ class SqliteStore:
     ) -> tuple[Message, StoredEvent] | None:
         return await self._write(runs.deliver_queue_entry, thread_id, entry_id, message)
 
-    async def update_log(self, thread_id: str, row: LogRow) -> StoredEvent:
-        return await self._write(runs.update_log, thread_id, row)
+    async def update_log(
+        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+    ) -> StoredEvent:
+        return await self._write(runs.update_log, thread_id, row, tuple(bodies))
 
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
         return await self._write(threads.terminate, thread_id)
