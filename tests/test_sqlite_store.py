@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from threadloom import Runtime
-from threadloom.errors import StoreError
+from threadloom.errors import InvalidMessage, StoreError
 from threadloom.store.sqlite.store import path_from_url
 
 
@@ -67,4 +68,32 @@ async def test_write_waits_for_another_process_holding_the_lock(tmp_path: Path, 
     other.close()
     stored = await asyncio.wait_for(task, 5)
     assert (await state.get_message(stored.id)) == stored
+    await runtime.close()
+
+
+async def test_group_commit_isolates_a_failing_write(db_url: str) -> None:
+    """Writes queued while a commit runs are committed together, each in its own
+    savepoint: one refused write (a reused tool call id) fails alone, the others land."""
+    runtime = await Runtime.open(db_url, write_mode="thread")
+    states = [await runtime.create_thread("a") for _ in range(40)]
+    await states[0].inject_message(
+        role="assistant", tool_calls=[{"id": "dup", "function": {"name": "f", "arguments": "{}"}}]
+    )
+    store: Any = runtime.store
+    commits, writes = store.commits, store.writes
+    results = await asyncio.gather(
+        *(s.inject_message(role="user", content=f"m{i}") for i, s in enumerate(states)),
+        states[0].inject_message(
+            role="assistant",
+            tool_calls=[{"id": "dup", "function": {"name": "f", "arguments": "{}"}}],
+        ),
+        return_exceptions=True,
+    )
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert len(failures) == 1 and isinstance(failures[0], InvalidMessage)
+    assert store.writes - writes == 41
+    assert store.commits - commits < 41  # several writes shared a commit
+    for i, state in enumerate(states):
+        page = await state.get_messages(limit=None)
+        assert f"m{i}" in [m.content for m in page.messages]
     await runtime.close()
