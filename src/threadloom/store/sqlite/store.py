@@ -8,8 +8,9 @@ Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction. Where it runs
 - ``"inline"``: on the event loop's thread, on a connection that never waits for SQLite's
   write lock: when another process holds it, the write goes to the writer thread instead.
   Lowest latency; the loop is blocked for the commit (about one fsync).
-- ``"auto"`` (default): inline while the writer thread is idle, the writer thread while
-  writes are queued there.
+- ``"auto"`` (default): inline while the event loop has nothing else ready to run and the
+  writer thread is idle; otherwise on the writer thread, where writes that queue up share
+  one commit (group commit).
 
 Reads run on a small pool of threads with their own connections (WAL readers never wait
 for a writer).
@@ -90,6 +91,14 @@ class _Writer:
     def shutdown(self) -> None:
         self._queue.put(None)
         self._thread.join()
+
+
+def _loop_busy() -> bool:
+    """True when other callbacks wait for the event loop: a commit made inline would hold
+    them up, so the write goes to the writer thread (where it can share a group commit).
+    Reads CPython's ready queue; a loop without one counts as idle."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return bool(ready)
 
 
 def _call(fn: Callable[[], T]) -> T:
@@ -294,7 +303,9 @@ class SqliteStore:
         if self._closed:
             raise StoreError("store is closed")
         conn = self._iconn
-        if conn is not None and (self.write_mode == "inline" or self._queued == 0):
+        if conn is not None and (
+            self.write_mode == "inline" or (self._queued == 0 and not _loop_busy())
+        ):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:
