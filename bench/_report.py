@@ -1,0 +1,67 @@
+"""What both benchmarks print with: percentiles, aligned tables, verdicts, the machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+
+
+def percentile(samples: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile of ``samples`` by linear interpolation between ranks."""
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    rank = (len(ordered) - 1) * pct / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def progress(text: str) -> None:
+    """One progress line on stderr (the tables go to stdout)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def verdict(ok: bool) -> str:
+    """PASS / MISS for a goal."""
+    return "PASS" if ok else "MISS"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table: first column left-aligned, the others right-aligned."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [cells[0].ljust(widths[0])]
+        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join(out).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def filesystem_of(path: str) -> str:
+    """``device type mountpoint`` of the filesystem holding ``path`` (Linux), else ``?``."""
+    real = os.path.realpath(path)
+    best: tuple[str, str, str] | None = None
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            for entry in mounts:
+                parts = entry.split()
+                if len(parts) < 3:
+                    continue
+                device, mountpoint, fstype = parts[0], parts[1], parts[2]
+                inside = real == mountpoint or real.startswith(mountpoint.rstrip("/") + "/")
+                if inside and (best is None or len(mountpoint) >= len(best[1])):
+                    best = (device, mountpoint, fstype)
+    except OSError:
+        pass
+    usage = shutil.disk_usage(real)
+    free = f"{usage.free / 2**30:.0f} GiB free of {usage.total / 2**30:.0f} GiB"
+    if best is None:
+        return f"? ({free})"
+    return f"{best[2]} on {best[0]} mounted at {best[1]} ({free})"
