@@ -6,7 +6,7 @@ thread's write lock: commit, reflect in live histories, publish → (``after_*``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
@@ -244,19 +244,7 @@ async def update_message(
             validate=lambda prev, ret, hook: _check_update_result(prev, ret, hook.id),
             propagate=True,
         )
-    async with hub.lock(tid):
-        current = await hub.store.get_message(tid, message_id)
-        if current is None or queue.is_pending_view(current):
-            raise MessageNotFound(message_id)
-        if current.status == "pending":
-            raise MessageGenerating(message_id)
-        stored, event = await hub.store.update_message(tid, apply_update(current, data))
-        stored = (await hub.project(tid, [stored]))[0]
-        hub.publish_message(event, stored)
-    after = _hooks(state, "after_update_message")
-    if after:
-        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
-    return stored
+    return await _commit_update(state, message_id, lambda current: apply_update(current, data))
 
 
 async def delete_message(state: ThreadState, message_id: str) -> bool:
@@ -298,6 +286,31 @@ def _runtime_update_result(
     return dict(returned)
 
 
+async def _commit_update(
+    state: ThreadState,
+    message_id: str,
+    change: Callable[[Message], Message],
+    *,
+    allow_pending: bool = False,
+) -> Message:
+    """Under the write lock: re-read the message, apply ``change``, commit and publish;
+    then the ``after_update_message`` hooks (spec 02 §2.7.2 steps 5-9)."""
+    hub, tid = state.hub, state.thread_id
+    async with hub.lock(tid):
+        current = await hub.store.get_message(tid, message_id)
+        if current is None or queue.is_pending_view(current):
+            raise MessageNotFound(message_id)
+        if current.status == "pending" and not allow_pending:
+            raise MessageGenerating(message_id)
+        stored, event = await hub.store.update_message(tid, change(current))
+        stored = (await hub.project(tid, [stored]))[0]
+        hub.publish_message(event, stored)
+    after = _hooks(state, "after_update_message")
+    if after:
+        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored
+
+
 async def runtime_update(
     state: ThreadState,
     message_id: str,
@@ -308,7 +321,7 @@ async def runtime_update(
 ) -> Message:
     """An update the runtime makes (finalisation, failure): update hooks run, their
     failures are recorded and the previous updates applied (spec 03 §3.7)."""
-    hub, tid = state.hub, state.thread_id
+    hub = state.hub
     data = dict(updates)
     hooks = _hooks(state, "before_update_message")
     if hooks:
@@ -320,22 +333,14 @@ async def runtime_update(
             validate=lambda prev, ret, hook: _runtime_update_result(allowed, ret, hook.id),
             propagate=False,
         )
-    async with hub.lock(tid):
-        current = await hub.store.get_message(tid, message_id)
-        if current is None or queue.is_pending_view(current):
-            raise MessageNotFound(message_id)
-        change = dict(data)
+
+    def change(current: Message) -> Message:
+        fields = dict(data)
         if metadata:
-            merged = dict(current.metadata or {})
-            merged.update(metadata)
-            change["metadata"] = merged
-        stored, event = await hub.store.update_message(tid, current.model_copy(update=change))
-        stored = (await hub.project(tid, [stored]))[0]
-        hub.publish_message(event, stored)
-    after = _hooks(state, "after_update_message")
-    if after:
-        await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
-    return stored
+            fields["metadata"] = {**(current.metadata or {}), **metadata}
+        return current.model_copy(update=fields)
+
+    return await _commit_update(state, message_id, change, allow_pending=True)
 
 
 async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Message | None:
