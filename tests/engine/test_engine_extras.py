@@ -45,3 +45,67 @@ async def test_session_binding_message_property_is_the_stored_result(make_chat: 
     assert (result.content, result.tool_status) == ("All three tasks done.", "success")
     status = await state.status()
     assert status.reason == "session_stop"
+
+
+@tool
+def double(n: int) -> str:
+    """Double a number."""
+    return str(2 * n)
+
+
+async def test_queue_tool_runs_after_the_models_calls_and_is_stored(make_chat: Any) -> None:
+    """Spec 04 §4.14.6: a call queued by code in-flow runs after the response's calls,
+    bypasses the allow-list, is stored as a tool message (never in any message's
+    tool_calls) and is listed in the step's log row `queued_tools`."""
+
+    @tool
+    async def plan(state: Any) -> str:
+        """Queue a follow-up call."""
+        await state.queue_tool("double", {"n": 21})
+        return "planned"
+
+    chat = await make_chat(
+        [Reply.tool_calls(Call("plan", {})), Reply.text("ok")],
+        prompt={"tools": ["plan"]},  # double is not offered to the model
+        extra=[plan, double],
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    page = await state.get_messages(order="asc", limit=None)
+    tools = [(m.name, m.content) for m in page.messages if m.role == "tool"]
+    assert tools == [("plan", "planned"), ("double", "42")]
+    assistant = page.messages[1]
+    assert [c.function.name for c in assistant.decoded_tool_calls()] == ["plan"]
+    row = (await chat.runtime.store.list_logs(state.thread_id))[0]
+    assert row.queued_tools is not None and '"double"' in row.queued_tools
+
+
+async def test_invoke_tool_returns_the_result_without_storing(make_chat: Any) -> None:
+    """Spec 04 §4.14.6: `invoke_tool` in-flow and at rest returns the ToolResult, stores
+    nothing and ignores the allow-list; bad arguments come back as an error result."""
+    seen: list[Any] = []
+
+    @tool
+    async def probe(state: Any) -> str:
+        """Invoke another tool directly."""
+        seen.append(await state.invoke_tool("double", {"n": 5}))
+        return "probed"
+
+    chat = await make_chat(
+        [Reply.tool_calls(Call("probe", {})), Reply.text("ok")],
+        prompt={"tools": ["probe"]},
+        extra=[probe, double],
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert [(r.status, r.result) for r in seen] == [("success", "10")]
+    page = await state.get_messages(order="asc", limit=None)
+    assert [m.name for m in page.messages if m.role == "tool"] == ["probe"]
+    at_rest = await state.invoke_tool("double", {"n": 4})
+    assert (at_rest.status, at_rest.result) == ("success", "8")
+    bad = await state.invoke_tool("double", {"n": "x"})
+    assert bad.status == "error" and bad.error.startswith("Tool argument validation failed")
+    missing = await state.invoke_tool("nope")
+    assert (missing.status, missing.error) == ("error", 'Tool "nope" is not defined')

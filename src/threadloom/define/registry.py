@@ -267,6 +267,11 @@ class Definitions:
             resolved.append(item)
         return resolved
 
+    def resolve_name(self, name: str) -> ResolvedTool | None:
+        """The tool, prompt or agent named ``name`` as an offered tool, whatever prompt
+        lists it (``queue_tool``/``invoke_tool`` bypass the allow-list, spec 04 §4.14.6)."""
+        return self._resolve(name)
+
     def _resolve(self, entry: ToolEntry) -> ResolvedTool | None:
         if isinstance(entry, Subagent):
             child = self.agent(entry.agent)

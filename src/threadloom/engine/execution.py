@@ -37,6 +37,10 @@ class ExecutionState:
     stop_session_requested: bool = False
     terminate_requested: bool = False
     parent_notifications: list[dict[str, Any]] = field(default_factory=list)
+    queued_calls: list[ToolCall] = field(default_factory=list)
+    """Calls added by ``queue_tool`` during the current step (run after the model's)."""
+    step: Any = None
+    """The step running now (the engine's ``StepEnv``), for ``invoke_tool``."""
 
     @property
     def prompt_name(self) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import Message, ThreadStatus
 from threadloom.store.base import Settlement
@@ -100,6 +101,7 @@ class RunManager:
         self.closing = False
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
+        hub.tool_invoker = ToolInvoker(hub)
 
     # -- starting ----------------------------------------------------------------------
     def running(self, thread_id: str) -> bool:

@@ -76,6 +76,7 @@ class StepEnv:
     current_log: LogRow | None = None
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     original_arguments: dict[str, str] = field(default_factory=dict)
+    queued_tools: list[dict[str, Any]] = field(default_factory=list)
     nested: Any = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
     execution_state: ExecutionState | None = None
@@ -172,6 +173,8 @@ class StepEnv:
             }
         )
         update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
+        if self.queued_tools:
+            update["queued_tools"] = json_compact(self.queued_tools)
         if outcome.result.status == "error":
             name = outcome.call.function.name
             update.update(
@@ -187,6 +190,7 @@ class StepEnv:
 async def model_step(env: StepEnv) -> StepOutcome:
     """Pending message, model request, finalisation and tool calls of one step."""
     run = env.run
+    env.execution.step = env
     assembly = await assemble(env)
     label = env.side_def.label
     if assembly.blocked is not None:

@@ -21,7 +21,14 @@ from pydantic import BaseModel
 from threadloom.define import DROP
 from threadloom.define.tool import ToolArgumentsError, ToolResult
 from threadloom.errors import InvalidMessage
-from threadloom.records import Message, ToolCall, ToolCallFunction, json_compact, new_id
+from threadloom.records import (
+    Message,
+    ToolCall,
+    ToolCallFunction,
+    json_compact,
+    new_call_id,
+    new_id,
+)
 from threadloom.thread import messages as thread_messages
 
 if TYPE_CHECKING:
@@ -129,10 +136,13 @@ def result_content(
     return text
 
 
-async def _execute(env: StepEnv, call: ToolCall) -> CallOutcome:
-    """Steps 1-6 of the per-call pipeline (spec 04 §4.14.3)."""
+async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> CallOutcome:
+    """Steps 1-6 of the per-call pipeline (spec 04 §4.14.3); a call queued by code bypasses
+    the allow-list (§4.14.6)."""
     name = call.function.name
     offered = env.offered.get(name)
+    if offered is None and queued:
+        offered = env.run.definitions.resolve_name(name)
     reserved = new_id()  # the id of this call's result message (a sub-prompt nests under it)
     if offered is None:
         return CallOutcome(
@@ -248,8 +258,19 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
-    if not calls:
-        return round_
+    if calls:
+        await _run_calls(env, calls, round_)
+    while env.execution.queued_calls and not env.run.stop_requested():
+        call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
+        env.queued_tools.append(call.to_wire())
+        env.run.publish_telemetry("tool_started", tool=call.function.name)
+        outcome = await _execute(env, call, queued=True)
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    return round_
+
+
+async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> None:
     sequential = getattr(env.prompt, "parallel_tool_calls", None) is False
     if sequential:
         for call in calls:
@@ -260,7 +281,7 @@ async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
             _finish(env, round_, outcome, stored)
             if env.run.stop_requested():
                 break
-        return round_
+        return
     tasks = []
     for call in calls:
         env.run.publish_telemetry("tool_started", tool=call.function.name)
@@ -274,7 +295,6 @@ async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     finally:
         for task in tasks:
             task.cancel()
-    return round_
 
 
 def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Message | None) -> None:
@@ -283,6 +303,56 @@ def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Messa
     env.run.publish_telemetry(
         "tool_completed", tool=outcome.call.function.name, status=outcome.result.status
     )
+
+
+class ToolInvoker:
+    """``ThreadState.invoke_tool`` and ``queue_tool`` (spec 04 §4.14.6), installed on the
+    hub by the engine."""
+
+    def __init__(self, hub: Any) -> None:
+        self.hub = hub
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def invoke(self, state: Any, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Steps 2-4 of the pipeline: validate, dispatch, normalise; nothing stored."""
+        env = getattr(state.execution, "step", None)
+        resolved = (env.offered.get(name) if env is not None else None) or (
+            self.hub.definitions.resolve_name(name)
+        )
+        if resolved is None:
+            return ToolResult(status="error", error=f'Tool "{name}" is not defined')
+        try:
+            if env is not None:
+                result: ToolResult = await env.dispatch(resolved, state, arguments, new_id())
+                return result
+            if resolved.kind != "tool":
+                return ToolResult(
+                    status="error", error=f'"{name}" can only be invoked during a run'
+                )
+            definition = getattr(resolved.target, "tool_definition", resolved.target)
+            invoked: ToolResult = await definition.invoke(state, arguments)
+            return invoked
+        except ToolArgumentsError as exc:
+            return ToolResult(status="error", error=str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return ToolResult(status="error", error=str(exc) or type(exc).__name__)
+
+    def queue(self, state: Any, name: str, arguments: dict[str, Any]) -> str:
+        """In a run, add a call to the current step; at rest, run it in the background."""
+        call = ToolCall(
+            id=new_call_id(),
+            function=ToolCallFunction(name=name, arguments=json_compact(arguments)),
+        )
+        queued = getattr(state.execution, "queued_calls", None)
+        if queued is not None:
+            queued.append(call)
+            return call.id
+        task = asyncio.get_running_loop().create_task(self.invoke(state, name, arguments))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return call.id
 
 
 def to_record_call(spec: Any) -> ToolCall:

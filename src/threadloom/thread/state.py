@@ -225,6 +225,24 @@ class ThreadState:
         self.execution.stop_session_result = text or "Session stopped."
         self.execution.stop_session_requested = True
 
+    # -- tools started by code (spec 04 §4.14.6) --------------------------------------
+    async def invoke_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Run one tool now and return its ``ToolResult``; nothing is stored, no tool hooks
+        run, the prompt's allow-list does not apply."""
+        invoker = self._hub.tool_invoker
+        if invoker is None:
+            raise RuntimeError("invoke_tool needs a Runtime that runs threads")
+        return await invoker.invoke(self, name, dict(arguments or {}))
+
+    async def queue_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        """In a run: add a call to the current step (run after the model's calls, its result
+        stored); at rest: run it in the background, result not stored. Returns the call id."""
+        invoker = self._hub.tool_invoker
+        if invoker is None:
+            raise RuntimeError("queue_tool needs a Runtime that runs threads")
+        call_id: str = invoker.queue(self, name, dict(arguments or {}))
+        return call_id
+
     # -- ephemeral events (spec 02 §2.16) ---------------------------------------------
     def emit(self, event: str, data: Any = None) -> None:
         """Publish an ephemeral ``event`` to live subscribers; nothing is stored."""
