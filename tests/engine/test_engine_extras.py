@@ -109,3 +109,43 @@ async def test_invoke_tool_returns_the_result_without_storing(make_chat: Any) ->
     assert bad.status == "error" and bad.error.startswith("Tool argument validation failed")
     missing = await state.invoke_tool("nope")
     assert (missing.status, missing.error) == ("error", 'Tool "nope" is not defined')
+
+
+async def test_tool_call_started_reports_progress_and_runs_before_the_call(
+    make_chat: Any,
+) -> None:
+    """Spec 03 §3.6.12 / 04 §4.26: with a progress argument, `tool_call_started` carries its
+    value once it has streamed; the hooks run in the background and the call waits for
+    them; the event is published once per call."""
+    import asyncio
+
+    from threadloom import hook
+    from threadloom.define import Agent
+
+    order: list[str] = []
+
+    @tool(progress_argument="query")
+    def search(query: str) -> str:
+        """Search."""
+        order.append("tool")
+        return f"found {query}"
+
+    @hook("tool_call_started")
+    async def announce(state: Any, call: Any, progress: str | None) -> None:
+        order.append(f"hook:{progress}")
+        await asyncio.sleep(0.05)
+        order.append("hook done")
+
+    chat = await make_chat(
+        [Reply.tool_calls(Call("search", {"query": "flights to Lisbon"})), Reply.text("ok")],
+        prompt={"tools": ["search"], "hooks": ("announce",)},
+        extra=[search, announce],
+    )
+    assert isinstance(chat.runtime.definitions.agent("chat"), Agent)
+    state = await chat.thread()
+    sub = chat.runtime.events.subscribe(state.thread_id, kinds=["event"])
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    started = [e.data["data"] for e in sub.drain() if e.data["event_type"] == "tool_call_started"]
+    assert [(s["name"], s["progress"]) for s in started] == [("search", "flights to Lisbon")]
+    assert order == ["hook:flights to Lisbon", "hook done", "tool"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -70,6 +71,21 @@ def cut_error(text: str) -> str:
         return text
     extra = len(lines) - MAX_ERROR_LINES
     return "\n".join(lines[:MAX_ERROR_LINES]) + f"\n\n[Truncated: {extra} additional lines]"
+
+
+_STRING = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _streamed_string(arguments: str, name: str) -> str | None:
+    """The value of string argument ``name`` once it has completely streamed, else None."""
+    match = re.search(r'"' + re.escape(name) + r'"\s*:\s*' + _STRING, arguments)
+    if match is None:
+        return None
+    try:
+        value = json.loads('"' + match.group(1) + '"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def price(
@@ -255,26 +271,36 @@ async def _stream(
                 if reasoning_started is not None and reasoning_ended is None:
                     reasoning_ended = now
                 call_id = event.id or new_call_id()
+                watch = env.progress_argument(event.name)
                 calls[event.index] = {
                     "id": call_id,
                     "name": event.name,
                     "parts": [],
                     "full": None,
                     "extra": None,
+                    "watch": watch,
                 }
-                await env.tool_call_started(call_id, event.name, pending_id)
+                if watch is None:
+                    env.announce_call(call_id, event.name, "", None)
             elif isinstance(event, ToolCallDelta):
                 calls.setdefault(
                     event.index,
                     {"id": new_call_id(), "name": "", "parts": [], "full": None, "extra": None},
                 )
-                calls[event.index]["parts"].append(event.arguments)
+                entry = calls[event.index]
+                entry["parts"].append(event.arguments)
+                if entry.get("watch") and entry["id"] not in env.announced:
+                    value = _streamed_string("".join(entry["parts"]), entry["watch"])
+                    if value is not None:
+                        env.announce_call(
+                            entry["id"], entry["name"], "".join(entry["parts"]), value
+                        )
             elif isinstance(event, ToolCallEnd):
-                entry = calls.get(event.index)
-                if entry is not None:
+                ended = calls.get(event.index)
+                if ended is not None:
                     if event.arguments is not None:
-                        entry["full"] = event.arguments
-                    entry["extra"] = event.extra_content
+                        ended["full"] = event.arguments
+                    ended["extra"] = event.extra_content
             elif isinstance(event, Finish):
                 finish = event
     finally:
@@ -285,6 +311,10 @@ async def _stream(
                     await closer()
             except (TimeoutError, Exception):
                 pass
+    for entry in calls.values():  # calls not announced while streaming are announced now
+        arguments = entry["full"] if entry["full"] is not None else "".join(entry["parts"])
+        progress = _streamed_string(arguments, entry["watch"]) if entry.get("watch") else None
+        env.announce_call(entry["id"], entry["name"], arguments, progress)
     if finish is None:
         raise ProviderError(
             "stream ended without a finish event",

@@ -77,6 +77,7 @@ class StepEnv:
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     original_arguments: dict[str, str] = field(default_factory=dict)
     queued_tools: list[dict[str, Any]] = field(default_factory=list)
+    announced: dict[str, asyncio.Task[None] | None] = field(default_factory=dict)
     nested: Any = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
     execution_state: ExecutionState | None = None
@@ -142,21 +143,43 @@ class StepEnv:
             self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
         )
 
-    async def tool_call_started(self, call_id: str, name: str, message_id: str) -> None:
+    def progress_argument(self, name: str) -> str | None:
+        """The argument a tool reports as progress in ``tool_call_started`` (§4.26)."""
+        resolved = self.offered.get(name)
+        target = getattr(resolved, "target", None)
+        definition = getattr(target, "tool_definition", target)
+        value = getattr(definition, "progress_argument", None)
+        return value if isinstance(value, str) else None
+
+    def announce_call(self, call_id: str, name: str, arguments: str, progress: str | None) -> None:
+        """Announce a model tool call once: the ``tool_call_started`` event now, its hooks
+        in a background task the call waits for before it runs (spec 03 §3.6.12)."""
+        if call_id in self.announced:
+            return
         self.publish_event(
             "tool_call_started",
             {
                 "id": call_id,
                 "name": name,
-                "message_id": message_id,
+                "message_id": self.pending_id,
                 "depth": self.depth,
-                "progress": None,
+                "progress": progress,
             },
         )
         hooks = self.hooks_for("tool_call_started")
-        if hooks:
-            call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=""))
-            await self.state.hub.hooks.run_event(hooks, self.state, call, None)
+        if not hooks:
+            self.announced[call_id] = None
+            return
+        call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=arguments))
+        self.announced[call_id] = asyncio.get_running_loop().create_task(
+            self.state.hub.hooks.run_event(hooks, self.state, call, progress)
+        )
+
+    async def started(self, call_id: str) -> None:
+        """Wait until the call's ``tool_call_started`` hooks have finished."""
+        task = self.announced.get(call_id)
+        if task is not None:
+            await asyncio.wait([task])
 
     async def append_tool_result(self, outcome: CallOutcome, stored: Message) -> None:
         row = self.current_log

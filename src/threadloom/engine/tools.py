@@ -151,6 +151,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             executed=False,
             message_id=reserved,
         )
+    await env.started(call.id)  # its tool_call_started hooks run first (spec 03 §3.6.12)
     state = env.state_for(CallExecution(env.execution, call))
     detail: str | None = None
     try:
