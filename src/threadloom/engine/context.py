@@ -9,6 +9,7 @@ never what is stored. Steps: system text → ``after_system_message`` → snapsh
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ class RequestMessage(BaseModel):
     is_error: bool = False
     reasoning_content: str | None = None
     reasoning_details: list[dict[str, Any]] | None = None
+    images: list[dict[str, Any]] | None = None
+    """Image parts a tool result carries (for adapters that accept them)."""
     source_id: str | None = None
 
 
@@ -179,24 +182,55 @@ def _drop_orphans(messages: list[Message], history: MessageHistory | None) -> li
     return [m for m in messages if m.role != "tool" or m.tool_call_id in calls]
 
 
-def _attachment_text(message: Message) -> str | None:
-    """Attachments as text (spec 04 §4.11.4); image parts need the file system (spec 07)."""
+def _is_image(ref: Any) -> bool:
+    return str(ref.mimeType).startswith("image/")
+
+
+def _image_line(image: Any) -> str:
+    if image.description:
+        return f"[Image: {image.name}] {image.description}"
+    if image.width and image.height:
+        return f"[Image: {image.name} ({image.width}x{image.height})]"
+    return f"[Image: {image.name}]"
+
+
+def _image_part(image: Any, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        return {"type": "text", "text": f"[Image not available: {image.name}]"}
+    return {
+        "type": "image",
+        "media_type": image.mimeType,
+        "name": image.name,
+        "data": base64.b64encode(data).decode("ascii"),
+    }
+
+
+def _user_content(
+    message: Message, recent: bool, files: Mapping[str, bytes | None]
+) -> str | list[dict[str, Any]]:
+    """A user-presented message's content with its attachments (spec 04 §4.11.4 item 2)."""
+    content = message.content or ""
     if not message.attachments:
-        return message.content
-    images = [a for a in message.attachments if a.mimeType.startswith("image/")]
-    others = [a.name for a in message.attachments if not a.mimeType.startswith("image/")]
-    lines = []
-    for image in images:
-        if image.description:
-            lines.append(f"[Image: {image.name}] {image.description}")
-        elif image.width and image.height:
-            lines.append(f"[Image: {image.name} ({image.width}x{image.height})]")
-        else:
-            lines.append(f"[Image: {image.name}]")
+        return content
+    images = [a for a in message.attachments if _is_image(a)]
+    others = [a.name for a in message.attachments if not _is_image(a)]
+    if not images:
+        return (
+            f"{content}\n\n[Attached files: {', '.join(others)}]"
+            if content
+            else (f"[Attached files: {', '.join(others)}]")
+        )
+    if not recent:
+        lines = [_image_line(image) for image in images]
+        if others:
+            lines.append(f"[Other files: {', '.join(others)}]")
+        text = "\n".join(lines)
+        return f"{text}\n\n{content}" if content else text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    parts += [_image_part(image, files.get(image.path)) for image in images]
     if others:
-        lines.append(f"[Other files: {', '.join(others)}]")
-    text = "\n".join(lines)
-    return f"{text}\n\n{message.content}" if message.content else text
+        parts.append({"type": "text", "text": f"[Attached files: {', '.join(others)}]"})
+    return parts
 
 
 @dataclass(eq=False)
@@ -209,9 +243,18 @@ class Presented:
     fragment: str | None = None
 
 
-def _convert(m: Message, own: str, include_reasoning: bool) -> Presented | None:
+def _convert(
+    m: Message,
+    own: str,
+    include_reasoning: bool,
+    recent: bool = False,
+    files: Mapping[str, bytes | None] | None = None,
+) -> Presented | None:
     """One stored message as the acting side sees it (spec 04 §4.8.1, §4.11.4, §4.11.5)."""
+    files = files or {}
     if m.role == "tool":
+        images = [a for a in (m.attachments or []) if _is_image(a)]
+        parts = [_image_part(a, files.get(a.path)) for a in images if files.get(a.path)]
         return Presented(
             RequestMessage(
                 role="tool",
@@ -219,6 +262,7 @@ def _convert(m: Message, own: str, include_reasoning: bool) -> Presented | None:
                 name=m.name,
                 tool_call_id=m.tool_call_id,
                 is_error=m.tool_status == "error",
+                images=parts or None,
                 source_id=m.id,
             )
         )
@@ -229,7 +273,7 @@ def _convert(m: Message, own: str, include_reasoning: bool) -> Presented | None:
         if m.tool_calls and not (m.content or "").strip() and not m.attachments:
             return None
         return Presented(
-            RequestMessage(role="user", content=_attachment_text(m) or "", source_id=m.id)
+            RequestMessage(role="user", content=_user_content(m, recent, files), source_id=m.id)
         )
     details = json.loads(m.reasoning_details) if m.reasoning_details else None
     return Presented(
@@ -250,6 +294,8 @@ def _present(
     include_reasoning: bool,
     history: MessageHistory | None = None,
     presented: dict[int, Presented] | None = None,
+    recent: frozenset[str] = frozenset(),
+    files: Mapping[str, bytes | None] | None = None,
 ) -> list[RequestMessage]:
     """Perspective (spec 04 §4.8.1) and reasoning replay (§4.11.5); conversions of the
     history's own records are remembered, and listed in ``presented`` by request object."""
@@ -264,7 +310,9 @@ def _present(
     for m in messages:
         if m.role == "tool" and issuer.get(m.tool_call_id or "") != own:
             continue
-        if history is not None:
+        if m.attachments:  # depends on position and file bytes: converted every time
+            item = _convert(m, own, include_reasoning, m.id in recent, files)
+        elif history is not None:
             item = history.memo(m, key, lambda r: _convert(r, own, include_reasoning))
         else:
             item = _convert(m, own, include_reasoning)
@@ -319,6 +367,8 @@ def normalize(messages: list[RequestMessage], supports_images: bool) -> list[Req
 
 
 def _strip_images(m: RequestMessage) -> RequestMessage:
+    if m.images:
+        m = m.model_copy(update={"images": None})
     if not isinstance(m.content, list):
         return m
     parts = [p for p in m.content if p.get("type") != "image"]
@@ -362,8 +412,11 @@ async def assemble(env: StepEnv) -> Assembly:
     snapshot = _drop_orphans(snapshot, history)
     reasoning = getattr(prompt, "reasoning", None)
     include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
+    threshold = int(getattr(prompt, "recent_image_threshold", 10) or 0)
+    recent = frozenset(m.id for m in snapshot[-threshold:]) if threshold else frozenset()
+    files = await _image_bytes(state, [m for m in snapshot if m.id in recent])
     presented: dict[int, Presented] = {}
-    messages = _present(snapshot, env.side, include_reasoning, history, presented)
+    messages = _present(snapshot, env.side, include_reasoning, history, presented, recent, files)
     if env.nested is not None:
         messages.extend(env.nested.extra)
     if system:
@@ -385,6 +438,20 @@ async def assemble(env: StepEnv) -> Assembly:
                 return Assembly(system=system, blocked=text)
             raise
     return Assembly(system=system, messages=messages, presented=presented)
+
+
+async def _image_bytes(state: Any, messages: list[Message]) -> dict[str, bytes | None]:
+    """The bytes of the image attachments of ``messages`` (``None`` when unreadable)."""
+    read = getattr(state, "read_file", None)
+    out: dict[str, bytes | None] = {}
+    for message in messages:
+        for ref in message.attachments or []:
+            if _is_image(ref) and ref.path not in out:
+                try:
+                    out[ref.path] = await read(ref.path) if read is not None else None
+                except Exception:
+                    out[ref.path] = None
+    return out
 
 
 def _system_result(returned: object) -> str:

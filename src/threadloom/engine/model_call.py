@@ -20,6 +20,7 @@ from threadloom.errors import ProviderError
 from threadloom.providers.types import (
     AssistantMessage,
     Finish,
+    ImagePart,
     ProviderRequest,
     ReasoningDelta,
     ReasoningRequest,
@@ -120,8 +121,17 @@ def _provider_message(m: RequestMessage) -> Any:
         return UserMessage(content=m.content if m.content is not None else "")
     if m.role == "tool":
         text = m.content if isinstance(m.content, str) else ""
+        images = [
+            ImagePart(media_type=i["media_type"], data=i["data"], name=i.get("name"))
+            for i in (m.images or [])
+            if i.get("type") == "image"
+        ]
         return ToolMessage(
-            tool_call_id=m.tool_call_id or "", name=m.name or "", content=text, is_error=m.is_error
+            tool_call_id=m.tool_call_id or "",
+            name=m.name or "",
+            content=text,
+            is_error=m.is_error,
+            images=images,
         )
     return AssistantMessage(
         content=m.content if isinstance(m.content, str) else None,
