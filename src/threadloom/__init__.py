@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from threadloom.define import DROP, Agent, Definitions, ParentHook, Side, hook
 from threadloom.engine.runtime import Runtime
-from threadloom.errors import HookBlocked
+from threadloom.errors import FileError, HookBlocked
 from threadloom.records import Message, ThreadStatus
 from threadloom.thread.state import ThreadState
 from threadloom.thread.users import StaticUsers
@@ -15,6 +15,7 @@ __all__ = [
     "DROP",
     "Agent",
     "Definitions",
+    "FileError",
     "HookBlocked",
     "Message",
     "ParentHook",

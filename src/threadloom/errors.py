@@ -82,6 +82,42 @@ class EventOverflow(ThreadloomError):
     """A subscriber's buffer filled up; resume from the durable event log (spec 02 §2.17.2)."""
 
 
+# --- the thread file system (spec 07 §7.5) -----------------------------------------------
+
+
+class FileError(ThreadloomError):
+    """A file system operation was refused (spec 07 §7.5); the message says why."""
+
+
+class InvalidPath(FileError, ValueError):
+    """A path is not a string, has a forbidden character, a ``.``/``..`` segment, or is too
+    long (spec 07 §7.2). Nothing was changed."""
+
+
+class FileNotFound(FileError, LookupError):
+    """The path an operation needs does not exist."""
+
+
+class FileExists(FileError):
+    """Something already exists where the operation would create an entry."""
+
+
+class IsADirectory(FileError):
+    """The path is a directory, and the operation needs a file."""
+
+
+class NotADirectory(FileError):
+    """The path, or an ancestor of it, is a file, and the operation needs a directory."""
+
+
+class DirectoryNotEmpty(FileError):
+    """A non-recursive ``rmdir_file`` of a directory that has entries below it."""
+
+
+class FileTooLarge(FileError):
+    """Content over ``max_file_size``, or a thread over ``max_thread_file_bytes``."""
+
+
 # --- hook machinery (spec 03 §3.2, §3.5) -------------------------------------------------
 
 
@@ -212,16 +248,24 @@ __all__ = [
     "PROVIDER_ERROR_RETRYABLE",
     "AgentNotFound",
     "DefinitionError",
+    "DirectoryNotEmpty",
     "EventOverflow",
+    "FileError",
+    "FileExists",
+    "FileNotFound",
+    "FileTooLarge",
     "HookBlocked",
     "HookIdConflict",
     "HookRecursionError",
     "HookTimeout",
     "InvalidArgument",
     "InvalidMessage",
+    "InvalidPath",
     "InvalidUpdate",
+    "IsADirectory",
     "MessageGenerating",
     "MessageNotFound",
+    "NotADirectory",
     "ProviderError",
     "ProviderErrorCode",
     "StoreError",

@@ -18,6 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from threadloom.errors import InvalidMessage
+from threadloom.file_records import DIRECTORY_MIME as DIRECTORY_MIME
+from threadloom.file_records import FileChunk as FileChunk
+from threadloom.file_records import FileRecord as FileRecord
+from threadloom.file_records import FileStats as FileStats
+from threadloom.file_records import GrepResult as GrepResult
+from threadloom.file_records import ReaddirResult as ReaddirResult
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]

@@ -3,8 +3,8 @@
 ``delete_message`` (spec 02 §2.4–§2.8, §2.17; hooks per spec 03 §3.4–§3.7).
 
 Out of scope here: the [engine] cases (C02-027, C02-028, C02-033…C02-036, the engine part
-of C02-043) and C02-054 (per-thread file system). The store-level part of C02-043 is
-covered by seeding a ``pending`` model message through the store.
+of C02-043). C02-054 is held in tests/files/ with the file system. The store-level
+part of C02-043 is covered by seeding a ``pending`` model message through the store.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
 from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
+from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
 from threadloom.thread.users import IdentityAuthority, StaticUsers
@@ -58,6 +59,8 @@ class Runtime:
         write_mode: str = "auto",
         store: Store | None = None,
         options: EngineOptions | None = None,
+        max_file_size: int = DEFAULT_LIMITS.max_file_size,
+        max_thread_file_bytes: int | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -84,6 +87,7 @@ class Runtime:
             hook_timeout_s=hook_timeout_s,
             clock=the_clock,
         )
+        configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
         await runtime.recover()
         for thread_id in await opened.threads_with_queue():

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from threadloom.records import (
+    FileRecord,
+    FileStats,
     LogRow,
     Message,
     QueueEntry,
@@ -158,9 +160,34 @@ class CostSummary:
 Order = Literal["asc", "desc"]
 
 
+@dataclass(frozen=True, slots=True)
+class NewFile:
+    """What ``write_file`` stores at a normalised path (spec 07 §7.5): the description of
+    a file (``storage="local"``, content passed beside it) or of an external link
+    (``storage="url"``, ``location`` the URL, ``size`` as declared)."""
+
+    path: str
+    mime_type: str
+    storage: Literal["local", "url"] = "local"
+    location: str | None = None
+    size: int = 0
+    metadata: dict[str, Any] | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileContent:
+    """One version of a file's content, for chunked reads: ``version`` changes whenever
+    the file is overwritten or deleted (a reader holding it notices, spec 07 §7.5)."""
+
+    version: int
+    size: int
+
+
 @runtime_checkable
 class Store(Protocol):
-    """Persistence of threads, messages, queue entries, logs, registry and events."""
+    """Persistence of threads, messages, queue entries, logs, registry, events and files."""
 
     url: str
 
@@ -266,8 +293,9 @@ class Store(Protocol):
 
     async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
         """Delete a stored message with its cascade (spec 01 §1.11.3), or a waiting queue
-        entry; one ``message_deleted`` event per removed item in canonical order; [] when
-        the id is neither."""
+        entry; one ``message_deleted`` event per removed item in canonical order, then one
+        ``file`` event per attachment file removed with them (rule 4); [] when the id is
+        neither."""
         ...
 
     async def get_message(self, thread_id: str, message_id: str) -> Message | None:
@@ -366,3 +394,82 @@ class Store(Protocol):
     async def read_events(
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]: ...
+
+    # -- files (spec 07) ---------------------------------------------------------------
+    # Paths given to the store are already normalised (spec 07 §7.2). Every write is one
+    # transaction that also writes one durable ``file`` event per change: kind ``file``,
+    # ``entity_id`` the path, ``payload`` the published data ``{"event_type", "data"}``
+    # (file events are replayed from their payloads, spec 09 §9.7.2). Files work on
+    # terminated threads. A store raises the ``FileError`` subclasses of spec 07 §7.5.
+    async def write_file(
+        self,
+        thread_id: str,
+        entry: NewFile,
+        content: bytes | None,
+        *,
+        thumbnail: bytes | None = None,
+        max_thread_bytes: int | None = None,
+    ) -> tuple[FileRecord, StoredEvent]:
+        """Create or replace the file or link at ``entry.path`` (``file_created`` or
+        ``file_updated``). A directory there → ``IsADirectory``; a file above it →
+        ``NotADirectory``; stored content of the thread over ``max_thread_bytes`` →
+        ``FileTooLarge``."""
+        ...
+
+    async def read_file(self, thread_id: str, path: str) -> bytes | None:
+        """The whole content, read in one snapshot; ``None`` for a link, a directory or
+        nothing."""
+        ...
+
+    async def open_file(self, thread_id: str, path: str) -> FileContent | None:
+        """The current content version of a stored file (``None`` as ``read_file``)."""
+        ...
+
+    async def read_file_range(
+        self, thread_id: str, version: int, offset: int, length: int
+    ) -> bytes | None:
+        """``length`` bytes from ``offset`` of one content version, in one snapshot;
+        ``None`` when that version no longer exists (overwritten or deleted)."""
+        ...
+
+    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
+        """The record of a file, link, explicit or implicit directory, or the root."""
+        ...
+
+    async def list_dir(self, thread_id: str, path: str) -> list[FileRecord]:
+        """Direct children of a directory (explicit and implicit), unordered; ``[]`` for a
+        file or nothing."""
+        ...
+
+    async def list_entries(self, thread_id: str, prefix: str) -> list[FileRecord]:
+        """Every stored file, link and explicit directory whose path starts with the
+        literal ``prefix`` (case-sensitive, no wildcards), ordered by path."""
+        ...
+
+    async def file_stats(self, thread_id: str, path: str) -> FileStats:
+        """Total size and number of files and links at or below ``path``."""
+        ...
+
+    async def get_file_thumbnail(self, thread_id: str, path: str) -> bytes | None: ...
+
+    async def unlink_file(self, thread_id: str, path: str) -> StoredEvent | None:
+        """Delete a file or link (``file_deleted``); ``None`` when nothing is there; a
+        directory → ``IsADirectory``."""
+        ...
+
+    async def mkdir_file(self, thread_id: str, path: str) -> tuple[FileRecord, StoredEvent | None]:
+        """Create an explicit directory (``file_created``); an existing explicit directory
+        is returned without an event. A file at or above ``path`` → ``NotADirectory``."""
+        ...
+
+    async def rmdir_file(self, thread_id: str, path: str, recursive: bool) -> list[StoredEvent]:
+        """Remove a directory (and with ``recursive`` everything below): one
+        ``file_deleted`` per removed file, link and explicit directory, in path order."""
+        ...
+
+    async def move_file(
+        self, thread_id: str, source: str, destination: str
+    ) -> tuple[FileRecord, StoredEvent | None]:
+        """Move an entry with everything below it (one ``file_moved``); no event when
+        ``source == destination``."""
+        ...

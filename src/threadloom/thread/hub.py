@@ -116,6 +116,8 @@ class ThreadHub:
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
+        self.file_limits: Any = None
+        """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
         """Set by the engine: abort a running execution (thread id, reason, from inside)."""

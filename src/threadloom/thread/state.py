@@ -1,30 +1,36 @@
 """``ThreadState``: the one object through which code acts on a thread (spec 02).
 
 The class is a façade: each method validates its input and hands off to the module that
-owns the concept (``messages``, ``queue``, ``logs``, ``family``). A ThreadState is either
-*at rest* (``execution is None``) or *in execution*, bound to a running execution whose
-depth, parent message, active prompt and live history its writes inherit.
+owns the concept (``messages``, ``queue``, ``logs``, ``family``, ``files``). A ThreadState
+is either *at rest* (``execution is None``) or *in execution*, bound to a running execution
+whose depth, parent message, active prompt and live history its writes inherit.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadloom.errors import InvalidArgument, ThreadNotFound
 from threadloom.records import (
+    AttachmentRef,
     CostReport,
+    FileChunk,
+    FileRecord,
+    FileStats,
+    GrepResult,
     LogRow,
     Message,
     MessagesPage,
+    ReaddirResult,
     SubagentRegistryEntry,
     ThreadStatus,
     UserHandle,
 )
 from threadloom.store.base import ThreadRow
-from threadloom.thread import family, logs, messages, queue
+from threadloom.thread import family, files, logs, messages, queue
 from threadloom.thread.lognorm import to_json_safe
 
 if TYPE_CHECKING:
@@ -32,7 +38,7 @@ if TYPE_CHECKING:
 
 
 class ThreadState:
-    """A thread's messages, queue, status, logs, family and identity (spec 02)."""
+    """A thread's messages, queue, status, logs, files, family and identity (spec 02)."""
 
     def __init__(
         self,
@@ -242,6 +248,130 @@ class ThreadState:
             raise RuntimeError("queue_tool needs a Runtime that runs threads")
         call_id: str = invoker.queue(self, name, dict(arguments or {}))
         return call_id
+
+    # -- files (spec 02 §2.15; semantics, errors and events: spec 07 §7.5) -------------
+    # Thin delegations to ``thread/files.py``. They work in every mode, also on a
+    # terminated thread; every path is normalised first (``InvalidPath`` otherwise).
+    async def write_file(
+        self,
+        path: str,
+        data: bytes | str,
+        mime_type: str | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        width: int | None = None,
+        height: int | None = None,
+        thumbnail: bytes | None = None,
+    ) -> FileRecord:
+        """Create or overwrite a file (``str`` data is stored as UTF-8)."""
+        return await files.write_file(
+            self,
+            path,
+            data,
+            mime_type,
+            metadata=metadata,
+            width=width,
+            height=height,
+            thumbnail=thumbnail,
+        )
+
+    async def link_file(
+        self,
+        path: str,
+        location: str,
+        *,
+        mime_type: str | None = None,
+        size: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> FileRecord:
+        """Create or overwrite an external link to an ``http``/``https`` URL."""
+        return await files.link_file(
+            self, path, location, mime_type=mime_type, size=size, metadata=metadata
+        )
+
+    async def read_file(self, path: str) -> bytes | None:
+        """The content; None for a missing path, a directory or a link."""
+        return await files.read_file(self, path)
+
+    async def read_file_stream(
+        self, path: str, *, chunk_size: int = 1048576
+    ) -> AsyncIterator[FileChunk] | None:
+        """The content as ``FileChunk``s of at most ``chunk_size`` bytes (None as
+        ``read_file``); a rewrite while streaming raises ``FileError``."""
+        return await files.read_file_stream(self, path, chunk_size=chunk_size)
+
+    async def stat_file(self, path: str) -> FileRecord | None:
+        """The record of a file, link or directory (explicit or implicit), else None."""
+        return await files.stat_file(self, path)
+
+    async def readdir_file(self, path: str = "/") -> ReaddirResult:
+        """Direct children: directories first, then the rest, each by name."""
+        return await files.readdir_file(self, path)
+
+    async def unlink_file(self, path: str) -> None:
+        """Delete a file or link; nothing there is no error."""
+        await files.unlink_file(self, path)
+
+    async def mkdir_file(self, path: str) -> FileRecord:
+        """Create an explicit directory (idempotent)."""
+        return await files.mkdir_file(self, path)
+
+    async def rmdir_file(self, path: str, *, recursive: bool = False) -> None:
+        """Remove a directory; with ``recursive`` everything below it too."""
+        await files.rmdir_file(self, path, recursive=recursive)
+
+    async def move_file(self, source: str, destination: str) -> FileRecord:
+        """Move a file, link or directory with everything below it."""
+        return await files.move_file(self, source, destination)
+
+    async def rename_file(self, path: str, new_name: str) -> FileRecord:
+        """Move an entry to ``new_name`` within its directory."""
+        return await files.rename_file(self, path, new_name)
+
+    async def get_file_stats(self, path: str = "/") -> FileStats:
+        """Total size and number of files and links at or below ``path``."""
+        return await files.get_file_stats(self, path)
+
+    async def find_files(
+        self,
+        pattern: str,
+        *,
+        type: Literal["file", "directory", "all"] = "all",
+        limit: int = 100,
+    ) -> list[FileRecord]:
+        """Entries whose path matches a glob (``**``, ``*``, ``?``), ordered by path."""
+        return await files.find_files(self, pattern, type=type, limit=limit)
+
+    async def grep_files(
+        self, pattern: str, *, path: str | None = None, limit: int = 100
+    ) -> list[GrepResult]:
+        """Files whose text content or name contains ``pattern`` (case-insensitive)."""
+        return await files.grep_files(self, pattern, path=path, limit=limit)
+
+    async def get_file_thumbnail(self, path: str) -> bytes | None:
+        """The thumbnail stored with a file, or None."""
+        return await files.get_file_thumbnail(self, path)
+
+    async def write_attachment(
+        self,
+        data: bytes,
+        *,
+        name: str,
+        mime_type: str | None = None,
+        width: int | None = None,
+        height: int | None = None,
+        description: str | None = None,
+    ) -> AttachmentRef:
+        """Store bytes as a new ``/attachments/…`` file; returns a ref to attach."""
+        return await files.write_attachment(
+            self,
+            data,
+            name=name,
+            mime_type=mime_type,
+            width=width,
+            height=height,
+            description=description,
+        )
 
     # -- ephemeral events (spec 02 §2.16) ---------------------------------------------
     def emit(self, event: str, data: Any = None) -> None:

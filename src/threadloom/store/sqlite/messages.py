@@ -9,6 +9,7 @@ from typing import Any
 from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
 from threadloom.records import Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
+from threadloom.store.sqlite.files import drop_unreferenced_attachments
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
@@ -200,29 +201,36 @@ def delete_message(
     ).fetchone()
     if exists is None:
         queued = conn.execute(
-            "SELECT silent FROM message_queue WHERE id = ? AND thread_id = ?",
+            "SELECT silent, attachments FROM message_queue WHERE id = ? AND thread_id = ?",
             (message_id, thread_id),
         ).fetchone()
         if queued is None:
             return []
         conn.execute("DELETE FROM message_queue WHERE id = ?", (message_id,))
         tx.event("message_deleted", message_id, {"depth": 0, "silent": bool(queued[0])})
+        # Spec 01 §1.11.3: a cancelled entry's attachment files go as for messages.
+        drop_unreferenced_attachments(tx, [queued[1]])
         return tx.flush()
     ids = _cascade_ids(conn, thread_id, message_id)
-    rows: list[tuple[int, str, int, int]] = []
+    rows: list[tuple[int, str, int, int, str | None]] = []
     for chunk in _chunks(ids):
         rows.extend(
             conn.execute(
-                f"SELECT seq, id, depth, silent FROM messages WHERE id IN ({_marks(len(chunk))})",
+                "SELECT seq, id, depth, silent, attachments FROM messages"
+                f" WHERE id IN ({_marks(len(chunk))})",
                 tuple(chunk),
             )
         )
     rows.sort()
     for chunk in _chunks(ids):
         conn.execute(f"DELETE FROM messages WHERE id IN ({_marks(len(chunk))})", tuple(chunk))
-    for _seq, mid, depth, silent in rows:
+    for _seq, mid, depth, silent, _attachments in rows:
         adjust_count(conn, thread_id, depth, bool(silent), -1)
         tx.event("message_deleted", mid, {"depth": depth, "silent": bool(silent)})
+    # Spec 01 §1.11.3 rule 4: after the message_deleted events, in the same transaction,
+    # delete the attachment files of the deleted rows that no remaining message or queue
+    # entry of the thread refers to (one file_deleted event each).
+    drop_unreferenced_attachments(tx, [row[4] for row in rows])
     return tx.flush()
 
 

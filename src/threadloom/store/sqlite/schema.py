@@ -214,6 +214,49 @@ CREATE TABLE thread_events (
 ) WITHOUT ROWID;
 """,
     ),
+    (
+        2,
+        "thread file system: entries, content chunks, thumbnails",
+        # Spec 07 §7.8. One row per file, link or explicit directory (implicit directories
+        # are derived from paths). `id` is AUTOINCREMENT so a rewritten file never gets the
+        # id of the content it replaced: a streaming reader holding the old id notices the
+        # change. `parent` (the parent directory's path) serves listings; prefix queries are
+        # byte ranges on `path` (exact and case-sensitive, no LIKE). Content lives in chunks
+        # of at most 1.75 MiB, and thumbnails in their own table, so neither is rewritten
+        # when an entry is moved; both cascade with their entry, entries with their thread.
+        """
+CREATE TABLE files (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id   TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    path        TEXT NOT NULL,
+    parent      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('file','link','dir')),
+    mime_type   TEXT NOT NULL,
+    location    TEXT,
+    size        INTEGER NOT NULL DEFAULT 0,
+    metadata    TEXT,
+    width       INTEGER,
+    height      INTEGER,
+    created_at  INTEGER NOT NULL,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (thread_id, path)
+);
+CREATE INDEX files_parent ON files(thread_id, parent, name);
+
+CREATE TABLE file_chunks (
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    idx     INTEGER NOT NULL,
+    data    BLOB NOT NULL,
+    PRIMARY KEY (file_id, idx)
+);
+
+CREATE TABLE file_thumbnails (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    data    BLOB NOT NULL
+);
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

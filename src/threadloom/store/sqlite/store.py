@@ -28,10 +28,20 @@ from queue import Empty, SimpleQueue
 from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
-from threadloom.records import LogRow, Message, QueueEntry, SubagentRegistryEntry, ThreadStatus
+from threadloom.records import (
+    FileRecord,
+    FileStats,
+    LogRow,
+    Message,
+    QueueEntry,
+    SubagentRegistryEntry,
+    ThreadStatus,
+)
 from threadloom.store.base import (
     Clock,
     CostSummary,
+    FileContent,
+    NewFile,
     NewThread,
     Order,
     Settlement,
@@ -40,7 +50,7 @@ from threadloom.store.base import (
     ThreadStats,
     system_clock_us,
 )
-from threadloom.store.sqlite import logs, messages, queue, runs, schema, threads
+from threadloom.store.sqlite import files, logs, messages, queue, runs, schema, threads
 
 T = TypeVar("T")
 
@@ -524,3 +534,57 @@ class SqliteStore:
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]:
         return await self._read(threads.read_events, thread_id, after_seq, limit)
+
+    # -- files (spec 07) ---------------------------------------------------------------
+    async def write_file(
+        self,
+        thread_id: str,
+        entry: NewFile,
+        content: bytes | None,
+        *,
+        thumbnail: bytes | None = None,
+        max_thread_bytes: int | None = None,
+    ) -> tuple[FileRecord, StoredEvent]:
+        return await self._write(
+            files.write_file, thread_id, entry, content, thumbnail, max_thread_bytes
+        )
+
+    async def read_file(self, thread_id: str, path: str) -> bytes | None:
+        return await self._read(files.read_file, thread_id, path)
+
+    async def open_file(self, thread_id: str, path: str) -> FileContent | None:
+        return await self._read(files.open_file, thread_id, path)
+
+    async def read_file_range(
+        self, thread_id: str, version: int, offset: int, length: int
+    ) -> bytes | None:
+        return await self._read(files.read_file_range, thread_id, version, offset, length)
+
+    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
+        return await self._read(files.stat_file, thread_id, path)
+
+    async def list_dir(self, thread_id: str, path: str) -> list[FileRecord]:
+        return await self._read(files.list_dir, thread_id, path)
+
+    async def list_entries(self, thread_id: str, prefix: str) -> list[FileRecord]:
+        return await self._read(files.list_entries, thread_id, prefix)
+
+    async def file_stats(self, thread_id: str, path: str) -> FileStats:
+        return await self._read(files.file_stats, thread_id, path)
+
+    async def get_file_thumbnail(self, thread_id: str, path: str) -> bytes | None:
+        return await self._read(files.get_file_thumbnail, thread_id, path)
+
+    async def unlink_file(self, thread_id: str, path: str) -> StoredEvent | None:
+        return await self._write(files.unlink_file, thread_id, path)
+
+    async def mkdir_file(self, thread_id: str, path: str) -> tuple[FileRecord, StoredEvent | None]:
+        return await self._write(files.mkdir_file, thread_id, path)
+
+    async def rmdir_file(self, thread_id: str, path: str, recursive: bool) -> list[StoredEvent]:
+        return await self._write(files.rmdir_file, thread_id, path, recursive)
+
+    async def move_file(
+        self, thread_id: str, source: str, destination: str
+    ) -> tuple[FileRecord, StoredEvent | None]:
+        return await self._write(files.move_file, thread_id, source, destination)
