@@ -149,3 +149,46 @@ async def test_tool_call_started_reports_progress_and_runs_before_the_call(
     started = [e.data["data"] for e in sub.drain() if e.data["event_type"] == "tool_call_started"]
     assert [(s["name"], s["progress"]) for s in started] == [("search", "flights to Lisbon")]
     assert order == ["hook:flights to Lisbon", "hook done", "tool"]
+
+
+PNG_640x480 = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x02\x80\x00\x00\x01\xe0\x08\x02\x00\x00\x00"
+    b"\x00\x00\x00\x00"
+)
+
+
+async def test_c04_079_no_vision_placeholder(make_chat: Any) -> None:
+    """C04-079: model supports_images=False, a user message with only an image → the
+    request's part list is the text `[Image omitted: model does not support vision]`."""
+    chat = await make_chat([Reply.text("ok")], model={"supports_images": False})
+    state = await chat.thread()
+    ref = await state.write_attachment(PNG_640x480, name="a.png", mime_type="image/png")
+    await chat.runtime.send_message(state.thread_id, "", attachments=[ref])
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    user = chat.provider.requests[0].messages[-1]
+    assert user.role == "user"
+    assert [p.model_dump() for p in user.content] == [
+        {"type": "text", "text": "[Image omitted: model does not support vision]"}
+    ]
+
+
+async def test_c04_080_old_images_as_text_recent_as_parts(make_chat: Any) -> None:
+    """C04-080: an image on a user message older than the last 10 messages → text
+    `[Image: a.png (640x480)]`, a blank line, the content; a recent one → an image part."""
+    import base64
+
+    chat = await make_chat([Reply.text(f"r{i}") for i in range(7)])
+    state = await chat.thread()
+    ref = await state.write_attachment(PNG_640x480, name="a.png", mime_type="image/png")
+    await chat.runtime.send_message(state.thread_id, "look", attachments=[ref])
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    first = chat.provider.requests[0].messages[-1]
+    assert [p.type for p in first.content] == ["text", "image"]
+    assert first.content[0].text == "look"
+    assert base64.b64decode(first.content[1].data) == PNG_640x480
+    assert first.content[1].media_type == "image/png"
+    for i in range(6):  # 12 more messages: the image message is no longer among the last 10
+        await chat.runtime.send_message(state.thread_id, f"q{i}")
+        await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    old = chat.provider.requests[-1].messages[1]
+    assert old.role == "user" and old.content == "[Image: a.png (640x480)]\n\nlook"
