@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import sys
 from collections.abc import Sequence
@@ -65,3 +66,32 @@ def filesystem_of(path: str) -> str:
     if best is None:
         return f"? ({free})"
     return f"{best[2]} on {best[0]} mounted at {best[1]} ({free})"
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far, in MiB: ``VmHWM`` where Linux has it,
+    since ``ru_maxrss`` carries the parent's peak over a fork + exec; ``ru_maxrss``
+    elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**10  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
+
+
+def peak_rss_source() -> str:
+    """How :func:`peak_rss_mib` measures on this machine."""
+    return (
+        "VmHWM of /proc/self/status (ru_maxrss would include the parent's peak)"
+        if os.path.exists("/proc/self/status")
+        else "getrusage ru_maxrss"
+    )
+
+
+def ms(ns: float) -> str:
+    """Nanoseconds as milliseconds for a table cell."""
+    return f"{ns / 1e6:,.2f}"

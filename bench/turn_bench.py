@@ -39,67 +39,41 @@ import gc
 import json
 import os
 import platform
-import resource
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import threadloom
-from _report import filesystem_of, percentile, progress, table, verdict
-from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, tool
-from threadloom.providers.scripted import Call, Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
+from _breakdown import StoreCalls, breakdown, instrument
+from _concurrent import concurrent_scenario, section_d
+from _raw_floor import RawTurns, time_raw
+from _report import (
+    filesystem_of,
+    ms,
+    percentile,
+    progress,
+    table,
+    verdict,
+)
+from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn, question
+from threadloom import Runtime
 from threadloom.records import new_id
 from threadloom.store.sqlite.store import SqliteStore
-from threadloom.thread.state import ThreadState
 
 WARMUP_TURNS = 10
 HISTORY_WARMUP_TURNS = 3
 BLOCKS = 10
 BREAKDOWN_TURNS = 20
 TURN_GOAL = 2.5
-ROWS_PER_TURN = 4
 _SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 _ARGUMENTS = '{"v":1}'
 
 
 # -- helpers ------------------------------------------------------------------------------
-def peak_rss_mib() -> float:
-    """This process's peak resident set size so far, in MiB: ``VmHWM`` where Linux has it,
-    since ``ru_maxrss`` carries the parent's peak over a fork + exec; ``ru_maxrss``
-    elsewhere."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 2**10  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
-
-
-def peak_rss_source() -> str:
-    """How :func:`peak_rss_mib` measures on this machine."""
-    return (
-        "VmHWM of /proc/self/status (ru_maxrss would include the parent's peak)"
-        if os.path.exists("/proc/self/status")
-        else "getrusage ru_maxrss"
-    )
-
-
-def ms(ns: float) -> str:
-    """Nanoseconds as milliseconds for a table cell."""
-    return f"{ns / 1e6:,.2f}"
-
-
 def header(args: argparse.Namespace, workdir: str) -> str:
     """The machine, the date and the parameters of this run."""
     now = dt.datetime.now(dt.UTC).astimezone()
@@ -123,40 +97,6 @@ def header(args: argparse.Namespace, workdir: str) -> str:
 
 
 # -- the Threadloom side ------------------------------------------------------------------
-@tool
-def echo(v: int) -> str:
-    """Echo the value back."""
-    return f"echo {v}"
-
-
-def make_definitions(delay: float = 0.0) -> Definitions:
-    """The chat agent: side a runs prompt P on the scripted model M, side b is human."""
-
-    def answer(request: ProviderRequest) -> Reply:
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolMessage):
-            return Reply.text("done", delay=delay)
-        return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay)
-
-    return Definitions().add(
-        Model(name="M", provider=ScriptedProvider(answer, record=False), model="bench"),
-        Prompt(name="P", model="M", system="You are a support agent.", tools=["echo"]),
-        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="Customer")),
-        echo,
-    )
-
-
-def question(i: int) -> str:
-    """The user message of turn ``i``."""
-    return f"Turn {i}: could you look up order {1000 + i} and tell me when it ships?"
-
-
-async def one_turn(runtime: Runtime, thread_id: str, i: int) -> None:
-    """One turn: send the user message, wait until the run it starts is over."""
-    await runtime.send_message(thread_id, question(i))
-    await runtime.wait_idle(thread_id)
-
-
 async def time_threadloom(
     runtime: Runtime, thread_id: str, start: int, count: int, out: list[int]
 ) -> None:
@@ -168,153 +108,10 @@ async def time_threadloom(
         out.append(clock() - t0)
 
 
-async def message_total(state: ThreadState) -> int:
-    """Every stored message of the thread (silent ones too)."""
-    page = await state.get_messages(limit=1, include_silent=True)
-    return page.total
-
-
 def check_thread(total: int, expected: int, what: str) -> None:
     """Fail loudly when the turns did not store what the workload says they store."""
     if total != expected:
         raise RuntimeError(f"{what}: expected {expected:,} stored messages, found {total:,}")
-
-
-# -- the floor ----------------------------------------------------------------------------
-RAW_SCHEMA = """
-CREATE TABLE threads (
-    id         TEXT PRIMARY KEY,
-    created_at INTEGER NOT NULL
-);
-CREATE TABLE messages (
-    id           TEXT PRIMARY KEY,
-    thread_id    TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
-    seq          INTEGER NOT NULL,
-    role         TEXT NOT NULL CHECK (role IN ('system','user','assistant','tool')),
-    content      TEXT,
-    name         TEXT,
-    tool_calls   TEXT,
-    tool_call_id TEXT,
-    tool_status  TEXT,
-    status       TEXT NOT NULL,
-    created_at   INTEGER NOT NULL,
-    depth        INTEGER NOT NULL DEFAULT 0,
-    silent       INTEGER NOT NULL DEFAULT 0,
-    metadata     TEXT
-);
-CREATE UNIQUE INDEX messages_thread_seq ON messages(thread_id, seq);
-"""
-RAW_INSERT = (
-    "INSERT INTO messages(id, thread_id, seq, role, content, name, tool_calls, tool_call_id,"
-    " tool_status, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'completed', ?)"
-)
-
-
-class RawTurns:
-    """The floor: the four rows of a turn with plain ``sqlite3``, WAL, ``synchronous=FULL``;
-    ``commits`` is 4 (one transaction per row) or 1 (one transaction per turn)."""
-
-    def __init__(self, path: str, commits: int) -> None:
-        self.commits = commits
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise RuntimeError(f"raw sqlite3: could not switch to WAL (got {mode!r})")
-        self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self.conn.executescript(RAW_SCHEMA)
-        self.seqs: dict[str, int] = {}
-
-    def new_thread(self) -> str:
-        thread_id = str(uuid.uuid4())
-        self.conn.execute(
-            "INSERT INTO threads(id, created_at) VALUES (?, ?)",
-            (thread_id, time.time_ns() // 1000),
-        )
-        self.seqs[thread_id] = 0
-        return thread_id
-
-    def rows(self, thread_id: str, i: int) -> list[tuple[object, ...]]:
-        """The four rows of turn ``i``, as Threadloom stores them (ids, seq, JSON calls)."""
-        call_id = "call_" + uuid.uuid4().hex[:8]
-        calls = json.dumps(
-            [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "echo", "arguments": _ARGUMENTS},
-                }
-            ],
-            separators=(",", ":"),
-        )
-        shapes: list[tuple[str, str | None, str | None, str | None, str | None, str | None]] = [
-            ("user", question(i), None, None, None, None),
-            ("assistant", None, "Agent", calls, None, None),
-            ("tool", "echo 1", "echo", None, call_id, "success"),
-            ("assistant", "done", "Agent", None, None, None),
-        ]
-        out: list[tuple[object, ...]] = []
-        for role, content, name, tool_calls, tool_call_id, tool_status in shapes:
-            self.seqs[thread_id] += 1
-            out.append(
-                (
-                    str(uuid.uuid4()),
-                    thread_id,
-                    self.seqs[thread_id],
-                    role,
-                    content,
-                    name,
-                    tool_calls,
-                    tool_call_id,
-                    tool_status,
-                    time.time_ns() // 1000,
-                )
-            )
-        return out
-
-    def turn(self, thread_id: str, i: int) -> None:
-        """One turn's rows, durable: four transactions, or one."""
-        execute = self.conn.execute
-        if self.commits == 1:
-            execute("BEGIN")
-            for row in self.rows(thread_id, i):
-                execute(RAW_INSERT, row)
-            execute("COMMIT")
-            return
-        for row in self.rows(thread_id, i):
-            execute("BEGIN")
-            execute(RAW_INSERT, row)
-            execute("COMMIT")
-
-    def seed(self, thread_id: str, messages: int) -> None:
-        """``messages`` rows of whole turns into ``thread_id``, one transaction, not timed."""
-        rows: list[tuple[object, ...]] = []
-        i = 0
-        while len(rows) < messages:
-            rows.extend(self.rows(thread_id, -1 - i))
-            i += 1
-        self.seqs[thread_id] -= len(rows) - messages
-        self.conn.execute("BEGIN")
-        self.conn.executemany(RAW_INSERT, rows[:messages])
-        self.conn.execute("COMMIT")
-
-    def count(self, thread_id: str) -> int:
-        row = self.conn.execute(
-            "SELECT count(*) FROM messages WHERE thread_id = ?", (thread_id,)
-        ).fetchone()
-        return int(row[0])
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def time_raw(raw: RawTurns, thread_id: str, start: int, count: int, out: list[int]) -> None:
-    """``count`` sequential floor turns, each timed on its own."""
-    clock = time.perf_counter_ns
-    for i in range(start, start + count):
-        t0 = clock()
-        raw.turn(thread_id, i)
-        out.append(clock() - t0)
 
 
 # -- the comparison -----------------------------------------------------------------------
@@ -433,52 +230,6 @@ def growth(sides: Sides, blocks: int, first_turn: int, history: int) -> str:
 
 
 # -- section C instrumentation ------------------------------------------------------------
-@dataclass
-class StoreCalls:
-    """Store calls seen through the wrapped ``_write`` / ``_read`` of a ``SqliteStore``."""
-
-    writes: dict[str, list[int]] = field(default_factory=dict)  # name → [calls, ns]
-    reads: dict[str, list[int]] = field(default_factory=dict)
-    turn_ns: int = 0
-    turns: int = 0
-
-
-def instrument(store: SqliteStore, calls: StoreCalls) -> Callable[[], None]:
-    """Wrap the store's write and read entry points with counters; returns the undo."""
-    original_write = store._write
-    original_read = store._read
-
-    def name_of(fn: Callable[..., Any]) -> str:
-        return f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
-
-    async def write(fn: Callable[..., Any], *args: Any) -> Any:
-        t0 = time.perf_counter_ns()
-        try:
-            return await original_write(fn, *args)
-        finally:
-            slot = calls.writes.setdefault(name_of(fn), [0, 0])
-            slot[0] += 1
-            slot[1] += time.perf_counter_ns() - t0
-
-    async def read(fn: Callable[..., Any], *args: Any) -> Any:
-        t0 = time.perf_counter_ns()
-        try:
-            return await original_read(fn, *args)
-        finally:
-            slot = calls.reads.setdefault(name_of(fn), [0, 0])
-            slot[0] += 1
-            slot[1] += time.perf_counter_ns() - t0
-
-    store._write = write  # type: ignore[method-assign]
-    store._read = read  # type: ignore[method-assign]
-
-    def undo() -> None:
-        del store._write
-        del store._read
-
-    return undo
-
-
 async def instrumented_turns(
     runtime: Runtime, thread_id: str, start: int, count: int
 ) -> StoreCalls:
@@ -495,45 +246,6 @@ async def instrumented_turns(
     calls.turn_ns = sum(samples)
     calls.turns = count
     return calls
-
-
-def breakdown(cases: Sequence[tuple[str, StoreCalls]]) -> str:
-    """Section C: store calls per turn and the time they take, per case."""
-    names: list[tuple[str, str]] = []
-    for _, calls in cases:
-        for kind, bucket in (("write", calls.writes), ("read", calls.reads)):
-            for name in bucket:
-                if (kind, name) not in names:
-                    names.append((kind, name))
-    names.sort(key=lambda kn: (kn[0] != "write", kn[1]))
-    headers = ["store call (kind)"]
-    for label, _ in cases:
-        headers += [f"{label}: calls/turn", "ms/turn"]
-    rows = []
-    for kind, name in names:
-        row = [f"{name} ({kind})"]
-        for _, calls in cases:
-            bucket = calls.writes if kind == "write" else calls.reads
-            count, ns = bucket.get(name, [0, 0])
-            row += [f"{count / calls.turns:.1f}", ms(ns / calls.turns)]
-        rows.append(row)
-    totals: list[list[str]] = [
-        ["all writes"],
-        ["all reads"],
-        ["turn (wall)"],
-        ["outside the store (engine)"],
-    ]
-    for _, calls in cases:
-        w_n = sum(c for c, _ in calls.writes.values())
-        w_ns = sum(t for _, t in calls.writes.values())
-        r_n = sum(c for c, _ in calls.reads.values())
-        r_ns = sum(t for _, t in calls.reads.values())
-        per = calls.turns
-        totals[0] += [f"{w_n / per:.1f}", ms(w_ns / per)]
-        totals[1] += [f"{r_n / per:.1f}", ms(r_ns / per)]
-        totals[2] += ["", ms(calls.turn_ns / per)]
-        totals[3] += ["", ms((calls.turn_ns - w_ns - r_ns) / per)]
-    return table(headers, [*rows, *totals])
 
 
 # -- sections A and B ---------------------------------------------------------------------
@@ -731,133 +443,6 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
 
 
 # -- section D: many threads at once (runs in a subprocess) --------------------------------
-async def concurrent_scenario(args: argparse.Namespace) -> dict[str, Any]:
-    """``threads`` threads × ``turns_per_thread`` turns, all threads at once; the numbers."""
-    with tempfile.TemporaryDirectory(prefix="threadloom-bench-c-", dir=args.tmpdir) as workdir:
-        runtime = await Runtime.open(
-            f"sqlite:///{os.path.join(workdir, 'concurrent.db')}",
-            definitions=make_definitions(args.latency),
-        )
-        store = runtime.store
-        assert isinstance(store, SqliteStore)
-        try:
-            rss_open = peak_rss_mib()
-            t0 = time.perf_counter()
-            states = [await runtime.create_thread("chat") for _ in range(args.threads)]
-            setup_s = time.perf_counter() - t0
-            rss_setup = peak_rss_mib()
-            progress(f"  D: {args.threads:,} threads created in {setup_s:.1f} s")
-            commits0, writes0 = store.commits, store.writes
-            total = args.threads * args.turns_per_thread
-            latencies: list[int] = []
-            step = max(1, total // 10)
-            clock = time.perf_counter_ns
-
-            async def worker(thread_id: str) -> None:
-                for i in range(args.turns_per_thread):
-                    started = clock()
-                    await one_turn(runtime, thread_id, i)
-                    latencies.append(clock() - started)
-                    if len(latencies) % step == 0:
-                        progress(
-                            f"  D: {len(latencies):,}/{total:,} turns,"
-                            f" {time.perf_counter() - t1:.1f} s"
-                        )
-
-            gc.collect()
-            t1 = time.perf_counter()
-            await asyncio.gather(*(worker(s.thread_id) for s in states))
-            wall_s = time.perf_counter() - t1
-            commits, writes = store.commits - commits0, store.writes - writes0
-            stored = 0
-            for s in states[:: max(1, len(states) // 20)]:
-                stored += await message_total(s)
-            sampled = len(states[:: max(1, len(states) // 20)])
-        finally:
-            await runtime.close()
-        return {
-            "threads": args.threads,
-            "turns_per_thread": args.turns_per_thread,
-            "latency": args.latency,
-            "setup_s": setup_s,
-            "wall_s": wall_s,
-            "turns": len(latencies),
-            "median_ns": percentile(latencies, 50),
-            "p90_ns": percentile(latencies, 90),
-            "max_ns": max(latencies),
-            "commits": commits,
-            "writes": writes,
-            "rss_open": rss_open,
-            "rss_setup": rss_setup,
-            "rss_peak": peak_rss_mib(),
-            "stored_sampled": stored,
-            "sampled_threads": sampled,
-        }
-
-
-def section_d(args: argparse.Namespace, workdir: str) -> str:
-    """Run the concurrent scenario in a subprocess of this script and print its numbers."""
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--scenario",
-        "concurrent",
-        "--threads",
-        str(args.threads),
-        "--turns-per-thread",
-        str(args.turns_per_thread),
-        "--latency",
-        str(args.latency),
-        "--tmpdir",
-        workdir,
-    ]
-    started = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        return f"D. concurrent scenario failed (exit {done.returncode}); see stderr"
-    r = json.loads(done.stdout.strip().splitlines()[-1])
-    turns = r["turns"]
-    ideal = 2 * r["latency"] * r["turns_per_thread"]
-    expected = ROWS_PER_TURN * r["turns_per_thread"] * r["sampled_threads"]
-    if r["stored_sampled"] != expected:
-        raise RuntimeError(
-            f"concurrent: sampled threads hold {r['stored_sampled']:,} messages,"
-            f" expected {expected:,}"
-        )
-    rows = [
-        ["threads × turns each", f"{r['threads']:,} × {r['turns_per_thread']}"],
-        ["wall time, all turns (s)", f"{r['wall_s']:.1f}"],
-        ["  latency-only lower bound (s)", f"{ideal:.1f}"],
-        ["turns/s", f"{turns / r['wall_s']:,.1f}"],
-        ["per-turn latency median (ms)", ms(r["median_ns"])],
-        ["per-turn latency p90 (ms)", ms(r["p90_ns"])],
-        ["per-turn latency max (ms)", ms(r["max_ns"])],
-        ["store writes during the turns", f"{r['writes']:,} ({r['writes'] / turns:.1f}/turn)"],
-        ["  commits (group commit shares them)", f"{r['commits']:,}"],
-        ["  writes/s", f"{r['writes'] / r['wall_s']:,.0f}"],
-        ["creating the threads first (s, not in wall)", f"{r['setup_s']:.1f}"],
-        ["peak RSS after Runtime.open (MiB)", f"{r['rss_open']:,.1f}"],
-        ["peak RSS after creating the threads (MiB)", f"{r['rss_setup']:,.1f}"],
-        ["peak RSS, whole scenario (MiB)", f"{r['rss_peak']:,.1f}"],
-        ["scenario subprocess, start to exit (s)", f"{elapsed:.1f}"],
-    ]
-    return "\n".join(
-        [
-            f"D. {r['threads']:,} threads × {r['turns_per_thread']} turns concurrently —"
-            f" scripted model with {r['latency'] * 1000:g} ms latency per call (2 calls a turn)",
-            "   one Runtime with the defaults (WAL, synchronous=FULL) in a subprocess of its"
-            " own; asyncio.gather",
-            "   over the threads, each thread's turns sequential; for information (the issue"
-            " sets no goal);",
-            f"   peak RSS of that subprocess = {peak_rss_source()}",
-            "",
-            table(["metric", "value"], rows),
-        ]
-    )
-
-
-# -- main ---------------------------------------------------------------------------------
 SECTIONS = ("empty", "history", "concurrent")
 
 

@@ -1,0 +1,52 @@
+"""The turn benchmark's workload: an agent whose model calls one tool, then answers."""
+
+from __future__ import annotations
+
+from threadloom import Agent, Definitions, Runtime, Side
+from threadloom.define import Model, Prompt, tool
+from threadloom.providers.scripted import Call, Reply, ScriptedProvider
+from threadloom.providers.types import ProviderRequest, ToolMessage
+from threadloom.thread.state import ThreadState
+
+ROWS_PER_TURN = 4
+_ARGUMENTS = '{"v":1}'
+
+
+def question(i: int) -> str:
+    """The user message of turn ``i``."""
+    return f"Turn {i}: could you look up order {1000 + i} and tell me when it ships?"
+
+
+@tool
+def echo(v: int) -> str:
+    """Echo the value back."""
+    return f"echo {v}"
+
+
+def make_definitions(delay: float = 0.0) -> Definitions:
+    """The chat agent: side a runs prompt P on the scripted model M, side b is human."""
+
+    def answer(request: ProviderRequest) -> Reply:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, ToolMessage):
+            return Reply.text("done", delay=delay)
+        return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay)
+
+    return Definitions().add(
+        Model(name="M", provider=ScriptedProvider(answer, record=False), model="bench"),
+        Prompt(name="P", model="M", system="You are a support agent.", tools=["echo"]),
+        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="Customer")),
+        echo,
+    )
+
+
+async def one_turn(runtime: Runtime, thread_id: str, i: int) -> None:
+    """One turn: send the user message, wait until the run it starts is over."""
+    await runtime.send_message(thread_id, question(i))
+    await runtime.wait_idle(thread_id)
+
+
+async def message_total(state: ThreadState) -> int:
+    """Every stored message of the thread (silent ones too)."""
+    page = await state.get_messages(limit=1, include_silent=True)
+    return page.total
