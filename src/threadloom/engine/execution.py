@@ -6,11 +6,11 @@ mutates it; tools and hooks read it. Its ``message_history`` is live (spec 02 §
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from threadloom.records import Message, ToolCall
+from threadloom.records import ToolCall
 from threadloom.thread.history import MessageHistory
 
 Side = Literal["a", "b"]
@@ -56,10 +56,3 @@ class ExecutionState:
                 "tool_name": call.function.name if call else None,
             }
         )
-
-    def snapshot_side_counts(self) -> Mapping[str, int]:
-        return dict(self.side_step_counts)
-
-
-def history_of(messages: Sequence[Message]) -> MessageHistory:
-    return MessageHistory(messages)

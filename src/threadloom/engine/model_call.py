@@ -530,8 +530,4 @@ def format_exception(exc: BaseException) -> str:
     return cut_error(f"{exc}\n\nStack trace:\n{trace}")
 
 
-def is_finite_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-__all__ = ["ModelResult", "StepError", "build_request", "call_model", "json", "price"]
+__all__ = ["ModelResult", "StepError", "build_request", "call_model", "price"]

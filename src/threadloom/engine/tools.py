@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from threadloom.define import DROP
 from threadloom.define.tool import ToolArgumentsError, ToolResult
 from threadloom.errors import InvalidMessage
@@ -356,15 +354,6 @@ class ToolInvoker:
         return call.id
 
 
-def to_record_call(spec: Any) -> ToolCall:
-    """A provider tool call as a stored-record ToolCall (arguments kept as given)."""
-    return ToolCall(
-        id=spec.id,
-        function=ToolCallFunction(name=spec.name, arguments=spec.arguments),
-        extra_content=spec.extra_content,
-    )
-
-
 def canonical_arguments(text: str) -> str:
     """Compact re-serialisation of a JSON object, else ``"{}"`` (spec 04 §4.13 step 4)."""
     try:
@@ -372,7 +361,3 @@ def canonical_arguments(text: str) -> str:
     except ValueError:
         return "{}"
     return json_compact(value) if isinstance(value, dict) else "{}"
-
-
-def dump(value: BaseModel) -> dict[str, Any]:
-    return value.model_dump(mode="json")
