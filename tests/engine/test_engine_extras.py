@@ -192,3 +192,56 @@ async def test_c04_080_old_images_as_text_recent_as_parts(make_chat: Any) -> Non
         await chat.runtime.wait_idle(state.thread_id, timeout=5)
     old = chat.provider.requests[-1].messages[1]
     assert old.role == "user" and old.content == "[Image: a.png (640x480)]\n\nlook"
+
+
+async def test_c03_020_child_required_parent_hooks(make_chat: Any, db_url: str) -> None:
+    """C03-020: a child agent requiring parent hook c1 at before_parent and c2 at
+    after_parent, the parent prompt listing p1, all filter_messages → they run c1, p1, c2;
+    with c1 unregistered, loading the project raises UnknownHookError."""
+    import pytest
+
+    from threadloom import Definitions, Runtime, Side, hook
+    from threadloom.define import Agent, Model, ParentHook, Prompt, Subagent
+    from threadloom.errors import UnknownHookError
+
+    ran: list[str] = []
+
+    def recorder(hook_id: str) -> Any:
+        @hook("filter_messages", id=hook_id)
+        def record(state: Any, messages: list[Any]) -> None:
+            ran.append(hook_id)
+
+        return record
+
+    c1, c2, p1 = recorder("c1"), recorder("c2"), recorder("p1")
+    child = Agent(
+        name="child",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="A helper pair",
+        side_a=Side(prompt="CA"),
+        side_b=Side(prompt="CB"),
+        parent_hooks=(ParentHook(hook="c1", stage="before_parent"), ParentHook(hook="c2")),
+    )
+    extra = [Prompt(name="CA", model="M"), Prompt(name="CB", model="M"), child, c1, c2, p1]
+    chat = await make_chat(
+        [Reply.text("ok")],
+        prompt={"tools": ["echo", Subagent("child")], "hooks": ("p1",)},
+        extra=extra,
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert ran == ["c1", "p1", "c2"]
+
+    defs = Definitions().add(
+        Model(name="M", provider="scripted", model="x"),
+        Prompt(name="P", model="M", tools=[Subagent("child")]),
+        Prompt(name="CA", model="M"),
+        Prompt(name="CB", model="M"),
+        child,
+        c2,
+        Agent(name="parent", side_a=Side(prompt="P")),
+    )
+    with pytest.raises(UnknownHookError, match="c1"):
+        await Runtime.open(db_url.replace(".db", "-2.db"), definitions=defs)

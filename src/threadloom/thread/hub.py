@@ -113,6 +113,9 @@ class ThreadHub:
         self._histories: dict[str, list[MessageHistory]] = {}
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
         self._seq: dict[str, int] = {}  # last durable event number published per thread
+        self._child_hook_cache: dict[
+            str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
+        ] = {}
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
@@ -286,9 +289,12 @@ class ThreadHub:
     def resolve_hooks(
         self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
     ) -> list[tuple[HookDefinition, HookContext]]:
+        """The hooks named ``name`` that run now (spec 03 §3.3): the active prompt's list or
+        the agent's, between the parent hooks its subagents require."""
         agent = self.definitions.agent(agent_id)
         agent_hooks = list(agent.hooks) if agent else []
-        if not agent_hooks and not prompt_hooks:
+        before, after = self._child_hooks(agent_id)
+        if not agent_hooks and not prompt_hooks and not before and not after:
             return []
         return self.hooks_registry.resolve(
             name,
@@ -296,7 +302,34 @@ class ThreadHub:
             prompt_name=prompt_name,
             agent_hooks=agent_hooks,
             agent_name=agent_id,
+            child_hooks_before=before,
+            child_hooks_after=after,
         )
+
+    def _child_hooks(
+        self, agent_id: str
+    ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        """Parent hooks required by the agent's subagents (spec 03 §3.3 rule 3): side a's
+        relationships, then side b's, each in declaration order; remembered per agent."""
+        cached = self._child_hook_cache.get(agent_id)
+        if cached is not None:
+            return cached
+        before: list[tuple[str, str, str]] = []
+        after: list[tuple[str, str, str]] = []
+        agent = self.definitions.agent(agent_id)
+        for side in (agent.side_a, agent.side_b) if agent else ():
+            prompt = self.definitions.prompt(side.prompt) if side and side.prompt else None
+            if prompt is None:
+                continue
+            for entry in self.definitions.resolve_tools(prompt):
+                if entry.kind != "subagent":
+                    continue
+                child = entry.target
+                for required in getattr(child, "parent_hooks", ()):
+                    ref = (required.hook, entry.name, child.name)
+                    (before if required.stage == "before_parent" else after).append(ref)
+        self._child_hook_cache[agent_id] = (before, after)
+        return before, after
 
     @property
     def hooks_registry(self) -> HookRegistry:
