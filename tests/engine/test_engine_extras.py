@@ -245,3 +245,16 @@ async def test_c03_020_child_required_parent_hooks(make_chat: Any, db_url: str) 
     )
     with pytest.raises(UnknownHookError, match="c1"):
         await Runtime.open(db_url.replace(".db", "-2.db"), definitions=defs)
+
+
+async def test_no_locks_or_gates_kept_after_runs(make_chat: Any) -> None:
+    """A long-running runtime keeps no per-thread lock or start gate for idle threads."""
+    chat = await make_chat([Reply.text(f"r{i}") for i in range(5)])
+    states = [await chat.thread() for _ in range(5)]
+    for state in states:
+        await chat.runtime.send_message(state.thread_id, "hi")
+    for state in states:
+        await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert chat.runtime.runs.open_gates == 0
+    assert chat.runtime.hub.active_locks == 0
+    assert all((await s.status()).reason == "stop_on_response" for s in states)

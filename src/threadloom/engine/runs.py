@@ -18,7 +18,7 @@ from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import Message, ThreadStatus
 from threadloom.store.base import Settlement
-from threadloom.thread.hub import ThreadHub
+from threadloom.thread.hub import ThreadHub, ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
 
@@ -95,7 +95,7 @@ class RunManager:
         self.providers = providers
         self.options = options
         self._runs: dict[str, Run] = {}
-        self._gates: dict[str, asyncio.Lock] = {}
+        self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
         self._background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
@@ -140,11 +140,13 @@ class RunManager:
                 return
             await asyncio.sleep(0.001)
 
-    def _gate(self, thread_id: str) -> asyncio.Lock:
-        gate = self._gates.get(thread_id)
-        if gate is None:
-            gate = self._gates[thread_id] = asyncio.Lock()
-        return gate
+    @property
+    def open_gates(self) -> int:
+        """Start gates held or awaited right now (none are kept for idle threads)."""
+        return len(self._gates)
+
+    def _gate(self, thread_id: str) -> ThreadLock:
+        return ThreadLock(self._gates, thread_id)
 
     async def start(
         self,

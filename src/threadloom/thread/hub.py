@@ -47,8 +47,8 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
     }
 
 
-class _ThreadLock:
-    """``async with hub.lock(thread_id)``: one asyncio.Lock per thread while it is in use.
+class ThreadLock:
+    """``async with locks(thread_id)``: one asyncio.Lock per key while it is in use.
 
     The entry is dropped when its last holder or waiter leaves, so a long-running server
     keeps no lock for threads nobody is writing to.
@@ -126,9 +126,9 @@ class ThreadHub:
         """Set by the engine: abort a running execution (thread id, reason, from inside)."""
 
     # -- locks and live state --------------------------------------------------------
-    def lock(self, thread_id: str) -> _ThreadLock:
+    def lock(self, thread_id: str) -> ThreadLock:
         """The thread's write lock: FIFO among waiters, forgotten when nobody holds it."""
-        return _ThreadLock(self._locks, thread_id)
+        return ThreadLock(self._locks, thread_id)
 
     @property
     def active_locks(self) -> int:
