@@ -260,7 +260,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
         run.partial.pop(pending.id, None)
         raise
     calls, guard = post_process(env, result)
-    message = await finalise(env, pending.id, result, calls, guard)
+    message = await finalise(env, pending, result, calls, guard)
     run.partial.pop(pending.id, None)
     # Calls run with the arguments text the model sent, so it sees its own parse errors.
     record_calls = [
@@ -361,11 +361,13 @@ def post_process(env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str
 
 async def finalise(
     env: StepEnv,
-    pending_id: str,
+    pending: Message,
     result: ModelResult,
     calls: list[ToolCall],
     guard: str | None,
 ) -> Message:
+    """Store the model's answer in its pending message (spec 04 §4.13 step 4)."""
+    pending_id = pending.id
     content: str | None = result.content or None
     hooks = env.hooks_for("before_create_message")
     if hooks and content is not None:
@@ -407,6 +409,7 @@ async def finalise(
             updates,
             allowed=thread_messages.FINALIZE_KEYS,
             metadata=metadata,
+            known=pending,  # nothing else may change a pending message: no re-read
         )
     except Exception as exc:
         if "already used" in str(exc):

@@ -292,12 +292,14 @@ async def _commit_update(
     change: Callable[[Message], Message],
     *,
     allow_pending: bool = False,
+    known: Message | None = None,
 ) -> Message:
-    """Under the write lock: re-read the message, apply ``change``, commit and publish;
-    then the ``after_update_message`` hooks (spec 02 §2.7.2 steps 5-9)."""
+    """Under the write lock: re-read the message (unless the caller holds its current
+    record), apply ``change``, commit and publish; then the ``after_update_message`` hooks
+    (spec 02 §2.7.2 steps 5-9)."""
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        current = await hub.store.get_message(tid, message_id)
+        current = known if known is not None else await hub.store.get_message(tid, message_id)
         if current is None or queue.is_pending_view(current):
             raise MessageNotFound(message_id)
         if current.status == "pending" and not allow_pending:
@@ -318,9 +320,12 @@ async def runtime_update(
     *,
     allowed: frozenset[str],
     metadata: Mapping[str, Any] | None = None,
+    known: Message | None = None,
 ) -> Message:
     """An update the runtime makes (finalisation, failure): update hooks run, their
-    failures are recorded and the previous updates applied (spec 03 §3.7)."""
+    failures are recorded and the previous updates applied (spec 03 §3.7). ``known`` is
+    the message's current record when the runtime holds it (a pending model message,
+    which nothing else may change), saving a read."""
     hub = state.hub
     data = dict(updates)
     hooks = _hooks(state, "before_update_message")
@@ -340,7 +345,7 @@ async def runtime_update(
             fields["metadata"] = {**(current.metadata or {}), **metadata}
         return current.model_copy(update=fields)
 
-    return await _commit_update(state, message_id, change, allow_pending=True)
+    return await _commit_update(state, message_id, change, allow_pending=True, known=known)
 
 
 async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Message | None:
