@@ -63,6 +63,8 @@ class ModelResult:
     model_name: str
     reasoning_duration_ms: int | None = None
     started_call_ids: set[str] = field(default_factory=set)
+    log_row: LogRow | None = None
+    """The attempt's completed LLM row, committed with the finalised message."""
 
 
 def cut_error(text: str) -> str:
@@ -435,7 +437,9 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 continue
             result.log_id = row.id
             result.model_name = model.name
-            await _record_success(env, row, model, result, started, sent, first_at, last_at)
+            result.log_row = _record_success(
+                env, row, model, result, started, sent, first_at, last_at
+            )
             run.publish_telemetry(
                 "llm_response",
                 tokens=result.usage.total_tokens,
@@ -478,7 +482,7 @@ async def _record_failure(env: StepEnv, row: LogRow, error: ProviderError, start
     )
 
 
-async def _record_success(
+def _record_success(
     env: StepEnv,
     row: LogRow,
     model: Any,
@@ -487,7 +491,9 @@ async def _record_success(
     sent: float,
     first_at: float | None,
     last_at: float | None,
-) -> None:
+) -> LogRow:
+    """The completed LLM row of a successful attempt (spec 04 §4.25). It is written in the
+    transaction that finalises the model message (one commit for both)."""
     usage = result.usage
     cost_input, cost_cached, cost_output, cost_total = price(model, usage)
     response = {
@@ -519,9 +525,8 @@ async def _record_success(
             "is_complete": True,
         }
     )
-    env.current_log = await env.state.hub.update_log(
-        env.state.thread_id, updated, bodies=("response",)
-    )
+    env.current_log = updated
+    return updated
 
 
 def format_exception(exc: BaseException) -> str:

@@ -410,8 +410,13 @@ async def finalise(
             allowed=thread_messages.FINALIZE_KEYS,
             metadata=metadata,
             known=pending,  # nothing else may change a pending message: no re-read
+            log=result.log_row,  # the attempt's completed row, in the same commit
         )
     except Exception as exc:
+        if result.log_row is not None:  # the request succeeded: its row is still complete
+            await env.state.hub.update_log(
+                env.state.thread_id, result.log_row, bodies=("response",)
+            )
         if "already used" in str(exc):
             raise StepError(f"Duplicate tool call id: {exc}") from exc
         raise

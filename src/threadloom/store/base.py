@@ -291,6 +291,13 @@ class Store(Protocol):
         ``created_at``). Unknown → ``MessageNotFound``."""
         ...
 
+    async def update_message_and_log(
+        self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
+    ) -> tuple[Message, list[StoredEvent]]:
+        """``update_log`` then ``update_message`` in one transaction (a model message is
+        finalised with its LLM row); events: the log's, then the message's."""
+        ...
+
     async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
         """Delete a stored message with its cascade (spec 01 §1.11.3), or a waiting queue
         entry; one ``message_deleted`` event per removed item in canonical order, then one

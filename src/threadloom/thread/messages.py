@@ -18,7 +18,7 @@ from threadloom.errors import (
     MessageNotFound,
     ThreadTerminated,
 )
-from threadloom.records import PROJECTED_FIELDS, Message, MessagesPage, new_id
+from threadloom.records import PROJECTED_FIELDS, LogRow, Message, MessagesPage, new_id
 from threadloom.thread import queue
 from threadloom.thread.validate import (
     INJECT_FIELDS,
@@ -293,6 +293,7 @@ async def _commit_update(
     *,
     allow_pending: bool = False,
     known: Message | None = None,
+    log: LogRow | None = None,
 ) -> Message:
     """Under the write lock: re-read the message (unless the caller holds its current
     record), apply ``change``, commit and publish; then the ``after_update_message`` hooks
@@ -304,7 +305,13 @@ async def _commit_update(
             raise MessageNotFound(message_id)
         if current.status == "pending" and not allow_pending:
             raise MessageGenerating(message_id)
-        stored, event = await hub.store.update_message(tid, change(current))
+        if log is None:
+            stored, event = await hub.store.update_message(tid, change(current))
+        else:
+            stored, (log_event, event) = await hub.store.update_message_and_log(
+                tid, change(current), log, bodies=("response",)
+            )
+            hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
         stored = (await hub.project(tid, [stored]))[0]
         hub.publish_message(event, stored)
     after = _hooks(state, "after_update_message")
@@ -321,6 +328,7 @@ async def runtime_update(
     allowed: frozenset[str],
     metadata: Mapping[str, Any] | None = None,
     known: Message | None = None,
+    log: LogRow | None = None,
 ) -> Message:
     """An update the runtime makes (finalisation, failure): update hooks run, their
     failures are recorded and the previous updates applied (spec 03 §3.7). ``known`` is
@@ -345,7 +353,7 @@ async def runtime_update(
             fields["metadata"] = {**(current.metadata or {}), **metadata}
         return current.model_copy(update=fields)
 
-    return await _commit_update(state, message_id, change, allow_pending=True, known=known)
+    return await _commit_update(state, message_id, change, allow_pending=True, known=known, log=log)
 
 
 async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Message | None:

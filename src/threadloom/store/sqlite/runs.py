@@ -8,7 +8,7 @@ from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
 from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
 from threadloom.store.sqlite.logs import write_bodies
-from threadloom.store.sqlite.messages import insert_in_tx
+from threadloom.store.sqlite.messages import insert_in_tx, update_message
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     ROW_FIELDS,
@@ -207,3 +207,16 @@ def end_run(
     event = write_status(tx, ThreadStatus.settled(reason, tx.now))
     tx.flush()
     return event
+
+
+def update_message_and_log(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    message: Message,
+    log: LogRow,
+    bodies: tuple[str, ...],
+) -> tuple[Message, list[StoredEvent]]:
+    log_event = update_log(conn, clock, thread_id, log, bodies)
+    stored, message_event = update_message(conn, clock, thread_id, message)
+    return stored, [log_event, message_event]

@@ -432,6 +432,13 @@ class SqliteStore:
     async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
         return await self._write(messages.update_message, thread_id, message)
 
+    async def update_message_and_log(
+        self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
+    ) -> tuple[Message, list[StoredEvent]]:
+        return await self._write(
+            runs.update_message_and_log, thread_id, message, log, tuple(bodies)
+        )
+
     async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
         return await self._write(messages.delete_message, thread_id, message_id)
 
