@@ -181,10 +181,12 @@ class StepEnv:
         if task is not None:
             await asyncio.wait([task])
 
-    async def append_tool_result(self, outcome: CallOutcome, stored: Message) -> None:
+    def tool_result_row(self, outcome: CallOutcome, stored: Message) -> LogRow | None:
+        """The step's LLM row with this result appended to ``tool_results`` (and the tool
+        error fields on an error, spec 04 §4.14.3 step 8); committed with the result."""
         row = self.current_log
         if row is None:
-            return
+            return None
         self.tool_results.append(
             {
                 "tool_call_id": outcome.call.id,
@@ -205,9 +207,8 @@ class StepEnv:
                 error_type="tool_execution_error",
                 error_origin=f"tool:{name}",
             )
-        self.current_log = await self.state.hub.update_log(
-            self.state.thread_id, row.model_copy(update=update), bodies=()
-        )
+        self.current_log = row.model_copy(update=update)
+        return self.current_log
 
 
 async def model_step(env: StepEnv) -> StepOutcome:

@@ -249,9 +249,13 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         parent_id=env.parent_message_id,
         prompt=env.prompt.name,
     )
-    stored = await thread_messages.create(state, candidate, propagate=False, require_live=False)
-    await env.append_tool_result(outcome, stored)
-    return stored
+    return await thread_messages.create(
+        state,
+        candidate,
+        propagate=False,
+        require_live=False,
+        log_for=lambda final: env.tool_result_row(outcome, final),
+    )
 
 
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:

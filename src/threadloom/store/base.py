@@ -291,6 +291,13 @@ class Store(Protocol):
         ``created_at``). Unknown → ``MessageNotFound``."""
         ...
 
+    async def insert_message_and_log(
+        self, thread_id: str, message: Message, log: LogRow, *, require_live: bool = True
+    ) -> tuple[Message, list[StoredEvent]]:
+        """``insert_message`` then ``update_log`` (no bodies) in one transaction (a tool
+        result and the step's LLM row); events: the message's, then the log's."""
+        ...
+
     async def update_message_and_log(
         self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
     ) -> tuple[Message, list[StoredEvent]]:

@@ -156,7 +156,12 @@ def derive_subagent_id(message: Message) -> Message:
 
 
 async def create(
-    state: ThreadState, candidate: Message, *, propagate: bool, require_live: bool = True
+    state: ThreadState,
+    candidate: Message,
+    *,
+    propagate: bool,
+    require_live: bool = True,
+    log_for: Callable[[Message], LogRow | None] | None = None,
 ) -> Message:
     """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7)."""
     hub, tid = state.hub, state.thread_id
@@ -172,9 +177,16 @@ async def create(
     candidate = derive_subagent_id(candidate)
     async with hub.lock(tid):
         try:
-            stored, event = await hub.store.insert_message(
-                tid, candidate, require_live=require_live
-            )
+            log = log_for(candidate) if log_for is not None else None
+            if log is None:
+                stored, event = await hub.store.insert_message(
+                    tid, candidate, require_live=require_live
+                )
+            else:  # the message and the log row it updates commit together
+                stored, (event, log_event) = await hub.store.insert_message_and_log(
+                    tid, candidate, log, require_live=require_live
+                )
+                hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
         except ThreadTerminated as exc:
             hub.set_terminated(tid, exc.terminated_at)
             raise

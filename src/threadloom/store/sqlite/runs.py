@@ -8,7 +8,7 @@ from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
 from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
 from threadloom.store.sqlite.logs import write_bodies
-from threadloom.store.sqlite.messages import insert_in_tx, update_message
+from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_message
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     ROW_FIELDS,
@@ -220,3 +220,16 @@ def update_message_and_log(
     log_event = update_log(conn, clock, thread_id, log, bodies)
     stored, message_event = update_message(conn, clock, thread_id, message)
     return stored, [log_event, message_event]
+
+
+def insert_message_and_log(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    message: Message,
+    log: LogRow,
+    require_live: bool,
+) -> tuple[Message, list[StoredEvent]]:
+    stored, message_event = insert_message(conn, clock, thread_id, message, require_live)
+    log_event = update_log(conn, clock, thread_id, log, ())
+    return stored, [message_event, log_event]

@@ -432,6 +432,11 @@ class SqliteStore:
     async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
         return await self._write(messages.update_message, thread_id, message)
 
+    async def insert_message_and_log(
+        self, thread_id: str, message: Message, log: LogRow, *, require_live: bool = True
+    ) -> tuple[Message, list[StoredEvent]]:
+        return await self._write(runs.insert_message_and_log, thread_id, message, log, require_live)
+
     async def update_message_and_log(
         self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
     ) -> tuple[Message, list[StoredEvent]]:
