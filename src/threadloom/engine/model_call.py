@@ -366,7 +366,7 @@ async def _stream(
 
 async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> ModelResult:
     """Retries and fallbacks around the stream (spec 04 §4.12.3)."""
-    run, hub, tid = env.run, env.state.hub, env.state.thread_id
+    run = env.run
     primary = run.definitions.model(env.prompt.model)
     if primary is None:
         raise StepError(f'Model "{env.prompt.model}" is not defined')
@@ -386,8 +386,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
         request, body = build_request(env, assembly, model, provider)
         attempts = int(getattr(model, "max_attempts", 2) or 1)
         for attempt in range(1, attempts + 1):
-            row = await hub.insert_log(
-                tid,
+            row = await env.begin_attempt(
                 LogRow(
                     id=new_id(),
                     kind=None,

@@ -78,6 +78,9 @@ class StepEnv:
     original_arguments: dict[str, str] = field(default_factory=dict)
     queued_tools: list[dict[str, Any]] = field(default_factory=list)
     announced: dict[str, asyncio.Task[None] | None] = field(default_factory=dict)
+    pending_candidate: Message | None = None
+    pending: Message | None = None
+    """The step's pending model message, once stored (with the first LLM row)."""
     nested: Any = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
     execution_state: ExecutionState | None = None
@@ -175,6 +178,15 @@ class StepEnv:
             self.state.hub.hooks.run_event(hooks, self.state, call, progress)
         )
 
+    async def begin_attempt(self, row: LogRow) -> LogRow:
+        """Store an attempt's LLM row; the first one together with the pending message."""
+        if self.pending is None and self.pending_candidate is not None:
+            self.pending, stored = await thread_messages.create_with_log(
+                self.state, self.pending_candidate, row
+            )
+            return stored
+        return await self.state.hub.insert_log(self.state.thread_id, row)
+
     async def started(self, call_id: str) -> None:
         """Wait until the call's ``tool_call_started`` hooks have finished."""
         task = self.announced.get(call_id)
@@ -232,34 +244,35 @@ async def model_step(env: StepEnv) -> StepOutcome:
             require_live=False,
         )
         return StepOutcome(blocked=True)
-    pending = await thread_messages.create(
-        env.state,
-        Message(
-            id=new_id(),
-            role=role_of(env.side),
-            content=None,
-            status="pending",
-            name=label,
-            prompt=env.prompt.name,
-            depth=env.depth,
-            parent_id=env.parent_message_id,
-        ),
-        propagate=False,  # a terminated thread starts no model request: stay require_live
+    # The pending message is stored with the first attempt's LLM row (one commit), just
+    # before the request is sent (spec 04 §4.12.1); chunk events already carry its id.
+    env.pending_candidate = Message(
+        id=new_id(),
+        role=role_of(env.side),
+        content=None,
+        status="pending",
+        name=label,
+        prompt=env.prompt.name,
+        depth=env.depth,
+        parent_id=env.parent_message_id,
     )
-    env.pending_id = pending.id
+    env.pending_id = env.pending_candidate.id
     try:
-        result = await call_model(env, assembly, pending.id)
+        result = await call_model(env, assembly, env.pending_id)
     except asyncio.CancelledError:
         raise
     except Exception:
-        await thread_messages.runtime_update(
-            env.state,
-            pending.id,
-            {"status": "failed", "content": run.partial.get(pending.id) or None},
-            allowed=thread_messages.FAILURE_KEYS,
-        )
-        run.partial.pop(pending.id, None)
+        if env.pending is not None:
+            await thread_messages.runtime_update(
+                env.state,
+                env.pending.id,
+                {"status": "failed", "content": run.partial.get(env.pending.id) or None},
+                allowed=thread_messages.FAILURE_KEYS,
+            )
+        run.partial.pop(env.pending_id, None)
         raise
+    pending = env.pending
+    assert pending is not None
     calls, guard = post_process(env, result)
     message = await finalise(env, pending, result, calls, guard)
     run.partial.pop(pending.id, None)

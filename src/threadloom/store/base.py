@@ -292,10 +292,16 @@ class Store(Protocol):
         ...
 
     async def insert_message_and_log(
-        self, thread_id: str, message: Message, log: LogRow, *, require_live: bool = True
-    ) -> tuple[Message, list[StoredEvent]]:
-        """``insert_message`` then ``update_log`` (no bodies) in one transaction (a tool
-        result and the step's LLM row); events: the message's, then the log's."""
+        self,
+        thread_id: str,
+        message: Message,
+        log: LogRow,
+        *,
+        require_live: bool = True,
+        new_log: bool = False,
+    ) -> tuple[Message, LogRow, list[StoredEvent]]:
+        """``insert_message`` and, in the same transaction, ``insert_log`` (``new_log``)
+        or ``update_log`` without bodies; events: the message's, then the log's."""
         ...
 
     async def update_message_and_log(

@@ -163,7 +163,30 @@ async def create(
     require_live: bool = True,
     log_for: Callable[[Message], LogRow | None] | None = None,
 ) -> Message:
-    """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7)."""
+    """The create lifecycle for one message (spec 02 §2.5.2 steps 4-9, spec 03 §3.7).
+    ``log_for`` builds an update of a log row from the final message, committed with it."""
+    stored, _ = await _create(state, candidate, propagate, require_live, log_for, None)
+    return stored
+
+
+async def create_with_log(
+    state: ThreadState, candidate: Message, log: LogRow, *, require_live: bool = True
+) -> tuple[Message, LogRow]:
+    """Create a runtime message and insert a new log row in the same transaction (a
+    pending model message and its first LLM row); failures of hooks are recorded."""
+    stored, row = await _create(state, candidate, False, require_live, None, log)
+    assert row is not None
+    return stored, row
+
+
+async def _create(
+    state: ThreadState,
+    candidate: Message,
+    propagate: bool,
+    require_live: bool,
+    log_for: Callable[[Message], LogRow | None] | None,
+    new_log: LogRow | None,
+) -> tuple[Message, LogRow | None]:
     hub, tid = state.hub, state.thread_id
     hooks = _hooks(state, "before_create_message")
     if hooks:
@@ -177,25 +200,27 @@ async def create(
     candidate = derive_subagent_id(candidate)
     async with hub.lock(tid):
         try:
-            log = log_for(candidate) if log_for is not None else None
+            log = new_log or (log_for(candidate) if log_for is not None else None)
             if log is None:
                 stored, event = await hub.store.insert_message(
                     tid, candidate, require_live=require_live
                 )
-            else:  # the message and the log row it updates commit together
-                stored, (event, log_event) = await hub.store.insert_message_and_log(
-                    tid, candidate, log, require_live=require_live
+                log_event = None
+            else:  # the message and its log row commit together
+                stored, log, (event, log_event) = await hub.store.insert_message_and_log(
+                    tid, candidate, log, require_live=require_live, new_log=new_log is not None
                 )
-                hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
         except ThreadTerminated as exc:
             hub.set_terminated(tid, exc.terminated_at)
             raise
         stored = (await hub.project(tid, [stored]))[0]
         hub.publish_message(event, stored)
+        if log is not None and log_event is not None:
+            hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
     after = _hooks(state, "after_create_message")
     if after:
         await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
-    return stored
+    return stored, log
 
 
 async def inject_message(

@@ -7,7 +7,7 @@ import sqlite3
 from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
 from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
-from threadloom.store.sqlite.logs import write_bodies
+from threadloom.store.sqlite.logs import insert_log, write_bodies
 from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_message
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
@@ -229,7 +229,11 @@ def insert_message_and_log(
     message: Message,
     log: LogRow,
     require_live: bool,
-) -> tuple[Message, list[StoredEvent]]:
+    new_log: bool,
+) -> tuple[Message, LogRow, list[StoredEvent]]:
     stored, message_event = insert_message(conn, clock, thread_id, message, require_live)
+    if new_log:
+        row, log_event = insert_log(conn, clock, thread_id, log, False)
+        return stored, row, [message_event, log_event]
     log_event = update_log(conn, clock, thread_id, log, ())
-    return stored, [message_event, log_event]
+    return stored, log, [message_event, log_event]

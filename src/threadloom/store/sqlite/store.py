@@ -433,9 +433,17 @@ class SqliteStore:
         return await self._write(messages.update_message, thread_id, message)
 
     async def insert_message_and_log(
-        self, thread_id: str, message: Message, log: LogRow, *, require_live: bool = True
-    ) -> tuple[Message, list[StoredEvent]]:
-        return await self._write(runs.insert_message_and_log, thread_id, message, log, require_live)
+        self,
+        thread_id: str,
+        message: Message,
+        log: LogRow,
+        *,
+        require_live: bool = True,
+        new_log: bool = False,
+    ) -> tuple[Message, LogRow, list[StoredEvent]]:
+        return await self._write(
+            runs.insert_message_and_log, thread_id, message, log, require_live, new_log
+        )
 
     async def update_message_and_log(
         self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
