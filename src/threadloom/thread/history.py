@@ -25,7 +25,7 @@ class MessageHistory(Sequence[Message]):
         # The messages given are fresh from the store and owned from here on: no copies.
         self._messages: list[Message] = [m for m in messages if self._admits(m)]
         self._by_id: dict[str, Message] = {m.id: m for m in self._messages}
-        self._memo: dict[tuple[str, Any], tuple[Message, Any]] = {}
+        self._memo: dict[Any, dict[str, tuple[Message, Any]]] = {}  # key → id → (record, value)
 
     def _admits(self, message: Message) -> bool:
         return message.depth == 0
@@ -52,7 +52,9 @@ class MessageHistory(Sequence[Message]):
         self._messages = [m for m in self._messages if m.id not in doomed]
         for message_id in doomed:
             del self._by_id[message_id]
-        self._memo = {k: v for k, v in self._memo.items() if k[0] not in doomed}
+        for values in self._memo.values():
+            for message_id in doomed:
+                values.pop(message_id, None)
 
     def raw(self) -> list[Message]:
         """The records themselves, for the engine's own reads (callers must not mutate them;
@@ -65,14 +67,17 @@ class MessageHistory(Sequence[Message]):
 
     def memo(self, message: Message, key: Any, compute: Callable[[Message], T]) -> T:
         """``compute(message)``, remembered for this record; copies are not remembered."""
-        if not self.owns(message):
-            return compute(message)
-        hit = self._memo.get((message.id, key))
+        values = self._memo.get(key)
+        if values is None:
+            values = self._memo[key] = {}
+        hit = values.get(message.id)
         if hit is not None and hit[0] is message:
             value: T = hit[1]
             return value
+        if self._by_id.get(message.id) is not message:  # a copy, or not this history's
+            return compute(message)
         value = compute(message)
-        self._memo[(message.id, key)] = (message, value)
+        values[message.id] = (message, value)
         return value
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
