@@ -24,7 +24,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from queue import Empty, SimpleQueue
 from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
@@ -51,78 +50,9 @@ from threadloom.store.base import (
     system_clock_us,
 )
 from threadloom.store.sqlite import files, logs, messages, queue, runs, schema, threads
+from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
 T = TypeVar("T")
-
-
-class _Writer:
-    """One thread that commits write transactions and hands results back to the loop.
-
-    Writes that queue up while a commit is in progress are committed together (group
-    commit): each runs inside its own SAVEPOINT, so a failing one is rolled back alone,
-    and all of them are acknowledged after the one COMMIT — persist, then acknowledge.
-    Under concurrent load this turns N fsyncs into one.
-    """
-
-    MAX_BATCH = 64
-
-    def __init__(self, run_batch: Callable[[list[tuple[Any, tuple[Any, ...]]]], list[Any]]) -> None:
-        self._run_batch = run_batch
-        self._queue: SimpleQueue[Any] = SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="threadloom-sqlite-w", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            while len(batch) < self.MAX_BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                batch.append(more)
-            outcomes = self._run_batch([(fn, args) for _, _, fn, args in batch])
-            for (loop, future, _, _), (result, exc) in zip(batch, outcomes, strict=True):
-                loop.call_soon_threadsafe(_settle, future, result, exc)
-
-    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((loop, future, fn, args))
-        return future
-
-    def shutdown(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-
-
-def _loop_busy() -> bool:
-    """True when other callbacks wait for the event loop: a commit made inline would hold
-    them up, so the write goes to the writer thread (where it can share a group commit).
-    Reads CPython's ready queue; a loop without one counts as idle."""
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
-    return bool(ready)
-
-
-def _call(fn: Callable[[], T]) -> T:
-    """Marks a job that is a plain call (opening the store), not a write transaction."""
-    return fn()
-
-
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -171,7 +101,7 @@ class SqliteStore:
         self.synchronous = synchronous
         self.clock = clock
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = _Writer(self._run_batch)
+        self._writer = Writer(self._run_batch)
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="threadloom-sqlite-r")
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -197,7 +127,7 @@ class SqliteStore:
             )
         store = cls(path, url=url, **options)
         try:
-            await store._writer.submit(_call, store._open_writer)
+            await store._writer.submit(plain_call, store._open_writer)
         except (sqlite3.Error, RuntimeError, OSError) as exc:
             await store.close()
             raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
@@ -258,7 +188,7 @@ class SqliteStore:
     ) -> list[tuple[Any, BaseException | None]]:
         """Run queued writes in one transaction, each in its own SAVEPOINT (group commit)."""
         conn = self._wconn
-        if jobs and jobs[0][0] is _call:  # opening the store: not a transaction
+        if jobs and jobs[0][0] is plain_call:  # opening the store: not a transaction
             outcomes: list[tuple[Any, BaseException | None]] = []
             for fn, args in jobs:
                 try:
@@ -314,7 +244,7 @@ class SqliteStore:
             raise StoreError("store is closed")
         conn = self._iconn
         if conn is not None and (
-            self.write_mode == "inline" or (self._queued == 0 and not _loop_busy())
+            self.write_mode == "inline" or (self._queued == 0 and not loop_busy())
         ):
             try:
                 conn.execute("BEGIN IMMEDIATE")
