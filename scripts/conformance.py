@@ -1,7 +1,8 @@
 """Which conformance cases of the spec the test suite holds.
 
 Reads every case id (``C02-017``) and its tags from ``../shared/spec/*.md`` and every test
-whose function name carries a case (``test_c02_017_…``), and writes a table to
+whose function name carries a case (``test_c02_017_…``; a test that holds two cases with
+the same behaviour names both, ``test_c02_083_c06_011_…``), and writes a table to
 ``docs/conformance.md``. Run with ``make conformance``.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = re.compile(r"^- (C(\d\d)-(\d\d\d))[:\s—-]+(.*)$")
-TEST_REF = re.compile(r"def test_\w*?c(\d\d)_(\d\d\d)(?!\d)")
+TEST_NAME = re.compile(r"def (test_\w+)")
+TEST_REF = re.compile(r"(?:^|_)c(\d\d)_(\d\d\d)(?=_|$)")
 
 
 def spec_cases(spec_dir: Path) -> dict[str, tuple[str, str, str]]:
@@ -35,8 +37,9 @@ def test_refs(tests_dir: Path) -> dict[str, set[str]]:
     """case id → test files that name it."""
     refs: dict[str, set[str]] = defaultdict(set)
     for path in sorted(tests_dir.rglob("test_*.py")):
-        for a, b in TEST_REF.findall(path.read_text(encoding="utf-8")):
-            refs[f"C{a}-{b}"].add(str(path.relative_to(ROOT)))
+        for name in TEST_NAME.findall(path.read_text(encoding="utf-8")):
+            for a, b in TEST_REF.findall(name):
+                refs[f"C{a}-{b}"].add(str(path.relative_to(ROOT)))
     return refs
 
 

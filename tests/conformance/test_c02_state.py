@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -186,10 +187,11 @@ async def test_c02_057_set_status_writes_parent_registry_label(runtime: Runtime)
     assert isinstance(events[0].seq, int)
 
 
-async def test_c02_058_set_status_validation_and_root_noop(runtime: Runtime) -> None:
+async def test_c02_058_c06_032_set_status_validation_and_root_noop(runtime: Runtime) -> None:
     """C02-058: ``set_status("   ")`` → ``InvalidArgument``; ``set_status(3)`` →
     ``InvalidArgument``; root thread ``set_status("x")`` → returns ``None``, nothing
-    changes."""
+    changes. C06-032: ``set_status("")`` → ``InvalidArgument("set_status requires
+    non-empty status")``."""
     rt = runtime
     p = await rt.create_thread("parent")
     c = await make_child(rt, p)
@@ -197,6 +199,9 @@ async def test_c02_058_set_status_validation_and_root_noop(runtime: Runtime) -> 
 
     with pytest.raises(InvalidArgument, match="set_status requires non-empty status"):
         await c.set_status("   ")
+    with pytest.raises(InvalidArgument) as empty:
+        await c.set_status("")
+    assert str(empty.value) == "set_status requires non-empty status"
     with pytest.raises(InvalidArgument):
         await c.set_status(3)  # type: ignore[arg-type]
     assert (await entry_for(rt, p.thread_id, c.thread_id)).status == "running"
@@ -813,9 +818,10 @@ async def test_c02_080_get_parent_thread(runtime: Runtime) -> None:
     assert [e.reference for e in parent.children] == [c.thread_id]
 
 
-async def test_c02_081_get_child_thread(runtime: Runtime) -> None:
+async def test_c02_081_c06_037_get_child_thread(runtime: Runtime) -> None:
     """C02-081: P with child C, Q with child D → ``P.get_child_thread(C)`` → C's state;
-    ``P.get_child_thread(D)`` → ``None``."""
+    ``P.get_child_thread(D)`` → ``None``. C06-037: ``get_child_thread(<random uuid>)`` →
+    ``None``; on the child, ``get_parent_thread()`` → the parent; on a root → ``None``."""
     rt = runtime
     p = await rt.create_thread("parent")
     q = await rt.create_thread("parent")
@@ -830,6 +836,10 @@ async def test_c02_081_get_child_thread(runtime: Runtime) -> None:
     assert await q.get_child_thread(c.thread_id) is None
     assert (await q.get_child_thread(d.thread_id)).thread_id == d.thread_id  # type: ignore[union-attr]
     assert await p.get_child_thread("nope") is None
+    assert await p.get_child_thread(str(uuid.uuid4())) is None
+    back = await child.get_parent_thread()
+    assert back is not None and back.thread_id == p.thread_id
+    assert await p.get_parent_thread() is None
 
 
 async def test_c02_082_notify_parent_queues_on_parent(runtime: Runtime) -> None:
@@ -872,14 +882,16 @@ async def test_c02_082_notify_parent_queues_on_parent(runtime: Runtime) -> None:
     ]
 
 
-async def test_c02_083_notify_parent_validation_and_root(runtime: Runtime) -> None:
+async def test_c02_083_c06_011_notify_parent_validation_and_root(runtime: Runtime) -> None:
     """C02-083: ``notify_parent("   ")`` → ``InvalidArgument``; root thread
-    ``notify_parent("x")`` → returns ``None``, nothing queued."""
+    ``notify_parent("x")`` → returns ``None``, nothing queued. C06-011: the error reads
+    ``notify_parent requires non-empty content``."""
     rt = runtime
     p = await rt.create_thread("parent")
     c = await make_child(rt, p)
-    with pytest.raises(InvalidArgument, match="notify_parent requires non-empty content"):
+    with pytest.raises(InvalidArgument) as blank:
         await c.notify_parent("   ")
+    assert str(blank.value) == "notify_parent requires non-empty content"
     with pytest.raises(InvalidArgument):
         await c.notify_parent(5)  # type: ignore[arg-type]
     assert await all_messages(p) == []

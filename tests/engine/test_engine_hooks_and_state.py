@@ -1814,6 +1814,36 @@ async def test_c02_084_notify_parent_marks_the_tool_result(make_env: Any) -> Non
     assert (note.content, note.silent, note.status) == ("50%", True, "completed")
 
 
+async def test_c06_012_notify_parent_on_a_root_thread_inside_a_tool(make_env: Any) -> None:
+    """C06-012: ``notify_parent`` on a root thread inside a tool → nothing queued anywhere;
+    the tool result still carries the ``parent_notification`` metadata."""
+
+    @tool
+    async def report(state: Any) -> str:
+        """Tell the parent, if there is one."""
+        await state.notify_parent("50%")
+        return "reported"
+
+    env = await make_env(
+        [Reply.tool_calls(Call("report", {}, id="call_r")), Reply.text("done")],
+        report,
+        tools=("report",),
+    )
+    bystander = await env.thread()
+    root = await env.thread()
+    await env.turn(root, "work")
+    (result,) = [m for m in await stored(root) if m.role == "tool"]
+    assert (result.content, result.tool_status) == ("reported", "success")
+    assert result.metadata is not None
+    assert result.metadata["parent_notification"] is True
+    assert result.metadata["parent_notification_content"] == "50%"
+    # nothing queued: not on the root itself, not on any other thread of the store
+    for thread_id in (root.thread_id, bystander.thread_id):
+        assert await env.rt.store.list_queue(thread_id) == []
+    assert [m.role for m in await stored(root)] == ["user", "assistant", "tool", "assistant"]
+    assert await stored(bystander) == []
+
+
 async def test_c02_087_context_shared_in_run_and_reset_per_run(make_env: Any) -> None:
     """C02-087 (without the sub-prompt part): a tool sets ``state.context["k"] = 1``; a
     later tool of the same run reads 1; the next run starts with ``context == {}``."""
