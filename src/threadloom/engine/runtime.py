@@ -23,6 +23,7 @@ from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
 from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
+from threadloom.thread.family import reconcile_registry
 from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
@@ -90,6 +91,8 @@ class Runtime:
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
         await runtime.recover()
+        for parent_id in await opened.threads_with_open_children():
+            await reconcile_registry(hub, parent_id, force=True)
         for thread_id in await opened.threads_with_queue():
             runtime.runs.wake(thread_id)
         return runtime

@@ -387,6 +387,11 @@ class Store(Protocol):
         """Set an entry's status; ``None`` (no event) when there is no such entry."""
         ...
 
+    async def threads_with_open_children(self) -> list[str]:
+        """Parents holding a registry entry whose status is not ``idle``, ``failed`` or
+        ``terminated`` (the entries the reconciler checks, spec 06 §6.11)."""
+        ...
+
     # -- logs and cost ---------------------------------------------------------------
     async def insert_log(
         self, thread_id: str, row: LogRow, *, anchor_newest: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from threadloom.errors import InvalidArgument, ThreadNotFound, ThreadTerminated
+from threadloom.records import SubagentRegistryEntry
 from threadloom.thread.queue import enqueue
 
 if TYPE_CHECKING:
@@ -29,6 +30,47 @@ async def set_registry_status(hub: ThreadHub, parent_id: str, child_id: str, lab
         event = await hub.store.set_registry_status(parent_id, child_id, label)
         if event is not None:
             await hub.publish_events([event])
+
+
+RECONCILE_EVERY_US = 60_000_000
+"""A parent's registry is reconciled on reads at most once per this many µs."""
+
+SETTLED_ENTRY = frozenset(("idle", "failed", "terminated"))
+"""Entry statuses the reconciler leaves alone; any other (``running``, a label) is checked."""
+
+
+async def reconcile_registry(
+    hub: ThreadHub, parent_id: str, *, force: bool = False
+) -> list[SubagentRegistryEntry]:
+    """Bring the parent's open registry entries in line with their children (spec 06
+    §6.11) and return the registry as it then is.
+
+    A missing or terminated child makes its entry ``terminated``; a child with no active
+    run and nothing queued makes it ``idle`` or ``failed`` after its run status. Runs on
+    a read at most once per ``RECONCILE_EVERY_US`` per parent, unless ``force``d (start-up).
+    """
+    entries = await hub.store.get_registry(parent_id)
+    now = hub.clock()
+    last = hub.registry_checked.get(parent_id)
+    if not force and last is not None and now - last < RECONCILE_EVERY_US:
+        return entries
+    hub.registry_checked[parent_id] = now
+    open_entries = [e for e in entries if e.status not in SETTLED_ENTRY]
+    if not open_entries:
+        return entries
+    rows = await hub.store.get_threads([e.reference for e in open_entries])
+    changed = False
+    for entry in open_entries:
+        row = rows.get(entry.reference)
+        if row is None or row.terminated is not None:
+            settled = "terminated"
+        elif row.status.state == "running" or await hub.store.list_queue(entry.reference):
+            continue
+        else:
+            settled = row.status.state
+        await set_registry_status(hub, parent_id, entry.reference, settled)
+        changed = True
+    return await hub.store.get_registry(parent_id) if changed else entries
 
 
 async def set_status(state: ThreadState, label: str) -> None:
@@ -106,4 +148,4 @@ async def notify_parent(state: ThreadState, content: str) -> None:
     )
 
 
-__all__ = ["get_child_thread", "notify_parent", "set_status", "terminate"]
+__all__ = ["get_child_thread", "notify_parent", "reconcile_registry", "set_status", "terminate"]

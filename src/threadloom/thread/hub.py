@@ -116,14 +116,16 @@ class ThreadHub:
         self._child_hook_cache: dict[
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
         ] = {}
+        self.registry_checked: dict[str, int] = {}
+        """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11)."""
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
+        """Set by the engine: abort a running execution (thread id, reason, from inside)."""
         self.file_limits: Any = None
         """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
-        """Set by the engine: abort a running execution (thread id, reason, from inside)."""
 
     # -- locks and live state --------------------------------------------------------
     def lock(self, thread_id: str) -> ThreadLock:
@@ -150,6 +152,7 @@ class ThreadHub:
         self._histories.pop(thread_id, None)
         self._warm.pop(thread_id, None)
         self._seq.pop(thread_id, None)
+        self.registry_checked.pop(thread_id, None)
 
     # -- warm histories ------------------------------------------------------------------
     WARM_MESSAGES = 100_000

@@ -191,7 +191,8 @@ class ThreadState:
 
     # -- parent and child (spec 02 §2.14) ---------------------------------------------
     async def get_children(self) -> list[SubagentRegistryEntry]:
-        entries = await self._hub.store.get_registry(self.thread_id)
+        """The registry read fresh (and reconciled, spec 06 §6.11)."""
+        entries = await family.reconcile_registry(self._hub, self.thread_id)
         self._children = tuple(entries)
         return [e.model_copy() for e in entries]
 

@@ -320,6 +320,9 @@ class SqliteStore:
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)
 
+    async def threads_with_open_children(self) -> list[str]:
+        return await self._read(threads.threads_with_open_children)
+
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         return await self._write(threads.set_status, thread_id, status)
 

@@ -238,6 +238,16 @@ def set_registry_status(
     return event
 
 
+def threads_with_open_children(conn: sqlite3.Connection) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT parent_thread_id FROM subagent_registry"
+            " WHERE status NOT IN ('idle', 'failed', 'terminated')"
+        )
+    ]
+
+
 def read_events(
     conn: sqlite3.Connection, thread_id: str, after_seq: int, limit: int
 ) -> list[StoredEvent]:
