@@ -64,9 +64,7 @@ async def test_c06_040_deleted_child_entry_becomes_terminated(tmp_path: Path) ->
         with rt.events.subscribe(parent.thread_id, kinds=["subagent"]) as sub:
             assert await statuses(parent) == {child: "terminated"}
             frames = sub.drain()
-        assert [(f.kind, f.data["entry"]["status"]) for f in frames] == [
-            ("subagent", "terminated")
-        ]
+        assert [(f.kind, f.data["entry"]["status"]) for f in frames] == [("subagent", "terminated")]
         assert await statuses(parent) == {child: "terminated"}  # settled: left alone
     finally:
         await rt.close()

@@ -13,6 +13,7 @@ import pytest
 from threadloom import Runtime
 from threadloom.errors import FileError, InvalidPath
 from threadloom.thread.state import ThreadState
+from threadloom.thread.transfer import copy_attachments
 
 ESCAPES = (
     "../secret.txt",
@@ -43,6 +44,8 @@ PATH_CALLS: dict[str, Call] = {
     "get_file_stats": lambda s, p: s.get_file_stats(p),
     "grep_files(path)": lambda s, p: s.grep_files("secret", path=p),
     "get_file_thumbnail": lambda s, p: s.get_file_thumbnail(p),
+    "copy_attachments(path)": lambda s, p: copy_attachments(s, s, [p]),
+    "copy_attachments(ref)": lambda s, p: copy_attachments(s, s, [{"path": p, "name": "x"}]),
 }
 
 

@@ -324,6 +324,11 @@ async def write_attachment(
     ext = attachment_extension(name, mime)
     path = f"/attachments/{millis}-{uuid.uuid4().hex[:8]}.{ext}"
     record = await write_file(state, path, data, mime, width=width, height=height)
+    return attachment_ref(record, name, description)
+
+
+def attachment_ref(record: FileRecord, name: str, description: str | None) -> AttachmentRef:
+    """A new ref (fresh UUID4 id) to a stored file, shown under ``name``."""
     return AttachmentRef(
         id=new_id(),
         type="file",
