@@ -159,7 +159,12 @@ def build_request(
 
     prompt = env.prompt
     messages = normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
-    offered = env.tools if getattr(model, "supports_tools", True) else []
+    # resumable relationships are reached through subagent_create, never offered by name
+    offered = (
+        [t for t in env.tools if getattr(t, "direct", True)]
+        if getattr(model, "supports_tools", True)
+        else []
+    )
     tools = [
         ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in offered
     ]

@@ -36,6 +36,10 @@ NOT_OFFERED = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
     "explicitly configured for this prompt."
 )
+NOT_DIRECT = (
+    'Tool "{name}" is not directly callable. Use subagent_create with agent="{name}" to '
+    "create a subagent, or subagent_message to message an existing reference."
+)
 
 
 @dataclass
@@ -142,10 +146,15 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     if offered is None and queued:
         offered = env.run.definitions.resolve_name(name)
     reserved = new_id()  # the id of this call's result message (a sub-prompt nests under it)
+    refusal = None
     if offered is None:
+        refusal = NOT_OFFERED
+    elif not queued and not getattr(offered, "direct", True):  # a resumable relationship
+        refusal = NOT_DIRECT
+    if refusal is not None:
         return CallOutcome(
             call,
-            ToolResult(status="error", error=NOT_OFFERED.format(name=name)),
+            ToolResult(status="error", error=refusal.format(name=name)),
             executed=False,
             message_id=reserved,
         )

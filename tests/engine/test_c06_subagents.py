@@ -1,0 +1,74 @@
+"""Spec 06 cases the engine holds today: how relationships are offered and refused.
+
+Fixtures follow §6.15: **PARENT** is the ``make_chat`` agent (side a prompt ``P``),
+**WORKER** a ``dual_ai`` agent exposed as a tool with prompts ``WA``/``WB``. Creating
+instances from a run (``subagent_create``, session results) is not built yet; those cases
+are listed as open in docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadloom import Agent, Side
+from threadloom.define import Prompt, Subagent
+from threadloom.providers.scripted import Call, Reply
+
+WORKER = (
+    Prompt(name="WA", model="M", system="You are the worker."),
+    Prompt(name="WB", model="M", system="You review the worker."),
+    Agent(
+        name="worker",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="Works on one task",
+        side_a=Side(prompt="WA"),
+        side_b=Side(prompt="WB"),
+    ),
+)
+
+
+async def test_c06_030_resumable_relationship_is_not_directly_callable(make_chat: Any) -> None:
+    """C06-030: the model calls a resumable relationship by name → error ``Tool "worker"
+    is not directly callable. Use subagent_create …``; no child thread is created, and the
+    relationship is not among the tools offered by name."""
+    chat = await make_chat(
+        [Reply.tool_calls(Call("worker", {"message": "hi"}, id="call_w")), Reply.text("ok")],
+        prompt={"tools": ["echo", Subagent("worker")]},
+        extra=WORKER,
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+
+    offered = [t.name for t in chat.provider.requests[0].tools]
+    assert "worker" not in offered and "echo" in offered
+    page = await state.get_messages(order="asc", limit=None, include_silent=True)
+    (result,) = [m for m in page.messages if m.role == "tool"]
+    assert result.tool_status == "error"
+    assert result.content == (  # error results carry the prefix of spec 04 §4.14.4
+        "Failed to execute tool: "
+        'Tool "worker" is not directly callable. Use subagent_create with agent="worker" '
+        "to create a subagent, or subagent_message to message an existing reference."
+    )
+    assert await state.get_children() == []
+    rows, total = await chat.runtime.store.list_threads()
+    assert ([r.id for r in rows], total) == ([state.thread_id], 1)
+
+
+async def test_non_resumable_relationship_is_offered_by_name(make_chat: Any) -> None:
+    """§6.3.4: ``resumable=False`` → offered as a tool named after the relationship with the
+    mode suffix and the default ``{message, attachments}`` parameters."""
+    chat = await make_chat(
+        [Reply.text("ok")],
+        prompt={"tools": [Subagent("worker", resumable=False, blocking=True)]},
+        extra=WORKER,
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    (spec,) = chat.provider.requests[0].tools
+    assert spec.name == "worker"
+    assert spec.description == "Works on one task (blocking: waits for the result)"
+    assert spec.parameters["required"] == ["message"]
+    assert set(spec.parameters["properties"]) == {"message", "attachments"}
