@@ -13,6 +13,7 @@ from typing import Any
 from threadloom import Agent, Side
 from threadloom.define import Prompt, Subagent
 from threadloom.providers.scripted import Call, Reply
+from threadloom.records import SubagentRegistryEntry
 
 WORKER = (
     Prompt(name="WA", model="M", system="You are the worker."),
@@ -26,6 +27,22 @@ WORKER = (
         side_b=Side(prompt="WB"),
     ),
 )
+
+
+async def turn(chat: Any, state: Any, text: str) -> None:
+    await chat.runtime.send_message(state.thread_id, text)
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+
+
+async def seed_child(chat: Any, state: Any, **fields: Any) -> str:
+    """A WORKER child of ``state`` with an ``idle`` registry entry (``fields`` override)."""
+    child = await chat.runtime.create_thread("worker", parent=state.thread_id)
+    entry = {"relationship": "worker", "owner": "a", "name": "worker", "status": "idle"}
+    await chat.runtime.store.upsert_registry_entry(
+        state.thread_id,
+        SubagentRegistryEntry(reference=child.thread_id, **{**entry, **fields}),
+    )
+    return str(child.thread_id)
 
 
 async def test_c06_030_resumable_relationship_is_not_directly_callable(make_chat: Any) -> None:
@@ -67,8 +84,52 @@ async def test_non_resumable_relationship_is_offered_by_name(make_chat: Any) -> 
     state = await chat.thread()
     await chat.runtime.send_message(state.thread_id, "go")
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
-    (spec,) = chat.provider.requests[0].tools
+    spec, listing = chat.provider.requests[0].tools
+    assert listing.name == "subagents"  # offered because the prompt has a subagent entry
     assert spec.name == "worker"
     assert spec.description == "Works on one task (blocking: waits for the result)"
     assert spec.parameters["required"] == ["message"]
     assert set(spec.parameters["properties"]) == {"message", "attachments"}
+
+
+async def test_c06_028_subagents_lists_the_registry(make_chat: Any) -> None:
+    """C06-028: ``subagents`` on an empty registry → ``No active subagent instances.``; with
+    one entry → ``Active subagent instances:\n- <id>: worker "W1" — idle`` … ending
+    ``Message one with subagent_message(referenceId, message).``"""
+    chat = await make_chat(
+        [
+            Reply.tool_calls(Call("subagents", {}, id="call_1")),
+            Reply.text("none"),
+            Reply.tool_calls(Call("subagents", {}, id="call_2")),
+            Reply.text("one"),
+        ],
+        prompt={"tools": ["echo", Subagent("worker")]},
+        extra=WORKER,
+    )
+    state = await chat.thread()
+    await turn(chat, state, "list")
+    child = await seed_child(chat, state, thread_name="W1", description="Works on one task")
+    await turn(chat, state, "list again")
+
+    page = await state.get_messages(order="asc", limit=None, include_silent=True)
+    first, second = [m for m in page.messages if m.role == "tool"]
+    assert (first.content, first.tool_status) == ("No active subagent instances.", "success")
+    assert second.content == (
+        "Active subagent instances:\n"
+        f'- {child}: worker "W1" — idle (Works on one task)\n'
+        "Message one with subagent_message(referenceId, message)."
+    )
+
+
+async def test_subagents_is_offered_when_only_the_registry_has_entries(make_chat: Any) -> None:
+    """§6.3.1: a prompt without subagent entries is offered ``subagents`` once the thread's
+    registry is not empty (for example after a handoff from the prompt that created them),
+    and not before."""
+    chat = await make_chat([Reply.text("a"), Reply.text("b")], extra=WORKER)
+    state = await chat.thread()
+    await turn(chat, state, "one")
+    await seed_child(chat, state)
+    await turn(chat, state, "two")
+    before, after = ([t.name for t in r.tools] for r in chat.provider.requests)
+    assert before == ["echo"]
+    assert after == ["echo", "subagents"]

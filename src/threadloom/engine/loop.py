@@ -19,6 +19,7 @@ from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.engine.execution import ExecutionState
 from threadloom.engine.model_call import ModelResult, StepError, format_exception
 from threadloom.engine.step import StepEnv, model_step, role_of
+from threadloom.engine.subagents import with_runtime_tools
 from threadloom.engine.tools import CallOutcome
 from threadloom.records import LogRow, Message, new_id
 from threadloom.store.base import ThreadRow
@@ -48,6 +49,8 @@ class Run:
         self.row = row
         self.agent = agent
         self.side = side
+        self.has_registry = row.has_children
+        """Whether the thread has subagent registry entries (offers ``subagents``)."""
         self.task: asyncio.Task[None] | None = None
         self.started_at = 0
         self.abort_reason: str | None = None
@@ -239,7 +242,9 @@ class Run:
             side=side,
             prompt=prompt,
             side_def=side_def,
-            tools=list(self.definitions.resolve_tools(prompt)),
+            tools=with_runtime_tools(
+                self.definitions.resolve_tools(prompt), has_registry=self.has_registry
+            ),
             anchor_id=self.anchor[0],
             anchor_created=self.anchor[1],
         )

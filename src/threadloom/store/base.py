@@ -78,6 +78,8 @@ class ThreadRow:
     events_pruned_through: int
     session_turns_a: int = 0
     session_turns_b: int = 0
+    has_children: bool = False
+    """Whether the thread's subagent registry holds any entry (filled by ``get_thread``)."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

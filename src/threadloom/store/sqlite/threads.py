@@ -51,7 +51,9 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
 
 def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRow | None:
     row = conn.execute(
-        f"SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?", (thread_id,)
+        f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
+        " WHERE parent_thread_id = threads.id) FROM threads WHERE id = ?",
+        (thread_id,),
     ).fetchone()
     return thread_from_row(row) if row else None
 
