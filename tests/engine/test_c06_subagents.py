@@ -23,6 +23,7 @@ WORKER = (
         type="dual_ai",
         expose_as_tool=True,
         tool_description="Works on one task",
+        max_session_turns=1,
         side_a=Side(prompt="WA"),
         side_b=Side(prompt="WB"),
     ),
@@ -133,3 +134,104 @@ async def test_subagents_is_offered_when_only_the_registry_has_entries(make_chat
     before, after = ([t.name for t in r.tools] for r in chat.provider.requests)
     assert before == ["echo"]
     assert after == ["echo", "subagents"]
+
+
+def parent_script(*replies: Reply) -> Any:
+    """A scripted model shared by parent and child: the worker's prompts get a plain answer,
+    the parent's requests take ``replies`` in order (child runs may interleave)."""
+    queue = list(replies)
+
+    def reply(request: Any) -> Reply:
+        system = request.messages[0].text if request.messages else ""
+        if "worker" in system or not queue:
+            return Reply.text("working")
+        return queue.pop(0)
+
+    return reply
+
+
+def message_call(reference: str, message: str = "more", **extra: Any) -> Reply:
+    args = {"referenceId": reference, "message": message, "attachments": [], **extra}
+    return Reply.tool_calls(Call("subagent_message", args, id=f"call_{message.strip() or 'x'}"))
+
+
+async def tool_results(state: Any) -> list[Any]:
+    page = await state.get_messages(order="asc", limit=None, include_silent=True)
+    return [m for m in page.messages if m.role == "tool"]
+
+
+async def test_c06_002_c06_024_subagent_message_to_an_idle_child(make_chat: Any) -> None:
+    """C06-002: with an ``idle`` resumable instance, ``subagent_message`` is offered.
+    C06-024: ``subagent_message {referenceId, message: "more", attachments: []}``,
+    non-blocking → ``Message sent to subagent <id>.``; entry ``running``; the child delivers
+    "more" as a ``user`` message with ``metadata.forwarded_from.thread_id`` = parent."""
+    chat = await make_chat(
+        None,
+        prompt={"tools": ["echo", Subagent("worker")]},
+        extra=WORKER,
+    )
+    state = await chat.thread()
+    child = await seed_child(chat, state, resumable=True)
+    chat.provider.reset(parent_script(message_call(child), Reply.text("sent")))
+    await turn(chat, state, "tell the worker")
+    await chat.runtime.wait_idle(child, timeout=5)
+
+    offered = [t.name for t in chat.provider.requests[0].tools]
+    assert offered == ["echo", "subagent_message", "subagents"]
+    (result,) = await tool_results(state)
+    assert (result.content, result.tool_status) == (f"Message sent to subagent {child}.", "success")
+    (entry,) = await chat.runtime.store.get_registry(state.thread_id)
+    assert entry.status == "running"
+    issuing = next(m for m in (await state.get_messages(order="asc")).messages if m.tool_calls)
+    child_page = await (await chat.runtime.thread(child)).get_messages(order="asc", limit=None)
+    first = child_page.messages[0]
+    assert (first.role, first.content) == ("user", "more")
+    assert first.metadata is not None
+    assert first.metadata["forwarded_from"] == {
+        "thread_id": state.thread_id,
+        "message_id": issuing.id,
+    }
+
+
+async def test_c06_026_subagent_message_to_a_terminated_child(make_chat: Any) -> None:
+    """C06-026: ``subagent_message`` to a terminated child → ``Subagent reference "<id>" is
+    not active.``; the entry becomes ``terminated``; nothing is queued in the child."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=WORKER)
+    state = await chat.thread()
+    child = await seed_child(chat, state, resumable=True)
+    await chat.runtime.store.terminate(child)  # behind the registry's back
+    chat.provider.reset(parent_script(message_call(child), Reply.text("ok")))
+    await turn(chat, state, "tell the worker")
+    (result,) = await tool_results(state)
+    assert result.tool_status == "error"
+    assert result.content == f'Failed to execute tool: Subagent reference "{child}" is not active.'
+    (entry,) = await chat.runtime.store.get_registry(state.thread_id)
+    assert entry.status == "terminated"
+    assert await chat.runtime.store.list_queue(child) == []
+
+
+async def test_c06_027_subagent_message_argument_checks(make_chat: Any) -> None:
+    """C06-027: ``referenceId: ""`` → ``subagent_message requires referenceId and
+    message.``; then (§6.3.3 checks 2 and 4) attachments not a list, and a non-resumable
+    reference."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=WORKER)
+    state = await chat.thread()
+    resumable = await seed_child(chat, state, resumable=True)
+    one_shot = await seed_child(chat, state, resumable=False)
+    chat.provider.reset(
+        parent_script(
+            message_call(""),
+            message_call(resumable, "no list", attachments="x"),
+            message_call(one_shot, "one shot"),
+            Reply.text("done"),
+        )
+    )
+    await turn(chat, state, "go")
+    errors = [m.content for m in await tool_results(state)]
+    prefix = "Failed to execute tool: "
+    assert errors == [
+        prefix + "subagent_message requires referenceId and message.",
+        prefix + "subagent_message requires attachments (use [] when none).",
+        prefix + f'Subagent reference "{one_shot}" is not resumable.',
+    ]
+    assert await chat.runtime.store.list_queue(resumable) == []

@@ -19,7 +19,7 @@ from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.engine.execution import ExecutionState
 from threadloom.engine.model_call import ModelResult, StepError, format_exception
 from threadloom.engine.step import StepEnv, model_step, role_of
-from threadloom.engine.subagents import with_runtime_tools
+from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
 from threadloom.records import LogRow, Message, new_id
 from threadloom.store.base import ThreadRow
@@ -242,9 +242,7 @@ class Run:
             side=side,
             prompt=prompt,
             side_def=side_def,
-            tools=with_runtime_tools(
-                self.definitions.resolve_tools(prompt), has_registry=self.has_registry
-            ),
+            tools=await runtime_tools(self, prompt),
             anchor_id=self.anchor[0],
             anchor_created=self.anchor[1],
         )

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from threadloom.define.tool import ToolResult
 from threadloom.engine.context import RequestMessage
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.subagents import with_runtime_tools
+from threadloom.engine.subagents import runtime_tools
 from threadloom.records import Message
 from threadloom.thread.history import NestedHistory
 
@@ -119,9 +119,7 @@ async def run_subprompt(
             side_def=SimpleNamespace(
                 label=env.side_def.label, stop_tool=None, stop_tool_response_property=None
             ),
-            tools=with_runtime_tools(
-                run.definitions.resolve_tools(prompt), has_registry=run.has_registry
-            ),
+            tools=await runtime_tools(run, prompt),
             anchor_id=None,
             anchor_created=None,
             depth=env.depth + 1,
