@@ -235,3 +235,36 @@ async def test_c06_027_subagent_message_argument_checks(make_chat: Any) -> None:
         prefix + f'Subagent reference "{one_shot}" is not resumable.',
     ]
     assert await chat.runtime.store.list_queue(resumable) == []
+
+
+async def test_subagent_message_copies_attachments_into_the_child(make_chat: Any) -> None:
+    """§6.3.3 check 5 and §6.12: a missing path → ``Attachment not found in this thread:
+    <path>`` and nothing sent; an existing one arrives in the child as a copy under a new
+    ``/attachments/`` path with a new id."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=WORKER)
+    state = await chat.thread()
+    await state.write_file("/notes/brief.txt", "the brief")
+    child = await seed_child(chat, state, resumable=True)
+    chat.provider.reset(
+        parent_script(
+            message_call(child, "missing", attachments=["/nope.txt"]),
+            message_call(child, "with file", attachments=["/notes/brief.txt"]),
+            Reply.text("done"),
+        )
+    )
+    await turn(chat, state, "go")
+    await chat.runtime.wait_idle(child, timeout=5)
+    missing, sent = await tool_results(state)
+    assert (
+        missing.content == "Failed to execute tool: Attachment not found in this thread: /nope.txt"
+    )
+    assert sent.content == f"Message sent to subagent {child}."
+    child_state = await chat.runtime.thread(child)
+    page = await child_state.get_messages(order="asc", limit=None)
+    delivered = page.messages[0]  # the child's later turns follow it
+    assert delivered.role == "user"
+    assert delivered.content == "with file"
+    (ref,) = delivered.attachments or []
+    assert ref.path.startswith("/attachments/brief-") and ref.path.endswith(".txt")
+    assert await child_state.read_file(ref.path) == b"the brief"
+    assert await child_state.stat_file("/notes/brief.txt") is None
