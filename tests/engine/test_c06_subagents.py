@@ -248,16 +248,16 @@ async def test_subagent_message_copies_attachments_into_the_child(make_chat: Any
     chat.provider.reset(
         parent_script(
             message_call(child, "missing", attachments=["/nope.txt"]),
+            message_call(child, "a folder", attachments=["/notes"]),
             message_call(child, "with file", attachments=["/notes/brief.txt"]),
             Reply.text("done"),
         )
     )
     await turn(chat, state, "go")
     await chat.runtime.wait_idle(child, timeout=5)
-    missing, sent = await tool_results(state)
-    assert (
-        missing.content == "Failed to execute tool: Attachment not found in this thread: /nope.txt"
-    )
+    missing, folder, sent = await tool_results(state)
+    prefix = "Failed to execute tool: Attachment not found in this thread: "
+    assert (missing.content, folder.content) == (prefix + "/nope.txt", prefix + "/notes")
     assert sent.content == f"Message sent to subagent {child}."
     child_state = await chat.runtime.thread(child)
     page = await child_state.get_messages(order="asc", limit=None)

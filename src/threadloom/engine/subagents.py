@@ -97,7 +97,8 @@ async def _subagent_message(state: Any, arguments: _AsGiven) -> str:
             "subagent_message to a blocking subagent is not supported by this runtime yet."
         )
     for path in attachments:
-        if await state.stat_file(path) is None:
+        record = await state.stat_file(path)
+        if record is None or record.is_directory:
             raise SubagentToolError(f"Attachment not found in this thread: {path}")
     refs = await copy_attachments(state, child, attachments)
     step = getattr(state.execution, "step", None)
