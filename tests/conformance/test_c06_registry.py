@@ -8,12 +8,17 @@ through the real store, as the engine would leave them.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from pathlib import Path
 
+import pytest
+
 from fakes import FakeClock
 from threadloom import Runtime, ThreadState
+from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import QueueEntry, SubagentRegistryEntry, ThreadStatus
+from threadloom.store.base import NewThread
 from threadloom.thread.family import RECONCILE_EVERY_US
 
 SECOND = 1_000_000
@@ -131,3 +136,39 @@ async def test_restart_reconciles_the_entry_of_a_lost_child_run(tmp_path: Path) 
         assert (status.state, status.reason) == ("failed", "execution_lost")
     finally:
         await reopened.close()
+
+
+def child_of(parent_id: str, **fields: object) -> tuple[NewThread, SubagentRegistryEntry]:
+    new = NewThread(id=str(uuid.uuid4()), agent_id="child", parent_id=parent_id)
+    entry = {"relationship": "worker", "owner": "a", "name": "child", "status": "running"}
+    return new, SubagentRegistryEntry.model_construct(reference=new.id, **{**entry, **fields})
+
+
+async def test_create_child_writes_thread_and_entry_together(runtime: Runtime) -> None:
+    """§6.6.1 step 3: the child thread and the parent's registry entry are one transaction
+    with the parent's ``subagent`` event; a failure in either leaves neither."""
+    parent = await runtime.create_thread("parent")
+    new, entry = child_of(parent.thread_id)
+    row, event = await runtime.store.create_child(new, entry)
+    assert (row.id, row.parent_id, row.status.state) == (new.id, parent.thread_id, "idle")
+    assert (event.thread_id, event.kind, event.entity_id) == (parent.thread_id, "subagent", new.id)
+    (stored,) = await runtime.store.get_registry(parent.thread_id)
+    assert (stored.reference, stored.status) == (new.id, "running")
+    parent_row = await runtime.store.get_thread(parent.thread_id)
+    assert parent_row is not None and parent_row.has_children
+
+    # the entry violates the registry's CHECK after the thread row was inserted: rolled back
+    bad_new, bad_entry = child_of(parent.thread_id, owner="c")
+    with pytest.raises(sqlite3.IntegrityError):
+        await runtime.store.create_child(bad_new, bad_entry)
+    assert await runtime.store.get_thread(bad_new.id) is None
+    assert [e.reference for e in await runtime.store.get_registry(parent.thread_id)] == [new.id]
+
+    orphan_new, orphan_entry = child_of(str(uuid.uuid4()))
+    with pytest.raises(ThreadNotFound):
+        await runtime.store.create_child(orphan_new, orphan_entry)
+    assert await runtime.store.get_thread(orphan_new.id) is None
+    mismatched, _ = child_of(parent.thread_id)
+    with pytest.raises(StoreError):
+        await runtime.store.create_child(mismatched, entry)
+    assert await runtime.store.get_thread(mismatched.id) is None

@@ -201,6 +201,14 @@ class Store(Protocol):
         ``ThreadNotFound``."""
         ...
 
+    async def create_child(
+        self, new: NewThread, entry: SubagentRegistryEntry
+    ) -> tuple[ThreadRow, StoredEvent]:
+        """Insert a child thread (``new.parent_id`` set) and its parent's registry entry
+        in one transaction, with the parent's ``subagent`` event (spec 06 §6.6.1 step 3):
+        both exist or neither does."""
+        ...
+
     async def get_thread(self, thread_id: str) -> ThreadRow | None: ...
 
     async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]: ...

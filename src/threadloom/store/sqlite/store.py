@@ -285,6 +285,11 @@ class SqliteStore:
     async def create_thread(self, new: NewThread) -> ThreadRow:
         return await self._write(threads.create_thread, new)
 
+    async def create_child(
+        self, new: NewThread, entry: SubagentRegistryEntry
+    ) -> tuple[ThreadRow, StoredEvent]:
+        return await self._write(threads.create_child, new, entry)
+
     async def get_thread(self, thread_id: str) -> ThreadRow | None:
         return await self._read(threads.get_thread, thread_id)
 

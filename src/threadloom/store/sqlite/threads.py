@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.errors import ThreadNotFound
+from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
@@ -47,6 +47,18 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
     row = get_thread(conn, new.id)
     assert row is not None
     return row
+
+
+def create_child(
+    conn: sqlite3.Connection, clock: Clock, new: NewThread, entry: SubagentRegistryEntry
+) -> tuple[ThreadRow, StoredEvent]:
+    if new.parent_id is None:
+        raise StoreError("create_child needs a parent thread")
+    if entry.reference != new.id:
+        raise StoreError("the registry entry must reference the new child thread")
+    row = create_thread(conn, clock, new)
+    event = upsert_registry_entry(conn, clock, new.parent_id, entry)
+    return row, event
 
 
 def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRow | None:
