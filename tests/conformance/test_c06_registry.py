@@ -155,7 +155,9 @@ async def test_create_child_writes_thread_and_entry_together(runtime: Runtime) -
     (stored,) = await runtime.store.get_registry(parent.thread_id)
     assert (stored.reference, stored.status) == (new.id, "running")
     parent_row = await runtime.store.get_thread(parent.thread_id)
-    assert parent_row is not None and parent_row.has_children
+    assert parent_row is not None and parent_row.has_children is True
+    child_row = await runtime.store.get_thread(new.id)
+    assert child_row is not None and child_row.has_children is False  # runs skip the read
 
     # the entry violates the registry's CHECK after the thread row was inserted: rolled back
     bad_new, bad_entry = child_of(parent.thread_id, owner="c")

@@ -49,7 +49,7 @@ class Run:
         self.row = row
         self.agent = agent
         self.side = side
-        self.has_registry = row.has_children
+        self.has_registry = row.has_children is not False  # unknown: read it
         """Whether the thread has subagent registry entries (offers ``subagents``)."""
         self.task: asyncio.Task[None] | None = None
         self.started_at = 0

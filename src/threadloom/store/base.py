@@ -78,8 +78,9 @@ class ThreadRow:
     events_pruned_through: int
     session_turns_a: int = 0
     session_turns_b: int = 0
-    has_children: bool = False
-    """Whether the thread's subagent registry holds any entry (filled by ``get_thread``)."""
+    has_children: bool | None = None
+    """Whether the thread's subagent registry holds any entry; ``None`` when the read that
+    made this row did not look (only ``get_thread`` does)."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

@@ -179,6 +179,21 @@ async def create_with_log(
     return stored, row
 
 
+async def _before_create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
+    """The ``before_create_message`` chain over a candidate, then its derived
+    ``subagent_id`` (spec 03 §3.6.6): what every create path stores."""
+    hooks = _hooks(state, "before_create_message")
+    if hooks:
+        candidate = await state.hub.hooks.run_transform(
+            hooks,
+            state,
+            candidate,
+            validate=lambda prev, ret, hook: merge_created(prev, ret, hook.id),
+            propagate=propagate,
+        )
+    return derive_subagent_id(candidate)
+
+
 async def _create(
     state: ThreadState,
     candidate: Message,
@@ -188,16 +203,7 @@ async def _create(
     new_log: LogRow | None,
 ) -> tuple[Message, LogRow | None]:
     hub, tid = state.hub, state.thread_id
-    hooks = _hooks(state, "before_create_message")
-    if hooks:
-        candidate = await hub.hooks.run_transform(
-            hooks,
-            state,
-            candidate,
-            validate=lambda prev, ret, hook: merge_created(prev, ret, hook.id),
-            propagate=propagate,
-        )
-    candidate = derive_subagent_id(candidate)
+    candidate = await _before_create(state, candidate, propagate=propagate)
     async with hub.lock(tid):
         try:
             log = new_log or (log_for(candidate) if log_for is not None else None)
@@ -397,16 +403,7 @@ async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Mess
     """Deliver a queue entry as a stored message with the entry's id, through the create
     lifecycle (failures recorded, spec 03 §3.7); ``None`` if the entry is gone."""
     hub, tid = state.hub, state.thread_id
-    hooks = _hooks(state, "before_create_message")
-    if hooks:
-        candidate = await hub.hooks.run_transform(
-            hooks,
-            state,
-            candidate,
-            validate=lambda prev, ret, hook: merge_created(prev, ret, hook.id),
-            propagate=False,
-        )
-    candidate = derive_subagent_id(candidate)
+    candidate = await _before_create(state, candidate, propagate=False)
     async with hub.lock(tid):
         delivered = await hub.store.deliver_queue_entry(tid, entry_id, candidate)
         if delivered is None:

@@ -125,7 +125,7 @@ def thread_from_row(row: Sequence[Any]) -> ThreadRow:
         events_pruned_through=row[15],
         session_turns_a=row[16],
         session_turns_b=row[17],
-        has_children=bool(row[18]) if len(row) > 18 else False,
+        has_children=bool(row[18]) if len(row) > 18 else None,
     )
 
 
