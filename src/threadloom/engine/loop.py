@@ -51,6 +51,9 @@ class Run:
         self.side = side
         self.has_registry = row.has_children is not False  # unknown: read it
         """Whether the thread has subagent registry entries (offers ``subagents``)."""
+        self.event_seq = row.event_seq
+        """The thread's durable event number when the run started (the start gate sets
+        it after its status write): a warm history is reused only if it matches."""
         self.task: asyncio.Task[None] | None = None
         self.started_at = 0
         self.abort_reason: str | None = None
@@ -125,8 +128,7 @@ class Run:
 
     # -- the run -----------------------------------------------------------------------
     async def execute(self) -> None:
-        row = await self.hub.store.get_thread(self.thread_id)
-        history = self.hub.warm_history(self.thread_id, row.event_seq) if row else None
+        history = self.hub.warm_history(self.thread_id, self.event_seq)
         if history is None:
             history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
             self.hub.attach_history(self.thread_id, history)

@@ -188,6 +188,7 @@ class RunManager:
                         {"status": status.model_dump(), "terminated": row.terminated},
                     )
                 run.started_at = status.since
+                run.event_seq = event.seq
             run.task = asyncio.get_running_loop().create_task(run.execute())
             return run
 

@@ -112,6 +112,7 @@ class ThreadHub:
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
+        self._stale_warm: set[str] = set()  # warm histories that may miss a foreign write
         self._seq: dict[str, int] = {}  # last durable event number published per thread
         self._child_hook_cache: dict[
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
@@ -151,6 +152,7 @@ class ThreadHub:
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
         self._warm.pop(thread_id, None)
+        self._stale_warm.discard(thread_id)
         self._seq.pop(thread_id, None)
         self.registry_checked.pop(thread_id, None)
 
@@ -162,13 +164,15 @@ class ThreadHub:
         """The live history kept from this thread's last run, if nothing was written to
         the thread since that this process did not see (its event number matches)."""
         history = self._warm.get(thread_id)
-        if history is None or self._seq.get(thread_id) != event_seq:
+        stale = thread_id in self._stale_warm or self._seq.get(thread_id) != event_seq
+        if history is None or stale:
             return None
         self._warm.move_to_end(thread_id)
         return history
 
     def keep_warm(self, thread_id: str, history: MessageHistory) -> None:
         """Keep ``history`` attached after its run, so the next run need not reload it."""
+        self._stale_warm.discard(thread_id)
         old = self._warm.pop(thread_id, None)
         if old is not None and old is not history:
             self.detach_history(thread_id, old)
@@ -203,6 +207,12 @@ class ThreadHub:
     # -- publishing ------------------------------------------------------------------
     def publish(self, thread_id: str, kind: str, seq: int | None, data: dict[str, Any]) -> None:
         if seq is not None:
+            last = self._seq.get(thread_id)
+            if last is not None and seq != last + 1:
+                # a gap: another process wrote to the thread (or events of this one were
+                # published out of order): the warm history may miss a change, so the
+                # next run reloads (a running one keeps its history attached)
+                self._stale_warm.add(thread_id)
             self._seq[thread_id] = seq
         self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
 

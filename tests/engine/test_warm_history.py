@@ -1,0 +1,55 @@
+"""Warm histories (docs/thread-core.md "Live histories"): a run reuses the history kept
+from the thread's previous run only when no other process wrote to the thread since."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadloom import Runtime
+from threadloom.providers.scripted import Call, Reply
+
+
+def texts(request: Any) -> list[str]:
+    return [m.text for m in request.messages if m.role != "system"]
+
+
+async def test_next_run_reuses_the_warm_history(make_chat: Any) -> None:
+    """Every write of a turn (tool call and result, LLM rows, status) is published in
+    order, so the next run in the same process takes the kept history."""
+    chat = await make_chat(
+        [Reply.tool_calls(Call("echo", {"v": 1}, id="c1")), Reply.text("one"), Reply.text("two")]
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "first")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    kept = chat.runtime.hub.warm_history(
+        state.thread_id, (await chat.runtime.store.get_thread(state.thread_id)).event_seq
+    )
+    assert kept is not None
+    await chat.runtime.send_message(state.thread_id, "second")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert chat.runtime.hub._warm[state.thread_id] is kept  # no reload from the store
+    assert texts(chat.provider.requests[2]) == ["first", "", "echo 1", "one", "second"]
+
+
+async def test_a_write_by_another_process_is_not_masked_by_a_local_one(
+    make_chat: Any, db_url: str
+) -> None:
+    """Another Runtime on the same file injects a message between two runs; the start of
+    the next run writes the status (a local event right after the foreign one) — the next
+    request still contains the injected message."""
+    chat = await make_chat([Reply.text("one"), Reply.text("two")])
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "first")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+
+    other = await Runtime.open(db_url)
+    try:
+        foreign = await other.thread(state.thread_id)
+        await foreign.inject_message({"role": "user", "content": "from elsewhere"})
+    finally:
+        await other.close()
+
+    await chat.runtime.send_message(state.thread_id, "second")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert texts(chat.provider.requests[1]) == ["first", "one", "from elsewhere", "second"]
