@@ -74,6 +74,16 @@ class ThreadBusy(ThreadloomError):
         self.thread_id = thread_id
 
 
+class DuplicateMessage(ThreadloomError):
+    """A message with this ``metadata.client_message_id`` is already queued or stored in the
+    thread (spec 08 §8.4.2 step 3): nothing was stored."""
+
+    def __init__(self, message_id: str, queued: bool) -> None:
+        super().__init__(f"Duplicate of message {message_id}; nothing was stored")
+        self.message_id = message_id
+        self.queued = queued
+
+
 class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""
 

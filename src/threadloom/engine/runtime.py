@@ -23,7 +23,7 @@ from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
 from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
-from threadloom.thread.family import reconcile_registry
+from threadloom.thread.family import reconcile_registry, set_registry_status
 from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
@@ -256,11 +256,23 @@ class Runtime:
         return [r.record() for r in rows], total
 
     async def delete_thread(self, thread_id: str) -> list[str]:
-        """Delete the thread and its descendants; ids deepest first, the thread last."""
+        """Delete the thread and its descendants; ids deepest first, the thread last.
+
+        Every execution in the tree is aborted first; when the thread has a parent, the
+        parent's registry entry for it becomes ``terminated`` (spec 08 §8.3.6)."""
+        row = await self.store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        tree = [thread_id, *(d.id for d in await self.store.descendants(thread_id))]
+        for tid in tree:
+            if self.runs.running(tid):
+                await self.runs.abort(tid, "aborted")
         deleted = await self.store.delete_thread(thread_id)
         if not deleted:
             raise ThreadNotFound(thread_id)
         for tid in deleted:
             self.hub.forget(tid)
             self.hub.publish(tid, "thread_deleted", None, {"thread_id": tid})
+        if row.parent_id is not None:
+            await set_registry_status(self.hub, row.parent_id, thread_id, "terminated")
         return deleted

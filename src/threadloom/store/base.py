@@ -59,6 +59,57 @@ class NewThread:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadQuery:
+    """Filters, order and page of a thread listing (spec 08 §8.3.1)."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    """Current or origin agent."""
+    include_children: bool = False
+    """With ``agent_id``: also every descendant of the matching threads."""
+    parent_id: str | None = None
+    roots_only: bool = False
+    search: str | None = None
+    """Case-insensitive substring of the id or of a tag."""
+    created_from_us: int | None = None
+    created_to_us: int | None = None
+    executing: bool | None = None
+    terminated: bool | None = None
+    states: tuple[str, ...] = ()
+    sort: str = "activity"
+    """``activity`` (last activity, then creation, newest first), ``created``, ``oldest``."""
+    limit: int = 50
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPatch:
+    """Changes to a thread's mutable fields (spec 08 §8.3.5); applied in one transaction.
+
+    ``env`` replaces every variable when ``replace_env`` (None clears them); then
+    ``env_set``, ``env_type_set`` and ``env_delete`` apply in that order.
+    """
+
+    tags: tuple[str, ...] | None = None
+    set_overlap: bool = False
+    overlap: str | None = None
+    replace_env: bool = False
+    env: dict[str, str] | None = None
+    env_types: dict[str, str] | None = None
+    env_set: dict[str, str] = field(default_factory=dict)
+    env_type_set: dict[str, str] = field(default_factory=dict)
+    env_delete: tuple[str, ...] = ()
+    set_properties: bool = False
+    properties: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerCount:
+    user_id: str | None
+    thread_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadRow:
     """A ``threads`` row: the record plus the engine's state columns (spec 04 §4.27)."""
 
@@ -81,6 +132,14 @@ class ThreadRow:
     has_children: bool | None = None
     """Whether the thread's subagent registry holds any entry; ``None`` when the read that
     made this row did not look (only ``get_thread`` does)."""
+    env_types: dict[str, str] | None = None
+    """Which thread variables are ``text`` (the values themselves are write-only)."""
+    last_activity_us: int | None = None
+    """Last send or run start/end on this thread or a descendant (None: never)."""
+    last_message_preview: str | None = None
+    """Newest visible top-level user text, cut to 140 characters (list reads only)."""
+    last_message_at_us: int | None = None
+    """Newest visible user or final assistant message (list reads only)."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""
@@ -225,6 +284,18 @@ class Store(Protocol):
         offset: int = 0,
     ) -> tuple[list[ThreadRow], int]:
         """Threads newest first, with the total matching the filters."""
+        ...
+
+    async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
+        """A page of threads with their list summaries, and the total matching."""
+        ...
+
+    async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
+        """Thread counts per owner (only ``user_id``'s row when given), most threads first."""
+        ...
+
+    async def update_thread(self, thread_id: str, patch: ThreadPatch) -> ThreadRow:
+        """Apply ``patch``; ``InvalidArgument`` when it leaves a type without a variable."""
         ...
 
     async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:

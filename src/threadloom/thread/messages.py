@@ -291,18 +291,24 @@ async def update_message(
 
 
 async def delete_message(state: ThreadState, message_id: str) -> bool:
+    return bool(await delete_with_cascade(state, message_id))
+
+
+async def delete_with_cascade(state: ThreadState, message_id: str) -> list[str]:
+    """Delete a message with its cascade, or cancel a waiting entry (spec 02 §2.8); the ids
+    removed in canonical order (empty when there was nothing to delete)."""
     if not isinstance(message_id, str):
         raise InvalidArgument("message_id must be a string")
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
         current = await hub.store.get_message(tid, message_id)
         if current is None:
-            return False
+            return []
         if current.status == "pending" and not queue.is_pending_view(current):
             raise MessageGenerating(message_id)
         events = await hub.store.delete_message(tid, message_id)
         await hub.publish_events(events)
-    return bool(events)
+    return [e.entity_id for e in events if e.kind == "message_deleted" and e.entity_id]
 
 
 FINALIZE_KEYS = frozenset(

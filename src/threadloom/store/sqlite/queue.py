@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from threadloom.errors import ThreadTerminated
+from threadloom.errors import DuplicateMessage, ThreadTerminated
 from threadloom.records import QueueEntry
 from threadloom.store.base import Clock, StoredEvent
 from threadloom.store.sqlite.rows import (
@@ -14,6 +14,7 @@ from threadloom.store.sqlite.rows import (
     dump_json,
     queue_entry_from_row,
 )
+from threadloom.store.sqlite.threads import touch_activity
 
 
 def enqueue(
@@ -22,6 +23,9 @@ def enqueue(
     tx = Tx(conn, thread_id, clock)
     if tx.terminated is not None:
         raise ThreadTerminated(thread_id, tx.terminated)
+    client_id = (entry.metadata or {}).get("client_message_id")
+    if isinstance(client_id, str):
+        _refuse_duplicate(conn, thread_id, client_id)
     stored = entry.model_copy(update={"created_at": tx.stamp()})
     conn.execute(
         f"INSERT INTO message_queue(thread_id, qseq, {QUEUE_COLUMNS})"
@@ -41,9 +45,22 @@ def enqueue(
     )
     if clear_stop:
         tx.stopped = False
+    touch_activity(conn, thread_id, stored.created_at)
     event = tx.event("message", stored.id)
     tx.flush()
     return stored, event
+
+
+def _refuse_duplicate(conn: sqlite3.Connection, thread_id: str, client_id: str) -> None:
+    """Spec 08 §8.4.2 step 3: one message per ``client_message_id`` in a thread."""
+    for table, queued in (("message_queue", True), ("messages", False)):
+        found = conn.execute(
+            f"SELECT id FROM {table} WHERE thread_id = ?"
+            " AND json_extract(metadata, '$.client_message_id') = ? LIMIT 1",
+            (thread_id, client_id),
+        ).fetchone()
+        if found is not None:
+            raise DuplicateMessage(found[0], queued)
 
 
 def get_entry(conn: sqlite3.Connection, thread_id: str, entry_id: str) -> QueueEntry | None:

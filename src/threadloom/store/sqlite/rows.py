@@ -28,8 +28,18 @@ QUEUE_COLUMNS = "id, role, content, attachments, silent, metadata, source, creat
 THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
-    "events_pruned_through, session_turns_a, session_turns_b"
+    "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us"
 )
+# Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
+# top-level user text, and the time of the newest visible user or final assistant message.
+THREAD_SUMMARY = (
+    "(SELECT m.content FROM messages m WHERE m.thread_id = threads.id AND m.depth = 0"
+    " AND m.silent = 0 AND m.role = 'user' ORDER BY m.seq DESC LIMIT 1),"
+    " (SELECT m.created_at FROM messages m WHERE m.thread_id = threads.id AND m.depth = 0"
+    " AND m.silent = 0 AND (m.role = 'user' OR (m.role = 'assistant'"
+    " AND m.status = 'completed' AND m.tool_calls IS NULL)) ORDER BY m.seq DESC LIMIT 1)"
+)
+_PREVIEW_LIMIT = 140
 REGISTRY_COLUMNS = (
     "reference, relationship, owner, name, title, description, blocking, resumable, "
     "parent_communication, status, initial_arguments, thread_name, spawn_group_id, created_at"
@@ -107,7 +117,27 @@ def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
     )
 
 
-def thread_from_row(row: Sequence[Any]) -> ThreadRow:
+def preview(text: str | None) -> str | None:
+    """Whitespace runs collapsed, trimmed, cut to 140 characters (139 + …)."""
+    if text is None:
+        return None
+    collapsed = " ".join(text.split())
+    if not collapsed:
+        return None
+    if len(collapsed) > _PREVIEW_LIMIT:
+        return collapsed[: _PREVIEW_LIMIT - 1] + "…"
+    return collapsed
+
+
+def thread_from_row(
+    row: Sequence[Any], *, has_children: bool = False, summary: bool = False
+) -> ThreadRow:
+    """A ``threads`` row; ``has_children`` / ``summary`` say which extra columns follow."""
+    extra = 20
+    children: bool | None = None
+    if has_children:
+        children = bool(row[extra])
+        extra += 1
     return ThreadRow(
         id=row[0],
         agent_id=row[1],
@@ -125,7 +155,11 @@ def thread_from_row(row: Sequence[Any]) -> ThreadRow:
         events_pruned_through=row[15],
         session_turns_a=row[16],
         session_turns_b=row[17],
-        has_children=bool(row[18]) if len(row) > 18 else None,
+        has_children=children,
+        env_types=json.loads(row[18]) if row[18] else None,
+        last_activity_us=row[19],
+        last_message_preview=preview(row[extra]) if summary else None,
+        last_message_at_us=row[extra + 1] if summary else None,
     )
 
 

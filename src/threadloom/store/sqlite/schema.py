@@ -257,6 +257,20 @@ CREATE TABLE file_thumbnails (
 );
 """,
     ),
+    (
+        3,
+        "thread variables, properties and activity",
+        """
+ALTER TABLE threads ADD COLUMN env TEXT;
+ALTER TABLE threads ADD COLUMN env_types TEXT;
+ALTER TABLE threads ADD COLUMN properties TEXT;
+ALTER TABLE threads ADD COLUMN last_activity_us INTEGER;
+CREATE INDEX threads_activity ON threads(last_activity_us);
+CREATE INDEX messages_client_id
+    ON messages(thread_id, json_extract(metadata, '$.client_message_id'))
+    WHERE json_extract(metadata, '$.client_message_id') IS NOT NULL;
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -43,8 +43,11 @@ from threadloom.store.base import (
     NewFile,
     NewThread,
     Order,
+    OwnerCount,
     Settlement,
     StoredEvent,
+    ThreadPatch,
+    ThreadQuery,
     ThreadRow,
     ThreadStats,
     system_clock_us,
@@ -309,6 +312,15 @@ class SqliteStore:
         return await self._read(
             threads.list_threads, user_id, agent_id, parent_id, roots_only, limit, offset
         )
+
+    async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
+        return await self._read(threads.query_threads, query)
+
+    async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
+        return await self._read(threads.thread_owners, user_id)
+
+    async def update_thread(self, thread_id: str, patch: ThreadPatch) -> ThreadRow:
+        return await self._write(threads.update_thread, thread_id, patch)
 
     async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:
         return await self._read(threads.descendants, thread_id, limit)

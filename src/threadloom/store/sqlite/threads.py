@@ -7,15 +7,25 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.errors import StoreError, ThreadNotFound
+from threadloom.errors import InvalidArgument, StoreError, ThreadNotFound
 from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
 )
-from threadloom.store.base import Clock, NewThread, StoredEvent, ThreadRow, ThreadStats
+from threadloom.store.base import (
+    Clock,
+    NewThread,
+    OwnerCount,
+    StoredEvent,
+    ThreadPatch,
+    ThreadQuery,
+    ThreadRow,
+    ThreadStats,
+)
 from threadloom.store.sqlite.rows import (
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
+    THREAD_SUMMARY,
     Tx,
     dump_json,
     registry_from_row,
@@ -67,7 +77,7 @@ def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRow | None:
         " WHERE parent_thread_id = threads.id) FROM threads WHERE id = ?",
         (thread_id,),
     ).fetchone()
-    return thread_from_row(row) if row else None
+    return thread_from_row(row, has_children=True) if row else None
 
 
 def get_threads(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
@@ -118,6 +128,131 @@ _TREE = (
 )
 
 
+_SORTS = {
+    "activity": "COALESCE(last_activity_us, created_at_us) DESC, created_at_us DESC, id",
+    "created": "created_at_us DESC, id",
+    "oldest": "created_at_us ASC, id",
+}
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def query_threads(conn: sqlite3.Connection, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if q.user_id is not None:
+        clauses.append("user_id = ?")
+        params.append(q.user_id)
+    if q.agent_id is not None:
+        match = "(agent_id = ? OR origin_agent_id = ?)"
+        if q.include_children:
+            clauses.append(
+                "id IN (WITH RECURSIVE sub(id) AS ("
+                f" SELECT id FROM threads WHERE {match}"
+                " UNION SELECT t.id FROM threads t JOIN sub ON t.parent_id = sub.id)"
+                " SELECT id FROM sub)"
+            )
+        else:
+            clauses.append(match)
+        params.extend((q.agent_id, q.agent_id))
+    if q.parent_id is not None:
+        clauses.append("parent_id = ?")
+        params.append(q.parent_id)
+    if q.roots_only:
+        clauses.append("parent_id IS NULL")
+    if q.search:
+        needle = "%" + _like_escape(q.search.lower()) + "%"
+        clauses.append(
+            "(lower(id) LIKE ? ESCAPE '!' OR EXISTS (SELECT 1 FROM json_each(threads.tags)"
+            " WHERE lower(json_each.value) LIKE ? ESCAPE '!'))"
+        )
+        params.extend((needle, needle))
+    if q.created_from_us is not None:
+        clauses.append("created_at_us >= ?")
+        params.append(q.created_from_us)
+    if q.created_to_us is not None:
+        clauses.append("created_at_us <= ?")
+        params.append(q.created_to_us)
+    if q.executing is not None:
+        clauses.append("status_state = 'running'" if q.executing else "status_state != 'running'")
+    if q.terminated is not None:
+        clauses.append("terminated IS NOT NULL" if q.terminated else "terminated IS NULL")
+    if q.states:
+        clauses.append(f"status_state IN ({','.join('?' * len(q.states))})")
+        params.extend(q.states)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    total = int(conn.execute(f"SELECT COUNT(*) FROM threads{where}", params).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY} FROM threads{where}"
+        f" ORDER BY {_SORTS[q.sort]} LIMIT ? OFFSET ?",
+        (*params, q.limit, q.offset),
+    )
+    return [thread_from_row(r, summary=True) for r in rows], total
+
+
+def thread_owners(conn: sqlite3.Connection, user_id: str | None) -> list[OwnerCount]:
+    where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+    rows = conn.execute(
+        f"SELECT user_id, COUNT(*) AS n FROM threads {where} GROUP BY user_id"
+        " ORDER BY n DESC, user_id IS NULL, user_id",
+        params,
+    )
+    return [OwnerCount(user_id=r[0], thread_count=int(r[1])) for r in rows]
+
+
+def update_thread(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str, patch: ThreadPatch
+) -> ThreadRow:
+    found = conn.execute("SELECT env, env_types FROM threads WHERE id = ?", (thread_id,)).fetchone()
+    if found is None:
+        raise ThreadNotFound(thread_id)
+    env: dict[str, str] = json.loads(found[0]) if found[0] else {}
+    types: dict[str, str] = json.loads(found[1]) if found[1] else {}
+    if patch.replace_env:
+        env = dict(patch.env or {})
+        types = {k: v for k, v in (patch.env_types or {}).items() if v == "text" and k in env}
+    env.update(patch.env_set)
+    for key, kind in patch.env_type_set.items():
+        if key not in env:
+            raise InvalidArgument(f"env_type_patch.{key} has no matching env value")
+        if kind == "text":
+            types[key] = "text"
+        else:
+            types.pop(key, None)
+    for key in patch.env_delete:
+        env.pop(key, None)
+        types.pop(key, None)
+    sets = ["env = ?", "env_types = ?"]
+    params: list[Any] = [dump_json(env) if env else None, dump_json(types) if types else None]
+    if patch.tags is not None:
+        sets.append("tags = ?")
+        params.append(dump_json(list(patch.tags)))
+    if patch.set_overlap:
+        sets.append("overlap = ?")
+        params.append(patch.overlap)
+    if patch.set_properties:
+        sets.append("properties = ?")
+        params.append(dump_json(patch.properties) if patch.properties else None)
+    conn.execute(f"UPDATE threads SET {', '.join(sets)} WHERE id = ?", (*params, thread_id))
+    row = get_thread(conn, thread_id)
+    assert row is not None
+    return row
+
+
+def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
+    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2)."""
+    conn.execute(
+        "WITH RECURSIVE up(id) AS (SELECT ? UNION"
+        " SELECT t.parent_id FROM threads t JOIN up ON t.id = up.id"
+        " WHERE t.parent_id IS NOT NULL)"
+        " UPDATE threads SET last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+        " WHERE id IN (SELECT id FROM up)",
+        (thread_id, now),
+    )
+
+
 def descendants(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> list[ThreadRow]:
     rows = conn.execute(
         f"{_TREE} SELECT {', '.join('t.' + c.strip() for c in THREAD_COLUMNS.split(','))}"
@@ -162,6 +297,8 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
         "UPDATE threads SET status_state = ?, status_since = ?, status_reason = ? WHERE id = ?",
         (status.state, status.since, status.reason, tx.thread_id),
     )
+    if status.state == "running" or tx.status_state == "running":
+        touch_activity(tx.conn, tx.thread_id, status.since)
     tx.status_state = status.state
     return tx.event("status", tx.thread_id)
 

@@ -1,0 +1,106 @@
+"""The ASGI application: routes, the error shape, the outer pipeline (spec 08, 10).
+
+``create_app(runtime)`` serves a Runtime the caller opened (tests, embedding);
+``serve_app(project, settings)`` opens the Runtime itself in the app's lifespan and closes
+it on shutdown, letting running steps settle (``threadloom serve``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+import threadloom
+from threadloom.engine.runtime import Runtime
+from threadloom.server import errors
+from threadloom.server.deps import ServerContext
+from threadloom.server.pipeline import Pipeline
+from threadloom.server.principal import Credentials, StaticCredentials
+from threadloom.server.routes import catalog, control, messages, records, threads
+from threadloom.server.settings import ServerSettings
+
+DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,
+the subagent registry and the catalog of definitions. Errors always have the body
+`{"error", "code"}` (plus `details` for validation failures).
+
+The live stream of a thread is a WebSocket at `/api/threads/{id}/stream` (spec 09)."""
+
+
+def _build(
+    settings: ServerSettings,
+    lifespan: Any = None,
+) -> FastAPI:
+    app = FastAPI(
+        title="Threadloom",
+        version=threadloom.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs" if settings.public_docs else None,
+        openapi_url="/openapi.json",
+        redoc_url=None,
+    )
+    errors.install(app)
+    for module in (threads, messages, control, records):
+        app.include_router(module.router)
+    app.include_router(catalog.router)
+    app.include_router(catalog.service)
+    return app
+
+
+class ThreadloomApp:
+    """The FastAPI app wrapped in the outer pipeline; ``.app`` is the FastAPI object."""
+
+    def __init__(self, app: FastAPI, settings: ServerSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self._asgi = Pipeline(app, settings)
+
+    @property
+    def context(self) -> ServerContext:
+        ctx: ServerContext = self.app.state.ctx
+        return ctx
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._asgi(scope, receive, send)
+
+
+def create_app(
+    runtime: Runtime,
+    settings: ServerSettings | None = None,
+    credentials: Credentials | None = None,
+) -> ThreadloomApp:
+    """An app serving ``runtime`` (which the caller opens and closes)."""
+    settings = settings or ServerSettings()
+    app = _build(settings)
+    app.state.ctx = ServerContext(
+        runtime, settings, credentials or StaticCredentials(admin_token=settings.admin_token)
+    )
+    return ThreadloomApp(app, settings)
+
+
+def serve_app(
+    project: str | Path | None,
+    settings: ServerSettings,
+    credentials: Credentials | None = None,
+    **runtime_options: Any,
+) -> ThreadloomApp:
+    """An app that opens the Runtime for ``project`` on start-up and closes it on shutdown."""
+    creds = credentials or StaticCredentials(admin_token=settings.admin_token)
+    holder: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = await Runtime.open(settings.store, project=project, **runtime_options)
+        app.state.ctx = ServerContext(runtime, settings, creds)
+        holder["ctx"] = app.state.ctx
+        try:
+            yield
+        finally:
+            app.state.ctx.draining = True
+            await runtime.close()
+
+    return ThreadloomApp(_build(settings, lifespan), settings)

@@ -1,0 +1,256 @@
+"""What every route needs before it acts: the principal (spec 10), the thread with its
+access check (spec 08 §8.1.4 step 6), the JSON body (§8.1.1) and typed query parameters
+(§8.1.5) — each failing with the spec's status and text.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from fastapi import Depends, Request
+
+from threadloom.engine.runtime import Runtime
+from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.pipeline import origin_guard_fails
+from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal
+from threadloom.server.settings import ServerSettings, is_loopback_host
+from threadloom.store.base import ThreadRow
+
+T = TypeVar("T")
+MAX_INT = 2**63
+
+
+class ServerContext:
+    """What the app holds: the runtime, the settings and the credential resolver."""
+
+    def __init__(
+        self, runtime: Runtime, settings: ServerSettings, credentials: Credentials
+    ) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.credentials = credentials
+        self.draining = False
+
+    @property
+    def local_mode(self) -> bool:
+        """Spec 10 §10.1 rule 3."""
+        mode = self.settings.auth
+        if mode == "required":
+            return False
+        if mode == "local":
+            return True
+        return is_loopback_host(self.settings.host) and not self.credentials.configured()
+
+
+def context(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
+
+
+def runtime(request: Request) -> Runtime:
+    return context(request).runtime
+
+
+UNAUTHORIZED = ApiError(401, "unauthorized", "Unauthorized")
+
+
+def bearer(request: Request) -> str | None:
+    """The bearer token of the ``Authorization`` header; a malformed header is a 401."""
+    value = request.headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UNAUTHORIZED
+    return token.strip()
+
+
+def _is_local_request(request: Request, settings: ServerSettings) -> bool:
+    """Spec 10 §10.8.1 rules 3–6 (rule 1 and 2 are checked by the caller)."""
+    client = request.client
+    try:
+        peer_loopback = client is not None and ipaddress.ip_address(client.host).is_loopback
+    except ValueError:
+        peer_loopback = False
+    if not peer_loopback:
+        return False
+    if not is_loopback_host(request.headers.get("host") or ""):
+        return False
+    if any(h in request.headers for h in ("forwarded", "x-forwarded-for", "x-real-ip")):
+        return False
+    return not origin_guard_fails(request.scope, settings)
+
+
+async def principal(request: Request) -> Principal:
+    """Authenticate the request (spec 08 §8.1.4 step 4)."""
+    cached = request.scope.get("state", {}).get("principal")
+    if isinstance(cached, Principal):
+        return cached
+    ctx = context(request)
+    token = bearer(request)
+    if token is None:
+        token = request.cookies.get("threadloom_session")
+    found: Principal | None
+    if token is not None:
+        found = await ctx.credentials.authenticate(token)
+        if found is None:
+            raise UNAUTHORIZED
+    elif ctx.local_mode and _is_local_request(request, ctx.settings):
+        found = LOCAL_PRINCIPAL
+    else:
+        raise UNAUTHORIZED
+    request.scope.setdefault("state", {})["principal"] = found
+    return found
+
+
+async def admin(who: Principal = Depends(principal)) -> Principal:
+    """Admin-only route families (step 5)."""
+    if not who.is_admin:
+        raise ApiError(403, "admin_required", "Forbidden: Admin access required")
+    return who
+
+
+async def thread_row(id: str, request: Request, who: Principal = Depends(principal)) -> ThreadRow:
+    """The thread named by the path, visible to the caller (step 6)."""
+    row = await runtime(request).store.get_thread(id)
+    if row is None:
+        raise ApiError(404, "thread_not_found", f"Thread not found: {id}")
+    if not who.may_access(row.user_id):
+        raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
+    return row
+
+
+async def logs_permission(
+    row: ThreadRow = Depends(thread_row), who: Principal = Depends(principal)
+) -> ThreadRow:
+    """Routes that need the ``logs`` permission (step 7)."""
+    if not who.has_permission("logs"):
+        raise ApiError(403, "permission_required", "Forbidden: 'logs' access required")
+    return row
+
+
+# -- bodies (spec 08 §8.1.1) --------------------------------------------------------------
+
+
+def _is_json_type(content_type: str | None) -> bool:
+    if content_type is None:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media == "application/json":
+        return True
+    return media.startswith("application/") and media.endswith("+json")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with 413 as soon as it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(413, "payload_too_large", f"Request body too large (limit {limit} bytes)")
+
+
+async def json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
+    """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says)."""
+    if not _is_json_type(request.headers.get("content-type")):
+        raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
+    from threadloom.server.settings import JSON_BODY_LIMIT
+
+    raw = await read_body(request, limit or JSON_BODY_LIMIT)
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "Invalid JSON in request body") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid_json", "Request body must be a JSON object")
+    return value
+
+
+# -- query parameters (spec 08 §8.1.5) ----------------------------------------------------
+
+
+class Query:
+    """Typed access to the query string: the last occurrence of a parameter wins."""
+
+    def __init__(self, request: Request) -> None:
+        self._params = request.query_params
+
+    def raw(self, name: str) -> str | None:
+        values = self._params.getlist(name)
+        return values[-1] if values else None
+
+    def has(self, name: str) -> bool:
+        return name in self._params
+
+    def int(self, name: str, default: int | None = None, *, cap: int | None = None) -> int | None:
+        value = self.raw(name)
+        if value is None or value == "":
+            return default
+        if not value.isascii() or not value.isdigit() or int(value) >= MAX_INT:
+            raise bad_field(name, "must be a non-negative integer")
+        number = int(value)
+        return min(number, cap) if cap is not None else number
+
+    def bool(self, name: str, default: bool | None = None) -> bool | None:
+        value = self.raw(name)
+        if value is None or value == "":
+            return default
+        lowered = value.lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise bad_field(name, "must be true or false")
+
+    def enum(self, name: str, allowed: Sequence[str], default: str | None = None) -> str | None:
+        value = self.raw(name)
+        if value is None or value == "":
+            return default
+        lowered = value.lower()
+        if lowered not in allowed:
+            raise bad_field(name, f"must be {_choices(allowed)}")
+        return lowered
+
+    def items(self, name: str) -> list[str]:
+        value = self.raw(name)
+        if value is None:
+            return []
+        out: list[str] = []
+        for item in value.split(","):
+            item = item.strip()
+            if item and item not in out:
+                out.append(item)
+        return out
+
+    def enum_list(self, name: str, allowed: Sequence[str]) -> list[str]:
+        items = [i.lower() for i in self.items(name)]
+        for item in items:
+            if item not in allowed:
+                raise bad_field(name, f"must be a list of {_choices(allowed, 'and')}")
+        return items
+
+
+def _choices(allowed: Sequence[str], last: str = "or") -> str:
+    quoted = [f"'{a}'" for a in allowed]
+    if len(quoted) == 1:
+        return quoted[0]
+    return ", ".join(quoted[:-1]) + f" {last} " + quoted[-1]
+
+
+def query(request: Request) -> Query:
+    return Query(request)

@@ -1,0 +1,181 @@
+"""The outer request pipeline (spec 08 §8.1.1 rule 7, §8.1.4 steps 1–2, spec 10 §10.7–10.8).
+
+A plain ASGI middleware, outermost: it gives every response its request id and fixed
+headers, answers CORS preflights, applies the local-development origin guard, and turns an
+unhandled exception into the ``internal_error`` body (never a stack trace).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from threadloom.server.settings import ServerSettings, is_loopback_host
+
+log = logging.getLogger("threadloom.server")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_NO_STORE_PREFIXES = ("/api/threads", "/api/auth")
+
+
+def header(scope: Scope, name: str) -> str | None:
+    """The first value of a request header (``name`` in lower case)."""
+    key = name.encode("latin-1")
+    for k, v in scope.get("headers", ()):
+        if k == key:
+            return str(v.decode("latin-1"))
+    return None
+
+
+def own_origin(scope: Scope) -> str:
+    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+    return f"{scheme}://{header(scope, 'host') or ''}"
+
+
+def origin_guard_fails(scope: Scope, settings: ServerSettings) -> bool:
+    """Spec 10 §10.8.2: a browser request to a loopback host must be same-origin."""
+    host = header(scope, "host") or ""
+    if not is_loopback_host(host) or scope.get("path") == "/api/health":
+        return False
+    site = header(scope, "sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return True
+    origin = header(scope, "origin")
+    if origin is not None:
+        if origin == "null":
+            return True
+        return origin.rstrip("/") != own_origin(scope) and not settings.origin_allowed(origin)
+    return False
+
+
+def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> list[Message]:
+    payload = json.dumps(body).encode()
+    return [
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        },
+        {"type": "http.response.body", "body": payload},
+    ]
+
+
+class Pipeline:
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = header(scope, "x-request-id")
+        request_id = incoming if incoming and _REQUEST_ID.match(incoming) else str(uuid.uuid4())
+        scope.setdefault("state", {})["request_id"] = request_id
+        path: str = scope.get("path", "")
+        fixed = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"x-threadloom-node", self.settings.node_id.encode("latin-1", "replace")),
+            (b"x-request-id", request_id.encode("latin-1")),
+        ]
+        no_store = path.startswith(_NO_STORE_PREFIXES)
+        origin = header(scope, "origin")
+        cors: list[tuple[bytes, bytes]] = []
+        if origin is not None and self.settings.origin_allowed(origin):
+            allowed = b"*" if "*" in self.settings.cors_origins else origin.encode("latin-1")
+            cors = [
+                (b"access-control-allow-origin", allowed),
+                (b"vary", b"Origin"),
+                (b"access-control-expose-headers", b"X-Request-Id, Retry-After"),
+            ]
+            if self.settings.cors_credentials:
+                cors.append((b"access-control-allow-credentials", b"true"))
+
+        async def reply(status: int, body: dict[str, Any], extra: list[Any]) -> None:
+            for message in _json(status, body, [*fixed, *extra]):
+                await send(message)
+
+        # 1. preflight
+        if (
+            scope.get("method") == "OPTIONS"
+            and origin is not None
+            and (header(scope, "access-control-request-method") is not None)
+        ):
+            if not cors:
+                await reply(
+                    403,
+                    {"error": "Origin not allowed", "code": "cross_origin_forbidden"},
+                    [(b"cache-control", b"no-store")],
+                )
+                return
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 204,
+                    "headers": [
+                        *fixed,
+                        *cors,
+                        (b"access-control-allow-methods", b"GET, POST, PATCH, DELETE, OPTIONS"),
+                        (
+                            b"access-control-allow-headers",
+                            b"Authorization, Content-Type, X-Request-Id",
+                        ),
+                        (b"access-control-max-age", b"86400"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        # 2. origin guard of local development
+        if origin_guard_fails(scope, self.settings):
+            await reply(
+                403,
+                {
+                    "error": "Cross-origin access is disabled for local development",
+                    "code": "cross_origin_forbidden",
+                },
+                [(b"cache-control", b"no-store")],
+            )
+            return
+
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in (b"x-request-id", b"x-threadloom-node")
+                ]
+                headers.extend(fixed)
+                headers.extend(cors)
+                if no_store and not any(k.lower() == b"cache-control" for k, _ in headers):
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            log.exception("request %s failed", request_id)
+            if not started:
+                await reply(
+                    500,
+                    {
+                        "error": "Internal server error",
+                        "code": "internal_error",
+                        "requestId": request_id,
+                    },
+                    [*cors, (b"cache-control", b"no-store")],
+                )

@@ -1,0 +1,99 @@
+"""Execution control (spec 08 §8.5): continue, stop, terminate."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from threadloom.server import deps
+from threadloom.server.errors import ApiError, bad_field
+from threadloom.store.base import ThreadRow
+
+router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
+
+
+def _cascade(body: dict[str, Any]) -> bool:
+    value = body.get("cascade", False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise bad_field("cascade", "must be a boolean", "cascade must be a boolean")
+    return value
+
+
+@router.post("/continue", status_code=202, summary="Run a turn without a new message")
+async def continue_thread(
+    request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> JSONResponse:
+    body = await deps.json_object(request)
+    side = body.get("side")
+    if side is None:
+        side = "a"
+    if side not in ("a", "b"):
+        raise bad_field("side", "must be 'a' or 'b'", "Side must be 'a' or 'b'")
+    runtime = deps.runtime(request)
+    if row.terminated is not None:
+        raise ApiError(
+            423,
+            "thread_terminated",
+            f"Thread is terminated (terminated_at={row.terminated})",
+            extra={"terminated": row.terminated},
+        )
+    if runtime.running(row.id):
+        raise ApiError(409, "thread_running", "Thread is already running")
+    try:
+        await runtime.continue_thread(row.id, side)
+    except ApiError:
+        raise
+    except Exception as exc:
+        from threadloom.errors import ThreadBusy
+
+        if isinstance(exc, ThreadBusy):
+            raise ApiError(409, "thread_running", "Thread is already running") from None
+        raise
+    return JSONResponse(
+        {
+            "status": "queued",
+            "queueId": str(uuid.uuid4()),
+            "message": "Continuing execution. Connect via WebSocket for real-time updates.",
+        },
+        status_code=202,
+    )
+
+
+@router.post("/stop", summary="Stop the running execution")
+async def stop_thread(
+    request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> dict[str, Any]:
+    cascade = _cascade(await deps.json_object(request))
+    runtime = deps.runtime(request)
+    was_running = runtime.running(row.id)
+    await runtime.stop(row.id, cascade=cascade)
+    return {
+        "status": "stopped",
+        "message": "Thread execution stopped",
+        "wasRunning": was_running,
+        "settled": True,
+    }
+
+
+@router.post("/terminate", summary="Terminate the thread")
+async def terminate_thread(
+    request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> dict[str, Any]:
+    cascade = _cascade(await deps.json_object(request))
+    runtime = deps.runtime(request)
+    already = row.terminated is not None
+    at = await runtime.terminate(row.id)
+    if cascade:
+        for child in await runtime.store.descendants(row.id):
+            await runtime.terminate(child.id)
+    return {
+        "success": True,
+        "threadId": row.id,
+        "terminated": at,
+        "alreadyTerminated": already,
+    }

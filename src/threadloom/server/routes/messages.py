@@ -1,0 +1,186 @@
+"""Message routes (spec 08 §8.4): read [seed], send, edit, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from threadloom.errors import DuplicateMessage, MessageNotFound
+from threadloom.server import deps
+from threadloom.server.deps import Query
+from threadloom.server.errors import ApiError, Problems, bad_field
+from threadloom.server.routes.threads import check_metadata
+from threadloom.server.uploads import parse_uploads, remove_uploads, store_uploads
+from threadloom.store.base import ThreadRow
+from threadloom.thread.messages import delete_with_cascade
+
+router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
+
+MAX_IDS = 200
+
+
+def _terminated(row: ThreadRow) -> ApiError:
+    assert row.terminated is not None
+    return ApiError(
+        423,
+        "thread_terminated",
+        f"Thread is terminated (terminated_at={row.terminated})",
+        extra={"terminated": row.terminated},
+    )
+
+
+@router.get("", summary="Read messages (queued entries appear as pending)")
+async def get_messages(
+    request: Request, row: ThreadRow = Depends(deps.thread_row), q: Query = Depends(deps.query)
+) -> dict[str, Any]:
+    limit = q.int("limit", 100, cap=1000)
+    offset = q.int("offset", 0) or 0
+    order = q.enum("order", ("asc", "desc"), "desc") or "desc"
+    depth = q.int("depth", 0)
+    include_silent = bool(q.bool("includeSilent", False))
+    include_workblocks = bool(q.bool("includeWorkblocks", False))
+    ids = q.items("ids")
+    if len(ids) > MAX_IDS:
+        raise bad_field("ids", "has more than 200 ids", "Too many message IDs requested")
+    runtime = deps.runtime(request)
+    state = await runtime.thread(row.id)
+    head = await runtime.store.get_thread(row.id)
+    page = await state.get_messages(
+        limit=limit,
+        offset=offset,
+        order="asc" if order == "asc" else "desc",
+        include_silent=include_silent,
+        max_depth=depth,
+        ids=ids or None,
+        include_workblocks=include_workblocks,
+    )
+    out = page.to_wire()
+    out["seq"] = head.event_seq if head is not None else row.event_seq
+    return out
+
+
+@router.post("", status_code=202, summary="Send a message")
+async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
+    ctx = deps.context(request)
+    body = await deps.json_object(request, ctx.settings.max_upload_bytes)
+    problems = Problems()
+    content = body.get("content", "")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        problems.add("content", "must be a string or null")
+        content = ""
+    role = body.get("role", "user")
+    if role not in ("user", "assistant", "system"):
+        problems.add(
+            "role",
+            "must be one of user, assistant, system",
+            "role must be one of user, assistant, system",
+        )
+    silent = body.get("silent", False)
+    if not isinstance(silent, bool):
+        problems.add("silent", "must be a boolean")
+    metadata = check_metadata(body.get("metadata"), "metadata", problems)
+    uploads = parse_uploads(body.get("attachments"), "attachments", problems)
+    if not problems and not content.strip() and not uploads:
+        problems.add(
+            "content",
+            "must not be blank without attachments",
+            "Message content or attachments required",
+        )
+    problems.raise_if_any()
+    if row.terminated is not None:
+        raise _terminated(row)
+    runtime = ctx.runtime
+    state = await runtime.thread(row.id)
+    refs = await store_uploads(state, uploads)
+    try:
+        view = await runtime.send_message(
+            row.id,
+            content,
+            role=role,
+            attachments=refs or None,
+            silent=silent is True,
+            metadata=metadata,
+        )
+    except DuplicateMessage as dup:
+        await remove_uploads(state, refs)
+        return JSONResponse(
+            {
+                "status": "duplicate",
+                "queueId": dup.message_id if dup.queued else None,
+                "messageId": dup.message_id,
+                "message": "Duplicate of an earlier send; nothing was stored.",
+            },
+            status_code=200,
+        )
+    except BaseException:
+        await remove_uploads(state, refs)
+        raise
+    return {
+        "status": "queued",
+        "queueId": view.id,
+        "messageId": view.id,
+        "message": "Message queued for processing. Connect via WebSocket for real-time updates.",
+    }
+
+
+@router.patch("/{message_id}", summary="Edit a stored message or a waiting queue entry")
+async def patch_message(
+    message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> dict[str, Any]:
+    body = await deps.json_object(request)
+    problems = Problems()
+    updates: dict[str, Any] = {}
+    if "content" in body:
+        if not isinstance(body["content"], str):
+            problems.add("content", "must be a string", "content must be a string")
+        else:
+            updates["content"] = body["content"]
+    if "silent" in body:
+        if not isinstance(body["silent"], bool):
+            problems.add("silent", "must be a boolean")
+        else:
+            updates["silent"] = body["silent"]
+    patch_meta: dict[str, Any] | None = None
+    if "metadata" in body:
+        patch_meta = check_metadata(body["metadata"], "metadata", problems)
+        if patch_meta is None and not problems:
+            problems.add("metadata", "must be an object")
+    problems.raise_if_any()
+    if not updates and patch_meta is None:
+        raise bad_field("body", "has no field to update", "No valid fields to update")
+    state = await deps.runtime(request).thread(row.id)
+    current = await state.get_message(message_id)
+    if current is None:
+        raise ApiError(404, "message_not_found", "Message not found")
+    if patch_meta is not None:
+        merged = {
+            k: v
+            for k, v in (current.metadata or {}).items()
+            if k not in ("queued", "queue_status", "queue_source")
+        }
+        for key, value in patch_meta.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        updates["metadata"] = merged or None
+    try:
+        updated = await state.update_message(message_id, updates)
+    except MessageNotFound:
+        raise ApiError(404, "message_not_found", "Message not found") from None
+    return {"success": True, "message": updated.to_wire()}
+
+
+@router.delete("/{message_id}", summary="Delete a message with its cascade")
+async def delete_message(
+    message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> dict[str, Any]:
+    state = await deps.runtime(request).thread(row.id)
+    deleted = await delete_with_cascade(state, message_id)
+    if not deleted:
+        raise ApiError(404, "message_not_found", "Message not found")
+    return {"success": True, "deletedIds": deleted}

@@ -1,0 +1,113 @@
+"""Server settings: command-line options and the ``THREADLOOM_*`` environment (spec 10).
+
+Everything the HTTP layer needs to know about its deployment lives here, read once at
+start-up; nothing below ``server/`` reads the environment.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+AuthMode = Literal["auto", "required", "local"]
+
+DEFAULT_STORE = "sqlite:///./threadloom.db"
+DEFAULT_MAX_UPLOAD_BYTES = 32 * 1024 * 1024
+JSON_BODY_LIMIT = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting has a value the server cannot start with (exit code 2)."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, ``*.localhost``, 127.0.0.0/8 and ``::1`` (spec 10 §10.8.1)."""
+    name = host.strip().lower()
+    if name.startswith("[") and "]" in name:
+        name = name[1 : name.index("]")]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How this server is deployed. ``from_env`` reads the ``THREADLOOM_*`` variables."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    store: str = DEFAULT_STORE
+    auth: AuthMode = "auto"
+    admin_token: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    cors_credentials: bool = False
+    public_docs: bool = True
+    allow_query_token: bool = True
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ServerSettings:
+        """Settings from ``env`` (default ``os.environ``); keyword overrides win."""
+        env = os.environ if env is None else env
+        auth = (env.get("THREADLOOM_AUTH") or "auto").strip().lower()
+        if auth not in ("auto", "required", "local"):
+            raise SettingsError("THREADLOOM_AUTH must be auto, required or local")
+        token = env.get("THREADLOOM_ADMIN_TOKEN") or None
+        if token is not None and len(token) < 32:
+            raise SettingsError("THREADLOOM_ADMIN_TOKEN must be at least 32 characters")
+        origins = tuple(
+            o.strip().rstrip("/") for o in (env.get("THREADLOOM_CORS_ORIGINS") or "").split(",")
+        )
+        try:
+            upload = int(env.get("THREADLOOM_MAX_UPLOAD_BYTES") or DEFAULT_MAX_UPLOAD_BYTES)
+        except ValueError:
+            raise SettingsError("THREADLOOM_MAX_UPLOAD_BYTES must be an integer") from None
+        values: dict[str, object] = {
+            "auth": auth,
+            "admin_token": token,
+            "cors_origins": tuple(o for o in origins if o),
+            "cors_credentials": _flag(env.get("THREADLOOM_CORS_CREDENTIALS"), False),
+            "public_docs": _flag(env.get("THREADLOOM_PUBLIC_DOCS"), True),
+            "allow_query_token": _flag(env.get("THREADLOOM_ALLOW_QUERY_TOKEN"), True),
+            "max_upload_bytes": upload,
+        }
+        if env.get("THREADLOOM_NODE_ID"):
+            values["node_id"] = env["THREADLOOM_NODE_ID"]
+        if env.get("THREADLOOM_STORE"):
+            values["store"] = env["THREADLOOM_STORE"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Refuse combinations spec 10 forbids (exit code 2 at start-up)."""
+        if self.cors_credentials and "*" in self.cors_origins:
+            raise SettingsError(
+                "THREADLOOM_CORS_CREDENTIALS=1 cannot be combined with THREADLOOM_CORS_ORIGINS=*"
+            )
+        if self.auth == "local" and not is_loopback_host(self.host):
+            raise SettingsError(
+                "THREADLOOM_AUTH=local is only allowed when the server listens on a loopback "
+                "address (127.0.0.1, ::1 or localhost)"
+            )
+
+    def origin_allowed(self, origin: str) -> bool:
+        return "*" in self.cors_origins or origin.rstrip("/") in self.cors_origins

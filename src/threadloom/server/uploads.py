@@ -1,0 +1,133 @@
+"""Attachment upload items of request bodies (spec 08 §8.2.5): validated first, stored only
+when the whole request is valid, removed again when the request fails after storing."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from threadloom.records import AttachmentRef
+from threadloom.server.errors import Problems
+from threadloom.thread.state import ThreadState
+
+MAX_ITEMS = 20
+MAX_DATA = 20 * 1024 * 1024
+MAX_THUMBNAIL = 1024 * 1024
+_MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
+_B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+
+
+@dataclass(frozen=True)
+class Upload:
+    name: str
+    mime_type: str
+    data: bytes
+    width: int | None
+    height: int | None
+    description: str | None
+
+
+def _decode(text: str) -> bytes | None:
+    compact = "".join(text.split())
+    if not _B64.match(compact):
+        return None
+    compact += "=" * (-len(compact) % 4)
+    try:
+        return base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _dimension(item: dict[str, Any], key: str, at: str, problems: Problems) -> int | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        problems.add(f"{at}.{key}", "must be an integer from 1 to 100000")
+        return None
+    return value
+
+
+def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
+    """Validate ``value`` as a list of upload items; problems are added, never raised."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(at, "must be an array")
+        return []
+    if len(value) > MAX_ITEMS:
+        problems.add(at, f"must have at most {MAX_ITEMS} items")
+        return []
+    out: list[Upload] = []
+    for i, item in enumerate(value):
+        here = f"{at}[{i}]"
+        if not isinstance(item, dict):
+            problems.add(here, "must be an object")
+            continue
+        name = item.get("name")
+        if (
+            not isinstance(name, str)
+            or not 1 <= len(name) <= 255
+            or any(c in name for c in "/\\\x00")
+        ):
+            problems.add(f"{here}.name", "must be 1-255 characters without '/', '\\' or NUL")
+            name = None
+        mime = item.get("mimeType")
+        if not isinstance(mime, str) or not _MIME.match(mime):
+            problems.add(f"{here}.mimeType", "must be a MIME type such as image/png")
+            mime = None
+        raw = item.get("data")
+        data = _decode(raw) if isinstance(raw, str) else None
+        if data is None:
+            problems.add(f"{here}.data", "must be base64-encoded data")
+        elif not 1 <= len(data) <= MAX_DATA:
+            problems.add(f"{here}.data", f"must decode to 1 to {MAX_DATA} bytes")
+            data = None
+        thumb = item.get("thumbnail")
+        if thumb is not None:
+            decoded = _decode(thumb) if isinstance(thumb, str) else None
+            if decoded is None or len(decoded) > MAX_THUMBNAIL:
+                problems.add(f"{here}.thumbnail", "must be base64 of at most 1 MiB")
+        description = item.get("description")
+        if description is not None and (
+            not isinstance(description, str) or len(description) > 2000
+        ):
+            problems.add(f"{here}.description", "must be a string of at most 2000 characters")
+            description = None
+        width = _dimension(item, "width", here, problems)
+        height = _dimension(item, "height", here, problems)
+        if name is not None and mime is not None and data is not None:
+            out.append(Upload(name, mime, data, width, height, description))
+    return out
+
+
+async def store_uploads(state: ThreadState, uploads: list[Upload]) -> list[AttachmentRef]:
+    """Write each upload as an attachment file; on failure the ones written are removed."""
+    refs: list[AttachmentRef] = []
+    try:
+        for up in uploads:
+            refs.append(
+                await state.write_attachment(
+                    up.data,
+                    name=up.name,
+                    mime_type=up.mime_type,
+                    width=up.width,
+                    height=up.height,
+                    description=up.description,
+                )
+            )
+    except BaseException:
+        await remove_uploads(state, refs)
+        raise
+    return refs
+
+
+async def remove_uploads(state: ThreadState, refs: list[AttachmentRef]) -> None:
+    for ref in refs:
+        try:
+            await state.unlink_file(ref.path)
+        except Exception:  # best effort: an orphan attachment file is harmless
+            pass

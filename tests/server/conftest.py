@@ -1,0 +1,193 @@
+"""Black-box fixtures for the HTTP API: a real uvicorn server on 127.0.0.1 serving a real
+Runtime on a SQLite file, talked to with httpx (spec 08 conformance fixtures).
+
+Agents: ``echo`` (side A on a scripted model answering ``echo: <last user text>``, side B
+human), ``bot_only`` (no human side) and ``gate`` (like ``echo``, but each model request waits
+until the test opens the gate). Users ``alice`` and ``bob`` (role user), ``root`` (admin) and
+``apiu`` (role api), each with an API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from threadloom import Agent, Definitions, Runtime, Side
+from threadloom.define import Model, Prompt
+from threadloom.engine.runs import EngineOptions
+from threadloom.providers.scripted import Reply, ScriptedProvider
+from threadloom.providers.types import ProviderRequest, UserMessage
+from threadloom.server.app import ThreadloomApp, create_app
+from threadloom.server.principal import Principal, StaticCredentials, new_api_key
+from threadloom.server.settings import ServerSettings
+
+USERS = {
+    "alice": Principal(
+        id="5e2b7c1a-0000-4000-8000-00000000a11c",
+        username="alice",
+        role="user",
+        auth_type="api_key",
+        has_user_row=True,
+    ),
+    "bob": Principal(
+        id="5e2b7c1a-0000-4000-8000-000000000b0b",
+        username="bob",
+        role="user",
+        auth_type="api_key",
+        has_user_row=True,
+    ),
+    "root": Principal(
+        id="5e2b7c1a-0000-4000-8000-0000000000ad",
+        username="root",
+        role="admin",
+        auth_type="api_key",
+        has_user_row=True,
+    ),
+    "apiu": Principal(
+        id="5e2b7c1a-0000-4000-8000-0000000000a9",
+        username="apiu",
+        role="api",
+        auth_type="api_key",
+        has_user_row=True,
+    ),
+}
+
+
+def last_user_text(request: ProviderRequest) -> str:
+    last = next((m for m in reversed(request.messages) if isinstance(m, UserMessage)), None)
+    return last.text if last is not None else ""
+
+
+@dataclass
+class Gate:
+    """Holds every model request of the ``gate`` agent until ``open()``."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    requests: list[ProviderRequest] = field(default_factory=list)
+
+    async def reply(self, request: ProviderRequest) -> Reply:
+        self.requests.append(request)
+        self.entered.set()
+        await self.event.wait()
+        return Reply.text(f"echo: {last_user_text(request)}")
+
+    def open(self) -> None:
+        self.event.set()
+
+
+@dataclass
+class Api:
+    base: str
+    runtime: Runtime
+    app: ThreadloomApp
+    keys: dict[str, str]
+    gate: Gate
+    echo: ScriptedProvider
+    clients: list[httpx.AsyncClient] = field(default_factory=list)
+
+    def client(self, user: str | None = "alice", **headers: str) -> httpx.AsyncClient:
+        """A client authenticated as ``user`` (None: no credentials)."""
+        all_headers = dict(headers)
+        if user is not None:
+            all_headers["Authorization"] = f"Bearer {self.keys[user]}"
+        client = httpx.AsyncClient(base_url=self.base, headers=all_headers, timeout=30)
+        self.clients.append(client)
+        return client
+
+    async def thread(self, agent: str = "echo", user: str = "alice", **body: Any) -> str:
+        """Create a thread over HTTP; its id."""
+        response = await self.client(user).post("/api/threads", json={"agent_id": agent, **body})
+        assert response.status_code == 200, response.text
+        thread_id: str = response.json()["threadId"]
+        return thread_id
+
+    async def settle(self, thread_id: str, timeout: float = 10.0) -> None:
+        await self.runtime.wait_idle(thread_id, timeout)
+
+
+def definitions(gate: Gate, echo: ScriptedProvider) -> Definitions:
+    gated = ScriptedProvider(gate.reply)
+    return Definitions().add(
+        Model(name="echo_model", provider=echo, model="scripted-echo"),
+        Model(name="gate_model", provider=gated, model="scripted-gate"),
+        Prompt(name="echo_prompt", model="echo_model", system="You echo."),
+        Prompt(name="gate_prompt", model="gate_model", system="You echo, slowly."),
+        Agent(
+            name="echo",
+            title="Echo",
+            description="Echoes the user",
+            side_a=Side(prompt="echo_prompt", label="Agent"),
+            side_b=Side(label="Customer"),
+        ),
+        Agent(
+            name="bot_only",
+            type="dual_ai",
+            side_a=Side(prompt="echo_prompt", label="A"),
+            side_b=Side(prompt="echo_prompt", label="B"),
+        ),
+        Agent(
+            name="gate",
+            side_a=Side(prompt="gate_prompt", label="Agent"),
+            side_b=Side(label="Customer"),
+        ),
+    )
+
+
+async def start_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="websockets-sansio"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.005)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return server, task, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
+    started: list[tuple[Api, uvicorn.Server, asyncio.Task[None]]] = []
+
+    async def make(
+        settings: ServerSettings | None = None, *, with_keys: bool = True, **runtime: Any
+    ) -> Api:
+        gate = Gate()
+        echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
+        rt = await Runtime.open(
+            db_url,
+            definitions=definitions(gate, echo),
+            options=EngineOptions(drain_seconds=0),
+            **runtime,
+        )
+        keys = {name: new_api_key() for name in USERS} if with_keys else {}
+        creds = StaticCredentials.of(keys=[(keys[n], USERS[n]) for n in keys])
+        app = create_app(rt, settings or ServerSettings(auth="required"), creds)
+        server, task, base = await start_server(app)
+        api = Api(base, rt, app, keys, gate, echo)
+        started.append((api, server, task))
+        return api
+
+    yield make
+    for api, server, task in started:
+        api.gate.open()
+        for client in api.clients:
+            await client.aclose()
+        server.should_exit = True
+        await task
+        await api.runtime.close(drain=0)
+
+
+@pytest.fixture
+async def api(make_api: Callable[..., Any]) -> Api:
+    made: Api = await make_api()
+    return made
