@@ -1,11 +1,14 @@
-# Threadloom — the two commands of the README (`make test`, and `make serve` once the
-# server exists) work on a fresh machine with only Python 3.11+ and make.
+# Threadloom — the two commands of the README (`make serve` and `make test`) work on a
+# fresh machine with only Python 3.11+ and make.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest bench-store bench-turn conformance clean
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: serve test lint typecheck pytest bench-store bench-turn conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -13,6 +16,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/threadloom serve examples --host $(HOST) --port $(PORT)
 
 test: $(STAMP) lint typecheck pytest
 

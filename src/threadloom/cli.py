@@ -157,6 +157,32 @@ def run(
         raise typer.Exit(130) from None
 
 
+@app.command()
+def serve(
+    project: Annotated[
+        Path | None, typer.Argument(help="Project folder (agents/, prompts/, …)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Store URL (default THREADLOOM_STORE or sqlite:///./threadloom.db)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Serve the REST API and the thread stream for PROJECT (spec 08–10)."""
+    from threadloom.server.serve import ServeError, run_server
+
+    try:
+        run_server(project, host=host, port=port, store=store, log_level=log_level)
+    except ServeError as exc:
+        console.print(Text(str(exc), style="red"))
+        raise typer.Exit(2) from None
+    except DefinitionError as exc:
+        console.print(Text(f"The project does not load:\n{exc}", style="red"))
+        raise typer.Exit(2) from None
+
+
 def entrypoint() -> None:
     app(prog_name="threadloom")
 
