@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 
 from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt
+from threadloom.define import Model, Prompt, hook
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, UserMessage
@@ -90,6 +90,8 @@ class Api:
     keys: dict[str, str]
     gate: Gate
     echo: ScriptedProvider
+    created: list[str] = field(default_factory=list)
+    """Content of each message the ``hooked`` agent's after_create_message hook saw."""
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     def client(self, user: str | None = "alice", **headers: str) -> httpx.AsyncClient:
@@ -112,9 +114,21 @@ class Api:
         await self.runtime.wait_idle(thread_id, timeout)
 
 
-def definitions(gate: Gate, echo: ScriptedProvider) -> Definitions:
+def definitions(gate: Gate, echo: ScriptedProvider, created: list[str]) -> Definitions:
     gated = ScriptedProvider(gate.reply)
+
+    @hook("after_create_message", id="count_created")
+    def count_created(state: Any, message: Any) -> None:
+        created.append(message.content)
+
     return Definitions().add(
+        count_created,
+        Agent(
+            name="hooked",
+            side_a=Side(prompt="echo_prompt", label="Agent"),
+            side_b=Side(label="Customer"),
+            hooks=("count_created",),
+        ),
         Model(name="echo_model", provider=echo, model="scripted-echo"),
         Model(name="gate_model", provider=gated, model="scripted-gate"),
         Prompt(name="echo_prompt", model="echo_model", system="You echo."),
@@ -162,10 +176,11 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
         settings: ServerSettings | None = None, *, with_keys: bool = True, **runtime: Any
     ) -> Api:
         gate = Gate()
+        created: list[str] = []
         echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
         rt = await Runtime.open(
             db_url,
-            definitions=definitions(gate, echo),
+            definitions=definitions(gate, echo, created),
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )
@@ -173,7 +188,7 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
         creds = StaticCredentials.of(keys=[(keys[n], USERS[n]) for n in keys])
         app = create_app(rt, settings or ServerSettings(auth="required"), creds)
         server, task, base = await start_server(app)
-        api = Api(base, rt, app, keys, gate, echo)
+        api = Api(base, rt, app, keys, gate, echo, created)
         started.append((api, server, task))
         return api
 

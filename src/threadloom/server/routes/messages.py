@@ -57,6 +57,8 @@ async def get_messages(
         include_workblocks=include_workblocks,
     )
     out = page.to_wire()
+    if order == "desc" and not ids:
+        out["messages"].reverse()  # the wire page is chronological in both orders [seed]
     out["seq"] = head.event_seq if head is not None else row.event_seq
     return out
 
@@ -153,21 +155,8 @@ async def patch_message(
     if not updates and patch_meta is None:
         raise bad_field("body", "has no field to update", "No valid fields to update")
     state = await deps.runtime(request).thread(row.id)
-    current = await state.get_message(message_id)
-    if current is None:
-        raise ApiError(404, "message_not_found", "Message not found")
     if patch_meta is not None:
-        merged = {
-            k: v
-            for k, v in (current.metadata or {}).items()
-            if k not in ("queued", "queue_status", "queue_source")
-        }
-        for key, value in patch_meta.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        updates["metadata"] = merged or None
+        updates["metadata"] = patch_meta  # merged one level deep by update_message
     try:
         updated = await state.update_message(message_id, updates)
     except MessageNotFound:

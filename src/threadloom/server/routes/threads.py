@@ -107,6 +107,22 @@ def check_overlap(value: Any, problems: Problems) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _arguments_as_text(value: Any) -> Any:
+    """Spec 08 §8.3.2: ``function.arguments`` may be an object; it is stored as JSON text."""
+    if not isinstance(value, list):
+        return value
+    out = []
+    for call in value:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), dict):
+            call = {
+                **call,
+                "function": {**function, "arguments": json.dumps(function["arguments"])},
+            }
+        out.append(call)
+    return out
+
+
 class InitialMessage:
     def __init__(self, fields: dict[str, Any], uploads: list[Upload]) -> None:
         self.fields = fields
@@ -154,7 +170,7 @@ def check_initial_messages(value: Any, problems: Problems) -> list[InitialMessag
                 problems.add(f"{at}.tool_calls", "is only allowed on user or assistant items")
             else:
                 try:
-                    calls = normalize_tool_calls(item["tool_calls"])
+                    calls = normalize_tool_calls(_arguments_as_text(item["tool_calls"]))
                 except (ThreadloomError, ValueError, TypeError) as exc:
                     problems.add(f"{at}.tool_calls", f"is invalid: {exc}")
                 else:
