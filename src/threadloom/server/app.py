@@ -21,6 +21,7 @@ from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.principal import Credentials, StaticCredentials
 from threadloom.server.routes import catalog, control, messages, records, threads
+from threadloom.server.schemas import ERRORS
 from threadloom.server.settings import ServerSettings
 
 DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,
@@ -44,9 +45,8 @@ def _build(
         redoc_url=None,
     )
     errors.install(app)
-    for module in (threads, messages, control, records):
-        app.include_router(module.router)
-    app.include_router(catalog.router)
+    for router in (threads.router, messages.router, control.router, records.router, catalog.router):
+        app.include_router(router, responses=ERRORS)
     app.include_router(catalog.service)
     return app
 

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from threadloom.server import deps
+from threadloom.server import deps, schemas
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
 
@@ -24,7 +24,12 @@ def _cascade(body: dict[str, Any]) -> bool:
     return value
 
 
-@router.post("/continue", status_code=202, summary="Run a turn without a new message")
+@router.post(
+    "/continue",
+    status_code=202,
+    summary="Run a turn without a new message",
+    openapi_extra=schemas.CONTINUE,
+)
 async def continue_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> JSONResponse:
@@ -64,7 +69,7 @@ async def continue_thread(
     )
 
 
-@router.post("/stop", summary="Stop the running execution")
+@router.post("/stop", summary="Stop the running execution", openapi_extra=schemas.CASCADE)
 async def stop_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
@@ -80,7 +85,7 @@ async def stop_thread(
     }
 
 
-@router.post("/terminate", summary="Terminate the thread")
+@router.post("/terminate", summary="Terminate the thread", openapi_extra=schemas.CASCADE)
 async def terminate_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.errors import DuplicateMessage, MessageNotFound
-from threadloom.server import deps
+from threadloom.server import deps, schemas
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.routes.threads import check_metadata
@@ -63,7 +63,7 @@ async def get_messages(
     return out
 
 
-@router.post("", status_code=202, summary="Send a message")
+@router.post("", status_code=202, summary="Send a message", openapi_extra=schemas.SEND_MESSAGE)
 async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
     ctx = deps.context(request)
     body = await deps.json_object(request, ctx.settings.max_upload_bytes)
@@ -129,7 +129,11 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
     }
 
 
-@router.patch("/{message_id}", summary="Edit a stored message or a waiting queue entry")
+@router.patch(
+    "/{message_id}",
+    summary="Edit a stored message or a waiting queue entry",
+    openapi_extra=schemas.PATCH_MESSAGE,
+)
 async def patch_message(
     message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 
 from threadloom.errors import ThreadloomError
 from threadloom.records import normalize_tool_calls
-from threadloom.server import deps
+from threadloom.server import deps, schemas
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
@@ -247,7 +247,7 @@ async def list_threads(
     }
 
 
-@router.post("", summary="Create a thread")
+@router.post("", summary="Create a thread", openapi_extra=schemas.CREATE_THREAD)
 async def create_thread(
     request: Request, who: Principal = Depends(deps.principal)
 ) -> dict[str, Any]:
@@ -380,7 +380,11 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
     }
 
 
-@router.patch("/{id}", summary="Update tags, agent, variables or overlap policy")
+@router.patch(
+    "/{id}",
+    summary="Update tags, agent, variables or overlap policy",
+    openapi_extra=schemas.PATCH_THREAD,
+)
 async def patch_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
