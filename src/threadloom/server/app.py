@@ -20,7 +20,7 @@ from threadloom.server import errors
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.principal import Credentials, StaticCredentials
-from threadloom.server.routes import catalog, control, messages, records, threads
+from threadloom.server.routes import catalog, control, files, messages, records, threads
 from threadloom.server.settings import ServerSettings
 
 DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,
@@ -46,6 +46,7 @@ def _build(
     errors.install(app)
     for module in (threads, messages, control, records):
         app.include_router(module.router)
+    app.include_router(files.router)
     app.include_router(catalog.router)
     app.include_router(catalog.service)
     return app

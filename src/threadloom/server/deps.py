@@ -135,7 +135,8 @@ async def logs_permission(
 # -- bodies (spec 08 §8.1.1) --------------------------------------------------------------
 
 
-def _is_json_type(content_type: str | None) -> bool:
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json``, any ``application/…+json``, or no type at all (§8.1.1 rule 3)."""
     if content_type is None:
         return True
     media = content_type.split(";", 1)[0].strip().lower()
@@ -165,7 +166,7 @@ def too_large(limit: int) -> ApiError:
 
 async def json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
     """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says)."""
-    if not _is_json_type(request.headers.get("content-type")):
+    if not is_json_type(request.headers.get("content-type")):
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
     from threadloom.server.settings import JSON_BODY_LIMIT
 
