@@ -297,6 +297,12 @@ async def test_json_write_mkdir_rename_and_move(api: Api) -> None:
         "mimeType": "text/markdown",
         "size": 3,
     }
+    with_charset = await client.post(
+        f"{fs}/docs/c.txt", json={"data": b64(b"c"), "mimeType": "text/plain; charset=latin-1"}
+    )
+    assert with_charset.json()["mimeType"] == "text/plain; charset=latin-1"
+    read = await client.get(f"{fs}/docs/c.txt")
+    assert read.headers["content-type"] == "text/plain; charset=latin-1"
     info = (await client.get(f"{fs}/docs/a.md", params={"format": "json"})).json()["file"]
     assert info["metadata"] == {"k": 1}
     assert info["isDirectory"] is False
@@ -383,6 +389,19 @@ async def test_content_disposition_names_are_sanitised(api: Api) -> None:
     )
 
 
+async def test_a_mime_type_that_cannot_be_a_header_is_sent_as_octet_stream(api: Api) -> None:
+    client, fs = await setup(api)
+    state = await api.runtime.thread(fs.split("/")[3])
+    await state.write_file("/odd", b"<b>x</b>", "text/html\nX-Evil: 1")
+    await state.write_file("/odd2", b"y", "text/plain; name=\u00e9\u4e2d")
+    for path in ("/odd", "/odd2"):
+        response = await client.get(fs + path)
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/octet-stream"
+        assert "x-evil" not in response.headers
+        assert response.headers["content-disposition"].startswith("inline")
+
+
 async def test_external_link_and_thumbnail(api: Api) -> None:
     client, fs = await setup(api)
     thread = fs.split("/")[3]
@@ -437,6 +456,14 @@ async def test_body_limits(make_api: Any) -> None:
     json_body = await client.post(f"{fs}/big", json={"data": b64(b"x" * 4000)})
     assert json_body.status_code == 413
     assert json_body.json()["error"] == "Request body too large (limit 4096 bytes)"
+
+    async def chunks() -> Any:  # no Content-Length: the limit holds while reading
+        for _ in range(100):
+            yield b"x" * 1000
+
+    streamed = await client.post(f"{fs}/big", content=chunks(), headers={"Content-Type": "a/b"})
+    assert streamed.status_code == 413
+    assert (await client.get(f"{fs}/big")).status_code == 404
     decoded = await client.post(f"{fs}/big", json={"data": b64(b"x" * 3000)})
     assert decoded.status_code == 201
     assert (await client.get(f"{fs}/big")).content == b"x" * 3000

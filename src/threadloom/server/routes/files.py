@@ -110,12 +110,20 @@ def link_wire(record: FileRecord) -> dict[str, Any]:
     return {"file": record.to_wire(), "external": True, "location": record.location}
 
 
+def valid_mime(mime: object) -> bool:
+    """``type/subtype``, optionally with parameters, in printable ASCII (a safe header)."""
+    return (
+        isinstance(mime, str)
+        and mime.isascii()
+        and mime.isprintable()
+        and is_mime_type(mime.split(";", 1)[0].strip())
+    )
+
+
 def header_mime(mime: str) -> str:
     """The stored MIME type as a ``Content-Type`` value; one that could not be a header
-    (not ``type/subtype[; params]`` in printable ASCII) is sent as octet-stream."""
-    if mime.isascii() and mime.isprintable() and is_mime_type(mime.split(";", 1)[0].strip()):
-        return mime
-    return OCTET_STREAM
+    is sent as octet-stream (files written from code may carry any string)."""
+    return mime if valid_mime(mime) else OCTET_STREAM
 
 
 def content_disposition(name: str, mime: str) -> str:
@@ -283,7 +291,7 @@ def _data_form(body: dict[str, Any]) -> dict[str, Any]:
     if data is None:
         problems.add("data", "must be base64-encoded data")
     mime = body.get("mimeType")
-    if mime is not None and not is_mime_type(mime):
+    if mime is not None and not valid_mime(mime):
         problems.add("mimeType", "must be a MIME type such as text/plain")
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
