@@ -486,3 +486,26 @@ async def test_access_checks_come_first_and_terminated_threads_keep_files(api: A
     assert (await put_raw(client, f"{fs}/after.txt", b"t")).status_code == 201
     assert (await client.get(f"{fs}/after.txt")).content == b"t"
     assert (await client.delete(f"{fs}/after.txt")).status_code == 204
+
+
+async def test_a_rewrite_while_streaming_never_mixes_versions(api: Api) -> None:
+    """Spec 07 §7.5 / C07-025 over HTTP: the answer is the old version whole, or it ends
+    short of Content-Length — never old bytes followed by new ones."""
+    client, fs = await setup(api)
+    state = await api.runtime.thread(fs.split("/")[3])
+    old = b"o" * (24 * 1024 * 1024)
+    await state.write_file("/big.bin", old)
+    received = b""
+    broken = False
+    try:
+        async with client.stream("GET", f"{fs}/big.bin") as response:
+            assert response.headers["content-length"] == str(len(old))
+            parts = response.aiter_raw()
+            received += await anext(parts)
+            await state.write_file("/big.bin", b"n" * len(old))
+            async for part in parts:
+                received += part
+    except httpx.RemoteProtocolError:
+        broken = True
+    assert b"n" not in received
+    assert received == old or (broken and len(received) < len(old))
