@@ -509,3 +509,22 @@ async def test_a_rewrite_while_streaming_never_mixes_versions(api: Api) -> None:
         broken = True
     assert b"n" not in received
     assert received == old or (broken and len(received) < len(old))
+
+
+async def test_deeply_nested_json_is_400_never_500(api: Api) -> None:
+    """A bug found on the way (deps.json_object): nesting past the parser's stack, or deep
+    enough to break storing or rendering, answered 500 on every JSON route."""
+    client, fs = await setup(api)
+    thread = fs.split("/")[3]
+    json_type = {"Content-Type": "application/json"}
+    for depth in (101, 950, 100_000):
+        nested = b'{"a":' * depth + b"1" + b"}" * depth
+        for method, url in (("POST", f"{fs}/x"), ("PATCH", f"/api/threads/{thread}")):
+            response = await client.request(method, url, content=nested, headers=json_type)
+            assert response.status_code == 400, (depth, url)
+            assert response.json()["error"] == (
+                "Request body is nested too deeply (limit 100 levels)"
+            )
+    ok = b'{"data":"eA==","metadata":' + b'{"a":' * 99 + b"1" + b"}" * 99 + b"}"
+    assert (await client.post(f"{fs}/ok", content=ok, headers=json_type)).status_code == 201
+    assert (await client.get(f"{fs}/ok", params={"format": "json"})).status_code == 200
