@@ -339,6 +339,10 @@ async def test_file_errors_map_to_the_table(api: Api) -> None:
         ("/", {"data": b64(b"y")}, 400, "Cannot write to the root directory"),
         ("/w", {"data": "%%%"}, 400, "data must be base64-encoded data"),
         ("/w", {"action": "move"}, 400, "destination must be a path string"),
+        ("/w", {"data": b64(b"y"), "width": 10**30}, 400,
+         "width must be an integer from 1 to 100000"),
+        ("/w", {"data": b64(b"y"), "height": True}, 400,
+         "height must be an integer from 1 to 100000"),
         ("/w", {"data": b64(b"y"), "mimeType": "bad"}, 400,
          "mimeType must be a MIME type such as text/plain"),
     ]  # fmt: skip

@@ -45,6 +45,7 @@ FS_PATH = "/{path:fspath}"
 router = APIRouter(prefix="/api/threads/{id}/fs", tags=["files"])
 
 MAX_LIMIT = 1000
+MAX_PIXELS = 100_000  # as for upload items (§8.2.5); also keeps values inside SQLite's range
 CHUNK_SIZE = 1_048_576
 OCTET_STREAM = "application/octet-stream"
 # Types a browser would run as a document on our origin: downloaded, never shown inline.
@@ -305,9 +306,9 @@ def _data_form(body: dict[str, Any]) -> dict[str, Any]:
     for key in ("width", "height"):
         value = body.get(key)
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PIXELS
         ):
-            problems.add(key, "must be a positive integer")
+            problems.add(key, f"must be an integer from 1 to {MAX_PIXELS}")
     problems.raise_if_any()
     return {
         "data": data,
