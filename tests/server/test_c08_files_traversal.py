@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from rawhttp import raw_request
 
 from conftest import Api
+from threadloom.errors import InvalidPath
+from threadloom.thread.filetypes import normalize_path
 
 SECRET = b"top secret of thread B"
 MINE = b"alice's own bytes"
@@ -190,3 +194,43 @@ async def test_c08_112_absolute_paths_stay_inside_the_thread(api: Api, tmp_path:
     assert status == 204
     assert sentinel.read_bytes() == b"on disk"
     await assert_untouched(v, {"/mine.txt": MINE})
+
+
+def random_target(rng: random.Random) -> str:
+    """A request target part built from the pieces traversal attempts are made of."""
+    pieces = "a b.txt . .. / // %2F %2f %2e %2E %5C \\ %00 %0A %0D %09 %7F %25 %252e %C3%A9 ~ %20"
+    choices = pieces.split()
+    return "".join(rng.choice(choices) for _ in range(rng.randint(1, 8)))
+
+
+async def test_c08_112_random_paths_answer_by_spec_07_and_stay_inside(api: Api) -> None:
+    """Random mixes of dots, slashes, backslashes, escapes and control characters: each
+    answers 400 exactly when spec 07 refuses the once-decoded path, never a 5xx, and a
+    write lands at the normalised path of the thread's own space."""
+    v = await victims(api)
+    rng = random.Random(8112)
+    for _ in range(150):
+        part = random_target(rng)
+        decoded = unquote(part)
+        try:
+            expected: str | None = normalize_path(decoded)
+        except InvalidPath:
+            expected = None
+        url = f"{v.fs}/{part}"
+        status, _, text = await raw_request(api, "POST", url, b"fuzz", "text/plain")
+        if expected is None:
+            assert status == 400, (part, status, text)
+        elif expected == "/":
+            assert status == 400, part  # the root cannot be written
+        else:
+            assert status in (201, 409), (part, status, text)  # 409: a file is an ancestor
+            if status == 201:
+                assert json.loads(text)["path"] == expected, part
+        for method in ("GET", "DELETE"):
+            status, _, text = await raw_request(api, method, url)
+            assert status < 500, (method, part, status)
+            assert SECRET not in text
+            if expected is None:
+                assert status == 400, (method, part)
+    for thread in (v.b, v.c):
+        assert await v.files(thread) == {"/d": None, "/d/keep.txt": b"keep", "/secret.txt": SECRET}
