@@ -20,7 +20,7 @@ from threadloom.server import errors
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.principal import Credentials, StaticCredentials
-from threadloom.server.routes import catalog, control, messages, records, threads
+from threadloom.server.routes import catalog, control, files, messages, records, threads
 from threadloom.server.schemas import ERRORS
 from threadloom.server.settings import ServerSettings
 
@@ -45,8 +45,9 @@ def _build(
         redoc_url=None,
     )
     errors.install(app)
-    for router in (threads.router, messages.router, control.router, records.router, catalog.router):
-        app.include_router(router, responses=ERRORS)
+    routers = (threads, messages, control, records, files, catalog)
+    for module in routers:
+        app.include_router(module.router, responses=ERRORS)
     app.include_router(catalog.service)
     return app
 

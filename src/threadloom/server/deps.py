@@ -135,7 +135,8 @@ async def logs_permission(
 # -- bodies (spec 08 §8.1.1) --------------------------------------------------------------
 
 
-def _is_json_type(content_type: str | None) -> bool:
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json``, any ``application/…+json``, or no type at all (§8.1.1 rule 3)."""
     if content_type is None:
         return True
     media = content_type.split(";", 1)[0].strip().lower()
@@ -165,7 +166,7 @@ def too_large(limit: int) -> ApiError:
 
 async def json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
     """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says)."""
-    if not _is_json_type(request.headers.get("content-type")):
+    if not is_json_type(request.headers.get("content-type")):
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
     from threadloom.server.settings import JSON_BODY_LIMIT
 
@@ -176,9 +177,45 @@ async def json_object(request: Request, limit: int | None = None) -> dict[str, A
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "Invalid JSON in request body") from None
+    except RecursionError:  # deeper than the parser's stack: bad input, never a 500
+        raise too_deep() from None
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_json", "Request body must be a JSON object")
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise too_deep()
     return value
+
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects a JSON body may have. Deeper values would blow
+the stack of the code that stores or renders them (a 500), so they are refused up front."""
+
+
+def json_depth(value: Any) -> int:
+    """The nesting depth of arrays and objects in ``value`` (a scalar is 0), iteratively."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def too_deep() -> ApiError:
+    return bad_field(
+        "body",
+        f"is nested deeper than {MAX_JSON_DEPTH} levels",
+        f"Request body is nested too deeply (limit {MAX_JSON_DEPTH} levels)",
+    )
 
 
 # -- query parameters (spec 08 §8.1.5) ----------------------------------------------------

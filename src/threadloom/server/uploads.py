@@ -30,7 +30,13 @@ class Upload:
     description: str | None
 
 
-def _decode(text: str) -> bytes | None:
+def is_mime_type(text: object) -> bool:
+    """A ``type/subtype`` string without parameters."""
+    return isinstance(text, str) and _MIME.match(text) is not None
+
+
+def decode_base64(text: str) -> bytes | None:
+    """Standard base64 (padding optional, whitespace ignored), else None."""
     compact = "".join(text.split())
     if not _B64.match(compact):
         return None
@@ -76,11 +82,11 @@ def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
             problems.add(f"{here}.name", "must be 1-255 characters without '/', '\\' or NUL")
             name = None
         mime = item.get("mimeType")
-        if not isinstance(mime, str) or not _MIME.match(mime):
+        if not isinstance(mime, str) or not is_mime_type(mime):
             problems.add(f"{here}.mimeType", "must be a MIME type such as image/png")
             mime = None
         raw = item.get("data")
-        data = _decode(raw) if isinstance(raw, str) else None
+        data = decode_base64(raw) if isinstance(raw, str) else None
         if data is None:
             problems.add(f"{here}.data", "must be base64-encoded data")
         elif not 1 <= len(data) <= MAX_DATA:
@@ -88,7 +94,7 @@ def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
             data = None
         thumb = item.get("thumbnail")
         if thumb is not None:
-            decoded = _decode(thumb) if isinstance(thumb, str) else None
+            decoded = decode_base64(thumb) if isinstance(thumb, str) else None
             if decoded is None or len(decoded) > MAX_THUMBNAIL:
                 problems.add(f"{here}.thumbnail", "must be base64 of at most 1 MiB")
         description = item.get("description")

@@ -1,0 +1,391 @@
+"""Thread files over HTTP (spec 08 §8.8): listing, stats, search, file bytes, writes, moves
+and deletes, each one ThreadState file method (spec 07 §7.5).
+
+``{path}`` is percent-decoded exactly once: the ASGI server decodes the URL path into the
+scope's ``path`` and nothing here decodes again. It is then normalised by spec 07 §7.2
+before any store call, so a ``.``/``..`` segment, a control character, a backslash or a
+NUL is a 400 that never reaches the store; and every store query is scoped to the thread
+the caller was allowed to see (``deps.thread_row``), so no path can name another thread's
+files. File exceptions become answers through ``errors.from_threadloom`` (§8.8's table).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any, Literal, cast
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.convertors import PathConvertor, register_url_convertor
+
+from threadloom.errors import FileError, InvalidPath
+from threadloom.records import AttachmentRef, FileChunk, FileRecord
+from threadloom.server import deps
+from threadloom.server.deps import Query
+from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found
+from threadloom.server.uploads import decode_base64, is_mime_type
+from threadloom.store.base import ThreadRow
+from threadloom.thread.files import file_limits
+from threadloom.thread.filetypes import normalize_path
+from threadloom.thread.state import ThreadState
+
+
+class FilePathConvertor(PathConvertor):
+    """Starlette's ``path`` with line breaks too (its ``.*`` stops at ``\n``), so a path with
+    a control character reaches the route and gets spec 07's 400, not a route-miss 404."""
+
+    regex = r"[\s\S]*"
+
+
+register_url_convertor("fspath", FilePathConvertor())
+FS_PATH = "/{path:fspath}"
+
+router = APIRouter(prefix="/api/threads/{id}/fs", tags=["files"])
+
+MAX_LIMIT = 1000
+MAX_PIXELS = 100_000  # as for upload items (§8.2.5); also keeps values inside SQLite's range
+CHUNK_SIZE = 1_048_576
+OCTET_STREAM = "application/octet-stream"
+# Types a browser would run as a document on our origin: downloaded, never shown inline.
+DOWNLOAD_TYPES = frozenset({"text/html", "image/svg+xml", "application/xhtml+xml"})
+_UNSAFE_NAME = re.compile(r'["\\\r\n]')
+_RETRIES = 3
+
+
+# -- request parts -------------------------------------------------------------------------
+
+
+def thread_path(raw: str, field: str = "path") -> str:
+    """``raw`` normalised by spec 07 §7.2; a refused path is a 400 with spec 07's message."""
+    try:
+        return normalize_path(raw)
+    except InvalidPath as exc:
+        raise bad_field(field, "is not a valid path", str(exc)) from None
+
+
+def flag(q: Query, name: str) -> bool:
+    """A flag parameter: present without a value (``?stats``) is true, else §8.1.5's
+    boolean rules (``?stats=false`` is false, ``?stats=maybe`` a 400)."""
+    if not q.has(name):
+        return False
+    if q.raw(name) == "":
+        return True
+    return bool(q.bool(name))
+
+
+def limit(q: Query) -> int:
+    value = q.int("limit", 100)
+    if value is None or not 1 <= value <= MAX_LIMIT:
+        raise bad_field("limit", f"must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+async def thread_state(request: Request, row: ThreadRow) -> ThreadState:
+    return await deps.runtime(request).thread(row.id)
+
+
+# -- answers -------------------------------------------------------------------------------
+
+
+def ref_wire(record: FileRecord) -> dict[str, Any]:
+    """The AttachmentRef the file routes answer with: ``id`` is the path (§8.8)."""
+    return AttachmentRef(
+        id=record.path,
+        type="file",
+        path=record.path,
+        name=record.name,
+        mimeType=record.mime_type,
+        size=record.size,
+        width=record.width,
+        height=record.height,
+    ).to_wire()
+
+
+def listing(path: str, entries: list[FileRecord]) -> dict[str, Any]:
+    return {"files": [e.to_wire() for e in entries], "path": path}
+
+
+def link_wire(record: FileRecord) -> dict[str, Any]:
+    return {"file": record.to_wire(), "external": True, "location": record.location}
+
+
+def valid_mime(mime: object) -> bool:
+    """``type/subtype``, optionally with parameters, in printable ASCII (a safe header)."""
+    return (
+        isinstance(mime, str)
+        and mime.isascii()
+        and mime.isprintable()
+        and is_mime_type(mime.split(";", 1)[0].strip())
+    )
+
+
+def header_mime(mime: str) -> str:
+    """The stored MIME type as a ``Content-Type`` value; one that could not be a header
+    is sent as octet-stream (files written from code may carry any string)."""
+    return mime if valid_mime(mime) else OCTET_STREAM
+
+
+def content_disposition(name: str, mime: str) -> str:
+    """``inline`` or (for types a browser would run) ``attachment``, with ``"``, ``\\``,
+    CR and LF in the name replaced by ``_``; a name that is not plain ASCII also gets an
+    RFC 6266 ``filename*`` with its UTF-8 form, the ASCII fallback using ``_`` for the rest."""
+    kind = "attachment" if mime.split(";", 1)[0].strip().lower() in DOWNLOAD_TYPES else "inline"
+    safe = _UNSAFE_NAME.sub("_", name)
+    if safe.isascii() and safe.isprintable():
+        return f'{kind}; filename="{safe}"'
+    fallback = "".join(c if c.isascii() and c.isprintable() else "_" for c in safe)
+    encoded = quote(name, safe="!#$&+-.^_`|~")
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+async def _close(stream: AsyncIterator[FileChunk]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _body(
+    first: FileChunk, rest: AsyncIterator[FileChunk], size: int, path: str
+) -> AsyncIterator[bytes]:
+    sent = len(first.data)
+    yield first.data
+    async for chunk in rest:
+        sent += len(chunk.data)
+        if sent > size:  # a rewrite slipped in: never send more than Content-Length says
+            raise FileError(f"File changed while reading: {path}")
+        yield chunk.data
+
+
+async def path_answer(state: ThreadState, path: str) -> Response | dict[str, Any]:
+    """GET of a path: file bytes, a link, or a directory listing (§8.8).
+
+    The first chunk is read before the answer starts, so a missing file is still a 404
+    and ``Content-Length`` matches the version being sent; a file rewritten between the
+    stat and the read is looked at again. A rewrite while later chunks are sent ends the
+    stream early (the connection closes short of ``Content-Length``)."""
+    for _ in range(_RETRIES):
+        record = await state.stat_file(path)
+        if record is None:
+            raise not_found()
+        if record.is_directory:
+            return listing(path, (await state.readdir_file(path)).entries)
+        if record.storage == "url":
+            return link_wire(record)
+        stream = await state.read_file_stream(path, chunk_size=CHUNK_SIZE)
+        if stream is None:
+            continue
+        try:
+            first = await anext(stream)
+        except (FileError, StopAsyncIteration):
+            await _close(stream)
+            continue
+        expected = max(1, -(-record.size // CHUNK_SIZE))
+        if first.total_chunks != expected or (first.is_last and len(first.data) != record.size):
+            await _close(stream)
+            continue
+        mime = header_mime(record.mime_type)
+        headers = {
+            "Content-Type": mime,
+            "Content-Length": str(record.size),
+            "Content-Disposition": content_disposition(record.name, mime),
+            # X-Content-Type-Options: nosniff is set on every answer by the pipeline.
+        }
+        return StreamingResponse(_body(first, stream, record.size, path), headers=headers)
+    raise ApiError(409, "conflict", f"File changed while reading: {path}")
+
+
+# -- GET /fs -------------------------------------------------------------------------------
+
+
+@router.get("", summary="List the root directory, or file statistics, grep or find")
+async def list_files(
+    request: Request, row: ThreadRow = Depends(deps.thread_row), q: Query = Depends(deps.query)
+) -> dict[str, Any]:
+    if flag(q, "stats"):
+        under = thread_path(q.raw("path") or "/")
+        state = await thread_state(request, row)
+        return (await state.get_file_stats(under)).to_wire()
+    if q.has("grep"):
+        query = q.raw("grep") or ""
+        count = limit(q)
+        below = q.raw("path")
+        scope = thread_path(below) if below else None
+        state = await thread_state(request, row)
+        hits = await state.grep_files(query, path=scope, limit=count)
+        return {"results": [h.to_wire() for h in hits], "pattern": query}
+    if q.has("find"):
+        pattern = q.raw("find") or ""
+        kind = q.enum("type", ("file", "directory", "all"), "all")
+        count = limit(q)
+        state = await thread_state(request, row)
+        found = await state.find_files(
+            pattern, type=cast(Literal["file", "directory", "all"], kind), limit=count
+        )
+        return {"files": [f.to_wire() for f in found], "pattern": pattern}
+    state = await thread_state(request, row)
+    return listing("/", (await state.readdir_file("/")).entries)
+
+
+# -- GET /fs/{path} ------------------------------------------------------------------------
+
+
+@router.get(
+    FS_PATH,
+    response_model=None,
+    summary="A file's bytes, a directory listing, a link, a record or a thumbnail",
+)
+async def read_path(
+    path: str,
+    request: Request,
+    row: ThreadRow = Depends(deps.thread_row),
+    q: Query = Depends(deps.query),
+) -> Response | dict[str, Any]:
+    target = thread_path(path)
+    thumbnail = flag(q, "thumbnail")
+    as_json = q.enum("format", ("json",)) == "json"
+    state = await thread_state(request, row)
+    if thumbnail:
+        data = await state.get_file_thumbnail(target)
+        if data is None:
+            raise not_found("Thumbnail not found")
+        return Response(
+            data,
+            headers={"Content-Type": "image/jpeg", "Cache-Control": "private, max-age=31536000"},
+        )
+    if as_json:
+        record = await state.stat_file(target)
+        if record is None:
+            raise not_found()
+        return {"file": record.to_wire()}
+    return await path_answer(state, target)
+
+
+# -- POST /fs/{path} -----------------------------------------------------------------------
+
+
+def _is_raw(content_type: str | None) -> bool:
+    """A raw upload: any type but JSON, or none at all (§8.8: the MIME type is then
+    inferred from the name)."""
+    return content_type is None or not content_type.strip() or not deps.is_json_type(content_type)
+
+
+async def _raw_upload(request: Request, state: ThreadState, target: str) -> JSONResponse:
+    content_type = request.headers.get("content-type") or ""
+    media = content_type.split(";", 1)[0].strip()
+    if media and not is_mime_type(media):
+        raise bad_field("Content-Type", "must be a MIME type such as text/plain")
+    if target == "/":
+        raise bad_field("path", "is the root directory", "Cannot write to the root directory")
+    data = await deps.read_body(request, file_limits(state.hub).max_file_size)
+    mime = None if media.lower() in ("", OCTET_STREAM) else media
+    record = await state.write_file(target, data, mime)
+    return JSONResponse(ref_wire(record), status_code=201)
+
+
+def _data_form(body: dict[str, Any]) -> dict[str, Any]:
+    """The checked arguments of the ``{"data": <base64>, …}`` form (all problems at once)."""
+    problems = Problems()
+    raw = body.get("data")
+    data = decode_base64(raw) if isinstance(raw, str) else None
+    if data is None:
+        problems.add("data", "must be base64-encoded data")
+    mime = body.get("mimeType")
+    if mime is not None and not valid_mime(mime):
+        problems.add("mimeType", "must be a MIME type such as text/plain")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        problems.add("metadata", "must be an object")
+    thumb_raw = body.get("thumbnail")
+    thumbnail = None
+    if thumb_raw is not None:
+        thumbnail = decode_base64(thumb_raw) if isinstance(thumb_raw, str) else None
+        if thumbnail is None:
+            problems.add("thumbnail", "must be base64-encoded data")
+    for key in ("width", "height"):
+        value = body.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PIXELS
+        ):
+            problems.add(key, f"must be an integer from 1 to {MAX_PIXELS}")
+    problems.raise_if_any()
+    return {
+        "data": data,
+        "mime_type": mime,
+        "metadata": metadata,
+        "thumbnail": thumbnail,
+        "width": body.get("width"),
+        "height": body.get("height"),
+    }
+
+
+@router.post(
+    FS_PATH,
+    status_code=201,
+    response_model=None,
+    summary="Write a file (JSON base64 or raw body), make a directory, move or rename",
+)
+async def write_path(
+    path: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
+) -> JSONResponse:
+    target = thread_path(path)
+    state = await thread_state(request, row)
+    if _is_raw(request.headers.get("content-type")):
+        return await _raw_upload(request, state, target)
+    body = await deps.json_object(request, deps.context(request).settings.max_upload_bytes)
+    action = body.get("action")
+    if action == "move":
+        destination = body.get("destination")
+        if not isinstance(destination, str):
+            raise bad_field("destination", "must be a path string")
+        record = await state.move_file(target, thread_path(destination, "destination"))
+        return JSONResponse(ref_wire(record), status_code=200)
+    if action == "rename":
+        new_name = body.get("newName")
+        if not isinstance(new_name, str):
+            raise bad_field("newName", "must be a string")
+        record = await state.rename_file(target, new_name)
+        return JSONResponse(ref_wire(record), status_code=200)
+    if action is None and body.get("type") == "directory":
+        record = await state.mkdir_file(target)
+        return JSONResponse({"directory": record.to_wire()}, status_code=201)
+    if action is None and "data" in body:
+        args = _data_form(body)
+        record = await state.write_file(
+            target,
+            args["data"],
+            args["mime_type"],
+            metadata=args["metadata"],
+            width=args["width"],
+            height=args["height"],
+            thumbnail=args["thumbnail"],
+        )
+        return JSONResponse(ref_wire(record), status_code=201)
+    raise invalid(
+        "Invalid request body",
+        [("body", "must be a data, directory, move or rename form")],
+    )
+
+
+# -- DELETE /fs/{path} ---------------------------------------------------------------------
+
+
+@router.delete(FS_PATH, status_code=204, summary="Delete a file, link or directory")
+async def delete_path(
+    path: str,
+    request: Request,
+    row: ThreadRow = Depends(deps.thread_row),
+    q: Query = Depends(deps.query),
+) -> Response:
+    target = thread_path(path)
+    recursive = bool(q.bool("recursive", False))
+    state = await thread_state(request, row)
+    record = await state.stat_file(target)
+    if record is None:
+        raise not_found()
+    if record.is_directory:
+        await state.rmdir_file(target, recursive=recursive)
+    else:
+        await state.unlink_file(target)
+    return Response(status_code=204)
