@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench-store bench-turn conformance clean
+.PHONY: serve test lint typecheck pytest bench-store bench-turn bench-api conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -36,6 +36,9 @@ bench-store: $(STAMP)
 
 bench-turn: $(STAMP)
 	$(BIN)/python bench/turn_bench.py
+
+bench-api: $(STAMP)
+	$(BIN)/python bench/api_bench.py
 
 conformance: $(STAMP)
 	$(BIN)/python scripts/conformance.py
