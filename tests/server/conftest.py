@@ -4,7 +4,9 @@ Runtime on a SQLite file, talked to with httpx (spec 08 conformance fixtures).
 Agents: ``echo`` (side A on a scripted model answering ``echo: <last user text>``, side B
 human), ``bot_only`` (no human side) and ``gate`` (like ``echo``, but each model request waits
 until the test opens the gate). Users ``alice`` and ``bob`` (role user), ``root`` (admin) and
-``apiu`` (role api), each with an API key.
+``apiu`` (role api) are rows of the store, each with an API key (``api.keys``); the server
+resolves credentials through the store (``StoreCredentials``). ``with_keys=False`` creates
+no user at all, so a loopback server in ``auth="auto"`` runs in local development mode.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from threadloom.define import Model, Prompt
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, UserMessage
+from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
-from threadloom.server.principal import Principal, StaticCredentials, new_api_key
+from threadloom.server.passwords import hash_password
+from threadloom.server.principal import Principal
 from threadloom.server.settings import ServerSettings
 
 USERS = {
@@ -111,6 +115,22 @@ class Api:
     async def settle(self, thread_id: str, timeout: float = 10.0) -> None:
         await self.runtime.wait_idle(thread_id, timeout)
 
+    async def set_password(self, user: str, password: str) -> None:
+        """Give a fixture user a password (hashing is slow, so only on demand)."""
+        from threadloom.store.base import UserPatch
+
+        patch = UserPatch(set_password=True, password_hash=hash_password(password))
+        await self.runtime.store.update_user(USERS[user].id, patch)
+
+
+async def add_users(runtime: Runtime) -> dict[str, str]:
+    """The fixture users as store rows, each with one API key; name → key."""
+    keys: dict[str, str] = {}
+    for name, who in USERS.items():
+        await runtime.store.create_user(new_user(name, who.role, user_id=who.id))
+        keys[name] = (await issue_api_key(runtime.store, who.id, f"{name}-key")).key
+    return keys
+
 
 def definitions(gate: Gate, echo: ScriptedProvider) -> Definitions:
     gated = ScriptedProvider(gate.reply)
@@ -169,9 +189,8 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )
-        keys = {name: new_api_key() for name in USERS} if with_keys else {}
-        creds = StaticCredentials.of(keys=[(keys[n], USERS[n]) for n in keys])
-        app = create_app(rt, settings or ServerSettings(auth="required"), creds)
+        keys = await add_users(rt) if with_keys else {}
+        app = create_app(rt, settings or ServerSettings(auth="required"))
         server, task, base = await start_server(app)
         api = Api(base, rt, app, keys, gate, echo)
         started.append((api, server, task))

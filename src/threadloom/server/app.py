@@ -17,10 +17,11 @@ from fastapi import FastAPI
 import threadloom
 from threadloom.engine.runtime import Runtime
 from threadloom.server import errors
+from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
-from threadloom.server.principal import Credentials, StaticCredentials
-from threadloom.server.routes import catalog, control, messages, records, threads
+from threadloom.server.principal import Credentials
+from threadloom.server.routes import auth, catalog, control, messages, records, threads, users
 from threadloom.server.settings import ServerSettings
 
 DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,
@@ -48,6 +49,9 @@ def _build(
         app.include_router(module.router)
     app.include_router(catalog.router)
     app.include_router(catalog.service)
+    app.include_router(auth.router)
+    app.include_router(users.keys)
+    app.include_router(users.users)
     return app
 
 
@@ -73,11 +77,14 @@ def create_app(
     settings: ServerSettings | None = None,
     credentials: Credentials | None = None,
 ) -> ThreadloomApp:
-    """An app serving ``runtime`` (which the caller opens and closes)."""
+    """An app serving ``runtime`` (which the caller opens and closes). Credentials default
+    to the store's users, keys and sessions plus ``settings.admin_token``."""
     settings = settings or ServerSettings()
     app = _build(settings)
     app.state.ctx = ServerContext(
-        runtime, settings, credentials or StaticCredentials(admin_token=settings.admin_token)
+        runtime,
+        settings,
+        credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token),
     )
     return ThreadloomApp(app, settings)
 
@@ -89,12 +96,12 @@ def serve_app(
     **runtime_options: Any,
 ) -> ThreadloomApp:
     """An app that opens the Runtime for ``project`` on start-up and closes it on shutdown."""
-    creds = credentials or StaticCredentials(admin_token=settings.admin_token)
     holder: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings.store, project=project, **runtime_options)
+        creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)
         holder["ctx"] = app.state.ctx
         try:

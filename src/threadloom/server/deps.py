@@ -7,24 +7,26 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import Depends, Request
 
 from threadloom.engine.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field
-from threadloom.server.pipeline import origin_guard_fails
-from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal
+from threadloom.server.pipeline import origin_guard_fails, own_origin
+from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal, digest
+from threadloom.server.ratelimit import AuthLimits, rate_limited
 from threadloom.server.settings import ServerSettings, is_loopback_host
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import ThreadRow, system_clock_us
 
 T = TypeVar("T")
 MAX_INT = 2**63
 
 
 class ServerContext:
-    """What the app holds: the runtime, the settings and the credential resolver."""
+    """What the app holds: the runtime, the settings, the credential resolver, the auth rate
+    limits (spec 10 §10.11) and the clock of tickets and sessions (µs, replaceable in tests)."""
 
     def __init__(
         self, runtime: Runtime, settings: ServerSettings, credentials: Credentials
@@ -33,6 +35,8 @@ class ServerContext:
         self.settings = settings
         self.credentials = credentials
         self.draining = False
+        self.limits = AuthLimits()
+        self.clock: Callable[[], int] = system_clock_us
 
     @property
     def local_mode(self) -> bool:
@@ -68,7 +72,7 @@ def bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def _is_local_request(request: Request, settings: ServerSettings) -> bool:
+def is_local_request(request: Request, settings: ServerSettings) -> bool:
     """Spec 10 §10.8.1 rules 3–6 (rule 1 and 2 are checked by the caller)."""
     client = request.client
     try:
@@ -84,25 +88,67 @@ def _is_local_request(request: Request, settings: ServerSettings) -> bool:
     return not origin_guard_fails(request.scope, settings)
 
 
+SESSION_COOKIE = "threadloom_session"
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client is not None else ""
+
+
+def same_or_allowed_origin(request: Request, settings: ServerSettings) -> bool:
+    """No ``Origin``, or the server's own origin, or one of ``THREADLOOM_CORS_ORIGINS``."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    if origin == "null":
+        return False
+    return origin.rstrip("/") == own_origin(request.scope) or settings.origin_allowed(origin)
+
+
 async def principal(request: Request) -> Principal:
-    """Authenticate the request (spec 08 §8.1.4 step 4)."""
-    cached = request.scope.get("state", {}).get("principal")
+    """Authenticate the request (spec 08 §8.1.4 step 4, spec 10 §10.3, §10.8.1).
+
+    The presented credential is remembered in ``request.state``: ``credential_digest`` (its
+    SHA-256) and ``credential_source`` (``"bearer"`` or ``"cookie"``), for logout, key
+    revocation and tickets."""
+    state = request.scope.setdefault("state", {})
+    cached = state.get("principal")
     if isinstance(cached, Principal):
         return cached
     ctx = context(request)
     token = bearer(request)
+    source = "bearer"
     if token is None:
-        token = request.cookies.get("threadloom_session")
+        token = request.cookies.get(SESSION_COOKIE) or None
+        source = "cookie"
     found: Principal | None
     if token is not None:
+        address = client_address(request)
+        if source == "bearer":
+            wait = ctx.limits.bearer_failures.retry_after(address)
+            if wait is not None:
+                raise rate_limited(wait)
         found = await ctx.credentials.authenticate(token)
         if found is None:
+            if source == "bearer":
+                ctx.limits.bearer_failures.hit(address)
             raise UNAUTHORIZED
-    elif ctx.local_mode and _is_local_request(request, ctx.settings):
-        found = LOCAL_PRINCIPAL
+        if (
+            source == "cookie"
+            and request.method not in _SAFE_METHODS
+            and not same_or_allowed_origin(request, ctx.settings)
+        ):
+            raise ApiError(403, "forbidden", "Cross-origin request refused")
+        state["credential_digest"] = digest(token)
+        state["credential_source"] = source
     else:
-        raise UNAUTHORIZED
-    request.scope.setdefault("state", {})["principal"] = found
+        await ctx.credentials.refresh()
+        if ctx.local_mode and is_local_request(request, ctx.settings):
+            found = LOCAL_PRINCIPAL
+        else:
+            raise UNAUTHORIZED
+    state["principal"] = found
     return found
 
 
@@ -163,14 +209,19 @@ def too_large(limit: int) -> ApiError:
     return ApiError(413, "payload_too_large", f"Request body too large (limit {limit} bytes)")
 
 
-async def json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
-    """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says)."""
+async def json_object(
+    request: Request, limit: int | None = None, *, required: str | None = None
+) -> dict[str, Any]:
+    """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says), or a
+    400 with the text ``required`` when the route needs a body."""
     if not _is_json_type(request.headers.get("content-type")):
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
     from threadloom.server.settings import JSON_BODY_LIMIT
 
     raw = await read_body(request, limit or JSON_BODY_LIMIT)
     if not raw.strip():
+        if required is not None:
+            raise bad_field("body", "is required", required)
         return {}
     try:
         value = json.loads(raw)
