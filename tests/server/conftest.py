@@ -20,11 +20,12 @@ import httpx
 import pytest
 import uvicorn
 
-from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt
+from threadloom import Agent, Definitions, Runtime, Side, ThreadState
+from threadloom.define import Model, Prompt, tool
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, UserMessage
+from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
+from threadloom.records import UserHandle
 from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
 from threadloom.server.passwords import hash_password
@@ -87,6 +88,19 @@ class Gate:
 
 
 @dataclass
+class Probe:
+    """What the ``whoami`` tool of the ``who`` agent saw: ``state.user()`` twice per call,
+    with a pause in between (the ``hold`` event: the tool waits until it is set)."""
+
+    seen: list[UserHandle | None] = field(default_factory=list)
+    paused: asyncio.Event = field(default_factory=asyncio.Event)
+    hold: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.hold.set()
+
+
+@dataclass
 class Api:
     base: str
     runtime: Runtime
@@ -94,6 +108,7 @@ class Api:
     keys: dict[str, str]
     gate: Gate
     echo: ScriptedProvider
+    probe: Probe
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     def client(self, user: str | None = "alice", **headers: str) -> httpx.AsyncClient:
@@ -132,9 +147,40 @@ async def add_users(runtime: Runtime) -> dict[str, str]:
     return keys
 
 
-def definitions(gate: Gate, echo: ScriptedProvider) -> Definitions:
+def who_reply(request: ProviderRequest) -> Reply:
+    """Call ``whoami`` once, then answer."""
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return Reply.text("done")
+    return Reply.tool_calls(("whoami", {}))
+
+
+def definitions(
+    gate: Gate, echo: ScriptedProvider, probe: Probe, with_who: bool = False
+) -> Definitions:
     gated = ScriptedProvider(gate.reply)
-    return Definitions().add(
+    defs = Definitions()
+
+    @tool
+    async def whoami(state: ThreadState) -> str:
+        """Read the thread owner twice."""
+        probe.seen.append(await state.user())
+        probe.paused.set()
+        await probe.hold.wait()
+        probe.seen.append(await state.user())
+        return "ok"
+
+    if with_who:
+        defs.add(
+            whoami,
+            Model(name="who_model", provider=ScriptedProvider(who_reply), model="scripted-who"),
+            Prompt(name="who_prompt", model="who_model", system="You check.", tools=["whoami"]),
+            Agent(
+                name="who",
+                side_a=Side(prompt="who_prompt", label="Agent"),
+                side_b=Side(label="Customer"),
+            ),
+        )
+    return defs.add(
         Model(name="echo_model", provider=echo, model="scripted-echo"),
         Model(name="gate_model", provider=gated, model="scripted-gate"),
         Prompt(name="echo_prompt", model="echo_model", system="You echo."),
@@ -179,26 +225,34 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
     started: list[tuple[Api, uvicorn.Server, asyncio.Task[None]]] = []
 
     async def make(
-        settings: ServerSettings | None = None, *, with_keys: bool = True, **runtime: Any
+        settings: ServerSettings | None = None,
+        *,
+        with_keys: bool = True,
+        with_who: bool = False,
+        **runtime: Any,
     ) -> Api:
+        """A server; ``with_who`` adds the ``who`` agent, whose ``whoami`` tool reads
+        ``state.user()`` into ``api.probe``."""
         gate = Gate()
+        probe = Probe()
         echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
         rt = await Runtime.open(
             db_url,
-            definitions=definitions(gate, echo),
+            definitions=definitions(gate, echo, probe, with_who),
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )
         keys = await add_users(rt) if with_keys else {}
         app = create_app(rt, settings or ServerSettings(auth="required"))
         server, task, base = await start_server(app)
-        api = Api(base, rt, app, keys, gate, echo)
+        api = Api(base, rt, app, keys, gate, echo, probe)
         started.append((api, server, task))
         return api
 
     yield make
     for api, server, task in started:
         api.gate.open()
+        api.probe.hold.set()
         for client in api.clients:
             await client.aclose()
         server.should_exit = True
