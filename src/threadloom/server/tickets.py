@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from threadloom.server.principal import LOCAL_PRINCIPAL, Principal, digest
@@ -75,4 +74,4 @@ async def consume_ticket(ctx: ServerContext, ticket: str, pathname: str) -> Prin
     who = await ctx.credentials.authenticate_digest(row.auth_type, row.credential_digest)
     if who is None or who.id != row.principal_id:
         return None
-    return replace(who, auth_type=who.auth_type)
+    return who
