@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors
+from threadloom.server import errors, redact
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
@@ -45,6 +45,7 @@ def _build(
         redoc_url=None,
     )
     errors.install(app)
+    redact.install()
     for module in (threads, messages, control, records):
         app.include_router(module.router)
     app.include_router(catalog.router)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field
@@ -49,19 +50,19 @@ class ServerContext:
         return is_loopback_host(self.settings.host) and not self.credentials.configured()
 
 
-def context(request: Request) -> ServerContext:
+def context(request: HTTPConnection) -> ServerContext:
     ctx: ServerContext = request.app.state.ctx
     return ctx
 
 
-def runtime(request: Request) -> Runtime:
+def runtime(request: HTTPConnection) -> Runtime:
     return context(request).runtime
 
 
 UNAUTHORIZED = ApiError(401, "unauthorized", "Unauthorized")
 
 
-def bearer(request: Request) -> str | None:
+def bearer(request: HTTPConnection) -> str | None:
     """The bearer token of the ``Authorization`` header; a malformed header is a 401."""
     value = request.headers.get("authorization")
     if value is None:
@@ -72,7 +73,7 @@ def bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def is_local_request(request: Request, settings: ServerSettings) -> bool:
+def is_local_request(request: HTTPConnection, settings: ServerSettings) -> bool:
     """Spec 10 §10.8.1 rules 3–6 (rule 1 and 2 are checked by the caller)."""
     client = request.client
     try:
@@ -92,7 +93,7 @@ SESSION_COOKIE = "threadloom_session"
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
-def client_address(request: Request) -> str:
+def client_address(request: HTTPConnection) -> str:
     return request.client.host if request.client is not None else ""
 
 

@@ -62,16 +62,33 @@ async def mint_ticket(
 async def consume_ticket(ctx: ServerContext, ticket: str, pathname: str) -> Principal | None:
     """The principal of ``ticket`` when it is valid for ``pathname`` (the request path, query
     excluded); None otherwise. Presenting a ticket always consumes it."""
+    taken = await take_ticket(ctx, ticket, pathname)
+    return taken[0] if taken is not None else None
+
+
+async def take_ticket(
+    ctx: ServerContext, ticket: str, pathname: str
+) -> tuple[Principal, TicketRow] | None:
+    """Like :func:`consume_ticket`, with the ticket's row (its minting credential, for the
+    re-checks of an open socket)."""
     if not _HEX64.match(ticket):
         return None
     row = await ctx.runtime.store.take_ticket(digest(ticket))
     if row is None or row.pathname != pathname or ctx.clock() >= row.expires_at_us:
         return None
-    if row.auth_type == "local":
-        return LOCAL_PRINCIPAL if ctx.local_mode else None
-    if row.credential_digest is None:
-        return None
-    who = await ctx.credentials.authenticate_digest(row.auth_type, row.credential_digest)
+    who = await credential_principal(ctx, row.auth_type, row.credential_digest)
     if who is None or who.id != row.principal_id:
         return None
-    return who
+    return who, row
+
+
+async def credential_principal(
+    ctx: ServerContext, auth_type: str, credential_digest: str | None
+) -> Principal | None:
+    """The principal of a credential known by kind and digest, now (None: revoked, expired,
+    or local development mode is off)."""
+    if auth_type == "local":
+        return LOCAL_PRINCIPAL if ctx.local_mode else None
+    if credential_digest is None:
+        return None
+    return await ctx.credentials.authenticate_digest(auth_type, credential_digest)

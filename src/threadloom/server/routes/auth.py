@@ -74,9 +74,10 @@ async def login(request: Request) -> JSONResponse:
 
 
 @router.post("/logout", summary="End the presented session")
-async def logout(request: Request, who: Principal = Depends(deps.principal)) -> JSONResponse:
+async def logout(request: Request) -> JSONResponse:
     if not same_or_allowed_origin(request, deps.context(request).settings):
         raise ApiError(403, "forbidden", "Cross-origin logout refused")
+    who = await deps.principal(request)
     state = request.scope.get("state", {})
     token_digest = state.get("credential_digest")
     if who.auth_type == "session" and isinstance(token_digest, str):
