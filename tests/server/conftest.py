@@ -208,7 +208,13 @@ def definitions(
 
 async def start_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="websockets-sansio"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        proxy_headers=False,  # proxies are trusted by THREADLOOM_TRUSTED_PROXIES, not uvicorn
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

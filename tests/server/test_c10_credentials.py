@@ -305,3 +305,43 @@ async def test_auth_config_is_public(api: Api) -> None:
         "google": False,
         "platformConnected": False,
     }
+
+
+async def test_secure_cookie_behind_a_trusted_proxy(make_api: Callable[..., Any]) -> None:
+    api = await make_api(ServerSettings(auth="required", trusted_proxies=("127.0.0.0/8",)))
+    await api.set_password("alice", PASSWORD)
+    response = await api.client(None, **{"X-Forwarded-Proto": "https"}).post(
+        "/api/auth/login", json={"username": "alice", "password": PASSWORD}
+    )
+    assert "; Secure" in response.headers["set-cookie"]
+
+
+async def test_forwarded_proto_from_an_untrusted_peer_is_ignored(api: Api) -> None:
+    await api.set_password("alice", PASSWORD)
+    plain = await api.client(None, **{"X-Forwarded-Proto": "https"}).post(
+        "/api/auth/login", json={"username": "alice", "password": PASSWORD}
+    )
+    assert "Secure" not in plain.headers["set-cookie"]
+
+
+async def test_failed_bearer_authentications_are_rate_limited(api: Api) -> None:
+    client = api.client(None, Authorization="Bearer tlk_" + "0" * 64)
+    for _ in range(100):
+        assert (await client.get("/api/auth/me")).status_code == 401
+    limited = await client.get("/api/auth/me")
+    assert limited.status_code == 429
+    assert limited.headers["retry-after"]
+    assert (await api.client("alice").get("/api/auth/me")).status_code == 429  # same address
+
+
+async def test_expired_session_is_401(api: Api) -> None:
+    await api.set_password("alice", PASSWORD)
+    token = (await login(api)).json()["token"]
+    creds = api.app.context.credentials
+    real = creds.clock  # type: ignore[attr-defined]
+    creds.clock = lambda: real() + 30 * 86_400_000_000  # type: ignore[attr-defined]
+    try:
+        me = await api.client(None, Authorization=f"Bearer {token}").get("/api/auth/me")
+        assert me.status_code == 401
+    finally:
+        creds.clock = real  # type: ignore[attr-defined]

@@ -97,14 +97,36 @@ def client_address(request: HTTPConnection) -> str:
     return request.client.host if request.client is not None else ""
 
 
-def same_or_allowed_origin(request: Request, settings: ServerSettings) -> bool:
-    """No ``Origin``, or the server's own origin, or one of ``THREADLOOM_CORS_ORIGINS``."""
+def is_https(request: HTTPConnection, settings: ServerSettings) -> bool:
+    """Spec 10 §10.3 rule 4: HTTPS directly, or ``X-Forwarded-Proto: https`` from an address
+    of ``THREADLOOM_TRUSTED_PROXIES``."""
+    if request.url.scheme in ("https", "wss"):
+        return True
+    forwarded = (request.headers.get("x-forwarded-proto") or "").split(",")[0].strip().lower()
+    return forwarded == "https" and settings.trusts_proxy(client_address(request))
+
+
+def server_origin(request: HTTPConnection, settings: ServerSettings) -> str:
+    """The origin this request was addressed to (scheme as ``is_https`` says, ``Host``)."""
+    if is_https(request, settings):
+        return f"https://{request.headers.get('host') or ''}"
+    return own_origin(request.scope)
+
+
+def same_or_allowed_origin(
+    request: HTTPConnection, settings: ServerSettings, *, required: bool = False
+) -> bool:
+    """No ``Origin`` (unless ``required``), or the server's own origin, or one of
+    ``THREADLOOM_CORS_ORIGINS``."""
     origin = request.headers.get("origin")
     if origin is None:
-        return True
+        return not required
     if origin == "null":
         return False
-    return origin.rstrip("/") == own_origin(request.scope) or settings.origin_allowed(origin)
+    origin = origin.rstrip("/")
+    if origin in (own_origin(request.scope), server_origin(request, settings)):
+        return True
+    return settings.origin_allowed(origin)
 
 
 async def principal(request: Request) -> Principal:

@@ -23,9 +23,15 @@ from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocket
 
 from threadloom.server import deps
-from threadloom.server.deps import SESSION_COOKIE, UNAUTHORIZED, ServerContext, is_local_request
+from threadloom.server.deps import (
+    SESSION_COOKIE,
+    UNAUTHORIZED,
+    ServerContext,
+    is_local_request,
+    same_or_allowed_origin,
+)
 from threadloom.server.errors import ApiError
-from threadloom.server.pipeline import origin_guard_fails, own_origin
+from threadloom.server.pipeline import origin_guard_fails
 from threadloom.server.principal import LOCAL_PRINCIPAL, Principal, digest
 from threadloom.server.tickets import credential_principal, take_ticket
 
@@ -79,10 +85,7 @@ async def authenticate_stream(conn: HTTPConnection) -> StreamAuth:
         return await _from_token(ctx, token, "header")
     cookie = conn.cookies.get(SESSION_COOKIE)
     if cookie:
-        origin = conn.headers.get("origin")
-        if origin is None or (
-            origin.rstrip("/") != own_origin(conn.scope) and not settings.origin_allowed(origin)
-        ):
+        if not same_or_allowed_origin(conn, settings, required=True):
             raise ApiError(403, "forbidden", "Cross-origin request refused")
         return await _from_token(ctx, cookie, "cookie")
     query_token = _last(conn, "token")

@@ -23,19 +23,10 @@ NO_STORE = {"Cache-Control": "no-store"}
 INVALID_LOGIN = ApiError(401, "unauthorized", "Invalid username or password")
 
 
-def _is_https(request: Request) -> bool:
-    """Spec 10 §10.3 rule 4: HTTPS directly, or said so by a trusted proxy."""
-    if request.url.scheme == "https":
-        return True
-    forwarded = (request.headers.get("x-forwarded-proto") or "").split(",")[0].strip().lower()
-    return forwarded == "https" and deps.context(request).settings.trusts_proxy(
-        client_address(request)
-    )
-
-
 def session_cookie(request: Request, token: str, max_age: int) -> str:
     cookie = f"{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}"
-    return cookie + "; Secure" if _is_https(request) else cookie
+    secure = deps.is_https(request, deps.context(request).settings)
+    return cookie + "; Secure" if secure else cookie
 
 
 def _string(body: dict[str, Any], name: str) -> str:
