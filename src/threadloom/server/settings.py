@@ -132,5 +132,12 @@ class ServerSettings:
                 continue
         return False
 
+    def uvicorn_proxy_options(self) -> dict[str, object]:
+        """uvicorn's proxy-header handling, on for exactly ``THREADLOOM_TRUSTED_PROXIES`` (its
+        default would trust ``X-Forwarded-*`` from 127.0.0.1)."""
+        if not self.trusted_proxies:
+            return {"proxy_headers": False}
+        return {"proxy_headers": True, "forwarded_allow_ips": list(self.trusted_proxies)}
+
     def origin_allowed(self, origin: str) -> bool:
         return "*" in self.cors_origins or origin.rstrip("/") in self.cors_origins
