@@ -4,8 +4,11 @@ through ``threadloom.server.tickets.consume_ticket`` (what the stream routes cal
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from conftest import USERS, Api
+from threadloom.server.settings import ServerSettings
 from threadloom.server.tickets import consume_ticket, normalized_api_path
 
 
@@ -101,3 +104,18 @@ async def test_ticket_minting_is_rate_limited(api: Api) -> None:
     limited = await client.post("/api/auth/websocket-ticket", json={"pathname": "/api/events"})
     assert limited.status_code == 429
     assert "retry-after" in limited.headers
+
+
+async def test_tickets_are_not_credentials_for_ordinary_routes(api: Api) -> None:
+    ticket = await mint(api, "/api/threads")
+    response = await api.client(None).get(f"/api/threads?ticket={ticket}")
+    assert response.status_code == 401
+
+
+async def test_local_principal_ticket(make_api: Callable[..., Any]) -> None:
+    api = await make_api(ServerSettings(auth="auto"), with_keys=False)
+    client = api.client(None, Host="localhost")
+    response = await client.post("/api/auth/websocket-ticket", json={"pathname": "/api/events"})
+    assert response.status_code == 200
+    who = await consume_ticket(api.app.context, response.json()["ticket"], "/api/events")
+    assert who is not None and who.auth_type == "local" and who.role == "admin"

@@ -104,7 +104,8 @@ class StoreCredentials:
         return None
 
     def configured(self) -> bool:
-        return self.admin_token is not None or bool(self._configured)
+        """Fails closed: until the first ``refresh()`` the answer is True."""
+        return self.admin_token is not None or self._configured is not False
 
     async def refresh(self) -> None:
         if self.admin_token is not None:

@@ -88,6 +88,7 @@ async def credential_principal(
     """The principal of a credential known by kind and digest, now (None: revoked, expired,
     or local development mode is off)."""
     if auth_type == "local":
+        await ctx.credentials.refresh()
         return LOCAL_PRINCIPAL if ctx.local_mode else None
     if credential_digest is None:
         return None

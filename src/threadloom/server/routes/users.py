@@ -199,13 +199,13 @@ async def create_user(request: Request, who: Principal = Depends(deps.admin)) ->
 async def patch_user(
     user_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
-    store = deps.runtime(request).store
-    if await store.get_user(user_id) is None:
-        raise USER_NOT_FOUND
     body = await deps.json_object(request)
     problems = Problems()
     fields = _check_user_fields(body, problems)
     problems.raise_if_any()
+    store = deps.runtime(request).store
+    if await store.get_user(user_id) is None:
+        raise USER_NOT_FOUND
     password = fields.get("password")
     patch = UserPatch(
         set_password="password" in fields,
