@@ -147,14 +147,14 @@ async def principal(request: Request) -> Principal:
         source = "cookie"
     found: Principal | None
     if token is not None:
-        address = client_address(request)
-        if source == "bearer":
-            wait = ctx.limits.bearer_failures.retry_after(address)
-            if wait is not None:
-                raise rate_limited(wait)
         found = await ctx.credentials.authenticate(token)
         if found is None:
             if source == "bearer":
+                # Spec 10 §10.11: failures are limited, valid credentials never are.
+                address = client_address(request)
+                wait = ctx.limits.bearer_failures.retry_after(address)
+                if wait is not None:
+                    raise rate_limited(wait)
                 ctx.limits.bearer_failures.hit(address)
             raise UNAUTHORIZED
         if (
