@@ -17,7 +17,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("engine",),
     ("client",),
     ("server",),
-    ("cli",),
+    ("cli", "cli_auth"),
 ]
 
 

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from threadloom.cli_auth import register as register_auth_commands
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import DefinitionError, ThreadloomError
 from threadloom.thread.events import Subscription
@@ -181,6 +182,10 @@ def serve(
     except DefinitionError as exc:
         console.print(Text(f"The project does not load:\n{exc}", style="red"))
         raise typer.Exit(2) from None
+
+
+# -- users and keys (spec 10 §10.13): their own module ---------------------------------------
+register_auth_commands(app)
 
 
 def entrypoint() -> None:

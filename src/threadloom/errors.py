@@ -88,6 +88,14 @@ class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""
 
 
+class UsernameTaken(ThreadloomError):
+    """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
+
+
+class LastAdmin(ThreadloomError):
+    """The change would leave no user with role ``admin`` (spec 10 §10.5.8)."""
+
+
 class EventOverflow(ThreadloomError):
     """A subscriber's buffer filled up; resume from the durable event log (spec 02 §2.17.2)."""
 

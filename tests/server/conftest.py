@@ -4,7 +4,9 @@ Runtime on a SQLite file, talked to with httpx (spec 08 conformance fixtures).
 Agents: ``echo`` (side A on a scripted model answering ``echo: <last user text>``, side B
 human), ``bot_only`` (no human side) and ``gate`` (like ``echo``, but each model request waits
 until the test opens the gate). Users ``alice`` and ``bob`` (role user), ``root`` (admin) and
-``apiu`` (role api), each with an API key.
+``apiu`` (role api) are rows of the store, each with an API key (``api.keys``); the server
+resolves credentials through the store (``StoreCredentials``). ``with_keys=False`` creates
+no user at all, so a loopback server in ``auth="auto"`` runs in local development mode.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ import httpx
 import pytest
 import uvicorn
 
-from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, hook
+from threadloom import Agent, Definitions, Runtime, Side, ThreadState
+from threadloom.define import Model, Prompt, hook, tool
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, UserMessage
+from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
+from threadloom.records import UserHandle
+from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
-from threadloom.server.principal import Principal, StaticCredentials, new_api_key
+from threadloom.server.passwords import hash_password
+from threadloom.server.principal import Principal
 from threadloom.server.settings import ServerSettings
 
 USERS = {
@@ -83,6 +88,19 @@ class Gate:
 
 
 @dataclass
+class Probe:
+    """What the ``whoami`` tool of the ``who`` agent saw: ``state.user()`` twice per call,
+    with a pause in between (the ``hold`` event: the tool waits until it is set)."""
+
+    seen: list[UserHandle | None] = field(default_factory=list)
+    paused: asyncio.Event = field(default_factory=asyncio.Event)
+    hold: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.hold.set()
+
+
+@dataclass
 class Api:
     base: str
     runtime: Runtime
@@ -90,6 +108,7 @@ class Api:
     keys: dict[str, str]
     gate: Gate
     echo: ScriptedProvider
+    probe: Probe
     created: list[str] = field(default_factory=list)
     """Content of each message the ``hooked`` agent's after_create_message hook saw."""
     clients: list[httpx.AsyncClient] = field(default_factory=list)
@@ -113,15 +132,45 @@ class Api:
     async def settle(self, thread_id: str, timeout: float = 10.0) -> None:
         await self.runtime.wait_idle(thread_id, timeout)
 
+    async def set_password(self, user: str, password: str) -> None:
+        """Give a fixture user a password (hashing is slow, so only on demand)."""
+        from threadloom.store.base import UserPatch
 
-def definitions(gate: Gate, echo: ScriptedProvider, created: list[str]) -> Definitions:
+        patch = UserPatch(set_password=True, password_hash=hash_password(password))
+        await self.runtime.store.update_user(USERS[user].id, patch)
+
+
+async def add_users(runtime: Runtime) -> dict[str, str]:
+    """The fixture users as store rows, each with one API key; name → key."""
+    keys: dict[str, str] = {}
+    for name, who in USERS.items():
+        await runtime.store.create_user(new_user(name, who.role, user_id=who.id))
+        keys[name] = (await issue_api_key(runtime.store, who.id, f"{name}-key")).key
+    return keys
+
+
+def who_reply(request: ProviderRequest) -> Reply:
+    """Call ``whoami`` once, then answer."""
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return Reply.text("done")
+    return Reply.tool_calls(("whoami", {}))
+
+
+def definitions(
+    gate: Gate,
+    echo: ScriptedProvider,
+    probe: Probe,
+    created: list[str],
+    with_who: bool = False,
+) -> Definitions:
     gated = ScriptedProvider(gate.reply)
+    defs = Definitions()
 
     @hook("after_create_message", id="count_created")
     def count_created(state: Any, message: Any) -> None:
         created.append(message.content)
 
-    return Definitions().add(
+    defs.add(
         count_created,
         Agent(
             name="hooked",
@@ -129,6 +178,29 @@ def definitions(gate: Gate, echo: ScriptedProvider, created: list[str]) -> Defin
             side_b=Side(label="Customer"),
             hooks=("count_created",),
         ),
+    )
+
+    @tool
+    async def whoami(state: ThreadState) -> str:
+        """Read the thread owner twice."""
+        probe.seen.append(await state.user())
+        probe.paused.set()
+        await probe.hold.wait()
+        probe.seen.append(await state.user())
+        return "ok"
+
+    if with_who:
+        defs.add(
+            whoami,
+            Model(name="who_model", provider=ScriptedProvider(who_reply), model="scripted-who"),
+            Prompt(name="who_prompt", model="who_model", system="You check.", tools=["whoami"]),
+            Agent(
+                name="who",
+                side_a=Side(prompt="who_prompt", label="Agent"),
+                side_b=Side(label="Customer"),
+            ),
+        )
+    return defs.add(
         Model(name="echo_model", provider=echo, model="scripted-echo"),
         Model(name="gate_model", provider=gated, model="scripted-gate"),
         Prompt(name="echo_prompt", model="echo_model", system="You echo."),
@@ -156,7 +228,13 @@ def definitions(gate: Gate, echo: ScriptedProvider, created: list[str]) -> Defin
 
 async def start_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="websockets-sansio"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        proxy_headers=False,  # proxies are trusted by THREADLOOM_TRUSTED_PROXIES, not uvicorn
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
@@ -173,28 +251,35 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
     started: list[tuple[Api, uvicorn.Server, asyncio.Task[None]]] = []
 
     async def make(
-        settings: ServerSettings | None = None, *, with_keys: bool = True, **runtime: Any
+        settings: ServerSettings | None = None,
+        *,
+        with_keys: bool = True,
+        with_who: bool = False,
+        **runtime: Any,
     ) -> Api:
+        """A server; ``with_who`` adds the ``who`` agent, whose ``whoami`` tool reads
+        ``state.user()`` into ``api.probe``."""
         gate = Gate()
+        probe = Probe()
         created: list[str] = []
         echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
         rt = await Runtime.open(
             db_url,
-            definitions=definitions(gate, echo, created),
+            definitions=definitions(gate, echo, probe, created, with_who),
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )
-        keys = {name: new_api_key() for name in USERS} if with_keys else {}
-        creds = StaticCredentials.of(keys=[(keys[n], USERS[n]) for n in keys])
-        app = create_app(rt, settings or ServerSettings(auth="required"), creds)
+        keys = await add_users(rt) if with_keys else {}
+        app = create_app(rt, settings or ServerSettings(auth="required"))
         server, task, base = await start_server(app)
-        api = Api(base, rt, app, keys, gate, echo, created)
+        api = Api(base, rt, app, keys, gate, echo, probe, created)
         started.append((api, server, task))
         return api
 
     yield make
     for api, server, task in started:
         api.gate.open()
+        api.probe.hold.set()
         for client in api.clients:
             await client.aclose()
         server.should_exit = True

@@ -108,4 +108,3 @@ def test_serve_refuses_a_public_address_without_credentials(tmp_path: Path) -> N
     )
     assert done.returncode == 2
     assert "THREADLOOM_ADMIN_TOKEN" in done.stdout + done.stderr
-    assert not (tmp_path / "x.db").exists()

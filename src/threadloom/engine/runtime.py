@@ -27,7 +27,7 @@ from threadloom.thread.family import reconcile_registry, set_registry_status
 from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
-from threadloom.thread.users import IdentityAuthority, StaticUsers
+from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
 
 
 class Runtime:
@@ -84,7 +84,7 @@ class Runtime:
         hub = ThreadHub(
             opened,
             definitions=defs,
-            users=users,
+            users=users if users is not None else StoreUsers(opened),
             hook_timeout_s=hook_timeout_s,
             clock=the_clock,
         )

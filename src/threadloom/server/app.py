@@ -16,11 +16,21 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors
+from threadloom.server import errors, redact
+from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
-from threadloom.server.principal import Credentials, StaticCredentials
-from threadloom.server.routes import catalog, control, files, messages, records, threads
+from threadloom.server.principal import Credentials
+from threadloom.server.routes import (
+    auth,
+    catalog,
+    control,
+    files,
+    messages,
+    records,
+    threads,
+    users,
+)
 from threadloom.server.schemas import ERRORS
 from threadloom.server.settings import ServerSettings
 
@@ -45,10 +55,13 @@ def _build(
         redoc_url=None,
     )
     errors.install(app)
+    redact.install()
     routers = (threads, messages, control, records, files, catalog)
     for module in routers:
         app.include_router(module.router, responses=ERRORS)
     app.include_router(catalog.service)
+    for router in (auth.router, users.keys, users.users):
+        app.include_router(router, responses=ERRORS)
     return app
 
 
@@ -74,11 +87,14 @@ def create_app(
     settings: ServerSettings | None = None,
     credentials: Credentials | None = None,
 ) -> ThreadloomApp:
-    """An app serving ``runtime`` (which the caller opens and closes)."""
+    """An app serving ``runtime`` (which the caller opens and closes). Credentials default
+    to the store's users, keys and sessions plus ``settings.admin_token``."""
     settings = settings or ServerSettings()
     app = _build(settings)
     app.state.ctx = ServerContext(
-        runtime, settings, credentials or StaticCredentials(admin_token=settings.admin_token)
+        runtime,
+        settings,
+        credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token),
     )
     return ThreadloomApp(app, settings)
 
@@ -90,12 +106,12 @@ def serve_app(
     **runtime_options: Any,
 ) -> ThreadloomApp:
     """An app that opens the Runtime for ``project`` on start-up and closes it on shutdown."""
-    creds = credentials or StaticCredentials(admin_token=settings.admin_token)
     holder: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings.store, project=project, **runtime_options)
+        creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)
         holder["ctx"] = app.state.ctx
         try:

@@ -7,24 +7,27 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field
-from threadloom.server.pipeline import origin_guard_fails
-from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal
+from threadloom.server.pipeline import origin_guard_fails, own_origin
+from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal, digest
+from threadloom.server.ratelimit import AuthLimits, rate_limited
 from threadloom.server.settings import ServerSettings, is_loopback_host
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import ThreadRow, system_clock_us
 
 T = TypeVar("T")
 MAX_INT = 2**63
 
 
 class ServerContext:
-    """What the app holds: the runtime, the settings and the credential resolver."""
+    """What the app holds: the runtime, the settings, the credential resolver, the auth rate
+    limits (spec 10 §10.11) and the clock of tickets and sessions (µs, replaceable in tests)."""
 
     def __init__(
         self, runtime: Runtime, settings: ServerSettings, credentials: Credentials
@@ -33,6 +36,8 @@ class ServerContext:
         self.settings = settings
         self.credentials = credentials
         self.draining = False
+        self.limits = AuthLimits()
+        self.clock: Callable[[], int] = system_clock_us
 
     @property
     def local_mode(self) -> bool:
@@ -45,19 +50,19 @@ class ServerContext:
         return is_loopback_host(self.settings.host) and not self.credentials.configured()
 
 
-def context(request: Request) -> ServerContext:
+def context(request: HTTPConnection) -> ServerContext:
     ctx: ServerContext = request.app.state.ctx
     return ctx
 
 
-def runtime(request: Request) -> Runtime:
+def runtime(request: HTTPConnection) -> Runtime:
     return context(request).runtime
 
 
 UNAUTHORIZED = ApiError(401, "unauthorized", "Unauthorized")
 
 
-def bearer(request: Request) -> str | None:
+def bearer(request: HTTPConnection) -> str | None:
     """The bearer token of the ``Authorization`` header; a malformed header is a 401."""
     value = request.headers.get("authorization")
     if value is None:
@@ -68,7 +73,7 @@ def bearer(request: Request) -> str | None:
     return token.strip()
 
 
-def _is_local_request(request: Request, settings: ServerSettings) -> bool:
+def is_local_request(request: HTTPConnection, settings: ServerSettings) -> bool:
     """Spec 10 §10.8.1 rules 3–6 (rule 1 and 2 are checked by the caller)."""
     client = request.client
     try:
@@ -84,25 +89,89 @@ def _is_local_request(request: Request, settings: ServerSettings) -> bool:
     return not origin_guard_fails(request.scope, settings)
 
 
+SESSION_COOKIE = "threadloom_session"
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def client_address(request: HTTPConnection) -> str:
+    return request.client.host if request.client is not None else ""
+
+
+def is_https(request: HTTPConnection, settings: ServerSettings) -> bool:
+    """Spec 10 §10.3 rule 4: HTTPS directly, or ``X-Forwarded-Proto: https`` from an address
+    of ``THREADLOOM_TRUSTED_PROXIES``."""
+    if request.url.scheme in ("https", "wss"):
+        return True
+    forwarded = (request.headers.get("x-forwarded-proto") or "").split(",")[0].strip().lower()
+    return forwarded == "https" and settings.trusts_proxy(client_address(request))
+
+
+def server_origin(request: HTTPConnection, settings: ServerSettings) -> str:
+    """The origin this request was addressed to (scheme as ``is_https`` says, ``Host``)."""
+    if is_https(request, settings):
+        return f"https://{request.headers.get('host') or ''}"
+    return own_origin(request.scope)
+
+
+def same_or_allowed_origin(
+    request: HTTPConnection, settings: ServerSettings, *, required: bool = False
+) -> bool:
+    """No ``Origin`` (unless ``required``), or the server's own origin, or one of
+    ``THREADLOOM_CORS_ORIGINS``."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return not required
+    if origin == "null":
+        return False
+    origin = origin.rstrip("/")
+    if origin in (own_origin(request.scope), server_origin(request, settings)):
+        return True
+    return settings.origin_allowed(origin)
+
+
 async def principal(request: Request) -> Principal:
-    """Authenticate the request (spec 08 §8.1.4 step 4)."""
-    cached = request.scope.get("state", {}).get("principal")
+    """Authenticate the request (spec 08 §8.1.4 step 4, spec 10 §10.3, §10.8.1).
+
+    The presented credential is remembered in ``request.state``: ``credential_digest`` (its
+    SHA-256) and ``credential_source`` (``"bearer"`` or ``"cookie"``), for logout, key
+    revocation and tickets."""
+    state = request.scope.setdefault("state", {})
+    cached = state.get("principal")
     if isinstance(cached, Principal):
         return cached
     ctx = context(request)
     token = bearer(request)
+    source = "bearer"
     if token is None:
-        token = request.cookies.get("threadloom_session")
+        token = request.cookies.get(SESSION_COOKIE) or None
+        source = "cookie"
     found: Principal | None
     if token is not None:
         found = await ctx.credentials.authenticate(token)
         if found is None:
+            if source == "bearer":
+                # Spec 10 §10.11: failures are limited, valid credentials never are.
+                address = client_address(request)
+                wait = ctx.limits.bearer_failures.retry_after(address)
+                if wait is not None:
+                    raise rate_limited(wait)
+                ctx.limits.bearer_failures.hit(address)
             raise UNAUTHORIZED
-    elif ctx.local_mode and _is_local_request(request, ctx.settings):
-        found = LOCAL_PRINCIPAL
+        if (
+            source == "cookie"
+            and request.method not in _SAFE_METHODS
+            and not same_or_allowed_origin(request, ctx.settings)
+        ):
+            raise ApiError(403, "forbidden", "Cross-origin request refused")
+        state["credential_digest"] = digest(token)
+        state["credential_source"] = source
     else:
-        raise UNAUTHORIZED
-    request.scope.setdefault("state", {})["principal"] = found
+        await ctx.credentials.refresh()
+        if ctx.local_mode and is_local_request(request, ctx.settings):
+            found = LOCAL_PRINCIPAL
+        else:
+            raise UNAUTHORIZED
+    state["principal"] = found
     return found
 
 
@@ -164,14 +233,19 @@ def too_large(limit: int) -> ApiError:
     return ApiError(413, "payload_too_large", f"Request body too large (limit {limit} bytes)")
 
 
-async def json_object(request: Request, limit: int | None = None) -> dict[str, Any]:
-    """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says)."""
+async def json_object(
+    request: Request, limit: int | None = None, *, required: str | None = None
+) -> dict[str, Any]:
+    """The JSON object body; absent or empty → ``{}`` (415, 413, 400 as the spec says), or a
+    400 with the text ``required`` when the route needs a body."""
     if not is_json_type(request.headers.get("content-type")):
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json")
     from threadloom.server.settings import JSON_BODY_LIMIT
 
     raw = await read_body(request, limit or JSON_BODY_LIMIT)
     if not raw.strip():
+        if required is not None:
+            raise bad_field("body", "is required", required)
         return {}
     try:
         value = json.loads(raw)

@@ -20,7 +20,7 @@ from threadloom.server.settings import ServerSettings, is_loopback_host
 log = logging.getLogger("threadloom.server")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-_NO_STORE_PREFIXES = ("/api/threads", "/api/auth")
+_NO_STORE_PREFIXES = ("/api/threads", "/api/auth", "/api/api-keys", "/api/users")
 
 
 def header(scope: Scope, name: str) -> str | None:

@@ -3,7 +3,7 @@
 ``Credentials`` is the seam between the HTTP layer and wherever users and keys live. This
 module ships ``StaticCredentials``: the static admin token of ``THREADLOOM_ADMIN_TOKEN`` plus
 API keys given in code or configuration, held only as SHA-256 digests and compared in
-constant time.
+constant time. The users, keys and sessions of the store are ``server.accounts``.
 """
 
 from __future__ import annotations
@@ -71,8 +71,18 @@ class Credentials(Protocol):
         """The principal for ``token``, or None when it is unknown, expired or revoked."""
         ...
 
+    async def authenticate_digest(self, auth_type: str, token_digest: str) -> Principal | None:
+        """Re-check a credential known only by its kind and SHA-256 digest (the credential a
+        WebSocket ticket was minted with, spec 10 §10.9 rule 2)."""
+        ...
+
     def configured(self) -> bool:
         """Whether any credential exists (spec 10 §10.1: decides local development mode)."""
+        ...
+
+    async def refresh(self) -> None:
+        """Bring ``configured()`` up to date (a store-backed resolver re-reads at most every
+        few seconds); called before each request's local-mode decision."""
         ...
 
 
@@ -83,6 +93,11 @@ def digest(token: str) -> str:
 def new_api_key() -> str:
     """``tlk_`` + 64 lowercase hex characters from the CSPRNG (spec 10 §10.3)."""
     return "tlk_" + secrets.token_hex(32)
+
+
+def new_session_token() -> str:
+    """``tls_`` + 64 lowercase hex characters from the CSPRNG (spec 10 §10.3)."""
+    return "tls_" + secrets.token_hex(32)
 
 
 @dataclass
@@ -106,11 +121,33 @@ class StaticCredentials:
         return creds
 
     async def authenticate(self, token: str) -> Principal | None:
-        if self.admin_token is not None and hmac.compare_digest(
-            token.encode("utf-8"), self.admin_token.encode("utf-8")
-        ):
+        if admin_token_matches(self.admin_token, token):
             return ADMIN_TOKEN_PRINCIPAL
         return self._keys.get(digest(token))
 
+    async def authenticate_digest(self, auth_type: str, token_digest: str) -> Principal | None:
+        if auth_type == "admin_token":
+            return admin_digest_matches(self.admin_token, token_digest)
+        if auth_type == "api_key":
+            return self._keys.get(token_digest)
+        return None
+
     def configured(self) -> bool:
         return self.admin_token is not None or bool(self._keys)
+
+    async def refresh(self) -> None:
+        return None
+
+
+def admin_token_matches(admin_token: str | None, token: str) -> bool:
+    """Constant-time comparison with the static admin token (spec 10 §10.3 rule 1)."""
+    return admin_token is not None and hmac.compare_digest(
+        token.encode("utf-8"), admin_token.encode("utf-8")
+    )
+
+
+def admin_digest_matches(admin_token: str | None, token_digest: str) -> Principal | None:
+    """The admin principal when ``token_digest`` is the digest of the static admin token."""
+    if admin_token is not None and hmac.compare_digest(digest(admin_token), token_digest):
+        return ADMIN_TOKEN_PRINCIPAL
+    return None

@@ -59,6 +59,8 @@ class ServerSettings:
     cors_credentials: bool = False
     public_docs: bool = True
     allow_query_token: bool = True
+    password_login: bool = True
+    trusted_proxies: tuple[str, ...] = ()
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
 
@@ -86,6 +88,12 @@ class ServerSettings:
             "cors_credentials": _flag(env.get("THREADLOOM_CORS_CREDENTIALS"), False),
             "public_docs": _flag(env.get("THREADLOOM_PUBLIC_DOCS"), True),
             "allow_query_token": _flag(env.get("THREADLOOM_ALLOW_QUERY_TOKEN"), True),
+            "password_login": _flag(env.get("THREADLOOM_PASSWORD_LOGIN"), True),
+            "trusted_proxies": tuple(
+                p.strip()
+                for p in (env.get("THREADLOOM_TRUSTED_PROXIES") or "").split(",")
+                if p.strip()
+            ),
             "max_upload_bytes": upload,
         }
         if env.get("THREADLOOM_NODE_ID"):
@@ -108,6 +116,28 @@ class ServerSettings:
                 "THREADLOOM_AUTH=local is only allowed when the server listens on a loopback "
                 "address (127.0.0.1, ::1 or localhost)"
             )
+
+    def trusts_proxy(self, address: str) -> bool:
+        """Whether ``address`` is listed in ``THREADLOOM_TRUSTED_PROXIES`` (addresses or
+        networks such as ``10.0.0.0/8``)."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        for entry in self.trusted_proxies:
+            try:
+                if ip in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    def uvicorn_proxy_options(self) -> dict[str, object]:
+        """uvicorn's proxy-header handling, on for exactly ``THREADLOOM_TRUSTED_PROXIES`` (its
+        default would trust ``X-Forwarded-*`` from 127.0.0.1)."""
+        if not self.trusted_proxies:
+            return {"proxy_headers": False}
+        return {"proxy_headers": True, "forwarded_allow_ips": list(self.trusted_proxies)}
 
     def origin_allowed(self, origin: str) -> bool:
         return "*" in self.cors_origins or origin.rstrip("/") in self.cors_origins

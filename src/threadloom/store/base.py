@@ -247,6 +247,75 @@ class FileContent:
     size: int
 
 
+# -- users and credentials (spec 10) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    """A ``users`` row (spec 10 §10.5.8); ``password_hash`` is a KDF string, never a password."""
+
+    id: str
+    username: str
+    role: str
+    created_at_us: int
+    password_hash: str | None = None
+    permissions: tuple[str, ...] | None = None
+    roles: tuple[str, ...] = ()
+    display_name: str | None = None
+    email: str | None = None
+    avatar_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserPatch:
+    """Changes to a user, applied in one transaction. A field left ``None`` (or a ``set_*``
+    flag left false) keeps its value; a new password revokes the user's sessions."""
+
+    set_password: bool = False
+    password_hash: str | None = None
+    role: str | None = None
+    set_permissions: bool = False
+    permissions: tuple[str, ...] | None = None
+    roles: tuple[str, ...] | None = None
+    profile: dict[str, str | None] = field(default_factory=dict)
+    """``display_name``, ``email``, ``avatar_url``: the keys present are set."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRow:
+    """An API key's record; the key itself is stored only as its SHA-256 digest."""
+
+    id: str
+    user_id: str
+    name: str
+    key_prefix: str
+    last_five: str
+    created_at_us: int
+    last_used_at_us: int | None = None
+    expires_at_us: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A login session; the token itself is stored only as its SHA-256 digest."""
+
+    user_id: str
+    created_at_us: int
+    expires_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class TicketRow:
+    """A WebSocket ticket (spec 10 §10.9): bound to a pathname, carrying the credential it
+    was minted with (``auth_type`` and the digest of that credential) to re-check at use."""
+
+    pathname: str
+    auth_type: str
+    principal_id: str
+    credential_digest: str | None
+    expires_at_us: int
+
+
 @runtime_checkable
 class Store(Protocol):
     """Persistence of threads, messages, queue entries, logs, registry, events and files."""
@@ -579,4 +648,68 @@ class Store(Protocol):
     ) -> tuple[FileRecord, StoredEvent | None]:
         """Move an entry with everything below it (one ``file_moved``); no event when
         ``source == destination``."""
+        ...
+
+    # -- users and credentials (spec 10) ---------------------------------------------
+    async def create_user(self, user: UserRow) -> UserRow:
+        """Insert a user. A taken username → ``UsernameTaken`` (nothing stored)."""
+        ...
+
+    async def get_user(self, user_id: str) -> UserRow | None: ...
+
+    async def get_user_by_name(self, username: str) -> UserRow | None: ...
+
+    async def list_users(self) -> list[UserRow]:
+        """Every user, ordered by username."""
+        ...
+
+    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
+        """Apply ``patch`` (None for an unknown user). Demoting the last admin →
+        ``LastAdmin``; a password change deletes the user's sessions in the same
+        transaction."""
+        ...
+
+    async def delete_user(self, user_id: str) -> bool:
+        """Delete a user with their sessions and API keys (their threads keep ``user_id``).
+        False for an unknown user; deleting the last admin → ``LastAdmin``."""
+        ...
+
+    async def has_credentials(self) -> bool:
+        """Whether any user row or API key exists (spec 10 §10.1)."""
+        ...
+
+    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow: ...
+
+    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
+        """Keys of ``user_id`` (every key when None), oldest first."""
+        ...
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRow | None: ...
+
+    async def delete_api_key(self, key_id: str) -> bool: ...
+
+    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
+        """The key and its user by the key's digest (expiry is the caller's check)."""
+        ...
+
+    async def delete_api_key_by_digest(self, key_digest: str) -> bool: ...
+
+    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
+        """Record a use of the key (callers write at most once a minute per key)."""
+        ...
+
+    async def create_session(self, token_digest: str, session: SessionRow) -> None: ...
+
+    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
+        """The session and its user by the token's digest (expiry is the caller's check)."""
+        ...
+
+    async def delete_session(self, token_digest: str) -> bool: ...
+
+    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
+        """Store a ticket; tickets expired for a while are pruned in the same transaction."""
+        ...
+
+    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
+        """Delete the ticket and return it (None when unknown): a ticket is used once."""
         ...

@@ -6,13 +6,14 @@ from threadloom.thread.events import EventBus, Subscription, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState, load_state
-from threadloom.thread.users import IdentityAuthority, StaticUsers
+from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
 
 __all__ = [
     "EventBus",
     "IdentityAuthority",
     "MessageHistory",
     "StaticUsers",
+    "StoreUsers",
     "Subscription",
     "ThreadEvent",
     "ThreadHub",

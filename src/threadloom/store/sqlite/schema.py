@@ -271,6 +271,55 @@ CREATE INDEX messages_client_id
     WHERE json_extract(metadata, '$.client_message_id') IS NOT NULL;
 """,
     ),
+    (
+        4,
+        "users, API keys, sessions and WebSocket tickets",
+        """
+CREATE TABLE users (
+    id            TEXT PRIMARY KEY,
+    username      TEXT NOT NULL UNIQUE,
+    password_hash TEXT,
+    role          TEXT NOT NULL CHECK (role IN ('admin','user','api')),
+    permissions   TEXT,
+    roles         TEXT NOT NULL DEFAULT '[]',
+    display_name  TEXT,
+    email         TEXT,
+    avatar_url    TEXT,
+    created_at_us INTEGER NOT NULL
+);
+
+CREATE TABLE api_keys (
+    id              TEXT PRIMARY KEY,
+    user_id         TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name            TEXT NOT NULL,
+    key_digest      TEXT NOT NULL UNIQUE,
+    key_prefix      TEXT NOT NULL,
+    last_five       TEXT NOT NULL,
+    created_at_us   INTEGER NOT NULL,
+    last_used_at_us INTEGER,
+    expires_at_us   INTEGER
+);
+CREATE INDEX api_keys_user ON api_keys(user_id, created_at_us);
+
+CREATE TABLE sessions (
+    token_digest  TEXT PRIMARY KEY,
+    user_id       TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at_us INTEGER NOT NULL,
+    expires_at_us INTEGER NOT NULL
+);
+CREATE INDEX sessions_user ON sessions(user_id);
+
+CREATE TABLE auth_tickets (
+    ticket_digest     TEXT PRIMARY KEY,
+    pathname          TEXT NOT NULL,
+    auth_type         TEXT NOT NULL,
+    principal_id      TEXT NOT NULL,
+    credential_digest TEXT,
+    expires_at_us     INTEGER NOT NULL
+);
+CREATE INDEX auth_tickets_expiry ON auth_tickets(expires_at_us);
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

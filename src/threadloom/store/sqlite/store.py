@@ -53,6 +53,7 @@ from threadloom.store.base import (
     system_clock_us,
 )
 from threadloom.store.sqlite import files, logs, messages, queue, runs, schema, threads
+from threadloom.store.sqlite.auth import AuthMethods
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
 T = TypeVar("T")
@@ -80,7 +81,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStore:
+class SqliteStore(AuthMethods):
     """The :class:`~threadloom.store.base.Store` on an SQLite file."""
 
     def __init__(

@@ -1,0 +1,151 @@
+"""The auth routes (spec 10 §10.5.2–10.5.6): login, logout, me, config, WebSocket tickets
+and revoking the presented API key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from threadloom.server import deps
+from threadloom.server.accounts import SESSION_LIFETIME_S, open_session
+from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
+from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.passwords import verify_password_async
+from threadloom.server.principal import Principal
+from threadloom.server.ratelimit import rate_limited
+from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
+
+router = APIRouter(prefix="/api/auth", tags=["auth"])
+
+NO_STORE = {"Cache-Control": "no-store"}
+INVALID_LOGIN = ApiError(401, "unauthorized", "Invalid username or password")
+
+
+def session_cookie(request: Request, token: str, max_age: int) -> str:
+    cookie = f"{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}"
+    secure = deps.is_https(request, deps.context(request).settings)
+    return cookie + "; Secure" if secure else cookie
+
+
+def _string(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    return value if isinstance(value, str) else ""
+
+
+@router.post("/login", summary="Log in with a username and password (public)")
+async def login(request: Request) -> JSONResponse:
+    ctx = deps.context(request)
+    if not ctx.settings.password_login:
+        raise ApiError(404, "not_found", "Not found")
+    body = await deps.json_object(request)
+    password = _string(body, "password")
+    username = _string(body, "username").strip()
+    if not password:
+        raise bad_field("password", "is required", "Password is required")
+    if not username:
+        raise bad_field("username", "is required", "Username is required")
+    address = client_address(request)
+    ctx.limits.check_login(address, username)
+    store = ctx.runtime.store
+    user = await store.get_user_by_name(username)
+    ok = await verify_password_async(password, user.password_hash if user else None)
+    if user is None or not ok:
+        ctx.limits.login_failed(address, username)
+        raise INVALID_LOGIN
+    token, _ = await open_session(store, user.id)
+    return JSONResponse(
+        {"token": token, "user": {"id": user.id, "username": user.username, "role": user.role}},
+        headers={
+            **NO_STORE,
+            "Set-Cookie": session_cookie(request, token, SESSION_LIFETIME_S),
+        },
+    )
+
+
+@router.post("/logout", summary="End the presented session")
+async def logout(request: Request) -> JSONResponse:
+    if not same_or_allowed_origin(request, deps.context(request).settings):
+        raise ApiError(403, "forbidden", "Cross-origin logout refused")
+    who = await deps.principal(request)
+    state = request.scope.get("state", {})
+    token_digest = state.get("credential_digest")
+    if who.auth_type == "session" and isinstance(token_digest, str):
+        await deps.runtime(request).store.delete_session(token_digest)
+    return JSONResponse(
+        {"success": True},
+        headers={**NO_STORE, "Set-Cookie": session_cookie(request, "", 0)},
+    )
+
+
+def principal_json(who: Principal) -> dict[str, Any]:
+    return {
+        "id": who.id,
+        "username": who.username,
+        "role": who.role,
+        "permissions": list(who.permissions) if who.permissions is not None else None,
+        "roles": list(who.roles),
+        "display_name": who.display_name,
+        "email": who.email,
+        "avatar_url": who.avatar_url,
+    }
+
+
+@router.get("/me", summary="The caller")
+async def me(who: Principal = Depends(deps.principal)) -> dict[str, Any]:
+    return {"user": principal_json(who), "authType": who.auth_type}
+
+
+@router.get("/config", summary="How this server authenticates (public)")
+async def config(request: Request) -> dict[str, Any]:
+    ctx = deps.context(request)
+    await ctx.credentials.refresh()
+    has_credential = "authorization" in request.headers or SESSION_COOKIE in request.cookies
+    local = ctx.local_mode and not has_credential and deps.is_local_request(request, ctx.settings)
+    return {
+        "localPassword": ctx.settings.password_login,
+        "authRequired": not ctx.local_mode,
+        "localMode": local,
+        "hosted": False,
+        "github": False,
+        "google": False,
+        "platformConnected": False,
+    }
+
+
+@router.post("/websocket-ticket", summary="A 30-second ticket for one stream upgrade")
+async def websocket_ticket(
+    request: Request, who: Principal = Depends(deps.principal)
+) -> JSONResponse:
+    ctx = deps.context(request)
+    body = await deps.json_object(request, required="A JSON body is required.")
+    pathname = body.get("pathname")
+    if not normalized_api_path(pathname):
+        raise bad_field(
+            "pathname",
+            "must be a normalized /api/* path",
+            "pathname must be a normalized /api/* path.",
+        )
+    assert isinstance(pathname, str)
+    limiter_key = f"{who.auth_type}:{who.id}"
+    wait = ctx.limits.tickets.retry_after(limiter_key)
+    if wait is not None:
+        raise rate_limited(wait)
+    ctx.limits.tickets.hit(limiter_key)
+    credential = request.scope.get("state", {}).get("credential_digest")
+    ticket = await mint_ticket(
+        ctx, who, credential if isinstance(credential, str) else None, pathname
+    )
+    return JSONResponse({"ticket": ticket, "expires_in": TICKET_SECONDS}, headers=NO_STORE)
+
+
+@router.delete("/current-key", summary="Revoke the API key of this request")
+async def revoke_current_key(
+    request: Request, who: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
+    token_digest = request.scope.get("state", {}).get("credential_digest")
+    if who.auth_type != "api_key" or not isinstance(token_digest, str):
+        raise ApiError(403, "forbidden", "Only an API key can revoke itself")
+    await deps.runtime(request).store.delete_api_key_by_digest(token_digest)
+    return {"revoked": True}

@@ -1,0 +1,95 @@
+"""WebSocket tickets (spec 10 §10.5.6, §10.9 rule 2).
+
+A ticket is 64 lowercase hex characters, stored only as its SHA-256 digest, valid 30 s,
+bound to one exact pathname and usable once. It carries the credential it was minted with
+(its kind and digest); at use that credential is checked again, so a revoked key or session
+makes its tickets worthless.
+
+The stream routes call :func:`consume_ticket`::
+
+    who = await consume_ticket(ctx, request.query_params["ticket"], websocket.url.path)
+    if who is None:
+        ...  # 401
+
+Tickets are accepted only on stream, log and event socket upgrades and SSE requests.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import TYPE_CHECKING
+
+from threadloom.server.principal import LOCAL_PRINCIPAL, Principal, digest
+from threadloom.store.base import TicketRow
+
+if TYPE_CHECKING:
+    from threadloom.server.deps import ServerContext
+
+TICKET_SECONDS = 30
+_SEGMENT_BAD = ("", ".", "..")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def normalized_api_path(pathname: object) -> bool:
+    """Spec 10 §10.5.6: starts with ``/api/``, no ``?`` or ``#``, no empty, ``.`` or ``..``
+    segment, no trailing ``/``."""
+    if not isinstance(pathname, str) or not pathname.startswith("/api/"):
+        return False
+    if "?" in pathname or "#" in pathname:
+        return False
+    return all(segment not in _SEGMENT_BAD for segment in pathname[1:].split("/"))
+
+
+async def mint_ticket(
+    ctx: ServerContext, who: Principal, credential_digest: str | None, pathname: str
+) -> str:
+    """A new ticket for ``pathname`` carrying ``who`` and the digest of its credential."""
+    ticket = secrets.token_hex(32)
+    await ctx.runtime.store.create_ticket(
+        digest(ticket),
+        TicketRow(
+            pathname=pathname,
+            auth_type=who.auth_type,
+            principal_id=who.id,
+            credential_digest=credential_digest,
+            expires_at_us=ctx.clock() + TICKET_SECONDS * 1_000_000,
+        ),
+    )
+    return ticket
+
+
+async def consume_ticket(ctx: ServerContext, ticket: str, pathname: str) -> Principal | None:
+    """The principal of ``ticket`` when it is valid for ``pathname`` (the request path, query
+    excluded); None otherwise. Presenting a ticket always consumes it."""
+    taken = await take_ticket(ctx, ticket, pathname)
+    return taken[0] if taken is not None else None
+
+
+async def take_ticket(
+    ctx: ServerContext, ticket: str, pathname: str
+) -> tuple[Principal, TicketRow] | None:
+    """Like :func:`consume_ticket`, with the ticket's row (its minting credential, for the
+    re-checks of an open socket)."""
+    if not _HEX64.match(ticket):
+        return None
+    row = await ctx.runtime.store.take_ticket(digest(ticket))
+    if row is None or row.pathname != pathname or ctx.clock() >= row.expires_at_us:
+        return None
+    who = await credential_principal(ctx, row.auth_type, row.credential_digest)
+    if who is None or who.id != row.principal_id:
+        return None
+    return who, row
+
+
+async def credential_principal(
+    ctx: ServerContext, auth_type: str, credential_digest: str | None
+) -> Principal | None:
+    """The principal of a credential known by kind and digest, now (None: revoked, expired,
+    or local development mode is off)."""
+    if auth_type == "local":
+        await ctx.credentials.refresh()
+        return LOCAL_PRINCIPAL if ctx.local_mode else None
+    if credential_digest is None:
+        return None
+    return await ctx.credentials.authenticate_digest(auth_type, credential_digest)

@@ -1,0 +1,355 @@
+"""Users, API keys, sessions and WebSocket tickets of the SQLite store (spec 10).
+
+Keys, session tokens and tickets are stored only as SHA-256 digests; passwords only as KDF
+strings. ``AuthMethods`` is mixed into :class:`SqliteStore`; the functions below run inside
+its write transactions and read snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from threadloom.errors import LastAdmin, UsernameTaken
+from threadloom.store.base import (
+    ApiKeyRow,
+    Clock,
+    SessionRow,
+    TicketRow,
+    UserPatch,
+    UserRow,
+)
+
+T = TypeVar("T")
+
+USER_COLUMNS = (
+    "id, username, role, created_at_us, password_hash, permissions, roles, display_name, "
+    "email, avatar_url"
+)
+KEY_COLUMNS = (
+    "id, user_id, name, key_prefix, last_five, created_at_us, last_used_at_us, expires_at_us"
+)
+TOUCH_INTERVAL_US = 60_000_000
+TICKET_GRACE_US = 60_000_000
+_PROFILE = ("display_name", "email", "avatar_url")
+
+
+def _user(row: tuple[Any, ...]) -> UserRow:
+    permissions = json.loads(row[5]) if row[5] is not None else None
+    return UserRow(
+        id=row[0],
+        username=row[1],
+        role=row[2],
+        created_at_us=row[3],
+        password_hash=row[4],
+        permissions=tuple(permissions) if permissions is not None else None,
+        roles=tuple(json.loads(row[6] or "[]")),
+        display_name=row[7],
+        email=row[8],
+        avatar_url=row[9],
+    )
+
+
+def _key(row: tuple[Any, ...]) -> ApiKeyRow:
+    return ApiKeyRow(*row)
+
+
+def _json_list(values: tuple[str, ...] | None) -> str | None:
+    return None if values is None else json.dumps(list(values))
+
+
+def _other_admins(conn: sqlite3.Connection, user_id: str) -> int:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM users WHERE role = 'admin' AND id != ?", (user_id,)
+    ).fetchone()
+    return int(row[0])
+
+
+# -- writes (conn, clock, *args) -------------------------------------------------------------
+
+
+def create_user(conn: sqlite3.Connection, clock: Clock, user: UserRow) -> UserRow:
+    try:
+        conn.execute(
+            f"INSERT INTO users({USER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                user.id,
+                user.username,
+                user.role,
+                user.created_at_us,
+                user.password_hash,
+                _json_list(user.permissions),
+                json.dumps(list(user.roles)),
+                user.display_name,
+                user.email,
+                user.avatar_url,
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        if "username" in str(exc):
+            raise UsernameTaken(f"username {user.username!r} already exists") from None
+        raise
+    return user
+
+
+def update_user(
+    conn: sqlite3.Connection, clock: Clock, user_id: str, patch: UserPatch
+) -> UserRow | None:
+    current = get_user(conn, user_id)
+    if current is None:
+        return None
+    sets: list[str] = []
+    values: list[Any] = []
+    if patch.role is not None and patch.role != current.role:
+        if current.role == "admin" and _other_admins(conn, user_id) == 0:
+            raise LastAdmin("Cannot demote the last admin")
+        sets.append("role = ?")
+        values.append(patch.role)
+    if patch.set_password:
+        sets.append("password_hash = ?")
+        values.append(patch.password_hash)
+        conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+    if patch.set_permissions:
+        sets.append("permissions = ?")
+        values.append(_json_list(patch.permissions))
+    if patch.roles is not None:
+        sets.append("roles = ?")
+        values.append(json.dumps(list(patch.roles)))
+    for name, value in patch.profile.items():
+        if name in _PROFILE:
+            sets.append(f"{name} = ?")
+            values.append(value)
+    if sets:
+        conn.execute(f"UPDATE users SET {', '.join(sets)} WHERE id = ?", (*values, user_id))
+    return get_user(conn, user_id)
+
+
+def delete_user(conn: sqlite3.Connection, clock: Clock, user_id: str) -> bool:
+    current = get_user(conn, user_id)
+    if current is None:
+        return False
+    if current.role == "admin" and _other_admins(conn, user_id) == 0:
+        raise LastAdmin("Cannot delete the last admin")
+    conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+    conn.execute("DELETE FROM api_keys WHERE user_id = ?", (user_id,))
+    conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+    return True
+
+
+def create_api_key(
+    conn: sqlite3.Connection, clock: Clock, key: ApiKeyRow, key_digest: str
+) -> ApiKeyRow:
+    conn.execute(
+        f"INSERT INTO api_keys({KEY_COLUMNS}, key_digest) VALUES (?,?,?,?,?,?,?,?,?)",
+        (
+            key.id,
+            key.user_id,
+            key.name,
+            key.key_prefix,
+            key.last_five,
+            key.created_at_us,
+            key.last_used_at_us,
+            key.expires_at_us,
+            key_digest,
+        ),
+    )
+    return key
+
+
+def delete_api_key(conn: sqlite3.Connection, clock: Clock, key_id: str) -> bool:
+    return conn.execute("DELETE FROM api_keys WHERE id = ?", (key_id,)).rowcount > 0
+
+
+def delete_api_key_by_digest(conn: sqlite3.Connection, clock: Clock, key_digest: str) -> bool:
+    return conn.execute("DELETE FROM api_keys WHERE key_digest = ?", (key_digest,)).rowcount > 0
+
+
+def touch_api_key(conn: sqlite3.Connection, clock: Clock, key_id: str, used_at_us: int) -> None:
+    conn.execute(
+        "UPDATE api_keys SET last_used_at_us = ? WHERE id = ?"
+        " AND (last_used_at_us IS NULL OR last_used_at_us <= ?)",
+        (used_at_us, key_id, used_at_us - TOUCH_INTERVAL_US),
+    )
+
+
+def create_session(
+    conn: sqlite3.Connection, clock: Clock, token_digest: str, session: SessionRow
+) -> None:
+    conn.execute("DELETE FROM sessions WHERE expires_at_us < ?", (clock(),))
+    conn.execute(
+        "INSERT INTO sessions(token_digest, user_id, created_at_us, expires_at_us)"
+        " VALUES (?,?,?,?)",
+        (token_digest, session.user_id, session.created_at_us, session.expires_at_us),
+    )
+
+
+def delete_session(conn: sqlite3.Connection, clock: Clock, token_digest: str) -> bool:
+    return conn.execute("DELETE FROM sessions WHERE token_digest = ?", (token_digest,)).rowcount > 0
+
+
+def create_ticket(
+    conn: sqlite3.Connection, clock: Clock, ticket_digest: str, ticket: TicketRow
+) -> None:
+    conn.execute("DELETE FROM auth_tickets WHERE expires_at_us < ?", (clock() - TICKET_GRACE_US,))
+    conn.execute(
+        "INSERT INTO auth_tickets(ticket_digest, pathname, auth_type, principal_id,"
+        " credential_digest, expires_at_us) VALUES (?,?,?,?,?,?)",
+        (
+            ticket_digest,
+            ticket.pathname,
+            ticket.auth_type,
+            ticket.principal_id,
+            ticket.credential_digest,
+            ticket.expires_at_us,
+        ),
+    )
+
+
+def take_ticket(conn: sqlite3.Connection, clock: Clock, ticket_digest: str) -> TicketRow | None:
+    row = conn.execute(
+        "DELETE FROM auth_tickets WHERE ticket_digest = ?"
+        " RETURNING pathname, auth_type, principal_id, credential_digest, expires_at_us",
+        (ticket_digest,),
+    ).fetchone()
+    return TicketRow(*row) if row is not None else None
+
+
+# -- reads (conn, *args) ---------------------------------------------------------------------
+
+
+def get_user(conn: sqlite3.Connection, user_id: str) -> UserRow | None:
+    row = conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE id = ?", (user_id,)).fetchone()
+    return _user(row) if row is not None else None
+
+
+def get_user_by_name(conn: sqlite3.Connection, username: str) -> UserRow | None:
+    row = conn.execute(
+        f"SELECT {USER_COLUMNS} FROM users WHERE username = ?", (username,)
+    ).fetchone()
+    return _user(row) if row is not None else None
+
+
+def list_users(conn: sqlite3.Connection) -> list[UserRow]:
+    rows = conn.execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY username").fetchall()
+    return [_user(r) for r in rows]
+
+
+def has_credentials(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM users) OR EXISTS (SELECT 1 FROM api_keys)"
+    ).fetchone()
+    return bool(row[0])
+
+
+def list_api_keys(conn: sqlite3.Connection, user_id: str | None) -> list[ApiKeyRow]:
+    if user_id is None:
+        rows = conn.execute(
+            f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at_us, id"
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {KEY_COLUMNS} FROM api_keys WHERE user_id = ? ORDER BY created_at_us, id",
+            (user_id,),
+        ).fetchall()
+    return [_key(r) for r in rows]
+
+
+def get_api_key(conn: sqlite3.Connection, key_id: str) -> ApiKeyRow | None:
+    row = conn.execute(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+    return _key(row) if row is not None else None
+
+
+def api_key_by_digest(
+    conn: sqlite3.Connection, key_digest: str
+) -> tuple[ApiKeyRow, UserRow] | None:
+    row = conn.execute(
+        f"SELECT {KEY_COLUMNS} FROM api_keys WHERE key_digest = ?", (key_digest,)
+    ).fetchone()
+    if row is None:
+        return None
+    key = _key(row)
+    user = get_user(conn, key.user_id)
+    return (key, user) if user is not None else None
+
+
+def session_by_digest(
+    conn: sqlite3.Connection, token_digest: str
+) -> tuple[SessionRow, UserRow] | None:
+    row = conn.execute(
+        "SELECT user_id, created_at_us, expires_at_us FROM sessions WHERE token_digest = ?",
+        (token_digest,),
+    ).fetchone()
+    if row is None:
+        return None
+    session = SessionRow(*row)
+    user = get_user(conn, session.user_id)
+    return (session, user) if user is not None else None
+
+
+class AuthMethods:
+    """The spec 10 part of the Store protocol, mixed into :class:`SqliteStore`."""
+
+    if TYPE_CHECKING:
+
+        async def _write(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+        async def _read(self, fn: Callable[..., T], *args: Any) -> T: ...
+
+    async def create_user(self, user: UserRow) -> UserRow:
+        return await self._write(create_user, user)
+
+    async def get_user(self, user_id: str) -> UserRow | None:
+        return await self._read(get_user, user_id)
+
+    async def get_user_by_name(self, username: str) -> UserRow | None:
+        return await self._read(get_user_by_name, username)
+
+    async def list_users(self) -> list[UserRow]:
+        return await self._read(list_users)
+
+    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
+        return await self._write(update_user, user_id, patch)
+
+    async def delete_user(self, user_id: str) -> bool:
+        return await self._write(delete_user, user_id)
+
+    async def has_credentials(self) -> bool:
+        return await self._read(has_credentials)
+
+    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow:
+        return await self._write(create_api_key, key, key_digest)
+
+    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
+        return await self._read(list_api_keys, user_id)
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRow | None:
+        return await self._read(get_api_key, key_id)
+
+    async def delete_api_key(self, key_id: str) -> bool:
+        return await self._write(delete_api_key, key_id)
+
+    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
+        return await self._read(api_key_by_digest, key_digest)
+
+    async def delete_api_key_by_digest(self, key_digest: str) -> bool:
+        return await self._write(delete_api_key_by_digest, key_digest)
+
+    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
+        await self._write(touch_api_key, key_id, used_at_us)
+
+    async def create_session(self, token_digest: str, session: SessionRow) -> None:
+        await self._write(create_session, token_digest, session)
+
+    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
+        return await self._read(session_by_digest, token_digest)
+
+    async def delete_session(self, token_digest: str) -> bool:
+        return await self._write(delete_session, token_digest)
+
+    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
+        await self._write(create_ticket, ticket_digest, ticket)
+
+    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
+        return await self._write(take_ticket, ticket_digest)
