@@ -34,6 +34,7 @@ async def add_child(rt: Runtime, parent: ThreadState, status: str = "running") -
             owner="a",
             name="W",
             status=status,
+            resumable=True,
         ),
     )
     return child.thread_id

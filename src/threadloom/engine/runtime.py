@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
+from threadloom.engine import results
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.providers.base import ProviderRegistry
@@ -117,11 +119,20 @@ class Runtime:
         """Settle every ``running`` thread that no live execution owns; returns their ids."""
         settled: list[str] = []
         for thread_id in await self.store.threads_with_status("running"):
+            row = await self.store.get_thread(thread_id)
+            if row is None:
+                continue
+            # a lost child run's session result reaches its parent (spec 06 §6.11)
+            prepared = await results.prepare(self.runs, row, results.abort_result("execution_lost"))
+            delivery = prepared.delivery if prepared is not None else None
             async with self.hub.lock(thread_id):
-                events = await self.store.settle_run(thread_id, LOST_RUN)
+                events = await self.store.settle_run(
+                    thread_id, replace(LOST_RUN, delivery=delivery)
+                )
                 await self.hub.publish_events(events)
             if events:
                 settled.append(thread_id)
+                await results.finish(self.runs, row, prepared)
         return settled
 
     async def close(self, drain: float | None = None) -> None:
