@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define import DROP
 from threadloom.define.tool import ToolArgumentsError, ToolResult
+from threadloom.engine import session_tools
 from threadloom.errors import InvalidMessage
 from threadloom.records import (
     Message,
@@ -221,6 +222,8 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             outcome.dropped = True
         else:
             outcome.result = final
+    if not outcome.dropped:  # step 7: the side's session bindings (spec 06 §6.5, §6.8.5)
+        outcome.result = await session_tools.apply(env, state, call, outcome.result)
     return outcome
 
 
