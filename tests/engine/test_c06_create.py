@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom import Agent, Side
-from threadloom.define import Prompt, SessionBinding, Subagent, hook, tool
+from threadloom.define import Immediate, Prompt, SessionBinding, Subagent, hook, tool
 from threadloom.providers.scripted import Call, Reply
 
 
@@ -627,3 +627,65 @@ async def test_c06_041_nesting_limit(make_chat: Any) -> None:
     deepest = max(rows, key=lambda r: r.created_at_us)
     (error,) = await tool_rows(await chat.runtime.thread(deepest.id))
     assert error.content == "Failed to execute tool: Subagent nesting limit reached (8)."
+
+
+async def test_c06_038_immediate_spawn_at_turn_start(make_chat: Any) -> None:
+    """C06-038: ``immediate=Immediate(message="watch")`` → at the first step of side a's
+    turn, before request 1, a child exists with the instruction "watch"; the parent has a
+    silent system message ``Subagent "worker" started. Reference: <id>`` whose id is the
+    entry's ``spawn_group_id``; a second turn spawns nothing."""
+    seen: list[int] = []
+
+    def reply(request: Any) -> Reply:
+        system = request.messages[0].text
+        if "worker" in system:
+            return DONE_42
+        seen.append(len(children))
+        return Reply.text("hello")
+
+    children: list[Any] = []
+    chat = await make_chat(
+        None,
+        prompt={"tools": [Subagent("worker", immediate=Immediate(message="watch"))]},
+        extra=WORKER,
+    )
+    chat.provider.reset(reply)
+    state = await chat.thread()
+    with chat.runtime.events.subscribe(state.thread_id, kinds=["subagent"]) as sub:
+        sub_task = asyncio.ensure_future(sub.get(timeout=5))
+        await chat.runtime.send_message(state.thread_id, "hi")
+        children.append(await sub_task)
+        await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    entry, child = await only_child(chat, state)
+    await settle(chat, child.thread_id, state.thread_id)
+    assert seen[0] == 1  # the child existed before the parent's first request
+    first = (await messages(child))[0]
+    assert (first.role, first.content) == ("user", "watch")
+    note = next(m for m in await messages(state) if m.role == "system")
+    assert note.silent and note.id == entry.spawn_group_id
+    assert note.content == f'Subagent "worker" started. Reference: {child.thread_id}'
+    assert note.subagent_id == child.thread_id
+    assert note.metadata is not None and note.metadata["subagent_event"] == "spawned"
+
+    await chat.runtime.send_message(state.thread_id, "again")
+    await settle(chat, state.thread_id)
+    assert len(await chat.runtime.store.get_registry(state.thread_id)) == 1
+
+
+async def test_immediate_spawn_failure_is_a_log_row(make_chat: Any) -> None:
+    """§6.9: a spawn failing validation writes a runtime log row (``tool_execution_error``,
+    ``tool:<relationship>``) and the step goes on."""
+    chat = await make_chat(
+        [Reply.text("hello")],
+        prompt={"tools": [Subagent("worker", immediate=True)]},
+        extra=worker(required_schema=Topic),
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "hi")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert (await messages(state))[-1].content == "hello"
+    assert await chat.runtime.store.get_registry(state.thread_id) == []
+    rows = await chat.runtime.store.list_logs(state.thread_id, limit=None)
+    (row,) = [r for r in rows if r.error_type == "tool_execution_error"]
+    assert row.error_origin == "tool:worker"
+    assert row.error is not None and "topic" in row.error

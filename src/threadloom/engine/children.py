@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from threadloom.define.tool import ToolResult
-from threadloom.records import Message, SubagentRegistryEntry, new_id
+from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id
 from threadloom.store.base import NewThread
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.family import set_registry_status
@@ -51,6 +51,8 @@ class Request:
     blocking: bool = False
     continue_existing: bool = False
     """``subagent_create``'s create-or-continue (§6.6.3) applies at check 8."""
+    reference: str | None = None
+    """The child's id when the caller chose it (an immediate spawn's note names it)."""
 
 
 def normalise_name(name: object) -> str | None:
@@ -125,7 +127,7 @@ def _origin(state: ThreadState) -> str | None:
 def _manager(state: ThreadState) -> Any:
     step = getattr(state.execution, "step", None)
     if step is None:
-        raise SubagentToolError("Subagents can only be created during a run.")
+        raise SubagentToolError("Subagents can only be messaged during a run.")
     return step.run.manager
 
 
@@ -195,9 +197,15 @@ async def send(
     return await wait_for(manager, reference, waiter)
 
 
-async def create(state: ThreadState, request: Request) -> ToolResult:
-    """Checks 8-10, then the creation algorithm (§6.6.1 steps 2-8)."""
-    manager = _manager(state)
+async def create(state: ThreadState, request: Request, run: Any = None) -> ToolResult:
+    """Checks 8-10, then the creation algorithm (§6.6.1 steps 2-8). ``run`` is the
+    parent's run (by default that of the step ``state`` belongs to)."""
+    if run is None:
+        step = getattr(state.execution, "step", None)
+        if step is None:
+            raise SubagentToolError("Subagents can only be created during a run.")
+        run = step.run
+    manager = run.manager
     hub, parent_id = state.hub, state.thread_id
     options = request.relationship.options
     agent = request.relationship.target
@@ -225,7 +233,7 @@ async def create(state: ThreadState, request: Request) -> ToolResult:
     arguments = dict(request.arguments)
     title = agent.display_title
     description = options.description or agent.tool_description or f"Autonomous subagent {title}"
-    reference = new_id()
+    reference = request.reference or new_id()
     parent_row = await hub.store.get_thread(parent_id)
     new = NewThread(
         id=reference,
@@ -254,12 +262,10 @@ async def create(state: ThreadState, request: Request) -> ToolResult:
     async with hub.lock(parent_id):
         row, event = await hub.store.create_child(new, entry)
         await hub.publish_events([event])
-    step = getattr(state.execution, "step", None)
-    if step is not None:
-        step.run.has_registry = True
+    run.has_registry = True
     _note_child(state, reference)
     child = ThreadState(hub, row)
-    hooks = step.hooks_for("after_subagent_created") if step is not None else []
+    hooks = run.hooks_for("after_subagent_created")
     if hooks:
         await hub.hooks.run_event(hooks, state, child)
     refs = await copy_attachments(state, child, request.attachments)
@@ -351,6 +357,79 @@ async def direct_call(
     return await create(state, request)
 
 
+async def spawn_immediate(run: Any, side: str, prompt: Any) -> None:
+    """Spawn the immediate relationships of ``prompt`` that ``side`` has not spawned yet
+    in this thread (§6.9): non-blocking, announced by a silent system note whose id is the
+    entry's ``spawn_group_id``; a failure is a runtime log row, never a step error."""
+    if not any(getattr(entry, "immediate", False) for entry in prompt.tools):
+        return
+    due = [
+        t
+        for t in run.definitions.resolve_tools(prompt)
+        if t.kind == "subagent" and t.options.immediate_spawn is not None
+    ]
+    if not due:
+        return
+    hub = run.hub
+    entries = await hub.store.get_registry(run.thread_id) if run.has_registry else []
+    state = run.state()
+    for relationship in due:
+        if any(e.relationship == relationship.name and e.owner == side for e in entries):
+            continue
+        spawn = relationship.options.immediate_spawn
+        arguments = dict(spawn.arguments or {})
+        note_id, reference = new_id(), new_id()
+        try:
+            problems = argument_problems(child_prompt(run.definitions, relationship), arguments)
+            if problems:
+                raise SubagentToolError(
+                    f'Arguments for "{relationship.name}" failed validation: ' + "; ".join(problems)
+                )
+            request = Request(
+                relationship=relationship,
+                owner=side,
+                name=spawn.name,
+                message=spawn.message,
+                arguments=arguments,
+                spawn_group_id=note_id,
+                reference=reference,
+            )
+            await create(state, request, run)
+            await thread_messages.create(
+                state,
+                Message(
+                    id=note_id,
+                    role="system",
+                    content=f'Subagent "{relationship.name}" started. Reference: {reference}',
+                    silent=True,
+                    metadata={
+                        "status_kind": "subagent_event",
+                        "subagent_event": "spawned",
+                        "subagent_id": reference,
+                    },
+                ),
+                propagate=False,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await hub.write_runtime_log(
+                run.thread_id,
+                LogRow(
+                    id=new_id(),
+                    kind=None,
+                    provider="system",
+                    model=f"Immediate subagent {relationship.name}",
+                    created_at=0,
+                    is_complete=True,
+                    error=str(exc) or type(exc).__name__,
+                    error_type="tool_execution_error",
+                    error_origin=f"tool:{relationship.name}",
+                ),
+                run.root_message_id,
+            )
+
+
 __all__ = [
     "Request",
     "SubagentToolError",
@@ -362,4 +441,5 @@ __all__ = [
     "nesting_depth",
     "normalise_name",
     "send",
+    "spawn_immediate",
 ]

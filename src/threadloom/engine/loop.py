@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
+from threadloom.engine.children import spawn_immediate
 from threadloom.engine.execution import ExecutionState
 from threadloom.engine.model_call import ModelResult, StepError, format_exception
 from threadloom.engine.results import SessionResult, ended_result, final_message
@@ -235,6 +236,8 @@ class Run:
         if self.turn_side != side:
             self.turn_side = side
             self.anchor = self._newest_completed()
+            if not self._is_human(side):
+                await self._spawn_immediate(side)
         if self._is_human(side):
             return "awaiting_human"
         if min(self.session["a"], self.session["b"]) >= self.agent.max_session_turns:
@@ -274,6 +277,15 @@ class Run:
             reason = await self._stop_conditions(env, outcome.result, outcome.round.outcomes)
         self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
         return reason
+
+    async def _spawn_immediate(self, side: str) -> None:
+        """Turn start: the side's immediate subagents (spec 06 §6.9)."""
+        side_def = self._side_def(side)
+        prompt = self.definitions.prompt(side_def.prompt) if side_def.prompt else None
+        if prompt is None:
+            return
+        self._activate(side)  # its after_subagent_created hooks are the side's prompt's
+        await spawn_immediate(self, side, prompt)
 
     def _activate(self, side: str) -> None:
         """Make ``side``'s prompt the active one (none for a human side)."""
