@@ -545,3 +545,43 @@ async def test_c06_039_lost_child_run_is_reported_to_the_parent(
         "Subagent execution was lost when the runtime restarted."
     )
     assert (await messages(parent))[-1].content == "noted"  # the parent ran on it
+
+
+async def test_blocking_result_is_queued_when_the_waiting_call_is_gone(make_chat: Any) -> None:
+    """§6.8.2: the parent's run is stopped while its blocking create waits → the child's
+    result is delivered as if non-blocking: queued into the (stopped) parent."""
+    chat = await make_chat(
+        None, prompt={"tools": [Subagent("worker", blocking=True)]}, extra=worker()
+    )
+    chat.provider.reset(
+        Router(
+            [Reply.tool_calls(create_call())],
+            [Reply.tool_calls(Call("done", {"summary": "42"}, id="call_d"), delay=0.3)],
+        )
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "go")
+    await until(worker_requested(chat))
+    await chat.runtime.stop(state.thread_id)
+    (entry,) = await chat.runtime.store.get_registry(state.thread_id)
+    await settle(chat, entry.reference, state.thread_id)
+    (waiting,) = await chat.runtime.store.list_queue(state.thread_id)
+    assert waiting.silent and waiting.source == "subagent"
+    assert waiting.content == (
+        f"Subagent (reference: {entry.reference}) has returned the following result:\n\n42"
+    )
+    (stopped,) = await tool_rows(state)
+    assert stopped.content == "Execution stopped by user"
+
+
+async def test_max_subagent_depth_option(make_chat: Any, db_url: str) -> None:
+    """§6.1: ``Runtime.open(url, max_subagent_depth=1)`` reaches the engine's options
+    (C06-041 checks the limit itself at the default 8)."""
+    from threadloom import Runtime
+
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=worker())
+    runtime = await Runtime.open(db_url, definitions=chat.runtime.definitions, max_subagent_depth=1)
+    try:
+        assert runtime.runs.options.max_subagent_depth == 1
+    finally:
+        await runtime.close(drain=0)

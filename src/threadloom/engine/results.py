@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.tool import ToolResult
+from threadloom.errors import ThreadTerminated
 from threadloom.records import AttachmentRef, Message, QueueEntry, SubagentRegistryEntry, new_id
 from threadloom.store.base import ParentDelivery, ThreadRow
 from threadloom.thread import messages as thread_messages
+from threadloom.thread.queue import enqueue
 from threadloom.thread.state import ThreadState
 from threadloom.thread.transfer import copy_attachments
 
@@ -155,6 +157,8 @@ class Prepared:
     result: SessionResult
     copied: list[AttachmentRef]
     waiter: asyncio.Future[ToolResult] | None
+    fallback: QueueEntry | None = None
+    """What is queued instead when the waiting call went away before the commit."""
 
     @property
     def handed_off(self) -> bool:
@@ -191,7 +195,7 @@ async def prepare(
     if result.reason == "terminated":
         status = "terminated"
     queued: QueueEntry | None = None
-    if waiter is None and entry.parent_communication == "implicit" and parent.terminated is None:
+    if entry.parent_communication == "implicit" and parent.terminated is None:
         queued = QueueEntry(
             id=new_id(),
             role="assistant" if entry.owner == "b" else "user",
@@ -205,8 +209,8 @@ async def prepare(
             source="subagent",
             created_at=0,
         )
-    delivery = ParentDelivery(parent_id, child.id, status, queued)
-    return Prepared(delivery, entry, result, copied, waiter)
+    delivery = ParentDelivery(parent_id, child.id, status, queued if waiter is None else None)
+    return Prepared(delivery, entry, result, copied, waiter, queued)
 
 
 async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | None) -> None:
@@ -218,8 +222,20 @@ async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | Non
     parent_id = prepared.delivery.parent_id
     if prepared.delivery.entry is not None:
         hub.signal_work(parent_id)
-    if prepared.waiter is not None and not prepared.waiter.done():
-        prepared.waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
+    waiter = prepared.waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
+    elif waiter is not None and prepared.fallback is not None:
+        # the call was cancelled between preparing and committing: deliver as if
+        # non-blocking (§6.8.2), in a transaction of its own
+        fallback = prepared.fallback
+        fields = {k: getattr(fallback, k) for k in ("role", "content", "silent", "metadata")}
+        try:
+            await enqueue(
+                hub, parent_id, {**fields, "attachments": fallback.attachments}, "subagent"
+            )
+        except ThreadTerminated:
+            pass
     state = ThreadState(hub, child)
     if prepared.handed_off:
         kind = "result" if prepared.result.success else "failure"

@@ -64,12 +64,18 @@ class Runtime:
         options: EngineOptions | None = None,
         max_file_size: int = DEFAULT_LIMITS.max_file_size,
         max_thread_file_bytes: int | None = None,
+        max_subagent_depth: int | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
         ``synchronous`` and ``write_mode`` tune the SQLite store (see
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
+        ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
         """
+        if max_subagent_depth is not None:
+            if max_subagent_depth < 1:
+                raise InvalidArgument("max_subagent_depth must be at least 1")
+            options = replace(options or EngineOptions(), max_subagent_depth=max_subagent_depth)
         defs = definitions if definitions is not None else Definitions()
         if project is not None:
             defs.load_project(project)
