@@ -689,3 +689,35 @@ async def test_immediate_spawn_failure_is_a_log_row(make_chat: Any) -> None:
     (row,) = [r for r in rows if r.error_type == "tool_execution_error"]
     assert row.error_origin == "tool:worker"
     assert row.error is not None and "topic" in row.error
+
+
+async def test_relationship_started_by_code(make_chat: Any) -> None:
+    """§6.3.4: ``queue_tool("<relationship>", args)`` inside a parent tool creates an
+    instance of a resumable relationship like a direct call (message from ``message``);
+    the instance is not terminated after its result."""
+
+    @tool
+    async def delegate(state: Any) -> str:
+        """Hand the work to a worker."""
+        await state.queue_tool("worker", {"message": "via code"})
+        return "queued"
+
+    chat = await make_chat(
+        None, prompt={"tools": [Subagent("worker"), "delegate"]}, extra=(*WORKER, delegate)
+    )
+    state = await run_parent(
+        chat,
+        [Reply.tool_calls(Call("delegate", {}, id="c1")), Reply.text("ok"), Reply.text("ok")],
+        [DONE_42],
+    )
+    entry, child = await only_child(chat, state)
+    await settle(chat, child.thread_id, state.thread_id)
+    rows = await tool_rows(state)
+    assert [m.name for m in rows] == ["delegate", "worker"]
+    assert rows[1].content == (
+        f"The subagent was initiated successfully. Reference: {child.thread_id}"
+    )
+    assert (await messages(child))[0].content == "via code"
+    entry, _ = await only_child(chat, state)
+    assert (entry.resumable, entry.status) == (True, "idle")
+    assert (await chat.runtime.get_thread_record(child.thread_id)).terminated is None

@@ -131,7 +131,7 @@ def _manager(state: ThreadState) -> Any:
     return step.run.manager
 
 
-def _note_child(state: ThreadState, reference: str) -> None:
+def note_child(state: ThreadState, reference: str) -> None:
     """The call's stored result carries ``subagent_id`` (§6.3.1)."""
     execution = state.execution
     if execution is not None and hasattr(execution, "subagent_id"):
@@ -168,7 +168,7 @@ async def send(
     child = await state.get_child_thread(reference)
     if child is None:
         raise SubagentToolError(f'Subagent reference "{reference}" is not active.')
-    _note_child(state, reference)
+    note_child(state, reference)
     refs = await copy_attachments(state, child, attachments)
     manager = _manager(state) if blocking else None
     waiter = _register(manager, reference) if manager is not None else None
@@ -263,7 +263,7 @@ async def create(state: ThreadState, request: Request, run: Any = None) -> ToolR
         row, event = await hub.store.create_child(new, entry)
         await hub.publish_events([event])
     run.has_registry = True
-    _note_child(state, reference)
+    note_child(state, reference)
     child = ThreadState(hub, row)
     hooks = run.hooks_for("after_subagent_created")
     if hooks:
@@ -440,6 +440,7 @@ __all__ = [
     "direct_call",
     "nesting_depth",
     "normalise_name",
+    "note_child",
     "send",
     "spawn_immediate",
 ]

@@ -25,6 +25,7 @@ from threadloom.engine.children import (
     check_paths,
     child_prompt,
     create,
+    note_child,
     send,
 )
 from threadloom.records import SubagentRegistryEntry
@@ -88,6 +89,8 @@ async def _subagent_message(state: Any, arguments: _AsGiven) -> ToolResult:
     hub, parent_id = state.hub, state.thread_id
     entry = next((e for e in await state.get_children() if e.reference == reference), None)
     child = await state.get_child_thread(reference) if entry is not None else None
+    if entry is not None:
+        note_child(state, reference)
     if entry is None or entry.status == "terminated" or child is None or child.terminated:
         if entry is not None and entry.status != "terminated":
             await set_registry_status(hub, parent_id, reference, "terminated")
