@@ -214,28 +214,14 @@ async def prepare(
 
 
 async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | None) -> None:
-    """After the delivery committed: wake the parent, answer the waiting call, store the
-    child's hand-off note, and end a one-shot (non-resumable) instance (§6.3.4)."""
+    """After the delivery committed: the child's hand-off note, the end of a one-shot
+    (non-resumable) instance (§6.3.4), then the parent: woken for its queue entry, or its
+    waiting call answered — so the parent never sees a result before the child's side of
+    it is done."""
     if prepared is None:
         return
     hub = manager.hub
     parent_id = prepared.delivery.parent_id
-    if prepared.delivery.entry is not None:
-        hub.signal_work(parent_id)
-    waiter = prepared.waiter
-    if waiter is not None and not waiter.done():
-        waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
-    elif waiter is not None and prepared.fallback is not None:
-        # the call was cancelled between preparing and committing: deliver as if
-        # non-blocking (§6.8.2), in a transaction of its own
-        fallback = prepared.fallback
-        fields = {k: getattr(fallback, k) for k in ("role", "content", "silent", "metadata")}
-        try:
-            await enqueue(
-                hub, parent_id, {**fields, "attachments": fallback.attachments}, "subagent"
-            )
-        except ThreadTerminated:
-            pass
     state = ThreadState(hub, child)
     if prepared.handed_off:
         kind = "result" if prepared.result.success else "failure"
@@ -260,7 +246,26 @@ async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | Non
         except Exception:
             logger.exception("thread %s: storing the hand-off note", child.id)
     if not prepared.entry.resumable:
-        await state.terminate()
+        try:
+            await state.terminate()
+        except Exception:
+            logger.exception("thread %s: ending the one-shot instance", child.id)
+    if prepared.delivery.entry is not None:
+        hub.signal_work(parent_id)
+    waiter = prepared.waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
+    elif waiter is not None and prepared.fallback is not None:
+        # the call was cancelled between preparing and committing: deliver as if
+        # non-blocking (§6.8.2), in a transaction of its own
+        fallback = prepared.fallback
+        fields = {k: getattr(fallback, k) for k in ("role", "content", "silent", "metadata")}
+        try:
+            await enqueue(
+                hub, parent_id, {**fields, "attachments": fallback.attachments}, "subagent"
+            )
+        except ThreadTerminated:
+            pass
 
 
 __all__ = [
