@@ -721,3 +721,41 @@ async def test_relationship_started_by_code(make_chat: Any) -> None:
     entry, _ = await only_child(chat, state)
     assert (entry.resumable, entry.status) == (True, "idle")
     assert (await chat.runtime.get_thread_record(child.thread_id)).terminated is None
+
+
+async def test_direct_call_arguments_are_validated(make_chat: Any) -> None:
+    """§6.3.4: a direct call is validated against the offered parameters with the engine's
+    text — the default ``{message, attachments}`` needs ``message``; a child's
+    ``required_schema`` is used as is. Nothing is created."""
+    chat = await make_chat(
+        None,
+        prompt={"tools": [Subagent("worker", resumable=False), Subagent("typed", resumable=False)]},
+        extra=(
+            *WORKER,
+            Prompt(name="TA", model="M", system="You are typed.", required_schema=Topic),
+            Prompt(name="TB", model="M", system="You check typed."),
+            Agent(
+                name="typed",
+                type="dual_ai",
+                expose_as_tool=True,
+                tool_description="Typed",
+                side_a=Side(prompt="TA"),
+                side_b=Side(prompt="TB"),
+            ),
+        ),
+    )
+    state = await run_parent(
+        chat,
+        [
+            Reply.tool_calls(
+                Call("worker", {"attachments": []}, id="c1"), Call("typed", {}, id="c2")
+            ),
+            Reply.text("ok"),
+        ],
+        [],
+    )
+    assert [m.content for m in await tool_rows(state)] == [
+        "Failed to execute tool: Tool argument validation failed: [message] Field required",
+        "Failed to execute tool: Tool argument validation failed: [topic] Field required",
+    ]
+    assert await chat.runtime.store.get_registry(state.thread_id) == []

@@ -63,31 +63,35 @@ def normalise_name(name: object) -> str | None:
     return text or None
 
 
-def argument_problems(prompt: Any, arguments: Mapping[str, Any]) -> list[str]:
-    """``<loc>: <msg>`` for each way ``arguments`` fail the prompt's ``required_schema``."""
+def argument_issues(prompt: Any, arguments: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(location, message)`` for each way ``arguments`` fail the prompt's
+    ``required_schema`` (a pydantic model, or a JSON schema's required and closed keys)."""
     schema = getattr(prompt, "required_schema", None)
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         try:
             schema.model_validate(dict(arguments))
         except ValidationError as exc:
             return [
-                f"{'.'.join(str(p) for p in err['loc']) or 'root'}: {err['msg']}"
-                for err in exc.errors()
+                (".".join(str(p) for p in err["loc"]) or "root", err["msg"]) for err in exc.errors()
             ]
         return []
     if isinstance(schema, Mapping):
         properties = schema.get("properties") or {}
-        problems = [
-            f"{key}: Field required" for key in schema.get("required") or () if key not in arguments
-        ]
+        required = schema.get("required") or ()
+        issues = [(key, "Field required") for key in required if key not in arguments]
         if schema.get("additionalProperties") is False:
-            problems += [
-                f"{key}: Extra inputs are not permitted"
+            issues += [
+                (key, "Extra inputs are not permitted")
                 for key in arguments
                 if key not in properties
             ]
-        return problems
+        return issues
     return []
+
+
+def argument_problems(prompt: Any, arguments: Mapping[str, Any]) -> list[str]:
+    """``<loc>: <msg>`` per issue (the text of ``subagent_create`` check 7)."""
+    return [f"{loc}: {msg}" for loc, msg in argument_issues(prompt, arguments)]
 
 
 def child_prompt(definitions: Any, relationship: Any) -> Any:
@@ -251,7 +255,7 @@ async def create(state: ThreadState, request: Request, run: Any = None) -> ToolR
         name=agent.name,
         title=title,
         description=description,
-        blocking=request.blocking,
+        blocking=bool(options.blocking),
         resumable=options.resumable,
         parent_communication=options.parent_communication,
         status="running",
@@ -319,10 +323,15 @@ async def direct_call(
     options = resolved.options
     prompt = child_prompt(env.run.definitions, resolved)
     has_schema = prompt is not None and prompt.safe_arguments_schema() is not None
-    problems = argument_problems(prompt, arguments) if has_schema else []
-    if problems:
+    if has_schema:
+        issues = argument_issues(prompt, arguments)
+    elif isinstance(arguments.get("message"), str):
+        issues = []
+    else:  # the default parameters: {message: string, attachments?: [string]}
+        issues = [("message", "Field required")]
+    if issues:  # the engine's validation text (spec 04 §4.14.3 step 2)
         raise SubagentToolError(
-            f'Arguments for "{resolved.name}" failed validation: {"; ".join(problems)}'
+            "Tool argument validation failed: " + "; ".join(f"[{loc}] {msg}" for loc, msg in issues)
         )
     message_property = options.init_user_message_property or (None if has_schema else "message")
     attachments_property = options.init_attachments_property or (
@@ -433,6 +442,7 @@ async def spawn_immediate(run: Any, side: str, prompt: Any) -> None:
 __all__ = [
     "Request",
     "SubagentToolError",
+    "argument_issues",
     "argument_problems",
     "check_paths",
     "child_prompt",
