@@ -24,7 +24,9 @@ Scenarios:
 - ``subagent`` — the chat prompt lists the ``worker`` relationship (a ``dual_ai`` agent,
   prompts ``WA``/``WB``); send "go"; the parent's model calls ``subagent_create`` (non-
   blocking) and answers "started"; the worker's first request is delayed 60 s. READY with
-  the child id once that request is in flight and the parent is idle.
+  the child id once that request is in flight and the parent is idle. With the argument
+  ``blocking`` the relationship is blocking: READY once the worker's request is in flight
+  (the parent's run still waits in its ``subagent_create`` call).
 - ``drain`` — send "first" (delayed 60 s), then "queued" while running;
   ``Runtime.close(drain=0)``; RESULT with the status frames observed and the number of
   model requests made, 0.3 s after the close.
@@ -59,10 +61,12 @@ async def slow() -> str:
     return "slow done"
 
 
-def definitions(provider: ScriptedProvider, *, subagents: bool = False) -> Definitions:
+def definitions(
+    provider: ScriptedProvider, *, subagents: bool = False, blocking: bool = False
+) -> Definitions:
     tools: list[Any] = ["echo", "slow"]
     if subagents:
-        tools.append(Subagent("worker"))
+        tools.append(Subagent("worker", blocking=blocking))
     return Definitions().add(
         Model(name="M", provider=provider, model="scripted-1"),
         Prompt(name="P", model="M", system="You are P.", tools=tools),
@@ -131,7 +135,7 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
         "subagent": subagent_script(),
     }
     provider = ScriptedProvider(scripts[scenario])
-    defs = definitions(provider, subagents=scenario == "subagent")
+    defs = definitions(provider, subagents=scenario == "subagent", blocking="blocking" in extra)
     rt = await Runtime.open(url, definitions=defs)
     state = await rt.create_thread("chat")
     tid = state.thread_id
@@ -167,7 +171,8 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
     elif scenario == "subagent":
         await rt.send_message(tid, "go")
         await until(lambda: any("worker" in r.messages[0].text for r in provider.requests))
-        await rt.wait_idle(tid, timeout=10)
+        if "blocking" not in extra:
+            await rt.wait_idle(tid, timeout=10)
         (entry,) = await rt.store.get_registry(tid)
         info["child_id"] = entry.reference
     else:

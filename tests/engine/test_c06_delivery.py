@@ -498,17 +498,14 @@ async def test_c06_045_delivery_commits_with_the_child_run_end_or_not_at_all(
 # -- §6.11 a child run lost in a crash -------------------------------------------------------
 
 
-async def test_c06_039_lost_child_run_is_reported_to_the_parent(
-    make_chat: Any, db_url: str
-) -> None:
-    """C06-039: kill the process while a non-blocking child runs, restart → the child's
-    status ``failed``/``execution_lost``; entry ``failed``; the parent gets the failure
-    ``Subagent execution was lost when the runtime restarted.`` (implicit)."""
+async def crash(db_url: str, *args: str) -> dict[str, Any]:
+    """Run ``crash_child.py subagent`` until READY, then SIGKILL it; the READY data."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(CHILD),
         db_url,
         "subagent",
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -519,13 +516,23 @@ async def test_c06_039_lost_child_run_is_reported_to_the_parent(
                 line = (await proc.stdout.readline()).decode()
                 assert line, "the crash child ended before READY"
                 if line.startswith("READY "):
-                    ready = json.loads(line[len("READY ") :])
+                    ready: dict[str, Any] = json.loads(line[len("READY ") :])
                     break
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    return ready
+
+
+async def test_c06_039_lost_child_run_is_reported_to_the_parent(
+    make_chat: Any, db_url: str
+) -> None:
+    """C06-039: kill the process while a non-blocking child runs, restart → the child's
+    status ``failed``/``execution_lost``; entry ``failed``; the parent gets the failure
+    ``Subagent execution was lost when the runtime restarted.`` (implicit)."""
+    ready = await crash(db_url)
     parent_id, child_id = ready["thread_id"], ready["child_id"]
 
     chat = await make_chat(
@@ -585,3 +592,27 @@ async def test_max_subagent_depth_option(make_chat: Any, db_url: str) -> None:
         assert runtime.runs.options.max_subagent_depth == 1
     finally:
         await runtime.close(drain=0)
+
+
+async def test_lost_parent_waiting_on_a_lost_blocking_child(make_chat: Any, db_url: str) -> None:
+    """§6.11: the process dies while the parent's blocking create waits on a running child;
+    at restart both runs settle ``failed``/``execution_lost``, the parent's open call gets
+    the execution-lost result, and the child's failure arrives queued (the waiting call is
+    gone); the parent then runs on it."""
+    ready = await crash(db_url, "blocking")
+    parent_id, child_id = ready["thread_id"], ready["child_id"]
+    chat = await make_chat(
+        [Reply.text("noted")],
+        prompt={"tools": [Subagent("worker", blocking=True)]},
+        extra=worker(),
+    )
+    parent = await chat.runtime.thread(parent_id)
+    child = await chat.runtime.thread(child_id)
+    await settle(chat, child_id, parent_id)
+    assert (await child.status()).reason == "execution_lost"
+    (lost_call,) = await tool_rows(parent)
+    assert lost_call.content.startswith("Execution lost")
+    (failure,) = await delivered(parent)
+    assert failure.content.endswith("Subagent execution was lost when the runtime restarted.")
+    assert (await messages(parent))[-1].content == "noted"
+    assert (await parent.status()).state == "idle"

@@ -124,12 +124,15 @@ class Runtime:
     async def recover(self) -> list[str]:
         """Settle every ``running`` thread that no live execution owns; returns their ids."""
         settled: list[str] = []
+        delivered: list[tuple[Any, results.Prepared | None]] = []
         for thread_id in await self.store.threads_with_status("running"):
             row = await self.store.get_thread(thread_id)
             if row is None:
                 continue
             # a lost child run's session result reaches its parent (spec 06 §6.11)
-            prepared = await results.prepare(self.runs, row, results.abort_result("execution_lost"))
+            prepared = await results.prepare(
+                self.runs, row, results.abort_result("execution_lost")
+            )
             delivery = prepared.delivery if prepared is not None else None
             async with self.hub.lock(thread_id):
                 events = await self.store.settle_run(
@@ -138,7 +141,11 @@ class Runtime:
                 await self.hub.publish_events(events)
             if events:
                 settled.append(thread_id)
-                await results.finish(self.runs, row, prepared)
+                delivered.append((row, prepared))
+        # only once every lost run is settled: waking a parent earlier could start a run
+        # that the settlement of the parent's own lost run would then fail
+        for row, prepared in delivered:
+            await results.finish(self.runs, row, prepared)
         return settled
 
     async def close(self, drain: float | None = None) -> None:
