@@ -1,9 +1,10 @@
-"""Spec 06 cases the engine holds today: how relationships are offered and refused.
+"""Spec 06: how relationships are offered and refused, ``subagents`` and
+``subagent_message`` against seeded registry entries.
 
 Fixtures follow §6.15: **PARENT** is the ``make_chat`` agent (side a prompt ``P``),
 **WORKER** a ``dual_ai`` agent exposed as a tool with prompts ``WA``/``WB``. Creating
-instances from a run (``subagent_create``, session results) is not built yet; those cases
-are listed as open in docs/conformance.md.
+instances from a run and session results are ``test_c06_create.py`` and
+``test_c06_delivery.py``.
 """
 
 from __future__ import annotations

@@ -287,22 +287,27 @@ async def create(state: ThreadState, request: Request, run: Any = None) -> ToolR
             propagate=False,
         )
     waiter = _register(manager, reference) if request.blocking else None
-    if request.message:
-        origin = {"thread_id": parent_id, "message_id": request.origin_message_id}
-        await enqueue(
-            hub,
-            reference,
-            {
-                "role": "user",
-                "content": request.message,
-                "attachments": refs or None,
-                "silent": False,
-                "metadata": {"forwarded_from": origin},
-            },
-            "parent",
-        )  # wakes the child: its run starts on side a with this message
-    else:
-        await manager.start(reference, side="a", force=True)
+    try:
+        if request.message:
+            origin = {"thread_id": parent_id, "message_id": request.origin_message_id}
+            await enqueue(
+                hub,
+                reference,
+                {
+                    "role": "user",
+                    "content": request.message,
+                    "attachments": refs or None,
+                    "silent": False,
+                    "metadata": {"forwarded_from": origin},
+                },
+                "parent",
+            )  # wakes the child: its run starts on side a with this message
+        else:
+            await manager.start(reference, side="a", force=True)
+    except BaseException:
+        if waiter is not None:
+            manager.waiters.pop(reference, None)
+        raise
     if waiter is None:
         return ToolResult(
             status="success",

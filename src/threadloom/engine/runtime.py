@@ -130,9 +130,7 @@ class Runtime:
             if row is None:
                 continue
             # a lost child run's session result reaches its parent (spec 06 §6.11)
-            prepared = await results.prepare(
-                self.runs, row, results.abort_result("execution_lost")
-            )
+            prepared = await results.prepare(self.runs, row, results.abort_result("execution_lost"))
             delivery = prepared.delivery if prepared is not None else None
             async with self.hub.lock(thread_id):
                 events = await self.store.settle_run(
