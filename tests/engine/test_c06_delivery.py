@@ -616,3 +616,28 @@ async def test_lost_parent_waiting_on_a_lost_blocking_child(make_chat: Any, db_u
     assert failure.content.endswith("Subagent execution was lost when the runtime restarted.")
     assert (await messages(parent))[-1].content == "noted"
     assert (await parent.status()).state == "idle"
+
+
+async def test_runtime_terminate_cascades_only_when_asked(make_chat: Any) -> None:
+    """§6.10 (the Python side of spec 08 §8.5.3): ``terminate()`` on the parent leaves its
+    running child live; ``Runtime.terminate(child's parent, cascade=True)`` terminates
+    every descendant too, and a running child's run ends ``terminated``."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=worker())
+    state = await run_parent(
+        chat,
+        [Reply.tool_calls(create_call()), Reply.text("started")],
+        [Reply.text("never", delay=30)],
+    )
+    _, child = await only_child(chat, state)
+    await until(worker_requested(chat))
+    await chat.runtime.terminate(state.thread_id)
+    assert (await chat.runtime.get_thread_record(child.thread_id)).terminated is None
+    assert chat.runtime.running(child.thread_id)
+
+    await chat.runtime.terminate(state.thread_id, cascade=True)
+    await settle(chat, child.thread_id)
+    assert (await chat.runtime.get_thread_record(child.thread_id)).terminated is not None
+    assert (await child.status()).reason == "terminated"
+    entry, _ = await only_child(chat, state)
+    assert entry.status == "terminated"
+    assert await chat.runtime.store.list_queue(state.thread_id) == []  # parent terminated

@@ -187,9 +187,17 @@ class Runtime:
         """Stop a thread: set its stop flag and abort a running execution."""
         return await self.runs.stop(thread_id, cascade=cascade)
 
-    async def terminate(self, thread_id: str) -> int:
-        """Terminate a thread (``ThreadState.terminate``)."""
-        return await (await self.thread(thread_id)).terminate()
+    async def terminate(self, thread_id: str, *, cascade: bool = False) -> int:
+        """Terminate a thread (``ThreadState.terminate``); with ``cascade`` also every
+        descendant, after it (spec 08 §8.5.3; ``terminate()`` alone leaves children live,
+        spec 06 §6.10). Returns the thread's termination timestamp."""
+        at = await (await self.thread(thread_id)).terminate()
+        if cascade:
+            for row in await self.store.descendants(thread_id):
+                child = await load_state(self.hub, row.id, missing_ok=True)
+                if child is not None:
+                    await child.terminate()
+        return at
 
     def running(self, thread_id: str) -> bool:
         return self.runs.running(thread_id)
