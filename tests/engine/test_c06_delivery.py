@@ -641,3 +641,84 @@ async def test_runtime_terminate_cascades_only_when_asked(make_chat: Any) -> Non
     entry, _ = await only_child(chat, state)
     assert entry.status == "terminated"
     assert await chat.runtime.store.list_queue(state.thread_id) == []  # parent terminated
+
+
+# -- §6.8.1 the other derivation rules -----------------------------------------------------
+
+
+@tool
+async def wrap_up(state: ThreadState) -> str:
+    """End the session from code."""
+    await state.stop_session("all set")
+    return "stopping"
+
+
+PLAIN = (
+    Prompt(name="PA", model="M", system="You are the plain worker.", tools=["wrap_up"]),
+    Prompt(name="PB", model="M", system="You check the plain worker."),
+    Agent(
+        name="plain",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="Plain",
+        max_session_turns=3,
+        side_a=Side(prompt="PA"),
+        side_b=Side(prompt="PB"),
+    ),
+    wrap_up,
+)
+
+
+async def test_state_stop_session_result(make_chat: Any) -> None:
+    """§6.8.1 rule 2: the child's ``stop_session("all set")`` → success with that text."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("plain", blocking=True)]}, extra=PLAIN)
+    state = await run_parent(
+        chat,
+        [Reply.tool_calls(create_call(agent="plain")), Reply.text("ok")],
+        [Reply.tool_calls(Call("wrap_up", {}, id="call_w"))],
+    )
+    _, child = await only_child(chat, state)
+    (result,) = await tool_rows(state)
+    assert (result.content, result.tool_status) == (
+        f"all set\n\nReference: {child.thread_id}",
+        "success",
+    )
+
+
+async def test_step_error_result(make_chat: Any) -> None:
+    """§6.8.1 rule 9: a child without session bindings whose run ends ``step_error`` →
+    failure ``Subagent execution failed (step_error).``; the entry ``failed``."""
+    from threadloom.providers.script import Fail
+
+    chat = await make_chat(None, prompt={"tools": [Subagent("plain", blocking=True)]}, extra=PLAIN)
+    state = await run_parent(
+        chat,
+        [Reply.tool_calls(create_call(agent="plain")), Reply.text("ok")],
+        [Fail("broken", code="invalid_request", retryable=False)] * 5,
+    )
+    entry, child = await only_child(chat, state)
+    (result,) = await tool_rows(state)
+    assert result.content == (
+        "Failed to execute tool: Subagent execution failed (step_error)."
+        f"\n\nReference: {child.thread_id}"
+    )
+    assert entry.status == "failed"
+
+
+async def test_stopped_child_result(make_chat: Any) -> None:
+    """§6.8.1 rule 5: stopping a running child → failure ``Subagent execution was stopped
+    by user.`` queued for the parent (implicit); the entry ``failed``."""
+    chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=worker())
+    state = await run_parent(
+        chat,
+        [Reply.tool_calls(create_call()), Reply.text("started"), Reply.text("noted")],
+        [Reply.text("never", delay=30)],
+    )
+    _, child = await only_child(chat, state)
+    await until(worker_requested(chat))
+    await chat.runtime.stop(child.thread_id)
+    await settle(chat, child.thread_id, state.thread_id)
+    (failure,) = await delivered(state)
+    assert failure.content.endswith(":\n\nSubagent execution was stopped by user.")
+    entry, _ = await only_child(chat, state)
+    assert entry.status == "failed"
