@@ -11,6 +11,7 @@ import asyncio
 import json
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -722,3 +723,44 @@ async def test_stopped_child_result(make_chat: Any) -> None:
     assert failure.content.endswith(":\n\nSubagent execution was stopped by user.")
     entry, _ = await only_child(chat, state)
     assert entry.status == "failed"
+
+
+async def test_delivery_to_a_terminated_or_missing_parent(tmp_path: Path) -> None:
+    """§6.8.3 in the store: a terminated parent gets no queue entry, its registry entry is
+    still updated (with a settlement, ``settle_run``); a parent that no longer exists gets
+    nothing and the child's settlement still commits."""
+    from threadloom.store.base import LOST_RUN
+
+    store = await open_store(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        await store.create_thread(NewThread(id="parent", agent_id="chat"))
+        for child in ("c1", "c2"):
+            await store.create_child(
+                NewThread(id=child, agent_id="worker", parent_id="parent"),
+                SubagentRegistryEntry(reference=child, relationship="worker", name="worker"),
+            )
+            await store.set_status(child, ThreadStatus(state="running", since=1, reason=None))
+        await store.terminate("parent")
+        entry = QueueEntry(
+            id="q1", role="user", content="late", silent=True, source="subagent", created_at=0
+        )
+        settlement = replace(LOST_RUN, delivery=ParentDelivery("parent", "c1", "failed", entry))
+        events = await store.settle_run("c1", settlement)
+        assert [(e.thread_id, e.kind) for e in events][-2:] == [
+            ("c1", "status"),
+            ("parent", "subagent"),
+        ]
+        assert await store.list_queue("parent") == []
+        assert {e.reference: e.status for e in await store.get_registry("parent")} == {
+            "c1": "failed",
+            "c2": "running",
+        }
+
+        await store.delete_thread("parent")  # takes the children along: recreate one
+        await store.create_thread(NewThread(id="orphan", agent_id="worker"))
+        await store.set_status("orphan", ThreadStatus(state="running", since=1, reason=None))
+        gone = ParentDelivery("parent", "orphan", "failed", entry)
+        settled, events = await store.end_run("orphan", "session_stop", (0, 0), True, gone)
+        assert settled and [(e.thread_id, e.kind) for e in events] == [("orphan", "status")]
+    finally:
+        await store.close()
