@@ -575,10 +575,18 @@ async def test_c06_044_after_subagent_created_runs_before_the_first_message(
         prompt={"tools": [Subagent("worker")], "hooks": ("watch_children",)},
         extra=(*WORKER, watch),
     )
-    state = await run_parent(chat, [Reply.tool_calls(create_call()), Reply.text("ok")], [DONE_42])
-    _, child = await only_child(chat, state)
-    await settle(chat, child.thread_id, state.thread_id)
+    chat.provider.reset(Router([Reply.tool_calls(create_call()), Reply.text("ok")], [DONE_42]))
+    state = await chat.thread()
+    with chat.runtime.events.subscribe(state.thread_id, kinds=["subagent"]) as sub:
+        await chat.runtime.send_message(state.thread_id, "go")
+        await chat.runtime.wait_idle(state.thread_id, timeout=5)
+        _, child = await only_child(chat, state)
+        await settle(chat, child.thread_id, state.thread_id)
+        frames = sub.drain()
     assert seen == [(state.thread_id, child.thread_id, [child.thread_id], 0)]
+    # the hook's registry read reconciles it, but a child still being created is left
+    # alone: running until its session result, never idle before it ran
+    assert [f.data["entry"]["status"] for f in frames] == ["running", "idle"]
 
 
 async def test_c06_041_nesting_limit(make_chat: Any) -> None:

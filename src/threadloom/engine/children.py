@@ -263,51 +263,58 @@ async def create(state: ThreadState, request: Request, run: Any = None) -> ToolR
         thread_name=name,
         spawn_group_id=request.spawn_group_id,
     )
-    async with hub.lock(parent_id):
-        row, event = await hub.store.create_child(new, entry)
-        await hub.publish_events([event])
-    run.has_registry = True
-    note_child(state, reference)
-    child = ThreadState(hub, row)
-    hooks = run.hooks_for("after_subagent_created")
-    if hooks:
-        await hub.hooks.run_event(hooks, state, child)
-    refs = await copy_attachments(state, child, request.attachments)
-    if arguments:
-        await thread_messages.create(
-            child,
-            Message(
-                id=new_id(),
-                role="system",
-                content="Arguments for this subagent thread:\n\n"
-                + json.dumps(arguments, indent=2, ensure_ascii=False),
-                silent=True,
-                metadata={"status_kind": "subagent_arguments", "subagentInitialArguments": True},
-            ),
-            propagate=False,
-        )
-    waiter = _register(manager, reference) if request.blocking else None
+    hub.children_starting.add(reference)  # the reconciler waits for its first message
     try:
-        if request.message:
-            origin = {"thread_id": parent_id, "message_id": request.origin_message_id}
-            await enqueue(
-                hub,
-                reference,
-                {
-                    "role": "user",
-                    "content": request.message,
-                    "attachments": refs or None,
-                    "silent": False,
-                    "metadata": {"forwarded_from": origin},
-                },
-                "parent",
-            )  # wakes the child: its run starts on side a with this message
-        else:
-            await manager.start(reference, side="a", force=True)
-    except BaseException:
-        if waiter is not None:
-            manager.waiters.pop(reference, None)
-        raise
+        async with hub.lock(parent_id):
+            row, event = await hub.store.create_child(new, entry)
+            await hub.publish_events([event])
+        run.has_registry = True
+        note_child(state, reference)
+        child = ThreadState(hub, row)
+        hooks = run.hooks_for("after_subagent_created")
+        if hooks:
+            await hub.hooks.run_event(hooks, state, child)
+        refs = await copy_attachments(state, child, request.attachments)
+        if arguments:
+            await thread_messages.create(
+                child,
+                Message(
+                    id=new_id(),
+                    role="system",
+                    content="Arguments for this subagent thread:\n\n"
+                    + json.dumps(arguments, indent=2, ensure_ascii=False),
+                    silent=True,
+                    metadata={
+                        "status_kind": "subagent_arguments",
+                        "subagentInitialArguments": True,
+                    },
+                ),
+                propagate=False,
+            )
+        waiter = _register(manager, reference) if request.blocking else None
+        try:
+            if request.message:
+                origin = {"thread_id": parent_id, "message_id": request.origin_message_id}
+                await enqueue(
+                    hub,
+                    reference,
+                    {
+                        "role": "user",
+                        "content": request.message,
+                        "attachments": refs or None,
+                        "silent": False,
+                        "metadata": {"forwarded_from": origin},
+                    },
+                    "parent",
+                )  # wakes the child: its run starts on side a with this message
+            else:
+                await manager.start(reference, side="a", force=True)
+        except BaseException:
+            if waiter is not None:
+                manager.waiters.pop(reference, None)
+            raise
+    finally:
+        hub.children_starting.discard(reference)
     if waiter is None:
         return ToolResult(
             status="success",
