@@ -1,9 +1,9 @@
 """Spec 06 §6.11: the registry reconciler — on reads of a parent's registry (at most once
 per 60 s per parent) and after start-up recovery, open entries follow their children.
 
-Children are made with ``create_thread(parent=…)`` and a seeded registry entry (the
-subagent tools that create them in a run are not built yet); child run states are set
-through the real store, as the engine would leave them.
+Children are made with ``create_thread(parent=…)`` and a seeded registry entry (so that
+the reconciler meets children that changed behind their parent's back); child run states
+are set through the real store, as the engine would leave them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ async def add_child(rt: Runtime, parent: ThreadState, status: str = "running") -
             owner="a",
             name="W",
             status=status,
+            resumable=True,
         ),
     )
     return child.thread_id

@@ -21,6 +21,12 @@ Scenarios:
 - ``stopped`` — send "Hello" (answered "Hi"), stop the idle thread, then a child thread
   created with ``parent=`` calls ``notify_parent`` (a queue entry with ``queue_source``
   ``"subagent"``); READY.
+- ``subagent`` — the chat prompt lists the ``worker`` relationship (a ``dual_ai`` agent,
+  prompts ``WA``/``WB``); send "go"; the parent's model calls ``subagent_create`` (non-
+  blocking) and answers "started"; the worker's first request is delayed 60 s. READY with
+  the child id once that request is in flight and the parent is idle. With the argument
+  ``blocking`` the relationship is blocking: READY once the worker's request is in flight
+  (the parent's run still waits in its ``subagent_create`` call).
 - ``drain`` — send "first" (delayed 60 s), then "queued" while running;
   ``Runtime.close(drain=0)``; RESULT with the status frames observed and the number of
   model requests made, 0.3 s after the close.
@@ -34,7 +40,7 @@ import sys
 from typing import Any
 
 from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, tool
+from threadloom.define import Model, Prompt, Subagent, tool
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider
 
@@ -55,18 +61,54 @@ async def slow() -> str:
     return "slow done"
 
 
-def definitions(provider: ScriptedProvider) -> Definitions:
+def definitions(
+    provider: ScriptedProvider, *, subagents: bool = False, blocking: bool = False
+) -> Definitions:
+    tools: list[Any] = ["echo", "slow"]
+    if subagents:
+        tools.append(Subagent("worker", blocking=blocking))
     return Definitions().add(
         Model(name="M", provider=provider, model="scripted-1"),
-        Prompt(name="P", model="M", system="You are P.", tools=["echo", "slow"]),
+        Prompt(name="P", model="M", system="You are P.", tools=tools),
         Agent(
             name="chat",
             side_a=Side(prompt="P", label="Agent"),
             side_b=Side(label="Customer"),
         ),
+        Prompt(name="WA", model="M", system="You are the worker."),
+        Prompt(name="WB", model="M", system="You review the worker."),
+        Agent(
+            name="worker",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Works on one task",
+            side_a=Side(prompt="WA"),
+            side_b=Side(prompt="WB"),
+        ),
         echo,
         slow,
     )
+
+
+def subagent_script() -> Any:
+    """The parent creates a worker and answers; the worker's request never finishes."""
+    parent = [
+        Reply.tool_calls(
+            Call(
+                "subagent_create",
+                {"agent": "worker", "name": "W1", "message": "do it", "attachments": []},
+                id="call_create",
+            )
+        ),
+        Reply.text("started"),
+    ]
+
+    def reply(request: Any) -> Reply:
+        if "worker" in request.messages[0].text:
+            return Reply.text("never", delay=60)
+        return parent.pop(0) if parent else Reply.text("ok")
+
+    return reply
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:
@@ -81,7 +123,7 @@ def emit(tag: str, data: dict[str, Any]) -> None:
 
 
 async def main(url: str, scenario: str, extra: list[str]) -> None:
-    scripts: dict[str, list[Reply]] = {
+    scripts: dict[str, Any] = {
         "delayed": [Reply.text("never", delay=60)],
         "streaming": [Reply.text("partial answer", chunks=["partial ", "answer"], chunk_delay=60)],
         "tool": [
@@ -90,9 +132,11 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
         ],
         "stopped": [Reply.text("Hi")],
         "drain": [Reply.text("never", delay=60)],
+        "subagent": subagent_script(),
     }
     provider = ScriptedProvider(scripts[scenario])
-    rt = await Runtime.open(url, definitions=definitions(provider))
+    defs = definitions(provider, subagents=scenario == "subagent", blocking="blocking" in extra)
+    rt = await Runtime.open(url, definitions=defs)
     state = await rt.create_thread("chat")
     tid = state.thread_id
     info: dict[str, Any] = {"thread_id": tid}
@@ -124,6 +168,13 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
         await child.notify_parent("child says hi")
         info["child_id"] = child.thread_id
         info["entries"] = [e.id for e in await rt.store.list_queue(tid)]
+    elif scenario == "subagent":
+        await rt.send_message(tid, "go")
+        await until(lambda: any("worker" in r.messages[0].text for r in provider.requests))
+        if "blocking" not in extra:
+            await rt.wait_idle(tid, timeout=10)
+        (entry,) = await rt.store.get_registry(tid)
+        info["child_id"] = entry.reference
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     emit("READY", info)

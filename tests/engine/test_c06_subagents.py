@@ -1,9 +1,10 @@
-"""Spec 06 cases the engine holds today: how relationships are offered and refused.
+"""Spec 06: how relationships are offered and refused, ``subagents`` and
+``subagent_message`` against seeded registry entries.
 
 Fixtures follow §6.15: **PARENT** is the ``make_chat`` agent (side a prompt ``P``),
 **WORKER** a ``dual_ai`` agent exposed as a tool with prompts ``WA``/``WB``. Creating
-instances from a run (``subagent_create``, session results) is not built yet; those cases
-are listed as open in docs/conformance.md.
+instances from a run and session results are ``test_c06_create.py`` and
+``test_c06_delivery.py``.
 """
 
 from __future__ import annotations
@@ -173,15 +174,18 @@ async def test_c06_002_c06_024_subagent_message_to_an_idle_child(make_chat: Any)
     state = await chat.thread()
     child = await seed_child(chat, state, resumable=True)
     chat.provider.reset(parent_script(message_call(child), Reply.text("sent")))
-    await turn(chat, state, "tell the worker")
-    await chat.runtime.wait_idle(child, timeout=5)
+    with chat.runtime.events.subscribe(state.thread_id, kinds=["subagent"]) as sub:
+        await turn(chat, state, "tell the worker")
+        await chat.runtime.wait_idle(child, timeout=5)
+        frames = sub.drain()
 
     offered = [t.name for t in chat.provider.requests[0].tools]
-    assert offered == ["echo", "subagent_message", "subagents"]
+    assert offered == ["echo", "subagent_create", "subagent_message", "subagents"]
     (result,) = await tool_results(state)
     assert (result.content, result.tool_status) == (f"Message sent to subagent {child}.", "success")
-    (entry,) = await chat.runtime.store.get_registry(state.thread_id)
-    assert entry.status == "running"
+    assert result.subagent_id == child
+    # running when the message is sent; idle once the child's session result is derived
+    assert [f.data["entry"]["status"] for f in frames] == ["running", "idle"]
     issuing = next(m for m in (await state.get_messages(order="asc")).messages if m.tool_calls)
     child_page = await (await chat.runtime.thread(child)).get_messages(order="asc", limit=None)
     first = child_page.messages[0]

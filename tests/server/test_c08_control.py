@@ -385,3 +385,21 @@ async def test_c08_127_interrupt_policy(api: Api) -> None:
     stored = await messages(api, thread, "?order=asc&includeSilent=true")
     assert any(m["role"] == "assistant" and m["status"] == "failed" for m in stored)
     assert stored[-1]["content"] == "echo: new"
+
+
+async def test_c06_036_terminate_cascade_over_http(api: Api) -> None:
+    """C06-036: cascade terminates the child too; ``ThreadState.terminate()`` on the parent
+    alone leaves the child live."""
+    client = api.client()
+    alice = USERS["alice"].id
+    parent = await api.thread()
+    child = await api.runtime.create_thread("echo", user_id=alice, parent=parent)
+    response = await client.post(f"/api/threads/{parent}/terminate", json={"cascade": True})
+    assert response.status_code == 200
+    for thread in (parent, child.thread_id):
+        assert (await client.get(f"/api/threads/{thread}")).json()["thread"]["terminated"]
+    lone_parent = await api.thread()
+    lone_child = await api.runtime.create_thread("echo", user_id=alice, parent=lone_parent)
+    await (await api.runtime.thread(lone_parent)).terminate()
+    detail = (await client.get(f"/api/threads/{lone_child.thread_id}")).json()
+    assert detail["thread"]["terminated"] is None

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
+from threadloom.engine.children import spawn_immediate
 from threadloom.engine.execution import ExecutionState
 from threadloom.engine.model_call import ModelResult, StepError, format_exception
+from threadloom.engine.results import SessionResult, ended_result, final_message
 from threadloom.engine.step import StepEnv, model_step, role_of
 from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
@@ -73,6 +75,10 @@ class Run:
         self.turn_side: str | None = None
         self.anchor: tuple[str | None, int | None] = (None, None)
         self.tool_rows: list[Message] = []
+        self.began_at = self.hub.clock()
+        """When this run began: rule 10 of a child's session result looks from here."""
+        self.ending: Message | None = None
+        """The stored result of the successful session_stop/session_fail call."""
         history = getattr(self, "execution", None)
         self.execution = ExecutionState(
             run_id=self.run_id,
@@ -114,6 +120,15 @@ class Run:
             None,
             {"type": kind, **fields, "timestamp": int(time.time() * 1000)},
         )
+
+    def session_result(self, reason: str) -> SessionResult | None:
+        """The session result of this run ended with ``reason`` (a child's, spec 06
+        §6.8.1); ``None`` for a thread without a parent."""
+        if self.row.parent_id is None:
+            return None
+        final = final_message(self.execution.message_history.raw(), self.began_at)
+        stop_text = self.execution.stop_session_result
+        return ended_result(reason, self.agent, self.ending, final, stop_text)
 
     def stop_requested(self) -> bool:
         return self.terminate_requested or self.execution.stop_session_requested
@@ -221,6 +236,8 @@ class Run:
         if self.turn_side != side:
             self.turn_side = side
             self.anchor = self._newest_completed()
+            if not self._is_human(side):
+                await self._spawn_immediate(side)
         if self._is_human(side):
             return "awaiting_human"
         if min(self.session["a"], self.session["b"]) >= self.agent.max_session_turns:
@@ -261,6 +278,15 @@ class Run:
         self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
         return reason
 
+    async def _spawn_immediate(self, side: str) -> None:
+        """Turn start: the side's immediate subagents (spec 06 §6.9)."""
+        side_def = self._side_def(side)
+        prompt = self.definitions.prompt(side_def.prompt) if side_def.prompt else None
+        if prompt is None:
+            return
+        self._activate(side)  # its after_subagent_created hooks are the side's prompt's
+        await spawn_immediate(self, side, prompt)
+
     def _activate(self, side: str) -> None:
         """Make ``side``'s prompt the active one (none for a human side)."""
         side_def = self._side_def(side)
@@ -296,7 +322,11 @@ class Run:
                 continue
             matching = [o for o in outcomes if o.call.function.name == name]
             if matching:
-                if any(o.result.status == "success" for o in matching):
+                ended = [o for o in matching if o.result.status == "success"]
+                if ended:
+                    self.ending = next(
+                        (m for m in self.tool_rows if m.id == ended[0].message_id), None
+                    )
                     return reason
                 return None
         stop_tool = side_def.stop_tool

@@ -9,11 +9,14 @@ request by delivering the queue at its next step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.define.tool import ToolResult
+from threadloom.engine import results
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import Message, ThreadStatus
@@ -39,6 +42,8 @@ class EngineOptions:
     drain_seconds: float = 30.0
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
+    max_subagent_depth: int = 8
+    """Threads nest at most this many levels below a root thread (spec 06 §6.1)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class RunManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
+        self.waiters: dict[str, asyncio.Future[ToolResult]] = {}
+        """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
         hub.tool_invoker = ToolInvoker(hub)
@@ -195,16 +202,29 @@ class RunManager:
     async def end_of_run(self, run: Run, reason: str) -> bool:
         """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
         tid = run.thread_id
+        prepared = await results.prepare(self, run.row, run.session_result(reason))
+        one_shot = prepared is not None and not prepared.entry.resumable
         async with self.hub.lock(tid):
-            event = await self.hub.store.end_run(
-                tid, reason, (run.session["a"], run.session["b"]), not self.closing
-            )
-            if event is None:
-                return True
-            await self.hub.publish_events([event])
-            run.finished = True
-            self._runs.pop(tid, None)
-        return False
+            async with self._parent_lock(prepared):
+                settled, events = await self.hub.store.end_run(
+                    tid,
+                    reason,
+                    (run.session["a"], run.session["b"]),
+                    not (self.closing or one_shot),
+                    prepared.delivery if prepared is not None else None,
+                )
+                await self.hub.publish_events(events)
+            if settled:
+                run.finished = True
+                self._runs.pop(tid, None)
+        await results.finish(self, run.row, prepared)
+        return not settled
+
+    def _parent_lock(self, prepared: results.Prepared | None) -> Any:
+        """The parent's write lock for a delivery (always taken child first, then parent)."""
+        if prepared is None:
+            return contextlib.nullcontext()
+        return self.hub.lock(prepared.delivery.parent_id)
 
     # -- aborting ----------------------------------------------------------------------
     async def abort(self, thread_id: str, reason: str) -> bool:
@@ -226,6 +246,7 @@ class RunManager:
         kind = ABORTS[reason]
         tid = run.thread_id
         run.settled = True
+        prepared = await results.prepare(self, run.row, results.abort_result(reason, run.agent))
         await self.hub.store.set_session_turns(tid, run.session["a"], run.session["b"])
         settlement = Settlement(
             since=run.started_at,
@@ -236,11 +257,14 @@ class RunManager:
             note=kind.note if kind.write_note else None,
             note_status_kind=kind.status_kind,
             reason=None if reason == "interrupted" else reason,
+            delivery=prepared.delivery if prepared is not None else None,
         )
         async with self.hub.lock(tid):
-            events = await self.hub.store.settle_run(tid, settlement)
-            await self.hub.publish_events(events)
+            async with self._parent_lock(prepared):
+                events = await self.hub.store.settle_run(tid, settlement)
+                await self.hub.publish_events(events)
             self._runs.pop(tid, None)
+        await results.finish(self, run.row, prepared)
         run.publish_telemetry("stopped", reason=reason, side=run.side)
         if reason == "aborted_by_user":
             self.hub.publish(tid, "stopped_by_user", None, {})

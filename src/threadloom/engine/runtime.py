@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
+from threadloom.engine import results
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.providers.base import ProviderRegistry
@@ -62,12 +64,18 @@ class Runtime:
         options: EngineOptions | None = None,
         max_file_size: int = DEFAULT_LIMITS.max_file_size,
         max_thread_file_bytes: int | None = None,
+        max_subagent_depth: int | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
         ``synchronous`` and ``write_mode`` tune the SQLite store (see
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
+        ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
         """
+        if max_subagent_depth is not None:
+            if max_subagent_depth < 1:
+                raise InvalidArgument("max_subagent_depth must be at least 1")
+            options = replace(options or EngineOptions(), max_subagent_depth=max_subagent_depth)
         defs = definitions if definitions is not None else Definitions()
         if project is not None:
             defs.load_project(project)
@@ -116,12 +124,26 @@ class Runtime:
     async def recover(self) -> list[str]:
         """Settle every ``running`` thread that no live execution owns; returns their ids."""
         settled: list[str] = []
+        delivered: list[tuple[Any, results.Prepared | None]] = []
         for thread_id in await self.store.threads_with_status("running"):
+            row = await self.store.get_thread(thread_id)
+            if row is None:
+                continue
+            # a lost child run's session result reaches its parent (spec 06 §6.11)
+            prepared = await results.prepare(self.runs, row, results.abort_result("execution_lost"))
+            delivery = prepared.delivery if prepared is not None else None
             async with self.hub.lock(thread_id):
-                events = await self.store.settle_run(thread_id, LOST_RUN)
+                events = await self.store.settle_run(
+                    thread_id, replace(LOST_RUN, delivery=delivery)
+                )
                 await self.hub.publish_events(events)
             if events:
                 settled.append(thread_id)
+                delivered.append((row, prepared))
+        # only once every lost run is settled: waking a parent earlier could start a run
+        # that the settlement of the parent's own lost run would then fail
+        for row, prepared in delivered:
+            await results.finish(self.runs, row, prepared)
         return settled
 
     async def close(self, drain: float | None = None) -> None:
@@ -165,9 +187,17 @@ class Runtime:
         """Stop a thread: set its stop flag and abort a running execution."""
         return await self.runs.stop(thread_id, cascade=cascade)
 
-    async def terminate(self, thread_id: str) -> int:
-        """Terminate a thread (``ThreadState.terminate``)."""
-        return await (await self.thread(thread_id)).terminate()
+    async def terminate(self, thread_id: str, *, cascade: bool = False) -> int:
+        """Terminate a thread (``ThreadState.terminate``); with ``cascade`` also every
+        descendant, after it (spec 08 §8.5.3; ``terminate()`` alone leaves children live,
+        spec 06 §6.10). Returns the thread's termination timestamp."""
+        at = await (await self.thread(thread_id)).terminate()
+        if cascade:
+            for row in await self.store.descendants(thread_id):
+                child = await load_state(self.hub, row.id, missing_ok=True)
+                if child is not None:
+                    await child.terminate()
+        return at
 
     def running(self, thread_id: str) -> bool:
         return self.runs.running(thread_id)

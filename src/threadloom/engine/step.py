@@ -113,6 +113,10 @@ class StepEnv:
 
             sub_result: ToolResult = await run_subprompt(self, resolved, arguments, reserved_id)
             return sub_result
+        if kind == "subagent":
+            from threadloom.engine.children import direct_call
+
+            return await direct_call(self, resolved, state, arguments)
         if kind == "handoff":
             if self.run.agent.type != "ai_human":
                 return ToolResult(status="error", error="Handoff requires an ai_human agent")

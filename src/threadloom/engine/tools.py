@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define import DROP
 from threadloom.define.tool import ToolArgumentsError, ToolResult
+from threadloom.engine import session_tools
 from threadloom.errors import InvalidMessage
 from threadloom.records import (
     Message,
@@ -54,6 +55,8 @@ class CallOutcome:
     dropped: bool = False
     notifications: list[dict[str, Any]] = field(default_factory=list)
     detail: str | None = None
+    subagent_id: str | None = None
+    """The child a subagent call created or messaged (its result carries it, spec 06)."""
 
 
 @dataclass
@@ -71,12 +74,13 @@ class CallExecution:
         self._base = base
         self.current_tool_call = call
         self.parent_notifications: list[dict[str, Any]] = []
+        self.subagent_id: str | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_base", "current_tool_call", "parent_notifications"):
+        if name in ("_base", "current_tool_call", "parent_notifications", "subagent_id"):
             object.__setattr__(self, name, value)
         else:  # requests such as stop_session reach the run's execution
             setattr(self._base, name, value)
@@ -186,6 +190,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         message_id=reserved,
         detail=detail,
         notifications=state.execution.parent_notifications,
+        subagent_id=state.execution.subagent_id,
     )
     hub = env.state.hub
     done = env.hooks_for("tool_call_done")
@@ -217,6 +222,8 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             outcome.dropped = True
         else:
             outcome.result = final
+    if not outcome.dropped:  # step 7: the side's session bindings (spec 06 §6.5, §6.8.5)
+        outcome.result = await session_tools.apply(env, state, call, outcome.result)
     return outcome
 
 
@@ -244,6 +251,8 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
             "parent_notifications": outcome.notifications,
             "parent_notification_content": outcome.notifications[-1]["content"],
         }
+    if outcome.subagent_id is not None:  # the result's subagent_id derives from it
+        metadata = {**(metadata or {}), "subagent_id": outcome.subagent_id}
     refs = [a for a in result.attachments if hasattr(a, "path")]
     candidate = Message(
         id=outcome.message_id or new_id(),

@@ -158,6 +158,19 @@ class ThreadRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ParentDelivery:
+    """A child's session result reaching its parent (spec 06 §6.8.3), committed in the
+    same transaction as the child's run end: the parent's registry entry for
+    ``reference`` gets ``status``, and ``entry`` (when set) is queued in the parent unless
+    the parent is terminated. A parent that no longer exists gets nothing."""
+
+    parent_id: str
+    reference: str
+    status: str
+    entry: QueueEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settlement:
     """How to settle a run that did not end by itself (spec 04 §4.20.1, §4.24.1).
 
@@ -177,6 +190,9 @@ class Settlement:
     reason: str | None = None
     logs_first: bool = False
     only_if_running: bool = False
+    delivery: ParentDelivery | None = None
+    """A child's session result for its parent, committed with the settlement (its events
+    follow the child's)."""
 
 
 LOST_RUN = Settlement(
@@ -392,11 +408,18 @@ class Store(Protocol):
         ...
 
     async def end_run(
-        self, thread_id: str, reason: str, session: tuple[int, int], allow_continue: bool
-    ) -> StoredEvent | None:
+        self,
+        thread_id: str,
+        reason: str,
+        session: tuple[int, int],
+        allow_continue: bool,
+        delivery: ParentDelivery | None = None,
+    ) -> tuple[bool, list[StoredEvent]]:
         """The end-of-run check (spec 04 §4.7.3) in one transaction: persist the session
-        counters; ``None`` when entries wait and the thread may run again (status left
-        ``running``), else the settled status's event."""
+        counters and commit ``delivery`` (a child's session result, spec 06 §6.8.3).
+        Returns ``(False, events)`` when entries wait and the thread may run again (status
+        left ``running``), else ``(True, events)`` with the settled status's event first;
+        the delivery's events (on the parent) follow."""
         ...
 
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:

@@ -61,6 +61,8 @@ async def reconcile_registry(
     rows = await hub.store.get_threads([e.reference for e in open_entries])
     changed = False
     for entry in open_entries:
+        if entry.reference in hub.children_starting:
+            continue  # created by this process, its first message not queued yet
         row = rows.get(entry.reference)
         if row is None or row.terminated is not None:
             settled = "terminated"

@@ -119,6 +119,9 @@ class ThreadHub:
         ] = {}
         self.registry_checked: dict[str, int] = {}
         """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11)."""
+        self.children_starting: set[str] = set()
+        """Children being created whose first message is not queued yet: the reconciler
+        leaves their entries alone (spec 06 §6.6, §6.11)."""
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None

@@ -92,10 +92,7 @@ async def terminate_thread(
     cascade = _cascade(await deps.json_object(request))
     runtime = deps.runtime(request)
     already = row.terminated is not None
-    at = await runtime.terminate(row.id)
-    if cascade:
-        for child in await runtime.store.descendants(row.id):
-            await runtime.terminate(child.id)
+    at = await runtime.terminate(row.id, cascade=cascade)
     return {
         "success": True,
         "threadId": row.id,

@@ -6,9 +6,10 @@ import sqlite3
 
 from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
-from threadloom.store.base import Clock, Settlement, StoredEvent, ThreadRow
+from threadloom.store.base import Clock, ParentDelivery, Settlement, StoredEvent, ThreadRow
 from threadloom.store.sqlite.logs import insert_log, write_bodies
 from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_message
+from threadloom.store.sqlite.queue import enqueue
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     ROW_FIELDS,
@@ -16,7 +17,7 @@ from threadloom.store.sqlite.rows import (
     log_values,
     message_from_row,
 )
-from threadloom.store.sqlite.threads import get_thread, write_status
+from threadloom.store.sqlite.threads import get_thread, set_registry_status, write_status
 
 
 def deliver_queue_entry(
@@ -128,7 +129,32 @@ def settle_run(
         tx.event("message", note.id)
     if settlement.reason is not None:
         write_status(tx, ThreadStatus.settled(settlement.reason, tx.now))
-    return tx.flush()
+    events = tx.flush()
+    if settlement.delivery is not None:
+        events += deliver_to_parent(conn, clock, settlement.delivery)
+    return events
+
+
+def deliver_to_parent(
+    conn: sqlite3.Connection, clock: Clock, delivery: ParentDelivery
+) -> list[StoredEvent]:
+    """The parent's side of a session result (spec 06 §6.8.3), inside the caller's
+    transaction: the registry status, then the queue entry unless the parent is
+    terminated; nothing when the parent is gone."""
+    row = conn.execute(
+        "SELECT terminated FROM threads WHERE id = ?", (delivery.parent_id,)
+    ).fetchone()
+    if row is None:
+        return []
+    events: list[StoredEvent] = []
+    event = set_registry_status(
+        conn, clock, delivery.parent_id, delivery.reference, delivery.status
+    )
+    if event is not None:
+        events.append(event)
+    if delivery.entry is not None and row[0] is None:
+        events.append(enqueue(conn, clock, delivery.parent_id, delivery.entry, False)[1])
+    return events
 
 
 def set_stopped(conn: sqlite3.Connection, clock: Clock, thread_id: str, stopped: bool) -> None:
@@ -190,10 +216,12 @@ def end_run(
     reason: str,
     session: tuple[int, int],
     allow_continue: bool,
-) -> StoredEvent | None:
+    delivery: ParentDelivery | None = None,
+) -> tuple[bool, list[StoredEvent]]:
     """The end-of-run check in one transaction (spec 04 §4.7.3): persist the session
-    counters; when entries wait and the thread is neither stopped nor terminated, leave the
-    status ``running`` and return ``None`` (the caller runs again); otherwise settle it."""
+    counters and commit the delivery; when entries wait and the thread is neither stopped
+    nor terminated, leave the status ``running`` and return ``False`` (the caller runs
+    again); otherwise settle it and return ``True``."""
     tx = Tx(conn, thread_id, clock)
     conn.execute(
         "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
@@ -202,11 +230,14 @@ def end_run(
     waiting = conn.execute(
         "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
     ).fetchone()
-    if allow_continue and waiting and not tx.stopped and tx.terminated is None:
-        return None
-    event = write_status(tx, ThreadStatus.settled(reason, tx.now))
-    tx.flush()
-    return event
+    events: list[StoredEvent] = []
+    settled = not (allow_continue and waiting and not tx.stopped and tx.terminated is None)
+    if settled:
+        events.append(write_status(tx, ThreadStatus.settled(reason, tx.now)))
+        tx.flush()
+    if delivery is not None:
+        events += deliver_to_parent(conn, clock, delivery)
+    return settled, events
 
 
 def update_message_and_log(

@@ -44,6 +44,7 @@ from threadloom.store.base import (
     NewThread,
     Order,
     OwnerCount,
+    ParentDelivery,
     Settlement,
     StoredEvent,
     ThreadPatch,
@@ -348,9 +349,14 @@ class SqliteStore(AuthMethods):
         return await self._write(runs.settle_run, thread_id, settlement)
 
     async def end_run(
-        self, thread_id: str, reason: str, session: tuple[int, int], allow_continue: bool
-    ) -> StoredEvent | None:
-        return await self._write(runs.end_run, thread_id, reason, session, allow_continue)
+        self,
+        thread_id: str,
+        reason: str,
+        session: tuple[int, int],
+        allow_continue: bool,
+        delivery: ParentDelivery | None = None,
+    ) -> tuple[bool, list[StoredEvent]]:
+        return await self._write(runs.end_run, thread_id, reason, session, allow_continue, delivery)
 
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         await self._write(runs.set_stopped, thread_id, stopped)
