@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors
+from threadloom.server import errors, stream
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.principal import Credentials, StaticCredentials
@@ -48,6 +48,7 @@ def _build(
         app.include_router(module.router)
     app.include_router(catalog.router)
     app.include_router(catalog.service)
+    app.include_router(stream.router)
     return app
 
 
