@@ -46,10 +46,24 @@ def ws_url(api: Api, thread: str, path: str = "stream", **params: Any) -> str:
 
 
 async def open_ws(
-    api: Api, thread: str, user: str | None = "alice", path: str = "stream", **params: Any
+    api: Api,
+    thread: str,
+    user: str | None = "alice",
+    path: str = "stream",
+    *,
+    max_queue: int = 16,
+    compression: str | None = "deflate",
+    **params: Any,
 ) -> ClientConnection:
+    """A stream socket; ``max_queue`` is how many frames the client buffers before it stops
+    reading from the network."""
     headers = {"Authorization": f"Bearer {api.keys[user]}"} if user else {}
-    return await connect(ws_url(api, thread, path, **params), additional_headers=headers)
+    return await connect(
+        ws_url(api, thread, path, **params),
+        additional_headers=headers,
+        max_queue=max_queue,
+        compression=compression,
+    )
 
 
 async def refused(api: Api, thread: str, user: str | None = "alice", **params: Any) -> Any:
