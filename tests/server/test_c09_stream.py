@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -303,3 +304,34 @@ async def test_c09_043_too_many_sockets_is_429(api: Api) -> None:
     await asyncio.sleep(0.1)
     async with await open_ws(api, thread) as again:
         assert (await recv(again))["type"] == "thread_status"
+
+
+async def test_c10_019_query_token_is_not_written_to_the_server_log(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    thread = await api.thread()
+    key = api.keys["alice"]
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "uvicorn.access")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(caplog.handler)
+        logger.setLevel(logging.INFO)
+    try:
+        with caplog.at_level(logging.INFO):
+            async with await open_ws(api, thread, None, token=key) as ws:
+                assert (await recv(ws))["type"] == "thread_status"
+            await refused(api, thread, None, token=key + "x")
+            async with api.client(None).stream(
+                "GET",
+                f"/api/threads/{thread}/stream?token={key}",
+                headers={"Accept": "text/event-stream"},
+            ) as response:
+                assert response.status_code == 200
+            await asyncio.sleep(0.1)
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.removeHandler(caplog.handler)
+            logger.setLevel(level)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("uvicorn")]
+    assert sum("token=***" in line for line in lines) >= 3, lines
+    assert not [line for line in lines if key in line]
