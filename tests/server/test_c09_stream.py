@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -12,10 +13,11 @@ from urllib.parse import urlencode
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from conftest import Api
+from conftest import USERS, Api
 from threadloom.providers.scripted import Reply
+from threadloom.server.principal import Principal
 from threadloom.server.stream import StreamSettings
 
 MESSAGE_KEYS = {
@@ -335,3 +337,69 @@ async def test_c10_019_query_token_is_not_written_to_the_server_log(
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("uvicorn")]
     assert sum("token=***" in line for line in lines) >= 3, lines
     assert not [line for line in lines if key in line]
+
+
+class Tickets:
+    """A stand-in for the auth module's ticket book (spec 10 §10.9 rule 2): single use,
+    bound to one path."""
+
+    def __init__(self) -> None:
+        self.issued: dict[str, tuple[Principal, str]] = {}
+
+    def mint(self, principal: Principal, path: str) -> str:
+        ticket = secrets.token_hex(32)
+        self.issued[ticket] = (principal, path)
+        return ticket
+
+    async def consume(self, ticket: str, path: str) -> Principal | None:
+        found = self.issued.pop(ticket, None)
+        if found is None or found[1] != path:
+            return None
+        return found[0]
+
+
+async def test_c09_011_a_ticket_opens_one_socket(api: Api) -> None:
+    thread = await api.thread()
+    tickets = Tickets()
+    api.app.context.tickets = tickets  # type: ignore[attr-defined]
+    ticket = tickets.mint(USERS["alice"], f"/api/threads/{thread}/stream")
+    async with await open_ws(api, thread, None, ticket=ticket) as ws:
+        assert (await recv(ws))["type"] == "thread_status"
+    again = await refused(api, thread, None, ticket=ticket)
+    assert again.status_code == 401
+    elsewhere = tickets.mint(USERS["alice"], "/api/threads/other/stream")
+    assert (await refused(api, thread, None, ticket=elsewhere)).status_code == 401
+
+
+class Revocable:
+    """The app's credentials with a revocation switch (spec 10's sessions stand-in)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.revoked: set[str] = set()
+
+    async def authenticate(self, token: str) -> Principal | None:
+        if token in self.revoked:
+            return None
+        found: Principal | None = await self.inner.authenticate(token)
+        return found
+
+    def configured(self) -> bool:
+        return True
+
+
+async def test_c09_036_revoked_credential_closes_4001(api: Api) -> None:
+    api.app.app.state.stream_settings = StreamSettings(revalidate_s=0.2)
+    credentials = Revocable(api.app.context.credentials)
+    api.app.context.credentials = credentials
+    thread = await api.thread()
+    async with await open_ws(api, thread) as ws:
+        await recv(ws)
+        credentials.revoked.add(api.keys["alice"])
+        frames: list[dict[str, Any]] = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                frames.append(await recv(ws, 5))
+        assert ws.close_code == 4001
+        assert ws.close_reason == "Credentials expired"
+    assert frames[-1]["type"] == "error" and frames[-1]["code"] == "unauthorized"
