@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idle, until
 
-from conftest import Api
+from conftest import USERS, Api
 from threadloom.define import Prompt, tool
 from threadloom.define.agent import Agent, Side
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply
-from threadloom.records import LOG_LIST_KEYS
+from threadloom.records import LOG_LIST_KEYS, SubagentRegistryEntry
+from threadloom.store.base import NewThread
 
 
 @tool
@@ -397,3 +399,35 @@ async def test_c09_039_sse_resumes_from_last_event_id(api: Api) -> None:
     contents = [e["data"]["data"]["content"] for e in events if e["event"] == "message_data"]
     assert contents == ["two", "echo: two"]
     assert all(int(e["id"]) > s for e in events[1:])
+
+
+async def test_subagent_updated_frames_follow_the_parents_registry(api: Api) -> None:
+    """§9.9.3 as far as the engine goes (subagent_create is not built, so C09-021's spawn
+    is not possible yet): the step that creates a child commits its registry entry with the
+    parent's ``subagent`` event; terminating and deleting the child update the entry."""
+    parent = await api.thread()
+    hub = api.runtime.hub
+    child_id = str(uuid.uuid4())
+    async with await open_ws(api, parent) as ws:
+        await recv(ws)
+        async with hub.lock(parent):
+            _, event = await api.runtime.store.create_child(
+                NewThread(
+                    id=child_id, agent_id="echo", parent_id=parent, user_id=USERS["alice"].id
+                ),
+                SubagentRegistryEntry(
+                    reference=child_id, relationship="helper", name="echo", status="running"
+                ),
+            )
+            await hub.publish_events([event])
+        created = await until(ws, lambda f: f["type"] == "subagent_updated")
+        assert (
+            await api.client().post(f"/api/threads/{child_id}/terminate", json={})
+        ).status_code == 200
+        terminated = await until(ws, lambda f: f["type"] == "subagent_updated")
+    first, second = created[-1], terminated[-1]
+    assert first["subagent_id"] == second["subagent_id"] == child_id
+    assert first["data"]["id"] == child_id and first["data"]["relationship"] == "helper"
+    assert first["data"]["status"] == "running"
+    assert second["data"]["status"] == "terminated"
+    assert second["seq"] > first["seq"]
