@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -281,3 +282,35 @@ async def test_c09_025_ping_is_answered(api: Api) -> None:
         except ConnectionClosed:
             pass
         assert ws.close_code == 1009
+
+
+def prune(db_url: str, thread: str, keep: int) -> int:
+    """What the replay-window pruner of §9.6.1 does (it is not built yet): delete all but
+    the thread's newest ``keep`` event rows and record ``events_pruned_through``."""
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+        (head,) = db.execute("SELECT event_seq FROM threads WHERE id = ?", (thread,)).fetchone()
+        through = head - keep
+        db.execute("DELETE FROM thread_events WHERE thread_id = ? AND seq <= ?", (thread, through))
+        db.execute("UPDATE threads SET events_pruned_through = ? WHERE id = ?", (through, thread))
+    return int(head)
+
+
+async def test_c09_030_pruned_window_is_resync_expired_and_the_rest_replays(
+    api: Api, db_url: str
+) -> None:
+    thread = await api.thread()
+    for text in ("a", "b", "c", "d"):
+        await exchange(api, thread, text)
+    head = prune(db_url, thread, keep=10)
+    assert head > 12
+    async with await open_ws(api, thread, since=1) as ws:
+        snapshot = await recv(ws)
+        resync = await recv(ws)
+        assert await quiet(ws) == []
+    assert snapshot["seq"] == head
+    assert resync == {"type": "resync", "seq": head, "since": 1, "reason": "expired"}
+    async with await open_ws(api, thread, since=head - 3, logs="true") as ws:
+        snapshot = await recv(ws)
+        replayed = await quiet(ws)
+    assert snapshot["seq"] == head - 3
+    assert [f["seq"] for f in replayed] == [head - 2, head - 1, head]
