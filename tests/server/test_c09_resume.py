@@ -314,3 +314,27 @@ async def test_c09_030_pruned_window_is_resync_expired_and_the_rest_replays(
         replayed = await quiet(ws)
     assert snapshot["seq"] == head - 3
     assert [f["seq"] for f in replayed] == [head - 2, head - 1, head]
+
+
+async def test_c09_032_catch_up_includes_the_reasoning_so_far(api: Api) -> None:
+    thinking = "".join(f"step {i:02d}; " for i in range(12))  # 108 characters
+    api.echo.reset(
+        lambda request: Reply(
+            content="done", reasoning_content=thinking, chunk_size=9, chunk_delay=0.05
+        )
+    )
+    thread = await api.thread()
+    async with await open_ws(api, thread, reasoning="true") as watcher:
+        await recv(watcher)
+        await api.client().post(f"/api/threads/{thread}/messages", json={"content": "go"})
+        await until(watcher, lambda f: f["type"] == "reasoning_chunk" and f["offset"] >= 36)
+        async with await open_ws(api, thread, reasoning="true") as late:
+            await recv(late)
+            frames = await until(late, settled_idle)
+    chunks = [f for f in frames if f["type"] == "reasoning_chunk"]
+    assert chunks[0]["offset"] == 0 and len(chunks[0]["chunk"]) >= 36
+    assembled = ""
+    for chunk in chunks:
+        assert chunk["offset"] <= len(assembled)
+        assembled = assembled[: chunk["offset"]] + chunk["chunk"]
+    assert assembled == thinking

@@ -450,6 +450,7 @@ class Session:
         # no await from here on: the partial texts and the held frames are one moment
         held = self.subscription.drain()
         partial = dict(run.partial) if run is not None else {}
+        reasoning = dict(run.partial_reasoning) if run is not None else {}
         created_live = {
             str((e.data.get("message") or {}).get("id"))
             for e in held
@@ -464,20 +465,24 @@ class Session:
             depth, silent = known[message_id]
             framer.silent[message_id] = silent
             covered.add(message_id)
-            if not text:
-                continue
-            data = {"message_id": message_id, "depth": depth, "chunk": text, "offset": 0}
-            item = framer.convert("message_chunk", None, data, 0)
-            if item is not None:
-                out.append(item)
+            for kind, so_far in (
+                ("reasoning_chunk", reasoning.get(message_id, "")),
+                ("message_chunk", text),
+            ):
+                if not so_far:
+                    continue
+                data = {"message_id": message_id, "depth": depth, "chunk": so_far, "offset": 0}
+                item = framer.convert(kind, None, data, 0)
+                if item is not None:
+                    out.append(item)
         for event in held:
             if event.seq is not None and event.seq <= head:
                 continue
             if event.kind in ("message_chunk", "reasoning_chunk"):
                 message_id = str(event.data.get("message_id"))
-                if event.kind == "message_chunk" and message_id in covered:
+                if message_id in covered:
                     continue  # the catch-up text already holds it
-                if message_id not in covered and message_id not in created_live:
+                if message_id not in created_live:
                     continue  # no longer being generated
             item = framer.convert(event.kind, event.seq, event.data, event.at)
             if item is not None:
