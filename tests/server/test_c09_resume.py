@@ -338,3 +338,28 @@ async def test_c09_032_catch_up_includes_the_reasoning_so_far(api: Api) -> None:
         assert chunk["offset"] <= len(assembled)
         assembled = assembled[: chunk["offset"]] + chunk["chunk"]
     assert assembled == thinking
+
+
+async def test_c09_033_a_write_stuck_for_the_timeout_is_a_slow_consumer(api: Api) -> None:
+    """§9.10.2 rule 4: the queue is large enough, but the peer stopped reading."""
+    api.app.app.state.stream_settings = StreamSettings(
+        write_timeout_s=0.5, buffer_frames=10_000, buffer_bytes=200 * 1024 * 1024
+    )
+    thread = await api.thread()
+    state = await api.runtime.thread(thread)
+    paused = await open_ws(api, thread, max_queue=1, compression=None)
+    await recv(paused)
+    blob = "y" * 16000
+    for n in range(3000):  # 48 MB: more than the kernel buffers hold
+        state.emit("blob", {"n": n, "blob": blob})
+        if n % 20 == 0:
+            await asyncio.sleep(0.002)
+    await asyncio.sleep(1.0)
+    frames: list[dict[str, Any]] = []
+    try:
+        while True:
+            frames.append(json.loads(await asyncio.wait_for(paused.recv(), 10)))
+    except ConnectionClosed:
+        pass
+    assert paused.close_code == 4008
+    assert len(frames) < 3000

@@ -403,3 +403,46 @@ async def test_c09_036_revoked_credential_closes_4001(api: Api) -> None:
         assert ws.close_code == 4001
         assert ws.close_reason == "Credentials expired"
     assert frames[-1]["type"] == "error" and frames[-1]["code"] == "unauthorized"
+
+
+class Reassigned:
+    """Credentials under which a token later names another user (access lost)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.now_bob = False
+
+    async def authenticate(self, token: str) -> Principal | None:
+        found: Principal | None = await self.inner.authenticate(token)
+        return USERS["bob"] if self.now_bob and found is not None else found
+
+    def configured(self) -> bool:
+        return True
+
+
+async def test_c09_lost_access_closes_4003(api: Api) -> None:
+    api.app.app.state.stream_settings = StreamSettings(revalidate_s=0.2)
+    credentials = Reassigned(api.app.context.credentials)
+    api.app.context.credentials = credentials
+    thread = await api.thread()
+    async with await open_ws(api, thread) as ws:
+        await recv(ws)
+        credentials.now_bob = True
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await recv(ws, 5)
+        assert (ws.close_code, ws.close_reason) == (4003, "Access revoked")
+
+
+async def test_c10_021_cookie_upgrade_needs_an_allowed_origin(api: Api) -> None:
+    thread = await api.thread()
+    url = ws_url(api, thread)
+    cookie = {"Cookie": f"threadloom_session={api.keys['alice']}"}
+    with pytest.raises(InvalidStatus) as caught:
+        await connect(url, additional_headers={**cookie, "Origin": "https://evil.example"})
+    assert caught.value.response.status_code == 403
+    with pytest.raises(InvalidStatus) as caught:
+        await connect(url, additional_headers=cookie)  # no Origin at all
+    assert caught.value.response.status_code == 403
+    async with await connect(url, additional_headers={**cookie, "Origin": api.base}) as ws:
+        assert (await recv(ws))["type"] == "thread_status"
