@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed
 from conftest import Api
 from threadloom.providers.scripted import Reply
 from threadloom.server.stream import StreamSettings
+from threadloom.server.stream_session import Close, Frame, Outbox
 
 
 class Mirror:
@@ -363,3 +364,19 @@ async def test_c09_033_a_write_stuck_for_the_timeout_is_a_slow_consumer(api: Api
         pass
     assert paused.close_code == 4008
     assert len(frames) < 3000
+
+
+async def test_c09_033_outbox_never_holds_more_than_its_bounds() -> None:
+    frame = Frame("event", 1, "x" * 30)
+    by_count = Outbox(max_frames=3, max_bytes=1000)
+    assert [by_count.put(frame) for _ in range(4)] == [True, True, True, False]
+    assert by_count.size == (3, 90)
+    assert await by_count.get(0.1) is frame
+    assert by_count.size == (2, 60)
+    by_bytes = Outbox(max_frames=1000, max_bytes=50)
+    assert [by_bytes.put(frame) for _ in range(2)] == [True, False]
+    by_bytes.fail(Frame("error", 1, "{}"), Close(4008, "Slow consumer"))
+    assert by_bytes.size == (2, 0)
+    assert by_bytes.put(frame) is True and by_bytes.size == (2, 0)  # closing: dropped
+    assert isinstance(await by_bytes.get(0.1), Frame)
+    assert await by_bytes.get(0.1) == Close(4008, "Slow consumer")

@@ -252,7 +252,7 @@ class Outbox:
     def __init__(self, max_frames: int, max_bytes: int) -> None:
         self.max_frames = max_frames
         self.max_bytes = max_bytes
-        self._items: deque[Out] = deque()
+        self._items: deque[tuple[Out, int]] = deque()  # each with its encoded size
         self._bytes = 0
         self._ready = asyncio.Event()
         self.finished = False  # a Close is queued: nothing more is accepted
@@ -261,22 +261,23 @@ class Outbox:
         """Queue ``item``; ``False`` when it does not fit (the caller fails the socket)."""
         if self.finished:
             return True
+        size = 0
         if isinstance(item, Frame):
             size = len(item.text.encode("utf-8"))
             if len(self._items) + 1 > self.max_frames or self._bytes + size > self.max_bytes:
                 return False
-            self._bytes += size
         else:
             self.finished = True
-        self._items.append(item)
+        self._items.append((item, size))
+        self._bytes += size
         self._ready.set()
         return True
 
     def fail(self, *items: Out) -> None:
         """Discard the queue and end with ``items`` (an error frame, then a Close)."""
         self._items.clear()
+        self._items.extend((item, 0) for item in items)
         self._bytes = 0
-        self._items.extend(items)
         self.finished = True
         self._ready.set()
 
@@ -289,13 +290,14 @@ class Outbox:
                     await self._ready.wait()
             if not self._items:
                 return None
-        item = self._items.popleft()
-        if isinstance(item, Frame):
-            self._bytes -= len(item.text.encode("utf-8"))
+        item, size = self._items.popleft()
+        self._bytes -= size
         return item
 
-    def __len__(self) -> int:
-        return len(self._items)
+    @property
+    def size(self) -> tuple[int, int]:
+        """Frames and encoded bytes queued now."""
+        return len(self._items), self._bytes
 
 
 # -- the session ----------------------------------------------------------------------------
