@@ -18,6 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from conftest import USERS, Api
 from threadloom.providers.scripted import Reply
 from threadloom.server.principal import Principal
+from threadloom.server.settings import ServerSettings
 from threadloom.server.stream import StreamSettings
 
 MESSAGE_KEYS = {
@@ -445,4 +446,13 @@ async def test_c10_021_cookie_upgrade_needs_an_allowed_origin(api: Api) -> None:
         await connect(url, additional_headers=cookie)  # no Origin at all
     assert caught.value.response.status_code == 403
     async with await connect(url, additional_headers={**cookie, "Origin": api.base}) as ws:
+        assert (await recv(ws))["type"] == "thread_status"
+
+
+async def test_c10_020_query_tokens_can_be_switched_off(make_api: Callable[..., Any]) -> None:
+    api: Api = await make_api(ServerSettings(auth="required", allow_query_token=False))
+    thread = await api.thread()
+    response = await refused(api, thread, None, token=api.keys["alice"])
+    assert response.status_code == 401
+    async with await open_ws(api, thread) as ws:  # the header still works
         assert (await recv(ws))["type"] == "thread_status"

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +28,7 @@ LOG_SOCKET_TYPES = frozenset(
     ("log_data", "stopped_by_user", "thread_status", "heartbeat", "resync", "error")
 )
 REPLAY_PAGE = 1000
+SETTLED_KEPT = 1024
 
 
 # -- settings -------------------------------------------------------------------------------
@@ -110,8 +111,9 @@ class Framer:
         self.thread_id = thread_id
         self.filters = filters
         self.head = head
-        self.silent: dict[str, bool] = {}
-        self.settled: set[str] = set()  # messages completed or failed: no more chunks
+        self.silent: dict[str, bool] = {}  # messages pending now: their silent flag
+        self.settled: OrderedDict[str, None] = OrderedDict()
+        """Messages recently completed or failed: their late chunks are dropped (§9.5.3)."""
 
     def frame(self, body: dict[str, Any]) -> Frame | None:
         if self.filters.log_socket and body["type"] not in LOG_SOCKET_TYPES:
@@ -153,9 +155,13 @@ class Framer:
             if not isinstance(wire, dict):
                 return None
             mid = str(wire.get("id"))
-            self.silent[mid] = wire.get("silent") is True
-            if wire.get("status") != "pending":
-                self.settled.add(mid)
+            if wire.get("status") == "pending":
+                self.silent[mid] = wire.get("silent") is True
+            else:
+                self.silent.pop(mid, None)
+                self.settled[mid] = None
+                if len(self.settled) > SETTLED_KEPT:
+                    self.settled.popitem(last=False)
             if not self._visible(wire.get("depth", 0), wire.get("silent")):
                 return None
             return {
