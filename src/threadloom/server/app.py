@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors, stream
+from threadloom.server import errors, list_events, stream
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.principal import Credentials, StaticCredentials
@@ -49,6 +49,7 @@ def _build(
     app.include_router(catalog.router)
     app.include_router(catalog.service)
     app.include_router(stream.router)
+    app.include_router(list_events.router)
     return app
 
 

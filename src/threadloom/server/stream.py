@@ -43,7 +43,7 @@ def stream_settings(app: Any) -> StreamSettings:
     return found
 
 
-def _open_counts(app: Any) -> dict[str, int]:
+def open_counts(app: Any) -> dict[str, int]:
     counts = getattr(app.state, "stream_counts", None)
     if not isinstance(counts, dict):
         counts = {}
@@ -65,7 +65,7 @@ class TicketBook(Protocol):
 UNAUTHORIZED = ApiError(401, "unauthorized", "Unauthorized")
 
 
-async def _authenticate(conn: HTTPConnection, ctx: ServerContext) -> tuple[Principal, str | None]:
+async def authenticate(conn: HTTPConnection, ctx: ServerContext) -> tuple[Principal, str | None]:
     """Ticket, then the Authorization header, the session cookie, then ``?token=``."""
     params = conn.query_params
     ticket = params.getlist("ticket")[-1] if "ticket" in params else None
@@ -114,7 +114,7 @@ async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -
         raise ApiError(
             403, "cross_origin_forbidden", "Cross-origin access is disabled for local development"
         )
-    who, credential = await _authenticate(conn, ctx)
+    who, credential = await authenticate(conn, ctx)
     row = await ctx.runtime.store.get_thread(thread_id)
     if row is None:
         raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
@@ -136,7 +136,7 @@ async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -
         log_socket=log_socket,
     )
     limit = stream_settings(conn.app).max_per_principal
-    if _open_counts(conn.app).get(who.id, 0) >= limit:
+    if open_counts(conn.app).get(who.id, 0) >= limit:
         raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
     return Grant(who, credential, thread_id, filters, since)
 
@@ -162,7 +162,7 @@ def redact_query(conn: HTTPConnection) -> None:
 # -- WebSocket transport --------------------------------------------------------------------
 
 
-async def _deny(websocket: WebSocket, error: ApiError) -> None:
+async def deny(websocket: WebSocket, error: ApiError) -> None:
     """Refuse an upgrade with the HTTP error (denial-response extension), else 4000+status."""
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
         headers = {
@@ -183,12 +183,12 @@ async def _serve_socket(websocket: WebSocket, thread_id: str, *, log_socket: boo
         grant = await authorize(websocket, thread_id, log_socket=log_socket)
     except ApiError as error:
         redact_query(websocket)
-        await _deny(websocket, error)
+        await deny(websocket, error)
         return
     redact_query(websocket)
     ctx: ServerContext = app.state.ctx
     settings = stream_settings(app)
-    counts = _open_counts(app)
+    counts = open_counts(app)
     who = grant.principal.id
     counts[who] = counts.get(who, 0) + 1
     session = Session(ctx, grant, settings)
@@ -196,13 +196,13 @@ async def _serve_socket(websocket: WebSocket, thread_id: str, *, log_socket: boo
     try:
         await websocket.accept()
         driver = asyncio.create_task(_drive(websocket, session))
-        reader = asyncio.create_task(_read(websocket, settings))
+        reader = asyncio.create_task(read_client(websocket, settings))
         tasks = [driver, reader, asyncio.create_task(session.revalidate())]
         await asyncio.wait([driver, reader], return_when=asyncio.FIRST_COMPLETED)
         if reader.done() and not reader.cancelled() and reader.exception() is None:
             close = reader.result()
             if close is not None:
-                await _close(websocket, close)
+                await close_socket(websocket, close)
     finally:
         for task in tasks:
             task.cancel()
@@ -215,7 +215,7 @@ async def _serve_socket(websocket: WebSocket, thread_id: str, *, log_socket: boo
             counts.pop(who, None)
 
 
-async def _close(websocket: WebSocket, close: Close) -> None:
+async def close_socket(websocket: WebSocket, close: Close) -> None:
     if websocket.application_state != WebSocketState.CONNECTED:
         return
     with contextlib.suppress(Exception):
@@ -229,7 +229,7 @@ async def _drive(websocket: WebSocket, session: Session) -> None:
     try:
         async for item in session.frames():
             if isinstance(item, Close):
-                await _close(websocket, item)
+                await close_socket(websocket, item)
                 return
             try:
                 async with asyncio.timeout(timeout):
@@ -240,7 +240,7 @@ async def _drive(websocket: WebSocket, session: Session) -> None:
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(1):
                         await websocket.send_text(error.text)
-                await _close(websocket, Close(4008, "Slow consumer"))
+                await close_socket(websocket, Close(4008, "Slow consumer"))
                 return
     except (WebSocketDisconnect, RuntimeError, OSError):
         return  # the peer went away
@@ -248,10 +248,10 @@ async def _drive(websocket: WebSocket, session: Session) -> None:
         log.exception("stream of thread %s failed", session.thread_id)
         with contextlib.suppress(Exception):
             await websocket.send_text(session.framer.error("internal_error", "Internal error").text)
-        await _close(websocket, Close(1011, "Internal error"))
+        await close_socket(websocket, Close(1011, "Internal error"))
 
 
-async def _read(websocket: WebSocket, settings: StreamSettings) -> Close | None:
+async def read_client(websocket: WebSocket, settings: StreamSettings) -> Close | None:
     """Client messages (§9.11): ``ping``/``stream_ping`` answered, others ignored."""
     while True:
         message = await websocket.receive()
@@ -300,7 +300,7 @@ async def stream_sse(id: str, request: Request) -> Any:
     finally:
         redact_query(request)
     app = request.app
-    counts = _open_counts(app)
+    counts = open_counts(app)
     who = grant.principal.id
 
     async def body() -> AsyncIterator[bytes]:
