@@ -431,3 +431,18 @@ async def test_subagent_updated_frames_follow_the_parents_registry(api: Api) -> 
     assert first["data"]["status"] == "running"
     assert second["data"]["status"] == "terminated"
     assert second["seq"] > first["seq"]
+
+
+async def test_generation_estimates_are_event_frames(api: Api) -> None:
+    """§9.9.4: about every 80 streamed characters an ``event`` ``generation`` frame."""
+    api.echo.reset(lambda request: Reply(content="z" * 200, chunk_size=20))
+    thread = await api.thread()
+    async with await open_ws(api, thread) as ws:
+        await recv(ws)
+        await api.client().post(f"/api/threads/{thread}/messages", json={"content": "go"})
+        frames = await until(ws, settled_idle)
+    estimates = [f for f in of(frames, "event") if f["eventType"] == "generation"]
+    assert len(estimates) == 2  # at 80 and 160 characters
+    assert [f["data"]["outputTokens"] for f in estimates] == [20, 40]
+    assert all(isinstance(f["timestamp"], int) for f in estimates)
+    assert not [f for f in frames if f["type"] == "generation"]

@@ -240,6 +240,14 @@ class Framer:
             name = data.get("type")
             if not isinstance(name, str):
                 return None
+            if name == "generation":  # an estimate the stream carries as an event (§9.9.4)
+                return {
+                    "type": "event",
+                    "seq": seq,
+                    "eventType": "generation",
+                    "data": {"outputTokens": data.get("outputTokens")},
+                    "timestamp": data.get("timestamp", at_us // 1000),
+                }
             return {**data, "type": name, "seq": seq}
         return None  # thread_updated and other bus-only kinds
 
