@@ -163,7 +163,7 @@ async def test_c09_032_new_socket_catches_up_text_being_generated(api: Api) -> N
     assert assembled == text
 
 
-async def test_c09_033_034_slow_consumer_is_closed_4008_and_resumes(api: Api) -> None:
+async def test_c09_033_c09_034_slow_consumer_is_closed_4008_and_resumes(api: Api) -> None:
     api.app.app.state.stream_settings = StreamSettings(buffer_frames=50, buffer_bytes=256 * 1024)
     thread = await api.thread()
     await exchange(api, thread, "before")
