@@ -446,3 +446,24 @@ async def test_generation_estimates_are_event_frames(api: Api) -> None:
     assert [f["data"]["outputTokens"] for f in estimates] == [20, 40]
     assert all(isinstance(f["timestamp"], int) for f in estimates)
     assert not [f for f in frames if f["type"] == "generation"]
+
+
+async def test_sse_thread_deleted_ends_the_response(api: Api) -> None:
+    """§9.13: a deleted thread gets ``event: thread_deleted`` and the response ends."""
+    thread = await api.thread()
+    async with api.client().stream(
+        "GET", f"/api/threads/{thread}/stream", headers={"Accept": "text/event-stream"}
+    ) as response:
+        lines = response.aiter_lines()
+        await anext(lines)
+        await anext(lines)
+        assert (await read_events(lines, 1))[0]["event"] == "thread_status"
+        assert (await api.client().delete(f"/api/threads/{thread}")).status_code == 200
+        events = await read_events(lines, 2)  # the response ends after the first
+    assert events == [
+        {
+            "id": events[0]["id"],
+            "event": "thread_deleted",
+            "data": {"type": "thread_deleted", "thread_id": thread},
+        }
+    ]
