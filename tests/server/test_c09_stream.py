@@ -456,3 +456,19 @@ async def test_c10_020_query_tokens_can_be_switched_off(make_api: Callable[..., 
     assert response.status_code == 401
     async with await open_ws(api, thread) as ws:  # the header still works
         assert (await recv(ws))["type"] == "thread_status"
+
+
+async def test_local_principal_opens_sockets_and_the_origin_guard_applies(
+    make_api: Callable[..., Any],
+) -> None:
+    """Spec 10 §10.9 rule 6: without configured credentials on a loopback server, a local
+    upgrade is the local principal; a cross-origin one is refused (§10.8.2)."""
+    api: Api = await make_api(ServerSettings(auth="auto"), with_keys=False)
+    created = await api.client(None).post("/api/threads", json={"agent_id": "echo"})
+    thread = created.json()["threadId"]
+    async with await open_ws(api, thread, None) as ws:
+        assert (await recv(ws))["type"] == "thread_status"
+    with pytest.raises(InvalidStatus) as caught:
+        await connect(ws_url(api, thread), additional_headers={"Origin": "https://evil.example"})
+    assert caught.value.response.status_code == 403
+    assert json.loads(caught.value.response.body)["code"] == "cross_origin_forbidden"
