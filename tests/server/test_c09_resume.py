@@ -380,3 +380,77 @@ async def test_c09_033_outbox_never_holds_more_than_its_bounds() -> None:
     assert by_bytes.put(frame) is True and by_bytes.size == (2, 0)  # closing: dropped
     assert isinstance(await by_bytes.get(0.1), Frame)
     assert await by_bytes.get(0.1) == Close(4008, "Slow consumer")
+
+
+def chunk(offset: int, text: str, message_id: str = "m", seq: int = 5) -> Frame:
+    body = {
+        "type": "message_chunk",
+        "seq": seq,
+        "message_id": message_id,
+        "depth": 0,
+        "chunk": text,
+        "offset": offset,
+    }
+    return Frame("message_chunk", seq, json.dumps(body), body)
+
+
+def apply(frames: list[Any]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for frame in frames:
+        if isinstance(frame, Frame) and frame.body is not None:
+            body = json.loads(frame.text)
+            text = texts.get(body["message_id"], "")
+            texts[body["message_id"]] = text[: body["offset"]] + body["chunk"]
+    return texts
+
+
+async def drain(outbox: Outbox) -> list[Any]:
+    out = []
+    while (item := await outbox.get(0.01)) is not None:
+        out.append(item)
+    return out
+
+
+async def test_c09_033_a_full_outbox_merges_queued_chunks_first() -> None:
+    """§9.10.2 rule 3: chunks of one message merge (the text a client builds is the same)
+    before the socket is given up."""
+    outbox = Outbox(max_frames=4, max_bytes=10_000)
+    sent = [chunk(0, "ab"), chunk(2, "cd"), Frame("event", 5, "{}"), chunk(4, "ef")]
+    sent += [chunk(0, "x", "other"), chunk(6, "gh")]
+    assert all(outbox.put(frame) for frame in sent)
+    assert outbox.size[0] <= 4
+    queued = await drain(outbox)
+    assert apply(queued) == apply(sent) == {"m": "abcdefgh", "other": "x"}
+    assert [f.seq for f in queued] == sorted(f.seq for f in queued)
+
+
+async def test_c09_033_chunks_do_not_merge_across_a_gap_or_a_message_data() -> None:
+    outbox = Outbox(max_frames=2, max_bytes=10_000)
+    assert outbox.put(chunk(0, "ab"))
+    assert outbox.put(chunk(5, "zz"))  # a gap: the client marks the text incomplete
+    assert outbox.put(chunk(7, "yy"))  # merges into the second, never across the gap
+    queued = await drain(outbox)
+    assert [json.loads(f.text)["offset"] for f in queued] == [0, 5]
+    assert json.loads(queued[1].text)["chunk"] == "zzyy"
+    completed = Frame(
+        "message_data", 6, "{}", {"type": "message_data", "message_id": "m", "seq": 6}
+    )
+    outbox = Outbox(max_frames=2, max_bytes=10_000)
+    assert outbox.put(chunk(0, "ab")) and outbox.put(completed)
+    assert outbox.put(chunk(2, "cd")) is False  # nothing to merge: the socket is given up
+
+
+async def test_c09_033_a_rewriting_chunk_replaces_the_queued_one() -> None:
+    """A retry's first chunk (offset 0) makes the queued text of the failed attempt moot."""
+    outbox = Outbox(max_frames=1, max_bytes=10_000)
+    assert outbox.put(chunk(0, "first attempt", seq=5))
+    assert outbox.put(chunk(0, "retry", seq=7))
+    (only,) = await drain(outbox)
+    assert json.loads(only.text) == {
+        "type": "message_chunk",
+        "seq": 5,
+        "message_id": "m",
+        "depth": 0,
+        "chunk": "retry",
+        "offset": 0,
+    }

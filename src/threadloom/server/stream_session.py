@@ -29,6 +29,8 @@ LOG_SOCKET_TYPES = frozenset(
 )
 REPLAY_PAGE = 1000
 SETTLED_KEPT = 1024
+CHUNK_TYPES = ("message_chunk", "reasoning_chunk")
+KEEP_BODY = (*CHUNK_TYPES, "message_data")
 
 
 # -- settings -------------------------------------------------------------------------------
@@ -89,6 +91,31 @@ class Frame:
     type: str
     seq: int
     text: str
+    body: dict[str, Any] | None = None
+    """Kept for chunk and ``message_data`` frames: the outbox may merge chunks (§9.10.2)."""
+
+
+def _encode(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":"))
+
+
+def merge_chunks(first: Frame, second: Frame) -> Frame | None:
+    """One chunk frame that a client applies to the same text as ``first`` then ``second``
+    (same type and message), at ``first``'s place and ``seq``; ``None`` when ``second``
+    starts past the end of ``first`` (a gap stays a gap)."""
+    a, b = first.body, second.body
+    if a is None or b is None or first.type != second.type:
+        return None
+    if a["message_id"] != b["message_id"]:
+        return None
+    start, end = a["offset"], a["offset"] + len(a["chunk"])
+    if b["offset"] > end:
+        return None
+    if b["offset"] <= start:  # the second rewrites everything the first wrote
+        body = {**b, "seq": a["seq"]}
+    else:
+        body = {**a, "chunk": a["chunk"][: b["offset"] - start] + b["chunk"]}
+    return Frame(first.type, first.seq, _encode(body), body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +145,8 @@ class Framer:
     def frame(self, body: dict[str, Any]) -> Frame | None:
         if self.filters.log_socket and body["type"] not in LOG_SOCKET_TYPES:
             return None
-        return Frame(body["type"], body["seq"], json.dumps(body, separators=(",", ":")))
+        kept = body["type"] in KEEP_BODY
+        return Frame(body["type"], body["seq"], _encode(body), body if kept else None)
 
     def _visible(self, depth: Any, silent: Any) -> bool:
         deep = isinstance(depth, int) and depth > self.filters.depth
@@ -253,11 +281,37 @@ class Framer:
 
     def heartbeat(self) -> Frame:
         body = {"type": "heartbeat", "seq": self.head, "ts": now_ms()}
-        return Frame("heartbeat", self.head, json.dumps(body, separators=(",", ":")))
+        return Frame("heartbeat", self.head, _encode(body))
 
     def error(self, code: str, message: str) -> Frame:
         body = {"type": "error", "seq": self.head, "code": code, "error": message}
-        return Frame("error", self.head, json.dumps(body, separators=(",", ":")))
+        return Frame("error", self.head, _encode(body))
+
+
+def _merged(items: list[tuple[Out, int]]) -> list[tuple[Out, int]]:
+    """The queue with chunks of the same message merged (§9.10.2 rule 3): each into the
+    previous chunk of its message and type, unless a ``message_data`` of that message came
+    in between or the second starts past the end of the first."""
+    merged: list[tuple[Out, int]] = []
+    last: dict[tuple[str, Any], int] = {}  # (type, message id) → index in merged
+    for item, size in items:
+        body = item.body if isinstance(item, Frame) else None
+        if isinstance(item, Frame) and body is not None and item.type in CHUNK_TYPES:
+            key = (item.type, body["message_id"])
+            index = last.get(key)
+            if index is not None:
+                previous = merged[index][0]
+                assert isinstance(previous, Frame)
+                combined = merge_chunks(previous, item)
+                if combined is not None:
+                    merged[index] = (combined, len(combined.text.encode("utf-8")))
+                    continue
+            last[key] = len(merged)
+        elif body is not None:  # message_data: no merging across it
+            for kind in CHUNK_TYPES:
+                last.pop((kind, body["message_id"]), None)
+        merged.append((item, size))
+    return merged
 
 
 class Outbox:
@@ -272,20 +326,30 @@ class Outbox:
         self.finished = False  # a Close is queued: nothing more is accepted
 
     def put(self, item: Out) -> bool:
-        """Queue ``item``; ``False`` when it does not fit (the caller fails the socket)."""
+        """Queue ``item``; ``False`` when it does not fit even after merging the queued
+        chunks (the caller fails the socket)."""
         if self.finished:
             return True
         size = 0
         if isinstance(item, Frame):
             size = len(item.text.encode("utf-8"))
-            if len(self._items) + 1 > self.max_frames or self._bytes + size > self.max_bytes:
-                return False
+            if not self._fits(size):
+                merged = _merged([*self._items, (item, size)])
+                total = sum(size for _, size in merged)
+                if len(merged) > self.max_frames or total > self.max_bytes:
+                    return False
+                self._items, self._bytes = deque(merged), total
+                self._ready.set()
+                return True
         else:
             self.finished = True
         self._items.append((item, size))
         self._bytes += size
         self._ready.set()
         return True
+
+    def _fits(self, size: int) -> bool:
+        return len(self._items) + 1 <= self.max_frames and self._bytes + size <= self.max_bytes
 
     def fail(self, *items: Out) -> None:
         """Discard the queue and end with ``items`` (an error frame, then a Close)."""
