@@ -23,6 +23,7 @@ import uvicorn
 from threadloom import Agent, Definitions, Runtime, Side, ThreadState
 from threadloom.define import Model, Prompt, hook, tool
 from threadloom.engine.runs import EngineOptions
+from threadloom.errors import UsernameTaken
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
 from threadloom.records import UserHandle
@@ -144,7 +145,10 @@ async def add_users(runtime: Runtime) -> dict[str, str]:
     """The fixture users as store rows, each with one API key; name → key."""
     keys: dict[str, str] = {}
     for name, who in USERS.items():
-        await runtime.store.create_user(new_user(name, who.role, user_id=who.id))
+        try:
+            await runtime.store.create_user(new_user(name, who.role, user_id=who.id))
+        except UsernameTaken:  # a second server on the same store: the users are there
+            pass
         keys[name] = (await issue_api_key(runtime.store, who.id, f"{name}-key")).key
     return keys
 

@@ -63,6 +63,8 @@ class Run:
         self.settled = False
         self.terminate_requested = False
         self.partial: dict[str, str] = {}
+        self.partial_reasoning: dict[str, str] = {}
+        """Reasoning text streamed so far per message being generated (stream catch-up)."""
         self.root_message_id: str | None = None
         self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
         self._reset()
@@ -421,6 +423,7 @@ class Run:
             except Exception:
                 pass
         self.partial.clear()
+        self.partial_reasoning.clear()
         await self.hub.write_runtime_log(
             self.thread_id,
             LogRow(

@@ -249,6 +249,7 @@ async def _stream(
     reasoning_started: float | None = None
     reasoning_ended: float | None = None
     run.partial[pending_id] = ""
+    run.partial_reasoning[pending_id] = ""
     stream = provider.stream(request)
     iterator = stream.__aiter__()
     try:
@@ -283,6 +284,7 @@ async def _stream(
                 reasoning_started = reasoning_started or now
                 offset = sum(len(r) for r in reasoning)
                 reasoning.append(event.text)
+                run.partial_reasoning[pending_id] += event.text
                 env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
             elif isinstance(event, ToolCallStart):
                 if reasoning_started is not None and reasoning_ended is None:

@@ -252,6 +252,7 @@ class Runtime:
                 overlap=overlap,
             )
         )
+        self.hub.publish(row.id, "thread_created", None, {"thread": row.record().model_dump()})
         state = ThreadState(self.hub, row)
         hooks = self.hub.resolve_hooks("after_thread_created", agent_id, None, ())
         if hooks:
@@ -293,7 +294,9 @@ class Runtime:
         row = await self.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFound(thread_id)
-        tree = [thread_id, *(d.id for d in await self.store.descendants(thread_id))]
+        owners = {thread_id: row.user_id}
+        owners.update((d.id, d.user_id) for d in await self.store.descendants(thread_id))
+        tree = list(owners)
         for tid in tree:
             if self.runs.running(tid):
                 await self.runs.abort(tid, "aborted")
@@ -302,7 +305,8 @@ class Runtime:
             raise ThreadNotFound(thread_id)
         for tid in deleted:
             self.hub.forget(tid)
-            self.hub.publish(tid, "thread_deleted", None, {"thread_id": tid})
+            data = {"thread_id": tid, "user_id": owners.get(tid)}
+            self.hub.publish(tid, "thread_deleted", None, data)
         if row.parent_id is not None:
             await set_registry_status(self.hub, row.parent_id, thread_id, "terminated")
         return deleted

@@ -274,12 +274,14 @@ async def model_step(env: StepEnv) -> StepOutcome:
                 allowed=thread_messages.FAILURE_KEYS,
             )
         run.partial.pop(env.pending_id, None)
+        run.partial_reasoning.pop(env.pending_id, None)
         raise
     pending = env.pending
     assert pending is not None
     calls, guard = post_process(env, result)
     message = await finalise(env, pending, result, calls, guard)
     run.partial.pop(pending.id, None)
+    run.partial_reasoning.pop(pending.id, None)
     # Calls run with the arguments text the model sent, so it sees its own parse errors.
     record_calls = [
         c.model_copy(

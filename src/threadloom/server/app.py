@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors, redact
+from threadloom.server import errors, list_events, redact, stream
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
@@ -62,6 +62,8 @@ def _build(
     app.include_router(catalog.service)
     for router in (auth.router, users.keys, users.users):
         app.include_router(router, responses=ERRORS)
+    app.include_router(stream.router)
+    app.include_router(list_events.router)
     return app
 
 

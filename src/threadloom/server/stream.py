@@ -1,0 +1,283 @@
+"""The live channel of a thread (spec 09): the WebSocket at ``/api/threads/{id}/stream``, the
+log socket at ``/api/threads/{id}/logs`` and the Server-Sent Events twin of the stream.
+
+This module is the HTTP side: the handshake checks (credentials, thread access, the
+``logs`` permission, parameters, the per-principal limit), the WebSocket and SSE transports
+and their close codes. What a subscriber is sent, and in which order, is
+``server/stream_session.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from fastapi import APIRouter, Request, WebSocket
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import HTTPConnection
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from threadloom.server import deps
+from threadloom.server.deps import Query, ServerContext
+from threadloom.server.errors import ApiError
+from threadloom.server.stream_auth import StreamAuth, authenticate_stream
+from threadloom.server.stream_session import Close, Filters, Grant, Session, StreamSettings
+
+log = logging.getLogger("threadloom.server.stream")
+
+router = APIRouter(tags=["stream"])
+
+
+def stream_settings(app: Any) -> StreamSettings:
+    """The app's stream settings: ``app.state.stream_settings`` when set (tests, embedding),
+    else read once from the environment."""
+    found = getattr(app.state, "stream_settings", None)
+    if not isinstance(found, StreamSettings):
+        found = StreamSettings.from_env()
+        app.state.stream_settings = found
+    return found
+
+
+def open_counts(app: Any) -> dict[str, int]:
+    counts = getattr(app.state, "stream_counts", None)
+    if not isinstance(counts, dict):
+        counts = {}
+        app.state.stream_counts = counts
+    return counts
+
+
+# -- handshake (spec 09 §9.2, spec 10 §10.9) --------------------------------------------------
+
+
+async def authenticate(conn: HTTPConnection) -> StreamAuth:
+    """Spec 10 §10.9: ticket, then the Authorization header, the session cookie (with its
+    origin rule), then ``?token=``; the local principal under §10.8.1."""
+    return await authenticate_stream(conn)
+
+
+async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -> Grant:
+    """The handshake checks of §9.2.3 in the order of spec 08 §8.1.4 (429 last)."""
+    ctx: ServerContext = conn.app.state.ctx
+    auth = await authenticate(conn)
+    who = auth.principal
+    row = await ctx.runtime.store.get_thread(thread_id)
+    if row is None:
+        raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
+    if not who.may_access(row.user_id):
+        raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
+    q = Query(cast(Request, conn))
+    logs = log_socket or bool(q.bool("logs", False))
+    if logs and not who.has_permission("logs"):
+        raise ApiError(403, "permission_required", "Forbidden: 'logs' access required")
+    since = q.int("since")
+    if since is None and conn.scope["type"] == "http":
+        last_id = conn.headers.get("last-event-id", "").strip()
+        since = int(last_id) if last_id.isascii() and last_id.isdigit() else None
+    filters = Filters(
+        include_silent=False if log_socket else bool(q.bool("includeSilent", False)),
+        depth=0 if log_socket else (q.int("depth", 0) or 0),
+        reasoning=False if log_socket else bool(q.bool("reasoning", False)),
+        logs=logs,
+        log_socket=log_socket,
+    )
+    limit = stream_settings(conn.app).max_per_principal
+    if open_counts(conn.app).get(who.id, 0) >= limit:
+        raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
+    return Grant(who, auth, thread_id, filters, since)
+
+
+SECRET_PARAMS = (b"token", b"ticket")
+
+
+def redact_query(conn: HTTPConnection) -> None:
+    """Replace the values of ``token`` and ``ticket`` in the request's query string with
+    ``***`` once they have been read (spec 10 §10.9 rule 3): the server's access log lines
+    are written from the same scope."""
+    _ = conn.query_params  # parsed and kept by the connection before the scope changes
+    raw: bytes = conn.scope.get("query_string", b"")
+    if not any(name in raw for name in SECRET_PARAMS):
+        return
+    parts = []
+    for part in raw.split(b"&"):
+        name, sep, _value = part.partition(b"=")
+        parts.append(name + sep + b"***" if name in SECRET_PARAMS and sep else part)
+    conn.scope["query_string"] = b"&".join(parts)
+
+
+# -- WebSocket transport --------------------------------------------------------------------
+
+
+async def deny(websocket: WebSocket, error: ApiError) -> None:
+    """Refuse an upgrade with the HTTP error (denial-response extension), else 4000+status."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        headers = {
+            **error.headers,
+            "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff",
+        }
+        response = JSONResponse(error.body(), status_code=error.status, headers=headers)
+        await websocket.send_denial_response(response)
+        return
+    await websocket.accept()
+    await websocket.close(4000 + error.status, error.error[:120])
+
+
+async def _serve_socket(websocket: WebSocket, thread_id: str, *, log_socket: bool) -> None:
+    app = websocket.app
+    try:
+        grant = await authorize(websocket, thread_id, log_socket=log_socket)
+    except ApiError as error:
+        redact_query(websocket)
+        await deny(websocket, error)
+        return
+    redact_query(websocket)
+    ctx: ServerContext = app.state.ctx
+    settings = stream_settings(app)
+    counts = open_counts(app)
+    who = grant.principal.id
+    counts[who] = counts.get(who, 0) + 1
+    session = Session(ctx, grant, settings)
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        await websocket.accept()
+        driver = asyncio.create_task(_drive(websocket, session))
+        reader = asyncio.create_task(read_client(websocket, settings))
+        tasks = [driver, reader, asyncio.create_task(session.revalidate())]
+        await asyncio.wait([driver, reader], return_when=asyncio.FIRST_COMPLETED)
+        if reader.done() and not reader.cancelled() and reader.exception() is None:
+            close = reader.result()
+            if close is not None:
+                await close_socket(websocket, close)
+    finally:
+        for task in tasks:
+            task.cancel()
+        session.close()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        counts[who] -= 1
+        if counts[who] <= 0:
+            counts.pop(who, None)
+
+
+async def close_socket(websocket: WebSocket, close: Close) -> None:
+    if websocket.application_state != WebSocketState.CONNECTED:
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(5):
+            await websocket.close(close.code, close.reason)
+
+
+async def _drive(websocket: WebSocket, session: Session) -> None:
+    """Write the session's frames; a write stuck for ``write_timeout_s`` is a slow consumer."""
+    timeout = session.settings.write_timeout_s
+    try:
+        async for item in session.frames():
+            if isinstance(item, Close):
+                await close_socket(websocket, item)
+                return
+            try:
+                async with asyncio.timeout(timeout):
+                    await websocket.send_text(item.text)
+            except TimeoutError:
+                session.slow_consumer()
+                error = session.framer.error("slow_consumer", "Send buffer overflow")
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(1):
+                        await websocket.send_text(error.text)
+                await close_socket(websocket, Close(4008, "Slow consumer"))
+                return
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        return  # the peer went away
+    except Exception:
+        log.exception("stream of thread %s failed", session.thread_id)
+        with contextlib.suppress(Exception):
+            await websocket.send_text(session.framer.error("internal_error", "Internal error").text)
+        await close_socket(websocket, Close(1011, "Internal error"))
+
+
+async def read_client(websocket: WebSocket, settings: StreamSettings) -> Close | None:
+    """Client messages (§9.11): ``ping``/``stream_ping`` answered, others ignored."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return None
+        text = message.get("text")
+        size = len(text.encode("utf-8")) if text is not None else len(message.get("bytes") or b"")
+        if size > settings.max_client_message:
+            return Close(1009, "Message too big")
+        if text == "ping":
+            await websocket.send_text("pong")
+        elif text == "stream_ping":
+            await websocket.send_text("stream_pong")
+
+
+@router.websocket("/api/threads/{id}/stream")
+async def stream_socket(websocket: WebSocket, id: str) -> None:
+    """The thread's live stream (spec 09)."""
+    await _serve_socket(websocket, id, log_socket=False)
+
+
+@router.websocket("/api/threads/{id}/logs")
+async def log_socket(websocket: WebSocket, id: str) -> None:
+    """Live log frames of the thread (spec 09 §9.12)."""
+    await _serve_socket(websocket, id, log_socket=True)
+
+
+# -- Server-Sent Events ---------------------------------------------------------------------
+
+
+def _wants_sse(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return any(part.split(";")[0].strip() == "text/event-stream" for part in accept.split(","))
+
+
+@router.get(
+    "/api/threads/{id}/stream",
+    summary="Live stream as Server-Sent Events (WebSocket upgrades are served on this path too)",
+)
+async def stream_sse(id: str, request: Request) -> Any:
+    if not _wants_sse(request):
+        await deps.thread_row(id, request, await deps.principal(request))
+        raise ApiError(400, "invalid_request", "This endpoint only supports WebSocket connections")
+    try:
+        grant = await authorize(request, id, log_socket=False)
+    finally:
+        redact_query(request)
+    app = request.app
+    counts = open_counts(app)
+    who = grant.principal.id
+
+    async def body() -> AsyncIterator[bytes]:
+        counts[who] = counts.get(who, 0) + 1
+        session = Session(app.state.ctx, grant, stream_settings(app))
+        revalidate = asyncio.create_task(session.revalidate())
+        try:
+            yield b"retry: 1000\n\n"
+            async for item in session.frames():
+                if isinstance(item, Close):
+                    if item.code == 1000:
+                        data = {"type": "thread_deleted", "thread_id": id}
+                        yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
+                    return
+                yield _sse(item.seq, item.type, item.text)
+        finally:
+            revalidate.cancel()
+            session.close()
+            counts[who] -= 1
+            if counts[who] <= 0:
+                counts.pop(who, None)
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _sse(seq: int, event: str, data: str) -> bytes:
+    return f"id: {seq}\nevent: {event}\ndata: {data}\n\n".encode()
