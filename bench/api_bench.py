@@ -3,7 +3,7 @@
 Run with ``make bench-api`` (or ``.venv/bin/python bench/api_bench.py --help``). It is a
 benchmark, not a test: it prints its tables and exits 0.
 
-A ``threadloom serve`` child process serves ``examples/`` on a fresh SQLite file (WAL,
+Section 1 — a ``threadloom serve`` child process serves ``examples/`` on a fresh SQLite file (WAL,
 ``synchronous=FULL``, the defaults), authenticated by a static admin token. This process
 seeds one thread holding ``--history`` messages, then, for 1, 16 and 64 concurrent clients
 (asyncio tasks sharing one httpx connection pool, each sending its next request as soon
@@ -11,12 +11,20 @@ as the previous answer arrived), issues ``GET /api/threads/{id}/messages`` (the 
 page: the newest 100) for ``--seconds`` after a one-second warm-up, and prints requests per
 second with the p50 and p99 latency. Client and server share the machine's cores, so at
 high concurrency the client's own CPU is part of what is measured.
+
+Section 2 — persist → WebSocket frame latency: a client holds the thread's stream socket
+open and sends ``--sends`` messages one after the other (each after the previous run
+settled). For each, the latency is from the queue entry's ``created_at`` (stamped in the
+transaction that commits it, on this machine's clock) to the arrival of its
+``message_data`` frame; the send's round trip (POST → 202) is printed beside it. Goal:
+frame latency p50 ≤ 5 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -27,8 +35,9 @@ import time
 from pathlib import Path
 
 import httpx
+from websockets.asyncio.client import connect
 
-from _report import filesystem_of, percentile, progress, table
+from _report import filesystem_of, percentile, progress, table, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-admin-token-" + "b" * 32
@@ -115,6 +124,38 @@ async def load(client: httpx.AsyncClient, path: str, clients: int, seconds: floa
     return samples
 
 
+async def frame_latency(
+    client: httpx.AsyncClient, base: str, sends: int
+) -> tuple[list[float], list[float]]:
+    """(commit → frame, POST → 202) latencies in ns for ``sends`` sequential sends."""
+    thread = await seed(client, 0)
+    url = base.replace("http://", "ws://") + f"/api/threads/{thread}/stream"
+    frame_ns: list[float] = []
+    post_ns: list[float] = []
+    async with connect(url, additional_headers=HEADERS, compression=None) as ws:
+        json.loads(await ws.recv())  # thread_status
+        for i in range(sends):
+            start = time.perf_counter_ns()
+            response = await client.post(
+                f"/api/threads/{thread}/messages", json={"content": f"ping {i}"}
+            )
+            post_ns.append(time.perf_counter_ns() - start)
+            response.raise_for_status()
+            wanted = response.json()["messageId"]
+            measured = False
+            while True:
+                frame = json.loads(await ws.recv())
+                arrived_us = time.time_ns() // 1000
+                data = frame.get("data") or {}
+                if not measured and frame["type"] == "message_data" and data["id"] == wanted:
+                    frame_ns.append((arrived_us - data["created_at"]) * 1000)
+                    measured = True
+                status = frame.get("status") or {}
+                if frame["type"] == "thread_status" and measured and status["state"] != "running":
+                    break
+    return frame_ns, post_ns
+
+
 async def run(base: str, args: argparse.Namespace) -> None:
     limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
     async with httpx.AsyncClient(
@@ -135,11 +176,36 @@ async def run(base: str, args: argparse.Namespace) -> None:
                     f"{percentile(samples, 99) / 1e6:,.2f}",
                 ]
             )
+        progress(f"{args.sends} sends with a stream socket open …")
+        frame_ns, post_ns = await frame_latency(client, base, args.sends)
     print(
         f"\nGET /api/threads/{{id}}/messages (newest 100 of {args.history}), "
         f"{args.seconds:g} s per row, loopback"
     )
     print(table(["clients", "requests", "req/s", "p50 (ms)", "p99 (ms)"], rows))
+    frame_p50 = percentile(frame_ns, 50) / 1e6
+    print(f"\npersist → WebSocket frame, {len(frame_ns)} sequential sends")
+    print(
+        table(
+            ["latency", "p50 (ms)", "p99 (ms)", "goal", "result"],
+            [
+                [
+                    "commit → message_data frame",
+                    f"{frame_p50:,.2f}",
+                    f"{percentile(frame_ns, 99) / 1e6:,.2f}",
+                    "p50 ≤ 5 ms",
+                    verdict(frame_p50 <= 5.0),
+                ],
+                [
+                    "POST → 202 (for reference)",
+                    f"{percentile(post_ns, 50) / 1e6:,.2f}",
+                    f"{percentile(post_ns, 99) / 1e6:,.2f}",
+                    "",
+                    "",
+                ],
+            ],
+        )
+    )
 
 
 def main() -> None:
@@ -149,6 +215,7 @@ def main() -> None:
     parser.add_argument(
         "--clients", type=int, nargs="+", default=[1, 16, 64], help="concurrency levels"
     )
+    parser.add_argument("--sends", type=int, default=200, help="sends for the frame latency")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="threadloom-api-bench-", dir=ROOT) as tmp:
         db = Path(tmp) / "bench.db"
