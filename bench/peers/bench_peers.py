@@ -1,0 +1,208 @@
+"""Threadloom side by side with LangGraph, the OpenAI Agents SDK, pydantic-ai and a raw
+``sqlite3`` floor: the same workload, each system in its own process on a fresh database.
+
+Run with ``make bench-peers`` (it builds ``.venv-bench`` from bench/peers/requirements.txt
+for the peers; Threadloom and the floor run on the project's ``.venv``). It is a
+benchmark, not a test: it prints its tables and exits 0 even when a goal is missed.
+
+One turn = user message → one tool call → tool result → final text, on a zero-latency
+fake model in every system (100 ms per model call in the concurrent scenario). Each
+system persists with its own durable SQLite persistence on a file; see the docstring of
+each ``sys_*.py``. Scenarios: ``empty`` (300 turns from an empty thread, after 10 warm-up
+turns on another thread), ``history`` (a thread seeded with 2,000 messages through the
+system's own API, untimed, 3 warm-up turns, then 50 timed turns), ``concurrent`` (1,000
+threads × 3 turns at once, each thread's turns sequential). Measured per system: per-turn
+median and p90, rows and bytes the timed turns added per stored message (read from the
+database on a separate connection), the database files' size after close and the
+process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+
+from _common import SCENARIOS, Result, result_from  # noqa: E402
+from _tables import (  # noqa: E402
+    PEERS,
+    SYSTEMS,
+    TITLES,
+    goals,
+    goals_table,
+    persistence_table,
+    scenario_table,
+    versions_table,
+)
+
+from _report import filesystem_of, progress  # noqa: E402
+
+DEFAULT_PEER_PYTHON = os.path.join(
+    os.path.dirname(os.path.dirname(HERE)), ".venv-bench", "bin", "python"
+)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown processor"
+
+
+def memory_gib() -> str:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemTotal:"):
+                    return f"{int(line.split()[1]) / 2**20:.1f} GiB RAM"
+    except (OSError, ValueError):
+        pass
+    return "RAM unknown"
+
+
+def header(args: argparse.Namespace, workdir: str) -> str:
+    now = dt.datetime.now(dt.UTC).astimezone()
+    return "\n".join(
+        [
+            "Threadloom vs peers (bench/peers/bench_peers.py)",
+            f"date        {now.isoformat(timespec='seconds')}",
+            f"machine     {platform.platform()}, {os.cpu_count()} CPUs ({cpu_model()}),"
+            f" {memory_gib()}",
+            f"python      {platform.python_implementation()} {platform.python_version()},"
+            f" sqlite {sqlite3.sqlite_version}",
+            f"temp dir    {workdir}",
+            f"filesystem  {filesystem_of(workdir)}",
+            f"parameters  empty: --turns {args.turns}; history: --history {args.history}"
+            f" --history-turns {args.history_turns};",
+            f"            concurrent: --threads {args.threads} --turns-per-thread"
+            f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)",
+        ]
+    )
+
+
+def run_system(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> Result:
+    """One system on one scenario in a subprocess of its own, on a fresh directory."""
+    python = args.peer_python if system in PEERS else sys.executable
+    if not os.path.exists(python):
+        r = Result(system=system, scenario=scenario, ok=False)
+        r.unsupported = f"{python} missing (make bench-peers builds it)"
+        return r
+    directory = tempfile.mkdtemp(prefix=f"{system}-{scenario}-", dir=workdir)
+    command = [
+        python,
+        os.path.join(HERE, "run_one.py"),
+        system,
+        scenario,
+        "--workdir",
+        directory,
+        "--turns",
+        str(args.turns),
+        "--history",
+        str(args.history),
+        "--history-turns",
+        str(args.history_turns),
+        "--threads",
+        str(args.threads),
+        "--turns-per-thread",
+        str(args.turns_per_thread),
+        "--latency",
+        str(args.latency),
+        "--timeout",
+        str(args.timeout),
+    ]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command, stdout=subprocess.PIPE, text=True, check=False, timeout=args.timeout + 300
+        )
+    except subprocess.TimeoutExpired:
+        r = Result(system=system, scenario=scenario, ok=False)
+        r.error = f"process killed after {args.timeout + 300:g} s"
+        return r
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        r = Result(system=system, scenario=scenario, ok=False)
+        r.error = f"runner exited {done.returncode} without a result (see stderr)"
+        return r
+    result = result_from(json.loads(lines[-1]))
+    progress(
+        f"  {scenario:<10} {system:<14} {time.perf_counter() - started:6.1f} s"
+        + ("" if result.ok else f"  ({result.unsupported or result.error})")
+    )
+    return result
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--turns", type=int, default=300, help="empty: timed turns (300)")
+    p.add_argument("--history", type=int, default=2000, help="history: seeded messages (2000)")
+    p.add_argument("--history-turns", type=int, default=50, help="history: timed turns (50)")
+    p.add_argument("--threads", type=int, default=1000, help="concurrent: threads (1000)")
+    p.add_argument("--turns-per-thread", type=int, default=3, help="concurrent: turns each (3)")
+    p.add_argument("--latency", type=float, default=0.1, help="concurrent: s per model call")
+    p.add_argument("--timeout", type=float, default=240.0, help="concurrent: s per system")
+    p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON, help="the peers' interpreter")
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    p.add_argument("--tmpdir", default=None, help="where the databases go (system temp dir)")
+    p.add_argument("--json", default=None, help="also write every result to this file")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    systems = [s for s in SYSTEMS if s in args.systems]  # Threadloom first, then the floor
+    with tempfile.TemporaryDirectory(prefix="threadloom-peers-", dir=args.tmpdir) as workdir:
+        print(header(args, workdir), flush=True)
+        started = time.perf_counter()
+        by_scenario: dict[str, list[Result]] = {}
+        for scenario in SCENARIOS:
+            if scenario not in args.scenarios:
+                continue
+            progress(f"scenario {scenario} …")
+            by_scenario[scenario] = [run_system(s, scenario, args, workdir) for s in systems]
+        everything = [r for rs in by_scenario.values() for r in rs]
+        print("\nversions (each system's own process)\n")
+        print(versions_table(everything))
+        print("\npersistence (as each runner opened it)\n")
+        print(persistence_table(everything))
+        for scenario, results in by_scenario.items():
+            size = {
+                "empty": f"{args.turns:,}",
+                "history": f"{args.history_turns:,} at {args.history:,} messages —",
+                "concurrent": f"{args.threads:,} × {args.turns_per_thread} at"
+                f" {args.latency * 1000:g} ms —",
+            }[scenario]
+            print(f"\n{scenario}: {size} {TITLES[scenario]}\n")
+            print(scenario_table(results), flush=True)
+        print(
+            "\n÷ TL: the system's per-turn time divided by Threadloom's (above 1: slower than"
+            " Threadloom).\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"
+            " database per stored message.\nDB MiB: the database files after the run."
+            " peak RSS: VmHWM of the system's process.\n"
+        )
+        print(goals_table(goals(by_scenario, args.history)))
+        print(f"\nwall time {time.perf_counter() - started:.0f} s", flush=True)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as out:
+                json.dump([r.__dict__ for r in everything], out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
