@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# the peers of bench/peers live in a venv of their own, never in the project's
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest bench-store bench-turn conformance clean
+.PHONY: test lint typecheck pytest bench-store bench-turn bench-peers conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -31,8 +34,17 @@ bench-store: $(STAMP)
 bench-turn: $(STAMP)
 	$(BIN)/python bench/turn_bench.py
 
+$(BENCH_STAMP): bench/peers/requirements.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench-peers: $(STAMP) $(BENCH_STAMP)
+	$(BIN)/python bench/peers/bench_peers.py --peer-python $(BENCH_VENV)/bin/python
+
 conformance: $(STAMP)
 	$(BIN)/python scripts/conformance.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
