@@ -24,6 +24,10 @@ MESSAGES_PER_TURN = 4  # user, assistant (tool call), tool result, assistant (te
 SYSTEM_PROMPT = "You are a support agent."
 TOOL_ARGS = {"v": 1}
 FINAL_TEXT = "done"
+# every fake model reports this usage, as a provider's API does, so that no client-side
+# token estimate walks the history (pydantic-ai's FunctionModel and Threadloom's scripted
+# model both estimate when a reply carries none)
+USAGE = {"input_tokens": 10, "output_tokens": 5}
 WARMUP_TURNS = 10
 HISTORY_WARMUP_TURNS = 3
 
@@ -49,7 +53,7 @@ class Params:
     threads: int = 1000
     turns_per_thread: int = 3
     latency: float = 0.1
-    timeout: float = 240.0
+    timeout: float = 180.0
     workdir: str = ""
 
 
@@ -192,7 +196,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[str, Params]:
     p.add_argument("--threads", type=int, default=1000)
     p.add_argument("--turns-per-thread", type=int, default=3)
     p.add_argument("--latency", type=float, default=0.1)
-    p.add_argument("--timeout", type=float, default=240.0)
+    p.add_argument("--timeout", type=float, default=180.0)
     p.add_argument("--workdir", required=True, help="an empty directory for the database")
     a = p.parse_args(argv)
     return a.system, Params(

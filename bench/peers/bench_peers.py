@@ -41,6 +41,8 @@ from _tables import (  # noqa: E402
     TITLES,
     goals,
     goals_table,
+    growth_table,
+    merge,
     persistence_table,
     scenario_table,
     versions_table,
@@ -75,6 +77,13 @@ def memory_gib() -> str:
     return "RAM unknown"
 
 
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def header(args: argparse.Namespace, workdir: str) -> str:
     now = dt.datetime.now(dt.UTC).astimezone()
     return "\n".join(
@@ -91,6 +100,8 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f" --history-turns {args.history_turns};",
             f"            concurrent: --threads {args.threads} --turns-per-thread"
             f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)",
+            f"            --rounds {args.rounds} (empty and history; concurrent runs once)",
+            f"load        {load()} (1, 5, 15 min) at the start",
         ]
     )
 
@@ -155,7 +166,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1000, help="concurrent: threads (1000)")
     p.add_argument("--turns-per-thread", type=int, default=3, help="concurrent: turns each (3)")
     p.add_argument("--latency", type=float, default=0.1, help="concurrent: s per model call")
-    p.add_argument("--timeout", type=float, default=240.0, help="concurrent: s per system")
+    p.add_argument("--timeout", type=float, default=180.0, help="concurrent: s per system")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="empty, history: runs per system, each a fresh process and database, the"
+        " order rotating per round, latencies pooled (2)",
+    )
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON, help="the peers' interpreter")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
@@ -174,8 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for scenario in SCENARIOS:
             if scenario not in args.scenarios:
                 continue
-            progress(f"scenario {scenario} …")
-            by_scenario[scenario] = [run_system(s, scenario, args, workdir) for s in systems]
+            rounds = 1 if scenario == "concurrent" else args.rounds
+            progress(f"scenario {scenario} ({rounds} round{'s' if rounds > 1 else ''}) …")
+            runs: dict[str, list[Result]] = {s: [] for s in systems}
+            for k in range(rounds):
+                shift = k % len(systems)  # each round starts with another system
+                for s in [*systems[shift:], *systems[:shift]]:
+                    runs[s].append(run_system(s, scenario, args, workdir))
+            by_scenario[scenario] = [merge(runs[s]) for s in systems]
         everything = [r for rs in by_scenario.values() for r in rs]
         print("\nversions (each system's own process)\n")
         print(versions_table(everything))
@@ -190,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             }[scenario]
             print(f"\n{scenario}: {size} {TITLES[scenario]}\n")
             print(scenario_table(results), flush=True)
+            if scenario == "empty":
+                print("\n  median ms per block of turns (the thread holds 4 × turn messages):\n")
+                print(growth_table(results, args.turns), flush=True)
         print(
             "\n÷ TL: the system's per-turn time divided by Threadloom's (above 1: slower than"
             " Threadloom).\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"
@@ -197,7 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             " peak RSS: VmHWM of the system's process.\n"
         )
         print(goals_table(goals(by_scenario, args.history)))
-        print(f"\nwall time {time.perf_counter() - started:.0f} s", flush=True)
+        print(
+            f"\nwall time {time.perf_counter() - started:.0f} s; load {load()} at the end",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "w", encoding="utf-8") as out:
                 json.dump([r.__dict__ for r in everything], out)

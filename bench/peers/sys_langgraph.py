@@ -16,6 +16,7 @@ from _common import (
     FINAL_TEXT,
     SYSTEM_PROMPT,
     TOOL_ARGS,
+    USAGE,
     System,
     question,
     tool_result,
@@ -44,10 +45,12 @@ def answer(messages: list[AnyMessage]) -> AIMessage:
     """The fake model: a tool call for a user message, ``done`` after the tool result."""
     # what a real model node sends: the system prompt and the whole history
     request = [SystemMessage(SYSTEM_PROMPT), *messages]
+    usage: Any = {**USAGE, "total_tokens": sum(USAGE.values())}
     if isinstance(request[-1], ToolMessage):
-        return AIMessage(FINAL_TEXT)
+        return AIMessage(FINAL_TEXT, usage_metadata=usage)
     call_id = "call_" + uuid.uuid4().hex[:8]
-    return AIMessage("", tool_calls=[{"name": "echo", "args": dict(TOOL_ARGS), "id": call_id}])
+    calls: Any = [{"name": "echo", "args": dict(TOOL_ARGS), "id": call_id}]
+    return AIMessage("", tool_calls=calls, usage_metadata=usage)
 
 
 def build(latency: float) -> StateGraph[Any]:

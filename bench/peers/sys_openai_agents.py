@@ -15,6 +15,7 @@ from _common import (
     FINAL_TEXT,
     SYSTEM_PROMPT,
     TOOL_ARGS,
+    USAGE,
     System,
     question,
     tool_result,
@@ -76,7 +77,8 @@ class FakeModel(Model):
             output: list[Any] = [text_item(FINAL_TEXT)]
         else:
             output = [call_item("call_" + uuid.uuid4().hex[:8])]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
+        usage = Usage(requests=1, total_tokens=sum(USAGE.values()), **USAGE)
+        return ModelResponse(output=output, usage=usage, response_id=None)
 
     def stream_response(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the benchmark does not stream")

@@ -18,6 +18,7 @@ from _common import (
     FINAL_TEXT,
     SYSTEM_PROMPT,
     TOOL_ARGS,
+    USAGE,
     System,
     question,
     tool_result,
@@ -32,6 +33,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -88,9 +90,10 @@ def make_agent(latency: float) -> Agent[None, str]:
         if latency:
             await asyncio.sleep(latency)
         last = messages[-1]
+        usage = RequestUsage(**USAGE)
         if any(isinstance(part, ToolReturnPart) for part in last.parts):
-            return ModelResponse(parts=[TextPart(FINAL_TEXT)])
-        return ModelResponse(parts=[ToolCallPart("echo", dict(TOOL_ARGS))])
+            return ModelResponse(parts=[TextPart(FINAL_TEXT)], usage=usage)
+        return ModelResponse(parts=[ToolCallPart("echo", dict(TOOL_ARGS))], usage=usage)
 
     agent = Agent(FunctionModel(model), instructions=SYSTEM_PROMPT)
 

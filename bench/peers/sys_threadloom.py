@@ -49,7 +49,7 @@ class Threadloom(System):
 
     async def open(self, path: str, latency: float, concurrent: bool) -> None:
         self.runtime = await Runtime.open(
-            f"sqlite:///{path}", definitions=make_definitions(latency)
+            f"sqlite:///{path}", definitions=make_definitions(latency, fixed_usage=True)
         )
         store = self.runtime.store
         assert isinstance(store, SqliteStore)
