@@ -186,13 +186,17 @@ def versions_table(results: Sequence[Result]) -> str:
 
 
 def persistence_table(results: Sequence[Result]) -> str:
-    seen: dict[str, str] = {}
+    """How each system persisted, as its runner reported; the concurrent scenario's line
+    only where it differs (LangGraph's async saver)."""
+    lines: dict[str, str] = {}
     for r in results:
         if r.ok and r.persistence and r.scenario != "concurrent":
-            seen.setdefault(r.system, r.persistence)
-        elif r.ok and r.persistence and r.scenario == "concurrent":
-            seen.setdefault(r.system + " (concurrent)", r.persistence)
-    return "\n".join(f"  {k}: {v}" for k, v in seen.items())
+            lines.setdefault(r.system, r.persistence)
+    for r in results:
+        differs = r.ok and r.persistence and lines.get(r.system) != r.persistence
+        if r.scenario == "concurrent" and differs:
+            lines[f"{r.system} (concurrent)"] = r.persistence
+    return "\n".join(f"  {k}: {v}" for k, v in lines.items())
 
 
 def merge(rounds: Sequence[Result]) -> Result:
