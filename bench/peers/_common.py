@@ -68,6 +68,7 @@ class Result:
     error: str | None = None
     latencies_ns: list[int] = field(default_factory=list)
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # process CPU time (all threads) over the timed turns
     turns: int = 0
     messages_timed: int = 0  # messages the timed turns stored
     rows_timed: int = 0  # rows (all tables) the timed turns added
@@ -279,9 +280,10 @@ async def run(system: System, params: Params) -> Result:
             await timed(lambda i: system.turn(warm, i), 0, WARMUP_TURNS, [])
             thread = await system.new_thread()
             rows0, bytes0 = probe.measure()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             await timed(lambda i: system.turn(thread, i), 0, params.turns, lat)
             result.wall_s = time.perf_counter() - started
+            result.cpu_s = time.process_time() - cpu
             rows1, bytes1 = probe.measure()
             result.messages_timed = await system.count(thread)
             check(result.messages_timed, MESSAGES_PER_TURN * params.turns, system.name)
@@ -292,11 +294,12 @@ async def run(system: System, params: Params) -> Result:
             await timed(lambda i: system.turn(thread, i), 0, HISTORY_WARMUP_TURNS, [])
             before = await system.count(thread)
             rows0, bytes0 = probe.measure()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             await timed(
                 lambda i: system.turn(thread, i), HISTORY_WARMUP_TURNS, params.history_turns, lat
             )
             result.wall_s = time.perf_counter() - started
+            result.cpu_s = time.process_time() - cpu
             rows1, bytes1 = probe.measure()
             result.messages_timed = await system.count(thread) - before
             check(result.messages_timed, MESSAGES_PER_TURN * params.history_turns, system.name)
@@ -304,10 +307,12 @@ async def run(system: System, params: Params) -> Result:
         else:
             threads = [await system.new_thread() for _ in range(params.threads)]
             rows0, bytes0 = probe.measure()
+            cpu = time.process_time()
             try:
                 result.wall_s = await gather_threads(
                     lambda t, i: system.turn(threads[t], i), params, lat
                 )
+                result.cpu_s = time.process_time() - cpu
             except TimeoutError:
                 result.ok = False
                 result.error = (

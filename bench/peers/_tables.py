@@ -34,6 +34,7 @@ class Stats:
     p90_ns: float
     rows_per_message: float
     bytes_per_message: float
+    cpu_ns_per_turn: float
 
 
 def stats(result: Result) -> Stats | None:
@@ -46,6 +47,7 @@ def stats(result: Result) -> Stats | None:
         p90_ns=percentile(result.latencies_ns, 90),
         rows_per_message=result.rows_timed / per,
         bytes_per_message=result.bytes_timed / per,
+        cpu_ns_per_turn=result.cpu_s * 1e9 / max(1, result.turns or len(result.latencies_ns)),
     )
 
 
@@ -71,7 +73,7 @@ def scenario_table(results: Sequence[Result]) -> str:
     by = {r.system: r for r in results}
     tl = stats(by[THREADLOOM]) if THREADLOOM in by else None
     concurrent = bool(results) and results[0].scenario == "concurrent"
-    headers = ["system", "median ms", "p90 ms", "median ÷ TL", "p90 ÷ TL"]
+    headers = ["system", "median ms", "p90 ms", "median ÷ TL", "p90 ÷ TL", "CPU ms/turn"]
     if concurrent:
         headers += ["wall s", "turns/s"]
     headers += ["rows/msg", "KiB/msg", "DB MiB", "peak RSS MiB"]
@@ -90,6 +92,7 @@ def scenario_table(results: Sequence[Result]) -> str:
             ms(s.p90_ns),
             times(ratio(s.median_ns, tl.median_ns)) if tl else "—",
             times(ratio(s.p90_ns, tl.p90_ns)) if tl else "—",
+            ms(s.cpu_ns_per_turn),
         ]
         if concurrent:
             row += [f"{r.wall_s:.1f}", f"{r.turns / r.wall_s:,.0f}" if r.wall_s else "—"]
@@ -211,6 +214,7 @@ def merge(rounds: Sequence[Result]) -> Result:
     for r in rounds:
         out.latencies_ns += r.latencies_ns
         out.wall_s += r.wall_s
+        out.cpu_s += r.cpu_s
         out.turns += r.turns
         out.messages_timed += r.messages_timed
         out.rows_timed += r.rows_timed

@@ -219,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(growth_table(results, args.turns), flush=True)
         print(
             "\n÷ TL: the system's per-turn time divided by Threadloom's (above 1: slower than"
-            " Threadloom).\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"
+            " Threadloom).\nCPU ms/turn: the process's CPU time (all its threads) over the"
+            " timed turns, per turn; less\nsensitive than wall time to other load on the"
+            " machine.\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"
             " database per stored message.\nDB MiB: the database files after the run."
             " peak RSS: VmHWM of the system's process.\n"
         )
