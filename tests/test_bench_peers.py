@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path[:0] = [str(BENCH / "peers"), str(BENCH)]
 
 from _common import Result  # noqa: E402
-from _tables import goals, growth_table, merge, scenario_table  # noqa: E402
+from _tables import goals, growth_table, scenario_table  # noqa: E402
 
 
 def fake(system: str, scenario: str, median_ms: float, rows: int = 4) -> Result:
@@ -87,16 +87,6 @@ def test_runner_stores_four_messages_a_turn_in_constant_rows(system: str, tmp_pa
         assert r.db_bytes > 0 and r.peak_rss_mib > 0
         out[scenario] = r.rows_timed / r.messages_timed
     assert out["empty"] == pytest.approx(out["history"], rel=0.05)
-
-
-def test_rounds_pool_latencies_and_a_failed_round_fails_the_system() -> None:
-    a, b = fake("pydantic-ai", "empty", 2.0), fake("pydantic-ai", "empty", 4.0)
-    b.db_bytes = 7
-    pooled = merge([a, b])
-    assert len(pooled.latencies_ns) == 20 and pooled.messages_timed == 80
-    assert pooled.db_bytes == 7
-    broken = Result(system="pydantic-ai", scenario="empty", ok=False, error="boom")
-    assert merge([a, broken]).error == "boom"
 
 
 def test_growth_table_shows_the_last_block_against_the_first() -> None:

@@ -157,7 +157,6 @@ async def timed(
 ) -> None:
     """``count`` sequential turns, each timed on its own."""
     clock = time.perf_counter_ns
-    gc.collect()
     for i in range(start, start + count):
         t0 = clock()
         await turn(i)
@@ -178,7 +177,6 @@ async def gather_threads(
             await turn(t, i)
             out.append(clock() - t0)
 
-    gc.collect()
     started = time.perf_counter()
     await asyncio.wait_for(
         asyncio.gather(*(worker(t) for t in range(params.threads))), params.timeout
@@ -260,92 +258,151 @@ class System:
         raise NotImplementedError
 
 
-async def run(system: System, params: Params) -> Result:
-    """Drive ``system`` through ``params.scenario`` on a fresh database in ``params.workdir``."""
-    result = Result(system=system.name, scenario=params.scenario)
-    result.versions = versions(*system.packages)
-    result.persistence = system.persistence
-    if params.scenario == "concurrent" and system.concurrent_unsupported:
-        result.ok = False
-        result.unsupported = system.concurrent_unsupported
-        return result
-    path = os.path.join(params.workdir, f"{system.name}.db")
-    probe = DbProbe(path)
-    concurrent = params.scenario == "concurrent"
-    await system.open(path, params.latency if concurrent else 0.0, concurrent)
-    lat: list[int] = []
-    try:
+class Scenario:
+    """One system through one scenario on a fresh database in ``params.workdir``, in three
+    stages so that a driver can interleave the timed turns of several systems, each in its
+    own process: :meth:`prepare` (open, warm up or seed, untimed), :meth:`block` (timed
+    turns, any number of times), :meth:`finish` (measure, close)."""
+
+    def __init__(self, system: System, params: Params) -> None:
+        self.system = system
+        self.params = params
+        self.result = Result(system=system.name, scenario=params.scenario)
+        self.result.versions = versions(*system.packages)
+        self.path = os.path.join(params.workdir, f"{system.name}.db")
+        self.probe = DbProbe(self.path)
+        self.thread: Any = None
+        self.first = 0  # the index of the first timed turn
+        self.before = 0  # messages the timed thread held before the timed turns
+        self.rows0 = self.bytes0 = 0
+        self.opened = False
+
+    @property
+    def total(self) -> int:
+        """Timed turns in this scenario."""
+        p = self.params
+        return {"empty": p.turns, "history": p.history_turns}.get(
+            p.scenario, p.threads * p.turns_per_thread
+        )
+
+    async def prepare(self) -> bool:
+        """Open and get to the first timed turn; ``False`` when the scenario cannot run."""
+        system, params = self.system, self.params
+        if params.scenario == "concurrent" and system.concurrent_unsupported:
+            self.result.ok = False
+            self.result.unsupported = system.concurrent_unsupported
+            return False
+        concurrent = params.scenario == "concurrent"
+        await system.open(self.path, params.latency if concurrent else 0.0, concurrent)
+        self.opened = True
         if params.scenario == "empty":
             warm = await system.new_thread()
             await timed(lambda i: system.turn(warm, i), 0, WARMUP_TURNS, [])
-            thread = await system.new_thread()
-            rows0, bytes0 = probe.measure()
-            started, cpu = time.perf_counter(), time.process_time()
-            await timed(lambda i: system.turn(thread, i), 0, params.turns, lat)
-            result.wall_s = time.perf_counter() - started
-            result.cpu_s = time.process_time() - cpu
-            rows1, bytes1 = probe.measure()
-            result.messages_timed = await system.count(thread)
-            check(result.messages_timed, MESSAGES_PER_TURN * params.turns, system.name)
+            self.thread = await system.new_thread()
         elif params.scenario == "history":
-            thread = await system.new_thread()
-            await system.seed(thread, params.history)
-            check(await system.count(thread), params.history, f"{system.name} seeding")
-            await timed(lambda i: system.turn(thread, i), 0, HISTORY_WARMUP_TURNS, [])
-            before = await system.count(thread)
-            rows0, bytes0 = probe.measure()
-            started, cpu = time.perf_counter(), time.process_time()
-            await timed(
-                lambda i: system.turn(thread, i), HISTORY_WARMUP_TURNS, params.history_turns, lat
-            )
-            result.wall_s = time.perf_counter() - started
-            result.cpu_s = time.process_time() - cpu
-            rows1, bytes1 = probe.measure()
-            result.messages_timed = await system.count(thread) - before
-            check(result.messages_timed, MESSAGES_PER_TURN * params.history_turns, system.name)
-            result.notes.append(f"history {before:,} → {before + result.messages_timed:,} messages")
+            self.thread = await system.new_thread()
+            await system.seed(self.thread, params.history)
+            check(await system.count(self.thread), params.history, f"{system.name} seeding")
+            await timed(lambda i: system.turn(self.thread, i), 0, HISTORY_WARMUP_TURNS, [])
+            self.first = HISTORY_WARMUP_TURNS
+            self.before = await system.count(self.thread)
         else:
-            threads = [await system.new_thread() for _ in range(params.threads)]
-            rows0, bytes0 = probe.measure()
-            cpu = time.process_time()
+            self.thread = [await system.new_thread() for _ in range(params.threads)]
+        self.rows0, self.bytes0 = self.probe.measure()
+        return True
+
+    async def block(self, start: int, count: int) -> list[int]:
+        """Timed turns ``start`` … ``start + count - 1`` of this scenario (all of them at once
+        in the concurrent scenario); their latencies, also kept in the result."""
+        r = self.result
+        lat: list[int] = []
+        gc.collect()  # before the clocks: a block starts with no garbage of the last one
+        started, cpu = time.perf_counter(), time.process_time()
+        if self.params.scenario == "concurrent":
+            threads = self.thread
             try:
-                result.wall_s = await gather_threads(
-                    lambda t, i: system.turn(threads[t], i), params, lat
-                )
-                result.cpu_s = time.process_time() - cpu
+                await gather_threads(lambda t, i: self.system.turn(threads[t], i), self.params, lat)
             except TimeoutError:
-                result.ok = False
-                result.error = (
-                    f"did not finish in {params.timeout:g} s ({len(lat):,} of"
-                    f" {params.threads * params.turns_per_thread:,} turns done)"
+                r.ok = False
+                r.error = (
+                    f"did not finish in {self.params.timeout:g} s ({len(lat):,} of"
+                    f" {self.total:,} turns done)"
                 )
-                result.latencies_ns = lat
-                return result
-            rows1, bytes1 = probe.measure()
-            sample = threads[:: max(1, len(threads) // 20)]
-            stored = 0
-            for thread in sample:
-                stored += await system.count(thread)
-            check(stored, MESSAGES_PER_TURN * params.turns_per_thread * len(sample), system.name)
-            result.messages_timed = MESSAGES_PER_TURN * len(lat)
-            result.notes.append(f"{len(sample)} threads read back, all complete")
-    finally:
-        await system.close()
-    result.latencies_ns = lat
-    result.turns = len(lat)
-    result.rows_timed = rows1 - rows0
-    result.bytes_timed = bytes1 - bytes0
-    result.rows_total, _ = probe.measure()
-    result.db_bytes = files_bytes(params.workdir)
-    result.persistence = f"{system.persistence}; journal_mode={probe.pragmas()}"
-    return result
+        else:
+            await timed(lambda i: self.system.turn(self.thread, i), self.first + start, count, lat)
+        r.wall_s += time.perf_counter() - started
+        r.cpu_s += time.process_time() - cpu
+        r.latencies_ns += lat
+        r.turns += len(lat)
+        return lat
+
+    async def finish(self) -> Result:
+        """Measure the database, read the stored messages back, close."""
+        system, params, r = self.system, self.params, self.result
+        try:
+            if not self.opened or not r.ok:
+                return r
+            rows1, bytes1 = self.probe.measure()
+            if params.scenario == "concurrent":
+                sample = self.thread[:: max(1, len(self.thread) // 20)]
+                stored = 0
+                for thread in sample:
+                    stored += await system.count(thread)
+                check(
+                    stored, MESSAGES_PER_TURN * params.turns_per_thread * len(sample), system.name
+                )
+                r.messages_timed = MESSAGES_PER_TURN * r.turns
+                r.notes.append(f"{len(sample)} threads read back, all complete")
+            else:
+                r.messages_timed = await system.count(self.thread) - self.before
+                check(r.messages_timed, MESSAGES_PER_TURN * r.turns, system.name)
+                if params.scenario == "history":
+                    r.notes.append(
+                        f"history {self.before:,} → {self.before + r.messages_timed:,} messages"
+                    )
+            r.rows_timed, r.bytes_timed = rows1 - self.rows0, bytes1 - self.bytes0
+        finally:
+            if self.opened:
+                await system.close()
+                self.opened = False
+        r.rows_total, _ = self.probe.measure()
+        r.db_bytes = files_bytes(params.workdir)
+        r.persistence = f"{system.persistence}; journal_mode={self.probe.pragmas()}"
+        return r
+
+
+async def run(system: System, params: Params) -> Result:
+    """The whole scenario in one go: prepare, every timed turn, finish."""
+    scenario = Scenario(system, params)
+    if await scenario.prepare():
+        await scenario.block(0, scenario.total)
+    return await scenario.finish()
+
+
+async def serve(system: System, params: Params) -> Result:
+    """The scenario driven over stdin: prints ``{"ready": true}`` once prepared, then answers
+    each ``block START COUNT`` line with the block's latencies, and ``finish`` with the
+    result (which :func:`main` prints)."""
+    scenario = Scenario(system, params)
+    ready = await scenario.prepare()
+    print(json.dumps({"ready": ready}), flush=True)
+    loop = asyncio.get_running_loop()
+    while ready:
+        line = (await loop.run_in_executor(None, sys.stdin.readline)).split()
+        if not line or line[0] == "finish":
+            break
+        lat = await scenario.block(int(line[1]), int(line[2]))
+        print(json.dumps({"latencies_ns": lat}), flush=True)
+    return await scenario.finish()
 
 
 def main(system: System, argv: Sequence[str] | None = None) -> int:
-    """The command line of one runner: run the scenario, print the JSON result."""
-    _, params = parse(argv)
+    """The command line of one runner: run the scenario, print the JSON result last."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    serving = "--serve" in args
+    _, params = parse([a for a in args if a != "--serve"])
     try:
-        result = asyncio.run(run(system, params))
+        result = asyncio.run(serve(system, params) if serving else run(system, params))
     except Exception as exc:  # a failed system is reported, not a crashed benchmark
         result = Result(system=system.name, scenario=params.scenario, ok=False)
         result.error = f"{type(exc).__name__}: {exc}"

@@ -202,33 +202,9 @@ def persistence_table(results: Sequence[Result]) -> str:
     return "\n".join(f"  {k}: {v}" for k, v in lines.items())
 
 
-def merge(rounds: Sequence[Result]) -> Result:
-    """One result from a system's rounds of a scenario: latencies pooled, rows, bytes and
-    messages summed, database size and peak RSS the largest; failed if any round failed."""
-    first = rounds[0]
-    failed = next((r for r in rounds if not r.ok), None)
-    if failed is not None:
-        return failed
-    out = Result(system=first.system, scenario=first.scenario)
-    out.versions, out.persistence = first.versions, first.persistence
-    for r in rounds:
-        out.latencies_ns += r.latencies_ns
-        out.wall_s += r.wall_s
-        out.cpu_s += r.cpu_s
-        out.turns += r.turns
-        out.messages_timed += r.messages_timed
-        out.rows_timed += r.rows_timed
-        out.bytes_timed += r.bytes_timed
-        out.rows_total = max(out.rows_total, r.rows_total)
-        out.db_bytes = max(out.db_bytes, r.db_bytes)
-        out.peak_rss_mib = max(out.peak_rss_mib, r.peak_rss_mib)
-    out.notes = [*first.notes, f"{len(rounds)} rounds pooled"] if len(rounds) > 1 else first.notes
-    return out
-
-
 def growth_table(results: Sequence[Result], turns: int, blocks: int = 6) -> str:
-    """Median per block of consecutive turns (``turns`` per round; pooled rounds fold onto
-    one another): how a turn's time grows as the thread grows by 4 messages a turn."""
+    """Median per block of consecutive turns (of ``turns`` timed turns): how a turn's time
+    grows as the thread grows by 4 messages a turn."""
     size = max(1, turns // blocks)
     edges = [(b * size, turns if b == blocks - 1 else (b + 1) * size) for b in range(blocks)]
     headers = ["system", *(f"turns {a + 1}–{b}" for a, b in edges), "last ÷ first"]
@@ -238,7 +214,7 @@ def growth_table(results: Sequence[Result], turns: int, blocks: int = 6) -> str:
             continue
         medians = []
         for a, b in edges:
-            chunk = [x for i, x in enumerate(r.latencies_ns) if a <= i % turns < b]
+            chunk = r.latencies_ns[a:b]
             medians.append(percentile(chunk, 50))
         rows.append([r.system, *(ms(m) for m in medians), times(ratio(medians[-1], medians[0]))])
     return table(headers, rows)

@@ -42,7 +42,6 @@ from _tables import (  # noqa: E402
     goals,
     goals_table,
     growth_table,
-    merge,
     persistence_table,
     scenario_table,
     versions_table,
@@ -50,6 +49,7 @@ from _tables import (  # noqa: E402
 
 from _report import filesystem_of, progress  # noqa: E402
 
+BLOCKS = 10
 DEFAULT_PEER_PYTHON = os.path.join(
     os.path.dirname(os.path.dirname(HERE)), ".venv-bench", "bin", "python"
 )
@@ -100,62 +100,156 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f" --history-turns {args.history_turns};",
             f"            concurrent: --threads {args.threads} --turns-per-thread"
             f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)",
-            f"            --rounds {args.rounds} (empty and history; concurrent runs once)",
+            f"            empty, history: the systems' timed turns interleaved in {BLOCKS}"
+            " blocks; concurrent: one system at a time",
             f"load        {load()} (1, 5, 15 min) at the start",
         ]
     )
 
 
-def run_system(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> Result:
-    """One system on one scenario in a subprocess of its own, on a fresh directory."""
+def failed(system: str, scenario: str, why: str, unsupported: bool = False) -> Result:
+    r = Result(system=system, scenario=scenario, ok=False)
+    if unsupported:
+        r.unsupported = why
+    else:
+        r.error = why
+    return r
+
+
+def command(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> list[str]:
+    """The runner's command line for one system on one scenario, on a fresh directory."""
     python = args.peer_python if system in PEERS else sys.executable
-    if not os.path.exists(python):
-        r = Result(system=system, scenario=scenario, ok=False)
-        r.unsupported = f"{python} missing (make bench-peers builds it)"
-        return r
     directory = tempfile.mkdtemp(prefix=f"{system}-{scenario}-", dir=workdir)
-    command = [
+    return [
         python,
         os.path.join(HERE, "run_one.py"),
         system,
         scenario,
         "--workdir",
         directory,
-        "--turns",
-        str(args.turns),
-        "--history",
-        str(args.history),
-        "--history-turns",
-        str(args.history_turns),
-        "--threads",
-        str(args.threads),
-        "--turns-per-thread",
-        str(args.turns_per_thread),
-        "--latency",
-        str(args.latency),
-        "--timeout",
-        str(args.timeout),
+        *("--turns", str(args.turns), "--history", str(args.history)),
+        *("--history-turns", str(args.history_turns), "--threads", str(args.threads)),
+        *("--turns-per-thread", str(args.turns_per_thread), "--latency", str(args.latency)),
+        *("--timeout", str(args.timeout)),
     ]
+
+
+def missing(system: str, args: argparse.Namespace) -> str | None:
+    python = args.peer_python if system in PEERS else sys.executable
+    return None if os.path.exists(python) else f"{python} missing (make bench-peers builds it)"
+
+
+def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> Result:
+    """One system on one scenario, the only process running (the concurrent scenario)."""
+    if why := missing(system, args):
+        return failed(system, scenario, why, unsupported=True)
     started = time.perf_counter()
+    limit = args.timeout + 300
     try:
         done = subprocess.run(
-            command, stdout=subprocess.PIPE, text=True, check=False, timeout=args.timeout + 300
+            command(system, scenario, args, workdir),
+            stdout=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=limit,
         )
     except subprocess.TimeoutExpired:
-        r = Result(system=system, scenario=scenario, ok=False)
-        r.error = f"process killed after {args.timeout + 300:g} s"
-        return r
+        return failed(system, scenario, f"process killed after {limit:g} s")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
-        r = Result(system=system, scenario=scenario, ok=False)
-        r.error = f"runner exited {done.returncode} without a result (see stderr)"
-        return r
+        return failed(system, scenario, f"runner exited {done.returncode} without a result")
     result = result_from(json.loads(lines[-1]))
     progress(
         f"  {scenario:<10} {system:<14} {time.perf_counter() - started:6.1f} s"
         + ("" if result.ok else f"  ({result.unsupported or result.error})")
     )
     return result
+
+
+class Runner:
+    """A runner process in ``--serve`` mode: prepared once, then driven block by block."""
+
+    def __init__(self, system: str, scenario: str, args: argparse.Namespace, workdir: str):
+        self.system, self.scenario = system, scenario
+        self.result: Result | None = None
+        if why := missing(system, args):
+            self.result = failed(system, scenario, why, unsupported=True)
+            return
+        self.proc = subprocess.Popen(
+            [*command(system, scenario, args, workdir), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def _read(self) -> dict[str, object] | None:
+        """The runner's next JSON line; a final result ends the runner."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.result = failed(
+                self.system, self.scenario, f"runner exited {self.proc.wait()} without a result"
+            )
+            return None
+        data: dict[str, object] = json.loads(line)
+        if "system" in data:  # the runner failed and printed its result
+            self.result = result_from(data)
+            self.proc.wait()
+            return None
+        return data
+
+    def ready(self) -> None:
+        if self.result is None:
+            data = self._read()
+            if data is not None and not data.get("ready"):
+                self._read()  # the result follows: unsupported
+
+    def block(self, start: int, count: int) -> None:
+        if self.result is not None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"block {start} {count}\n")
+        self.proc.stdin.flush()
+        self._read()
+
+    def finish(self) -> Result:
+        if self.result is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("finish\n")
+            self.proc.stdin.flush()
+            self._read()
+        assert self.result is not None
+        return self.result
+
+
+def run_interleaved(
+    systems: Sequence[str], scenario: str, turns: int, args: argparse.Namespace, workdir: str
+) -> list[Result]:
+    """Every system in its own process, all prepared first (untimed), then their timed turns
+    in ``BLOCKS`` blocks, one system at a time, the order rotating per block, so that other
+    load on the machine falls on all of them alike."""
+    runners = [Runner(s, scenario, args, workdir) for s in systems]
+    for r in runners:
+        r.ready()
+    per_block = max(1, turns // BLOCKS)
+    done = block = 0
+    started = time.perf_counter()
+    while done < turns:
+        count = per_block if block < BLOCKS - 1 else turns - done
+        shift = block % len(runners)
+        for r in [*runners[shift:], *runners[:shift]]:
+            r.block(done, count)
+        done += count
+        block += 1
+        progress(
+            f"  {scenario:<10} {done:,}/{turns:,} turns per system,"
+            f" {time.perf_counter() - started:.1f} s"
+        )
+    results = [r.finish() for r in runners]
+    for r in results:
+        if not r.ok:
+            progress(f"  {scenario:<10} {r.system}: {r.unsupported or r.error}")
+    return results
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -167,13 +261,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--turns-per-thread", type=int, default=3, help="concurrent: turns each (3)")
     p.add_argument("--latency", type=float, default=0.1, help="concurrent: s per model call")
     p.add_argument("--timeout", type=float, default=180.0, help="concurrent: s per system")
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=2,
-        help="empty, history: runs per system, each a fresh process and database, the"
-        " order rotating per round, latencies pooled (2)",
-    )
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON, help="the peers' interpreter")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
@@ -192,14 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for scenario in SCENARIOS:
             if scenario not in args.scenarios:
                 continue
-            rounds = 1 if scenario == "concurrent" else args.rounds
-            progress(f"scenario {scenario} ({rounds} round{'s' if rounds > 1 else ''}) …")
-            runs: dict[str, list[Result]] = {s: [] for s in systems}
-            for k in range(rounds):
-                shift = k % len(systems)  # each round starts with another system
-                for s in [*systems[shift:], *systems[:shift]]:
-                    runs[s].append(run_system(s, scenario, args, workdir))
-            by_scenario[scenario] = [merge(runs[s]) for s in systems]
+            progress(f"scenario {scenario} …")
+            if scenario == "concurrent":
+                results = [run_alone(s, scenario, args, workdir) for s in systems]
+            else:
+                turns = args.turns if scenario == "empty" else args.history_turns
+                results = run_interleaved(systems, scenario, turns, args, workdir)
+            by_scenario[scenario] = results
         everything = [r for rs in by_scenario.values() for r in rs]
         print("\nversions (each system's own process)\n")
         print(versions_table(everything))
