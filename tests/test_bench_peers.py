@@ -39,7 +39,7 @@ def test_goals_ratio_against_the_fastest_peer_and_the_floor() -> None:
     empty = [fake("threadloom", "empty", 3.0, rows=6), fake("raw-sqlite3", "empty", 1.0)]
     judged = {g.name.split(":")[0]: g for g in goals({"history": history, "empty": empty}, 2000)}
     peer = next(g for g in judged.values() if "fastest peer" in g.name)
-    assert peer.ok is True and "openai-agents: median 12.50×" in peer.measured
+    assert peer.ok is True and "(openai-agents) median 12.50×" in peer.measured
     assert judged["history"].ok is True and "median 2.00×" in judged["history"].measured
     assert judged["empty"].ok is False and "median 3.00×" in judged["empty"].measured
     rows = next(g for g in judged.values() if "O(1)" in g.name)

@@ -132,7 +132,7 @@ def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
         out.append(
             Goal(
                 name,
-                f"fastest peer {fastest}: median {m:.2f}×, p90 {p:.2f}× Threadloom's",
+                f"fastest peer ({fastest}) median {m:.2f}× Threadloom's; lowest peer p90 {p:.2f}×",
                 m >= PEER_GOAL and p >= PEER_GOAL,
             )
         )
