@@ -11,10 +11,13 @@ system persists with its own durable SQLite persistence on a file; see the docst
 each ``sys_*.py``. Scenarios: ``empty`` (300 turns from an empty thread, after 10 warm-up
 turns on another thread), ``history`` (a thread seeded with 2,000 messages through the
 system's own API, untimed, 3 warm-up turns, then 50 timed turns), ``concurrent`` (1,000
-threads × 3 turns at once, each thread's turns sequential). Measured per system: per-turn
-median and p90, rows and bytes the timed turns added per stored message (read from the
+threads × 3 turns at once, each thread's turns sequential). In ``empty`` and ``history``
+all systems' processes are prepared first and their timed turns then run in blocks, one
+system at a time, the order rotating (so load from elsewhere falls on all alike);
+``concurrent`` runs one system at a time. Measured per system: per-turn median and p90,
+CPU time per turn, rows and bytes the timed turns added per stored message (read from the
 database on a separate connection), the database files' size after close and the
-process's peak RSS.
+process's peak RSS. docs/benchmarks.md has a run and what it says.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Threadloom: ``Runtime.open`` with its defaults (SQLite file, WAL, ``synchronous=FULL``),
-the chat agent of bench/_workload.py on the scripted model, a turn =
-``send_message`` + ``wait_idle``."""
+the chat agent of bench/_workload.py on the scripted model (each reply with a fixed
+usage, like every fake here), a turn = ``send_message`` + ``wait_idle``."""
 
 from __future__ import annotations
 
