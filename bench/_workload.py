@@ -23,14 +23,22 @@ def echo(v: int) -> str:
     return f"echo {v}"
 
 
-def make_definitions(delay: float = 0.0) -> Definitions:
-    """The chat agent: side a runs prompt P on the scripted model M, side b is human."""
+FIXED_USAGE = {"input_tokens": 10, "output_tokens": 5}
+
+
+def make_definitions(delay: float = 0.0, fixed_usage: bool = False) -> Definitions:
+    """The chat agent: side a runs prompt P on the scripted model M, side b is human.
+
+    ``fixed_usage``: each reply reports :data:`FIXED_USAGE`, as a provider's API does,
+    instead of the scripted model's own estimate, which walks the whole request (spec 05
+    §5.7.4) — test-double work that grows with the history and no real provider does."""
+    usage = dict(FIXED_USAGE) if fixed_usage else None
 
     def answer(request: ProviderRequest) -> Reply:
         last = request.messages[-1] if request.messages else None
         if isinstance(last, ToolMessage):
-            return Reply.text("done", delay=delay)
-        return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay)
+            return Reply.text("done", delay=delay, usage=usage)
+        return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay, usage=usage)
 
     return Definitions().add(
         Model(name="M", provider=ScriptedProvider(answer, record=False), model="bench"),

@@ -1,0 +1,220 @@
+"""The peer benchmark's report: per-scenario tables, ratios to Threadloom and to the
+floor, and the goals of the issue. Pure functions of the runners' results (no I/O), so
+the normal test suite checks them without any peer package."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from _common import Result
+
+from _report import ms, percentile, table, verdict
+
+THREADLOOM = "threadloom"
+FLOOR = "raw-sqlite3"
+PEERS = ("langgraph", "openai-agents", "pydantic-ai")
+SYSTEMS = (THREADLOOM, FLOOR, *PEERS)
+PEER_GOAL = 10.0  # Threadloom at least this many times faster than the fastest peer
+FLOOR_GOAL = 2.5  # Threadloom within this many times the raw floor
+ROWS_SPREAD = 1.1  # rows per message may vary this much between scenarios and still be O(1)
+
+TITLES = {
+    "empty": "turns from empty (one thread, sequential turns, zero-latency model)",
+    "history": "turns at a long history (one thread, sequential turns, zero-latency model)",
+    "concurrent": "threads × turns concurrently (asyncio.gather; model latency per call)",
+}
+
+
+@dataclass
+class Stats:
+    """One system's numbers in one scenario."""
+
+    median_ns: float
+    p90_ns: float
+    rows_per_message: float
+    bytes_per_message: float
+    cpu_ns_per_turn: float
+
+
+def stats(result: Result) -> Stats | None:
+    """The numbers of a result that ran; ``None`` for one that failed or was skipped."""
+    if not result.ok or not result.latencies_ns:
+        return None
+    per = max(1, result.messages_timed)
+    return Stats(
+        median_ns=percentile(result.latencies_ns, 50),
+        p90_ns=percentile(result.latencies_ns, 90),
+        rows_per_message=result.rows_timed / per,
+        bytes_per_message=result.bytes_timed / per,
+        cpu_ns_per_turn=result.cpu_s * 1e9 / max(1, result.turns or len(result.latencies_ns)),
+    )
+
+
+def ratio(value: float, reference: float) -> float:
+    """``value / reference`` (how many times ``reference``), NaN without a reference."""
+    if reference <= 0 or reference != reference:
+        return float("nan")
+    return value / reference
+
+
+def times(x: float) -> str:
+    return "—" if x != x else f"{x:.2f}×"
+
+
+def why_not(result: Result) -> str:
+    if result.unsupported:
+        return f"not run: {result.unsupported}"
+    return f"failed: {result.error or 'no turns'}"
+
+
+def scenario_table(results: Sequence[Result]) -> str:
+    """One scenario: a row per system, ratios to Threadloom (>1 = slower than Threadloom)."""
+    by = {r.system: r for r in results}
+    tl = stats(by[THREADLOOM]) if THREADLOOM in by else None
+    concurrent = bool(results) and results[0].scenario == "concurrent"
+    headers = ["system", "median ms", "p90 ms", "median ÷ TL", "p90 ÷ TL", "CPU ms/turn"]
+    if concurrent:
+        headers += ["wall s", "turns/s"]
+    headers += ["rows/msg", "KiB/msg", "DB MiB", "peak RSS MiB"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for r in results:
+        s = stats(r)
+        if s is None:
+            blank = ["—"] * (len(headers) - 1)
+            rows.append([r.system, *blank])
+            notes.append(f"{r.system}: {why_not(r)}")
+            continue
+        row = [
+            r.system,
+            ms(s.median_ns),
+            ms(s.p90_ns),
+            times(ratio(s.median_ns, tl.median_ns)) if tl else "—",
+            times(ratio(s.p90_ns, tl.p90_ns)) if tl else "—",
+            ms(s.cpu_ns_per_turn),
+        ]
+        if concurrent:
+            row += [f"{r.wall_s:.1f}", f"{r.turns / r.wall_s:,.0f}" if r.wall_s else "—"]
+        row += [
+            f"{s.rows_per_message:.2f}",
+            f"{s.bytes_per_message / 1024:,.1f}",
+            f"{r.db_bytes / 2**20:,.2f}",
+            f"{r.peak_rss_mib:,.0f}",
+        ]
+        rows.append(row)
+    text = table(headers, rows)
+    if notes:
+        text += "\n" + "\n".join(f"  {n}" for n in notes)
+    return text
+
+
+@dataclass
+class Goal:
+    name: str
+    measured: str
+    ok: bool | None  # None: could not be judged (a system missing)
+
+
+def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
+    """The issue's goals, judged on the medians and p90s of this run."""
+    out: list[Goal] = []
+    hist = {r.system: stats(r) for r in by_scenario.get("history", [])}
+    tl = hist.get(THREADLOOM)
+    peers = {name: s for name, s in hist.items() if name in PEERS and s is not None}
+    name = f"Threadloom ≥ {PEER_GOAL:g}× faster per turn than the fastest peer at {history:,}"
+    if tl is None or not peers:
+        out.append(Goal(name, "not measured", None))
+    else:
+        fastest = min(peers, key=lambda n: peers[n].median_ns)
+        m = ratio(peers[fastest].median_ns, tl.median_ns)
+        p = ratio(min(s.p90_ns for s in peers.values()), tl.p90_ns)
+        out.append(
+            Goal(
+                name,
+                f"fastest peer ({fastest}) median {m:.2f}× Threadloom's; lowest peer p90 {p:.2f}×",
+                m >= PEER_GOAL and p >= PEER_GOAL,
+            )
+        )
+    for scenario, results in by_scenario.items():
+        by = {r.system: stats(r) for r in results}
+        tl_s, floor = by.get(THREADLOOM), by.get(FLOOR)
+        name = f"{scenario}: Threadloom within {FLOOR_GOAL:g}× of the raw sqlite3 floor"
+        if tl_s is None or floor is None:
+            out.append(Goal(name, "not measured", None))
+            continue
+        m = ratio(tl_s.median_ns, floor.median_ns)
+        p = ratio(tl_s.p90_ns, floor.p90_ns)
+        out.append(
+            Goal(name, f"median {m:.2f}×, p90 {p:.2f}×", m <= FLOOR_GOAL and p <= FLOOR_GOAL)
+        )
+    per_msg = [
+        (scenario, s.rows_per_message)
+        for scenario, results in by_scenario.items()
+        for r in results
+        if r.system == THREADLOOM and (s := stats(r)) is not None
+    ]
+    name = "Threadloom stores O(1) rows per message (the same in every scenario)"
+    if not per_msg:
+        out.append(Goal(name, "not measured", None))
+    else:
+        values = [v for _, v in per_msg]
+        spread = ratio(max(values), min(values))
+        out.append(
+            Goal(
+                name,
+                ", ".join(f"{sc} {v:.2f}" for sc, v in per_msg) + f" (spread {spread:.2f}×)",
+                spread <= ROWS_SPREAD,
+            )
+        )
+    return out
+
+
+def goals_table(items: Sequence[Goal]) -> str:
+    rows = [[g.name, g.measured, "n/a" if g.ok is None else verdict(g.ok)] for g in items]
+    return table(["goal", "measured", "result"], rows)
+
+
+def versions_table(results: Sequence[Result]) -> str:
+    """Each system's interpreter, SQLite library and packages, as its runner reported."""
+    seen: dict[str, dict[str, str]] = {}
+    for r in results:
+        if r.versions and r.system not in seen:
+            seen[r.system] = r.versions
+    rows = []
+    for system, v in seen.items():
+        packages = ", ".join(f"{k} {val}" for k, val in v.items() if k not in ("python", "sqlite"))
+        rows.append([system, v.get("python", "?"), v.get("sqlite", "?"), packages or "—"])
+    return table(["system", "python", "sqlite lib", "packages"], rows)
+
+
+def persistence_table(results: Sequence[Result]) -> str:
+    """How each system persisted, as its runner reported; the concurrent scenario's line
+    only where it differs (LangGraph's async saver)."""
+    lines: dict[str, str] = {}
+    for r in results:
+        if r.ok and r.persistence and r.scenario != "concurrent":
+            lines.setdefault(r.system, r.persistence)
+    for r in results:
+        differs = r.ok and r.persistence and lines.get(r.system) != r.persistence
+        if r.scenario == "concurrent" and differs:
+            lines[f"{r.system} (concurrent)"] = r.persistence
+    return "\n".join(f"  {k}: {v}" for k, v in lines.items())
+
+
+def growth_table(results: Sequence[Result], turns: int, blocks: int = 6) -> str:
+    """Median per block of consecutive turns (of ``turns`` timed turns): how a turn's time
+    grows as the thread grows by 4 messages a turn."""
+    size = max(1, turns // blocks)
+    edges = [(b * size, turns if b == blocks - 1 else (b + 1) * size) for b in range(blocks)]
+    headers = ["system", *(f"turns {a + 1}–{b}" for a, b in edges), "last ÷ first"]
+    rows = []
+    for r in results:
+        if stats(r) is None:
+            continue
+        medians = []
+        for a, b in edges:
+            chunk = r.latencies_ns[a:b]
+            medians.append(percentile(chunk, 50))
+        rows.append([r.system, *(ms(m) for m in medians), times(ratio(medians[-1], medians[0]))])
+    return table(headers, rows)

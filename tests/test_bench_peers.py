@@ -1,0 +1,96 @@
+"""The peer benchmark's own logic (bench/peers): the runner protocol on Threadloom and the
+raw floor at a tiny size, and the goals it judges. No peer package is needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path[:0] = [str(BENCH / "peers"), str(BENCH)]
+
+from _common import Result  # noqa: E402
+from _tables import goals, growth_table, scenario_table  # noqa: E402
+
+
+def fake(system: str, scenario: str, median_ms: float, rows: int = 4) -> Result:
+    """A result whose every turn took ``median_ms`` and stored ``rows`` rows per message."""
+    r = Result(system=system, scenario=scenario)
+    r.latencies_ns = [int(median_ms * 1e6)] * 10
+    r.turns = 10
+    r.messages_timed = 40
+    r.rows_timed = 40 * rows
+    return r
+
+
+def test_goals_ratio_against_the_fastest_peer_and_the_floor() -> None:
+    history = [
+        fake("threadloom", "history", 2.0),
+        fake("raw-sqlite3", "history", 1.0),
+        fake("langgraph", "history", 50.0),
+        fake("openai-agents", "history", 25.0),
+        fake("pydantic-ai", "history", 90.0),
+    ]
+    empty = [fake("threadloom", "empty", 3.0, rows=6), fake("raw-sqlite3", "empty", 1.0)]
+    judged = {g.name.split(":")[0]: g for g in goals({"history": history, "empty": empty}, 2000)}
+    peer = next(g for g in judged.values() if "fastest peer" in g.name)
+    assert peer.ok is True and "(openai-agents) median 12.50×" in peer.measured
+    assert judged["history"].ok is True and "median 2.00×" in judged["history"].measured
+    assert judged["empty"].ok is False and "median 3.00×" in judged["empty"].measured
+    rows = next(g for g in judged.values() if "O(1)" in g.name)
+    assert rows.ok is False  # 4 rows per message at history, 6 from empty: not one constant
+
+
+def test_table_ratios_to_threadloom_and_a_peer_that_could_not_run() -> None:
+    skipped = Result(system="langgraph", scenario="empty", ok=False, unsupported="no venv")
+    text = scenario_table(
+        [fake("threadloom", "empty", 2.0), fake("pydantic-ai", "empty", 5.0), skipped]
+    )
+    line = next(x for x in text.splitlines() if x.startswith("pydantic-ai"))
+    assert "2.50×" in line.split()
+    assert "langgraph: not run: no venv" in text
+
+
+@pytest.mark.parametrize("system", ["threadloom", "raw-sqlite3"])
+def test_runner_stores_four_messages_a_turn_in_constant_rows(system: str, tmp_path: Path) -> None:
+    out = {}
+    for scenario, extra in (
+        ("empty", ["--turns", "3"]),
+        ("history", ["--history", "40", "--history-turns", "3"]),
+    ):
+        workdir = tmp_path / scenario
+        workdir.mkdir()
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(BENCH / "peers" / "run_one.py"),
+                system,
+                scenario,
+                "--workdir",
+                str(workdir),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": ""},
+        )
+        r = Result(**json.loads(done.stdout.strip().splitlines()[-1]))
+        assert r.ok, r.error
+        assert len(r.latencies_ns) == 3 and r.messages_timed == 12
+        assert r.db_bytes > 0 and r.peak_rss_mib > 0
+        out[scenario] = r.rows_timed / r.messages_timed
+    assert out["empty"] == pytest.approx(out["history"], rel=0.05)
+
+
+def test_growth_table_shows_the_last_block_against_the_first() -> None:
+    r = fake("langgraph", "empty", 1.0)
+    r.latencies_ns = [1_000_000] * 5 + [3_000_000] * 5  # 10 turns, slower later
+    line = growth_table([r], turns=10, blocks=2).splitlines()[-1]
+    assert line.split()[-1] == "3.00×"
