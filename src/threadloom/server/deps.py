@@ -20,6 +20,7 @@ from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal,
 from threadloom.server.ratelimit import AuthLimits, rate_limited
 from threadloom.server.settings import ServerSettings, is_loopback_host
 from threadloom.store.base import ThreadRow, system_clock_us
+from threadloom.thread.state import ThreadState
 
 T = TypeVar("T")
 MAX_INT = 2**63
@@ -190,6 +191,12 @@ async def thread_row(id: str, request: Request, who: Principal = Depends(princip
     if not who.may_access(row.user_id):
         raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
     return row
+
+
+def state_of(request: HTTPConnection, row: ThreadRow) -> ThreadState:
+    """An at-rest ThreadState over the row the access check read (no second read; its
+    ``children`` snapshot is empty — routes read the registry with ``get_children()``)."""
+    return ThreadState(runtime(request).hub, row)
 
 
 async def logs_permission(

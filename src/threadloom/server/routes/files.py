@@ -83,7 +83,7 @@ def limit(q: Query) -> int:
 
 
 async def thread_state(request: Request, row: ThreadRow) -> ThreadState:
-    return await deps.runtime(request).thread(row.id)
+    return deps.state_of(request, row)
 
 
 # -- answers -------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def _terminated(row: ThreadRow) -> ApiError:
 @router.get("", summary="Read messages (queued entries appear as pending)")
 async def get_messages(
     request: Request, row: ThreadRow = Depends(deps.thread_row), q: Query = Depends(deps.query)
-) -> dict[str, Any]:
+) -> JSONResponse:
     limit = q.int("limit", 100, cap=1000)
     offset = q.int("offset", 0) or 0
     order = q.enum("order", ("asc", "desc"), "desc") or "desc"
@@ -44,9 +44,7 @@ async def get_messages(
     ids = q.items("ids")
     if len(ids) > MAX_IDS:
         raise bad_field("ids", "has more than 200 ids", "Too many message IDs requested")
-    runtime = deps.runtime(request)
-    state = await runtime.thread(row.id)
-    head = await runtime.store.get_thread(row.id)
+    state = deps.state_of(request, row)
     page = await state.get_messages(
         limit=limit,
         offset=offset,
@@ -59,8 +57,8 @@ async def get_messages(
     out = page.to_wire()
     if order == "desc" and not ids:
         out["messages"].reverse()  # the wire page is chronological in both orders [seed]
-    out["seq"] = head.event_seq if head is not None else row.event_seq
-    return out
+    out["seq"] = row.event_seq  # read just before the page: a resume may repeat, never miss
+    return JSONResponse(out)
 
 
 @router.post("", status_code=202, summary="Send a message", openapi_extra=schemas.SEND_MESSAGE)
@@ -96,7 +94,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
     if row.terminated is not None:
         raise _terminated(row)
     runtime = ctx.runtime
-    state = await runtime.thread(row.id)
+    state = deps.state_of(request, row)
     refs = await store_uploads(state, uploads)
     try:
         view = await runtime.send_message(
@@ -158,7 +156,7 @@ async def patch_message(
     problems.raise_if_any()
     if not updates and patch_meta is None:
         raise bad_field("body", "has no field to update", "No valid fields to update")
-    state = await deps.runtime(request).thread(row.id)
+    state = deps.state_of(request, row)
     if patch_meta is not None:
         updates["metadata"] = patch_meta  # merged one level deep by update_message
     try:
@@ -172,7 +170,7 @@ async def patch_message(
 async def delete_message(
     message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
-    state = await deps.runtime(request).thread(row.id)
+    state = deps.state_of(request, row)
     deleted = await delete_with_cascade(state, message_id)
     if not deleted:
         raise ApiError(404, "message_not_found", "Message not found")

@@ -92,7 +92,7 @@ async def list_logs(
         if message_ids:
             wanted = set(message_ids)
             if workblocks:
-                state = await runtime.thread(row.id)
+                state = deps.state_of(request, row)
                 found = await state.get_messages(
                     ids=message_ids, include_workblocks=True, include_silent=True, max_depth=None
                 )
@@ -146,7 +146,7 @@ async def get_log(
 
 @router.get("/cost", summary="Cost of the thread and its descendants")
 async def get_cost(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> dict[str, Any]:
-    state = await deps.runtime(request).thread(row.id)
+    state = deps.state_of(request, row)
     report = await state.cost()
     return report.to_wire()
 
@@ -173,7 +173,7 @@ def subagent_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
 async def get_subagents(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
-    state = await deps.runtime(request).thread(row.id)
+    state = deps.state_of(request, row)
     entries = sorted(await state.get_children(), key=lambda e: e.created_at)
     return {"subagents": [subagent_wire(e) for e in entries]}
 

@@ -72,36 +72,54 @@ def load_attachments(text: str | None) -> list[AttachmentRef] | None:
     return [AttachmentRef.model_construct(**item) for item in json.loads(text)]
 
 
+_MESSAGE_FIELDS = frozenset(Message.model_fields)
+_new_object = object.__new__
+_set = object.__setattr__
+
+
 def message_from_row(row: Sequence[Any]) -> Message:
-    return Message.model_construct(
-        id=row[0],
-        role=row[1],
-        content=row[2],
-        name=row[3],
-        tool_calls=row[4],
-        tool_call_id=row[5],
-        tool_status=row[6],
-        status=row[7],
-        attachments=load_attachments(row[8]),
-        reasoning_content=row[9],
-        reasoning_details=row[10],
-        prompt=row[11],
-        created_at=row[12],
-        parent_id=row[13],
-        depth=row[14],
-        silent=bool(row[15]),
-        metadata=json.loads(row[16]) if row[16] else None,
-        subagent_id=row[17],
-        subagent_relationship=None,
-        subagent_name=None,
-        subagent_title=None,
-        subagent_description=None,
-        subagent_status=None,
-        subagent_blocking=None,
-        subagent_thread_name=None,
-        subagent_spawn_group_id=None,
-        log_id=row[18],
+    """A stored row as a Message, built without validation (the store wrote it valid).
+
+    Equivalent to ``Message.model_construct(**every_field)`` but without its per-field
+    loop, which was most of the cost of reading a page (measured: ~3× faster)."""
+    message = _new_object(Message)
+    _set(
+        message,
+        "__dict__",
+        {
+            "id": row[0],
+            "role": row[1],
+            "content": row[2],
+            "name": row[3],
+            "tool_calls": row[4],
+            "tool_call_id": row[5],
+            "tool_status": row[6],
+            "status": row[7],
+            "attachments": load_attachments(row[8]),
+            "reasoning_content": row[9],
+            "reasoning_details": row[10],
+            "prompt": row[11],
+            "created_at": row[12],
+            "parent_id": row[13],
+            "depth": row[14],
+            "silent": bool(row[15]),
+            "metadata": json.loads(row[16]) if row[16] else None,
+            "subagent_id": row[17],
+            "subagent_relationship": None,
+            "subagent_name": None,
+            "subagent_title": None,
+            "subagent_description": None,
+            "subagent_status": None,
+            "subagent_blocking": None,
+            "subagent_thread_name": None,
+            "subagent_spawn_group_id": None,
+            "log_id": row[18],
+        },
     )
+    _set(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS))
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message
 
 
 def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
