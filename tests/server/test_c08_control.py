@@ -26,7 +26,7 @@ async def held(api: Api) -> str:
     return thread
 
 
-async def test_c08_076_send_to_a_terminated_thread_is_423(api: Api) -> None:
+async def test_c08_076_c02_079_send_to_a_terminated_thread_is_423(api: Api) -> None:
     client = api.client()
     thread = await api.thread()
     at = (await client.post(f"/api/threads/{thread}/terminate")).json()["terminated"]
@@ -41,6 +41,7 @@ async def test_c08_076_send_to_a_terminated_thread_is_423(api: Api) -> None:
     assert await messages(api, thread) == before
     state = await api.runtime.thread(thread)
     assert (await state.get_file_stats()).file_count == 0
+    assert (await state.get_messages()).total == 0  # C02-079: get_messages() unchanged
 
 
 async def test_c08_077_continue_on_a_terminated_thread_is_423(api: Api) -> None:
@@ -273,7 +274,7 @@ async def test_c08_106_cost_of_a_fresh_thread(api: Api) -> None:
     assert cost["truncated"] is False
 
 
-async def test_c08_107_108_llm_and_app_costs(api: Api) -> None:
+async def test_c08_107_c08_108_llm_and_app_costs(api: Api) -> None:
     thread = await api.thread()
     store = api.runtime.store
     await store.insert_log(thread, llm_row("a", 0.01))
@@ -289,7 +290,7 @@ async def test_c08_107_108_llm_and_app_costs(api: Api) -> None:
     assert abs(cost["llmCost"] - 0.03) < 1e-12 and cost["requestCount"] == 2
 
 
-async def test_c08_109_110_descendant_costs(api: Api) -> None:
+async def test_c08_109_c08_110_descendant_costs(api: Api) -> None:
     root = await api.thread()
     alice = api.runtime
     child = await alice.create_thread("echo", parent=root)
