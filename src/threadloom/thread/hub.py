@@ -30,10 +30,11 @@ logger = logging.getLogger("threadloom.thread")
 
 
 def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
-    """The HTTP and stream form of a registry entry (spec 08 §8.2.7)."""
+    """The HTTP and stream form of a registry entry (spec 08 §8.2.7); ``relationship``
+    falls back to the agent name."""
     return {
         "id": entry.reference,
-        "relationship": entry.relationship,
+        "relationship": entry.relationship or entry.name,
         "agent_name": entry.name,
         "title": entry.title,
         "threadName": entry.thread_name,

@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from threadloom.records import LOG_LIST_KEYS, LogRow, SubagentRegistryEntry
+from threadloom.records import LOG_LIST_KEYS, LogRow
 from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
+from threadloom.thread.hub import registry_wire
 
 router = APIRouter(prefix="/api/threads/{id}", tags=["logs and cost"])
 
@@ -151,31 +152,13 @@ async def get_cost(request: Request, row: ThreadRow = Depends(deps.thread_row)) 
     return report.to_wire()
 
 
-def subagent_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
-    """A registry entry as spec 08 §8.2.7 renders it."""
-    return {
-        "id": entry.reference,
-        "relationship": entry.relationship or entry.name,
-        "agent_name": entry.name,
-        "title": entry.title,
-        "threadName": entry.thread_name,
-        "status": entry.status,
-        "blocking": entry.blocking,
-        "resumable": entry.resumable,
-        "owner": entry.owner,
-        "description": entry.description,
-        "createdAt": entry.created_at,
-        "spawnGroupId": entry.spawn_group_id,
-    }
-
-
 @router.get("/subagents", summary="The thread's child registry")
 async def get_subagents(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
     state = deps.state_of(request, row)
     entries = sorted(await state.get_children(), key=lambda e: e.created_at)
-    return {"subagents": [subagent_wire(e) for e in entries]}
+    return {"subagents": [registry_wire(e) for e in entries]}
 
 
 _ = LOG_LIST_KEYS
