@@ -61,10 +61,11 @@ reviewer_prompt = Prompt(
     name="reviewer_prompt",
     model="assistant",
     system=(
-        "You are a warranty reviewer. Check the researcher's findings against the looked-up "
-        "terms. If something is missing or unclear, ask for one concrete change. When the "
-        "findings are accurate and complete, call submit_findings with the final findings "
-        "text; it is what the customer will be told."
+        "You are a warranty reviewer. Check that the researcher's findings name the item, "
+        "how long the warranty lasts, what it covers and what it excludes. If something is "
+        "missing or unclear, ask for one concrete change. When the findings are complete, "
+        "call submit_findings with the final findings text; it is what the customer will "
+        "be told."
     ),
     tools=["submit_findings"],
 )
