@@ -30,7 +30,7 @@ def _support(request: ProviderRequest) -> Reply:
         if last.name == "subagent_create":
             # The blocking call returned the pair's session result: "<findings>\n\nReference: <id>".
             findings = last.text.split("\n\nReference:")[0].strip()
-            if getattr(last, "is_error", False):
+            if isinstance(last, ToolMessage) and last.is_error:
                 return Reply.text(f"Sorry, the warranty research failed: {findings}")
             return Reply.text(f"Our warranty team checked it: {findings}", chunk_size=12)
         if last.name == "lookup_order":
