@@ -58,6 +58,64 @@ async def test_writer_and_critic_end_the_session(db_url: str) -> None:
         await runtime.close()
 
 
+async def test_support_runs_the_warranty_research_pair_as_a_subagent(tmp_path: Path) -> None:
+    """The support agent's blocking ``research`` relationship: one ``subagent_create`` call,
+    a researcher/reviewer session in the child (lookup, draft, review, revision,
+    ``submit_findings``), and the support agent answers with the submitted findings."""
+    runtime = await Runtime.open(f"sqlite:///{tmp_path / 'examples.db'}", project=EXAMPLES)
+    try:
+        state = await runtime.create_thread("support")
+        await runtime.send_message(state.thread_id, "Research the warranty for order A-1001")
+        await runtime.wait_idle(state.thread_id, timeout=10)
+        (entry,) = await state.get_children()
+        assert (entry.relationship, entry.name, entry.status) == (
+            "research",
+            "warranty_research",
+            "idle",
+        )
+        assert (entry.blocking, entry.resumable, entry.thread_name) == (
+            True,
+            True,
+            "Warranty A-1001",
+        )
+        child = await runtime.thread(entry.reference)
+        assert child.parent_thread_id == state.thread_id
+        status = await child.status()
+        assert (status.state, status.reason) == ("idle", "session_stop")
+        talk = (await child.get_messages(order="asc", limit=None)).messages
+        assert [(m.role, m.name) for m in talk] == [
+            ("user", None),  # the support agent's instruction
+            ("assistant", "Researcher"),  # warranty_terms call
+            ("tool", "warranty_terms"),
+            ("assistant", "Researcher"),  # first draft
+            ("user", "Reviewer"),  # asks for the exclusions
+            ("assistant", "Researcher"),  # revised draft
+            ("user", "Reviewer"),  # submit_findings call
+            ("tool", "submit_findings"),
+        ]
+        assert "A-1001" in (talk[0].content or "")
+        findings = talk[-1].content or ""
+        assert findings == talk[5].content and "does not cover scratches" in findings
+
+        parent = (await state.get_messages(order="asc", limit=None)).messages
+        assert [(m.role, m.name) for m in parent] == [
+            ("user", None),
+            ("assistant", "Support"),
+            ("tool", "subagent_create"),
+            ("assistant", "Support"),
+        ]
+        call, answer = parent[2], parent[3]
+        assert call.tool_status == "success" and call.subagent_id == entry.reference
+        assert call.content == f"{findings}\n\nReference: {entry.reference}"
+        assert findings in (answer.content or "")
+        status = await state.status()
+        assert (status.state, status.reason) == ("idle", "stop_on_response")
+        lookups = await runtime.store.list_logs(child.thread_id, kind="app")
+        assert [row.model for row in lookups] == ["warranty.lookup"]
+    finally:
+        await runtime.close()
+
+
 def test_cli_run_one_message(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,

@@ -15,7 +15,7 @@ ORDERS = {
 }
 
 
-def _normalise(order_id: str) -> str:
+def normalise(order_id: str) -> str:
     order_id = order_id.upper()
     return order_id if "-" in order_id else f"{order_id[0]}-{order_id[1:]}"
 
@@ -26,7 +26,7 @@ async def lookup_order(
     order_id: Annotated[str, Field(description="Order number, e.g. A-1001")],
 ) -> dict[str, object]:
     """Look up an order and return its status."""
-    order = ORDERS.get(_normalise(order_id))
+    order = ORDERS.get(normalise(order_id))
     await state.log(
         name="orders.lookup",
         request={"order_id": order_id},
@@ -35,7 +35,7 @@ async def lookup_order(
     )
     if order is None:
         raise ValueError(f"no order {order_id}")
-    return {"order_id": _normalise(order_id), **order}
+    return {"order_id": normalise(order_id), **order}
 
 
 @tool
@@ -45,7 +45,7 @@ async def refund(
     reason: Annotated[str, Field(description="Why the customer wants a refund")] = "",
 ) -> str:
     """Refund an order."""
-    order = ORDERS.get(_normalise(order_id))
+    order = ORDERS.get(normalise(order_id))
     if order is None:
         raise ValueError(f"no order {order_id}")
     await state.log(
@@ -54,7 +54,7 @@ async def refund(
         cost=0.0004,
         request={"order_id": order_id, "reason": reason},
     )
-    return f"Refund of {order['total']:.2f} for {_normalise(order_id)} issued."
+    return f"Refund of {order['total']:.2f} for {normalise(order_id)} issued."
 
 
 @tool

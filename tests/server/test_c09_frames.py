@@ -7,6 +7,7 @@ import json
 import uuid
 from typing import Any
 
+from family import add_family
 from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idle, until
 
 from conftest import USERS, Api
@@ -401,10 +402,38 @@ async def test_c09_039_sse_resumes_from_last_event_id(api: Api) -> None:
     assert all(int(e["id"]) > s for e in events[1:])
 
 
-async def test_subagent_updated_frames_follow_the_parents_registry(api: Api) -> None:
-    """§9.9.3 as far as the engine goes (subagent_create is not built, so C09-021's spawn
-    is not possible yet): the step that creates a child commits its registry entry with the
-    parent's ``subagent`` event; terminating and deleting the child update the entry."""
+async def test_c09_021_a_spawned_child_is_running_then_idle_on_the_parents_stream(
+    api: Api,
+) -> None:
+    """C09-021: the parent's model calls ``subagent_create`` (non-blocking), the engine
+    creates and runs the child, the child ends its session → the parent's socket gets
+    ``subagent_updated`` frames for that child, ``running`` first and then ``idle``, each
+    carrying the whole §8.2.7 entry."""
+    add_family(api)
+    parent = await api.thread("lead")
+    async with await open_ws(api, parent) as ws:
+        await recv(ws)
+        await api.client().post(f"/api/threads/{parent}/messages", json={"content": "north"})
+        frames = await until(
+            ws, lambda f: f["type"] == "subagent_updated" and f["data"]["status"] == "idle"
+        )
+    (entry,) = (await api.client().get(f"/api/threads/{parent}/subagents")).json()["subagents"]
+    child = entry["id"]
+    updates = of(frames, "subagent_updated")
+    assert {f["subagent_id"] for f in updates} == {child}
+    assert [f["data"]["status"] for f in updates] == ["running", "idle"]
+    assert updates[0]["seq"] < updates[1]["seq"]
+    assert all(f["data"]["id"] == child for f in updates)
+    assert set(updates[0]["data"]) == set(entry)
+    assert updates[-1]["data"] == entry | {"status": "idle"}
+    detail = (await api.client().get(f"/api/threads/{child}")).json()
+    assert detail["thread"]["parent"] == parent
+    assert (detail["status"]["state"], detail["status"]["reason"]) == ("idle", "session_stop")
+
+
+async def test_subagent_updated_frames_follow_registry_writes(api: Api) -> None:
+    """§9.9.3 for registry writes outside a spawn: an entry committed with the parent's
+    ``subagent`` event, then the child terminated over HTTP, update the entry."""
     parent = await api.thread()
     hub = api.runtime.hub
     child_id = str(uuid.uuid4())

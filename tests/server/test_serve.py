@@ -9,7 +9,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -37,7 +40,10 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("server did not become ready")
 
 
-def test_serve_examples_answers_a_message_and_stops_on_sigterm(tmp_path: Path) -> None:
+@contextmanager
+def serving(tmp_path: Path) -> Iterator[str]:
+    """``threadloom serve examples`` without provider keys (the demo model) on a free port;
+    its base URL. Stopped with SIGTERM: it must exit cleanly, without a traceback."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     proc = subprocess.Popen(
@@ -59,31 +65,65 @@ def test_serve_examples_answers_a_message_and_stops_on_sigterm(tmp_path: Path) -
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, proc)
-        health = httpx.get(f"{base}/api/health").json()
-        assert health["status"] == "ok" and health["store"] == "sqlite"
-        created = httpx.post(f"{base}/api/threads", json={"agent_id": "support"})
-        assert created.status_code == 200, created.text
-        thread = created.json()["threadId"]
-        sent = httpx.post(
-            f"{base}/api/threads/{thread}/messages", json={"content": "Where is order A-1001?"}
-        )
-        assert sent.status_code == 202
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            status = httpx.get(f"{base}/api/threads/{thread}").json()["status"]
-            if status["state"] != "running" and status["reason"] is not None:
-                break
-            time.sleep(0.1)
-        messages = httpx.get(f"{base}/api/threads/{thread}/messages?order=asc").json()
-        roles = [m["role"] for m in messages["messages"]]
-        assert roles[0] == "user" and roles[-1] == "assistant"
-        assert "A-1001" in (messages["messages"][-1]["content"] or "")
+        yield base
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=30)
     # uvicorn shuts down gracefully, then re-raises the signal it caught
     assert proc.returncode in (0, -signal.SIGTERM)
     assert b"Traceback" not in output
+
+
+def ask(base: str, agent: str, text: str) -> tuple[str, list[dict[str, Any]]]:
+    """A new thread of ``agent``, one message, the run awaited; the thread id and its
+    messages, oldest first."""
+    created = httpx.post(f"{base}/api/threads", json={"agent_id": agent})
+    assert created.status_code == 200, created.text
+    thread: str = created.json()["threadId"]
+    sent = httpx.post(f"{base}/api/threads/{thread}/messages", json={"content": text})
+    assert sent.status_code == 202
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{base}/api/threads/{thread}").json()["status"]
+        if status["state"] != "running" and status["reason"] is not None:
+            break
+        time.sleep(0.1)
+    messages = httpx.get(f"{base}/api/threads/{thread}/messages?order=asc").json()
+    return thread, messages["messages"]
+
+
+def test_serve_examples_answers_a_message_and_stops_on_sigterm(tmp_path: Path) -> None:
+    with serving(tmp_path) as base:
+        health = httpx.get(f"{base}/api/health").json()
+        assert health["status"] == "ok" and health["store"] == "sqlite"
+        _, messages = ask(base, "support", "Where is order A-1001?")
+        roles = [m["role"] for m in messages]
+        assert roles[0] == "user" and roles[-1] == "assistant"
+        assert "A-1001" in (messages[-1]["content"] or "")
+
+
+def test_serve_examples_support_runs_the_research_subagent(tmp_path: Path) -> None:
+    """The example's blocking ``research`` relationship over HTTP: the child is in the
+    support thread's registry, finished its session, and the answer carries its result."""
+    with serving(tmp_path) as base:
+        thread, messages = ask(base, "support", "Research the warranty for order A-1002")
+        (entry,) = httpx.get(f"{base}/api/threads/{thread}/subagents").json()["subagents"]
+        assert (entry["relationship"], entry["agent_name"], entry["status"]) == (
+            "research",
+            "warranty_research",
+            "idle",
+        )
+        child = httpx.get(f"{base}/api/threads/{entry['id']}").json()
+        assert child["thread"]["parent"] == thread
+        assert (child["status"]["state"], child["status"]["reason"]) == ("idle", "session_stop")
+        talk = httpx.get(f"{base}/api/threads/{entry['id']}/messages?order=asc").json()
+        submitted = talk["messages"][-1]
+        assert submitted["role"] == "tool" and submitted["name"] == "submit_findings"
+        findings = submitted["content"]
+        assert "Desk lamp" in findings and "does not cover" in findings
+        call = next(m for m in messages if m["name"] == "subagent_create")
+        assert call["subagent_id"] == entry["id"] and call["subagent_status"] == "idle"
+        assert messages[-1]["role"] == "assistant" and findings in messages[-1]["content"]
 
 
 def test_serve_refuses_a_public_address_without_credentials(tmp_path: Path) -> None:
