@@ -166,9 +166,12 @@ def definitions(
     probe: Probe,
     created: list[str],
     with_who: bool = False,
+    extra: tuple[Any, ...] = (),
 ) -> Definitions:
     gated = ScriptedProvider(gate.reply)
     defs = Definitions()
+    if extra:
+        defs.add(*extra)
 
     @hook("after_create_message", id="count_created")
     def count_created(state: Any, message: Any) -> None:
@@ -259,17 +262,19 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
         *,
         with_keys: bool = True,
         with_who: bool = False,
+        extra: tuple[Any, ...] = (),
         **runtime: Any,
     ) -> Api:
         """A server; ``with_who`` adds the ``who`` agent, whose ``whoami`` tool reads
-        ``state.user()`` into ``api.probe``."""
+        ``state.user()`` into ``api.probe``; ``extra`` are more definitions (agents, prompts,
+        models, tools) for one test."""
         gate = Gate()
         probe = Probe()
         created: list[str] = []
         echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
         rt = await Runtime.open(
             db_url,
-            definitions=definitions(gate, echo, probe, created, with_who),
+            definitions=definitions(gate, echo, probe, created, with_who, extra),
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )
