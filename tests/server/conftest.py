@@ -31,7 +31,7 @@ from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
 from threadloom.server.passwords import hash_password
 from threadloom.server.principal import Principal
-from threadloom.server.settings import ServerSettings
+from threadloom.server.settings import ServerSettings, StreamSettings
 
 USERS = {
     "alice": Principal(
@@ -63,6 +63,12 @@ USERS = {
         has_user_row=True,
     ),
 }
+
+
+def stream_settings(**stream: Any) -> ServerSettings:
+    """Settings of an ``auth="required"`` server whose sockets use these ``StreamSettings``
+    (short heartbeats, small buffers, quick re-checks)."""
+    return ServerSettings(auth="required", stream=StreamSettings(**stream))
 
 
 def last_user_text(request: ProviderRequest) -> str:

@@ -14,11 +14,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from conftest import USERS, Api
+from conftest import USERS, Api, stream_settings
 from threadloom.providers.scripted import Reply
 from threadloom.server.principal import digest
 from threadloom.server.settings import ServerSettings
-from threadloom.server.stream import StreamSettings
 from threadloom.store.base import UserPatch
 
 MESSAGE_KEYS = {
@@ -292,8 +291,8 @@ async def test_c09_stream_ticket_without_a_ticket_book_is_401(api: Api) -> None:
     assert response.status_code == 401
 
 
-async def test_c09_043_too_many_sockets_is_429(api: Api) -> None:
-    api.app.app.state.stream_settings = StreamSettings(max_per_principal=2)
+async def test_c09_043_too_many_sockets_is_429(make_api: Callable[..., Any]) -> None:
+    api: Api = await make_api(stream_settings(max_per_principal=2))
     thread = await api.thread()
     first = await open_ws(api, thread)
     second = await open_ws(api, thread)
@@ -359,8 +358,8 @@ async def test_c09_011_a_ticket_opens_one_socket(api: Api) -> None:
     assert (await refused(api, thread, None, ticket=elsewhere)).status_code == 401
 
 
-async def test_c09_036_revoked_credential_closes_4001(api: Api) -> None:
-    api.app.app.state.stream_settings = StreamSettings(revalidate_s=0.2)
+async def test_c09_036_revoked_credential_closes_4001(make_api: Callable[..., Any]) -> None:
+    api: Api = await make_api(stream_settings(revalidate_s=0.2))
     thread = await api.thread()
     async with await open_ws(api, thread) as ws:
         await recv(ws)
@@ -374,9 +373,9 @@ async def test_c09_036_revoked_credential_closes_4001(api: Api) -> None:
     assert frames[-1]["type"] == "error" and frames[-1]["code"] == "unauthorized"
 
 
-async def test_c09_lost_access_closes_4003(api: Api) -> None:
+async def test_c09_lost_access_closes_4003(make_api: Callable[..., Any]) -> None:
     """An admin watching alice's thread is demoted: the next re-check closes with 4003."""
-    api.app.app.state.stream_settings = StreamSettings(revalidate_s=0.2)
+    api: Api = await make_api(stream_settings(revalidate_s=0.2))
     thread = await api.thread(user="alice")
     async with await open_ws(api, thread, "root") as ws:
         await recv(ws)

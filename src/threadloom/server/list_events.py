@@ -23,6 +23,7 @@ from threadloom.server.deps import ServerContext
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.pipeline import own_origin
 from threadloom.server.principal import Principal
+from threadloom.server.settings import StreamSettings
 from threadloom.server.stream import (
     authenticate,
     close_socket,
@@ -33,7 +34,7 @@ from threadloom.server.stream import (
     stream_settings,
 )
 from threadloom.server.stream_auth import StreamAuth, recheck
-from threadloom.server.stream_session import Close, Frame, Out, Outbox, StreamSettings, now_ms
+from threadloom.server.stream_session import Close, Frame, Out, Outbox, now_ms
 from threadloom.server.wire import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 

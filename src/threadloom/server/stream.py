@@ -24,8 +24,9 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError
+from threadloom.server.settings import StreamSettings
 from threadloom.server.stream_auth import StreamAuth, authenticate_stream
-from threadloom.server.stream_session import Close, Filters, Grant, Session, StreamSettings
+from threadloom.server.stream_session import Close, Filters, Grant, Session
 
 log = logging.getLogger("threadloom.server.stream")
 
@@ -33,13 +34,9 @@ router = APIRouter(tags=["stream"])
 
 
 def stream_settings(app: Any) -> StreamSettings:
-    """The app's stream settings: ``app.state.stream_settings`` when set (tests, embedding),
-    else read once from the environment."""
-    found = getattr(app.state, "stream_settings", None)
-    if not isinstance(found, StreamSettings):
-        found = StreamSettings.from_env()
-        app.state.stream_settings = found
-    return found
+    """The stream part of the app's ``ServerSettings`` (``THREADLOOM_STREAM_*``)."""
+    ctx: ServerContext = app.state.ctx
+    return ctx.settings.stream
 
 
 def open_counts(app: Any) -> dict[str, int]:

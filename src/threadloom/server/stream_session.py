@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
@@ -19,6 +18,7 @@ from typing import Any
 from threadloom.errors import EventOverflow
 from threadloom.server.deps import ServerContext
 from threadloom.server.principal import Principal
+from threadloom.server.settings import StreamSettings
 from threadloom.server.stream_auth import StreamAuth, recheck
 from threadloom.store.base import StoredEvent
 from threadloom.thread.events import ThreadEvent
@@ -32,36 +32,6 @@ REPLAY_PAGE = 1000
 SETTLED_KEPT = 1024
 CHUNK_TYPES = ("message_chunk", "reasoning_chunk")
 KEEP_BODY = (*CHUNK_TYPES, "message_data")
-
-
-# -- settings -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    """Bounds and timers of stream sockets (spec 09 §9.2.4, §9.9.5, §9.10, §9.11)."""
-
-    buffer_frames: int = 1000
-    buffer_bytes: int = 8 * 1024 * 1024
-    heartbeat_s: float = 15.0
-    write_timeout_s: float = 30.0
-    revalidate_s: float = 60.0
-    max_per_principal: int = 50
-    max_client_message: int = 64 * 1024
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> StreamSettings:
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name, key in (
-            ("buffer_frames", "THREADLOOM_STREAM_BUFFER_FRAMES"),
-            ("buffer_bytes", "THREADLOOM_STREAM_BUFFER_BYTES"),
-            ("max_per_principal", "THREADLOOM_MAX_STREAMS_PER_PRINCIPAL"),
-        ):
-            raw = (env.get(key) or "").strip()
-            if raw.isdigit() and int(raw) > 0:
-                values[name] = int(raw)
-        return cls(**values)
 
 
 @dataclass(frozen=True)
