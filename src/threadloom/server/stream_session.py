@@ -558,11 +558,12 @@ class Session:
             self.slow_consumer()
 
     async def revalidate(self) -> None:
-        """Re-check the credential and the access at least every ``revalidate_s`` (§10.9
-        rule 5); a ticket-opened socket is re-checked against its minting credential."""
+        """Re-check the credential and the access at least every ``revalidate_s``, and at once
+        when a route of this node revokes a credential or changes a user (§10.9 rule 5); a
+        ticket-opened socket is re-checked against its minting credential."""
         grant = self.grant
         while True:
-            await asyncio.sleep(self.settings.revalidate_s)
+            await self.ctx.revocations.wait(self.settings.revalidate_s)
             who = await recheck(self.ctx, grant.auth)
             if who is None:
                 self.fail("unauthorized", "Credentials expired", Close(4001, "Credentials expired"))

@@ -73,6 +73,7 @@ async def logout(request: Request) -> JSONResponse:
     token_digest = state.get("credential_digest")
     if who.auth_type == "session" and isinstance(token_digest, str):
         await deps.runtime(request).store.delete_session(token_digest)
+        deps.credentials_revoked(request)
     return JSONResponse(
         {"success": True},
         headers={**NO_STORE, "Set-Cookie": session_cookie(request, "", 0)},
@@ -148,4 +149,5 @@ async def revoke_current_key(
     if who.auth_type != "api_key" or not isinstance(token_digest, str):
         raise ApiError(403, "forbidden", "Only an API key can revoke itself")
     await deps.runtime(request).store.delete_api_key_by_digest(token_digest)
+    deps.credentials_revoked(request)
     return {"revoked": True}
