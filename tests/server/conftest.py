@@ -21,9 +21,10 @@ import pytest
 import uvicorn
 
 from threadloom import Agent, Definitions, Runtime, Side, ThreadState
-from threadloom.define import Model, Prompt, hook, tool
+from threadloom.define import Model, Prompt, SessionBinding, Subagent, hook, tool
 from threadloom.engine.runs import EngineOptions
 from threadloom.errors import UsernameTaken
+from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
 from threadloom.records import UserHandle
@@ -235,6 +236,54 @@ def definitions(
             name="gate",
             side_a=Side(prompt="gate_prompt", label="Agent"),
             side_b=Side(label="Customer"),
+        ),
+    )
+
+
+def spawn_reply(request: ProviderRequest) -> Reply:
+    """The ``spawner``'s first request creates a ``helper`` child; the helper finishes at
+    once; every later ``spawner`` request answers in text."""
+    system = request.messages[0].text if request.messages else ""
+    if "helper" in system:
+        return Reply.tool_calls(Call("finish", {"summary": "done"}))
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return Reply.text("ok")
+    args = {"agent": "helper", "name": "H1", "message": "help", "attachments": []}
+    return Reply.tool_calls(Call("subagent_create", args))
+
+
+def spawning() -> tuple[Any, ...]:
+    """Definitions for ``make_api(extra=…)``: agent ``spawner`` (its run creates one
+    non-blocking ``helper`` child with ``subagent_create``) and the ``dual_ai`` agent
+    ``helper`` (ends its session with ``finish``; its result wakes the parent)."""
+
+    @tool
+    def finish(summary: str) -> str:
+        """Finish the task with a summary."""
+        return "Done."
+
+    return (
+        finish,
+        Model(name="spawn_model", provider=ScriptedProvider(spawn_reply), model="scripted-spawn"),
+        Prompt(
+            name="spawner_prompt",
+            model="spawn_model",
+            system="You delegate.",
+            tools=[Subagent("helper")],
+        ),
+        Prompt(
+            name="helper_a", model="spawn_model", system="You are the helper.", tools=["finish"]
+        ),
+        Prompt(name="helper_b", model="spawn_model", system="You review the helper."),
+        Agent(name="spawner", side_a=Side(prompt="spawner_prompt"), side_b=Side(label="Customer")),
+        Agent(
+            name="helper",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Helps",
+            max_session_turns=3,
+            side_a=Side(prompt="helper_a", session_stop=SessionBinding(name="finish")),
+            side_b=Side(prompt="helper_b"),
         ),
     )
 

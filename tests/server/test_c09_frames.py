@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idle, until
 
-from conftest import USERS, Api
+from conftest import USERS, Api, spawning
 from threadloom.define import Prompt, tool
 from threadloom.define.agent import Agent, Side
 from threadloom.providers.script import Call
@@ -401,10 +402,35 @@ async def test_c09_039_sse_resumes_from_last_event_id(api: Api) -> None:
     assert all(int(e["id"]) > s for e in events[1:])
 
 
+async def test_c09_021_a_child_the_run_spawns_is_followed_by_subagent_updated(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api(extra=spawning())
+    parent = await api.thread("spawner")
+    async with await open_ws(api, parent) as ws:
+        await recv(ws)
+        sent = await api.client().post(f"/api/threads/{parent}/messages", json={"content": "go"})
+        assert sent.status_code == 202
+        frames = await until(
+            ws,
+            lambda f: f["type"] == "subagent_updated" and f["data"]["status"] != "running",
+            timeout=20,
+        )
+    updates = [f for f in frames if f["type"] == "subagent_updated"]
+    (child,) = {f["subagent_id"] for f in updates}
+    assert updates[0]["data"]["status"] == "running"
+    assert updates[-1]["data"]["status"] == "idle"
+    assert updates[0]["data"]["id"] == child and updates[0]["data"]["relationship"] == "helper"
+    seqs = [f["seq"] for f in updates]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    registry = (await api.client().get(f"/api/threads/{parent}/subagents")).json()
+    assert [e["id"] for e in registry["subagents"]] == [child]
+
+
 async def test_subagent_updated_frames_follow_the_parents_registry(api: Api) -> None:
-    """§9.9.3 as far as the engine goes (subagent_create is not built, so C09-021's spawn
-    is not possible yet): the step that creates a child commits its registry entry with the
-    parent's ``subagent`` event; terminating and deleting the child update the entry."""
+    """§9.9.3 at the store: the step that creates a child commits its registry entry with
+    the parent's ``subagent`` event; terminating the child updates the entry (a child a run
+    creates is C09-021)."""
     parent = await api.thread()
     hub = api.runtime.hub
     child_id = str(uuid.uuid4())

@@ -5,12 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import USERS, Api
-from threadloom.define import Model, Prompt, SessionBinding, Subagent, tool
-from threadloom.define.agent import Agent, Side
-from threadloom.providers.script import Call
-from threadloom.providers.scripted import Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
+from conftest import USERS, Api, spawning
 from threadloom.server.settings import ServerSettings
 
 ADMIN_TOKEN = "a" * 16 + "-static-admin-token-" + "b" * 16
@@ -95,53 +90,11 @@ async def test_deleted_owner_leaves_thread_to_admins(api: Api) -> None:
     assert (await api.client("alice").get(f"/api/threads/{thread}")).status_code == 403
 
 
-@tool
-def finish(summary: str) -> str:
-    """Finish the task with a summary."""
-    return "Done."
-
-
-def spawn_reply(request: ProviderRequest) -> Reply:
-    """The parent's first request creates a ``helper`` child; the child finishes at once;
-    every later parent request answers in text."""
-    system = request.messages[0].text if request.messages else ""
-    if "helper" in system:
-        return Reply.tool_calls(Call("finish", {"summary": "done"}))
-    if any(isinstance(m, ToolMessage) for m in request.messages):
-        return Reply.text("ok")
-    args = {"agent": "helper", "name": "H1", "message": "help", "attachments": []}
-    return Reply.tool_calls(Call("subagent_create", args))
-
-
-SPAWNING = (
-    finish,
-    Model(name="spawn_model", provider=ScriptedProvider(spawn_reply), model="scripted-spawn"),
-    Prompt(
-        name="spawner_prompt",
-        model="spawn_model",
-        system="You delegate.",
-        tools=[Subagent("helper")],
-    ),
-    Prompt(name="helper_a", model="spawn_model", system="You are the helper.", tools=["finish"]),
-    Prompt(name="helper_b", model="spawn_model", system="You review the helper."),
-    Agent(name="spawner", side_a=Side(prompt="spawner_prompt"), side_b=Side(label="Customer")),
-    Agent(
-        name="helper",
-        type="dual_ai",
-        expose_as_tool=True,
-        tool_description="Helps",
-        max_session_turns=3,
-        side_a=Side(prompt="helper_a", session_stop=SessionBinding(name="finish")),
-        side_b=Side(prompt="helper_b"),
-    ),
-)
-
-
 async def test_c10_012_child_created_by_a_run_inherits_the_owner(
     make_api: Callable[..., Any],
 ) -> None:
     """Spec 10 §10.6 rule 2: the child a run of alice's thread creates is alice's."""
-    api: Api = await make_api(extra=SPAWNING)
+    api: Api = await make_api(extra=spawning())
     parent = await api.thread("spawner", user="alice")
     alice = api.client("alice")
     sent = await alice.post(f"/api/threads/{parent}/messages", json={"content": "go"})
