@@ -23,7 +23,7 @@ from threadloom.server.principal import (
     Revocations,
     digest,
 )
-from threadloom.server.ratelimit import AuthLimits, rate_limited
+from threadloom.server.ratelimit import AuthLimits
 from threadloom.server.settings import ServerSettings, is_loopback_host
 from threadloom.store.base import ThreadRow, system_clock_us
 
@@ -155,11 +155,7 @@ async def token_principal(
     if found is not None:
         return found
     if counted:
-        address = client_address(request)
-        wait = ctx.limits.bearer_failures.retry_after(address)
-        if wait is not None:
-            raise rate_limited(wait)
-        ctx.limits.bearer_failures.hit(address)
+        ctx.limits.bearer_failures.take(client_address(request))
     raise UNAUTHORIZED
 
 

@@ -14,7 +14,6 @@ from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allow
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.passwords import verify_password_async
 from threadloom.server.principal import Principal
-from threadloom.server.ratelimit import rate_limited
 from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
@@ -129,11 +128,7 @@ async def websocket_ticket(
             "pathname must be a normalized /api/* path.",
         )
     assert isinstance(pathname, str)
-    limiter_key = f"{who.auth_type}:{who.id}"
-    wait = ctx.limits.tickets.retry_after(limiter_key)
-    if wait is not None:
-        raise rate_limited(wait)
-    ctx.limits.tickets.hit(limiter_key)
+    ctx.limits.tickets.take(f"{who.auth_type}:{who.id}")
     credential = request.scope.get("state", {}).get("credential_digest")
     ticket = await mint_ticket(
         ctx, who, credential if isinstance(credential, str) else None, pathname
