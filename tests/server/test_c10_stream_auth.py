@@ -225,3 +225,24 @@ async def test_demoted_admin_loses_a_foreign_thread_at_once(api: Api) -> None:
         assert demoted.status_code == 200
         await closed(ws, within=5)
         assert (ws.close_code, ws.close_reason) == (4003, "Access revoked")
+
+
+async def test_demoted_admin_loses_the_all_scope_of_events(api: Api) -> None:
+    """``/api/events?scope=all`` is for admins (spec 09 §9.14): a subscriber demoted while
+    connected is closed 4003 instead of seeing every user's threads."""
+    events = api.base.replace("http://", "ws://") + "/api/events?scope=all"
+    bearer = {"Authorization": f"Bearer {api.keys['root']}"}
+    async with await connect(events, additional_headers=bearer) as ws:
+        root = api.client("root")
+        assert (
+            await root.patch(f"/api/users/{USERS['bob'].id}", json={"role": "admin"})
+        ).status_code == 200
+        thread = await api.thread(user="alice")
+        created = await recv(ws)
+        assert created["type"] == "thread_created" and created["thread"]["id"] == thread
+        assert (
+            await root.patch(f"/api/users/{USERS['root'].id}", json={"role": "user"})
+        ).status_code == 200
+        frames = await closed(ws, within=5)
+        assert (ws.close_code, ws.close_reason) == (4003, "Access revoked")
+    assert frames[-1] == {"type": "error", "code": "forbidden", "error": "Access revoked"}

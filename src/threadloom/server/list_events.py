@@ -168,23 +168,30 @@ class ListSession:
             self.slow_consumer()
 
     def slow_consumer(self) -> None:
-        error = {
-            "type": "error",
-            "code": "slow_consumer",
-            "error": "Send buffer overflow; list the threads again",
-        }
-        self.outbox.fail(Frame("error", 0, _dumps(error)), Close(4008, "Slow consumer"))
+        self._fail(
+            "slow_consumer",
+            "Send buffer overflow; list the threads again",
+            Close(4008, "Slow consumer"),
+        )
 
     async def revalidate(self, auth: StreamAuth) -> None:
-        """The stream's re-checks (spec 10 §10.9 rule 5): a revoked credential closes 4001."""
+        """The stream's re-checks (spec 10 §10.9 rule 5): a revoked credential closes 4001;
+        a ``scope=all`` subscriber that is no longer an admin closes 4003."""
         while True:
             await self.ctx.revocations.wait(self.settings.revalidate_s)
-            if await recheck(self.ctx, auth) is None:
-                error = {"type": "error", "code": "unauthorized", "error": "Credentials expired"}
-                self.outbox.fail(
-                    Frame("error", 0, _dumps(error)), Close(4001, "Credentials expired")
+            who = await recheck(self.ctx, auth)
+            if who is None:
+                self._fail(
+                    "unauthorized", "Credentials expired", Close(4001, "Credentials expired")
                 )
                 return
+            if self.see_all and not who.is_admin:
+                self._fail("forbidden", "Access revoked", Close(4003, "Access revoked"))
+                return
+
+    def _fail(self, code: str, message: str, close: Close) -> None:
+        error = {"type": "error", "code": code, "error": message}
+        self.outbox.fail(Frame("error", 0, _dumps(error)), close)
 
     async def next(self) -> Out:
         item = await self.outbox.get(self.settings.heartbeat_s)
