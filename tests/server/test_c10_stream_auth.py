@@ -246,3 +246,21 @@ async def test_demoted_admin_loses_the_all_scope_of_events(api: Api) -> None:
         frames = await closed(ws, within=5)
         assert (ws.close_code, ws.close_reason) == (4003, "Access revoked")
     assert frames[-1] == {"type": "error", "code": "forbidden", "error": "Access revoked"}
+
+
+async def test_log_socket_closes_when_the_logs_permission_is_withdrawn(api: Api) -> None:
+    thread = await api.thread(user="alice")
+    async with (
+        await open_ws(api, thread, "alice", path="logs") as logs,
+        await open_ws(api, thread, "alice") as plain,
+    ):
+        await recv(logs)
+        await recv(plain)
+        withdrawn = await api.client("root").patch(
+            f"/api/users/{USERS['alice'].id}", json={"permissions": []}
+        )
+        assert withdrawn.status_code == 200
+        await closed(logs, within=5)
+        assert (logs.close_code, logs.close_reason) == (4003, "Access revoked")
+        await plain.send("ping")  # the stream without log frames stays open
+        assert await asyncio.wait_for(plain.recv(), 5) == "pong"

@@ -560,7 +560,8 @@ class Session:
     async def revalidate(self) -> None:
         """Re-check the credential and the access at least every ``revalidate_s``, and at once
         when a route of this node revokes a credential or changes a user (§10.9 rule 5); a
-        ticket-opened socket is re-checked against its minting credential."""
+        ticket-opened socket is re-checked against its minting credential. A socket that
+        carries log frames also needs the ``logs`` permission still."""
         grant = self.grant
         while True:
             await self.ctx.revocations.wait(self.settings.revalidate_s)
@@ -569,7 +570,8 @@ class Session:
                 self.fail("unauthorized", "Credentials expired", Close(4001, "Credentials expired"))
                 return
             row = await self.runtime.store.get_thread(self.thread_id)
-            if row is not None and not who.may_access(row.user_id):
+            lost_logs = grant.filters.logs and not who.has_permission("logs")
+            if lost_logs or (row is not None and not who.may_access(row.user_id)):
                 self.fail("forbidden", "Access revoked", Close(4003, "Access revoked"))
                 return
 
