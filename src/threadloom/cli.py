@@ -23,6 +23,7 @@ from threadloom.thread.events import Subscription
 
 app = typer.Typer(add_completion=False, help="Threadloom: a durable thread runtime for agents.")
 console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
 
 
 @app.callback()
@@ -176,8 +177,8 @@ def serve(
 
     try:
         run_server(project, host=host, port=port, store=store, log_level=log_level)
-    except ServeError as exc:
-        console.print(Text(str(exc), style="red"))
+    except ServeError as exc:  # refused before listening (spec 10 §10.1)
+        errors.print(Text(f"threadloom: {exc}", style="red"), soft_wrap=True)
         raise typer.Exit(2) from None
     except DefinitionError as exc:
         console.print(Text(f"The project does not load:\n{exc}", style="red"))

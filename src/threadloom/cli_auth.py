@@ -2,8 +2,8 @@
 
 They write to the same store as the server (``--store``, default ``THREADLOOM_STORE`` or
 ``sqlite:///./threadloom.db``), so a fresh deployment gets its first admin and key before
-``threadloom serve`` listens on a public address. :func:`refuse_unsafe_start` is what the
-``serve`` command calls before binding (exit code 2, spec 10 §10.1 rule 2).
+``threadloom serve`` listens on a public address (``serve`` itself refuses to start without
+one: ``server/startup.py``, exit code 2).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from rich.console import Console
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
 from threadloom.server.accounts import APP_ROLE, ROLES, USERNAME, issue_api_key, new_user
 from threadloom.server.passwords import MIN_PASSWORD_LENGTH, hash_password
-from threadloom.server.settings import DEFAULT_STORE, ServerSettings, SettingsError
-from threadloom.server.startup import check_startup
+from threadloom.server.settings import DEFAULT_STORE
 from threadloom.store import open_store
 from threadloom.store.base import Store, UserPatch
 
@@ -39,16 +38,6 @@ def register(app: typer.Typer) -> None:
     """Add the ``users`` and ``keys`` command groups to the ``threadloom`` app."""
     app.add_typer(users_app, name="users")
     app.add_typer(keys_app, name="keys")
-
-
-def refuse_unsafe_start(settings: ServerSettings) -> None:
-    """Exit with code 2 and say how to create a credential when ``settings`` must not
-    serve (non-loopback address and no credential, or a forbidden combination)."""
-    try:
-        asyncio.run(check_startup(settings))
-    except (SettingsError, StoreError) as exc:
-        err.print(f"threadloom: {exc}", markup=False)
-        raise typer.Exit(2) from None
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:

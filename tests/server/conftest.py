@@ -21,9 +21,10 @@ import pytest
 import uvicorn
 
 from threadloom import Agent, Definitions, Runtime, Side, ThreadState
-from threadloom.define import Model, Prompt, hook, tool
+from threadloom.define import Model, Prompt, SessionBinding, Subagent, hook, tool
 from threadloom.engine.runs import EngineOptions
 from threadloom.errors import UsernameTaken
+from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
 from threadloom.records import UserHandle
@@ -31,7 +32,7 @@ from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
 from threadloom.server.passwords import hash_password
 from threadloom.server.principal import Principal
-from threadloom.server.settings import ServerSettings
+from threadloom.server.settings import ServerSettings, StreamSettings
 
 USERS = {
     "alice": Principal(
@@ -63,6 +64,12 @@ USERS = {
         has_user_row=True,
     ),
 }
+
+
+def stream_settings(**stream: Any) -> ServerSettings:
+    """Settings of an ``auth="required"`` server whose sockets use these ``StreamSettings``
+    (short heartbeats, small buffers, quick re-checks)."""
+    return ServerSettings(auth="required", stream=StreamSettings(**stream))
 
 
 def last_user_text(request: ProviderRequest) -> str:
@@ -166,9 +173,12 @@ def definitions(
     probe: Probe,
     created: list[str],
     with_who: bool = False,
+    extra: tuple[Any, ...] = (),
 ) -> Definitions:
     gated = ScriptedProvider(gate.reply)
     defs = Definitions()
+    if extra:
+        defs.add(*extra)
 
     @hook("after_create_message", id="count_created")
     def count_created(state: Any, message: Any) -> None:
@@ -230,6 +240,54 @@ def definitions(
     )
 
 
+def spawn_reply(request: ProviderRequest) -> Reply:
+    """The ``spawner``'s first request creates a ``helper`` child; the helper finishes at
+    once; every later ``spawner`` request answers in text."""
+    system = request.messages[0].text if request.messages else ""
+    if "helper" in system:
+        return Reply.tool_calls(Call("finish", {"summary": "done"}))
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return Reply.text("ok")
+    args = {"agent": "helper", "name": "H1", "message": "help", "attachments": []}
+    return Reply.tool_calls(Call("subagent_create", args))
+
+
+def spawning() -> tuple[Any, ...]:
+    """Definitions for ``make_api(extra=…)``: agent ``spawner`` (its run creates one
+    non-blocking ``helper`` child with ``subagent_create``) and the ``dual_ai`` agent
+    ``helper`` (ends its session with ``finish``; its result wakes the parent)."""
+
+    @tool
+    def finish(summary: str) -> str:
+        """Finish the task with a summary."""
+        return "Done."
+
+    return (
+        finish,
+        Model(name="spawn_model", provider=ScriptedProvider(spawn_reply), model="scripted-spawn"),
+        Prompt(
+            name="spawner_prompt",
+            model="spawn_model",
+            system="You delegate.",
+            tools=[Subagent("helper")],
+        ),
+        Prompt(
+            name="helper_a", model="spawn_model", system="You are the helper.", tools=["finish"]
+        ),
+        Prompt(name="helper_b", model="spawn_model", system="You review the helper."),
+        Agent(name="spawner", side_a=Side(prompt="spawner_prompt"), side_b=Side(label="Customer")),
+        Agent(
+            name="helper",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Helps",
+            max_session_turns=3,
+            side_a=Side(prompt="helper_a", session_stop=SessionBinding(name="finish")),
+            side_b=Side(prompt="helper_b"),
+        ),
+    )
+
+
 async def start_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     config = uvicorn.Config(
         app,
@@ -259,17 +317,19 @@ async def make_api(db_url: str) -> AsyncIterator[Callable[..., Any]]:
         *,
         with_keys: bool = True,
         with_who: bool = False,
+        extra: tuple[Any, ...] = (),
         **runtime: Any,
     ) -> Api:
         """A server; ``with_who`` adds the ``who`` agent, whose ``whoami`` tool reads
-        ``state.user()`` into ``api.probe``."""
+        ``state.user()`` into ``api.probe``; ``extra`` are more definitions (agents, prompts,
+        models, tools) for one test."""
         gate = Gate()
         probe = Probe()
         created: list[str] = []
         echo = ScriptedProvider(lambda request: Reply.text(f"echo: {last_user_text(request)}"))
         rt = await Runtime.open(
             db_url,
-            definitions=definitions(gate, echo, probe, created, with_who),
+            definitions=definitions(gate, echo, probe, created, with_who, extra),
             options=EngineOptions(drain_seconds=0),
             **runtime,
         )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from family import add_family
 from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idle, until
 
-from conftest import USERS, Api
+from conftest import USERS, Api, spawning
 from threadloom.define import Prompt, tool
 from threadloom.define.agent import Agent, Side
 from threadloom.providers.script import Call
@@ -429,6 +430,31 @@ async def test_c09_021_a_spawned_child_is_running_then_idle_on_the_parents_strea
     detail = (await api.client().get(f"/api/threads/{child}")).json()
     assert detail["thread"]["parent"] == parent
     assert (detail["status"]["state"], detail["status"]["reason"]) == ("idle", "session_stop")
+
+
+async def test_a_child_a_spawner_run_creates_is_followed_by_subagent_updated(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api(extra=spawning())
+    parent = await api.thread("spawner")
+    async with await open_ws(api, parent) as ws:
+        await recv(ws)
+        sent = await api.client().post(f"/api/threads/{parent}/messages", json={"content": "go"})
+        assert sent.status_code == 202
+        frames = await until(
+            ws,
+            lambda f: f["type"] == "subagent_updated" and f["data"]["status"] != "running",
+            timeout=20,
+        )
+    updates = [f for f in frames if f["type"] == "subagent_updated"]
+    (child,) = {f["subagent_id"] for f in updates}
+    assert updates[0]["data"]["status"] == "running"
+    assert updates[-1]["data"]["status"] == "idle"
+    assert updates[0]["data"]["id"] == child and updates[0]["data"]["relationship"] == "helper"
+    seqs = [f["seq"] for f in updates]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    registry = (await api.client().get(f"/api/threads/{parent}/subagents")).json()
+    assert [e["id"] for e in registry["subagents"]] == [child]
 
 
 async def test_subagent_updated_frames_follow_registry_writes(api: Api) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from test_c09_stream import quiet, recv, until
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from conftest import USERS, Api
+from conftest import USERS, Api, stream_settings
 
 
 async def events_ws(api: Api, user: str = "alice", **params: str) -> ClientConnection:
@@ -78,10 +79,8 @@ async def test_events_plain_get_is_400(api: Api) -> None:
     assert response.json()["error"] == "This endpoint requires a WebSocket connection"
 
 
-async def test_events_ping_and_heartbeat_shape(api: Api) -> None:
-    from threadloom.server.stream import StreamSettings
-
-    api.app.app.state.stream_settings = StreamSettings(heartbeat_s=0.2)
+async def test_events_ping_and_heartbeat_shape(make_api: Callable[..., Any]) -> None:
+    api: Api = await make_api(stream_settings(heartbeat_s=0.2))
     async with await events_ws(api) as ws:
         beat = await recv(ws, 2)
         await ws.send("ping")

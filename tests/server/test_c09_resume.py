@@ -11,9 +11,8 @@ from typing import Any
 from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idle, until
 from websockets.exceptions import ConnectionClosed
 
-from conftest import Api
+from conftest import Api, stream_settings
 from threadloom.providers.scripted import Reply
-from threadloom.server.stream import StreamSettings
 from threadloom.server.stream_session import Close, Frame, Outbox
 
 
@@ -163,8 +162,10 @@ async def test_c09_032_new_socket_catches_up_text_being_generated(api: Api) -> N
     assert assembled == text
 
 
-async def test_c09_033_c09_034_slow_consumer_is_closed_4008_and_resumes(api: Api) -> None:
-    api.app.app.state.stream_settings = StreamSettings(buffer_frames=50, buffer_bytes=256 * 1024)
+async def test_c09_033_c09_034_slow_consumer_is_closed_4008_and_resumes(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api(stream_settings(buffer_frames=50, buffer_bytes=256 * 1024))
     thread = await api.thread()
     await exchange(api, thread, "before")
     state = await api.runtime.thread(thread)
@@ -255,8 +256,10 @@ async def test_c09_037_terminate_sends_status_with_terminated(api: Api) -> None:
     assert snapshot["terminated"] == at
 
 
-async def test_c09_024_idle_socket_gets_heartbeats_with_the_head(api: Api) -> None:
-    api.app.app.state.stream_settings = StreamSettings(heartbeat_s=0.2)
+async def test_c09_024_idle_socket_gets_heartbeats_with_the_head(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api(stream_settings(heartbeat_s=0.2))
     thread = await api.thread()
     await exchange(api, thread, "x")
     head = await head_of(api, thread)
@@ -341,10 +344,12 @@ async def test_c09_032_catch_up_includes_the_reasoning_so_far(api: Api) -> None:
     assert assembled == thinking
 
 
-async def test_c09_033_a_write_stuck_for_the_timeout_is_a_slow_consumer(api: Api) -> None:
+async def test_c09_033_a_write_stuck_for_the_timeout_is_a_slow_consumer(
+    make_api: Callable[..., Any],
+) -> None:
     """§9.10.2 rule 4: the queue is large enough, but the peer stopped reading."""
-    api.app.app.state.stream_settings = StreamSettings(
-        write_timeout_s=0.5, buffer_frames=10_000, buffer_bytes=200 * 1024 * 1024
+    api: Api = await make_api(
+        stream_settings(write_timeout_s=0.5, buffer_frames=10_000, buffer_bytes=200 * 1024 * 1024)
     )
     thread = await api.thread()
     state = await api.runtime.thread(thread)

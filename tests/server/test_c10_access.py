@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import USERS, Api
+from conftest import USERS, Api, spawning
 from threadloom.server.settings import ServerSettings
 
 ADMIN_TOKEN = "a" * 16 + "-static-admin-token-" + "b" * 16
@@ -88,3 +88,29 @@ async def test_deleted_owner_leaves_thread_to_admins(api: Api) -> None:
     row = (await api.client("root").get(f"/api/threads/{thread}")).json()["thread"]
     assert row["user_id"] == USERS["bob"].id
     assert (await api.client("alice").get(f"/api/threads/{thread}")).status_code == 403
+
+
+async def test_c10_012_child_created_by_a_run_inherits_the_owner(
+    make_api: Callable[..., Any],
+) -> None:
+    """Spec 10 §10.6 rule 2: the child a run of alice's thread creates is alice's."""
+    api: Api = await make_api(extra=spawning())
+    parent = await api.thread("spawner", user="alice")
+    alice = api.client("alice")
+    sent = await alice.post(f"/api/threads/{parent}/messages", json={"content": "go"})
+    assert sent.status_code == 202, sent.text
+    await api.settle(parent)
+    registry = (await alice.get(f"/api/threads/{parent}/subagents")).json()["subagents"]
+    assert [e["relationship"] for e in registry] == ["helper"]
+    child = registry[0]["id"]
+    await api.settle(child)
+    await api.settle(parent)  # woken by the child's result
+    seen = await alice.get(f"/api/threads/{child}")
+    assert seen.status_code == 200, seen.text
+    assert seen.json()["thread"]["user_id"] == USERS["alice"].id
+    assert seen.json()["thread"]["parent"] == parent
+    bob = await api.client("bob").get(f"/api/threads/{child}")
+    assert bob.status_code == 403
+    assert bob.json()["error"] == "Forbidden: You don't have access to this thread"
+    listed = (await api.client("bob").get("/api/threads")).json()["threads"]
+    assert child not in [t["id"] for t in listed]

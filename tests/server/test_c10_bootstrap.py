@@ -1,4 +1,5 @@
-"""Spec 10 §10.1 rule 2 and §10.13: the start-up refusal and the bootstrap commands."""
+"""Spec 10 §10.1 rule 2 and §10.13: the start-up check and the bootstrap commands. The
+``threadloom serve`` process that refuses to start is C10-028 in ``test_serve.py``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from threadloom.cli import app
-from threadloom.cli_auth import refuse_unsafe_start
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.server.startup import check_startup
 
@@ -26,9 +25,6 @@ async def test_public_address_without_credentials_is_refused(db_url: str) -> Non
         await check_startup(public)
     assert "threadloom users create" in str(refused.value)
     assert "THREADLOOM_ADMIN_TOKEN" in str(refused.value)
-    with pytest.raises(typer.Exit) as exited:
-        await asyncio.to_thread(refuse_unsafe_start, public)
-    assert exited.value.exit_code == 2
     await check_startup(ServerSettings(host="127.0.0.1", store=db_url))
     await check_startup(ServerSettings(host="::1", store=db_url))
     await check_startup(ServerSettings(host="0.0.0.0", store=db_url, admin_token="x" * 32))

@@ -126,25 +126,57 @@ def test_serve_examples_support_runs_the_research_subagent(tmp_path: Path) -> No
         assert messages[-1]["role"] == "assistant" and findings in messages[-1]["content"]
 
 
-def test_serve_refuses_a_public_address_without_credentials(tmp_path: Path) -> None:
-    """Spec 10 §10.1 rule 2: exit code 2 and a message that says what to do."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")}
-    done = subprocess.run(
+def serve_refused(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``threadloom serve examples`` with ``args`` and only these ``THREADLOOM_*`` variables,
+    expected to end by itself."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")}
+    return subprocess.run(
         [
             *THREADLOOM,
             "serve",
             str(ROOT / "examples"),
-            "--host",
-            "0.0.0.0",
             "--port",
             str(free_port()),
             "--store",
             f"sqlite:///{tmp_path / 'x.db'}",
+            *args,
         ],
-        env=env,
+        env={**clean, **env},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2
-    assert "THREADLOOM_ADMIN_TOKEN" in done.stdout + done.stderr
+
+
+LISTENING = ("Started server process", "Uvicorn running", "Application startup")
+
+
+def test_c10_028_public_address_without_credentials_exits_2_before_listening(
+    tmp_path: Path,
+) -> None:
+    """Spec 10 §10.1 rule 2, §10.13: exit code 2 and a message that says what to do."""
+    done = serve_refused(tmp_path, "--host", "0.0.0.0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    for step in ("threadloom users create", "threadloom keys create", "THREADLOOM_ADMIN_TOKEN"):
+        assert step in done.stderr
+    assert not any(line in done.stdout + done.stderr for line in LISTENING)
+    assert "Traceback" not in done.stderr
+
+
+def test_refused_settings_exit_2_before_listening(tmp_path: Path) -> None:
+    """Spec 10 §10.1 rule 3 (``local`` only on loopback), §10.3 (a short admin token),
+    §10.7 rule 4 (credentials with ``*``): settings a server cannot start with."""
+    cases = [
+        (("--host", "0.0.0.0"), {"THREADLOOM_AUTH": "local"}, "THREADLOOM_AUTH=local"),
+        ((), {"THREADLOOM_ADMIN_TOKEN": "short"}, "at least 32 characters"),
+        (
+            (),
+            {"THREADLOOM_CORS_ORIGINS": "*", "THREADLOOM_CORS_CREDENTIALS": "1"},
+            "THREADLOOM_CORS_CREDENTIALS",
+        ),
+    ]
+    for args, env, says in cases:
+        done = serve_refused(tmp_path, *args, **env)
+        assert done.returncode == 2, (env, done.stdout + done.stderr)
+        assert says in done.stderr, env
+        assert not any(line in done.stdout + done.stderr for line in LISTENING)

@@ -16,8 +16,14 @@ from starlette.requests import HTTPConnection
 from threadloom.engine.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.pipeline import origin_guard_fails, own_origin
-from threadloom.server.principal import LOCAL_PRINCIPAL, Credentials, Principal, digest
-from threadloom.server.ratelimit import AuthLimits, rate_limited
+from threadloom.server.principal import (
+    LOCAL_PRINCIPAL,
+    Credentials,
+    Principal,
+    Revocations,
+    digest,
+)
+from threadloom.server.ratelimit import AuthLimits
 from threadloom.server.settings import ServerSettings, is_loopback_host
 from threadloom.store.base import ThreadRow, system_clock_us
 from threadloom.thread.state import ThreadState
@@ -28,7 +34,8 @@ MAX_INT = 2**63
 
 class ServerContext:
     """What the app holds: the runtime, the settings, the credential resolver, the auth rate
-    limits (spec 10 §10.11) and the clock of tickets and sessions (µs, replaceable in tests)."""
+    limits (spec 10 §10.11), the revocation signal of open sockets (§10.9 rule 5) and the
+    clock of tickets and sessions (µs, replaceable in tests)."""
 
     def __init__(
         self, runtime: Runtime, settings: ServerSettings, credentials: Credentials
@@ -38,6 +45,7 @@ class ServerContext:
         self.credentials = credentials
         self.draining = False
         self.limits = AuthLimits()
+        self.revocations = Revocations()
         self.clock: Callable[[], int] = system_clock_us
 
     @property
@@ -58,6 +66,12 @@ def context(request: HTTPConnection) -> ServerContext:
 
 def runtime(request: HTTPConnection) -> Runtime:
     return context(request).runtime
+
+
+def credentials_revoked(request: HTTPConnection) -> None:
+    """A route revoked a credential or changed a user's access: this node's open sockets
+    re-check now (spec 10 §10.9 rule 5)."""
+    context(request).revocations.notify()
 
 
 UNAUTHORIZED = ApiError(401, "unauthorized", "Unauthorized")
@@ -130,6 +144,31 @@ def same_or_allowed_origin(
     return settings.origin_allowed(origin)
 
 
+async def token_principal(
+    request: HTTPConnection, token: str, *, counted: bool = True
+) -> Principal:
+    """The principal of a presented token; 401 when it is unknown, expired or revoked. A
+    ``counted`` failure (a bearer string: header or ``?token=``) counts toward the limit of
+    failed authentications per client address, past which the answer is 429 (spec 10
+    §10.11; valid credentials are never limited)."""
+    ctx = context(request)
+    found = await ctx.credentials.authenticate(token)
+    if found is not None:
+        return found
+    if counted:
+        ctx.limits.bearer_failures.take(client_address(request))
+    raise UNAUTHORIZED
+
+
+async def local_principal(request: HTTPConnection) -> Principal:
+    """The local principal for a request without credentials (spec 10 §10.8.1), else 401."""
+    ctx = context(request)
+    await ctx.credentials.refresh()
+    if ctx.local_mode and is_local_request(request, ctx.settings):
+        return LOCAL_PRINCIPAL
+    raise UNAUTHORIZED
+
+
 async def principal(request: Request) -> Principal:
     """Authenticate the request (spec 08 §8.1.4 step 4, spec 10 §10.3, §10.8.1).
 
@@ -146,18 +185,8 @@ async def principal(request: Request) -> Principal:
     if token is None:
         token = request.cookies.get(SESSION_COOKIE) or None
         source = "cookie"
-    found: Principal | None
     if token is not None:
-        found = await ctx.credentials.authenticate(token)
-        if found is None:
-            if source == "bearer":
-                # Spec 10 §10.11: failures are limited, valid credentials never are.
-                address = client_address(request)
-                wait = ctx.limits.bearer_failures.retry_after(address)
-                if wait is not None:
-                    raise rate_limited(wait)
-                ctx.limits.bearer_failures.hit(address)
-            raise UNAUTHORIZED
+        found = await token_principal(request, token, counted=source == "bearer")
         if (
             source == "cookie"
             and request.method not in _SAFE_METHODS
@@ -167,11 +196,7 @@ async def principal(request: Request) -> Principal:
         state["credential_digest"] = digest(token)
         state["credential_source"] = source
     else:
-        await ctx.credentials.refresh()
-        if ctx.local_mode and is_local_request(request, ctx.settings):
-            found = LOCAL_PRINCIPAL
-        else:
-            raise UNAUTHORIZED
+        found = await local_principal(request)
     state["principal"] = found
     return found
 
@@ -183,14 +208,20 @@ async def admin(who: Principal = Depends(principal)) -> Principal:
     return who
 
 
-async def thread_row(id: str, request: Request, who: Principal = Depends(principal)) -> ThreadRow:
-    """The thread named by the path, visible to the caller (step 6)."""
-    row = await runtime(request).store.get_thread(id)
+async def accessible_thread(request: HTTPConnection, thread_id: str, who: Principal) -> ThreadRow:
+    """The thread ``thread_id`` when ``who`` may see it: 404 when it does not exist, 403
+    when it is not accessible (spec 10 §10.6 rules 3–5)."""
+    row = await runtime(request).store.get_thread(thread_id)
     if row is None:
-        raise ApiError(404, "thread_not_found", f"Thread not found: {id}")
+        raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     if not who.may_access(row.user_id):
         raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
     return row
+
+
+async def thread_row(id: str, request: Request, who: Principal = Depends(principal)) -> ThreadRow:
+    """The thread named by the path, visible to the caller (step 6)."""
+    return await accessible_thread(request, id, who)
 
 
 def state_of(request: HTTPConnection, row: ThreadRow) -> ThreadState:

@@ -9,7 +9,6 @@ Frames carry no ``seq`` and there is no resume: a reconnecting client lists agai
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections import OrderedDict
 from typing import Any
@@ -23,17 +22,20 @@ from threadloom.server.deps import ServerContext
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.pipeline import own_origin
 from threadloom.server.principal import Principal
+from threadloom.server.settings import StreamSettings
 from threadloom.server.stream import (
-    authenticate,
+    check_open_limit,
     close_socket,
+    counted,
     deny,
-    open_counts,
     read_client,
     redact_query,
+    serve_until_done,
+    stop_tasks,
     stream_settings,
 )
-from threadloom.server.stream_auth import StreamAuth, recheck
-from threadloom.server.stream_session import Close, Frame, Out, Outbox, StreamSettings, now_ms
+from threadloom.server.stream_auth import StreamAuth, authenticate_stream, recheck
+from threadloom.server.stream_session import Close, Frame, Out, Outbox, now_ms
 from threadloom.server.wire import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 
@@ -46,7 +48,7 @@ OWNERS_KEPT = 10_000
 async def authorize(conn: HTTPConnection) -> tuple[Principal, StreamAuth, bool]:
     """401, then the scope (400), then admin for ``scope=all`` (403), then the limit (429);
     the principal, its credential and whether it sees every thread."""
-    auth = await authenticate(conn)
+    auth = await authenticate_stream(conn)
     who = auth.principal
     values = conn.query_params.getlist("scope")
     scope = (values[-1] if values else "").lower() or "user"
@@ -56,8 +58,7 @@ async def authorize(conn: HTTPConnection) -> tuple[Principal, StreamAuth, bool]:
         )
     if scope == "all" and not who.is_admin:
         raise ApiError(403, "admin_required", "Forbidden: only admins may subscribe to all events")
-    if open_counts(conn.app).get(who.id, 0) >= stream_settings(conn.app).max_per_principal:
-        raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
+    check_open_limit(conn.app, who)
     return who, auth, scope == "all"
 
 
@@ -167,22 +168,31 @@ class ListSession:
             self.slow_consumer()
 
     def slow_consumer(self) -> None:
-        error = {
-            "type": "error",
-            "code": "slow_consumer",
-            "error": "Send buffer overflow; list the threads again",
-        }
-        self.outbox.fail(Frame("error", 0, _dumps(error)), Close(4008, "Slow consumer"))
+        self._fail(
+            "slow_consumer",
+            "Send buffer overflow; list the threads again",
+            Close(4008, "Slow consumer"),
+        )
 
     async def revalidate(self, auth: StreamAuth) -> None:
+        """The stream's re-checks (spec 10 §10.9 rule 5): a revoked credential closes 4001;
+        a ``scope=all`` subscriber that is no longer an admin closes 4003."""
+        seen = self.ctx.revocations.generation
         while True:
-            await asyncio.sleep(self.settings.revalidate_s)
-            if await recheck(self.ctx, auth) is None:
-                error = {"type": "error", "code": "unauthorized", "error": "Credentials expired"}
-                self.outbox.fail(
-                    Frame("error", 0, _dumps(error)), Close(4001, "Credentials expired")
+            seen = await self.ctx.revocations.wait(self.settings.revalidate_s, seen)
+            who = await recheck(self.ctx, auth)
+            if who is None:
+                self._fail(
+                    "unauthorized", "Credentials expired", Close(4001, "Credentials expired")
                 )
                 return
+            if self.see_all and not who.is_admin:
+                self._fail("forbidden", "Access revoked", Close(4003, "Access revoked"))
+                return
+
+    def _fail(self, code: str, message: str, close: Close) -> None:
+        error = {"type": "error", "code": code, "error": message}
+        self.outbox.fail(Frame("error", 0, _dumps(error)), close)
 
     async def next(self) -> Out:
         item = await self.outbox.get(self.settings.heartbeat_s)
@@ -203,34 +213,23 @@ async def events_socket(websocket: WebSocket) -> None:
     redact_query(websocket)
     app = websocket.app
     settings = stream_settings(app)
-    counts = open_counts(app)
-    counts[who.id] = counts.get(who.id, 0) + 1
-    session = ListSession(app.state.ctx, who, see_all, own_origin(websocket.scope), settings)
-    tasks: list[asyncio.Task[Any]] = []
-    try:
-        await websocket.accept()
-        tasks = [
-            asyncio.create_task(session.forward()),
-            asyncio.create_task(session.revalidate(auth)),
-        ]
-        writer = asyncio.create_task(_write(websocket, session))
-        reader = asyncio.create_task(read_client(websocket, settings))
-        tasks += [writer, reader]
-        await asyncio.wait([writer, reader], return_when=asyncio.FIRST_COMPLETED)
-        if reader.done() and not reader.cancelled() and reader.exception() is None:
-            close = reader.result()
-            if close is not None:
-                await close_socket(websocket, close)
-    finally:
-        for task in tasks:
-            task.cancel()
-        session.close()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        counts[who.id] -= 1
-        if counts[who.id] <= 0:
-            counts.pop(who.id, None)
+    with counted(app, who):
+        session = ListSession(app.state.ctx, who, see_all, own_origin(websocket.scope), settings)
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            await websocket.accept()
+            writer = asyncio.create_task(_write(websocket, session))
+            reader = asyncio.create_task(read_client(websocket, settings))
+            tasks = [
+                asyncio.create_task(session.forward()),
+                asyncio.create_task(session.revalidate(auth)),
+                writer,
+                reader,
+            ]
+            await serve_until_done(websocket, writer, reader)
+        finally:
+            session.close()
+            await stop_tasks(tasks)
 
 
 async def _write(websocket: WebSocket, session: ListSession) -> None:

@@ -21,6 +21,7 @@ log = logging.getLogger("threadloom.server")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _NO_STORE_PREFIXES = ("/api/threads", "/api/auth", "/api/api-keys", "/api/users")
+LOCAL_CROSS_ORIGIN_TEXT = "Cross-origin access is disabled for local development"
 
 
 def header(scope: Scope, name: str) -> str | None:
@@ -139,10 +140,7 @@ class Pipeline:
         if origin_guard_fails(scope, self.settings):
             await reply(
                 403,
-                {
-                    "error": "Cross-origin access is disabled for local development",
-                    "code": "cross_origin_forbidden",
-                },
+                {"error": LOCAL_CROSS_ORIGIN_TEXT, "code": "cross_origin_forbidden"},
                 [(b"cache-control", b"no-store")],
             )
             return

@@ -8,6 +8,8 @@ constant time. The users, keys and sessions of the store are ``server.accounts``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -151,3 +153,32 @@ def admin_digest_matches(admin_token: str | None, token_digest: str) -> Principa
     if admin_token is not None and hmac.compare_digest(digest(admin_token), token_digest):
         return ADMIN_TOKEN_PRINCIPAL
     return None
+
+
+class Revocations:
+    """How this node's open sockets learn that a credential was revoked or a user's access
+    changed here: they re-check at once instead of at their next interval (spec 10 §10.9
+    rule 5). Other nodes learn nothing and re-check on their timer."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.generation = 0
+        """Counts ``notify()`` calls, so a waiter busy re-checking misses none."""
+
+    def notify(self) -> None:
+        """Wake every waiter."""
+        self.generation += 1
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float, seen: int | None = None) -> int:
+        """Return after ``timeout`` seconds or at the next ``notify()``, whichever comes
+        first — at once when ``notify()`` ran since the caller saw generation ``seen`` (a
+        revocation during the caller's last re-check). Returns the generation to check at."""
+        if seen is not None and seen != self.generation:
+            return self.generation
+        event = self._event
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await event.wait()
+        return self.generation

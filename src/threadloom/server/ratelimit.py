@@ -48,6 +48,14 @@ class Window:
     def hit(self, key: str) -> None:
         self._live(key).append(self.clock())
 
+    def take(self, key: str) -> None:
+        """Count one event for ``key``, or raise the 429 of ``rate_limited`` when the window
+        is full (the refused attempt is not counted)."""
+        wait = self.retry_after(key)
+        if wait is not None:
+            raise rate_limited(wait)
+        self.hit(key)
+
 
 def rate_limited(retry_after: int) -> ApiError:
     return ApiError(

@@ -47,6 +47,41 @@ def _flag(value: str | None, default: bool) -> bool:
 
 
 @dataclass(frozen=True)
+class StreamSettings:
+    """Bounds and timers of stream, log and event sockets (spec 09 §9.2.4, §9.9.5, §9.10,
+    §9.11; spec 10 §10.9 rule 5). ``ServerSettings.from_env`` reads the first three from
+    ``THREADLOOM_STREAM_BUFFER_FRAMES``, ``THREADLOOM_STREAM_BUFFER_BYTES`` and
+    ``THREADLOOM_MAX_STREAMS_PER_PRINCIPAL``; the timers are for embedding code and tests."""
+
+    buffer_frames: int = 1000
+    buffer_bytes: int = 8 * 1024 * 1024
+    heartbeat_s: float = 15.0
+    write_timeout_s: float = 30.0
+    revalidate_s: float = 60.0
+    max_per_principal: int = 50
+    max_client_message: int = 64 * 1024
+
+
+_STREAM_ENV = (
+    ("buffer_frames", "THREADLOOM_STREAM_BUFFER_FRAMES"),
+    ("buffer_bytes", "THREADLOOM_STREAM_BUFFER_BYTES"),
+    ("max_per_principal", "THREADLOOM_MAX_STREAMS_PER_PRINCIPAL"),
+)
+
+
+def _stream_from_env(env: Mapping[str, str]) -> StreamSettings:
+    values: dict[str, int] = {}
+    for name, key in _STREAM_ENV:
+        raw = (env.get(key) or "").strip()
+        if not raw:
+            continue
+        if not raw.isdigit() or int(raw) <= 0:
+            raise SettingsError(f"{key} must be a positive integer")
+        values[name] = int(raw)
+    return StreamSettings(**values)
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     """How this server is deployed. ``from_env`` reads the ``THREADLOOM_*`` variables."""
 
@@ -62,6 +97,7 @@ class ServerSettings:
     password_login: bool = True
     trusted_proxies: tuple[str, ...] = ()
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    stream: StreamSettings = field(default_factory=StreamSettings)
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
 
     @classmethod
@@ -95,6 +131,7 @@ class ServerSettings:
                 if p.strip()
             ),
             "max_upload_bytes": upload,
+            "stream": _stream_from_env(env),
         }
         if env.get("THREADLOOM_NODE_ID"):
             values["node_id"] = env["THREADLOOM_NODE_ID"]

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
 from fastapi import APIRouter, Request, WebSocket
@@ -24,8 +24,10 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError
-from threadloom.server.stream_auth import StreamAuth, authenticate_stream
-from threadloom.server.stream_session import Close, Filters, Grant, Session, StreamSettings
+from threadloom.server.principal import Principal
+from threadloom.server.settings import StreamSettings
+from threadloom.server.stream_auth import authenticate_stream
+from threadloom.server.stream_session import Close, Filters, Grant, Session
 
 log = logging.getLogger("threadloom.server.stream")
 
@@ -33,13 +35,9 @@ router = APIRouter(tags=["stream"])
 
 
 def stream_settings(app: Any) -> StreamSettings:
-    """The app's stream settings: ``app.state.stream_settings`` when set (tests, embedding),
-    else read once from the environment."""
-    found = getattr(app.state, "stream_settings", None)
-    if not isinstance(found, StreamSettings):
-        found = StreamSettings.from_env()
-        app.state.stream_settings = found
-    return found
+    """The stream part of the app's ``ServerSettings`` (``THREADLOOM_STREAM_*``)."""
+    ctx: ServerContext = app.state.ctx
+    return ctx.settings.stream
 
 
 def open_counts(app: Any) -> dict[str, int]:
@@ -50,25 +48,43 @@ def open_counts(app: Any) -> dict[str, int]:
     return counts
 
 
+def check_open_limit(app: Any, who: Principal) -> None:
+    """429 when ``who`` already holds the most sockets a principal may (§9.2.4)."""
+    if open_counts(app).get(who.id, 0) >= stream_settings(app).max_per_principal:
+        raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
+
+
+@contextlib.contextmanager
+def counted(app: Any, who: Principal) -> Iterator[None]:
+    """Count one open socket (or SSE response) of ``who`` while the block runs."""
+    counts = open_counts(app)
+    counts[who.id] = counts.get(who.id, 0) + 1
+    try:
+        yield
+    finally:
+        counts[who.id] -= 1
+        if counts[who.id] <= 0:
+            counts.pop(who.id, None)
+
+
+async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(BaseException):
+            await task
+
+
 # -- handshake (spec 09 §9.2, spec 10 §10.9) --------------------------------------------------
 
 
-async def authenticate(conn: HTTPConnection) -> StreamAuth:
-    """Spec 10 §10.9: ticket, then the Authorization header, the session cookie (with its
-    origin rule), then ``?token=``; the local principal under §10.8.1."""
-    return await authenticate_stream(conn)
-
-
 async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -> Grant:
-    """The handshake checks of §9.2.3 in the order of spec 08 §8.1.4 (429 last)."""
-    ctx: ServerContext = conn.app.state.ctx
-    auth = await authenticate(conn)
+    """The handshake checks of §9.2.3 in the order of spec 08 §8.1.4 (429 last); the
+    credentials are spec 10 §10.9's (``stream_auth.authenticate_stream``)."""
+    auth = await authenticate_stream(conn)
     who = auth.principal
-    row = await ctx.runtime.store.get_thread(thread_id)
-    if row is None:
-        raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
-    if not who.may_access(row.user_id):
-        raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
+    await deps.accessible_thread(conn, thread_id, who)
     q = Query(cast(Request, conn))
     logs = log_socket or bool(q.bool("logs", False))
     if logs and not who.has_permission("logs"):
@@ -84,9 +100,7 @@ async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -
         logs=logs,
         log_socket=log_socket,
     )
-    limit = stream_settings(conn.app).max_per_principal
-    if open_counts(conn.app).get(who.id, 0) >= limit:
-        raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
+    check_open_limit(conn.app, who)
     return Grant(who, auth, thread_id, filters, since)
 
 
@@ -137,31 +151,30 @@ async def _serve_socket(websocket: WebSocket, thread_id: str, *, log_socket: boo
     redact_query(websocket)
     ctx: ServerContext = app.state.ctx
     settings = stream_settings(app)
-    counts = open_counts(app)
-    who = grant.principal.id
-    counts[who] = counts.get(who, 0) + 1
-    session = Session(ctx, grant, settings)
-    tasks: list[asyncio.Task[Any]] = []
-    try:
-        await websocket.accept()
-        driver = asyncio.create_task(_drive(websocket, session))
-        reader = asyncio.create_task(read_client(websocket, settings))
-        tasks = [driver, reader, asyncio.create_task(session.revalidate())]
-        await asyncio.wait([driver, reader], return_when=asyncio.FIRST_COMPLETED)
-        if reader.done() and not reader.cancelled() and reader.exception() is None:
-            close = reader.result()
-            if close is not None:
-                await close_socket(websocket, close)
-    finally:
-        for task in tasks:
-            task.cancel()
-        session.close()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        counts[who] -= 1
-        if counts[who] <= 0:
-            counts.pop(who, None)
+    with counted(app, grant.principal):
+        session = Session(ctx, grant, settings)
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            await websocket.accept()
+            driver = asyncio.create_task(_drive(websocket, session))
+            reader = asyncio.create_task(read_client(websocket, settings))
+            tasks = [driver, reader, asyncio.create_task(session.revalidate())]
+            await serve_until_done(websocket, driver, reader)
+        finally:
+            session.close()
+            await stop_tasks(tasks)
+
+
+async def serve_until_done(
+    websocket: WebSocket, writer: asyncio.Task[None], reader: asyncio.Task[Close | None]
+) -> None:
+    """Wait until the writer ends or the client is gone; a client message that breaks the
+    rules (§9.11) closes the socket."""
+    await asyncio.wait([writer, reader], return_when=asyncio.FIRST_COMPLETED)
+    if reader.done() and not reader.cancelled() and reader.exception() is None:
+        close = reader.result()
+        if close is not None:
+            await close_socket(websocket, close)
 
 
 async def close_socket(websocket: WebSocket, close: Close) -> None:
@@ -249,28 +262,23 @@ async def stream_sse(id: str, request: Request) -> Any:
     finally:
         redact_query(request)
     app = request.app
-    counts = open_counts(app)
-    who = grant.principal.id
 
     async def body() -> AsyncIterator[bytes]:
-        counts[who] = counts.get(who, 0) + 1
-        session = Session(app.state.ctx, grant, stream_settings(app))
-        revalidate = asyncio.create_task(session.revalidate())
-        try:
-            yield b"retry: 1000\n\n"
-            async for item in session.frames():
-                if isinstance(item, Close):
-                    if item.code == 1000:
-                        data = {"type": "thread_deleted", "thread_id": id}
-                        yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
-                    return
-                yield _sse(item.seq, item.type, item.text)
-        finally:
-            revalidate.cancel()
-            session.close()
-            counts[who] -= 1
-            if counts[who] <= 0:
-                counts.pop(who, None)
+        with counted(app, grant.principal):
+            session = Session(app.state.ctx, grant, stream_settings(app))
+            revalidate = asyncio.create_task(session.revalidate())
+            try:
+                yield b"retry: 1000\n\n"
+                async for item in session.frames():
+                    if isinstance(item, Close):
+                        if item.code == 1000:
+                            data = {"type": "thread_deleted", "thread_id": id}
+                            yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
+                        return
+                    yield _sse(item.seq, item.type, item.text)
+            finally:
+                revalidate.cancel()
+                session.close()
 
     return StreamingResponse(
         body(),

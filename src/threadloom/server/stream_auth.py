@@ -1,13 +1,15 @@
 """Authentication of stream, log and event sockets and SSE requests (spec 10 §10.9).
 
-The stream routes call :func:`authenticate_stream` before accepting, and :func:`recheck` at
-least every 60 s while the socket is open::
+The stream routes (``server/stream.py``, ``server/list_events.py``) call
+:func:`authenticate_stream` before accepting, and :func:`recheck` at least every 60 s while
+the socket is open, and at once when ``ctx.revocations`` signals a revocation::
 
     try:
         auth = await authenticate_stream(websocket)
     except ApiError as exc:
-        ...  # refuse the upgrade with exc.status (401 or 403)
+        ...  # refuse the upgrade with exc.status (401, 403 or 429)
     ...
+    await ctx.revocations.wait(60)
     if await recheck(ctx, auth) is None:
         await websocket.close(4001, "Credentials expired")
 
@@ -20,27 +22,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
-from starlette.websockets import WebSocket
 
 from threadloom.server import deps
 from threadloom.server.deps import (
     SESSION_COOKIE,
     UNAUTHORIZED,
     ServerContext,
-    is_local_request,
     same_or_allowed_origin,
 )
 from threadloom.server.errors import ApiError
-from threadloom.server.pipeline import origin_guard_fails
-from threadloom.server.principal import LOCAL_PRINCIPAL, Principal, digest
+from threadloom.server.pipeline import LOCAL_CROSS_ORIGIN_TEXT, origin_guard_fails
+from threadloom.server.principal import Principal, digest
 from threadloom.server.tickets import credential_principal, take_ticket
-
-LOCAL_ORIGIN_REFUSED = ApiError(
-    403,
-    "cross_origin_forbidden",
-    "Cross-origin access is disabled for local development",
-    headers={"Cache-Control": "no-store"},
-)
 
 
 @dataclass(frozen=True)
@@ -60,10 +53,8 @@ def _last(conn: HTTPConnection, name: str) -> str | None:
     return values[-1] if values else None
 
 
-async def _from_token(ctx: ServerContext, token: str, via: str) -> StreamAuth:
-    who = await ctx.credentials.authenticate(token)
-    if who is None:
-        raise UNAUTHORIZED
+async def _from_token(conn: HTTPConnection, token: str, via: str) -> StreamAuth:
+    who = await deps.token_principal(conn, token, counted=via != "cookie")
     return StreamAuth(who, who.auth_type, digest(token), via)
 
 
@@ -71,8 +62,13 @@ async def authenticate_stream(conn: HTTPConnection) -> StreamAuth:
     """Authenticate a socket upgrade or SSE request; ``ApiError`` 401/403 otherwise."""
     ctx = deps.context(conn)
     settings = ctx.settings
-    if origin_guard_fails(conn.scope, settings):
-        raise LOCAL_ORIGIN_REFUSED
+    if origin_guard_fails(conn.scope, settings):  # the pipeline applies it to HTTP only
+        raise ApiError(
+            403,
+            "cross_origin_forbidden",
+            LOCAL_CROSS_ORIGIN_TEXT,
+            headers={"Cache-Control": "no-store"},
+        )
     ticket = _last(conn, "ticket")
     if ticket is not None:
         taken = await take_ticket(ctx, ticket, conn.url.path)
@@ -82,21 +78,18 @@ async def authenticate_stream(conn: HTTPConnection) -> StreamAuth:
         return StreamAuth(who, row.auth_type, row.credential_digest, "ticket")
     token = deps.bearer(conn)
     if token is not None:
-        return await _from_token(ctx, token, "header")
+        return await _from_token(conn, token, "header")
     cookie = conn.cookies.get(SESSION_COOKIE)
     if cookie:
         if not same_or_allowed_origin(conn, settings, required=True):
             raise ApiError(403, "forbidden", "Cross-origin request refused")
-        return await _from_token(ctx, cookie, "cookie")
+        return await _from_token(conn, cookie, "cookie")
     query_token = _last(conn, "token")
     if query_token is not None:
         if not settings.allow_query_token:
             raise UNAUTHORIZED
-        return await _from_token(ctx, query_token, "token")
-    await ctx.credentials.refresh()
-    if ctx.local_mode and is_local_request(conn, settings):
-        return StreamAuth(LOCAL_PRINCIPAL, "local", None, "local")
-    raise UNAUTHORIZED
+        return await _from_token(conn, query_token, "token")
+    return StreamAuth(await deps.local_principal(conn), "local", None, "local")
 
 
 async def recheck(ctx: ServerContext, auth: StreamAuth) -> Principal | None:
@@ -104,12 +97,3 @@ async def recheck(ctx: ServerContext, auth: StreamAuth) -> Principal | None:
     expired or its user was deleted (close 4001). Thread access is the caller's check
     (``principal.may_access(thread.user_id)``, close 4003)."""
     return await credential_principal(ctx, auth.auth_type, auth.credential_digest)
-
-
-async def refuse(websocket: WebSocket, error: ApiError) -> None:
-    """Refuse an upgrade with the HTTP status and JSON body of ``error`` (the ASGI denial
-    response where the server supports it, else a close with 1008)."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error.response())
-    else:
-        await websocket.close(1008, error.error)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Mapping
@@ -19,6 +18,7 @@ from typing import Any
 from threadloom.errors import EventOverflow
 from threadloom.server.deps import ServerContext
 from threadloom.server.principal import Principal
+from threadloom.server.settings import StreamSettings
 from threadloom.server.stream_auth import StreamAuth, recheck
 from threadloom.store.base import StoredEvent
 from threadloom.thread.events import ThreadEvent
@@ -32,36 +32,6 @@ REPLAY_PAGE = 1000
 SETTLED_KEPT = 1024
 CHUNK_TYPES = ("message_chunk", "reasoning_chunk")
 KEEP_BODY = (*CHUNK_TYPES, "message_data")
-
-
-# -- settings -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    """Bounds and timers of stream sockets (spec 09 §9.2.4, §9.9.5, §9.10, §9.11)."""
-
-    buffer_frames: int = 1000
-    buffer_bytes: int = 8 * 1024 * 1024
-    heartbeat_s: float = 15.0
-    write_timeout_s: float = 30.0
-    revalidate_s: float = 60.0
-    max_per_principal: int = 50
-    max_client_message: int = 64 * 1024
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> StreamSettings:
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name, key in (
-            ("buffer_frames", "THREADLOOM_STREAM_BUFFER_FRAMES"),
-            ("buffer_bytes", "THREADLOOM_STREAM_BUFFER_BYTES"),
-            ("max_per_principal", "THREADLOOM_MAX_STREAMS_PER_PRINCIPAL"),
-        ):
-            raw = (env.get(key) or "").strip()
-            if raw.isdigit() and int(raw) > 0:
-                values[name] = int(raw)
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -588,17 +558,21 @@ class Session:
             self.slow_consumer()
 
     async def revalidate(self) -> None:
-        """Re-check the credential and the access at least every ``revalidate_s`` (§10.9
-        rule 5); a ticket-opened socket is re-checked against its minting credential."""
+        """Re-check the credential and the access at least every ``revalidate_s``, and at once
+        when a route of this node revokes a credential or changes a user (§10.9 rule 5); a
+        ticket-opened socket is re-checked against its minting credential. A socket that
+        carries log frames also needs the ``logs`` permission still."""
         grant = self.grant
+        seen = self.ctx.revocations.generation
         while True:
-            await asyncio.sleep(self.settings.revalidate_s)
+            seen = await self.ctx.revocations.wait(self.settings.revalidate_s, seen)
             who = await recheck(self.ctx, grant.auth)
             if who is None:
                 self.fail("unauthorized", "Credentials expired", Close(4001, "Credentials expired"))
                 return
             row = await self.runtime.store.get_thread(self.thread_id)
-            if row is not None and not who.may_access(row.user_id):
+            lost_logs = grant.filters.logs and not who.has_permission("logs")
+            if lost_logs or (row is not None and not who.may_access(row.user_id)):
                 self.fail("forbidden", "Access revoked", Close(4003, "Access revoked"))
                 return
 

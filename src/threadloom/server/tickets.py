@@ -5,13 +5,10 @@ bound to one exact pathname and usable once. It carries the credential it was mi
 (its kind and digest); at use that credential is checked again, so a revoked key or session
 makes its tickets worthless.
 
-The stream routes call :func:`consume_ticket`::
-
-    who = await consume_ticket(ctx, request.query_params["ticket"], websocket.url.path)
-    if who is None:
-        ...  # 401
-
-Tickets are accepted only on stream, log and event socket upgrades and SSE requests.
+Sockets and SSE requests redeem tickets through ``stream_auth.authenticate_stream``, which
+calls :func:`take_ticket` (the principal and the minting credential, for the socket's
+re-checks). Tickets are accepted only on stream, log and event socket upgrades and SSE
+requests.
 """
 
 from __future__ import annotations
@@ -59,18 +56,12 @@ async def mint_ticket(
     return ticket
 
 
-async def consume_ticket(ctx: ServerContext, ticket: str, pathname: str) -> Principal | None:
-    """The principal of ``ticket`` when it is valid for ``pathname`` (the request path, query
-    excluded); None otherwise. Presenting a ticket always consumes it."""
-    taken = await take_ticket(ctx, ticket, pathname)
-    return taken[0] if taken is not None else None
-
-
 async def take_ticket(
     ctx: ServerContext, ticket: str, pathname: str
 ) -> tuple[Principal, TicketRow] | None:
-    """Like :func:`consume_ticket`, with the ticket's row (its minting credential, for the
-    re-checks of an open socket)."""
+    """The principal of ``ticket`` and its row (the minting credential, for the re-checks
+    of an open socket) when it is valid for ``pathname`` (the request path, query
+    excluded); None otherwise. Presenting a ticket always consumes it."""
     if not _HEX64.match(ticket):
         return None
     row = await ctx.runtime.store.take_ticket(digest(ticket))

@@ -14,7 +14,6 @@ from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allow
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.passwords import verify_password_async
 from threadloom.server.principal import Principal
-from threadloom.server.ratelimit import rate_limited
 from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
@@ -73,6 +72,7 @@ async def logout(request: Request) -> JSONResponse:
     token_digest = state.get("credential_digest")
     if who.auth_type == "session" and isinstance(token_digest, str):
         await deps.runtime(request).store.delete_session(token_digest)
+        deps.credentials_revoked(request)
     return JSONResponse(
         {"success": True},
         headers={**NO_STORE, "Set-Cookie": session_cookie(request, "", 0)},
@@ -128,11 +128,7 @@ async def websocket_ticket(
             "pathname must be a normalized /api/* path.",
         )
     assert isinstance(pathname, str)
-    limiter_key = f"{who.auth_type}:{who.id}"
-    wait = ctx.limits.tickets.retry_after(limiter_key)
-    if wait is not None:
-        raise rate_limited(wait)
-    ctx.limits.tickets.hit(limiter_key)
+    ctx.limits.tickets.take(f"{who.auth_type}:{who.id}")
     credential = request.scope.get("state", {}).get("credential_digest")
     ticket = await mint_ticket(
         ctx, who, credential if isinstance(credential, str) else None, pathname
@@ -148,4 +144,5 @@ async def revoke_current_key(
     if who.auth_type != "api_key" or not isinstance(token_digest, str):
         raise ApiError(403, "forbidden", "Only an API key can revoke itself")
     await deps.runtime(request).store.delete_api_key_by_digest(token_digest)
+    deps.credentials_revoked(request)
     return {"revoked": True}

@@ -106,6 +106,7 @@ async def delete_key(
     if row is None or (not who.is_admin and row.user_id != who.id):
         raise ApiError(404, "not_found", "API key not found")
     await store.delete_api_key(key_id)
+    deps.credentials_revoked(request)
     return {"success": True}
 
 
@@ -222,6 +223,7 @@ async def patch_user(
         raise ApiError(409, "conflict", "Cannot demote the last admin") from None
     if updated is None:
         raise USER_NOT_FOUND
+    deps.credentials_revoked(request)  # sessions, role or permissions may have changed
     return {"user": user_json(updated)}
 
 
@@ -236,4 +238,5 @@ async def delete_user(
     if not deleted:
         raise USER_NOT_FOUND
     _invalidate(request)
+    deps.credentials_revoked(request)
     return {"success": True}
