@@ -73,6 +73,16 @@ async def test_events_activity_termination_and_delete(api: Api) -> None:
     assert frames[-1] == {"type": "thread_deleted", "threadId": thread}
 
 
+async def test_events_patch_announces_thread_updated(api: Api) -> None:
+    """Spec 08 §8.3.5: a PATCH sends ``thread_updated`` to ``/api/events`` subscribers."""
+    thread = await api.thread()
+    async with await events_ws(api) as ws:
+        patched = await api.client().patch(f"/api/threads/{thread}", json={"tags": ["x"]})
+        assert patched.status_code == 200
+        frames = await until(ws, lambda f: f["type"] == "thread_updated")
+    assert frames[-1]["thread"]["id"] == thread and frames[-1]["thread"]["tags"] == ["x"]
+
+
 async def test_events_plain_get_is_400(api: Api) -> None:
     response = await api.client().get("/api/events")
     assert response.status_code == 400

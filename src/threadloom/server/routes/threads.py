@@ -498,6 +498,8 @@ async def patch_thread(
         raise bad_field(field, "has no matching env value", str(exc)) from None
     if agent_id is not None and agent_id != row.agent_id:
         updated = await runtime.store.set_agent(row.id, agent_id)
+    # /api/events subscribers get a thread_updated frame (spec 08 §8.3.5, spec 09 §9.14)
+    runtime.hub.publish(row.id, "thread_updated", None, {"thread": updated.record().model_dump()})
     return {
         "id": updated.id,
         "agent_id": updated.agent_id,
