@@ -17,6 +17,7 @@ import httpx
 from threadloom.client import endpoints as ep
 from threadloom.client.endpoints import ROUTES, Batch, Call
 from threadloom.client.errors import APIError, NotFoundError, TransportError, error_from_response
+from threadloom.client.stream import StreamState, ThreadStream
 from threadloom.records import Message
 
 P = ParamSpec("P")
@@ -286,6 +287,7 @@ class AsyncClient:
     ) -> None:
         url, all_headers = _settings(base_url, token, headers)
         self.base_url = url
+        self._headers = all_headers
         self._http = httpx.AsyncClient(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
         )
@@ -302,6 +304,32 @@ class AsyncClient:
     def last_response(self) -> httpx.Response | None:
         """The raw answer of the last call (debugging)."""
         return self._run.last_response
+
+    def stream(
+        self,
+        thread_id: str,
+        *,
+        include_silent: bool = False,
+        depth: int = 0,
+        reasoning: bool = True,
+        logs: bool = False,
+        since: int | None = None,
+        reconnect: bool = True,
+        on_state: Callable[[StreamState], None] | None = None,
+    ) -> ThreadStream:
+        """The thread's stream (spec 09), resuming after ``since``; use with ``async with``."""
+        return ThreadStream(
+            self.base_url,
+            thread_id,
+            headers=self._headers,
+            include_silent=include_silent,
+            depth=depth,
+            reasoning=reasoning,
+            logs=logs,
+            since=since,
+            reconnect=reconnect,
+            on_state=on_state,
+        )
 
     def __repr__(self) -> str:  # never the token
         return f"AsyncClient(base_url={self.base_url!r})"
