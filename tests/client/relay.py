@@ -19,6 +19,9 @@ class Relay:
         self.downstream: list[ServerConnection] = []
         self.paths: list[str] = []
         self.forwarded = asyncio.Event()
+        self.gate = asyncio.Event()
+        """New client connections wait here before the relay connects upstream."""
+        self.gate.set()
 
     @property
     def base(self) -> str:
@@ -39,6 +42,7 @@ class Relay:
         assert down.request is not None
         self.paths.append(down.request.path)
         self.downstream.append(down)
+        await self.gate.wait()
         auth = down.request.headers.get("Authorization")
         headers = {"Authorization": auth} if auth else {}
         async with connect(self.upstream + down.request.path, additional_headers=headers) as up:

@@ -45,7 +45,7 @@ async def test_c11_029_a_4008_close_resumes_with_since_and_loses_nothing(
         remote = AsyncClient(relay.base, token=api.keys["alice"])
         states: list[str] = []
         stream = remote.stream(thread, since=page.seq, on_state=states.append)
-        async with stream:
+        async with remote, stream:
             first = await collect(stream, lambda f: True)
             assert isinstance(first[0], ThreadStatusFrame) and first[0].snapshot
             await client.messages.send(thread, "one")
@@ -56,7 +56,6 @@ async def test_c11_029_a_4008_close_resumes_with_since_and_loses_nothing(
             await client.messages.send(thread, "two")
             await api.settle(thread)
             after = await collect(stream, idle_again)
-        await remote.aclose()
     assert "reconnecting" in states and stream.connections == 2
     assert relay.paths[1].endswith(f"since={seq_before}")
     durable = [f for f in before + after if f.durable]

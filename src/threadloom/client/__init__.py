@@ -22,6 +22,7 @@ from threadloom.client.errors import (
     TransportError,
 )
 from threadloom.client.http import AsyncClient, Client
+from threadloom.client.session import ThreadSession
 
 __all__ = [
     "AUTO",
@@ -38,6 +39,7 @@ __all__ = [
     "ServerError",
     "StreamClosed",
     "ThreadDeletedError",
+    "ThreadSession",
     "ThreadTerminatedError",
     "ThreadloomError",
     "TransportError",

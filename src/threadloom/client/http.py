@@ -17,6 +17,7 @@ import httpx
 from threadloom.client import endpoints as ep
 from threadloom.client.endpoints import ROUTES, Batch, Call
 from threadloom.client.errors import APIError, NotFoundError, TransportError, error_from_response
+from threadloom.client.session import ThreadSession
 from threadloom.client.stream import StreamState, ThreadStream
 from threadloom.records import Message
 
@@ -284,9 +285,12 @@ class AsyncClient:
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        stream_url: str | None = None,
     ) -> None:
         url, all_headers = _settings(base_url, token, headers)
         self.base_url = url
+        self.stream_url = stream_url or url
+        """Where stream sockets connect (default ``base_url``; e.g. a separate WS gateway)."""
         self._headers = all_headers
         self._http = httpx.AsyncClient(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
@@ -319,7 +323,7 @@ class AsyncClient:
     ) -> ThreadStream:
         """The thread's stream (spec 09), resuming after ``since``; use with ``async with``."""
         return ThreadStream(
-            self.base_url,
+            self.stream_url,
             thread_id,
             headers=self._headers,
             include_silent=include_silent,
@@ -329,6 +333,20 @@ class AsyncClient:
             since=since,
             reconnect=reconnect,
             on_state=on_state,
+        )
+
+    def session(
+        self,
+        thread_id: str,
+        *,
+        depth: int = 0,
+        page_size: int = 100,
+        reasoning: bool = True,
+        logs: bool = False,
+    ) -> ThreadSession:
+        """Load + stream + reducer for one thread (spec 11 §11.6); use with ``async with``."""
+        return ThreadSession(
+            self, thread_id, depth=depth, page_size=page_size, reasoning=reasoning, logs=logs
         )
 
     def __repr__(self) -> str:  # never the token

@@ -549,6 +549,11 @@ def _snapshot(view: ThreadView, event: Snapshot) -> ThreadView:
 
 def _local_send(view: ThreadView, event: LocalSend) -> ThreadView:
     work = _Work(view)
+    for i, m in enumerate(work.messages):
+        if m.key == LOCAL + event.local_id:  # a retry (§11.6.2): sending again
+            work.messages[i] = replace(m, delivery=Delivery.sending(f"send:{event.local_id}"))
+            work.fields["error"] = None
+            return work.finish()
     metadata = dict(event.metadata or {})
     metadata["client_message_id"] = event.local_id
     work.messages.append(
