@@ -10,9 +10,11 @@ from threadloom.client.chat import (
     Delivery,
     Message,
     Outcome,
+    TextBlock,
     ToolUseBlock,
     frozen,
 )
+from threadloom.client.convert.anthropic import from_anthropic, to_anthropic
 from threadloom.client.convert.openai import OpenAIStreamAccumulator, from_openai, to_openai
 from threadloom.client.convert.threadplane import from_threadplane, to_threadplane
 from threadloom.client.reduce import (
@@ -143,3 +145,77 @@ def test_c11_045_to_threadplane_of_queued_and_rejected_messages() -> None:
         Delivery.complete("a", Outcome.SUCCESS),
     )
     assert dict(back.metadata) == {"k": 1}
+
+
+def test_c11_038_to_anthropic_merges_turns_to_alternate() -> None:
+    c1, c2 = call("c1"), call("c2")
+    messages = [
+        msg("s", "system", "A"),
+        msg("u", "user", "q"),
+        msg("a", "assistant", (TextBlock(text="t"), c1, c2), tool_call_ids=("c1", "c2")),
+        msg("t1", "tool", "r1", tool_call_id="c1"),
+        msg("t2", "tool", "r2", tool_call_id="c2", extra=frozen({"tool_status": "error"})),
+        msg("n", "user", "next"),
+    ]
+    system, turns = to_anthropic(messages)
+    assert system == "A"
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+    last = turns[-1]["content"]
+    assert [b["type"] for b in last] == ["tool_result", "tool_result", "text"]
+    assert last[1] == {
+        "type": "tool_result",
+        "tool_use_id": "c2",
+        "content": "r2",
+        "is_error": True,
+    }
+    assert [b["type"] for b in turns[1]["content"]] == ["text", "tool_use", "tool_use"]
+
+
+def test_c11_039_only_signed_reasoning_becomes_a_thinking_block() -> None:
+    plain = msg("a", "assistant", "answer", reasoning="unsigned thoughts")
+    _, turns = to_anthropic([msg("u", "user", "q"), plain])
+    assert [b["type"] for b in turns[1]["content"]] == ["text"]
+    signed = msg(
+        "b",
+        "assistant",
+        "answer",
+        reasoning="…",
+        extra=frozen(
+            {"reasoning_details": [{"type": "thinking", "thinking": "…", "signature": "sig"}]}
+        ),
+    )
+    _, turns = to_anthropic([msg("u", "user", "q"), signed])
+    first = turns[1]["content"][0]
+    assert first == {"type": "thinking", "thinking": "…", "signature": "sig"}
+    _, dropped = to_anthropic([msg("u", "user", "q"), signed], thinking="drop")
+    assert [b["type"] for b in dropped[1]["content"]] == ["text"]
+
+
+def test_c11_040_from_anthropic_splits_tool_results_from_the_user_text() -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "r1"},
+            {"type": "tool_result", "tool_use_id": "c2", "content": "r2", "is_error": True},
+            {"type": "text", "text": "and now?"},
+        ],
+    }
+    out = from_anthropic(message)
+    assert [(m.role, m.tool_call_id, m.text) for m in out] == [
+        ("tool", "c1", "r1"),
+        ("tool", "c2", "r2"),
+        ("user", None, "and now?"),
+    ]
+    assert out[1].extra["tool_status"] == "error"
+    (assistant,) = from_anthropic(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "s1"},
+                {"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "c9", "name": "look", "input": {"q": 1}},
+            ],
+        }
+    )
+    assert (assistant.text, assistant.reasoning, assistant.tool_call_ids) == ("ok", "hm", ("c9",))
+    assert assistant.extra["reasoning_details"][0]["signature"] == "s1"
