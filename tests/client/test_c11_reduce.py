@@ -341,3 +341,17 @@ def test_c11_reduce_malformed_and_unknown_frames_change_nothing_visible() -> Non
     assert reduce(view, FrameEvent({"type": "brand_new", "seq": 1})) is view
     bad = reduce(view, FrameEvent({"type": "message_chunk", "message_id": "A"}))
     assert bad.messages == view.messages and bad.extra["malformed"] == 1
+
+
+def test_reduce_a_retried_send_is_the_same_message_sending_again() -> None:
+    lost = AgentError(kind="connection", message="reset", retryable=True, recovery="retry")
+    view = run(LocalSend("u1", "hi", at_ms=1), SendFailed("u1", lost))
+    assert view.messages[0].delivery == Delivery.complete("send:u1", Outcome.ERROR)
+    view = reduce(view, LocalSend("u1", "hi", at_ms=9))
+    assert len(view.messages) == 1 and view.error is None
+    assert view.messages[0].delivery == Delivery.sending("send:u1")
+    # the server's record of an earlier attempt replaces a local failure
+    failed = run(LocalSend("u1", "hi", at_ms=1), SendFailed("u1", lost))
+    echoed = reduce(failed, data(record("M", "user", "hi", metadata={"client_message_id": "u1"})))
+    assert echoed.messages[0].key == "local:u1" and echoed.messages[0].id == "M"
+    assert echoed.messages[0].delivery == Delivery.complete("M", Outcome.SUCCESS)

@@ -249,6 +249,13 @@ class ThreadSession:
             await self._apply(SendFailed(event.local_id, error))
         else:
             await self._apply(SendAccepted(event.local_id, result.message_id, result.duplicate))
+            if result.duplicate:
+                # an earlier attempt was stored: its frames may be long gone, so read it
+                with contextlib.suppress(APIError, TransportError):
+                    page = await self.client.messages.get(
+                        self.thread_id, [result.message_id], include_silent=True
+                    )
+                    await self._apply(StatusChecked(page.messages))
 
     async def retry(self, key: str) -> Message:
         """Re-send a REJECTED/ERROR local message with the same ``client_message_id``."""
