@@ -10,7 +10,7 @@ import pytest
 from relay import Relay
 
 from server.conftest import Api
-from threadloom.client import AsyncClient, StreamClosed, ThreadDeletedError
+from threadloom.client import AsyncClient, Client, StreamClosed, ThreadDeletedError
 from threadloom.client.chat import Delivery, Outcome
 from threadloom.client.frames import Frame, MessageDataFrame, ThreadStatusFrame
 from threadloom.client.reduce import FrameEvent, Snapshot, empty_view, reduce
@@ -117,3 +117,37 @@ async def test_c11_reducer_on_recorded_frames_matches_the_rest_read(
     reply = view.messages[-1]
     assert reply.text == "echo: second"
     assert reply.delivery == Delivery.complete(f"run:{running.status.since}", Outcome.SUCCESS)
+
+
+async def test_sync_stream_reads_a_send_and_ends_on_delete(api: Api, client: AsyncClient) -> None:
+    created = await client.threads.create("echo")
+    thread = created.thread_id
+    page = await client.messages.list(thread)
+    opened = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def read() -> tuple[list[Frame], BaseException | None]:
+        frames: list[Frame] = []
+        sync = Client(api.base, token=api.keys["alice"])
+        with sync, sync.stream(thread, since=page.seq) as stream:
+            try:
+                for frame in stream:
+                    frames.append(frame)
+                    if len(frames) == 1:
+                        loop.call_soon_threadsafe(opened.set)
+            except ThreadDeletedError as exc:
+                return frames, exc
+        return frames, None
+
+    reader = asyncio.create_task(asyncio.to_thread(read))
+    await asyncio.wait_for(opened.wait(), 5)
+    await client.messages.send(thread, "sync")
+    await api.settle(thread)
+    await asyncio.sleep(0.2)
+    await client.threads.delete(thread)
+    frames, ended = await asyncio.wait_for(reader, 10)
+    assert isinstance(ended, ThreadDeletedError)
+    contents = [f.data.content for f in frames if isinstance(f, MessageDataFrame)]
+    assert "echo: sync" in contents
+    seqs = [f.seq for f in frames if f.durable]
+    assert seqs == sorted(set(seqs))

@@ -18,7 +18,7 @@ from threadloom.client import endpoints as ep
 from threadloom.client.endpoints import ROUTES, Batch, Call
 from threadloom.client.errors import APIError, NotFoundError, TransportError, error_from_response
 from threadloom.client.session import ThreadSession
-from threadloom.client.stream import StreamState, ThreadStream
+from threadloom.client.stream import StreamState, SyncThreadStream, ThreadStream
 from threadloom.records import Message
 
 P = ParamSpec("P")
@@ -447,6 +447,7 @@ class Client:
     ) -> None:
         url, all_headers = _settings(base_url, token, headers)
         self.base_url = url
+        self._headers = all_headers
         self._http = httpx.Client(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
         )
@@ -462,6 +463,30 @@ class Client:
     @property
     def last_response(self) -> httpx.Response | None:
         return self._run.last_response
+
+    def stream(
+        self,
+        thread_id: str,
+        *,
+        include_silent: bool = False,
+        depth: int = 0,
+        reasoning: bool = True,
+        logs: bool = False,
+        since: int | None = None,
+        reconnect: bool = True,
+    ) -> SyncThreadStream:
+        """The thread's stream as a blocking iterator; use with ``with``."""
+        return SyncThreadStream(
+            self.base_url,
+            thread_id,
+            headers=self._headers,
+            include_silent=include_silent,
+            depth=depth,
+            reasoning=reasoning,
+            logs=logs,
+            since=since,
+            reconnect=reconnect,
+        )
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"

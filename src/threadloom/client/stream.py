@@ -15,6 +15,8 @@ from urllib.parse import quote, urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import ClientConnection as SyncConnection
+from websockets.sync.client import connect as sync_connect
 
 from threadloom.client.errors import (
     APIError,
@@ -33,7 +35,14 @@ from threadloom.client.frames import (
     parse_frame,
 )
 
-__all__ = ["Frame", "HeartbeatFrame", "ResyncFrame", "StreamState", "ThreadStream"]
+__all__ = [
+    "Frame",
+    "HeartbeatFrame",
+    "ResyncFrame",
+    "StreamState",
+    "SyncThreadStream",
+    "ThreadStream",
+]
 
 StreamState = Literal["connecting", "open", "reconnecting", "closed"]
 
@@ -235,3 +244,129 @@ class ThreadStream:
                     continue  # already delivered (a duplicate after a reconnect)
                 self.last_seq = frame.seq
             return frame
+
+
+class SyncThreadStream:
+    """The blocking twin of ``ThreadStream`` (``websockets.sync.client``); same rules."""
+
+    def __init__(
+        self,
+        base_url: str,
+        thread_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        include_silent: bool = False,
+        depth: int = 0,
+        reasoning: bool = True,
+        logs: bool = False,
+        since: int | None = None,
+        reconnect: bool = True,
+        silence_s: float = SILENCE_S,
+    ) -> None:
+        self.base_url = base_url
+        self.thread_id = thread_id
+        self._headers = dict(headers or {})
+        self._params: dict[str, Any] = {
+            "includeSilent": "true" if include_silent else "false",
+            "depth": depth,
+            "reasoning": "true" if reasoning else "false",
+            "logs": "true" if logs else "false",
+        }
+        self.last_seq: int | None = since
+        self.reconnect = reconnect
+        self.silence_s = silence_s
+        self.state: StreamState = "connecting"
+        self.connections = 0
+        self._ws: SyncConnection | None = None
+        self._backoff = BACKOFF_START_S
+        self._auth_retried = False
+
+    def _open(self) -> None:
+        params = dict(self._params)
+        if self.last_seq is not None:
+            params["since"] = self.last_seq
+        url = ws_url(self.base_url, self.thread_id, params)
+        while True:
+            try:
+                self._ws = sync_connect(url, additional_headers=self._headers, open_timeout=10)
+                break
+            except InvalidStatus as exc:
+                body = bytes(exc.response.body or b"")
+                raise _handshake_error(exc.response.status_code, body) from exc
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                if not self.reconnect:
+                    raise TransportError(str(exc), maybe_sent=True) from exc
+                self.state = "reconnecting"
+                time.sleep(self._backoff * random.uniform(0.75, 1.25))
+                self._backoff = min(self._backoff * 2, BACKOFF_CAP_S)
+        self.connections += 1
+        self.state = "open"
+
+    def __enter__(self) -> Self:
+        self._open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                self._ws.close()
+            self._ws = None
+        self.state = "closed"
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> Frame:
+        if self.state == "closed":
+            raise StopIteration
+        while True:
+            if self._ws is None:
+                self._open()
+            ws = self._ws
+            assert ws is not None
+            try:
+                raw = ws.recv(timeout=self.silence_s)
+            except TimeoutError:
+                with contextlib.suppress(Exception):
+                    ws.close()
+                code, reason = 1006, "no frame received"
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd is not None else 1006
+                reason = exc.rcvd.reason if exc.rcvd is not None else ""
+            else:
+                try:
+                    decoded = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(decoded, dict):
+                    continue
+                frame = parse_frame(decoded)
+                if isinstance(frame, ThreadStatusFrame) and frame.snapshot:
+                    return frame
+                if frame.durable:
+                    if self.last_seq is not None and frame.seq <= self.last_seq:
+                        continue
+                    self.last_seq = frame.seq
+                return frame
+            self._ws = None
+            self.state = "closed"
+            if code == 1000:
+                raise ThreadDeletedError(code, reason)
+            if code == 4001 and self.reconnect and not self._auth_retried:
+                self._auth_retried = True
+            elif code == 4001:
+                raise AuthenticationError(401, "unauthorized", reason or "Credentials expired")
+            elif code not in RECONNECT_CODES or not self.reconnect:
+                raise StreamClosed(code, reason)
+            self.state = "reconnecting"
+            if code != 1001:
+                time.sleep(self._backoff * random.uniform(0.75, 1.25))
+                self._backoff = min(self._backoff * 2, BACKOFF_CAP_S)
