@@ -288,7 +288,10 @@ class SyncThreadStream:
         url = ws_url(self.base_url, self.thread_id, params)
         while True:
             try:
-                self._ws = sync_connect(url, additional_headers=self._headers, open_timeout=10)
+                connection = sync_connect(url, additional_headers=self._headers, open_timeout=10)
+                # entered as a context manager (websockets 17.1 deprecates a bare connect());
+                # close() ends it
+                self._ws = connection.__enter__()
                 break
             except InvalidStatus as exc:
                 body = bytes(exc.response.body or b"")
