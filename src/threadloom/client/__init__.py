@@ -1,0 +1,48 @@
+"""Threadloom's Python client (spec 11): HTTP client (async and sync), errors, the chat model.
+
+The client talks HTTP/WebSocket only; of the server side it imports ``threadloom.records`` (the
+wire shapes) and nothing else, so it can be used against a remote server.
+"""
+
+from threadloom.client import chat
+from threadloom.client.endpoints import AUTO, UNSET, Upload
+from threadloom.client.errors import (
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    ServerError,
+    StreamClosed,
+    ThreadDeletedError,
+    ThreadloomError,
+    ThreadTerminatedError,
+    TransportError,
+)
+from threadloom.client.http import AsyncClient, Client
+from threadloom.client.session import ThreadSession
+
+__all__ = [
+    "AUTO",
+    "UNSET",
+    "APIError",
+    "AsyncClient",
+    "AuthenticationError",
+    "BadRequestError",
+    "Client",
+    "ConflictError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "ServerError",
+    "StreamClosed",
+    "ThreadDeletedError",
+    "ThreadSession",
+    "ThreadTerminatedError",
+    "ThreadloomError",
+    "TransportError",
+    "Upload",
+    "chat",
+]

@@ -1,0 +1,1 @@
+"""Conversions between chat messages and provider / UI formats (spec 11 §11.7)."""

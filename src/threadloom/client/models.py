@@ -1,0 +1,261 @@
+"""Typed response models of the HTTP client (spec 11 §11.2.3).
+
+Field names are snake_case; where the wire spells a key in camelCase (spec 08) the field has that
+alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server does not break
+an older client; message records are ``threadloom.records.Message``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from threadloom.records import AttachmentRef, FileRecord, Message, ThreadStatus
+
+__all__ = [
+    "Accepted",
+    "AgentInfo",
+    "AttachmentRef",
+    "CostReport",
+    "CreatedThread",
+    "DeletedThreads",
+    "FileRecord",
+    "FileStats",
+    "GrepHit",
+    "Health",
+    "HookInfo",
+    "LogDetail",
+    "LogPage",
+    "LogRow",
+    "MessagePage",
+    "ModelInfo",
+    "Owner",
+    "PromptInfo",
+    "SendResult",
+    "StopResult",
+    "SubagentEntry",
+    "TerminateResult",
+    "ThreadDetail",
+    "ThreadItem",
+    "ThreadPage",
+    "ThreadUpdated",
+    "ToolInfo",
+]
+
+
+class Wire(BaseModel):
+    """Base of the response models: unknown keys kept, fields filled by name or alias."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ThreadItem(Wire):
+    """A thread of ``GET /api/threads`` (spec 08 §8.2.2)."""
+
+    id: str
+    agent_id: str
+    origin_agent_id: str | None = None
+    user_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    parent: str | None = None
+    terminated: int | None = None
+    created_at: int = 0
+    last_activity_at: int | None = None
+    executing: bool = False
+    status: ThreadStatus | None = None
+    last_message_preview: str | None = None
+    last_message_at: int | None = None
+    agent: dict[str, Any] | None = None
+
+
+class ThreadPage(Wire):
+    threads: list[ThreadItem]
+    total: int
+    has_more: bool = Field(alias="hasMore")
+
+
+class CreatedThread(Wire):
+    thread_id: str = Field(alias="threadId")
+    agent_id: str
+    initial_message_ids: list[str] = Field(default_factory=list, alias="initialMessageIds")
+    thread: ThreadItem | None = None
+
+
+class ThreadDetail(Wire):
+    """``GET /api/threads/{id}`` (spec 08 §8.3.4)."""
+
+    thread: dict[str, Any]
+    agent: dict[str, Any] | None = None
+    stats: dict[str, Any] = Field(default_factory=dict)
+    status: ThreadStatus
+    seq: int = 0
+
+    @property
+    def terminated(self) -> int | None:
+        value = self.thread.get("terminated")
+        return value if isinstance(value, int) else None
+
+
+class ThreadUpdated(Wire):
+    id: str
+    agent_id: str
+    user_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    env_types: dict[str, str] | None = None
+    created_at: int = 0
+    overlap: str | None = None
+
+
+class DeletedThreads(Wire):
+    thread_id: str = Field(alias="threadId")
+    deleted_thread_ids: list[str] = Field(alias="deletedThreadIds")
+    deleted_count: int = Field(alias="deletedCount")
+
+
+class Owner(Wire):
+    user_id: str | None = None
+    username: str | None = None
+    display_name: str | None = None
+    email: str | None = None
+    thread_count: int = 0
+
+
+class Accepted(Wire):
+    """202 of ``continue``."""
+
+    status: str = "queued"
+    queue_id: str = Field(alias="queueId")
+
+
+class StopResult(Wire):
+    was_running: bool = Field(alias="wasRunning")
+    settled: bool = True
+
+
+class TerminateResult(Wire):
+    terminated: int
+    already_terminated: bool = Field(alias="alreadyTerminated")
+
+
+class CostReport(Wire):
+    total_cost: float = Field(alias="totalCost")
+    llm_cost: float = Field(0.0, alias="llmCost")
+    app_cost: float = Field(0.0, alias="appCost")
+    own_cost: float = Field(0.0, alias="ownCost")
+    request_count: int = Field(0, alias="requestCount")
+    message_count: int = Field(0, alias="messageCount")
+    model_breakdown: list[dict[str, Any]] = Field(default_factory=list, alias="modelBreakdown")
+    threads: list[dict[str, Any]] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class SubagentEntry(Wire):
+    """One child of ``GET /subagents`` and of ``subagent_updated`` frames (spec 08 §8.2.7)."""
+
+    id: str
+    relationship: str | None = None
+    agent_name: str | None = None
+    title: str | None = None
+    thread_name: str | None = Field(None, alias="threadName")
+    status: str | None = None
+    blocking: bool | None = None
+    resumable: bool | None = None
+    owner: str | None = None
+    description: str | None = None
+    created_at: int | None = Field(None, alias="createdAt")
+    spawn_group_id: str | None = Field(None, alias="spawnGroupId")
+
+
+class MessagePage(Wire):
+    """``GET /messages``: records in canonical order and the stream head ``seq``."""
+
+    messages: list[Message]
+    total: int
+    has_more: bool = Field(alias="hasMore")
+    seq: int = 0
+
+
+class SendResult(Wire):
+    """``POST /messages``: 202 queued, or 200 ``duplicate`` (spec 08 §8.4.2 step 3)."""
+
+    message_id: str = Field(alias="messageId")
+    queue_id: str | None = Field(None, alias="queueId")
+    status: str = "queued"
+
+    @property
+    def duplicate(self) -> bool:
+        return self.status == "duplicate"
+
+
+class LogRow(Wire):
+    id: str
+    kind: str | None = None
+    message_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    created_at: int = 0
+    is_complete: bool = True
+    error: str | None = None
+    cost_total: float | None = None
+
+
+class LogDetail(LogRow):
+    request_body: str | None = None
+    response_body: str | None = None
+
+
+class LogPage(Wire):
+    logs: list[LogRow]
+    total: int
+    has_more: bool = Field(alias="hasMore")
+
+
+class FileStats(Wire):
+    total_size: int = Field(alias="totalSize")
+    file_count: int = Field(alias="fileCount")
+
+
+class GrepHit(Wire):
+    path: str
+    name: str | None = None
+    snippet: str | None = None
+
+
+class AgentInfo(Wire):
+    id: str
+    name: str | None = None
+    title: str | None = None
+    description: str | None = None
+    primary: bool = True
+
+
+class PromptInfo(Wire):
+    id: str
+    name: str | None = None
+
+
+class ModelInfo(Wire):
+    id: str
+    name: str | None = None
+    provider: str | None = None
+    model: str | None = None
+
+
+class HookInfo(Wire):
+    id: str
+    hook: str
+
+
+class ToolInfo(Wire):
+    description: str | None = None
+    schema_: Any = Field(None, alias="schema")
+    type: str | None = None
+    has_error: bool = Field(False, alias="hasError")
+
+
+class Health(Wire):
+    status: Literal["ok", "unavailable"] | str
+    version: str | None = None
+    node: str | None = None
+    store: str | None = None
