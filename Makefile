@@ -27,6 +27,7 @@ test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts examples
+	$(BIN)/ruff format --check src tests bench scripts examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

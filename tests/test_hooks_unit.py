@@ -194,7 +194,10 @@ def ids(resolved: list[tuple[HookDefinition, HookContext]]) -> list[str]:
 
 def test_resolve_prompt_list_replaces_agent_list(registry: HookRegistry) -> None:
     resolved = registry.resolve(
-        "filter_messages", prompt_hooks=["p1"], prompt_name="P", agent_hooks=["a1"],
+        "filter_messages",
+        prompt_hooks=["p1"],
+        prompt_name="P",
+        agent_hooks=["a1"],
         agent_name="support",
     )
     assert ids(resolved) == ["p1"]
@@ -208,8 +211,11 @@ def test_resolve_falls_back_to_agent_list(
     registry: HookRegistry, prompt_hooks: list[str] | None
 ) -> None:
     resolved = registry.resolve(
-        "filter_messages", prompt_hooks=prompt_hooks, prompt_name="P",
-        agent_hooks=["a2", "a1"], agent_name="support",
+        "filter_messages",
+        prompt_hooks=prompt_hooks,
+        prompt_name="P",
+        agent_hooks=["a2", "a1"],
+        agent_name="support",
     )
     assert ids(resolved) == ["a2", "a1"]
     assert dict(resolved[0][1].source) == {"kind": "agent", "agent_name": "support"}
@@ -217,42 +223,61 @@ def test_resolve_falls_back_to_agent_list(
 
 def test_resolve_duplicates_run_once_at_first_position(registry: HookRegistry) -> None:
     resolved = registry.resolve(
-        "filter_messages", prompt_hooks=["p2", "p1", "p2", "p1"], prompt_name="P",
-        agent_hooks=[], agent_name="support",
+        "filter_messages",
+        prompt_hooks=["p2", "p1", "p2", "p1"],
+        prompt_name="P",
+        agent_hooks=[],
+        agent_name="support",
     )
     assert ids(resolved) == ["p2", "p1"]
 
 
 def test_resolve_skips_ids_of_other_names_and_unregistered(registry: HookRegistry) -> None:
     resolved = registry.resolve(
-        "filter_messages", prompt_hooks=["other", "p1", "ghost"], prompt_name="P",
-        agent_hooks=[], agent_name="support",
+        "filter_messages",
+        prompt_hooks=["other", "p1", "ghost"],
+        prompt_name="P",
+        agent_hooks=[],
+        agent_name="support",
     )
     assert ids(resolved) == ["p1"]
     create = registry.resolve(
-        "before_create_message", prompt_hooks=["other", "p1"], prompt_name="P",
-        agent_hooks=[], agent_name="support",
+        "before_create_message",
+        prompt_hooks=["other", "p1"],
+        prompt_name="P",
+        agent_hooks=[],
+        agent_name="support",
     )
     assert ids(create) == ["other"]
 
 
 def test_resolve_child_hooks_wrap_base_list(registry: HookRegistry) -> None:
     resolved = registry.resolve(
-        "filter_messages", prompt_hooks=["p1", "c1"], prompt_name="P", agent_hooks=[],
-        agent_name="support", child_hooks_before=[("c1", "research", "researcher")],
+        "filter_messages",
+        prompt_hooks=["p1", "c1"],
+        prompt_name="P",
+        agent_hooks=[],
+        agent_name="support",
+        child_hooks_before=[("c1", "research", "researcher")],
         child_hooks_after=[("c2", "research", "researcher"), ("other", "research", "r")],
     )
     assert ids(resolved) == ["c1", "p1", "c2"]
     assert dict(resolved[0][1].source) == {
-        "kind": "child", "relationship_name": "research", "agent_name": "researcher",
+        "kind": "child",
+        "relationship_name": "research",
+        "agent_name": "researcher",
     }
 
 
 def test_resolve_unregistered_child_hook_fails_closed(registry: HookRegistry) -> None:
     with pytest.raises(UnknownHookError, match="ghost"):
         registry.resolve(
-            "filter_messages", prompt_hooks=None, prompt_name=None, agent_hooks=[],
-            agent_name="support", child_hooks_after=[("ghost", "research", "researcher")],
+            "filter_messages",
+            prompt_hooks=None,
+            prompt_name=None,
+            agent_hooks=[],
+            agent_name="support",
+            child_hooks_after=[("ghost", "research", "researcher")],
         )
 
 
@@ -287,9 +312,7 @@ async def test_transform_none_is_unchanged_and_in_place_change_discarded() -> No
         define("before_create_message", "mutate", mutate),
         define("before_create_message", "observe", observe),
     )
-    result = await runner.run_transform(
-        hooks, STATE, original, validate=accept_any, propagate=True
-    )
+    result = await runner.run_transform(hooks, STATE, original, validate=accept_any, propagate=True)
     assert result.content == "hello"
     assert original.content == "hello"
     assert seen == ["hello"]
@@ -297,7 +320,10 @@ async def test_transform_none_is_unchanged_and_in_place_change_discarded() -> No
     history = [{"role": "user", "content": "hi"}]
     filtered = await runner.run_transform(
         chain(define("filter_messages", "mutate_list", mutate_list)),
-        STATE, history, validate=accept_any, propagate=True,
+        STATE,
+        history,
+        validate=accept_any,
+        propagate=True,
     )
     assert filtered == [{"role": "user", "content": "hi"}]
 
@@ -315,8 +341,11 @@ async def test_validate_receives_clean_previous_value() -> None:
 
     runner = HookRunner()
     result = await runner.run_transform(
-        chain(define("before_create_message", "patch", patch)), STATE,
-        {"content": "x"}, validate=merge, propagate=True,
+        chain(define("before_create_message", "patch", patch)),
+        STATE,
+        {"content": "x"},
+        validate=merge,
+        propagate=True,
     )
     assert result == {"content": "x", "name": "bot"}
     assert calls == [({"content": "x"}, {"name": "bot"}, "patch")]
@@ -331,8 +360,12 @@ async def test_args_builder_for_update_hook() -> None:
 
     runner = HookRunner()
     result = await runner.run_transform(
-        chain(define("before_update_message", "upd", hook_fn)), STATE, {"content": "x"},
-        validate=accept_any, propagate=True, args_builder=lambda v: (STATE, "m1", v),
+        chain(define("before_update_message", "upd", hook_fn)),
+        STATE,
+        {"content": "x"},
+        validate=accept_any,
+        propagate=True,
+        args_builder=lambda v: (STATE, "m1", v),
     )
     assert result == {"content": "Z"}
     assert received == [(STATE, "m1", {"content": "x"})]
@@ -410,8 +443,12 @@ async def test_drop_ends_chain() -> None:
     after = define("after_tool_call_success", "after", lambda s, c, r: ran.append("after"))
     runner = HookRunner()
     result = await runner.run_transform(
-        chain(dropper, after), STATE, {"status": "success"}, validate=accept_any,
-        propagate=False, args_builder=lambda v: (STATE, {"id": "call_1"}, v),
+        chain(dropper, after),
+        STATE,
+        {"status": "success"},
+        validate=accept_any,
+        propagate=False,
+        args_builder=lambda v: (STATE, {"id": "call_1"}, v),
     )
     assert result is DROP
     assert ran == []
@@ -435,7 +472,11 @@ async def test_block_ends_chain_only_when_allowed() -> None:
     runner, failures = recording_runner()
     with pytest.raises(HookBlocked, match="quota exceeded"):
         await runner.run_transform(
-            chain(blocker, after), STATE, [], validate=accept_any, propagate=False,
+            chain(blocker, after),
+            STATE,
+            [],
+            validate=accept_any,
+            propagate=False,
             allow_block=True,
         )
     assert ran == [] and failures == []
@@ -511,8 +552,11 @@ async def test_c03_011_sync_and_async_identical() -> None:
     runner = HookRunner()
     results = [
         await runner.run_transform(
-            chain(define("after_system_message", "h", fn)), STATE, "hi",
-            validate=accept_str, propagate=True,
+            chain(define("after_system_message", "h", fn)),
+            STATE,
+            "hi",
+            validate=accept_str,
+            propagate=True,
         )
         for fn in (sync_upper, async_upper)
     ]

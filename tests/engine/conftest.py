@@ -45,8 +45,15 @@ async def make_chat(db_url: str) -> AsyncIterator[Callable[..., Any]]:
         provider = ScriptedProvider(script)
         defs = Definitions().add(
             Model(name="M", provider=provider, model="scripted-1", **(model or {})),
-            Prompt(**{"name": "P", "model": "M", "system": "You are P.", "tools": ["echo"],
-                      **(prompt or {})}),
+            Prompt(
+                **{
+                    "name": "P",
+                    "model": "M",
+                    "system": "You are P.",
+                    "tools": ["echo"],
+                    **(prompt or {}),
+                }
+            ),
             Agent(
                 name="chat",
                 side_a=Side(prompt="P", label="Agent", **(side_a or {})),

@@ -21,7 +21,11 @@ async def test_c04_019_send_gets_an_answer(make_chat: Any) -> None:
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
     user, assistant = await _messages(state)
     assert (user.id, user.role, user.content, user.status, user.prompt) == (
-        sent.id, "user", "Hello", "completed", None
+        sent.id,
+        "user",
+        "Hello",
+        "completed",
+        None,
     )
     assert (assistant.role, assistant.content, assistant.status) == ("assistant", "Hi", "completed")
     assert assistant.name == "Agent" and assistant.prompt == "P" and assistant.log_id
