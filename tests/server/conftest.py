@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -34,35 +34,23 @@ from threadloom.server.passwords import hash_password
 from threadloom.server.principal import Principal
 from threadloom.server.settings import ServerSettings, StreamSettings
 
+
+def fixture_user(username: str, role: Literal["admin", "user", "api"], suffix: str) -> Principal:
+    """A fixture user with a fixed id (stored as a user row with an API key by the harness)."""
+    return Principal(
+        id=f"5e2b7c1a-0000-4000-8000-{suffix:0>12}",
+        username=username,
+        role=role,
+        auth_type="api_key",
+        has_user_row=True,
+    )
+
+
 USERS = {
-    "alice": Principal(
-        id="5e2b7c1a-0000-4000-8000-00000000a11c",
-        username="alice",
-        role="user",
-        auth_type="api_key",
-        has_user_row=True,
-    ),
-    "bob": Principal(
-        id="5e2b7c1a-0000-4000-8000-000000000b0b",
-        username="bob",
-        role="user",
-        auth_type="api_key",
-        has_user_row=True,
-    ),
-    "root": Principal(
-        id="5e2b7c1a-0000-4000-8000-0000000000ad",
-        username="root",
-        role="admin",
-        auth_type="api_key",
-        has_user_row=True,
-    ),
-    "apiu": Principal(
-        id="5e2b7c1a-0000-4000-8000-0000000000a9",
-        username="apiu",
-        role="api",
-        auth_type="api_key",
-        has_user_row=True,
-    ),
+    "alice": fixture_user("alice", "user", "a11c"),
+    "bob": fixture_user("bob", "user", "b0b"),
+    "root": fixture_user("root", "admin", "ad"),
+    "apiu": fixture_user("apiu", "api", "a9"),
 }
 
 

@@ -8,10 +8,8 @@ database is underneath: the SQLite store and the PostgreSQL store pass one contr
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from threadloom.records import (
     FileRecord,
@@ -20,316 +18,58 @@ from threadloom.records import (
     Message,
     QueueEntry,
     SubagentRegistryEntry,
-    ThreadRecord,
     ThreadStatus,
 )
-
-Clock = Callable[[], int]
-"""Returns the current time in µs since the epoch; injectable for tests."""
-
-
-def system_clock_us() -> int:
-    """Wall-clock microseconds since the Unix epoch."""
-    return time.time_ns() // 1000
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """A committed row of ``thread_events`` (spec 01 §1.11.5, spec 09 §9.6)."""
-
-    thread_id: str
-    seq: int
-    kind: str
-    entity_id: str | None
-    payload: dict[str, Any] | None
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class NewThread:
-    """What ``create_thread`` needs; the store adds counters and the initial status."""
-
-    id: str
-    agent_id: str
-    user_id: str | None = None
-    tags: tuple[str, ...] = ()
-    parent_id: str | None = None
-    arguments: dict[str, Any] | None = None
-    overlap: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadQuery:
-    """Filters, order and page of a thread listing (spec 08 §8.3.1)."""
-
-    user_id: str | None = None
-    agent_id: str | None = None
-    """Current or origin agent."""
-    include_children: bool = False
-    """With ``agent_id``: also every descendant of the matching threads."""
-    parent_id: str | None = None
-    roots_only: bool = False
-    search: str | None = None
-    """Case-insensitive substring of the id or of a tag."""
-    created_from_us: int | None = None
-    created_to_us: int | None = None
-    executing: bool | None = None
-    terminated: bool | None = None
-    states: tuple[str, ...] = ()
-    sort: str = "activity"
-    """``activity`` (last activity, then creation, newest first), ``created``, ``oldest``."""
-    limit: int = 50
-    offset: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadPatch:
-    """Changes to a thread's mutable fields (spec 08 §8.3.5); applied in one transaction.
-
-    ``env`` replaces every variable when ``replace_env`` (None clears them); then
-    ``env_set``, ``env_type_set`` and ``env_delete`` apply in that order.
-    """
-
-    tags: tuple[str, ...] | None = None
-    set_overlap: bool = False
-    overlap: str | None = None
-    replace_env: bool = False
-    env: dict[str, str] | None = None
-    env_types: dict[str, str] | None = None
-    env_set: dict[str, str] = field(default_factory=dict)
-    env_type_set: dict[str, str] = field(default_factory=dict)
-    env_delete: tuple[str, ...] = ()
-    set_properties: bool = False
-    properties: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerCount:
-    user_id: str | None
-    thread_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadRow:
-    """A ``threads`` row: the record plus the engine's state columns (spec 04 §4.27)."""
-
-    id: str
-    agent_id: str
-    origin_agent_id: str
-    user_id: str | None
-    tags: tuple[str, ...]
-    parent_id: str | None
-    arguments: dict[str, Any]
-    created_at_us: int
-    terminated: int | None
-    status: ThreadStatus
-    stopped: bool
-    overlap: str | None
-    event_seq: int
-    events_pruned_through: int
-    session_turns_a: int = 0
-    session_turns_b: int = 0
-    has_children: bool | None = None
-    """Whether the thread's subagent registry holds any entry; ``None`` when the read that
-    made this row did not look (only ``get_thread`` does)."""
-    env_types: dict[str, str] | None = None
-    """Which thread variables are ``text`` (the values themselves are write-only)."""
-    last_activity_us: int | None = None
-    """Last send or run start/end on this thread or a descendant (None: never)."""
-    last_message_preview: str | None = None
-    """Newest visible top-level user text, cut to 140 characters (list reads only)."""
-    last_message_at_us: int | None = None
-    """Newest visible user or final assistant message (list reads only)."""
-
-    def record(self) -> ThreadRecord:
-        """The wire-level thread record (``created_at`` in seconds, conflict C13)."""
-        return ThreadRecord(
-            id=self.id,
-            agent_id=self.agent_id,
-            origin_agent_id=self.origin_agent_id,
-            user_id=self.user_id,
-            tags=list(self.tags),
-            parent=self.parent_id,
-            terminated=self.terminated,
-            created_at=self.created_at_us // 1_000_000,
-            arguments=dict(self.arguments),
-            status=self.status,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ParentDelivery:
-    """A child's session result reaching its parent (spec 06 §6.8.3), committed in the
-    same transaction as the child's run end: the parent's registry entry for
-    ``reference`` gets ``status``, and ``entry`` (when set) is queued in the parent unless
-    the parent is terminated. A parent that no longer exists gets nothing."""
-
-    parent_id: str
-    reference: str
-    status: str
-    entry: QueueEntry | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Settlement:
-    """How to settle a run that did not end by itself (spec 04 §4.20.1, §4.24.1).
-
-    One transaction, events in this order: pending model messages → ``failed`` (keeping
-    ``partial_text``), then tool results for unanswered calls of the run's model messages
-    and completion of incomplete LLM log rows (logs first when ``logs_first``), then the
-    optional ``system`` note, then the status (``reason`` None leaves it unchanged).
-    """
-
-    tool_result_text: str
-    log_error: str
-    log_error_type: str
-    since: int | None = None
-    partial_text: dict[str, str] = field(default_factory=dict)
-    note: str | None = None
-    note_status_kind: str | None = None
-    reason: str | None = None
-    logs_first: bool = False
-    only_if_running: bool = False
-    delivery: ParentDelivery | None = None
-    """A child's session result for its parent, committed with the settlement (its events
-    follow the child's)."""
-
-
-LOST_RUN = Settlement(
-    tool_result_text="Execution lost: the runtime restarted before this tool call finished.",
-    log_error="Request lost: the runtime stopped before the response finished.",
-    log_error_type="execution_lost",
-    reason="execution_lost",
-    logs_first=True,
-    only_if_running=True,
+from threadloom.store.shapes import (
+    LOST_RUN,
+    ApiKeyRow,
+    Clock,
+    CostSummary,
+    CostSums,
+    FileContent,
+    NewFile,
+    NewThread,
+    Order,
+    OwnerCount,
+    ParentDelivery,
+    SessionRow,
+    Settlement,
+    StoredEvent,
+    ThreadPatch,
+    ThreadQuery,
+    ThreadRow,
+    ThreadStats,
+    TicketRow,
+    UserPatch,
+    UserRow,
+    system_clock_us,
 )
-"""Settlement of a run lost in a crash (spec 04 §4.24.1): only while the status is running."""
 
-
-@dataclass(frozen=True, slots=True)
-class ThreadStats:
-    message_count: int
-    log_count: int
-    queued_count: int
-
-
-@dataclass(slots=True)
-class CostSums:
-    """Sums over costed rows (spec 01 §1.10.2); a thread's or one model's share."""
-
-    llm_cost: float = 0.0
-    app_cost: float = 0.0
-    input_cost: float = 0.0
-    cached_cost: float = 0.0
-    output_cost: float = 0.0
-    router_fee_cost: float = 0.0
-    request_count: int = 0
-    message_count: int = 0
-
-
-@dataclass(slots=True)
-class CostSummary:
-    """Per-thread sums and per-model LLM sums over a set of threads."""
-
-    threads: dict[str, CostSums] = field(default_factory=dict)
-    models: dict[str, CostSums] = field(default_factory=dict)
-
-
-Order = Literal["asc", "desc"]
-
-
-@dataclass(frozen=True, slots=True)
-class NewFile:
-    """What ``write_file`` stores at a normalised path (spec 07 §7.5): the description of
-    a file (``storage="local"``, content passed beside it) or of an external link
-    (``storage="url"``, ``location`` the URL, ``size`` as declared)."""
-
-    path: str
-    mime_type: str
-    storage: Literal["local", "url"] = "local"
-    location: str | None = None
-    size: int = 0
-    metadata: dict[str, Any] | None = None
-    width: int | None = None
-    height: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FileContent:
-    """One version of a file's content, for chunked reads: ``version`` changes whenever
-    the file is overwritten or deleted (a reader holding it notices, spec 07 §7.5)."""
-
-    version: int
-    size: int
-
-
-# -- users and credentials (spec 10) ---------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class UserRow:
-    """A ``users`` row (spec 10 §10.5.8); ``password_hash`` is a KDF string, never a password."""
-
-    id: str
-    username: str
-    role: str
-    created_at_us: int
-    password_hash: str | None = None
-    permissions: tuple[str, ...] | None = None
-    roles: tuple[str, ...] = ()
-    display_name: str | None = None
-    email: str | None = None
-    avatar_url: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UserPatch:
-    """Changes to a user, applied in one transaction. A field left ``None`` (or a ``set_*``
-    flag left false) keeps its value; a new password revokes the user's sessions."""
-
-    set_password: bool = False
-    password_hash: str | None = None
-    role: str | None = None
-    set_permissions: bool = False
-    permissions: tuple[str, ...] | None = None
-    roles: tuple[str, ...] | None = None
-    profile: dict[str, str | None] = field(default_factory=dict)
-    """``display_name``, ``email``, ``avatar_url``: the keys present are set."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyRow:
-    """An API key's record; the key itself is stored only as its SHA-256 digest."""
-
-    id: str
-    user_id: str
-    name: str
-    key_prefix: str
-    last_five: str
-    created_at_us: int
-    last_used_at_us: int | None = None
-    expires_at_us: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    """A login session; the token itself is stored only as its SHA-256 digest."""
-
-    user_id: str
-    created_at_us: int
-    expires_at_us: int
-
-
-@dataclass(frozen=True, slots=True)
-class TicketRow:
-    """A WebSocket ticket (spec 10 §10.9): bound to a pathname, carrying the credential it
-    was minted with (``auth_type`` and the digest of that credential) to re-check at use."""
-
-    pathname: str
-    auth_type: str
-    principal_id: str
-    credential_digest: str | None
-    expires_at_us: int
+__all__ = [
+    "LOST_RUN",
+    "ApiKeyRow",
+    "Clock",
+    "CostSummary",
+    "CostSums",
+    "FileContent",
+    "NewFile",
+    "NewThread",
+    "Order",
+    "OwnerCount",
+    "ParentDelivery",
+    "SessionRow",
+    "Settlement",
+    "Store",
+    "StoredEvent",
+    "ThreadPatch",
+    "ThreadQuery",
+    "ThreadRow",
+    "ThreadStats",
+    "TicketRow",
+    "UserPatch",
+    "UserRow",
+    "system_clock_us",
+]
 
 
 @runtime_checkable
