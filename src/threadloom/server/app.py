@@ -108,14 +108,12 @@ def serve_app(
     **runtime_options: Any,
 ) -> ThreadloomApp:
     """An app that opens the Runtime for ``project`` on start-up and closes it on shutdown."""
-    holder: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings.store, project=project, **runtime_options)
         creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)
-        holder["ctx"] = app.state.ctx
         try:
             yield
         finally:

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.server import deps, schemas
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
@@ -41,24 +42,14 @@ async def continue_thread(
         raise bad_field("side", "must be 'a' or 'b'", "Side must be 'a' or 'b'")
     runtime = deps.runtime(request)
     if row.terminated is not None:
-        raise ApiError(
-            423,
-            "thread_terminated",
-            f"Thread is terminated (terminated_at={row.terminated})",
-            extra={"terminated": row.terminated},
-        )
+        raise ThreadTerminated(row.id, row.terminated)  # 423 (errors.from_threadloom)
+    busy = ApiError(409, "thread_running", "Thread is already running")
     if runtime.running(row.id):
-        raise ApiError(409, "thread_running", "Thread is already running")
+        raise busy
     try:
         await runtime.continue_thread(row.id, side)
-    except ApiError:
-        raise
-    except Exception as exc:
-        from threadloom.errors import ThreadBusy
-
-        if isinstance(exc, ThreadBusy):
-            raise ApiError(409, "thread_running", "Thread is already running") from None
-        raise
+    except ThreadBusy:  # a run started between the check and the call
+        raise busy from None
     return JSONResponse(
         {
             "status": "queued",

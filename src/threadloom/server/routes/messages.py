@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from threadloom.errors import DuplicateMessage, MessageNotFound
+from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadTerminated
 from threadloom.server import deps, schemas
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
@@ -19,16 +19,6 @@ from threadloom.thread.messages import delete_with_cascade
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
 
 MAX_IDS = 200
-
-
-def _terminated(row: ThreadRow) -> ApiError:
-    assert row.terminated is not None
-    return ApiError(
-        423,
-        "thread_terminated",
-        f"Thread is terminated (terminated_at={row.terminated})",
-        extra={"terminated": row.terminated},
-    )
 
 
 @router.get("", summary="Read messages (queued entries appear as pending)")
@@ -92,7 +82,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
         )
     problems.raise_if_any()
     if row.terminated is not None:
-        raise _terminated(row)
+        raise ThreadTerminated(row.id, row.terminated)  # 423, nothing stored
     runtime = ctx.runtime
     state = deps.state_of(request, row)
     refs = await store_uploads(state, uploads)

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from threadloom.records import LOG_LIST_KEYS, LogRow
+from threadloom.records import LogRow
 from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field
@@ -159,6 +159,3 @@ async def get_subagents(
     state = deps.state_of(request, row)
     entries = sorted(await state.get_children(), key=lambda e: e.created_at)
     return {"subagents": [registry_wire(e) for e in entries]}
-
-
-_ = LOG_LIST_KEYS
