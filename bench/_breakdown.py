@@ -29,10 +29,10 @@ def instrument(store: SqliteStore, calls: StoreCalls) -> Callable[[], None]:
     def name_of(fn: Callable[..., Any]) -> str:
         return f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
 
-    async def write(fn: Callable[..., Any], *args: Any) -> Any:
+    async def write(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
         t0 = time.perf_counter_ns()
         try:
-            return await original_write(fn, *args)
+            return await original_write(fn, *args, **options)
         finally:
             slot = calls.writes.setdefault(name_of(fn), [0, 0])
             slot[0] += 1

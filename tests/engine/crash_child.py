@@ -27,6 +27,9 @@ Scenarios:
   the child id once that request is in flight and the parent is idle. With the argument
   ``blocking`` the relationship is blocking: READY once the worker's request is in flight
   (the parent's run still waits in its ``subagent_create`` call).
+- ``turns`` — two whole turns (each: a user message, an ``echo`` call, its result, the
+  final text) completed, then "third" sent with its response delayed 60 s; READY with
+  the ids of every message once that request is in flight.
 - ``drain`` — send "first" (delayed 60 s), then "queued" while running;
   ``Runtime.close(drain=0)``; RESULT with the status frames observed and the number of
   model requests made, 0.3 s after the close.
@@ -132,6 +135,13 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
         ],
         "stopped": [Reply.text("Hi")],
         "drain": [Reply.text("never", delay=60)],
+        "turns": [
+            Reply.tool_calls(Call("echo", {"v": 1}, id="call_t1")),
+            Reply.text("one"),
+            Reply.tool_calls(Call("echo", {"v": 2}, id="call_t2")),
+            Reply.text("two"),
+            Reply.text("never", delay=60),
+        ],
         "subagent": subagent_script(),
     }
     provider = ScriptedProvider(scripts[scenario])
@@ -157,6 +167,14 @@ async def main(url: str, scenario: str, extra: list[str]) -> None:
             emit("RESULT", info)
             return
         info["queued_ids"] = [(await rt.send_message(tid, text)).id for text in extra]
+    elif scenario == "turns":
+        for text in ("first", "second"):
+            await rt.send_message(tid, text)
+            await rt.wait_idle(tid, timeout=10)
+        page = await state.get_messages(order="asc", limit=None)
+        info["completed"] = [m.id for m in page.messages]
+        await rt.send_message(tid, "third")
+        await until(lambda: len(provider.requests) == 5)
     elif scenario == "tool":
         info["first_id"] = (await rt.send_message(tid, "go")).id
         await until(lambda: bool(TOOL_STARTED))

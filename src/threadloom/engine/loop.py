@@ -24,7 +24,7 @@ from threadloom.engine.step import StepEnv, model_step, role_of
 from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
 from threadloom.records import LogRow, Message, new_id
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import ThreadRow, delivered_message
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.state import ThreadState
@@ -67,6 +67,13 @@ class Run:
         """Reasoning text streamed so far per message being generated (stream catch-up)."""
         self.root_message_id: str | None = None
         self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
+        self.pre_delivered: list[Message] | None = None
+        """Entries the start gate delivered with the status write: the first step's."""
+        self.ended: tuple[str, bool] | None = None
+        """``(reason, settled)`` once the end-of-run check committed with the run's last
+        message (``RunManager.finish_run``)."""
+        self.rewake = False
+        """Work was queued after that check: start the next run once this one is gone."""
         self._reset()
 
     def _reset(self) -> None:
@@ -77,6 +84,7 @@ class Run:
         self.turn_side: str | None = None
         self.anchor: tuple[str | None, int | None] = (None, None)
         self.tool_rows: list[Message] = []
+        self.rewake = False
         self.began_at = self.hub.clock()
         """When this run began: rule 10 of a child's session result looks from here."""
         self.ending: Message | None = None
@@ -154,7 +162,8 @@ class Run:
         try:
             while True:
                 reason = await self._loop()
-                self.publish_telemetry("stopped", reason=reason, side=self.side)
+                if self.ended is None:
+                    self.publish_telemetry("stopped", reason=reason, side=self.side)
                 if reason == "terminated":
                     await self.manager.settle(self, "terminated")
                     return
@@ -174,6 +183,9 @@ class Run:
                 self._reset()
         except asyncio.CancelledError:
             return
+        finally:
+            if self.ended is not None and self.ended[1] and not self.finished:
+                self.manager.release(self)  # cancelled after its run end was committed
 
     async def _loop(self) -> str:
         sides = (self.agent.side_a, self.agent.side_b)
@@ -198,23 +210,30 @@ class Run:
                 return "max_total_steps"
 
     async def _deliver(self) -> list[Message]:
-        """Deliver every waiting entry, in order (spec 04 §4.10)."""
+        """Deliver every waiting entry, in order (spec 04 §4.10): the first step's were
+        delivered by the start gate; a queue this process knows to be empty is not read;
+        without create hooks all entries go in one transaction, else one at a time
+        through the create lifecycle."""
         delivered: list[Message] = []
-        state = self.state()
-        for entry in await self.hub.store.list_queue(self.thread_id):
-            value = (entry.metadata or {}).get("subagent_id")
-            candidate = Message(
-                id=entry.id,
-                role=entry.role,
-                content=entry.content,
-                attachments=entry.attachments,
-                silent=entry.silent,
-                metadata=entry.metadata,
-                subagent_id=value if isinstance(value, str) and value else None,
-            )
-            stored = await thread_messages.deliver(state, entry.id, candidate)
-            if stored is not None:
-                delivered.append(stored)
+        tid = self.thread_id
+        if self.pre_delivered is not None:
+            delivered, self.pre_delivered = self.pre_delivered, None
+        elif self.hub.queue_known_empty(tid):
+            pass
+        elif not self.manager.create_hooks_registered():
+            async with self.hub.lock(tid):
+                pairs = await self.hub.store.deliver_queue(tid)
+                events = [event for _, event in pairs]
+                messages = [message for message, _ in pairs]
+                delivered = await self.manager.publish_delivery(tid, events, messages)
+                self.hub.note_queue_empty(tid)
+        else:
+            state = self.state()
+            for entry in await self.hub.store.list_queue(tid):
+                candidate = delivered_message(entry)
+                stored = await thread_messages.deliver(state, entry.id, candidate)
+                if stored is not None:
+                    delivered.append(stored)
         if delivered:
             self.root_message_id = delivered[0].id
             self.execution.root_message_id = self.root_message_id
@@ -277,8 +296,35 @@ class Run:
             reason = None
         else:
             reason = await self._stop_conditions(env, outcome.result, outcome.round.outcomes)
-        self.publish_telemetry("step_completed", step=self.run_steps, stopped=reason is not None)
+        if self.ended is None:  # else published with the run's end (finish_run)
+            self.publish_telemetry(
+                "step_completed", step=self.run_steps, stopped=reason is not None
+            )
         return reason
+
+    def ends_with(self, env: StepEnv, result: ModelResult) -> str | None:
+        """The reason code this step will end the run with, when it is certain before the
+        model message is finalised and nothing can run between that commit and the
+        end-of-run check (so both commit together, ``RunManager.finish_run``): a
+        top-level step of a thread without a parent, side a of an ``ai_human`` agent
+        answering with text and no tool call under ``stop_on_response`` (§4.15 rule 5,
+        the run parks), no stop, termination or call queued by code, no update hook."""
+        if (
+            env.depth != 0
+            or env.nested is not None
+            or result.tool_calls
+            or not result.content.strip()
+            or self.row.parent_id is not None
+            or self.agent.type != "ai_human"
+            or env.side != "a"
+            or not env.side_def.stop_on_response
+            or self.stop_requested()
+            or env.execution.queued_calls
+            or env.hooks_for("before_update_message")
+            or env.hooks_for("after_update_message")
+        ):
+            return None
+        return "stop_on_response"
 
     async def _spawn_immediate(self, side: str) -> None:
         """Turn start: the side's immediate subagents (spec 06 §6.9)."""

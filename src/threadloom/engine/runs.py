@@ -19,8 +19,8 @@ from threadloom.define.tool import ToolResult
 from threadloom.engine import results
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
-from threadloom.records import Message, ThreadStatus
-from threadloom.store.base import Settlement
+from threadloom.records import LogRow, Message, ThreadStatus
+from threadloom.store.base import RunEnd, Settlement, StoredEvent
 from threadloom.thread.hub import ThreadHub, ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
@@ -119,7 +119,12 @@ class RunManager:
 
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
-        if self.closing or thread_id in self._runs or thread_id in self._starting:
+        if self.closing or thread_id in self._starting:
+            return
+        run = self._runs.get(thread_id)
+        if run is not None:
+            if run.ended is not None:  # its end-of-run check is committed: run again after
+                run.rewake = True
             return
         task = asyncio.get_running_loop().create_task(self.start(thread_id))
         self._starting[thread_id] = task
@@ -163,45 +168,83 @@ class RunManager:
         force: bool = False,
         keep_status: bool = False,
     ) -> Run | None:
-        """Start a run if none is active and there is work (or ``force``: a continue)."""
+        """Start a run if none is active and there is work (or ``force``: a continue).
+
+        One transaction checks the thread (not terminated, not stopped, entries waiting,
+        a runnable agent), writes the ``running`` status and — when no create hook can
+        apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
         from threadloom.engine.loop import Run
 
+        if not any(self._runnable(agent.name) for agent in self.hub.definitions.agents()):
+            return None  # thread-core use: no agent can run, queues just wait
         async with self._gate(thread_id):
             if thread_id in self._runs or self.closing:
                 return None
-            row = await self.hub.store.get_thread(thread_id)
-            if row is None or row.terminated is not None:
-                return None
-            if not force and (row.stopped or not await self.hub.store.list_queue(thread_id)):
-                return None
-            agent = self.hub.definitions.agent(row.agent_id)
-            if agent is None or self.hub.definitions.prompt(agent.side_a.prompt or "") is None:
-                # Without a runnable agent (thread-core use, no prompts) the queue just
-                # waits; a validated project never gets here.
-                logger.debug("thread %s: agent %r cannot run", thread_id, row.agent_id)
-                return None
-            run = Run(self, row, agent, "b" if side == "b" else "a")
+            status = (
+                None
+                if keep_status
+                else ThreadStatus(state="running", since=self.hub.clock(), reason=None)
+            )
+            deliver = not self.create_hooks_registered()
+            async with self.hub.lock(thread_id):
+                begun = await self.hub.store.begin_run(
+                    thread_id, status=status, force=force, deliver=deliver, runnable=self._runnable
+                )
+                if begun is None:
+                    return None
+                delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
+                if deliver:
+                    self.hub.note_queue_empty(thread_id)
+            row = begun.row
+            run = Run(self, row, self.hub.definitions.agent(row.agent_id), side)
+            run.pre_delivered = delivered if deliver else None
+            run.started_at = row.status.since
+            run.event_seq = row.event_seq
             self._runs[thread_id] = run
-            if keep_status:
-                run.started_at = row.status.since
-            else:
-                status = ThreadStatus(state="running", since=self.hub.clock(), reason=None)
-                async with self.hub.lock(thread_id):
-                    event = await self.hub.store.set_status(thread_id, status)
-                    self.hub.publish(
-                        thread_id,
-                        "status",
-                        event.seq,
-                        {"status": status.model_dump(), "terminated": row.terminated},
-                    )
-                run.started_at = status.since
-                run.event_seq = event.seq
             run.task = asyncio.get_running_loop().create_task(run.execute())
             return run
+
+    def _runnable(self, agent_id: str) -> bool:
+        """Whether the agent can run (inside ``begin_run``'s transaction: no I/O). Without
+        a runnable agent (thread-core use, no prompts) the queue just waits; a validated
+        project never gets here."""
+        definitions = self.hub.definitions
+        agent = definitions.agent(agent_id)
+        return agent is not None and definitions.prompt(agent.side_a.prompt or "") is not None
+
+    def create_hooks_registered(self) -> bool:
+        """Whether any ``before_create_message`` / ``after_create_message`` hook exists:
+        then queue deliveries go through the create lifecycle one entry at a time."""
+        registry = self.hub.hooks_registry
+        return bool(
+            registry.ids_for("before_create_message") or registry.ids_for("after_create_message")
+        )
+
+    async def publish_delivery(
+        self, thread_id: str, events: list[StoredEvent], delivered: list[Message]
+    ) -> list[Message]:
+        """Publish what a delivery committed (under the thread's write lock): a status
+        event from its committed data, each delivered message as stored (projected)."""
+        projected = await self.hub.project(thread_id, delivered) if delivered else []
+        by_id = {m.id: m for m in projected}
+        for event in events:
+            message = by_id.get(event.entity_id or "") if event.kind == "message" else None
+            if message is not None:
+                self.hub.publish_message(event, message)
+            else:
+                await self.hub.publish_events([event])
+        return projected
 
     async def end_of_run(self, run: Run, reason: str) -> bool:
         """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
         tid = run.thread_id
+        if run.ended is not None:  # committed with the run's last message (finish_run)
+            settled = run.ended[1]
+            if settled:
+                self.release(run)
+            else:
+                run.ended = None
+            return not settled
         prepared = await results.prepare(self, run.row, run.session_result(reason))
         one_shot = prepared is not None and not prepared.entry.resumable
         async with self.hub.lock(tid):
@@ -219,6 +262,36 @@ class RunManager:
                 self._runs.pop(tid, None)
         await results.finish(self, run.row, prepared)
         return not settled
+
+    def release(self, run: Run) -> None:
+        """Forget a run whose end-of-run check settled with its last message; wakes that
+        arrived meanwhile start the next run."""
+        run.finished = True
+        if self._runs.get(run.thread_id) is run:
+            del self._runs[run.thread_id]
+        if run.rewake:
+            run.rewake = False
+            self.wake(run.thread_id)
+
+    async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message:
+        """Finalise the run's last model message with its LLM row and commit the end-of-run
+        check with them (one transaction), when the step is known to end the run with
+        ``reason`` and no update hook runs (see ``Run.ends_with``). Publishes, in the
+        order a separate end-of-run check would: the log, the message, the step's
+        ``step_completed`` and ``stopped`` telemetry, then the settled status."""
+        tid = run.thread_id
+        end = RunEnd(reason, (0, 0), not self.closing)
+        async with self.hub.lock(tid):
+            stored, settled, events = await self.hub.store.finish_run(tid, message, log, end)
+            log_event, message_event, *status = events
+            self.hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
+            stored = (await self.hub.project(tid, [stored]))[0]
+            self.hub.publish_message(message_event, stored)
+            run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
+            run.publish_telemetry("stopped", reason=reason, side=run.side)
+            await self.hub.publish_events(status)
+            run.ended = (reason, settled)
+        return stored
 
     def _parent_lock(self, prepared: results.Prepared | None) -> Any:
         """The parent's write lock for a delivery (always taken child first, then parent)."""
@@ -332,12 +405,17 @@ class RunManager:
                 "metadata": metadata,
             }
         )
-        row = await self.hub.store.get_thread(thread_id)
-        if row is None:
-            raise ThreadNotFound(thread_id)
-        agent = self.hub.definitions.agent(row.agent_id)
-        policy = row.overlap or (agent.overlap if agent else "enqueue")
+        # the overlap policy only matters while the thread runs here (spec 04 §4.7.4);
+        # on an idle thread the enqueue itself refuses an unknown or terminated thread
+        policy = "enqueue"
         running = thread_id in self._runs
+        if running:
+            row = await self.hub.store.get_thread(thread_id)
+            if row is None:
+                raise ThreadNotFound(thread_id)
+            agent = self.hub.definitions.agent(row.agent_id)
+            policy = row.overlap or (agent.overlap if agent else "enqueue")
+            running = thread_id in self._runs
         if running and policy == "reject":
             raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
         view = await enqueue(self.hub, thread_id, fields, "api")

@@ -185,8 +185,10 @@ class StepEnv:
     async def begin_attempt(self, row: LogRow) -> LogRow:
         """Store an attempt's LLM row; the first one together with the pending message."""
         if self.pending is None and self.pending_candidate is not None:
+            # a pending placeholder and the row of a request not yet sent: state crash
+            # recovery repairs, so its commit need not wait for the disk (docs/engine.md)
             self.pending, stored = await thread_messages.create_with_log(
-                self.state, self.pending_candidate, row
+                self.state, self.pending_candidate, row, durable=False
             )
             return stored
         return await self.state.hub.insert_log(self.state.thread_id, row)
@@ -422,7 +424,16 @@ async def finalise(
         if result.reasoning_duration_ms is not None
         else None
     )
+    reason = env.run.ends_with(env, result) if guard is None else None
     try:
+        if reason is not None and result.log_row is not None:
+            # the run ends with this message: one commit with the end-of-run check
+            fields: dict[str, Any] = dict(updates)
+            if metadata:
+                fields["metadata"] = {**(pending.metadata or {}), **metadata}
+            return await env.run.manager.finish_run(
+                env.run, pending.model_copy(update=fields), result.log_row, reason
+            )
         return await thread_messages.runtime_update(
             env.state,
             pending_id,

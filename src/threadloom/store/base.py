@@ -8,7 +8,7 @@ database is underneath: the SQLite store and the PostgreSQL store pass one contr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from threadloom.records import (
@@ -32,6 +32,8 @@ from threadloom.store.shapes import (
     Order,
     OwnerCount,
     ParentDelivery,
+    RunBegin,
+    RunEnd,
     SessionRow,
     Settlement,
     StoredEvent,
@@ -42,6 +44,7 @@ from threadloom.store.shapes import (
     TicketRow,
     UserPatch,
     UserRow,
+    delivered_message,
     system_clock_us,
 )
 
@@ -57,6 +60,8 @@ __all__ = [
     "Order",
     "OwnerCount",
     "ParentDelivery",
+    "RunBegin",
+    "RunEnd",
     "SessionRow",
     "Settlement",
     "Store",
@@ -68,6 +73,7 @@ __all__ = [
     "TicketRow",
     "UserPatch",
     "UserRow",
+    "delivered_message",
     "system_clock_us",
 ]
 
@@ -162,6 +168,40 @@ class Store(Protocol):
         the delivery's events (on the parent) follow."""
         ...
 
+    async def begin_run(
+        self,
+        thread_id: str,
+        *,
+        status: ThreadStatus | None,
+        force: bool,
+        deliver: bool,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> RunBegin | None:
+        """The start of a run (spec 04 §4.7.3) in one transaction: ``None``, writing
+        nothing, when the thread is gone or terminated, when (unless ``force``) it is
+        stopped or has no waiting entry, or when ``runnable`` (called with the thread's
+        agent id inside the transaction; it must not do I/O) refuses it. Otherwise writes
+        ``status`` (unless None) and, with ``deliver``, delivers every waiting entry in
+        queue order as ``delivered_message`` builds it (no create hooks: the caller asks
+        only when none apply). A transaction that writes a status or a delivery is
+        durable."""
+        ...
+
+    async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
+        """Deliver every waiting entry, in queue order, in one durable transaction (each
+        as ``delivered_message`` builds it; no create hooks); [] and nothing written when
+        none waits. Terminated → ``ThreadTerminated``."""
+        ...
+
+    async def finish_run(
+        self, thread_id: str, message: Message, log: LogRow, end: RunEnd
+    ) -> tuple[Message, bool, list[StoredEvent]]:
+        """A run's last model message finalised with its LLM row (``update_message_and_log``
+        with the response body) and the end-of-run check of ``end_run`` (without a parent
+        delivery), in one transaction. Returns the stored message, whether the run
+        settled, and the events: the log's, the message's, then the status's if settled."""
+        ...
+
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         """Set or clear the thread's stop flag (spec 04 §4.20.2)."""
         ...
@@ -213,9 +253,13 @@ class Store(Protocol):
         *,
         require_live: bool = True,
         new_log: bool = False,
+        durable: bool = True,
     ) -> tuple[Message, LogRow, list[StoredEvent]]:
         """``insert_message`` and, in the same transaction, ``insert_log`` (``new_log``)
-        or ``update_log`` without bodies; events: the message's, then the log's."""
+        or ``update_log`` without bodies; events: the message's, then the log's.
+        ``durable=False`` (a pending model message with the LLM row of its request:
+        state crash recovery repairs) lets the store commit without waiting for the
+        disk; the next durable commit makes it durable too, in order."""
         ...
 
     async def update_message_and_log(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from threadloom.records import QueueEntry, ThreadRecord, ThreadStatus
+from threadloom.records import Message, QueueEntry, ThreadRecord, ThreadStatus
 
 Clock = Callable[[], int]
 """Returns the current time in µs since the epoch; injectable for tests."""
@@ -30,6 +30,10 @@ class StoredEvent:
     entity_id: str | None
     payload: dict[str, Any] | None
     created_at: int
+    data: dict[str, Any] | None = field(default=None, compare=False)
+    """What to publish for the event, when the transaction that wrote it knows the
+    committed state (spec 09 §9.6 rule 6: the committing node sends its committed state),
+    so publishing needs no read. Never stored: replay reads the entity then."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,44 @@ class ThreadRow:
             arguments=dict(self.arguments),
             status=self.status,
         )
+
+
+def delivered_message(entry: QueueEntry) -> Message:
+    """The stored message a queue entry becomes at delivery (spec 04 §4.10 step 2), before
+    the create hooks: the entry's id, role, content, attachments, silent flag and metadata,
+    ``subagent_id`` from ``metadata.subagent_id``; ``created_at`` is set by the store."""
+    value = (entry.metadata or {}).get("subagent_id")
+    return Message(
+        id=entry.id,
+        role=entry.role,
+        content=entry.content,
+        attachments=entry.attachments,
+        silent=entry.silent,
+        metadata=entry.metadata,
+        subagent_id=value if isinstance(value, str) and value else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunBegin:
+    """What ``Store.begin_run`` committed: the thread row as of the commit, the queue
+    entries it delivered, and its events (the status change first, then one ``message``
+    event per delivered entry)."""
+
+    row: ThreadRow
+    delivered: list[Message]
+    events: list[StoredEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """The end-of-run check (spec 04 §4.7.3) to commit with a run's last write: the
+    run's reason code, its session counters, and whether waiting entries may continue
+    the run (``False`` while shutting down)."""
+
+    reason: str
+    session: tuple[int, int]
+    allow_continue: bool
 
 
 @dataclass(frozen=True, slots=True)

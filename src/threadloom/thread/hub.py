@@ -115,6 +115,9 @@ class ThreadHub:
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
         self._stale_warm: set[str] = set()  # warm histories that may miss a foreign write
         self._seq: dict[str, int] = {}  # last durable event number published per thread
+        self._queue_empty: set[str] = set()
+        """Threads whose queue this process knows to be empty: its engine delivered every
+        entry and nothing was queued since (see :meth:`queue_known_empty`)."""
         self._child_hook_cache: dict[
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
         ] = {}
@@ -158,6 +161,7 @@ class ThreadHub:
         self._warm.pop(thread_id, None)
         self._stale_warm.discard(thread_id)
         self._seq.pop(thread_id, None)
+        self._queue_empty.discard(thread_id)
         self.registry_checked.pop(thread_id, None)
 
     # -- warm histories ------------------------------------------------------------------
@@ -204,6 +208,22 @@ class ThreadHub:
         for history in self._histories.get(thread_id, ()):
             history.remove(message_ids)
 
+    # -- what this process knows of a thread's queue ------------------------------------
+    def queue_known_empty(self, thread_id: str) -> bool:
+        """True when the thread's queue is empty as far as this process can tell without a
+        read: the engine delivered every entry (``note_queue_empty``, under the thread's
+        write lock), and since then no entry was queued through this hub and no event of
+        another process was seen (a gap in the thread's event numbers). A foreign entry
+        the gap check has not seen yet is delivered by a later step or the end-of-run
+        check, which reads the queue in its transaction."""
+        return thread_id in self._queue_empty
+
+    def note_queue_empty(self, thread_id: str) -> None:
+        self._queue_empty.add(thread_id)
+
+    def note_queued(self, thread_id: str) -> None:
+        self._queue_empty.discard(thread_id)
+
     def signal_work(self, thread_id: str) -> None:
         if self.wake is not None:
             self.wake(thread_id)
@@ -215,8 +235,10 @@ class ThreadHub:
             if last is not None and seq != last + 1:
                 # a gap: another process wrote to the thread (or events of this one were
                 # published out of order): the warm history may miss a change, so the
-                # next run reloads (a running one keeps its history attached)
+                # next run reloads (a running one keeps its history attached), and the
+                # queue may hold entries this process did not write
                 self._stale_warm.add(thread_id)
+                self._queue_empty.discard(thread_id)
             self._seq[thread_id] = seq
         self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
 
@@ -225,6 +247,8 @@ class ThreadHub:
         live histories see a stored message before subscribers do."""
         if stored:
             self.reflect_upsert(event.thread_id, message)
+        else:
+            self._queue_empty.discard(event.thread_id)
         self.publish(event.thread_id, "message", event.seq, {"message": message.to_wire()})
 
     async def publish_events(self, events: Sequence[StoredEvent]) -> None:
@@ -233,7 +257,8 @@ class ThreadHub:
         for event in events:
             if event.kind == "message_deleted" and event.entity_id:
                 self.reflect_delete(event.thread_id, [event.entity_id])
-            self.publish(event.thread_id, event.kind, event.seq, await self.event_data(event))
+            data = dict(event.data) if event.data is not None else await self.event_data(event)
+            self.publish(event.thread_id, event.kind, event.seq, data)
 
     async def event_data(self, event: StoredEvent) -> dict[str, Any]:
         store, tid, entity = self.store, event.thread_id, event.entity_id or ""
@@ -243,6 +268,8 @@ class ThreadHub:
                 return {"message": None, "message_id": entity}
             if not (message.status == "pending" and (message.metadata or {}).get("queued")):
                 self.reflect_upsert(tid, message)
+            else:  # a queue entry (a parent's delivery, a cancelled one after termination)
+                self._queue_empty.discard(tid)
             return {"message": (await self.project(tid, [message]))[0].to_wire()}
         if event.kind == "message_deleted":
             payload = event.payload or {}

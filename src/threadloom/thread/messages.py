@@ -170,11 +170,17 @@ async def create(
 
 
 async def create_with_log(
-    state: ThreadState, candidate: Message, log: LogRow, *, require_live: bool = True
+    state: ThreadState,
+    candidate: Message,
+    log: LogRow,
+    *,
+    require_live: bool = True,
+    durable: bool = True,
 ) -> tuple[Message, LogRow]:
     """Create a runtime message and insert a new log row in the same transaction (a
-    pending model message and its first LLM row); failures of hooks are recorded."""
-    stored, row = await _create(state, candidate, False, require_live, None, log)
+    pending model message and its first LLM row); failures of hooks are recorded.
+    ``durable=False``: see ``Store.insert_message_and_log``."""
+    stored, row = await _create(state, candidate, False, require_live, None, log, durable)
     assert row is not None
     return stored, row
 
@@ -201,6 +207,7 @@ async def _create(
     require_live: bool,
     log_for: Callable[[Message], LogRow | None] | None,
     new_log: LogRow | None,
+    durable: bool = True,
 ) -> tuple[Message, LogRow | None]:
     hub, tid = state.hub, state.thread_id
     candidate = await _before_create(state, candidate, propagate=propagate)
@@ -214,7 +221,12 @@ async def _create(
                 log_event = None
             else:  # the message and its log row commit together
                 stored, log, (event, log_event) = await hub.store.insert_message_and_log(
-                    tid, candidate, log, require_live=require_live, new_log=new_log is not None
+                    tid,
+                    candidate,
+                    log,
+                    require_live=require_live,
+                    new_log=new_log is not None,
+                    durable=durable,
                 )
         except ThreadTerminated as exc:
             hub.set_terminated(tid, exc.terminated_at)

@@ -2,22 +2,94 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+from collections.abc import Callable
 
 from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
-from threadloom.store.base import Clock, ParentDelivery, Settlement, StoredEvent, ThreadRow
+from threadloom.store.base import (
+    Clock,
+    ParentDelivery,
+    RunBegin,
+    RunEnd,
+    Settlement,
+    StoredEvent,
+    ThreadRow,
+    delivered_message,
+)
 from threadloom.store.sqlite.logs import insert_log, write_bodies
-from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_message
+from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_in_tx
 from threadloom.store.sqlite.queue import enqueue
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
+    QUEUE_COLUMNS,
     ROW_FIELDS,
     Tx,
     log_values,
     message_from_row,
+    queue_entry_from_row,
 )
 from threadloom.store.sqlite.threads import get_thread, set_registry_status, write_status
+
+
+def _deliver_waiting(tx: Tx) -> list[tuple[Message, StoredEvent]]:
+    """Every waiting entry of the thread, in queue order, delivered inside ``tx``."""
+    rows = tx.conn.execute(
+        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ? ORDER BY qseq",
+        (tx.thread_id,),
+    ).fetchall()
+    out: list[tuple[Message, StoredEvent]] = []
+    for row in rows:
+        entry = queue_entry_from_row(row)
+        tx.conn.execute("DELETE FROM message_queue WHERE id = ?", (entry.id,))
+        stored = insert_in_tx(tx, delivered_message(entry))
+        out.append((stored, tx.event("message", stored.id)))
+    return out
+
+
+def begin_run(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    status: ThreadStatus | None,
+    force: bool,
+    deliver: bool,
+    runnable: Callable[[str], bool] | None,
+) -> RunBegin | None:
+    """The start gate's check, the ``running`` status and the first delivery, together."""
+    row = get_thread(conn, thread_id)
+    if row is None or row.terminated is not None:
+        return None
+    if not force:
+        waiting = conn.execute(
+            "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
+        ).fetchone()
+        if row.stopped or waiting is None:
+            return None
+    if runnable is not None and not runnable(row.agent_id):
+        return None
+    tx = Tx(conn, thread_id, clock)
+    if status is not None:
+        write_status(tx, status)
+    delivered = _deliver_waiting(tx) if deliver else []
+    if not tx.events:
+        return RunBegin(row, [], [])
+    events = tx.flush()
+    row = dataclasses.replace(row, status=status or row.status, event_seq=int(tx.event_seq))
+    return RunBegin(row, [m for m, _ in delivered], events)
+
+
+def deliver_queue(
+    conn: sqlite3.Connection, clock: Clock, thread_id: str
+) -> list[tuple[Message, StoredEvent]]:
+    tx = Tx(conn, thread_id, clock)
+    if tx.terminated is not None:
+        raise ThreadTerminated(thread_id, tx.terminated)
+    delivered = _deliver_waiting(tx)
+    if delivered:
+        tx.flush()
+    return delivered
 
 
 def deliver_queue_entry(
@@ -190,6 +262,16 @@ _UPDATE_LOG = (
 )
 
 
+def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
+    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
+    params = [values[c] for c in ROW_FIELDS if c not in ("id", "created_at")]
+    cur = tx.conn.execute(_UPDATE_LOG, (*params, row.id, tx.thread_id))
+    if cur.rowcount == 0:
+        raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
+    write_bodies(tx.conn, row, insert=False, parts=bodies)
+    return tx.event("log", row.id)
+
+
 def update_log(
     conn: sqlite3.Connection,
     clock: Clock,
@@ -198,15 +280,25 @@ def update_log(
     bodies: tuple[str, ...] = ("request", "response"),
 ) -> StoredEvent:
     tx = Tx(conn, thread_id, clock)
-    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
-    params = [values[c] for c in ROW_FIELDS if c not in ("id", "created_at")]
-    cur = conn.execute(_UPDATE_LOG, (*params, row.id, thread_id))
-    if cur.rowcount == 0:
-        raise LookupError(f"log row {row.id} not found in thread {thread_id}")
-    write_bodies(conn, row, insert=False, parts=bodies)
-    event = tx.event("log", row.id)
+    event = _update_log_in(tx, row, bodies)
     tx.flush()
     return event
+
+
+def _end_in(tx: Tx, end: RunEnd) -> bool:
+    """The end-of-run check inside ``tx``; ``True`` when the status settled."""
+    conn, thread_id = tx.conn, tx.thread_id
+    conn.execute(
+        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
+        (end.session[0], end.session[1], thread_id),
+    )
+    waiting = conn.execute(
+        "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
+    ).fetchone()
+    settled = not (end.allow_continue and waiting and not tx.stopped and tx.terminated is None)
+    if settled:
+        write_status(tx, ThreadStatus.settled(end.reason, tx.now))
+    return settled
 
 
 def end_run(
@@ -223,18 +315,8 @@ def end_run(
     nor terminated, leave the status ``running`` and return ``False`` (the caller runs
     again); otherwise settle it and return ``True``."""
     tx = Tx(conn, thread_id, clock)
-    conn.execute(
-        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
-        (session[0], session[1], thread_id),
-    )
-    waiting = conn.execute(
-        "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
-    ).fetchone()
-    events: list[StoredEvent] = []
-    settled = not (allow_continue and waiting and not tx.stopped and tx.terminated is None)
-    if settled:
-        events.append(write_status(tx, ThreadStatus.settled(reason, tx.now)))
-        tx.flush()
+    settled = _end_in(tx, RunEnd(reason, session, allow_continue))
+    events: list[StoredEvent] = tx.flush() if settled else []
     if delivery is not None:
         events += deliver_to_parent(conn, clock, delivery)
     return settled, events
@@ -248,9 +330,30 @@ def update_message_and_log(
     log: LogRow,
     bodies: tuple[str, ...],
 ) -> tuple[Message, list[StoredEvent]]:
-    log_event = update_log(conn, clock, thread_id, log, bodies)
-    stored, message_event = update_message(conn, clock, thread_id, message)
+    tx = Tx(conn, thread_id, clock)
+    log_event = _update_log_in(tx, log, bodies)
+    stored = update_in_tx(tx, message)
+    message_event = tx.event("message", stored.id)
+    tx.flush()
     return stored, [log_event, message_event]
+
+
+def finish_run(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    message: Message,
+    log: LogRow,
+    end: RunEnd,
+) -> tuple[Message, bool, list[StoredEvent]]:
+    """The last model message of a run finalised with its LLM row, and the end-of-run
+    check, in one transaction."""
+    tx = Tx(conn, thread_id, clock)
+    _update_log_in(tx, log, ("response",))
+    stored = update_in_tx(tx, message)
+    tx.event("message", stored.id)
+    settled = _end_in(tx, end)
+    return stored, settled, tx.flush()
 
 
 def insert_message_and_log(
@@ -262,9 +365,15 @@ def insert_message_and_log(
     require_live: bool,
     new_log: bool,
 ) -> tuple[Message, LogRow, list[StoredEvent]]:
-    stored, message_event = insert_message(conn, clock, thread_id, message, require_live)
     if new_log:
+        stored, message_event = insert_message(conn, clock, thread_id, message, require_live)
         row, log_event = insert_log(conn, clock, thread_id, log, False)
         return stored, row, [message_event, log_event]
-    log_event = update_log(conn, clock, thread_id, log, ())
+    tx = Tx(conn, thread_id, clock)
+    if require_live and tx.terminated is not None:
+        raise ThreadTerminated(thread_id, tx.terminated)
+    stored = insert_in_tx(tx, message)
+    message_event = tx.event("message", stored.id)
+    log_event = _update_log_in(tx, log, ())
+    tx.flush()
     return stored, log, [message_event, log_event]

@@ -45,6 +45,8 @@ from threadloom.store.base import (
     Order,
     OwnerCount,
     ParentDelivery,
+    RunBegin,
+    RunEnd,
     Settlement,
     StoredEvent,
     ThreadPatch,
@@ -104,6 +106,8 @@ class SqliteStore(AuthMethods):
         self.path = path
         self.url = url or f"sqlite:///{path}"
         self.synchronous = synchronous
+        self._relaxable = synchronous in ("FULL", "EXTRA")
+        """Whether a non-durable write can skip the sync of its commit."""
         self.clock = clock
         self._busy_timeout_ms = busy_timeout_ms
         self._writer = Writer(self._run_batch)
@@ -189,13 +193,14 @@ class SqliteStore(AuthMethods):
 
     # -- execution ---------------------------------------------------------------------
     def _run_batch(
-        self, jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]]
+        self, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
     ) -> list[tuple[Any, BaseException | None]]:
-        """Run queued writes in one transaction, each in its own SAVEPOINT (group commit)."""
+        """Run queued writes in one transaction, each in its own SAVEPOINT (group commit);
+        the commit waits for the disk unless no job of the batch asked for durability."""
         conn = self._wconn
         if jobs and jobs[0][0] is plain_call:  # opening the store: not a transaction
             outcomes: list[tuple[Any, BaseException | None]] = []
-            for fn, args in jobs:
+            for fn, args, _ in jobs:
                 try:
                     outcomes.append((fn(*args), None))
                 except BaseException as exc:
@@ -205,8 +210,20 @@ class SqliteStore(AuthMethods):
             closed = StoreError("store is closed")
             return [(None, closed)] * len(jobs)
         self.writes += len(jobs)
+        relax = self._relaxable and not any(durable for _, _, durable in jobs)
+        if relax:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            return self._run_jobs(conn, jobs)
+        finally:
+            if relax:
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+
+    def _run_jobs(
+        self, conn: sqlite3.Connection, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
+    ) -> list[tuple[Any, BaseException | None]]:
         if len(jobs) == 1:
-            fn, args = jobs[0]
+            fn, args, _ = jobs[0]
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 return [(self._run_tx(conn, fn, args), None)]
@@ -215,7 +232,7 @@ class SqliteStore(AuthMethods):
         results: list[tuple[Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, args in jobs:
+            for fn, args, _ in jobs:
                 conn.execute("SAVEPOINT job")
                 try:
                     value = fn(conn, self.clock, *args)
@@ -244,13 +261,21 @@ class SqliteStore(AuthMethods):
         self.commits += 1
         return result
 
-    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        """Run ``fn(conn, clock, *args)`` in a write transaction. ``durable=False``: state
+        crash recovery repairs (see docs/engine.md "Durability"): with FULL (or EXTRA)
+        synchronous, its commit does not wait for the disk (``synchronous=NORMAL`` for that
+        transaction); WAL keeps commit order, so the next durable commit syncs it too, and
+        only an OS crash or power loss can lose such a tail."""
         if self._closed:
             raise StoreError("store is closed")
         conn = self._iconn
         if conn is not None and (
             self.write_mode == "inline" or (self._queued == 0 and not loop_busy())
         ):
+            relax = self._relaxable and not durable
+            if relax:
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:
@@ -258,9 +283,12 @@ class SqliteStore(AuthMethods):
             else:
                 self.writes += 1
                 return self._run_tx(conn, fn, args)
+            finally:
+                if relax:
+                    conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         self._queued += 1
         try:
-            return await self._writer.submit(fn, *args)
+            return await self._writer.submit(fn, *args, durable=durable)
         finally:
             self._queued -= 1
 
@@ -358,6 +386,25 @@ class SqliteStore(AuthMethods):
     ) -> tuple[bool, list[StoredEvent]]:
         return await self._write(runs.end_run, thread_id, reason, session, allow_continue, delivery)
 
+    async def begin_run(
+        self,
+        thread_id: str,
+        *,
+        status: ThreadStatus | None,
+        force: bool,
+        deliver: bool,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> RunBegin | None:
+        return await self._write(runs.begin_run, thread_id, status, force, deliver, runnable)
+
+    async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
+        return await self._write(runs.deliver_queue, thread_id)
+
+    async def finish_run(
+        self, thread_id: str, message: Message, log: LogRow, end: RunEnd
+    ) -> tuple[Message, bool, list[StoredEvent]]:
+        return await self._write(runs.finish_run, thread_id, message, log, end)
+
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         await self._write(runs.set_stopped, thread_id, stopped)
 
@@ -397,9 +444,16 @@ class SqliteStore(AuthMethods):
         *,
         require_live: bool = True,
         new_log: bool = False,
+        durable: bool = True,
     ) -> tuple[Message, LogRow, list[StoredEvent]]:
         return await self._write(
-            runs.insert_message_and_log, thread_id, message, log, require_live, new_log
+            runs.insert_message_and_log,
+            thread_id,
+            message,
+            log,
+            require_live,
+            new_log,
+            durable=durable,
         )
 
     async def update_message_and_log(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -300,7 +301,11 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     if status.state == "running" or tx.status_state == "running":
         touch_activity(tx.conn, tx.thread_id, status.since)
     tx.status_state = status.state
-    return tx.event("status", tx.thread_id)
+    event = tx.event("status", tx.thread_id)
+    # the committed state, for publishing without a read (never stored)
+    data = {"status": status.model_dump(), "terminated": tx.terminated}
+    event = tx.events[-1] = dataclasses.replace(event, data=data)
+    return event
 
 
 def set_status(

@@ -23,7 +23,9 @@ class Writer:
 
     MAX_BATCH = 64
 
-    def __init__(self, run_batch: Callable[[list[tuple[Any, tuple[Any, ...]]]], list[Any]]) -> None:
+    def __init__(
+        self, run_batch: Callable[[list[tuple[Any, tuple[Any, ...], bool]]], list[Any]]
+    ) -> None:
         self._run_batch = run_batch
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="threadloom-sqlite-w", daemon=True)
@@ -45,14 +47,15 @@ class Writer:
                     stopping = True
                     break
                 batch.append(more)
-            outcomes = self._run_batch([(fn, args) for _, _, fn, args in batch])
-            for (loop, future, _, _), (result, exc) in zip(batch, outcomes, strict=True):
+            outcomes = self._run_batch([(fn, args, durable) for _, _, fn, args, durable in batch])
+            for (loop, future, _, _, _), (result, exc) in zip(batch, outcomes, strict=True):
                 loop.call_soon_threadsafe(_settle, future, result, exc)
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> asyncio.Future[T]:
+        """Queue ``fn(*args)``; a batch's commit is durable if any of its jobs asks."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((loop, future, fn, args))
+        self._queue.put((loop, future, fn, args, durable))
         return future
 
     def shutdown(self) -> None:
