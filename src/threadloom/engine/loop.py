@@ -56,7 +56,7 @@ class Run:
         self.event_seq = row.event_seq
         """The thread's durable event number when the run started (the start gate sets
         it after its status write): a warm history is reused only if it matches."""
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[Any] | None = None
         self.started_at = 0
         self.abort_reason: str | None = None
         self.finished = False

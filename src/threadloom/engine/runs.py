@@ -126,7 +126,7 @@ class RunManager:
             if run.ended is not None:  # its end-of-run check is committed: run again after
                 run.rewake = True
             return
-        task = asyncio.get_running_loop().create_task(self.start(thread_id))
+        task = asyncio.get_running_loop().create_task(self._start_and_run(thread_id))
         self._starting[thread_id] = task
         self._background.add(task)
 
@@ -136,6 +136,15 @@ class RunManager:
                 del self._starting[thread_id]
 
         task.add_done_callback(done)
+
+    async def _start_and_run(self, thread_id: str) -> None:
+        """A woken thread's task: the start gate, then the run in this same task (no
+        second task, no extra turn of the event loop before the first step)."""
+        run = await self.start(thread_id, spawn=False)
+        if self._starting.get(thread_id) is asyncio.current_task():
+            del self._starting[thread_id]  # from here on the run stands for the thread
+        if run is not None:
+            await run.execute()
 
     async def wait_idle(self, thread_id: str) -> None:
         """Return once the thread has no run starting or running."""
@@ -167,8 +176,10 @@ class RunManager:
         side: str = "a",
         force: bool = False,
         keep_status: bool = False,
+        spawn: bool = True,
     ) -> Run | None:
-        """Start a run if none is active and there is work (or ``force``: a continue).
+        """Start a run if none is active and there is work (or ``force``: a continue);
+        ``spawn=False``: the caller's task runs it (``run.execute()``).
 
         One transaction checks the thread (not terminated, not stopped, entries waiting,
         a runnable agent), writes the ``running`` status and — when no create hook can
@@ -201,7 +212,10 @@ class RunManager:
             run.started_at = row.status.since
             run.event_seq = row.event_seq
             self._runs[thread_id] = run
-            run.task = asyncio.get_running_loop().create_task(run.execute())
+            if spawn:
+                run.task = asyncio.get_running_loop().create_task(run.execute())
+            else:
+                run.task = asyncio.current_task()
             return run
 
     def _runnable(self, agent_id: str) -> bool:

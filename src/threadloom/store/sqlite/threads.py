@@ -243,15 +243,18 @@ def update_thread(
 
 
 def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
-    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2)."""
-    conn.execute(
-        "WITH RECURSIVE up(id) AS (SELECT ? UNION"
-        " SELECT t.parent_id FROM threads t JOIN up ON t.id = up.id"
-        " WHERE t.parent_id IS NOT NULL)"
-        " UPDATE threads SET last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
-        " WHERE id IN (SELECT id FROM up)",
-        (thread_id, now),
-    )
+    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2): one
+    primary-key update per level (a root thread, the common case, costs one)."""
+    current: str | None = thread_id
+    seen: set[str] = set()
+    while current is not None and current not in seen:
+        seen.add(current)
+        row = conn.execute(
+            "UPDATE threads SET last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+            " WHERE id = ? RETURNING parent_id",
+            (now, current),
+        ).fetchone()
+        current = row[0] if row is not None else None
 
 
 def descendants(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> list[ThreadRow]:
