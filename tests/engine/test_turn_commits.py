@@ -1,10 +1,11 @@
-"""What a turn commits and publishes (docs/engine.md "A turn", "Durability").
+"""What a turn commits and publishes (docs/engine.md "What a turn commits", "Durability").
 
-A tool-using turn — user message, assistant tool call, tool result, final text — makes
-seven commits: the send, the run start with the first delivery, the pending message with
-its LLM row (not synced), the finalised tool call, the tool result, the second pending
-message (not synced), and the final message with the end-of-run check. Events reach
-subscribers in commit order, and nothing completed is lost when the process dies.
+A tool-using turn on an idle thread — user message, assistant tool call, tool result,
+final text — makes six commits: the send with the run start and the delivery, the pending
+message with its LLM row (not synced), the finalised tool call, the tool result, the
+second pending message (not synced), and the final message with the end-of-run check.
+Events reach subscribers in commit order, and nothing completed is lost when the process
+dies.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _texts(request: Any) -> list[str]:
     return [m.text for m in request.messages if m.role != "system"]
 
 
-async def test_a_turn_commits_seven_times_and_publishes_in_commit_order(make_chat: Any) -> None:
+async def test_a_turn_commits_six_times_and_publishes_in_commit_order(make_chat: Any) -> None:
     chat = await make_chat(
         [
             Reply.tool_calls(Call("echo", {"v": 1}, id="c1")),
@@ -44,7 +45,7 @@ async def test_a_turn_commits_seven_times_and_publishes_in_commit_order(make_cha
     sent = await rt.send_message(tid, "hello")
     await rt.wait_idle(tid, timeout=5)
 
-    assert rt.store.commits - commits == 7
+    assert rt.store.commits - commits == 6
     published = sub.drain()
     sub.close()
     durable = [e for e in published if e.seq is not None]
@@ -54,8 +55,8 @@ async def test_a_turn_commits_seven_times_and_publishes_in_commit_order(make_cha
     messages = (await state.get_messages(order="asc", limit=None)).messages[-4:]
     user, call, result, final = (m.id for m in messages)
     assert [(e.kind, _entity(e)) for e in durable] == [
-        ("message", sent.id),  # the queue entry's pending view
-        ("status", "running"),  # the run start and the delivery: one commit
+        ("message", sent.id),  # the send, the run start and the delivery: one commit
+        ("status", "running"),
         ("message", user),
         ("message", call),  # pending, with its LLM row
         ("log", None),

@@ -19,8 +19,8 @@ from threadloom.define.tool import ToolResult
 from threadloom.engine import results
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
-from threadloom.records import LogRow, Message, ThreadStatus
-from threadloom.store.base import RunEnd, Settlement, StoredEvent
+from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
+from threadloom.store.base import RunEnd, Settlement, StoredEvent, ThreadRow
 from threadloom.thread.hub import ThreadHub, ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
@@ -184,8 +184,6 @@ class RunManager:
         One transaction checks the thread (not terminated, not stopped, entries waiting,
         a runnable agent), writes the ``running`` status and — when no create hook can
         apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
-        from threadloom.engine.loop import Run
-
         if not any(self._runnable(agent.name) for agent in self.hub.definitions.agents()):
             return None  # thread-core use: no agent can run, queues just wait
         async with self._gate(thread_id):
@@ -206,17 +204,24 @@ class RunManager:
                 delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
                 if deliver:
                     self.hub.note_queue_empty(thread_id)
-            row = begun.row
-            run = Run(self, row, self.hub.definitions.agent(row.agent_id), side)
-            run.pre_delivered = delivered if deliver else None
-            run.started_at = row.status.since
-            run.event_seq = row.event_seq
-            self._runs[thread_id] = run
-            if spawn:
-                run.task = asyncio.get_running_loop().create_task(run.execute())
-            else:
-                run.task = asyncio.current_task()
-            return run
+            return self._launch(begun.row, side, delivered if deliver else None, spawn)
+
+    def _launch(
+        self, row: ThreadRow, side: str, delivered: list[Message] | None, spawn: bool
+    ) -> Run:
+        """Register the run that ``begin_run`` started (inside the start gate)."""
+        from threadloom.engine.loop import Run
+
+        run = Run(self, row, self.hub.definitions.agent(row.agent_id), side)
+        run.pre_delivered = delivered
+        run.started_at = row.status.since
+        run.event_seq = row.event_seq
+        self._runs[row.id] = run
+        if spawn:
+            run.task = asyncio.get_running_loop().create_task(run.execute())
+        else:
+            run.task = asyncio.current_task()
+        return run
 
     def _runnable(self, agent_id: str) -> bool:
         """Whether the agent can run (inside ``begin_run``'s transaction: no I/O). Without
@@ -432,9 +437,52 @@ class RunManager:
             running = thread_id in self._runs
         if running and policy == "reject":
             raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
+        if not running and thread_id not in self._starting and self._fast_start():
+            return await self._send_and_start(thread_id, fields)
         view = await enqueue(self.hub, thread_id, fields, "api")
         if running and policy == "interrupt":
             await self.abort(thread_id, "interrupted")
+        return view
+
+    def _fast_start(self) -> bool:
+        """Whether a send may start its run in its own transaction: not shutting down, an
+        agent that can run, no create hook (deliveries then need the create lifecycle)."""
+        return (
+            not self.closing
+            and not self.create_hooks_registered()
+            and any(self._runnable(agent.name) for agent in self.hub.definitions.agents())
+        )
+
+    async def _send_and_start(self, thread_id: str, fields: Mapping[str, Any]) -> Message:
+        """A send to a thread with no run here: the queue entry, the ``running`` status and
+        the delivery of every waiting entry in one commit (``Store.enqueue_and_begin_run``);
+        the entry's pending view is published first, as for any send, then the run's start
+        and the delivery, and the run starts on its own task."""
+        hub = self.hub
+        async with self._gate(thread_id):
+            if thread_id in self._runs or self.closing:  # a run started meanwhile
+                return await enqueue(hub, thread_id, fields, "api")
+            status = ThreadStatus(state="running", since=hub.clock(), reason=None)
+            entry = QueueEntry.model_construct(id=new_id(), source="api", created_at=0, **fields)
+            async with hub.lock(thread_id):
+                try:
+                    stored, event, begun = await hub.store.enqueue_and_begin_run(
+                        thread_id, entry, clear_stop=True, status=status, runnable=self._runnable
+                    )
+                except ThreadTerminated as exc:
+                    hub.set_terminated(thread_id, exc.terminated_at)
+                    raise
+                view = (await hub.project(thread_id, [stored.pending_view()]))[0]
+                hub.publish_message(event, view, stored=False)
+                if begun is not None:
+                    delivered = await self.publish_delivery(
+                        thread_id, begun.events, begun.delivered
+                    )
+                    hub.note_queue_empty(thread_id)
+            if begun is not None:
+                self._launch(begun.row, "a", delivered, spawn=True)
+        if begun is None:
+            hub.signal_work(thread_id)
         return view
 
     # -- shutdown ----------------------------------------------------------------------

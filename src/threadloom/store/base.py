@@ -187,6 +187,20 @@ class Store(Protocol):
         durable."""
         ...
 
+    async def enqueue_and_begin_run(
+        self,
+        thread_id: str,
+        entry: QueueEntry,
+        *,
+        clear_stop: bool,
+        status: ThreadStatus,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
+        """A send to a thread no run of this process owns: ``enqueue`` and then
+        ``begin_run`` (not forced, delivering) in one durable transaction. The entry's
+        event comes first; ``None`` for the run when ``begin_run`` would refuse."""
+        ...
+
     async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
         """Deliver every waiting entry, in queue order, in one durable transaction (each
         as ``delivered_message`` builds it; no create hooks); [] and nothing written when

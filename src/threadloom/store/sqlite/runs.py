@@ -7,7 +7,14 @@ import sqlite3
 from collections.abc import Callable
 
 from threadloom.errors import ThreadNotFound, ThreadTerminated
-from threadloom.records import LogRow, Message, ThreadStatus, decode_tool_calls, new_id
+from threadloom.records import (
+    LogRow,
+    Message,
+    QueueEntry,
+    ThreadStatus,
+    decode_tool_calls,
+    new_id,
+)
 from threadloom.store.base import (
     Clock,
     ParentDelivery,
@@ -78,6 +85,20 @@ def begin_run(
     events = tx.flush()
     row = dataclasses.replace(row, status=status or row.status, event_seq=int(tx.event_seq))
     return RunBegin(row, [m for m, _ in delivered], events)
+
+
+def enqueue_and_begin_run(
+    conn: sqlite3.Connection,
+    clock: Clock,
+    thread_id: str,
+    entry: QueueEntry,
+    clear_stop: bool,
+    status: ThreadStatus,
+    runnable: Callable[[str], bool] | None,
+) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
+    """A send to an idle thread: the queue entry, then ``begin_run`` with delivery."""
+    stored, event = enqueue(conn, clock, thread_id, entry, clear_stop)
+    return stored, event, begin_run(conn, clock, thread_id, status, False, True, runnable)
 
 
 def deliver_queue(

@@ -397,6 +397,19 @@ class SqliteStore(AuthMethods):
     ) -> RunBegin | None:
         return await self._write(runs.begin_run, thread_id, status, force, deliver, runnable)
 
+    async def enqueue_and_begin_run(
+        self,
+        thread_id: str,
+        entry: QueueEntry,
+        *,
+        clear_stop: bool,
+        status: ThreadStatus,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
+        return await self._write(
+            runs.enqueue_and_begin_run, thread_id, entry, clear_stop, status, runnable
+        )
+
     async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
         return await self._write(runs.deliver_queue, thread_id)
 
