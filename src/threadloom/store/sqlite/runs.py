@@ -276,19 +276,24 @@ def set_agent(conn: sqlite3.Connection, clock: Clock, thread_id: str, agent_id: 
     return row
 
 
-_UPDATE_LOG = (
-    "UPDATE logs SET "
-    + ", ".join(f"{c} = ?" for c in ROW_FIELDS if c not in ("id", "created_at"))
-    + " WHERE id = ? AND thread_id = ?"
-)
+_LOG_SET = tuple(c for c in ROW_FIELDS if c not in ("id", "created_at"))
+_SELECT_LOG = f"SELECT {', '.join(_LOG_SET)} FROM logs WHERE id = ? AND thread_id = ?"
 
 
 def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
-    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
-    params = [values[c] for c in ROW_FIELDS if c not in ("id", "created_at")]
-    cur = tx.conn.execute(_UPDATE_LOG, (*params, row.id, tx.thread_id))
-    if cur.rowcount == 0:
+    """Replace the row's columns; only those whose value changes are written, so an
+    update leaves the indexes of the columns it does not change alone (a tool result
+    touches ``tool_results`` only)."""
+    current = tx.conn.execute(_SELECT_LOG, (row.id, tx.thread_id)).fetchone()
+    if current is None:
         raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
+    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
+    changed = [(c, values[c]) for c, old in zip(_LOG_SET, current, strict=True) if values[c] != old]
+    if changed:
+        tx.conn.execute(
+            f"UPDATE logs SET {', '.join(f'{c} = ?' for c, _ in changed)} WHERE id = ?",
+            (*(v for _, v in changed), row.id),
+        )
     write_bodies(tx.conn, row, insert=False, parts=bodies)
     return tx.event("log", row.id)
 
