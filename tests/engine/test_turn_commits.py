@@ -185,3 +185,19 @@ async def test_completed_turns_survive_a_kill_during_the_next_request(
     ]
     status = await state.status()
     assert (status.state, status.reason) == ("failed", "execution_lost")
+
+
+async def test_the_unsynced_write_leaves_full_sync_in_place(make_chat: Any) -> None:
+    """The pending message's commit runs with synchronous=NORMAL; every connection the
+    store writes with is back at FULL afterwards, so the next commit is synced."""
+    chat = await make_chat([Reply.text("hi")])
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "hello")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    store: Any = chat.runtime.store
+    for conn in (store._iconn, store._wconn):
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert [(m.role, m.status) for m in (await state.get_messages(order="asc")).messages] == [
+        ("user", "completed"),
+        ("assistant", "completed"),
+    ]
