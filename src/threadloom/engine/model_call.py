@@ -158,7 +158,12 @@ def build_request(
     from threadloom.engine.context import normalize
 
     prompt = env.prompt
-    messages = normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    prepared = assembly.prepared  # the incremental path: normalised, no images
+    messages = (
+        prepared.messages
+        if prepared is not None
+        else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    )
     # resumable relationships are reached through subagent_create, never offered by name
     offered = (
         [t for t in env.tools if getattr(t, "direct", True)]
@@ -179,6 +184,9 @@ def build_request(
     }
     provider_messages: list[Any] = []
     fragments: list[str] = []
+    if prepared is not None:
+        provider_messages, fragments = prepared.providers, prepared.fragments
+        messages = []
     for message in messages:
         item = assembly.presented.get(id(message))
         if item is not None and item.request is message:

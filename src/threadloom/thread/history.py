@@ -26,6 +26,12 @@ class MessageHistory(Sequence[Message]):
         self._messages: list[Message] = [m for m in messages if self._admits(m)]
         self._by_id: dict[str, Message] = {m.id: m for m in self._messages}
         self._memo: dict[Any, dict[str, tuple[Message, Any]]] = {}  # key → id → (record, value)
+        self._edits: list[int] = []
+        """Per replacement or removal, the first position it may have changed (appends are
+        not edits): what an incremental reader (``engine.context_cache``) consumed before
+        that position is still exact."""
+        self.caches: dict[Any, Any] = {}
+        """Incremental readers' state, by their own key (kept as long as the history)."""
 
     def _admits(self, message: Message) -> bool:
         return message.depth == 0
@@ -43,12 +49,14 @@ class MessageHistory(Sequence[Message]):
         for index in range(len(self._messages) - 1, -1, -1):
             if self._messages[index] is old:
                 self._messages[index] = copy
+                self._edits.append(index)
                 return
 
     def remove(self, message_ids: Sequence[str]) -> None:
         doomed = {i for i in message_ids if i in self._by_id}
         if not doomed:
             return
+        self._edits.append(next(i for i, m in enumerate(self._messages) if m.id in doomed))
         self._messages = [m for m in self._messages if m.id not in doomed]
         for message_id in doomed:
             del self._by_id[message_id]
@@ -60,6 +68,19 @@ class MessageHistory(Sequence[Message]):
         """The records themselves, for the engine's own reads (callers must not mutate them;
         tools and hooks get copies through iteration and indexing)."""
         return list(self._messages)
+
+    def records_from(self, start: int) -> list[Message]:
+        """The records from position ``start`` on (the engine's own reads, as ``raw``)."""
+        return self._messages[start:]
+
+    @property
+    def edit_mark(self) -> int:
+        """A mark to pass to :meth:`first_edit_since` later."""
+        return len(self._edits)
+
+    def first_edit_since(self, mark: int) -> int | None:
+        """The first position an edit made after ``mark`` may have changed, or ``None``."""
+        return min(self._edits[mark:], default=None)
 
     def owns(self, message: Message) -> bool:
         """True when ``message`` is this history's own current record (not a copy)."""
