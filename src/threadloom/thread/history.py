@@ -10,12 +10,24 @@ computed from, so a message replaced by an update is recomputed, never served st
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from threadloom.records import Message
 
 T = TypeVar("T")
+
+
+def copy_message(message: Message) -> Message:
+    """An independent copy: the scalar fields shared, the containers copied (what
+    ``model_copy(deep=True)`` gives, at a fraction of its cost on the engine's hot path)."""
+    update: dict[str, Any] = {}
+    if message.metadata is not None:
+        update["metadata"] = copy.deepcopy(message.metadata)
+    if message.attachments is not None:
+        update["attachments"] = [a.model_copy() for a in message.attachments]
+    return message.model_copy(update=update) if update else message.model_copy()
 
 
 class MessageHistory(Sequence[Message]):
@@ -40,15 +52,15 @@ class MessageHistory(Sequence[Message]):
         """Replace the message with the same id, or append a new one this history admits."""
         if not self._admits(message):
             return
-        copy = message.model_copy(deep=True)
+        record = copy_message(message)
         old = self._by_id.get(message.id)
-        self._by_id[message.id] = copy
+        self._by_id[message.id] = record
         if old is None:
-            self._messages.append(copy)
+            self._messages.append(record)
             return
         for index in range(len(self._messages) - 1, -1, -1):
             if self._messages[index] is old:
-                self._messages[index] = copy
+                self._messages[index] = record
                 self._edits.append(index)
                 return
 
@@ -103,14 +115,14 @@ class MessageHistory(Sequence[Message]):
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
         if isinstance(index, slice):
-            return [m.model_copy(deep=True) for m in self._messages[index]]
-        return self._messages[index].model_copy(deep=True)
+            return [copy_message(m) for m in self._messages[index]]
+        return copy_message(self._messages[index])
 
     def __len__(self) -> int:
         return len(self._messages)
 
     def __iter__(self) -> Iterator[Message]:
-        return (m.model_copy(deep=True) for m in self._messages)
+        return (copy_message(m) for m in self._messages)
 
 
 class NestedHistory(MessageHistory):
@@ -129,4 +141,4 @@ class NestedHistory(MessageHistory):
 
     def nested(self) -> list[Message]:
         """The call's own persisted messages, in order."""
-        return [m.model_copy(deep=True) for m in self._messages if m.parent_id == self.parent_id]
+        return [copy_message(m) for m in self._messages if m.parent_id == self.parent_id]
