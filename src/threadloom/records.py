@@ -12,6 +12,7 @@ import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -410,8 +411,32 @@ LOG_LIST_KEYS: tuple[str, ...] = (
 # fmt: on
 
 
+@dataclass(frozen=True, slots=True)
+class RequestDelta:
+    """How a log row's request body shares its leading messages with an earlier row's.
+
+    Invariant::
+
+        row.request_body == prefix + ",".join(base_messages[:keep] + list(fragments)) + suffix
+
+    where base_messages are the message fragments of row `base_log_id`'s request body
+    (base_log_id None: keep is 0 and fragments are all the messages).
+
+    A storage hint only (``LogRow.request_delta``): a store may keep the body as this delta
+    and must read back exactly ``request_body``. Defined here, below the store, because
+    ``LogRow`` carries it; ``threadloom.store.shapes`` re-exports it."""
+
+    base_log_id: str | None
+    keep: int
+    prefix: str  # e.g. '{"model":"m","messages":['
+    fragments: tuple[str, ...]  # JSON text of each message after the kept ones
+    suffix: str  # e.g. '],"tools":[...],"_metadata":{...}}'
+
+
 class LogRow(BaseModel):
-    """One log row of any kind (spec 01 §1.9); every column is a field."""
+    """One log row of any kind (spec 01 §1.9); every column is a field, except
+    ``request_delta``: how the store may share ``request_body`` with an earlier row's,
+    never serialised, never a column, never read back."""
 
     id: str
     kind: str | None = None
@@ -472,6 +497,7 @@ class LogRow(BaseModel):
     app_response: str | None = None
     app_trigger: str | None = None
     app_data: str | None = None
+    request_delta: RequestDelta | None = Field(default=None, exclude=True, repr=False)
 
     def to_list_wire(self) -> dict[str, Any]:
         """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""
@@ -482,7 +508,7 @@ class LogRow(BaseModel):
         return out
 
 
-LOG_COLUMNS: tuple[str, ...] = tuple(LogRow.model_fields)
+LOG_COLUMNS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
 
 
 class ThreadLogEntry(TypedDict, total=False):

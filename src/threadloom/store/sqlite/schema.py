@@ -320,6 +320,37 @@ CREATE TABLE auth_tickets (
 CREATE INDEX auth_tickets_expiry ON auth_tickets(expires_at_us);
 """,
     ),
+    (
+        5,
+        "LLM request bodies as deltas against an earlier log row",
+        # store/sqlite/bodies.py. One row per log row written with a `request_delta`. A root
+        # (`base_id` NULL, `depth` 0) keeps its full text in log_bodies and here only where
+        # its messages start (`prefix`), their total length (`size`) and each one's length
+        # (`lengths`, a JSON array), so later rows can take its leading messages. A delta
+        # row has no log_bodies request row: its text is `prefix`, the first `keep`
+        # messages of `base_id`, its own `fragments` (joined by ',', cut by `lengths`) and
+        # `suffix` (NULL: the base's, whose digest is `suffix_hash`). `depth` is the
+        # base's + 1, at most 64, so a read follows at most 64 rows to the root.
+        # `thread_id` makes the base check one lookup; `base_id` has no foreign key (no
+        # index to keep): log rows are deleted only with their thread, chains never leave
+        # a thread, so the cascade from logs removes a chain whole.
+        """
+CREATE TABLE log_requests (
+    log_id      TEXT PRIMARY KEY REFERENCES logs(id) ON DELETE CASCADE,
+    thread_id   TEXT NOT NULL,
+    base_id     TEXT,
+    depth       INTEGER NOT NULL,
+    keep        INTEGER NOT NULL,
+    count       INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    lengths     TEXT NOT NULL,
+    prefix      TEXT NOT NULL,
+    suffix      TEXT,
+    suffix_hash BLOB NOT NULL,
+    fragments   TEXT
+);
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
