@@ -14,7 +14,9 @@ from typing import Any
 from threadloom import Runtime
 from threadloom.records import LogRow, json_compact, new_id
 from threadloom.store.base import RequestDelta
+from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.bodies import MAX_CHAIN_DEPTH
+from threadloom.store.sqlite.store import path_from_url
 
 PREFIX = '{"model":"m","messages":['
 SUFFIX = '],"tools":[{"name":"look","parameters":{"type":"object"}}],"_metadata":{"p":"x"}}'
@@ -33,9 +35,10 @@ def q(rt: Runtime, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def fragment(n: int, text: str = "") -> str:
-    """One message's JSON text, with commas, brackets and escapes inside its strings."""
+    """One message's JSON text, with commas, brackets, escapes and non-ASCII characters
+    (two of them outside the BMP) inside its strings."""
     return json_compact(
-        {"role": "user", "content": f'message {n}, [with] {{braces}} "quotes" {text}'}
+        {"role": "user", "content": f'message {n}, [with] {{braces}} "quotes" é🧵𝄞 {text}'}
     )
 
 
@@ -292,3 +295,46 @@ async def test_deleting_a_thread_deletes_every_body(runtime: Runtime) -> None:
     assert orphans == [(0,)]
     got = await runtime.store.list_logs(kept, limit=None)
     assert len(got) == MAX_CHAIN_DEPTH + 5
+
+
+async def test_migration_from_version_4_keeps_every_body(db_url: str) -> None:
+    """Migration 5 rebuilds log_bodies as a rowid table: the bodies of a database at
+    version 4 read back unchanged, and new rows are stored as deltas on the old ones'
+    thread."""
+    path = path_from_url(db_url)
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        schema.applied_versions(conn)
+        for version, name, sql in schema.MIGRATIONS[:4]:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?, ?, 0)",
+                (version, name),
+            )
+        conn.execute(
+            "INSERT INTO threads(id, agent_id, origin_agent_id, created_at_us, status_state,"
+            " status_since) VALUES ('t1', 'a', 'a', 1, 'idle', 1)"
+        )
+        conn.execute(
+            "INSERT INTO logs(id, thread_id, lseq, provider, model, created_at, is_complete)"
+            " VALUES ('old', 't1', 1, 'scripted', 'm', 1, 1)"
+        )
+        conn.executemany(
+            "INSERT INTO log_bodies(log_id, part, body) VALUES ('old', ?, ?)",
+            [("request", body([fragment(1)])), ("response", "{}")],
+        )
+    rt = await Runtime.open(db_url)
+    try:
+        old = await rt.store.get_log("t1", "old")
+        assert old is not None
+        assert (old.request_body, old.response_body) == (body([fragment(1)]), "{}")
+        first, _ = await rt.store.insert_log("t1", row([fragment(1)], None, 0))
+        second, _ = await rt.store.insert_log("t1", row([fragment(1), fragment(2)], first.id, 1))
+        assert await rt.store.list_logs("t1") == [old, first, second]
+        assert storage(rt, second.id) == (first.id, 1, 1, 2, 0, 0)
+        table = q(rt, "SELECT sql FROM sqlite_master WHERE name = 'log_bodies'")[0][0]
+        assert "WITHOUT ROWID" not in table
+        assert not q(rt, "SELECT name FROM sqlite_master WHERE name LIKE 'log_bodies_old%'")
+    finally:
+        await rt.close()

@@ -13,8 +13,9 @@ new instead of the whole history:
   it is the base's), and takes its first ``keep`` messages from its base.
 
 A chain is at most ``MAX_CHAIN_DEPTH`` deltas long. An insert checks the base with one
-indexed lookup and the text's length against the base's (never reads nor compares the
-history's text); a delta that does not add up is stored as plain text, so a read always
+indexed lookup (a few more only when the row keeps fewer messages than its base took from
+further up) and the text's length against the base's; it never reads nor compares the
+history's text. A delta that does not add up is stored as plain text, so a read always
 returns exactly the ``request_body`` that was inserted. Updates never touch a request.
 """
 
@@ -47,7 +48,8 @@ _INSERT_REQUEST = (
     " prefix, suffix, suffix_hash, fragments) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _READ = (
-    "SELECT r.base_id, r.keep, r.size, r.lengths, r.prefix, r.suffix, r.fragments, b.body"
+    "SELECT r.base_id, r.keep, r.count, r.size, r.lengths, r.prefix, r.suffix, r.fragments,"
+    " b.body"
     " FROM log_requests r LEFT JOIN log_bodies b ON b.log_id = r.log_id AND b.part = 'request'"
     " WHERE r.log_id = ?"
 )
@@ -243,67 +245,88 @@ def _refused(log_id: str, why: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Request:
-    """A stored request, rebuilt: its prefix, every message fragment, its suffix."""
+class _Stored:
+    """One ``log_requests`` row as read; ``text`` is a root's whole body, or the fragments
+    a delta row adds, joined."""
 
+    base_id: str | None
+    keep: int
+    count: int
+    size: int
+    lengths: str
     prefix: str
-    fragments: list[str]
-    suffix: str
-
-
-def _cut(text: str, start: int, lengths: Sequence[int]) -> list[str]:
-    """The comma-separated fragments of ``text`` from ``start``, of these lengths."""
-    out: list[str] = []
-    for length in lengths:
-        out.append(text[start : start + length])
-        start += length + 1
-    return out
+    suffix: str | None
+    text: str
 
 
 class RequestReader:
-    """Rebuilds the request bodies stored as deltas, for one read call: the rows of one
-    chain share the work (each row is rebuilt once, from its base's rebuilt messages)."""
+    """Rebuilds the request bodies stored as deltas, for one read call. A body is the
+    prefix, then from each row of its chain (root last) the leading run of the messages
+    that row stores which the rows below it keep, as one slice of that row's text, then
+    the suffix: a few slices and one join, never a list of every message. Each stored row
+    is fetched once per reader, so the rows of a chain listed together share the fetches."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._built: dict[str, _Request] = {}
+        self._stored: dict[str, _Stored] = {}
+        self._lengths: dict[str, list[int]] = {}
 
     def text(self, log_id: str) -> str:
         """The request body of a delta row, exactly as it was inserted."""
-        request = self._request(log_id)
-        return request.prefix + ",".join(request.fragments) + request.suffix
-
-    def _request(self, log_id: str) -> _Request:
-        chain: list[tuple[str, tuple[object, ...]]] = []
-        at: str | None = log_id
-        while at is not None and at not in self._built:
-            found = self.conn.execute(_READ, (at,)).fetchone()
-            if found is None or len(chain) > MAX_CHAIN_DEPTH:
-                raise StoreError(f"the request body of log row {log_id} is broken at {at}")
-            chain.append((at, tuple(found)))
-            at = found[0]
-        below = self._built[at] if at is not None else None
-        for row_id, found in reversed(chain):
-            below = self._build(row_id, found, below)
-        assert below is not None
-        return below
-
-    def _build(self, row_id: str, found: tuple[object, ...], base: _Request | None) -> _Request:
-        _, keep, size, lengths, prefix, suffix, fragments, body = found
-        assert isinstance(size, int) and isinstance(keep, int)
-        assert isinstance(lengths, str) and isinstance(prefix, str)
-        if base is None:  # a root: everything is in its body
-            if not isinstance(body, str):
-                raise StoreError(f"the request body of log row {row_id} is missing")
-            start = len(prefix)
-            built = _Request(prefix, _cut(body, start, json.loads(lengths)), body[start + size :])
+        top = stored = self._fetch(log_id, log_id)
+        need = top.count  # of the messages of the row met so far, how many come from here
+        runs: list[str] = []
+        suffix = top.suffix
+        at = log_id
+        for _ in range(MAX_CHAIN_DEPTH + 1):
+            take = need - stored.keep
+            if take > 0:
+                runs.append(self._run(at, stored, take))
+            need = min(need, stored.keep)
+            if stored.base_id is None:
+                if suffix is None:
+                    suffix = stored.text[len(stored.prefix) + stored.size :]
+                break
+            if need == 0 and suffix is not None:
+                break
+            at = stored.base_id
+            stored = self._fetch(log_id, at)
+            if suffix is None:
+                suffix = stored.suffix
         else:
-            assert isinstance(fragments, str)
-            own = _cut(fragments, 0, json.loads(lengths))
-            built = _Request(
-                prefix,
-                base.fragments[:keep] + own,
-                suffix if isinstance(suffix, str) else base.suffix,
-            )
-        self._built[row_id] = built
-        return built
+            raise StoreError(f"the request body of log row {log_id} has a chain too long")
+        if suffix is None:
+            raise StoreError(f"the request body of log row {log_id} is broken at {at}")
+        pieces = [top.prefix]
+        for run in reversed(runs):
+            pieces += (run, ",")
+        if runs:
+            pieces.pop()
+        pieces.append(suffix)
+        return "".join(pieces)  # one copy of the text
+
+    def _fetch(self, log_id: str, at: str) -> _Stored:
+        stored = self._stored.get(at)
+        if stored is None:
+            found = self.conn.execute(_READ, (at,)).fetchone()
+            if found is None:
+                raise StoreError(f"the request body of log row {log_id} is missing row {at}")
+            base_id, keep, count, size, lengths, prefix, suffix, fragments, body = found
+            text = body if base_id is None else fragments
+            if not isinstance(text, str):
+                raise StoreError(f"the request body of log row {log_id} is missing at {at}")
+            stored = _Stored(base_id, keep, count, size, lengths, prefix, suffix, text)
+            self._stored[at] = stored
+        return stored
+
+    def _run(self, at: str, stored: _Stored, take: int) -> str:
+        """The first ``take`` messages that row ``at`` stores itself, joined."""
+        start = len(stored.prefix) if stored.base_id is None else 0
+        if take == stored.count - stored.keep:
+            length = stored.size if stored.base_id is None else len(stored.text)
+        else:
+            lengths = self._lengths.get(at)
+            if lengths is None:
+                lengths = self._lengths[at] = json.loads(stored.lengths)
+            length = sum(lengths[:take]) + take - 1
+        return stored.text[start : start + length]
