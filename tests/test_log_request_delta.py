@@ -140,6 +140,16 @@ async def test_depth_cap_starts_a_new_root(runtime: Runtime) -> None:
     for log_id, n in zip(ids, range(len(ids)), strict=True):
         got = await runtime.store.get_log(tid, log_id)
         assert got is not None and got.request_body == body([fragment(k) for k in range(n + 2)])
+    # at the cap again, keeping fewer messages than the base has: a root whose boundaries
+    # come from the chain; a delta on it keeps some of them
+    deepest = ids[MAX_CHAIN_DEPTH]
+    shorter = [*[fragment(k) for k in range(30)], fragment(1000)]
+    cut, _ = await runtime.store.insert_log(tid, row(shorter, deepest, 30))
+    assert storage(runtime, cut.id) == (None, 0, 0, 31, 0, 1)
+    child, _ = await runtime.store.insert_log(tid, row([*shorter[:12], fragment(7)], cut.id, 12))
+    assert storage(runtime, child.id) == (cut.id, 1, 12, 13, 0, 0)
+    for stored in (cut, child):
+        assert await runtime.store.get_log(tid, stored.id) == stored
 
 
 async def test_unusable_bases_store_a_root_that_serves_as_a_base(runtime: Runtime) -> None:

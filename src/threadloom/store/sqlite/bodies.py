@@ -168,9 +168,13 @@ def _insert_request(
             ),
         )
         return True
-    # a root: the kept messages' boundaries are found in the body itself (a missing base,
-    # another thread's, a keep beyond it, or a chain at its depth cap)
-    lengths = _leading_lengths(body, len(prefix), delta.keep)
+    # a root. The kept messages' boundaries come from the base's chain when it is at its
+    # depth cap, else (a missing base, another thread's, a keep beyond it) from parsing
+    # the body itself, which costs more (~6 ms at 2,000 messages) but is rare.
+    if base is not None and delta.keep <= base.count:
+        lengths = _chain_lengths(conn, base.log_id, delta.keep)
+    else:
+        lengths = _leading_lengths(body, len(prefix), delta.keep)
     if lengths is None:
         return _refused(log_id, "its kept messages are not in the body")
     lengths += own_lengths
@@ -218,6 +222,28 @@ def _kept_size(conn: sqlite3.Connection, thread_id: str, base: _Base, keep: int)
     ).fetchone()[0]
     dropped: list[int] = json.loads(text)[keep - base.keep :]
     return base.size - sum(dropped) - len(dropped)
+
+
+def _chain_lengths(conn: sqlite3.Connection, log_id: str, need: int) -> list[int] | None:
+    """The lengths of the first ``need`` messages of row ``log_id``'s request, from its
+    chain (each row's own lengths, as the reader takes its text); ``None`` when broken."""
+    runs: list[list[int]] = []
+    at: str | None = log_id
+    for _ in range(MAX_CHAIN_DEPTH + 1):  # a chain has at most this many rows
+        if need == 0:
+            break
+        found = conn.execute(
+            "SELECT base_id, keep, lengths FROM log_requests WHERE log_id = ?", (at,)
+        ).fetchone()
+        if found is None:
+            return None
+        at, keep, lengths = found
+        if need > keep:
+            runs.append(json.loads(lengths)[: need - keep])
+        need = min(need, keep)
+    if need:
+        return None
+    return [length for run in reversed(runs) for length in run]
 
 
 def _leading_lengths(body: str, start: int, count: int) -> list[int] | None:
