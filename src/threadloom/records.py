@@ -12,7 +12,6 @@ import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +24,7 @@ from threadloom.file_records import FileRecord as FileRecord
 from threadloom.file_records import FileStats as FileStats
 from threadloom.file_records import GrepResult as GrepResult
 from threadloom.file_records import ReaddirResult as ReaddirResult
+from threadloom.log_records import RequestDelta as RequestDelta
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]
@@ -411,32 +411,9 @@ LOG_LIST_KEYS: tuple[str, ...] = (
 # fmt: on
 
 
-@dataclass(frozen=True, slots=True)
-class RequestDelta:
-    """How a log row's request body shares its leading messages with an earlier row's.
-
-    Invariant::
-
-        row.request_body == prefix + ",".join(base_messages[:keep] + list(fragments)) + suffix
-
-    where base_messages are the message fragments of row `base_log_id`'s request body
-    (base_log_id None: keep is 0 and fragments are all the messages).
-
-    A storage hint only (``LogRow.request_delta``): a store may keep the body as this delta
-    and must read back exactly ``request_body``. Defined here, below the store, because
-    ``LogRow`` carries it; ``threadloom.store.shapes`` re-exports it."""
-
-    base_log_id: str | None
-    keep: int
-    prefix: str  # e.g. '{"model":"m","messages":['
-    fragments: tuple[str, ...]  # JSON text of each message after the kept ones
-    suffix: str  # e.g. '],"tools":[...],"_metadata":{...}}'
-
-
 class LogRow(BaseModel):
-    """One log row of any kind (spec 01 §1.9); every column is a field, except
-    ``request_delta``: how the store may share ``request_body`` with an earlier row's,
-    never serialised, never a column, never read back."""
+    """One log row of any kind (spec 01 §1.9); every column is a field, and
+    ``request_delta``, a storage hint that is never serialised nor read back."""
 
     id: str
     kind: str | None = None
