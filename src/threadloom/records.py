@@ -24,6 +24,7 @@ from threadloom.file_records import FileRecord as FileRecord
 from threadloom.file_records import FileStats as FileStats
 from threadloom.file_records import GrepResult as GrepResult
 from threadloom.file_records import ReaddirResult as ReaddirResult
+from threadloom.log_records import RequestDelta as RequestDelta
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]
@@ -411,7 +412,8 @@ LOG_LIST_KEYS: tuple[str, ...] = (
 
 
 class LogRow(BaseModel):
-    """One log row of any kind (spec 01 §1.9); every column is a field."""
+    """One log row of any kind (spec 01 §1.9); every column is a field, and
+    ``request_delta``, a storage hint that is never serialised nor read back."""
 
     id: str
     kind: str | None = None
@@ -472,6 +474,7 @@ class LogRow(BaseModel):
     app_response: str | None = None
     app_trigger: str | None = None
     app_data: str | None = None
+    request_delta: RequestDelta | None = Field(default=None, exclude=True, repr=False)
 
     def to_list_wire(self) -> dict[str, Any]:
         """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""
@@ -482,7 +485,7 @@ class LogRow(BaseModel):
         return out
 
 
-LOG_COLUMNS: tuple[str, ...] = tuple(LogRow.model_fields)
+LOG_COLUMNS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
 
 
 class ThreadLogEntry(TypedDict, total=False):
