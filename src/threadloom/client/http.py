@@ -5,7 +5,7 @@ calls built by ``endpoints.py`` (spec 11 §11.2), with typed errors and the retr
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -102,6 +102,7 @@ class AsyncLogs:
 class AsyncFiles:
     def __init__(self, run: AsyncRunner) -> None:
         b = ROUTES.files
+        self._run = run
         self.list = run.wrap(b.list)
         self.stats = run.wrap(b.stats)
         self.find = run.wrap(b.find)
@@ -114,6 +115,12 @@ class AsyncFiles:
         self.move = run.wrap(b.move)
         self.rename = run.wrap(b.rename)
         self.delete = run.wrap(b.delete)
+
+    def read_stream(
+        self, thread_id: str, path: str, *, chunk_size: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The file's bytes as they arrive (``async for piece in …``), for large files."""
+        return self._run.stream_bytes(ROUTES.files.read(thread_id, path), chunk_size)
 
 
 class AsyncCatalog:
@@ -323,6 +330,7 @@ class SyncLogs:
 class SyncFiles:
     def __init__(self, run: SyncRunner) -> None:
         b = ROUTES.files
+        self._run = run
         self.list = run.wrap(b.list)
         self.stats = run.wrap(b.stats)
         self.find = run.wrap(b.find)
@@ -335,6 +343,12 @@ class SyncFiles:
         self.move = run.wrap(b.move)
         self.rename = run.wrap(b.rename)
         self.delete = run.wrap(b.delete)
+
+    def read_stream(
+        self, thread_id: str, path: str, *, chunk_size: int | None = None
+    ) -> Iterator[bytes]:
+        """The file's bytes as they arrive (``for piece in …``), for large files."""
+        return self._run.stream_bytes(ROUTES.files.read(thread_id, path), chunk_size)
 
 
 class SyncCatalog:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 import httpx
@@ -101,6 +101,35 @@ class AsyncRunner:
             result: T = state.result(response)
             return result
 
+    async def stream_bytes(
+        self, call: Call[Any], chunk_size: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The answer's body, piece by piece. Retried like ``one`` until the first byte has
+        been handed on; a break after that raises ``TransportError``."""
+        state = _Attempt(call, self.max_retries)
+        while True:
+            started = False
+            wait: float | None = None
+            try:
+                async with self.http.stream(call.method, call.path, params=call.params) as response:
+                    self.last_response = response
+                    if state.retry_status(response):
+                        wait = _delay(state.attempt, response)
+                    elif response.status_code >= 400:
+                        await response.aread()
+                        raise error_from_response(response)
+                    else:
+                        async for piece in response.aiter_bytes(chunk_size):
+                            started = True
+                            yield piece
+                        return
+            except httpx.TransportError as exc:
+                if started or not state.retry_transport(exc):
+                    raise _transport_error(exc) from exc
+                wait = _delay(state.attempt, None)
+            await asyncio.sleep(wait or 0)
+            state.attempt += 1
+
     async def run(self, call: Call[T] | Batch[T]) -> T:
         if isinstance(call, Batch):
             return call.merge([await self.one(c) for c in call.calls])
@@ -141,6 +170,32 @@ class SyncRunner:
                 continue
             result: T = state.result(response)
             return result
+
+    def stream_bytes(self, call: Call[Any], chunk_size: int | None = None) -> Iterator[bytes]:
+        """The blocking twin of ``AsyncRunner.stream_bytes``."""
+        state = _Attempt(call, self.max_retries)
+        while True:
+            started = False
+            wait: float | None = None
+            try:
+                with self.http.stream(call.method, call.path, params=call.params) as response:
+                    self.last_response = response
+                    if state.retry_status(response):
+                        wait = _delay(state.attempt, response)
+                    elif response.status_code >= 400:
+                        response.read()
+                        raise error_from_response(response)
+                    else:
+                        for piece in response.iter_bytes(chunk_size):
+                            started = True
+                            yield piece
+                        return
+            except httpx.TransportError as exc:
+                if started or not state.retry_transport(exc):
+                    raise _transport_error(exc) from exc
+                wait = _delay(state.attempt, None)
+            time.sleep(wait or 0)
+            state.attempt += 1
 
     def run(self, call: Call[T] | Batch[T]) -> T:
         if isinstance(call, Batch):
