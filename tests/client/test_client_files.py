@@ -13,7 +13,7 @@ import pytest
 from server.conftest import Api
 from threadloom.client import AsyncClient, Client, NotFoundError, Upload
 from threadloom.client.chat import FileBlock, ImageBlock, Outcome, Phase, TextBlock
-from threadloom.client.reduce import ThreadView
+from threadloom.client.reduce import LocalSend, ThreadView, empty_view, reduce_all
 
 
 def png_1x1() -> bytes:
@@ -91,3 +91,18 @@ async def test_session_send_with_attachments_shows_them_at_once_then_stored(
     assert notes.path.startswith("/attachments/")
     assert await client.files.read(thread, notes.path) == b"hello notes"
     assert await client.files.read(thread, message.attachments[0].path) == image
+
+
+def test_a_local_send_shows_its_uploads_before_the_server_has_them() -> None:
+    uploads = (Upload("a.png", "image/png", b"\x89PNG"), Upload("b.csv", "text/csv", b"x,y"))
+    view = reduce_all(empty_view("t"), [LocalSend("u1", "", attachments=uploads)])
+    (message,) = view.messages
+    assert message.text == "" and message.delivery.phase is Phase.SENDING
+    image, table = message.content
+    assert isinstance(image, ImageBlock) and image.url == "data:image/png;base64,iVBORw=="
+    assert isinstance(table, FileBlock) and table.attachment is not None
+    assert (table.attachment.name, table.attachment.mimeType, table.attachment.size) == (
+        "b.csv",
+        "text/csv",
+        3,
+    )
