@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
@@ -24,6 +23,8 @@ from threadloom.file_records import FileRecord as FileRecord
 from threadloom.file_records import FileStats as FileStats
 from threadloom.file_records import GrepResult as GrepResult
 from threadloom.file_records import ReaddirResult as ReaddirResult
+from threadloom.ids import new_call_id as new_call_id
+from threadloom.ids import new_id as new_id
 from threadloom.log_records import RequestDelta as RequestDelta
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -46,16 +47,6 @@ FAILED_REASONS: frozenset[str] = frozenset(
 def json_compact(value: Any) -> str:
     """Threadloom's JSON text: compact separators, non-ASCII kept (spec 01 §1.1.5)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def new_id() -> str:
-    """A random UUID4 in canonical lowercase form (decision D6)."""
-    return str(uuid.uuid4())
-
-
-def new_call_id() -> str:
-    """A runtime-synthesised tool call id: ``call_`` + 32 hex characters (spec 01 §1.2.3)."""
-    return "call_" + uuid.uuid4().hex
 
 
 # --------------------------------------------------------------------------------------
