@@ -31,7 +31,7 @@ async def concurrent_scenario(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="threadloom-bench-c-", dir=args.tmpdir) as workdir:
         runtime = await Runtime.open(
             f"sqlite:///{os.path.join(workdir, 'concurrent.db')}",
-            definitions=make_definitions(args.latency),
+            definitions=make_definitions(args.latency, fixed_usage=True),
         )
         store = runtime.store
         assert isinstance(store, SqliteStore)

@@ -6,7 +6,10 @@ benchmark, not a test: it prints its tables and exits 0 even when a goal is miss
 The workload of one turn is "user message → one tool call → tool result → final text":
 ``Runtime.send_message`` then ``Runtime.wait_idle``, on a chat agent whose side a runs a
 prompt on the scripted model (zero latency) answering a user message with one ``echo``
-tool call and the tool result with the text ``done``. The Runtime is opened with its
+tool call and the tool result with the text ``done``, reporting a fixed usage (10 in, 5 out)
+as a provider's API does — not the scripted model's own token estimate, test-double work
+that walks the whole request (``bench/_workload.py``; the peer benchmark does the same).
+The Runtime is opened with its
 defaults (SQLite file, WAL, ``synchronous=FULL``). A turn stores four messages.
 
 The floor: plain ``sqlite3`` on its own file in the same directory, WAL,
@@ -265,7 +268,7 @@ def open_floors(workdir: str, tag: str) -> tuple[RawTurns, RawTurns]:
 
 async def section_a(workdir: str, turns: int) -> CaseResult:
     """Turns on an empty thread; warm-up on another thread of the same database."""
-    defs = make_definitions()
+    defs = make_definitions(fixed_usage=True)
     runtime = await Runtime.open(f"sqlite:///{os.path.join(workdir, 'empty.db')}", definitions=defs)
     raw4, raw1 = open_floors(workdir, "empty")
     try:
@@ -298,8 +301,8 @@ async def section_a(workdir: str, turns: int) -> CaseResult:
             f"A. {turns:,} turns from empty — one thread, turns sequential, per-turn latency",
             f"   Threadloom: Runtime.open defaults (journal_mode={journal},"
             f" synchronous={_SYNC_NAMES.get(sync, sync)}), scripted model with",
-            "   zero latency; a turn = send_message + wait_idle, storing user, assistant"
-            " (tool call), tool, assistant",
+            "   zero latency and a fixed usage; a turn = send_message + wait_idle, storing user,"
+            " assistant (tool call), tool, assistant",
             "   floor: raw sqlite3 (WAL, synchronous=FULL) commits the same 4 rows, one"
             " transaction per row:",
             "   4 commits per turn, the engine's per-row durability; the 1-commit variant (all"
@@ -328,7 +331,7 @@ async def seed_threadloom(path: str, messages: int, mode: str) -> tuple[str, flo
     ``turns``: real turns on the scripted model. Returns the thread id and the seconds."""
     started = time.perf_counter()
     runtime = await Runtime.open(
-        f"sqlite:///{path}", definitions=make_definitions(), synchronous="OFF"
+        f"sqlite:///{path}", definitions=make_definitions(fixed_usage=True), synchronous="OFF"
     )
     try:
         state = await runtime.create_thread("chat")
@@ -384,7 +387,9 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
     path = os.path.join(workdir, "history.db")
     progress(f"  B: seeding a thread with {history:,} messages …")
     thread_id, seeded_s = await seed_threadloom(path, history, mode)
-    runtime = await Runtime.open(f"sqlite:///{path}", definitions=make_definitions())
+    runtime = await Runtime.open(
+        f"sqlite:///{path}", definitions=make_definitions(fixed_usage=True)
+    )
     raw4, raw1 = open_floors(workdir, "history")
     try:
         state = await runtime.thread(thread_id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
@@ -24,6 +23,9 @@ from threadloom.file_records import FileRecord as FileRecord
 from threadloom.file_records import FileStats as FileStats
 from threadloom.file_records import GrepResult as GrepResult
 from threadloom.file_records import ReaddirResult as ReaddirResult
+from threadloom.ids import new_call_id as new_call_id
+from threadloom.ids import new_id as new_id
+from threadloom.log_records import RequestDelta as RequestDelta
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]
@@ -45,16 +47,6 @@ FAILED_REASONS: frozenset[str] = frozenset(
 def json_compact(value: Any) -> str:
     """Threadloom's JSON text: compact separators, non-ASCII kept (spec 01 §1.1.5)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def new_id() -> str:
-    """A random UUID4 in canonical lowercase form (decision D6)."""
-    return str(uuid.uuid4())
-
-
-def new_call_id() -> str:
-    """A runtime-synthesised tool call id: ``call_`` + 32 hex characters (spec 01 §1.2.3)."""
-    return "call_" + uuid.uuid4().hex
 
 
 # --------------------------------------------------------------------------------------
@@ -411,7 +403,8 @@ LOG_LIST_KEYS: tuple[str, ...] = (
 
 
 class LogRow(BaseModel):
-    """One log row of any kind (spec 01 §1.9); every column is a field."""
+    """One log row of any kind (spec 01 §1.9); every column is a field, and
+    ``request_delta``, a storage hint that is never serialised nor read back."""
 
     id: str
     kind: str | None = None
@@ -472,6 +465,7 @@ class LogRow(BaseModel):
     app_response: str | None = None
     app_trigger: str | None = None
     app_data: str | None = None
+    request_delta: RequestDelta | None = Field(default=None, exclude=True, repr=False)
 
     def to_list_wire(self) -> dict[str, Any]:
         """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""
@@ -482,7 +476,7 @@ class LogRow(BaseModel):
         return out
 
 
-LOG_COLUMNS: tuple[str, ...] = tuple(LogRow.model_fields)
+LOG_COLUMNS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
 
 
 class ThreadLogEntry(TypedDict, total=False):

@@ -5,7 +5,7 @@ wire shapes) and nothing else, so it can be used against a remote server.
 """
 
 from threadloom.client import chat
-from threadloom.client.endpoints import AUTO, UNSET, Upload
+from threadloom.client.calls import AUTO, UNSET, Upload
 from threadloom.client.errors import (
     APIError,
     AuthenticationError,

@@ -5,8 +5,9 @@ Pure: no I/O, no clock, no randomness. Every object is immutable.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -37,6 +38,7 @@ __all__ = [
     "decode_json",
     "from_record",
     "parse_tool_calls",
+    "upload_blocks",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -325,6 +327,31 @@ def citations_of(items: Any) -> tuple[Citation, ...]:
                 )
             )
     return tuple(out)
+
+
+def upload_blocks(uploads: Sequence[Any]) -> tuple[ContentBlock, ...]:
+    """Blocks of the attachments of an optimistic send (``Upload``s, not stored yet): an image
+    shows from a ``data:`` URL; another file gets a provisional ``AttachmentRef`` with an empty
+    ``path`` until the server's record brings the stored one."""
+    blocks: list[ContentBlock] = []
+    for upload in uploads:
+        mime = str(getattr(upload, "mime_type", "application/octet-stream"))
+        data = bytes(getattr(upload, "data", b""))
+        description = getattr(upload, "description", None)
+        if mime.startswith("image/"):
+            url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+            blocks.append(ImageBlock(url=url, alt=description, mime_type=mime))
+        else:
+            ref = AttachmentRef(
+                id="",
+                path="",
+                name=str(getattr(upload, "name", "")),
+                mimeType=mime,
+                size=len(data),
+                description=description,
+            )
+            blocks.append(FileBlock(attachment=ref))
+    return tuple(blocks)
 
 
 AttachmentUrl = Callable[[str, AttachmentRef], str]

@@ -4,83 +4,24 @@ calls built by ``endpoints.py`` (spec 11 §11.2), with typed errors and the retr
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, Self
 
 import httpx
 
 from threadloom.client import endpoints as ep
-from threadloom.client.endpoints import ROUTES, Batch, Call
-from threadloom.client.errors import APIError, NotFoundError, TransportError, error_from_response
+from threadloom.client.endpoints import ROUTES
+from threadloom.client.errors import APIError
+from threadloom.client.models import LoginResult
+from threadloom.client.runner import AsyncRunner, SyncRunner
 from threadloom.client.session import ThreadSession
 from threadloom.client.stream import StreamState, SyncThreadStream, ThreadStream
 from threadloom.records import Message
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-BACKOFF = (0.5, 1.0)
-RETRY_STATUSES = frozenset({502, 503, 504})
-
-
-def _never_left(exc: httpx.TransportError) -> bool:
-    """True when the request provably never reached the server."""
-    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol)
-
-
-def _delay(attempt: int, response: httpx.Response | None) -> float:
-    if response is not None:
-        header = response.headers.get("retry-after")
-        if header is not None:
-            try:
-                return max(0.0, float(header))
-            except ValueError:
-                pass
-    base = BACKOFF[min(attempt, len(BACKOFF) - 1)]
-    return base * random.uniform(0.75, 1.25)
-
-
-class _Attempt:
-    """What one attempt of a call gave, and whether another is due (spec 11 §11.2.5)."""
-
-    def __init__(self, call: Call[Any], max_retries: int) -> None:
-        self.call = call
-        self.max_retries = max_retries
-        self.attempt = 0
-
-    def retry_transport(self, exc: httpx.TransportError) -> bool:
-        if self.attempt >= self.max_retries:
-            return False
-        return _never_left(exc) or self.call.retry == "safe"
-
-    def retry_status(self, response: httpx.Response) -> bool:
-        if self.attempt >= self.max_retries:
-            return False
-        return response.status_code in RETRY_STATUSES and self.call.retry == "safe"
-
-    def result(self, response: httpx.Response) -> Any:
-        if response.status_code >= 400:
-            error = error_from_response(response)
-            if (
-                isinstance(error, NotFoundError)
-                and self.attempt > 0
-                and self.call.missing_ok is not None
-                and error.code != "thread_not_found"
-            ):
-                return self.call.missing_ok()
-            raise error
-        return self.call.parse(response)
-
-
-def _transport_error(exc: httpx.TransportError) -> TransportError:
-    return TransportError(f"{type(exc).__name__}: {exc}", maybe_sent=not _never_left(exc))
 
 
 def _settings(
@@ -94,90 +35,8 @@ def _settings(
     return url, all_headers
 
 
-class _AsyncRunner:
-    def __init__(self, http: httpx.AsyncClient, max_retries: int) -> None:
-        self.http = http
-        self.max_retries = max_retries
-        self.last_response: httpx.Response | None = None
-
-    async def one(self, call: Call[T]) -> T:
-        state = _Attempt(call, self.max_retries)
-        while True:
-            try:
-                response = await self.http.request(
-                    call.method, call.path, params=call.params, json=call.json
-                )
-            except httpx.TransportError as exc:
-                if not state.retry_transport(exc):
-                    raise _transport_error(exc) from exc
-                await asyncio.sleep(_delay(state.attempt, None))
-                state.attempt += 1
-                continue
-            self.last_response = response
-            if state.retry_status(response):
-                await asyncio.sleep(_delay(state.attempt, response))
-                state.attempt += 1
-                continue
-            result: T = state.result(response)
-            return result
-
-    async def run(self, call: Call[T] | Batch[T]) -> T:
-        if isinstance(call, Batch):
-            return call.merge([await self.one(c) for c in call.calls])
-        return await self.one(call)
-
-    def wrap(self, builder: Callable[P, Call[T] | Batch[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await self.run(builder(*args, **kwargs))
-
-        method.__name__ = builder.__name__
-        method.__doc__ = builder.__doc__
-        return method
-
-
-class _SyncRunner:
-    def __init__(self, http: httpx.Client, max_retries: int) -> None:
-        self.http = http
-        self.max_retries = max_retries
-        self.last_response: httpx.Response | None = None
-
-    def one(self, call: Call[T]) -> T:
-        state = _Attempt(call, self.max_retries)
-        while True:
-            try:
-                response = self.http.request(
-                    call.method, call.path, params=call.params, json=call.json
-                )
-            except httpx.TransportError as exc:
-                if not state.retry_transport(exc):
-                    raise _transport_error(exc) from exc
-                time.sleep(_delay(state.attempt, None))
-                state.attempt += 1
-                continue
-            self.last_response = response
-            if state.retry_status(response):
-                time.sleep(_delay(state.attempt, response))
-                state.attempt += 1
-                continue
-            result: T = state.result(response)
-            return result
-
-    def run(self, call: Call[T] | Batch[T]) -> T:
-        if isinstance(call, Batch):
-            return call.merge([self.one(c) for c in call.calls])
-        return self.one(call)
-
-    def wrap(self, builder: Callable[P, Call[T] | Batch[T]]) -> Callable[P, T]:
-        def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return self.run(builder(*args, **kwargs))
-
-        method.__name__ = builder.__name__
-        method.__doc__ = builder.__doc__
-        return method
-
-
 class AsyncThreads:
-    def __init__(self, run: _AsyncRunner) -> None:
+    def __init__(self, run: AsyncRunner) -> None:
         b = ROUTES.threads
         self._run = run
         self.list = run.wrap(b.list)
@@ -205,7 +64,7 @@ class AsyncThreads:
 
 
 class AsyncMessages:
-    def __init__(self, run: _AsyncRunner) -> None:
+    def __init__(self, run: AsyncRunner) -> None:
         b = ROUTES.messages
         self.list = run.wrap(b.list)
         self.get = run.wrap(b.get)
@@ -235,14 +94,15 @@ class AsyncMessages:
 
 
 class AsyncLogs:
-    def __init__(self, run: _AsyncRunner) -> None:
+    def __init__(self, run: AsyncRunner) -> None:
         self.list = run.wrap(ROUTES.logs.list)
         self.get = run.wrap(ROUTES.logs.get)
 
 
 class AsyncFiles:
-    def __init__(self, run: _AsyncRunner) -> None:
+    def __init__(self, run: AsyncRunner) -> None:
         b = ROUTES.files
+        self._run = run
         self.list = run.wrap(b.list)
         self.stats = run.wrap(b.stats)
         self.find = run.wrap(b.find)
@@ -256,9 +116,15 @@ class AsyncFiles:
         self.rename = run.wrap(b.rename)
         self.delete = run.wrap(b.delete)
 
+    def read_stream(
+        self, thread_id: str, path: str, *, chunk_size: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The file's bytes as they arrive (``async for piece in …``), for large files."""
+        return self._run.stream_bytes(ROUTES.files.read(thread_id, path), chunk_size)
+
 
 class AsyncCatalog:
-    def __init__(self, run: _AsyncRunner) -> None:
+    def __init__(self, run: AsyncRunner) -> None:
         b = ROUTES.catalog
         self.agents = run.wrap(b.agents)
         self.prompts = run.wrap(b.prompts)
@@ -267,10 +133,70 @@ class AsyncCatalog:
         self.hooks = run.wrap(b.hooks)
 
 
+class _Credential:
+    """The client's bearer credential, swapped by ``auth.login`` / ``auth.logout``."""
+
+    def __init__(self, http: httpx.Client | httpx.AsyncClient, headers: dict[str, str]) -> None:
+        self._http = http
+        self._headers = headers  # shared with the streams the client opens
+        self.session_token: str | None = None
+        """The token of the last ``login`` while it is in use."""
+
+    def use(self, token: str | None) -> None:
+        if token is None:
+            self._headers.pop("Authorization", None)
+            self._http.headers.pop("Authorization", None)
+        else:
+            self._headers["Authorization"] = f"Bearer {token}"
+            self._http.headers["Authorization"] = f"Bearer {token}"
+
+    def logged_in(self, result: LoginResult) -> LoginResult:
+        self.session_token = result.token
+        self.use(result.token)
+        return result
+
+    def logged_out(self) -> None:
+        if self.session_token is not None:
+            self.session_token = None
+            self.use(None)
+
+
 class AsyncAuth:
-    def __init__(self, run: _AsyncRunner) -> None:
+    """``/api/auth/*`` (spec 10 §10.5): ``login`` makes the client use the session token it
+    returns, and ``logout`` (of that session) drops it again."""
+
+    def __init__(self, run: AsyncRunner, credential: _Credential) -> None:
+        self._run = run
+        self._credential = credential
         self.me = run.wrap(ROUTES.auth.me)
         self.config = run.wrap(ROUTES.auth.config)
+        self.websocket_ticket = run.wrap(ROUTES.auth.websocket_ticket)
+
+    async def login(self, username: str, password: str) -> LoginResult:
+        result = await self._run.run(ROUTES.auth.login(username, password))
+        return self._credential.logged_in(result)
+
+    async def logout(self) -> None:
+        await self._run.run(ROUTES.auth.logout())
+        self._credential.logged_out()
+
+
+class AsyncApiKeys:
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.api_keys
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.delete = run.wrap(b.delete)
+        self.revoke_current = run.wrap(b.revoke_current)
+
+
+class AsyncUsers:
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.users
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
 
 
 class AsyncClient:
@@ -295,13 +221,15 @@ class AsyncClient:
         self._http = httpx.AsyncClient(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
         )
-        self._run = _AsyncRunner(self._http, max_retries)
+        self._run = AsyncRunner(self._http, max_retries)
         self.threads = AsyncThreads(self._run)
         self.messages = AsyncMessages(self._run)
         self.logs = AsyncLogs(self._run)
         self.files = AsyncFiles(self._run)
         self.catalog = AsyncCatalog(self._run)
-        self.auth = AsyncAuth(self._run)
+        self.auth = AsyncAuth(self._run, _Credential(self._http, self._headers))
+        self.api_keys = AsyncApiKeys(self._run)
+        self.users = AsyncUsers(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -368,7 +296,7 @@ class AsyncClient:
 
 
 class SyncThreads:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner) -> None:
         b = ROUTES.threads
         self.list = run.wrap(b.list)
         self.create = run.wrap(b.create)
@@ -384,7 +312,7 @@ class SyncThreads:
 
 
 class SyncMessages:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner) -> None:
         b = ROUTES.messages
         self.list = run.wrap(b.list)
         self.get = run.wrap(b.get)
@@ -394,14 +322,15 @@ class SyncMessages:
 
 
 class SyncLogs:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner) -> None:
         self.list = run.wrap(ROUTES.logs.list)
         self.get = run.wrap(ROUTES.logs.get)
 
 
 class SyncFiles:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner) -> None:
         b = ROUTES.files
+        self._run = run
         self.list = run.wrap(b.list)
         self.stats = run.wrap(b.stats)
         self.find = run.wrap(b.find)
@@ -415,9 +344,15 @@ class SyncFiles:
         self.rename = run.wrap(b.rename)
         self.delete = run.wrap(b.delete)
 
+    def read_stream(
+        self, thread_id: str, path: str, *, chunk_size: int | None = None
+    ) -> Iterator[bytes]:
+        """The file's bytes as they arrive (``for piece in …``), for large files."""
+        return self._run.stream_bytes(ROUTES.files.read(thread_id, path), chunk_size)
+
 
 class SyncCatalog:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner) -> None:
         b = ROUTES.catalog
         self.agents = run.wrap(b.agents)
         self.prompts = run.wrap(b.prompts)
@@ -427,9 +362,38 @@ class SyncCatalog:
 
 
 class SyncAuth:
-    def __init__(self, run: _SyncRunner) -> None:
+    def __init__(self, run: SyncRunner, credential: _Credential) -> None:
+        self._run = run
+        self._credential = credential
         self.me = run.wrap(ROUTES.auth.me)
         self.config = run.wrap(ROUTES.auth.config)
+        self.websocket_ticket = run.wrap(ROUTES.auth.websocket_ticket)
+
+    def login(self, username: str, password: str) -> LoginResult:
+        result = self._run.run(ROUTES.auth.login(username, password))
+        return self._credential.logged_in(result)
+
+    def logout(self) -> None:
+        self._run.run(ROUTES.auth.logout())
+        self._credential.logged_out()
+
+
+class SyncApiKeys:
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.api_keys
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.delete = run.wrap(b.delete)
+        self.revoke_current = run.wrap(b.revoke_current)
+
+
+class SyncUsers:
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.users
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
 
 
 class Client:
@@ -451,13 +415,15 @@ class Client:
         self._http = httpx.Client(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
         )
-        self._run = _SyncRunner(self._http, max_retries)
+        self._run = SyncRunner(self._http, max_retries)
         self.threads = SyncThreads(self._run)
         self.messages = SyncMessages(self._run)
         self.logs = SyncLogs(self._run)
         self.files = SyncFiles(self._run)
         self.catalog = SyncCatalog(self._run)
-        self.auth = SyncAuth(self._run)
+        self.auth = SyncAuth(self._run, _Credential(self._http, self._headers))
+        self.api_keys = SyncApiKeys(self._run)
+        self.users = SyncUsers(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

@@ -16,8 +16,12 @@ from threadloom.records import AttachmentRef, FileRecord, Message, ThreadStatus
 __all__ = [
     "Accepted",
     "AgentInfo",
+    "ApiKey",
     "AttachmentRef",
+    "AuthConfig",
+    "AuthUser",
     "CostReport",
+    "CreatedApiKey",
     "CreatedThread",
     "DeletedThreads",
     "FileRecord",
@@ -28,6 +32,8 @@ __all__ = [
     "LogDetail",
     "LogPage",
     "LogRow",
+    "LoginResult",
+    "Me",
     "MessagePage",
     "ModelInfo",
     "Owner",
@@ -41,6 +47,8 @@ __all__ = [
     "ThreadPage",
     "ThreadUpdated",
     "ToolInfo",
+    "User",
+    "WebSocketTicket",
 ]
 
 
@@ -259,3 +267,85 @@ class Health(Wire):
     version: str | None = None
     node: str | None = None
     store: str | None = None
+
+
+# -- spec 10: auth, API keys, users ------------------------------------------------------------
+
+
+class AuthUser(Wire):
+    """The caller as ``GET /api/auth/me`` and ``POST /api/auth/login`` show it (§10.5.2/4)."""
+
+    id: str
+    username: str | None = None
+    role: str | None = None
+    permissions: list[str] | None = None
+    roles: list[str] = Field(default_factory=list)
+    display_name: str | None = None
+    email: str | None = None
+    avatar_url: str | None = None
+
+
+class Me(Wire):
+    """``GET /api/auth/me``: the principal and how it authenticated."""
+
+    user: AuthUser
+    auth_type: str = Field(alias="authType")
+
+
+class AuthConfig(Wire):
+    """``GET /api/auth/config`` (public): how this server authenticates."""
+
+    local_password: bool = Field(alias="localPassword")
+    auth_required: bool = Field(alias="authRequired")
+    local_mode: bool = Field(alias="localMode")
+    hosted: bool = False
+    github: bool = False
+    google: bool = False
+    platform_connected: bool = Field(False, alias="platformConnected")
+
+
+class LoginResult(Wire):
+    """``POST /api/auth/login``: a session token (the client uses it from then on)."""
+
+    token: str = Field(repr=False)
+    user: AuthUser
+
+
+class WebSocketTicket(Wire):
+    """``POST /api/auth/websocket-ticket``: a one-use ticket for one stream upgrade."""
+
+    ticket: str
+    expires_in: int
+
+
+class ApiKey(Wire):
+    """An API key as listed (§10.5.7): never the key itself; times in seconds."""
+
+    id: str
+    name: str
+    key_prefix: str | None = None
+    last_five: str | None = None
+    user_id: str | None = None
+    created_at: int | None = None
+    last_used_at: int | None = None
+    expires_at: int | None = None
+
+
+class CreatedApiKey(ApiKey):
+    """``POST /api/api-keys``: the only answer that shows the key."""
+
+    key: str = Field(repr=False)
+
+
+class User(Wire):
+    """A user row of ``/api/users`` (§10.5.8); ``created_at`` in seconds."""
+
+    id: str
+    username: str
+    role: str
+    permissions: list[str] | None = None
+    roles: list[str] = Field(default_factory=list)
+    display_name: str | None = None
+    email: str | None = None
+    avatar_url: str | None = None
+    created_at: int | None = None

@@ -24,6 +24,7 @@ from threadloom.client.chat import (
     decode_json,
     from_record,
     frozen,
+    upload_blocks,
 )
 from threadloom.client.frames import (
     EventFrame,
@@ -474,12 +475,16 @@ def _local_send(view: ThreadView, event: LocalSend) -> ThreadView:
             return work.finish()
     metadata = dict(event.metadata or {})
     metadata["client_message_id"] = event.local_id
+    content: str | tuple[ContentBlock, ...] = event.content
+    if event.attachments:
+        text = (TextBlock(text=event.content),) if event.content else ()
+        content = text + upload_blocks(event.attachments)
     work.messages.append(
         Message(
             id=LOCAL + event.local_id,
             key=LOCAL + event.local_id,
             role=event.role,
-            content=event.content,
+            content=content,
             delivery=Delivery.sending(f"send:{event.local_id}"),
             silent=event.silent,
             created_at_us=event.at_ms * 1000,

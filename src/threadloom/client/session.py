@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from threadloom.client.calls import Upload
 from threadloom.client.chat import AgentError, Message, Outcome, Phase
 from threadloom.client.errors import (
     APIError,
@@ -206,12 +207,21 @@ class ThreadSession:
         content: str,
         *,
         role: Literal["user", "assistant", "system"] = "user",
+        attachments: Sequence[Upload] = (),
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
     ) -> Message:
+        """Show the message at once (``SENDING``, attachments included), then POST it
+        (spec 11 §11.6.2); returns the message as it stands after the POST."""
         local_id = self._new_id()
         event = LocalSend(
-            local_id, content, role, silent=silent, metadata=metadata, at_ms=self._clock()
+            local_id,
+            content,
+            role,
+            attachments=tuple(attachments),
+            silent=silent,
+            metadata=metadata,
+            at_ms=self._clock(),
         )
         self._sends[local_id] = event
         await self._apply(event)
@@ -226,6 +236,7 @@ class ThreadSession:
                 self.thread_id,
                 event.content,
                 role=event.role,
+                attachments=event.attachments,
                 silent=event.silent,
                 metadata=event.metadata,
                 client_message_id=event.local_id,

@@ -23,6 +23,7 @@ from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
 
 if TYPE_CHECKING:
+    from threadloom.engine.context_cache import Prepared
     from threadloom.engine.step import StepEnv
 
 MISSING_RESULT = (
@@ -62,6 +63,9 @@ class Assembly:
     presented: dict[int, Presented] = field(default_factory=dict)
     """Remembered conversions of the messages below, by ``id()`` of their request object
     (checked by identity before use, so a hook's copy is never mistaken for one)."""
+    prepared: Prepared | None = None
+    """The incremental path's normalised context (``context_cache``): when set,
+    ``messages`` is already normalised and the request builder uses it as it is."""
 
 
 # -- filter_messages -----------------------------------------------------------------
@@ -391,6 +395,23 @@ async def assemble(env: StepEnv) -> Assembly:
             validate=lambda prev, ret, hook: _system_result(ret),
             propagate=False,
         )
+    reasoning = getattr(prompt, "reasoning", None)
+    include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
+    history = env.execution.message_history
+    if (
+        env.nested is None
+        and prompt.include_past_tools
+        and (prompt.include_chat or env.anchor_id is None)
+        and history is run.execution.message_history
+        and not env.hooks_for("filter_messages")
+        and not env.hooks_for("prefilter_llm_history")
+    ):
+        from threadloom.engine.context_cache import ContextCache
+
+        own = "assistant" if env.side == "a" else "user"
+        prepared = ContextCache.of(history, own, include_reasoning).prepare(history, system)
+        if prepared is not None:
+            return Assembly(system=system, messages=prepared.messages, prepared=prepared)
     if env.nested is not None:
         snapshot = env.nested.snapshot()
     else:
@@ -408,10 +429,7 @@ async def assemble(env: StepEnv) -> Assembly:
         )
     if not prompt.include_past_tools:
         snapshot = _past_tools(snapshot, env.anchor_created)
-    history = env.execution.message_history
     snapshot = _drop_orphans(snapshot, history)
-    reasoning = getattr(prompt, "reasoning", None)
-    include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
     threshold = int(getattr(prompt, "recent_image_threshold", 10) or 0)
     recent = frozenset(m.id for m in snapshot[-threshold:]) if threshold else frozenset()
     files = await _image_bytes(state, [m for m in snapshot if m.id in recent])

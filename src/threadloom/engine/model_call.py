@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.request_body import RequestBody, request_body
 from threadloom.errors import ProviderError
 from threadloom.providers.types import (
     AssistantMessage,
@@ -153,12 +154,17 @@ def _provider_message(m: RequestMessage) -> Any:
 
 def build_request(
     env: StepEnv, assembly: Assembly, model: Any, provider: Any = None
-) -> tuple[ProviderRequest, str]:
-    """The neutral request for ``model`` and the ``request_body`` text of its log row."""
+) -> tuple[ProviderRequest, RequestBody]:
+    """The neutral request for ``model`` and the ``request_body`` of its log rows."""
     from threadloom.engine.context import normalize
 
     prompt = env.prompt
-    messages = normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    prepared = assembly.prepared  # the incremental path: normalised, no images
+    messages = (
+        prepared.messages
+        if prepared is not None
+        else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    )
     # resumable relationships are reached through subagent_create, never offered by name
     offered = (
         [t for t in env.tools if getattr(t, "direct", True)]
@@ -179,6 +185,9 @@ def build_request(
     }
     provider_messages: list[Any] = []
     fragments: list[str] = []
+    if prepared is not None:
+        provider_messages, fragments = prepared.providers, prepared.fragments
+        messages = []
     for message in messages:
         item = assembly.presented.get(id(message))
         if item is not None and item.request is message:
@@ -214,7 +223,8 @@ def build_request(
     if callable(describe):  # what the adapter decided, e.g. Anthropic's thinkingDisabled
         head["_metadata"].update(describe(request) or {})
     text = json_compact({"model": head.pop("model"), "messages": _SLOT, **head})
-    return request, text.replace(f'"{_SLOT}"', "[" + ",".join(fragments) + "]", 1)
+    system = bool(provider_messages) and isinstance(provider_messages[0], SystemMessage)
+    return request, request_body(text, _SLOT, fragments, prepared, system)
 
 
 _SLOT = "__threadloom_request_messages__"
@@ -403,7 +413,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     model_name=model.model,
                     endpoint="chat.completions",
                     prompt_name=env.prompt.name,
-                    request_body=body,
+                    request_body=body.text,
+                    request_delta=body.delta(),
                     system_prompt=assembly.system or None,
                     tools_schema=json_compact([t.model_dump() for t in request.tools])
                     if request.tools
@@ -418,6 +429,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 ),
             )
             previous_log = row.id
+            body.stored(row.id)
             env.current_log = row
             run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
             sent = time.monotonic()

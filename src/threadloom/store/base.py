@@ -32,6 +32,7 @@ from threadloom.store.shapes import (
     Order,
     OwnerCount,
     ParentDelivery,
+    RequestDelta,
     RunBegin,
     RunEnd,
     SessionRow,
@@ -60,6 +61,7 @@ __all__ = [
     "Order",
     "OwnerCount",
     "ParentDelivery",
+    "RequestDelta",
     "RunBegin",
     "RunEnd",
     "SessionRow",
@@ -237,7 +239,9 @@ class Store(Protocol):
         self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
     ) -> StoredEvent:
         """Replace a log row's columns (not its id, thread, order or ``created_at``); of
-        its bodies only the ``bodies`` parts named (the others are left as stored)."""
+        its bodies the response when ``bodies`` names it. The request body is written at
+        insert only (spec 04 §4.25): an update never rewrites, compares or deletes it,
+        whatever ``bodies`` says."""
         ...
 
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
@@ -369,7 +373,10 @@ class Store(Protocol):
         self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
     ) -> tuple[LogRow, StoredEvent]:
         """Insert a log row (``created_at`` from the clock, not bumped). With
-        ``anchor_newest`` its ``message_id`` becomes the newest top-level message."""
+        ``anchor_newest`` its ``message_id`` becomes the newest top-level message. A row
+        with ``request_delta`` may have its request body stored as that delta; every read
+        returns ``request_body`` exactly as given. The returned row has no
+        ``request_delta``."""
         ...
 
     async def get_log(self, thread_id: str, log_id: str) -> LogRow | None: ...

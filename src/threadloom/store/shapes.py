@@ -1,6 +1,8 @@
 """The plain data the Store protocol takes and returns (spec 01 §1.11): thread rows and
-patches, run settlements, cost sums, file and account records. No I/O here; the protocol
-itself is ``threadloom.store.base``, which re-exports every name of this module."""
+patches, run settlements, cost sums, file and account records, and a log row's request
+delta (``RequestDelta``, defined in ``log_records`` below ``LogRow``, which carries it). No
+I/O here; the protocol itself is ``threadloom.store.base``, which re-exports every name
+of this module."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from threadloom.log_records import RequestDelta as RequestDelta
 from threadloom.records import Message, QueueEntry, ThreadRecord, ThreadStatus
 
 Clock = Callable[[], int]

@@ -8,6 +8,8 @@ from typing import Any
 
 from threadloom.records import LogRow
 from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
+from threadloom.store.sqlite.bodies import RequestReader, insert_bodies
+from threadloom.store.sqlite.bodies import write_bodies as write_bodies
 from threadloom.store.sqlite.messages import newest_top_level_id
 from threadloom.store.sqlite.rows import (
     LOG_COLUMNS,
@@ -24,48 +26,16 @@ _INSERT = (
 )
 
 
-def write_bodies(
-    conn: sqlite3.Connection,
-    row: LogRow,
-    *,
-    insert: bool,
-    parts: tuple[str, ...] = ("request", "response"),
-) -> None:
-    """Store the row's bodies, one ``log_bodies`` row each; an update writes a body only
-    when it changed."""
-    for part, body in (("request", row.request_body), ("response", row.response_body)):
-        if part not in parts:
-            continue
-        if body is None:
-            if not insert:
-                conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))
-            continue
-        if insert:
-            conn.execute(
-                "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
-                (row.id, part, body),
-            )
-            continue
-        conn.execute(  # no write when the stored body is the same text
-            "UPDATE log_bodies SET body = ? WHERE log_id = ? AND part = ? AND body IS NOT ?",
-            (body, row.id, part, body),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
-            (row.id, part, body),
-        )
-
-
 def insert_log(
     conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
 ) -> tuple[LogRow, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
-    update: dict[str, Any] = {"created_at": tx.now}
+    update: dict[str, Any] = {"created_at": tx.now, "request_delta": None}
     if anchor_newest:
         update["message_id"] = newest_top_level_id(conn, thread_id)
     stored = row.model_copy(update=update)
     conn.execute(_INSERT, (thread_id, tx.next_log_seq(), *log_values(stored)))
-    write_bodies(conn, stored, insert=True)
+    insert_bodies(conn, thread_id, row)
     event = tx.event("log", stored.id)
     tx.flush()
     return stored, event
@@ -75,7 +45,7 @@ def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | N
     row = conn.execute(
         f"SELECT {LOG_SELECT} WHERE l.id = ? AND l.thread_id = ?", (log_id, thread_id)
     ).fetchone()
-    return log_from_row(row) if row else None
+    return log_from_row(row, RequestReader(conn).text) if row else None
 
 
 def list_logs(
@@ -88,7 +58,8 @@ def list_logs(
         params.append(kind)
     sql += " ORDER BY l.created_at, l.lseq LIMIT ? OFFSET ?"
     params.extend((-1 if limit is None else limit, offset))
-    return [log_from_row(r) for r in conn.execute(sql, params)]
+    rebuild = RequestReader(conn).text  # one per call: the rows of a chain share work
+    return [log_from_row(r, rebuild) for r in conn.execute(sql, params)]
 
 
 _LLM_SUMS = (

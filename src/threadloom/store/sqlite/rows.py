@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from threadloom.errors import ThreadNotFound
@@ -44,17 +44,22 @@ REGISTRY_COLUMNS = (
     "reference, relationship, owner, name, title, description, blocking, resumable, "
     "parent_communication, status, initial_arguments, thread_name, spawn_group_id, created_at"
 )
-LOG_FIELDS: tuple[str, ...] = tuple(LogRow.model_fields)
+# ``request_delta`` is a storage hint (store/sqlite/bodies.py), never a column.
+LOG_FIELDS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
 # The request and response bodies (often large) live in log_bodies, one row each, so
-# updating a row's small columns, or adding the response, never rewrites the request.
+# updating a row's small columns, or adding the response, never rewrites the request; a
+# request stored as a delta lives in log_requests instead (bodies.py).
 BODY_FIELDS: tuple[str, ...] = ("request_body", "response_body")
 ROW_FIELDS: tuple[str, ...] = tuple(f for f in LOG_FIELDS if f not in BODY_FIELDS)
 LOG_COLUMNS = ", ".join(ROW_FIELDS)
 LOG_SELECT = (
-    ", ".join(f"l.{f}" for f in ROW_FIELDS) + ", rq.body, rs.body FROM logs l"
+    ", ".join(f"l.{f}" for f in ROW_FIELDS) + ", rq.body, rs.body, rr.base_id IS NOT NULL"
+    " FROM logs l"
     " LEFT JOIN log_bodies rq ON rq.log_id = l.id AND rq.part = 'request'"
     " LEFT JOIN log_bodies rs ON rs.log_id = l.id AND rs.part = 'response'"
+    " LEFT JOIN log_requests rr ON rr.log_id = l.id"
 )
+_LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 
 
@@ -200,9 +205,12 @@ def registry_from_row(row: Sequence[Any]) -> SubagentRegistryEntry:
     )
 
 
-def log_from_row(row: Sequence[Any]) -> LogRow:
-    """A LogRow from a ``SELECT {LOG_SELECT}`` row (bodies last)."""
-    values = dict(zip((*ROW_FIELDS, *BODY_FIELDS), row, strict=True))
+def log_from_row(row: Sequence[Any], rebuild: Callable[[str], str]) -> LogRow:
+    """A LogRow from a ``SELECT {LOG_SELECT}`` row (the bodies, then whether the request
+    is stored as a delta, last); ``rebuild`` gives such a request's text from the row id."""
+    values = dict(zip(_LOG_KEYS, row[:-1], strict=True))
+    if row[-1]:
+        values["request_body"] = rebuild(values["id"])
     for key in _LOG_BOOL:
         if values[key] is not None:
             values[key] = bool(values[key])

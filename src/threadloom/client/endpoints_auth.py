@@ -1,0 +1,140 @@
+"""One declarative definition per route of spec 10 (auth, API keys, users), as ``endpoints.py``
+does for spec 08. Retries follow spec 11 §11.2.5: only GETs and PATCH repeat after a transport
+error; login (429 included), logout, tickets, creations and deletions never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+from urllib.parse import quote
+
+import httpx
+
+from threadloom.client.calls import (
+    UNSET,
+    Call,
+    Unset,
+    json_body,
+    list_of,
+    model_of,
+    query_params,
+)
+from threadloom.client.models import (
+    ApiKey,
+    AuthConfig,
+    CreatedApiKey,
+    LoginResult,
+    Me,
+    User,
+    WebSocketTicket,
+)
+
+ApiKeys = list[ApiKey]
+Users = list[User]
+Role = Literal["admin", "user", "api"]
+
+
+def _done(response: httpx.Response) -> None:
+    """``{"success": true}`` / ``{"revoked": true}``: nothing to return."""
+    return None
+
+
+class AuthEndpoints:
+    def me(self) -> Call[Me]:
+        return Call("GET", "/api/auth/me", model_of(Me))
+
+    def config(self) -> Call[AuthConfig]:
+        return Call("GET", "/api/auth/config", model_of(AuthConfig))
+
+    def login(self, username: str, password: str) -> Call[LoginResult]:
+        body = {"username": username, "password": password}
+        return Call("POST", "/api/auth/login", model_of(LoginResult), json=body, retry="never")
+
+    def logout(self) -> Call[None]:
+        return Call("POST", "/api/auth/logout", _done, json={}, retry="never")
+
+    def websocket_ticket(self, pathname: str) -> Call[WebSocketTicket]:
+        body = {"pathname": pathname}
+        path = "/api/auth/websocket-ticket"
+        return Call("POST", path, model_of(WebSocketTicket), json=body, retry="never")
+
+
+class ApiKeysEndpoints:
+    def list(self, *, all: bool = False) -> Call[ApiKeys]:
+        params = query_params(all=True) if all else None
+        return Call("GET", "/api/api-keys", list_of(ApiKey, "keys"), params=params)
+
+    def create(
+        self, name: str, *, expires_in_days: int | None = None, user_id: str | None = None
+    ) -> Call[CreatedApiKey]:
+        body: dict[str, object] = {"name": name}
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        if user_id is not None:
+            body["user_id"] = user_id
+        return Call("POST", "/api/api-keys", model_of(CreatedApiKey), json=body, retry="never")
+
+    def delete(self, key_id: str) -> Call[None]:
+        path = f"/api/api-keys/{quote(key_id, safe='')}"
+        return Call("DELETE", path, _done, retry="never")
+
+    def revoke_current(self) -> Call[None]:
+        return Call("DELETE", "/api/auth/current-key", _done, retry="never")
+
+
+class UsersEndpoints:
+    def list(self) -> Call[Users]:
+        return Call("GET", "/api/users", list_of(User, "users"))
+
+    def create(
+        self,
+        username: str,
+        *,
+        password: str | Unset | None = UNSET,
+        role: Role | Unset = UNSET,
+        permissions: Sequence[str] | Unset | None = UNSET,
+        roles: Sequence[str] | Unset = UNSET,
+        display_name: str | Unset | None = UNSET,
+        email: str | Unset | None = UNSET,
+        avatar_url: str | Unset | None = UNSET,
+    ) -> Call[User]:
+        body = json_body(
+            username=username,
+            password=password,
+            role=role,
+            permissions=permissions if not isinstance(permissions, Sequence) else list(permissions),
+            roles=roles if roles is UNSET else list(roles),
+            display_name=display_name,
+            email=email,
+            avatar_url=avatar_url,
+        )
+        return Call("POST", "/api/users", model_of(User, "user"), json=body, retry="never")
+
+    def update(
+        self,
+        user_id: str,
+        *,
+        password: str | Unset | None = UNSET,
+        role: Role | Unset = UNSET,
+        permissions: Sequence[str] | Unset | None = UNSET,
+        roles: Sequence[str] | Unset = UNSET,
+        display_name: str | Unset | None = UNSET,
+        email: str | Unset | None = UNSET,
+        avatar_url: str | Unset | None = UNSET,
+    ) -> Call[User]:
+        body = json_body(
+            password=password,
+            role=role,
+            permissions=permissions if not isinstance(permissions, Sequence) else list(permissions),
+            roles=roles if roles is UNSET else list(roles),
+            display_name=display_name,
+            email=email,
+            avatar_url=avatar_url,
+        )
+        path = f"/api/users/{quote(user_id, safe='')}"
+        return Call("PATCH", path, model_of(User, "user"), json=body)
+
+    def delete(self, user_id: str) -> Call[None]:
+        path = f"/api/users/{quote(user_id, safe='')}"
+        return Call("DELETE", path, _done, retry="never")

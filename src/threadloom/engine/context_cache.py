@@ -1,0 +1,278 @@
+"""Incremental context assembly: the common request's context without a pass over the whole
+history (spec 04 §4.11, the performance rule of DESIGN.md "flat with history length").
+
+``context.assemble`` runs the pipeline of spec 04 §4.11 over the whole history on every
+model request: eligibility, orphan removal, perspective, reasoning replay, provider-bound
+normalisation, and the provider message and log-body fragment of each message. For a step
+with no request-context hook that changes messages (``filter_messages``,
+``prefilter_llm_history``), no sub-prompt snapshot, ``include_chat`` and
+``include_past_tools`` left on, and no image attachment, every stage but the last
+assistant's tool block is a function of a message and what precedes it. This module keeps
+that output per (history, acting side, reasoning replay) and extends it with what was
+appended since, so a request costs the new messages, not the history.
+
+What is kept is exact by construction: records are consumed only up to a *clean cut* — no
+``pending`` record before it, every tool block before it answered by tool results before
+it. An edit or removal at a consumed position (``MessageHistory.first_edit_since``)
+rebuilds from the start. Histories the incremental rules cannot follow (a tool result
+stored before the call it answers, a call id issued twice, an image attachment) fall back
+to ``context.assemble``'s full pass for good; ``tests/engine/test_context_cache.py``
+checks the two agree over random histories and edits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadloom.engine.context import (
+    MISSING_RESULT,
+    Presented,
+    RequestMessage,
+    _call_ids,
+    _convert,
+    _is_image,
+)
+from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.records import Message
+from threadloom.thread.history import MessageHistory
+
+_OPEN = 1 << 62  # the span end of a tool block with a missing result: never committed
+
+
+class Unusable(Exception):
+    """The history left the rules this cache can follow (the full pass takes over)."""
+
+
+@dataclass(eq=False)
+class Prepared:
+    """One request's context: normalised messages with the system message first, and the
+    provider message and log-body fragment of each (parallel lists)."""
+
+    messages: list[RequestMessage]
+    providers: list[Any]
+    fragments: list[str]
+    cache: ContextCache | None = None
+    generation: int = 0
+    committed: int = 0
+    """Entries after the system message that came from the cache's committed prefix."""
+
+
+@dataclass(eq=False)
+class _Unit:
+    """The normalised output of one tail record: ``[lo, hi]`` spans the records it uses."""
+
+    lo: int
+    hi: int
+    entries: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
+
+
+def _entry(item: Presented) -> tuple[RequestMessage, Any, str]:
+    if item.provider is None or item.fragment is None:  # remembered with the record
+        item.provider = _provider_message(item.request)
+        item.fragment = _fragment(item.provider)
+    return item.request, item.provider, item.fragment
+
+
+def _loose(request: RequestMessage) -> tuple[RequestMessage, Any, str]:
+    provider = _provider_message(request)
+    return request, provider, _fragment(provider)
+
+
+def _blank(request: RequestMessage) -> bool:
+    """An assistant message normalisation drops (spec 04 §4.11.7)."""
+    if request.role != "assistant" or request.tool_calls:
+        return False
+    if request.reasoning_content or request.reasoning_details:
+        return False
+    content = request.content
+    return not (content if isinstance(content, list) else (content or "").strip())
+
+
+class ContextCache:
+    """The normalised context of one history as one side sees it, kept incrementally."""
+
+    def __init__(self, own: str, include_reasoning: bool) -> None:
+        self.own = own
+        self.include_reasoning = include_reasoning
+        self.key = ("request", own, include_reasoning)
+        self.usable = True
+        self.generation = 0
+        self._system: tuple[str, tuple[RequestMessage, Any, str]] | None = None
+        self._reset(0)
+
+    def _reset(self, mark: int) -> None:
+        self.generation += 1
+        self.mark = mark
+        self.consumed = 0
+        self.issuer: dict[str, str] = {}
+        self.orphans: set[str] = set()
+        self.messages: list[RequestMessage] = []
+        self.providers: list[Any] = []
+        self.fragments: list[str] = []
+        self.last_request: Any = None
+        """What the request builder remembers of the last request made from this cache."""
+
+    @classmethod
+    def of(cls, history: MessageHistory, own: str, include_reasoning: bool) -> ContextCache:
+        key = ("context", own, include_reasoning)
+        cache = history.caches.get(key)
+        if cache is None:
+            cache = history.caches[key] = cls(own, include_reasoning)
+        return cache
+
+    def system_entry(self, text: str) -> tuple[RequestMessage, Any, str]:
+        if self._system is None or self._system[0] != text:
+            self._system = (text, _loose(RequestMessage(role="system", content=text)))
+        return self._system[1]
+
+    def prepare(self, history: MessageHistory, system: str) -> Prepared | None:
+        """The request context now, or ``None`` when only the full pass can give it."""
+        if not self.usable:
+            return None
+        edited = history.first_edit_since(self.mark)
+        if edited is not None and edited < self.consumed:
+            self._reset(history.edit_mark)
+        else:
+            self.mark = history.edit_mark
+        try:
+            tail = self._extend(history, history.records_from(self.consumed))
+        except Unusable:
+            self.usable = False
+            self._reset(history.edit_mark)
+            return None
+        messages = list(self.messages)
+        providers = list(self.providers)
+        fragments = list(self.fragments)
+        committed = len(messages)
+        for request, provider, fragment in tail:
+            messages.append(request)
+            providers.append(provider)
+            fragments.append(fragment)
+        if system:
+            request, provider, fragment = self.system_entry(system)
+            messages.insert(0, request)
+            providers.insert(0, provider)
+            fragments.insert(0, fragment)
+        return Prepared(messages, providers, fragments, self, self.generation, committed)
+
+    def _extend(
+        self, history: MessageHistory, records: list[Message]
+    ) -> list[tuple[RequestMessage, Any, str]]:
+        """Process the records after the consumed prefix: commit what lies before the last
+        clean cut, return the normalised entries of the rest."""
+        own = self.own
+        issued: dict[str, tuple[int, str]] = {}
+        for index, m in enumerate(records):
+            if m.status != "completed":
+                continue
+            if m.attachments and any(_is_image(a) for a in m.attachments):
+                raise Unusable
+            if m.tool_calls:
+                for call_id in _call_ids(history, m):
+                    if call_id in self.issuer or call_id in issued or call_id in self.orphans:
+                        raise Unusable  # issued twice, or answered before it was issued
+                    issued[call_id] = (index, m.role)
+        unstable = len(records)
+        orphans: list[tuple[int, str]] = []
+        items: list[tuple[int, Presented]] = []
+        answers: dict[str, tuple[int, Presented]] = {}
+        for index, m in enumerate(records):
+            if m.status != "completed":
+                if m.status != "failed" and index < unstable:
+                    unstable = index  # a pending record may still become part of the context
+                continue
+            if m.role == "tool":
+                call_id = m.tool_call_id or ""
+                role = self.issuer.get(call_id)
+                if role is None:
+                    found = issued.get(call_id)
+                    if found is None:
+                        orphans.append((index, call_id))
+                        continue
+                    if found[0] > index:
+                        raise Unusable
+                    role = found[1]
+                if role != own:
+                    continue
+            item: Presented | None = history.memo(
+                m, self.key, lambda r: _convert(r, own, self.include_reasoning)
+            )
+            if item is None:
+                continue
+            request = item.request
+            if request.role == "tool" and request.tool_call_id:
+                answers.setdefault(request.tool_call_id, (index, item))
+            items.append((index, item))
+        units = self._units(items, answers)
+        cut = self._cut(units, unstable, len(records))
+        out: list[tuple[RequestMessage, Any, str]] = []
+        for unit in units:
+            if unit.lo < cut:
+                for request, provider, fragment in unit.entries:
+                    self.messages.append(request)
+                    self.providers.append(provider)
+                    self.fragments.append(fragment)
+            else:
+                out.extend(unit.entries)
+        for index, call_id in orphans:
+            if index < cut:
+                self.orphans.add(call_id)
+        for call_id, (index, role) in issued.items():
+            if index < cut:
+                self.issuer[call_id] = role
+        self.consumed += cut
+        return out
+
+    @staticmethod
+    def _units(
+        items: list[tuple[int, Presented]], answers: dict[str, tuple[int, Presented]]
+    ) -> list[_Unit]:
+        """Provider-bound normalisation (spec 04 §4.11.7) of the tail's items."""
+        used: set[int] = set()
+        units: list[_Unit] = []
+        for index, item in items:
+            request = item.request
+            if request.role == "tool":
+                continue  # emitted with its block, or dropped when outside any block
+            if request.role == "assistant" and request.tool_calls:
+                unit = _Unit(index, index, [_entry(item)])
+                for call in request.tool_calls:
+                    found = answers.get(call.id)
+                    if found is not None and found[0] not in used:
+                        used.add(found[0])
+                        unit.entries.append(_entry(found[1]))
+                        unit.hi = max(unit.hi, found[0])
+                        continue
+                    unit.entries.append(
+                        _loose(
+                            RequestMessage(
+                                role="tool",
+                                name=call.function.name,
+                                tool_call_id=call.id,
+                                is_error=True,
+                                content=MISSING_RESULT.format(name=call.function.name),
+                            )
+                        )
+                    )
+                    unit.hi = _OPEN
+                units.append(unit)
+                continue
+            units.append(_Unit(index, index, [] if _blank(request) else [_entry(item)]))
+        return units
+
+    @staticmethod
+    def _cut(units: list[_Unit], unstable: int, total: int) -> int:
+        """The last position before which every unit is complete and no record pending."""
+        best = 0
+        reach = -1  # the furthest record used by the units before the candidate
+        for unit in units:
+            if unit.lo > unstable:
+                break
+            if reach < unit.lo:
+                best = unit.lo
+            reach = max(reach, unit.hi)
+        end = min(unstable, total)
+        if reach < end:
+            best = end
+        return best

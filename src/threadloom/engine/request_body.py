@@ -1,0 +1,90 @@
+"""The ``request_body`` of an LLM log row, and its storage hint (spec 04 §4.25).
+
+The body is the JSON text of the request as built. Its messages array is joined from the
+fragments the context already holds, so building it costs one join. On the incremental
+path (``context_cache``) the body also carries a ``RequestDelta``: the messages it shares
+with the last request stored from the same context, so the store can keep it as a delta
+(``store/sqlite/bodies.py``) instead of writing the whole history again. The system
+message, which may change from one request to the next, goes into the delta's prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from threadloom.records import RequestDelta
+
+if TYPE_CHECKING:
+    from threadloom.engine.context_cache import Prepared
+
+
+@dataclass(frozen=True, slots=True)
+class LastRequest:
+    """What a context cache remembers of the last request stored from it."""
+
+    log_id: str
+    generation: int
+    committed: int
+    messages: list[str]
+
+
+@dataclass(eq=False, slots=True)
+class RequestBody:
+    """A request body: its text, and the parts a delta is made of."""
+
+    text: str
+    prefix: str = ""
+    messages: list[str] | None = None
+    """The fragments after the system message (``None``: no delta is offered)."""
+    suffix: str = ""
+    prepared: Prepared | None = None
+
+    def delta(self) -> RequestDelta | None:
+        """The storage hint of the next row that stores this body."""
+        prepared, messages = self.prepared, self.messages
+        if prepared is None or messages is None or prepared.cache is None:
+            return None
+        last: LastRequest | None = prepared.cache.last_request
+        keep = 0
+        if last is not None and last.generation == prepared.generation:
+            # the committed prefix is shared by construction; the tail by identity
+            previous = last.messages
+            keep = min(last.committed, prepared.committed)
+            limit = min(len(previous), len(messages))
+            while keep < limit and previous[keep] is messages[keep]:
+                keep += 1
+        return RequestDelta(
+            base_log_id=last.log_id if keep and last is not None else None,
+            keep=keep,
+            prefix=self.prefix,
+            fragments=tuple(messages[keep:]),
+            suffix=self.suffix,
+        )
+
+    def stored(self, log_id: str) -> None:
+        """Remember that row ``log_id`` stored this body: the next delta's base."""
+        prepared, messages = self.prepared, self.messages
+        if prepared is None or messages is None or prepared.cache is None:
+            return
+        if prepared.cache.generation != prepared.generation:
+            return  # the cache was rebuilt meanwhile: its next request starts a new chain
+        prepared.cache.last_request = LastRequest(
+            log_id, prepared.generation, prepared.committed, messages
+        )
+
+
+def request_body(
+    head: str, slot: str, fragments: list[str], prepared: Prepared | None, system: bool
+) -> RequestBody:
+    """The body whose text is ``head`` with the JSON string ``slot`` replaced by the
+    messages array of ``fragments``; ``system``: the first fragment is the system one."""
+    before, marker, after = head.partition(f'"{slot}"')
+    if not marker:
+        raise ValueError("the request head has no messages slot")
+    text = before + "[" + ",".join(fragments) + "]" + after
+    first = 1 if system else 0
+    if prepared is None or len(fragments) <= first:
+        return RequestBody(text)
+    prefix = before + "[" + (fragments[0] + "," if system else "")
+    return RequestBody(text, prefix, fragments[first:], "]" + after, prepared)

@@ -1,0 +1,358 @@
+"""The bodies of log rows in the SQLite store, LLM request bodies as deltas (spec 04 §4.25).
+
+Every model request repeats its thread's history: at 2,000 messages each LLM row's
+``request_body`` is ~250 KB, and differs from the previous row's by a few messages. A row
+inserted with ``LogRow.request_delta`` is stored in ``log_requests`` (migration 5) as the
+messages it adds to an earlier row of its thread (its *base*), so a turn writes what is
+new instead of the whole history:
+
+- a *root* (no usable base) keeps its full text in ``log_bodies`` as before, plus where
+  each message's JSON text starts and ends in it, so later rows can take its leading
+  messages;
+- a *delta row* keeps its prefix, its own message fragments and its suffix (``NULL`` when
+  it is the base's), and takes its first ``keep`` messages from its base.
+
+A chain is at most ``MAX_CHAIN_DEPTH`` deltas long. An insert checks the base with one
+indexed lookup (a few more only when the row keeps fewer messages than its base took from
+further up) and the text's length against the base's; it never reads nor compares the
+history's text. A delta that does not add up is stored as plain text, so a read always
+returns exactly the ``request_body`` that was inserted. Updates never touch a request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from threadloom.errors import StoreError
+from threadloom.records import LogRow, RequestDelta
+
+logger = logging.getLogger(__name__)
+
+MAX_CHAIN_DEPTH = 64
+"""The most delta rows between a request and its root. A row whose base is this deep is
+stored as a new root instead: a read follows at most 64 rows, and a chain writes the full
+history once per 65 requests."""
+
+_DECODER = json.JSONDecoder()
+_BASE = (
+    "SELECT base_id, depth, keep, count, size, suffix_hash FROM log_requests"
+    " WHERE log_id = ? AND thread_id = ?"
+)
+_INSERT_REQUEST = (
+    "INSERT INTO log_requests(log_id, thread_id, base_id, depth, keep, count, size, lengths,"
+    " prefix, suffix, suffix_hash, fragments) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_READ = (
+    "SELECT r.base_id, r.keep, r.count, r.size, r.lengths, r.prefix, r.suffix, r.fragments,"
+    " b.body"
+    " FROM log_requests r LEFT JOIN log_bodies b ON b.log_id = r.log_id AND b.part = 'request'"
+    " WHERE r.log_id = ?"
+)
+
+
+def write_bodies(
+    conn: sqlite3.Connection,
+    row: LogRow,
+    *,
+    insert: bool,
+    parts: tuple[str, ...] = ("request", "response"),
+) -> None:
+    """Store the named bodies as plain text, one ``log_bodies`` row each; an update writes
+    the response only when it changed, and never the request, which is written at insert
+    only (spec 04 §4.25): comparing it would cost the whole history's text, and a request
+    stored as a delta has no text here to compare."""
+    for part, body in (("request", row.request_body), ("response", row.response_body)):
+        if part not in parts or (part == "request" and not insert):
+            continue
+        if body is None:
+            if not insert:
+                conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))
+            continue
+        if insert:
+            conn.execute(
+                "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
+                (row.id, part, body),
+            )
+            continue
+        conn.execute(  # no write when the stored body is the same text
+            "UPDATE log_bodies SET body = ? WHERE log_id = ? AND part = ? AND body IS NOT ?",
+            (body, row.id, part, body),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
+            (row.id, part, body),
+        )
+
+
+def insert_bodies(conn: sqlite3.Connection, thread_id: str, row: LogRow) -> None:
+    """Store a new row's bodies: the request as a delta or a root when the row carries a
+    ``request_delta`` that adds up, otherwise (and the response) as plain text."""
+    delta = row.request_delta
+    structured = (
+        row.request_body is not None
+        and delta is not None
+        and _insert_request(conn, thread_id, row.id, row.request_body, delta)
+    )
+    write_bodies(
+        conn, row, insert=True, parts=("response",) if structured else ("request", "response")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """The columns of a base row that an insert checks."""
+
+    log_id: str
+    base_id: str | None
+    depth: int
+    keep: int
+    count: int
+    size: int
+    suffix_hash: bytes
+
+
+def _lookup(conn: sqlite3.Connection, thread_id: str, log_id: str) -> _Base | None:
+    found = conn.execute(_BASE, (log_id, thread_id)).fetchone()
+    return _Base(log_id, *found) if found else None
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _joined_size(lengths: Sequence[int]) -> int:
+    """The length of fragments of these lengths joined by commas."""
+    return sum(lengths) + len(lengths) - 1 if lengths else 0
+
+
+def _insert_request(
+    conn: sqlite3.Connection, thread_id: str, log_id: str, body: str, delta: RequestDelta
+) -> bool:
+    """Store ``body`` as a delta row or a root; ``False`` (nothing written) when the delta
+    does not describe ``body``."""
+    prefix, suffix, own = delta.prefix, delta.suffix, delta.fragments
+    size = len(body) - len(prefix) - len(suffix)
+    if size < 0 or delta.keep < 0 or not body.startswith(prefix) or not body.endswith(suffix):
+        return _refused(log_id, "its prefix and suffix do not frame the body")
+    own_lengths = [len(fragment) for fragment in own]
+    own_size = _joined_size(own_lengths)
+    base = None
+    if delta.base_log_id is not None:
+        base = _lookup(conn, thread_id, delta.base_log_id)
+    if base is not None and delta.keep <= base.count and base.depth < MAX_CHAIN_DEPTH:
+        kept = _kept_size(conn, thread_id, base, delta.keep)
+        comma = 1 if delta.keep and own else 0
+        if kept is None or kept + comma + own_size != size:
+            return _refused(log_id, "its messages do not add up to the body's length")
+        digest = _digest(suffix)
+        conn.execute(
+            _INSERT_REQUEST,
+            (
+                log_id,
+                thread_id,
+                base.log_id,
+                base.depth + 1,
+                delta.keep,
+                delta.keep + len(own),
+                size,
+                json.dumps(own_lengths),
+                prefix,
+                None if digest == base.suffix_hash else suffix,
+                digest,
+                ",".join(own),
+            ),
+        )
+        return True
+    # a root. The kept messages' boundaries come from the base's chain when it is at its
+    # depth cap, else (a missing base, another thread's, a keep beyond it) from parsing
+    # the body itself, which costs more (~6 ms at 2,000 messages) but is rare.
+    if base is not None and delta.keep <= base.count:
+        lengths = _chain_lengths(conn, base.log_id, delta.keep)
+    else:
+        lengths = _leading_lengths(body, len(prefix), delta.keep)
+    if lengths is None:
+        return _refused(log_id, "its kept messages are not in the body")
+    lengths += own_lengths
+    if _joined_size(lengths) != size:
+        return _refused(log_id, "its messages do not add up to the body's length")
+    conn.execute(
+        "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)", (log_id, body)
+    )
+    conn.execute(
+        _INSERT_REQUEST,
+        (
+            log_id,
+            thread_id,
+            None,
+            0,
+            0,
+            len(lengths),
+            size,
+            json.dumps(lengths),
+            prefix,
+            None,
+            _digest(suffix),
+            None,
+        ),
+    )
+    return True
+
+
+def _kept_size(conn: sqlite3.Connection, thread_id: str, base: _Base, keep: int) -> int | None:
+    """The text length of the first ``keep`` messages of ``base``'s request, joined;
+    ``None`` when the chain is broken."""
+    while keep < base.keep:  # they all come from further up the chain
+        if base.base_id is None:
+            return None
+        found = _lookup(conn, thread_id, base.base_id)
+        if found is None:
+            return None
+        base = found
+    if keep == 0:
+        return 0
+    if keep == base.count:
+        return base.size
+    text = conn.execute(
+        "SELECT lengths FROM log_requests WHERE log_id = ?", (base.log_id,)
+    ).fetchone()[0]
+    dropped: list[int] = json.loads(text)[keep - base.keep :]
+    return base.size - sum(dropped) - len(dropped)
+
+
+def _chain_lengths(conn: sqlite3.Connection, log_id: str, need: int) -> list[int] | None:
+    """The lengths of the first ``need`` messages of row ``log_id``'s request, from its
+    chain (each row's own lengths, as the reader takes its text); ``None`` when broken."""
+    runs: list[list[int]] = []
+    at: str | None = log_id
+    for _ in range(MAX_CHAIN_DEPTH + 1):  # a chain has at most this many rows
+        if need == 0:
+            break
+        found = conn.execute(
+            "SELECT base_id, keep, lengths FROM log_requests WHERE log_id = ?", (at,)
+        ).fetchone()
+        if found is None:
+            return None
+        at, keep, lengths = found
+        if need > keep:
+            runs.append(json.loads(lengths)[: need - keep])
+        need = min(need, keep)
+    if need:
+        return None
+    return [length for run in reversed(runs) for length in run]
+
+
+def _leading_lengths(body: str, start: int, count: int) -> list[int] | None:
+    """The lengths of the first ``count`` comma-separated JSON values of ``body`` from
+    ``start``; ``None`` when there are not that many there."""
+    lengths: list[int] = []
+    at = start
+    for index in range(count):
+        if index:
+            if body[at : at + 1] != ",":
+                return None
+            at += 1
+        try:
+            _, end = _DECODER.raw_decode(body, at)
+        except ValueError:
+            return None
+        lengths.append(end - at)
+        at = end
+    return lengths
+
+
+def _refused(log_id: str, why: str) -> bool:
+    logger.warning("log row %s: request delta ignored (%s); stored as plain text", log_id, why)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """One ``log_requests`` row as read; ``text`` is a root's whole body, or the fragments
+    a delta row adds, joined."""
+
+    base_id: str | None
+    keep: int
+    count: int
+    size: int
+    lengths: str
+    prefix: str
+    suffix: str | None
+    text: str
+
+
+class RequestReader:
+    """Rebuilds the request bodies stored as deltas, for one read call. A body is the
+    prefix, then from each row of its chain (root last) the leading run of the messages
+    that row stores which the rows below it keep, as one slice of that row's text, then
+    the suffix: a few slices and one join, never a list of every message. Each stored row
+    is fetched once per reader, so the rows of a chain listed together share the fetches."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._stored: dict[str, _Stored] = {}
+        self._lengths: dict[str, list[int]] = {}
+
+    def text(self, log_id: str) -> str:
+        """The request body of a delta row, exactly as it was inserted."""
+        top = stored = self._fetch(log_id, log_id)
+        need = top.count  # of the messages of the row met so far, how many come from here
+        runs: list[str] = []
+        suffix = top.suffix
+        at = log_id
+        for _ in range(MAX_CHAIN_DEPTH + 1):
+            take = need - stored.keep
+            if take > 0:
+                runs.append(self._run(at, stored, take))
+            need = min(need, stored.keep)
+            if stored.base_id is None:
+                if suffix is None:
+                    suffix = stored.text[len(stored.prefix) + stored.size :]
+                break
+            if need == 0 and suffix is not None:
+                break
+            at = stored.base_id
+            stored = self._fetch(log_id, at)
+            if suffix is None:
+                suffix = stored.suffix
+        else:
+            raise StoreError(f"the request body of log row {log_id} has a chain too long")
+        if suffix is None:
+            raise StoreError(f"the request body of log row {log_id} is broken at {at}")
+        pieces = [top.prefix]
+        for run in reversed(runs):
+            pieces += (run, ",")
+        if runs:
+            pieces.pop()
+        pieces.append(suffix)
+        return "".join(pieces)  # one copy of the text
+
+    def _fetch(self, log_id: str, at: str) -> _Stored:
+        stored = self._stored.get(at)
+        if stored is None:
+            found = self.conn.execute(_READ, (at,)).fetchone()
+            if found is None:
+                raise StoreError(f"the request body of log row {log_id} is missing row {at}")
+            base_id, keep, count, size, lengths, prefix, suffix, fragments, body = found
+            text = body if base_id is None else fragments
+            if not isinstance(text, str):
+                raise StoreError(f"the request body of log row {log_id} is missing at {at}")
+            stored = _Stored(base_id, keep, count, size, lengths, prefix, suffix, text)
+            self._stored[at] = stored
+        return stored
+
+    def _run(self, at: str, stored: _Stored, take: int) -> str:
+        """The first ``take`` messages that row ``at`` stores itself, joined."""
+        start = len(stored.prefix) if stored.base_id is None else 0
+        if take == stored.count - stored.keep:
+            length = stored.size if stored.base_id is None else len(stored.text)
+        else:
+            lengths = self._lengths.get(at)
+            if lengths is None:
+                lengths = self._lengths[at] = json.loads(stored.lengths)
+            length = sum(lengths[:take]) + take - 1
+        return stored.text[start : start + length]

@@ -1,0 +1,234 @@
+"""The incremental context (``engine.context_cache``) equals the full pass of spec 04 §4.11.
+
+Random histories are grown, edited and trimmed one operation at a time; after every
+operation the incremental context of each side must equal, message for message and
+fragment for fragment, what the full pipeline of ``context.assemble`` computes from the
+whole history (eligibility, orphans, perspective, reasoning replay, normalisation).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from threadloom.engine.context import (
+    RequestMessage,
+    _drop_orphans,
+    _eligible,
+    _present,
+    normalize,
+)
+from threadloom.engine.context_cache import ContextCache
+from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.records import AttachmentRef, Message, ToolCall, encode_tool_calls
+from threadloom.thread.history import MessageHistory
+
+SYSTEM = "You are a test agent."
+
+
+def full_pass(history: MessageHistory, side: str, include_reasoning: bool) -> list[RequestMessage]:
+    """What ``context.assemble`` computes for a step with no hook and the defaults."""
+    snapshot = _eligible(history.raw(), True, None)
+    snapshot = _drop_orphans(snapshot, history)
+    messages = _present(snapshot, side, include_reasoning, history, {}, frozenset(), {})
+    messages.insert(0, RequestMessage(role="system", content=SYSTEM))
+    return normalize(messages, True)
+
+
+class Grower:
+    """Random messages shaped like a conversation, with the odd irregular one."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.n = 0
+        self.open_calls: list[str] = []
+        self.all_calls: list[str] = []
+
+    def _id(self) -> str:
+        self.n += 1
+        return f"m{self.n:05d}"
+
+    def message(self) -> Message:
+        rng = self.rng
+        status = rng.choices(["completed", "pending", "failed"], [0.85, 0.1, 0.05])[0]
+        kind = rng.choices(
+            ["user", "assistant", "calls", "tool", "stray_tool", "system", "attached"],
+            [0.25, 0.2, 0.15, 0.25, 0.03, 0.04, 0.08],
+        )[0]
+        mid = self._id()
+        if kind == "calls":
+            calls: list[ToolCall] = []
+            for _ in range(rng.randint(1, 3)):
+                call_id = f"call_{self.n}_{len(calls)}"
+                calls.append(ToolCall(id=call_id, function={"name": "echo", "arguments": "{}"}))
+                self.open_calls.append(call_id)
+                self.all_calls.append(call_id)
+            role = rng.choice(["assistant", "assistant", "user"])
+            content = rng.choice([None, "", "  ", "calling"])
+            return Message(
+                id=mid,
+                role=role,
+                content=content,
+                tool_calls=encode_tool_calls(calls),
+                status=status,
+                created_at=self.n,
+            )
+        if kind == "tool" and self.open_calls:
+            call_id = self.open_calls.pop(rng.randrange(len(self.open_calls)))
+            if rng.random() < 0.05:  # answered twice
+                self.open_calls.append(call_id)
+            return Message(
+                id=mid,
+                role="tool",
+                content=f"result {self.n}",
+                name="echo",
+                tool_call_id=call_id,
+                tool_status=rng.choice(["success", "error"]),
+                status=status,
+                created_at=self.n,
+            )
+        if kind == "stray_tool":
+            return Message(
+                id=mid,
+                role="tool",
+                content="stray",
+                name="echo",
+                tool_call_id=f"call_unknown_{self.n}",
+                status=status,
+                created_at=self.n,
+            )
+        if kind == "system":
+            return Message(id=mid, role="system", content="note", status=status, created_at=self.n)
+        if kind == "attached":
+            image = rng.random() < 0.02
+            ref = AttachmentRef(
+                id=f"f{self.n}",
+                path=f"/f{self.n}",
+                name=f"f{self.n}.{'png' if image else 'txt'}",
+                mimeType="image/png" if image else "text/plain",
+                size=3,
+            )
+            return Message(
+                id=mid,
+                role="user",
+                content="see file",
+                attachments=[ref],
+                status=status,
+                created_at=self.n,
+            )
+        role = "user" if kind == "user" else "assistant"
+        return Message(
+            id=mid,
+            role=role,
+            content=rng.choice(["hello", "", None, "answer"]) if role == "assistant" else "hi",
+            reasoning_content=rng.choice([None, None, "thinking"]) if role == "assistant" else None,
+            reasoning_details='[{"type":"reasoning.text","text":"t","signature":"s"}]'
+            if role == "assistant" and rng.random() < 0.1
+            else None,
+            status=status,
+            created_at=self.n,
+        )
+
+
+def _check(history: MessageHistory, caches: dict[tuple[str, bool], ContextCache]) -> bool:
+    """Compare every cache with the full pass; True when each gave an incremental answer."""
+    all_fast = True
+    for (side, include_reasoning), cache in caches.items():
+        prepared = cache.prepare(history, SYSTEM)
+        if prepared is None:
+            all_fast = False
+            continue
+        expected = full_pass(history, side, include_reasoning)
+        assert [m.model_dump() for m in prepared.messages] == [m.model_dump() for m in expected]
+        assert prepared.fragments == [_fragment(_provider_message(m)) for m in expected]
+        assert len(prepared.providers) == len(expected)
+    return all_fast
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_context_equals_full_pass_under_appends_edits_and_removals(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    grower = Grower(rng)
+    history = MessageHistory()
+    caches = {
+        (side, reasoning): ContextCache("assistant" if side == "a" else "user", reasoning)
+        for side in ("a", "b")
+        for reasoning in (True, False)
+    }
+    fast_checks = 0
+    for _ in range(250):
+        roll = rng.random()
+        records = history.raw()
+        if roll < 0.75 or not records:
+            history.upsert(grower.message())
+        elif roll < 0.9:
+            # settle or edit a message: a pending one completes, an old one changes text
+            target = rng.choice(records[-5:] if rng.random() < 0.7 else records)
+            update: dict[str, object] = {"status": "completed"}
+            if target.role != "tool" and rng.random() < 0.3:
+                update["content"] = f"edited {grower.n}"
+            history.upsert(target.model_copy(update=update))
+        else:
+            history.remove([rng.choice(records).id])
+        if _check(history, caches):
+            fast_checks += 1
+    assert fast_checks >= 100  # most histories stay incremental (an image attachment leaves)
+
+
+def test_a_conversation_stays_on_the_incremental_path_and_commits_its_prefix() -> None:
+    history = MessageHistory()
+    cache = ContextCache("assistant", True)
+    call = ToolCall(id="call_1", function={"name": "echo", "arguments": "{}"})
+    for turn in range(50):
+        history.upsert(Message(id=f"u{turn}", role="user", content=f"q{turn}"))
+        assert cache.prepare(history, SYSTEM) is not None
+        pending = Message(id=f"a{turn}", role="assistant", status="pending")
+        history.upsert(pending)
+        history.upsert(
+            pending.model_copy(
+                update={
+                    "status": "completed",
+                    "tool_calls": encode_tool_calls(
+                        [call.model_copy(update={"id": f"call_{turn}"})]
+                    ),
+                }
+            )
+        )
+        history.upsert(
+            Message(
+                id=f"t{turn}", role="tool", content="r", name="echo", tool_call_id=f"call_{turn}"
+            )
+        )
+        history.upsert(Message(id=f"b{turn}", role="assistant", status="pending"))
+        prepared = cache.prepare(history, SYSTEM)
+        assert prepared is not None
+        # everything but the trailing pending message is committed: no pass over history
+        assert cache.consumed == len(history) - 1
+        assert prepared.committed == len(prepared.messages) - 1
+        history.upsert(Message(id=f"b{turn}", role="assistant", content="done", status="completed"))
+    prepared = cache.prepare(history, SYSTEM)
+    assert prepared is not None
+    assert [m.model_dump() for m in prepared.messages] == [
+        m.model_dump() for m in full_pass(history, "a", True)
+    ]
+    assert len(prepared.messages) == 1 + 50 * 4
+
+
+def test_a_result_stored_before_its_call_leaves_the_incremental_path() -> None:
+    history = MessageHistory()
+    cache = ContextCache("assistant", True)
+    history.upsert(Message(id="t", role="tool", content="early", name="echo", tool_call_id="c1"))
+    history.upsert(
+        Message(
+            id="a",
+            role="assistant",
+            tool_calls=encode_tool_calls(
+                [ToolCall(id="c1", function={"name": "echo", "arguments": "{}"})]
+            ),
+        )
+    )
+    assert cache.prepare(history, SYSTEM) is None
+    assert cache.usable is False
