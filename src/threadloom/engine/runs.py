@@ -212,7 +212,7 @@ class RunManager:
         """Register the run that ``begin_run`` started (inside the start gate)."""
         from threadloom.engine.loop import Run
 
-        run = Run(self, row, self.hub.definitions.agent(row.agent_id), side)
+        run = Run(self, row, self.hub.definitions.agent(row.agent_id), "b" if side == "b" else "a")
         run.pre_delivered = delivered
         run.started_at = row.status.since
         run.event_seq = row.event_seq

@@ -34,7 +34,6 @@ from threadloom.records import (
     Message,
     QueueEntry,
     SubagentRegistryEntry,
-    ThreadStatus,
 )
 from threadloom.store.base import (
     Clock,
@@ -44,10 +43,6 @@ from threadloom.store.base import (
     NewThread,
     Order,
     OwnerCount,
-    ParentDelivery,
-    RunBegin,
-    RunEnd,
-    Settlement,
     StoredEvent,
     ThreadPatch,
     ThreadQuery,
@@ -55,8 +50,9 @@ from threadloom.store.base import (
     ThreadStats,
     system_clock_us,
 )
-from threadloom.store.sqlite import files, logs, messages, queue, runs, schema, threads
+from threadloom.store.sqlite import files, logs, messages, queue, schema, threads
 from threadloom.store.sqlite.auth import AuthMethods
+from threadloom.store.sqlite.run_methods import RunMethods
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
 T = TypeVar("T")
@@ -84,7 +80,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStore(AuthMethods):
+class SqliteStore(AuthMethods, RunMethods):
     """The :class:`~threadloom.store.base.Store` on an SQLite file."""
 
     def __init__(
@@ -370,73 +366,6 @@ class SqliteStore(AuthMethods):
     async def threads_with_open_children(self) -> list[str]:
         return await self._read(threads.threads_with_open_children)
 
-    async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
-        return await self._write(threads.set_status, thread_id, status)
-
-    async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
-        return await self._write(runs.settle_run, thread_id, settlement)
-
-    async def end_run(
-        self,
-        thread_id: str,
-        reason: str,
-        session: tuple[int, int],
-        allow_continue: bool,
-        delivery: ParentDelivery | None = None,
-    ) -> tuple[bool, list[StoredEvent]]:
-        return await self._write(runs.end_run, thread_id, reason, session, allow_continue, delivery)
-
-    async def begin_run(
-        self,
-        thread_id: str,
-        *,
-        status: ThreadStatus | None,
-        force: bool,
-        deliver: bool,
-        runnable: Callable[[str], bool] | None = None,
-    ) -> RunBegin | None:
-        return await self._write(runs.begin_run, thread_id, status, force, deliver, runnable)
-
-    async def enqueue_and_begin_run(
-        self,
-        thread_id: str,
-        entry: QueueEntry,
-        *,
-        clear_stop: bool,
-        status: ThreadStatus,
-        runnable: Callable[[str], bool] | None = None,
-    ) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
-        return await self._write(
-            runs.enqueue_and_begin_run, thread_id, entry, clear_stop, status, runnable
-        )
-
-    async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
-        return await self._write(runs.deliver_queue, thread_id)
-
-    async def finish_run(
-        self, thread_id: str, message: Message, log: LogRow, end: RunEnd
-    ) -> tuple[Message, bool, list[StoredEvent]]:
-        return await self._write(runs.finish_run, thread_id, message, log, end)
-
-    async def set_stopped(self, thread_id: str, stopped: bool) -> None:
-        await self._write(runs.set_stopped, thread_id, stopped)
-
-    async def set_session_turns(self, thread_id: str, side_a: int, side_b: int) -> None:
-        await self._write(runs.set_session_turns, thread_id, side_a, side_b)
-
-    async def set_agent(self, thread_id: str, agent_id: str) -> ThreadRow:
-        return await self._write(runs.set_agent, thread_id, agent_id)
-
-    async def deliver_queue_entry(
-        self, thread_id: str, entry_id: str, message: Message
-    ) -> tuple[Message, StoredEvent] | None:
-        return await self._write(runs.deliver_queue_entry, thread_id, entry_id, message)
-
-    async def update_log(
-        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
-    ) -> StoredEvent:
-        return await self._write(runs.update_log, thread_id, row, tuple(bodies))
-
     async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
         return await self._write(threads.terminate, thread_id)
 
@@ -448,33 +377,6 @@ class SqliteStore(AuthMethods):
 
     async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
         return await self._write(messages.update_message, thread_id, message)
-
-    async def insert_message_and_log(
-        self,
-        thread_id: str,
-        message: Message,
-        log: LogRow,
-        *,
-        require_live: bool = True,
-        new_log: bool = False,
-        durable: bool = True,
-    ) -> tuple[Message, LogRow, list[StoredEvent]]:
-        return await self._write(
-            runs.insert_message_and_log,
-            thread_id,
-            message,
-            log,
-            require_live,
-            new_log,
-            durable=durable,
-        )
-
-    async def update_message_and_log(
-        self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
-    ) -> tuple[Message, list[StoredEvent]]:
-        return await self._write(
-            runs.update_message_and_log, thread_id, message, log, tuple(bodies)
-        )
 
     async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
         return await self._write(messages.delete_message, thread_id, message_id)
