@@ -53,3 +53,25 @@ async def test_a_write_by_another_process_is_not_masked_by_a_local_one(
     await chat.runtime.send_message(state.thread_id, "second")
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
     assert texts(chat.provider.requests[1]) == ["first", "one", "from elsewhere", "second"]
+
+
+async def test_warm_histories_beyond_the_budget_are_evicted_oldest_first(
+    make_chat: Any, monkeypatch: Any
+) -> None:
+    """The warm budget counts messages; going over it detaches the least recently run
+    threads' histories, and the next run of an evicted thread still sees its messages."""
+    chat = await make_chat([Reply.text(f"r{i}") for i in range(5)])
+    hub = chat.runtime.hub
+    monkeypatch.setattr(type(hub), "WARM_MESSAGES", 5)
+    states = [await chat.thread() for _ in range(3)]
+    for i, state in enumerate(states):  # 2 messages each: the third pushes the first out
+        await chat.runtime.send_message(state.thread_id, f"q{i}")
+        await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert list(hub._warm) == [states[1].thread_id, states[2].thread_id]
+    assert hub._warm_total == 4
+    await chat.runtime.send_message(states[0].thread_id, "again")
+    await chat.runtime.wait_idle(states[0].thread_id, timeout=5)
+    assert texts(chat.provider.requests[-1]) == ["q0", "r0", "again"]
+    # the reloaded thread now holds 4 messages: with 2 of the last one kept, 6 > 5
+    assert list(hub._warm) == [states[0].thread_id]
+    assert hub._warm_total == 4

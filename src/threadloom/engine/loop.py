@@ -184,6 +184,7 @@ class Run:
         except asyncio.CancelledError:
             return
         finally:
+            self.hub.warm_grown(self.thread_id, history)
             if self.ended is not None and self.ended[1] and not self.finished:
                 self.manager.release(self)  # cancelled after its run end was committed
 

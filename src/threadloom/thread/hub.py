@@ -113,6 +113,8 @@ class ThreadHub:
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
+        self._warm_sizes: dict[str, int] = {}  # messages of each warm history when kept
+        self._warm_total = 0
         self._stale_warm: set[str] = set()  # warm histories that may miss a foreign write
         self._seq: dict[str, int] = {}  # last durable event number published per thread
         self._queue_empty: set[str] = set()
@@ -159,6 +161,7 @@ class ThreadHub:
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
         self._warm.pop(thread_id, None)
+        self._warm_total -= self._warm_sizes.pop(thread_id, 0)
         self._stale_warm.discard(thread_id)
         self._seq.pop(thread_id, None)
         self._queue_empty.discard(thread_id)
@@ -185,11 +188,20 @@ class ThreadHub:
         if old is not None and old is not history:
             self.detach_history(thread_id, old)
         self._warm[thread_id] = history
-        total = sum(len(h) for h in self._warm.values())
-        while total > self.WARM_MESSAGES and len(self._warm) > 1:
+        self.warm_grown(thread_id, history)
+
+    def warm_grown(self, thread_id: str, history: MessageHistory) -> None:
+        """Count ``history``'s messages now (its run added some) and evict the least
+        recently run histories while the budget is exceeded. Each size is the one counted
+        at its thread's last run start or end: no pass over every warm thread."""
+        if self._warm.get(thread_id) is not history:
+            return  # evicted meanwhile: no longer live, never warm again
+        self._warm_total += len(history) - self._warm_sizes.get(thread_id, 0)
+        self._warm_sizes[thread_id] = len(history)
+        while self._warm_total > self.WARM_MESSAGES and len(self._warm) > 1:
             evicted_id, evicted = self._warm.popitem(last=False)
             self.detach_history(evicted_id, evicted)
-            total -= len(evicted)
+            self._warm_total -= self._warm_sizes.pop(evicted_id, 0)
 
     def attach_history(self, thread_id: str, history: MessageHistory) -> None:
         """Keep ``history`` live: every write through this hub is reflected in it."""
