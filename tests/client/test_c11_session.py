@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import httpx
@@ -142,3 +143,39 @@ async def test_c11_033_check_status_is_read_only(api: Api, client: AsyncClient) 
     page = await client.messages.list(thread)
     assert [m.content for m in page.messages] == ["never arrived", "echo: never arrived"]
     assert (page.messages[0].metadata or {})["client_message_id"] == sent.key.removeprefix("local:")
+
+
+async def test_a_socket_dropped_mid_run_reconnects_to_a_fresh_loads_view(
+    api: Api, client: AsyncClient
+) -> None:
+    """The issue's stream check: the socket drops while a run is in flight (the model
+    request held open) and a second message is queued meanwhile; after the reconnect the
+    session's view equals a fresh load — no message twice, none missing. Closing the
+    session at once must be prompt (it hung when the cancel met a frame arriving)."""
+    created = await client.threads.create("gate")
+    thread = created.thread_id
+    loop = asyncio.get_running_loop()
+    async with Relay(api.base) as relay, asyncio.timeout(30):
+        remote = AsyncClient(api.base, token=api.keys["alice"], stream_url=relay.base)
+        async with remote:
+            async with remote.session(thread) as session:
+                await session.send("one")
+                await asyncio.wait_for(api.gate.entered.wait(), 10)  # the run is mid-request
+                await relay.close_clients(1011, "dropped")
+                await client.messages.send(thread, "two")  # queued while the socket is down
+                api.gate.open()
+                view = await session.wait_for(settled("echo: two"))
+                assert session._stream is not None and session._stream.connections >= 2
+                closing = loop.time()  # frames of the run's end may be arriving right now
+            closed_in = loop.time() - closing
+    assert closed_in < 5
+    async with client.session(thread) as fresh:
+        expected = fresh.view
+
+    def shape(v: ThreadView) -> list[tuple[object, ...]]:
+        return [(m.id, m.role, m.text, m.delivery.phase, m.delivery.outcome) for m in v.messages]
+
+    ids = [m.id for m in view.messages]
+    assert len(ids) == len(set(ids)) == 4
+    assert [m.text for m in view.messages] == ["one", "echo: one", "two", "echo: two"]
+    assert shape(view) == shape(expected)

@@ -214,7 +214,10 @@ class ThreadStream:
             ws = self._ws
             assert ws is not None
             try:
-                raw = await asyncio.wait_for(ws.recv(), self.silence_s)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # meets a frame arriving, and then waits for its inner task (close hangs)
+                async with asyncio.timeout(self.silence_s):
+                    raw = await ws.recv()
             except TimeoutError:
                 with contextlib.suppress(Exception):
                     await ws.close()
