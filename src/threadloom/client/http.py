@@ -310,6 +310,16 @@ class SyncThreads:
         self.cost = run.wrap(b.cost)
         self.subagents = run.wrap(b.subagents)
 
+    def iterate(self, *, page_size: int = 100, **filters: Any) -> Iterator[Any]:
+        """Every thread matching ``filters``, page by page."""
+        offset = 0
+        while True:
+            page = self.list(limit=page_size, offset=offset, **filters)
+            yield from page.threads
+            offset += len(page.threads)
+            if not page.has_more or not page.threads:
+                return
+
 
 class SyncMessages:
     def __init__(self, run: SyncRunner) -> None:
@@ -319,6 +329,25 @@ class SyncMessages:
         self.send = run.wrap(b.send)
         self.update = run.wrap(b.update)
         self.delete = run.wrap(b.delete)
+
+    def iterate(
+        self, thread_id: str, *, page_size: int = 100, include_silent: bool = False, depth: int = 0
+    ) -> Iterator[Message]:
+        """Every message, oldest first (stable while the thread only grows at the end)."""
+        offset = 0
+        while True:
+            page = self.list(
+                thread_id,
+                limit=page_size,
+                offset=offset,
+                order="asc",
+                include_silent=include_silent,
+                depth=depth,
+            )
+            yield from page.messages
+            offset += len(page.messages)
+            if not page.has_more or not page.messages:
+                return
 
 
 class SyncLogs:
@@ -408,9 +437,12 @@ class Client:
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        stream_url: str | None = None,
     ) -> None:
         url, all_headers = _settings(base_url, token, headers)
         self.base_url = url
+        self.stream_url = stream_url or url
+        """Where stream sockets connect (default ``base_url``; e.g. a separate WS gateway)."""
         self._headers = all_headers
         self._http = httpx.Client(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
@@ -440,10 +472,11 @@ class Client:
         logs: bool = False,
         since: int | None = None,
         reconnect: bool = True,
+        on_state: Callable[[StreamState], None] | None = None,
     ) -> SyncThreadStream:
         """The thread's stream as a blocking iterator; use with ``with``."""
         return SyncThreadStream(
-            self.base_url,
+            self.stream_url,
             thread_id,
             headers=self._headers,
             include_silent=include_silent,
@@ -452,6 +485,7 @@ class Client:
             logs=logs,
             since=since,
             reconnect=reconnect,
+            on_state=on_state,
         )
 
     def __repr__(self) -> str:
