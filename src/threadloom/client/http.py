@@ -12,6 +12,7 @@ from typing import Any, Self
 import httpx
 
 from threadloom.client import endpoints as ep
+from threadloom.client.chat import AttachmentUrl
 from threadloom.client.endpoints import ROUTES
 from threadloom.client.errors import APIError
 from threadloom.client.models import LoginResult
@@ -271,10 +272,19 @@ class AsyncClient:
         page_size: int = 100,
         reasoning: bool = True,
         logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
     ) -> ThreadSession:
-        """Load + stream + reducer for one thread (spec 11 §11.6); use with ``async with``."""
+        """Load + stream + reducer for one thread (spec 11 §11.6); use with ``async with``.
+        ``attachment_url(thread_id, ref)`` builds the URLs of stored attachments' blocks
+        (default ``<base_url>/api/threads/<thread>/fs<path>``)."""
         return ThreadSession(
-            self, thread_id, depth=depth, page_size=page_size, reasoning=reasoning, logs=logs
+            self,
+            thread_id,
+            depth=depth,
+            page_size=page_size,
+            reasoning=reasoning,
+            logs=logs,
+            attachment_url=attachment_url,
         )
 
     def __repr__(self) -> str:  # never the token

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from threadloom.client.calls import Upload
-from threadloom.client.chat import AgentError, Message, Outcome, Phase
+from threadloom.client.chat import AgentError, AttachmentUrl, Message, Outcome, Phase, fs_url
 from threadloom.client.errors import (
     APIError,
     ConflictError,
@@ -62,6 +62,7 @@ class ThreadSession:
         page_size: int = 100,
         reasoning: bool = True,
         logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
         clock: Callable[[], int] = _now_ms,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
@@ -71,6 +72,9 @@ class ThreadSession:
         self.page_size = page_size
         self.reasoning = reasoning
         self.logs = logs
+        self.attachment_url = attachment_url or fs_url(client.base_url)
+        """Builds the URL of each stored attachment's block (default: the file route of
+        ``client.base_url``, which needs the client's credential to read)."""
         self._clock = clock
         self._new_id = new_id
         self.view: ThreadView = empty_view(thread_id)
@@ -151,7 +155,7 @@ class ThreadSession:
             self._changed.notify_all()
 
     async def _apply(self, event: ReducerEvent) -> None:
-        new = reduce(self.view, event)
+        new = reduce(self.view, event, attachment_url=self.attachment_url)
         if new is self.view:
             return
         self.view = new
