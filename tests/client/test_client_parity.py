@@ -9,12 +9,10 @@ from typing import Any
 
 import pytest
 
-from threadloom.client import AsyncClient, Client
+from threadloom.client import AsyncClient, Client, SyncThreadSession, ThreadSession
 
 LIFECYCLE = {"aclose", "close"}
 """``aclose`` / ``close`` are the one documented difference of name (§11.2.1)."""
-PENDING = {"session"}
-"""Not on ``Client`` yet: the blocking ``ThreadSession`` twin."""
 
 
 def public(obj: object) -> dict[str, Any]:
@@ -84,11 +82,9 @@ def test_client_has_every_async_method_with_the_same_signature(
 ) -> None:
     async_client, sync_client = pair
     async_surface, sync_surface = surface(async_client), surface(sync_client)
-    assert set(async_surface) - set(sync_surface) == PENDING
+    assert set(async_surface) - set(sync_surface) == set()
     assert set(sync_surface) - set(async_surface) == set()
     for name, async_method in sorted(async_surface.items()):
-        if name in PENDING:
-            continue
         sync_method = sync_surface[name]
         assert parameters(sync_method) == parameters(async_method), name
         assert not inspect.iscoroutinefunction(sync_method), name
@@ -112,3 +108,24 @@ def test_the_constructors_take_the_same_arguments() -> None:
         ]
 
     assert names(Client) == names(AsyncClient)
+
+
+def test_the_sync_session_has_every_method_of_thread_session() -> None:
+    """§11.6.5: the sync counterparts of ``ThreadSession`` on ``Client.session``."""
+
+    def session_methods(cls: type) -> dict[str, Callable[..., Any]]:
+        return {
+            name: value
+            for name, value in vars(cls).items()
+            if callable(value) and not name.startswith("_") and name not in LIFECYCLE
+        }
+
+    async_methods, sync_methods = session_methods(ThreadSession), session_methods(SyncThreadSession)
+    assert set(async_methods) == set(sync_methods)
+    assert {"send", "retry", "views", "events", "wait_for", "check_status"} <= set(sync_methods)
+    for name, method in async_methods.items():
+        assert parameters(sync_methods[name]) == parameters(method), name
+        assert not inspect.iscoroutinefunction(sync_methods[name]), name
+        assert not inspect.isasyncgenfunction(sync_methods[name]), name
+    assert callable(SyncThreadSession.close) and callable(ThreadSession.aclose)
+    assert hasattr(SyncThreadSession, "__enter__") and hasattr(SyncThreadSession, "__exit__")

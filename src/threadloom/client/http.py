@@ -18,6 +18,7 @@ from threadloom.client.errors import APIError
 from threadloom.client.models import LoginResult
 from threadloom.client.runner import AsyncRunner, SyncRunner
 from threadloom.client.session import ThreadSession
+from threadloom.client.session_sync import SyncThreadSession
 from threadloom.client.stream import StreamState, SyncThreadStream, ThreadStream
 from threadloom.records import Message
 
@@ -496,6 +497,28 @@ class Client:
             since=since,
             reconnect=reconnect,
             on_state=on_state,
+        )
+
+    def session(
+        self,
+        thread_id: str,
+        *,
+        depth: int = 0,
+        page_size: int = 100,
+        reasoning: bool = True,
+        logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
+    ) -> SyncThreadSession:
+        """The blocking ``ThreadSession`` (spec 11 §11.6.5): load + stream (read by a background
+        thread) + reducer; use with ``with``."""
+        return SyncThreadSession(
+            self,
+            thread_id,
+            depth=depth,
+            page_size=page_size,
+            reasoning=reasoning,
+            logs=logs,
+            attachment_url=attachment_url,
         )
 
     def __repr__(self) -> str:

@@ -286,6 +286,8 @@ class SyncThreadStream:
         self._ws: SyncConnection | None = None
         self._backoff = BACKOFF_START_S
         self._auth_retried = False
+        self._closing = False
+        """``close()`` was called (maybe from another thread): iteration ends, no reconnect."""
 
     def _set_state(self, state: StreamState) -> None:
         if state != self.state:
@@ -309,7 +311,7 @@ class SyncThreadStream:
                 body = bytes(exc.response.body or b"")
                 raise _handshake_error(exc.response.status_code, body) from exc
             except (OSError, InvalidHandshake, TimeoutError) as exc:
-                if not self.reconnect:
+                if not self.reconnect or self._closing:
                     raise TransportError(str(exc), maybe_sent=True) from exc
                 self._set_state("reconnecting")
                 time.sleep(self._backoff * random.uniform(0.75, 1.25))
@@ -330,6 +332,8 @@ class SyncThreadStream:
         self.close()
 
     def close(self) -> None:
+        """Ends the stream; safe from another thread while one iterates (which then stops)."""
+        self._closing = True
         if self._ws is not None:
             with contextlib.suppress(Exception):
                 self._ws.close()
@@ -340,7 +344,7 @@ class SyncThreadStream:
         return self
 
     def __next__(self) -> Frame:
-        if self.state == "closed":
+        if self.state == "closed" or self._closing:
             raise StopIteration
         while True:
             if self._ws is None:
@@ -357,6 +361,8 @@ class SyncThreadStream:
                 code = exc.rcvd.code if exc.rcvd is not None else 1006
                 reason = exc.rcvd.reason if exc.rcvd is not None else ""
             else:
+                if self._closing:
+                    raise StopIteration
                 try:
                     decoded = json.loads(raw)
                 except ValueError:
@@ -372,6 +378,9 @@ class SyncThreadStream:
                     self.last_seq = frame.seq
                 return frame
             self._ws = None
+            if self._closing:
+                self._set_state("closed")
+                raise StopIteration
             final: ThreadloomError | None = None
             if code == 1000:
                 final = ThreadDeletedError(code, reason)
