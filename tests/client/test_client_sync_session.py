@@ -9,6 +9,8 @@ import threading
 
 import httpx
 import pytest
+from relay import Relay
+from test_c11_session import prune_all
 from test_client_files import png_1x1
 
 from server.conftest import Api
@@ -20,7 +22,7 @@ from threadloom.client import (
     ThreadDeletedError,
     Upload,
 )
-from threadloom.client.chat import ImageBlock, Outcome, Phase
+from threadloom.client.chat import Delivery, ImageBlock, Outcome, Phase
 from threadloom.client.reduce import ThreadView
 from threadloom.records import AttachmentRef
 
@@ -158,3 +160,51 @@ async def test_a_sync_session_builds_attachment_urls_and_ends_on_delete(
     assert isinstance(image, ImageBlock)
     assert image.url == f"https://cdn.example/{thread}/{message.attachments[0].id}"
     assert isinstance(closed, ThreadDeletedError)
+
+
+async def test_a_sync_session_resyncs_to_a_fresh_sessions_view(
+    api: Api, client: AsyncClient, db_url: str
+) -> None:
+    """As C11-032, on the blocking session: after a reconnect whose ``since`` is older than the
+    replay window, the server sends ``resync`` and the session reloads."""
+    thread = (await client.threads.create("echo")).thread_id
+    first_done, resumed = threading.Event(), threading.Event()
+    async with Relay(api.base) as relay:
+
+        def chat() -> tuple[ThreadView, int]:
+            with (
+                Client(api.base, token=api.keys["alice"], stream_url=relay.base) as sync,
+                sync.session(thread) as session,
+            ):
+                session.send("one")
+                session.wait_for(settled("echo: one"))
+                first_done.set()
+                assert resumed.wait(10)
+                view = session.wait_for(settled("echo: two"))
+                assert session._stream is not None
+                return view, session._stream.connections
+
+        task = asyncio.create_task(asyncio.to_thread(chat))
+        assert await asyncio.to_thread(first_done.wait, 10)
+        relay.gate.clear()
+        await relay.close_clients(4008, "Slow consumer")
+        await client.messages.send(thread, "two")  # while the session is away
+        await api.settle(thread)
+        prune_all(db_url, thread)  # the session's since is now older than the window
+        relay.gate.set()
+        resumed.set()
+        view, connections = await task
+
+    def load() -> ThreadView:
+        with Client(api.base, token=api.keys["alice"]) as sync, sync.session(thread) as fresh:
+            return fresh.view
+
+    expected = await asyncio.to_thread(load)
+
+    def shape(v: ThreadView) -> list[tuple[object, ...]]:
+        return [(m.id, m.role, m.text, m.delivery.phase, m.delivery.outcome) for m in v.messages]
+
+    assert connections == 2
+    assert shape(view) == shape(expected) and len(view.messages) == 4
+    assert (view.seq, view.status) == (expected.seq, expected.status)
+    assert all(m.delivery == Delivery.static(m.id) for m in view.messages[2:])
