@@ -86,7 +86,8 @@ async def test_session_send_with_attachments_shows_them_at_once_then_stored(
     assert isinstance(message.content, tuple)
     stored_image = message.content[1]
     assert isinstance(stored_image, ImageBlock)
-    assert stored_image.url == f"/api/threads/{thread}/fs{message.attachments[0].path}"
+    # the default attachment_url: the file route of the client's base URL (spec 11 §11.4)
+    assert stored_image.url == f"{api.base}/api/threads/{thread}/fs{message.attachments[0].path}"
     notes = message.attachments[1]
     assert notes.path.startswith("/attachments/")
     assert await client.files.read(thread, notes.path) == b"hello notes"

@@ -23,6 +23,7 @@ from threadloom.client.errors import (
 )
 from threadloom.client.http import AsyncClient, Client
 from threadloom.client.session import ThreadSession
+from threadloom.client.session_sync import SyncThreadSession
 
 __all__ = [
     "AUTO",
@@ -38,6 +39,7 @@ __all__ = [
     "RateLimitError",
     "ServerError",
     "StreamClosed",
+    "SyncThreadSession",
     "ThreadDeletedError",
     "ThreadSession",
     "ThreadTerminatedError",

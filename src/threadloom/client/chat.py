@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal
+from urllib.parse import quote
 
 from threadloom.records import AttachmentRef
 from threadloom.records import Message as Record
@@ -355,6 +356,19 @@ def upload_blocks(uploads: Sequence[Any]) -> tuple[ContentBlock, ...]:
 
 
 AttachmentUrl = Callable[[str, AttachmentRef], str]
+"""``(thread_id, ref) -> url`` of an attachment's image/file block (spec 11 §11.4)."""
+
+
+def fs_url(base_url: str = "") -> AttachmentUrl:
+    """The default ``attachment_url``: ``<base_url>/api/threads/<thread>/fs<path>``, thread id
+    and path segments percent-encoded (``base_url=""`` gives the path alone)."""
+    base = base_url.rstrip("/")
+
+    def url(thread_id: str, ref: AttachmentRef) -> str:
+        segments = "/".join(quote(part, safe="") for part in ref.path.split("/") if part)
+        return f"{base}/api/threads/{quote(thread_id, safe='')}/fs/{segments}"
+
+    return url
 
 
 def _subagent(record: Record) -> SubagentRef | None:
@@ -373,6 +387,9 @@ def _subagent(record: Record) -> SubagentRef | None:
     )
 
 
+_RELATIVE_FS = fs_url()
+
+
 def from_record(
     record: Record,
     delivery: Delivery,
@@ -381,7 +398,9 @@ def from_record(
     thread_id: str = "",
     attachment_url: AttachmentUrl | None = None,
 ) -> Message:
-    """A chat message from a server record (spec 11 §11.4) with the given delivery."""
+    """A chat message from a server record (spec 11 §11.4) with the given delivery; image and
+    file blocks get ``attachment_url(thread_id, ref)`` (default: the server-relative
+    ``/api/threads/<thread>/fs<path>``; a ``ThreadSession`` prefixes its client's base URL)."""
     text = record.content or ""
     extra: dict[str, Any] = {}
     calls = parse_tool_calls(record.tool_calls)
@@ -391,11 +410,7 @@ def from_record(
     attachments = tuple(record.attachments or ())
     blocks: list[ContentBlock] = []
     for ref in attachments:
-        url = (
-            attachment_url(thread_id, ref)
-            if attachment_url is not None
-            else f"/api/threads/{thread_id}/fs{ref.path}"
-        )
+        url = (attachment_url or _RELATIVE_FS)(thread_id, ref)
         if ref.mimeType.startswith("image/"):
             blocks.append(ImageBlock(url=url, alt=ref.description, mime_type=ref.mimeType))
         else:

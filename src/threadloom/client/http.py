@@ -12,11 +12,13 @@ from typing import Any, Self
 import httpx
 
 from threadloom.client import endpoints as ep
+from threadloom.client.chat import AttachmentUrl
 from threadloom.client.endpoints import ROUTES
 from threadloom.client.errors import APIError
 from threadloom.client.models import LoginResult
 from threadloom.client.runner import AsyncRunner, SyncRunner
 from threadloom.client.session import ThreadSession
+from threadloom.client.session_sync import SyncThreadSession
 from threadloom.client.stream import StreamState, SyncThreadStream, ThreadStream
 from threadloom.records import Message
 
@@ -271,10 +273,19 @@ class AsyncClient:
         page_size: int = 100,
         reasoning: bool = True,
         logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
     ) -> ThreadSession:
-        """Load + stream + reducer for one thread (spec 11 §11.6); use with ``async with``."""
+        """Load + stream + reducer for one thread (spec 11 §11.6); use with ``async with``.
+        ``attachment_url(thread_id, ref)`` builds the URLs of stored attachments' blocks
+        (default ``<base_url>/api/threads/<thread>/fs<path>``)."""
         return ThreadSession(
-            self, thread_id, depth=depth, page_size=page_size, reasoning=reasoning, logs=logs
+            self,
+            thread_id,
+            depth=depth,
+            page_size=page_size,
+            reasoning=reasoning,
+            logs=logs,
+            attachment_url=attachment_url,
         )
 
     def __repr__(self) -> str:  # never the token
@@ -310,6 +321,16 @@ class SyncThreads:
         self.cost = run.wrap(b.cost)
         self.subagents = run.wrap(b.subagents)
 
+    def iterate(self, *, page_size: int = 100, **filters: Any) -> Iterator[Any]:
+        """Every thread matching ``filters``, page by page."""
+        offset = 0
+        while True:
+            page = self.list(limit=page_size, offset=offset, **filters)
+            yield from page.threads
+            offset += len(page.threads)
+            if not page.has_more or not page.threads:
+                return
+
 
 class SyncMessages:
     def __init__(self, run: SyncRunner) -> None:
@@ -319,6 +340,25 @@ class SyncMessages:
         self.send = run.wrap(b.send)
         self.update = run.wrap(b.update)
         self.delete = run.wrap(b.delete)
+
+    def iterate(
+        self, thread_id: str, *, page_size: int = 100, include_silent: bool = False, depth: int = 0
+    ) -> Iterator[Message]:
+        """Every message, oldest first (stable while the thread only grows at the end)."""
+        offset = 0
+        while True:
+            page = self.list(
+                thread_id,
+                limit=page_size,
+                offset=offset,
+                order="asc",
+                include_silent=include_silent,
+                depth=depth,
+            )
+            yield from page.messages
+            offset += len(page.messages)
+            if not page.has_more or not page.messages:
+                return
 
 
 class SyncLogs:
@@ -408,9 +448,12 @@ class Client:
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        stream_url: str | None = None,
     ) -> None:
         url, all_headers = _settings(base_url, token, headers)
         self.base_url = url
+        self.stream_url = stream_url or url
+        """Where stream sockets connect (default ``base_url``; e.g. a separate WS gateway)."""
         self._headers = all_headers
         self._http = httpx.Client(
             base_url=url, headers=all_headers, timeout=timeout, transport=transport
@@ -440,10 +483,11 @@ class Client:
         logs: bool = False,
         since: int | None = None,
         reconnect: bool = True,
+        on_state: Callable[[StreamState], None] | None = None,
     ) -> SyncThreadStream:
         """The thread's stream as a blocking iterator; use with ``with``."""
         return SyncThreadStream(
-            self.base_url,
+            self.stream_url,
             thread_id,
             headers=self._headers,
             include_silent=include_silent,
@@ -452,6 +496,29 @@ class Client:
             logs=logs,
             since=since,
             reconnect=reconnect,
+            on_state=on_state,
+        )
+
+    def session(
+        self,
+        thread_id: str,
+        *,
+        depth: int = 0,
+        page_size: int = 100,
+        reasoning: bool = True,
+        logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
+    ) -> SyncThreadSession:
+        """The blocking ``ThreadSession`` (spec 11 §11.6.5): load + stream (read by a background
+        thread) + reducer; use with ``with``."""
+        return SyncThreadSession(
+            self,
+            thread_id,
+            depth=depth,
+            page_size=page_size,
+            reasoning=reasoning,
+            logs=logs,
+            attachment_url=attachment_url,
         )
 
     def __repr__(self) -> str:

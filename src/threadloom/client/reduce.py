@@ -14,6 +14,7 @@ from typing import Any
 
 from threadloom.client.chat import (
     AgentError,
+    AttachmentUrl,
     ContentBlock,
     Delivery,
     Message,
@@ -78,8 +79,9 @@ __all__ = [
 
 
 class _Work:
-    def __init__(self, view: ThreadView) -> None:
+    def __init__(self, view: ThreadView, attachment_url: AttachmentUrl | None = None) -> None:
         self.view = view
+        self.attachment_url = attachment_url
         self.messages = list(view.messages)
         self.tool_calls = dict(view.tool_calls)
         self.extra = dict(view.extra)
@@ -251,6 +253,7 @@ def _upsert(work: _Work, record: Record, received_at_ms: int | None, *, live: bo
         delivery,
         key=old.key if old is not None else None,
         thread_id=work.view.thread_id,
+        attachment_url=work.attachment_url,
     )
     if old is not None:
         if record.status == "pending" and old.delivery.phase is Phase.STREAMING:
@@ -384,13 +387,15 @@ def _event(work: _Work, frame: EventFrame, at_ms: int | None) -> bool:
     return False
 
 
-def _frame(view: ThreadView, frame: Frame, at_ms: int | None) -> ThreadView:
+def _frame(
+    view: ThreadView, frame: Frame, at_ms: int | None, attachment_url: AttachmentUrl | None
+) -> ThreadView:
     if isinstance(frame, MalformedFrame):
         return replace(view, extra=frozen({**view.extra, "malformed": _malformed(view) + 1}))
     snapshot_seq = view.extra.get("snapshot_seq")
     if frame.durable and snapshot_seq is not None and frame.seq <= view.seq:
         return view  # rule 11: already contained in the snapshot or applied
-    work = _Work(view)
+    work = _Work(view, attachment_url)
     changed = True
     if isinstance(frame, ThreadStatusFrame):
         _status(work, frame.status, frame.terminated)
@@ -429,9 +434,11 @@ def _malformed(view: ThreadView) -> int:
     return count if isinstance(count, int) else 0
 
 
-def _snapshot(view: ThreadView, event: Snapshot) -> ThreadView:
+def _snapshot(
+    view: ThreadView, event: Snapshot, attachment_url: AttachmentUrl | None
+) -> ThreadView:
     """Rule 13."""
-    work = _Work(view)
+    work = _Work(view, attachment_url)
     generation = view.generation
     present = {r.id for r in event.records}
     cmids = {(r.metadata or {}).get("client_message_id") for r in event.records if r.metadata}
@@ -523,32 +530,42 @@ def _failed(view: ThreadView, event: SendFailed) -> ThreadView:
     return work.finish()
 
 
-def _checked(view: ThreadView, event: StatusChecked) -> ThreadView:
-    work = _Work(view)
+def _checked(
+    view: ThreadView, event: StatusChecked, attachment_url: AttachmentUrl | None
+) -> ThreadView:
+    work = _Work(view, attachment_url)
     for record in event.records:
         _upsert(work, record, None, live=False)
     return work.finish()
 
 
-def reduce(view: ThreadView, event: ReducerEvent) -> ThreadView:
-    """The next view (spec 11 §11.5.4). Pure; ``view`` and ``event`` are never mutated."""
+def reduce(
+    view: ThreadView, event: ReducerEvent, *, attachment_url: AttachmentUrl | None = None
+) -> ThreadView:
+    """The next view (spec 11 §11.5.4). Pure; ``view`` and ``event`` are never mutated.
+    ``attachment_url`` builds the URLs of the image/file blocks of records (§11.4)."""
     if isinstance(event, FrameEvent):
         frame = event.frame
         if not isinstance(frame, Frame):
             frame = parse_frame(dict(frame))
-        return _frame(view, frame, event.received_at_ms)
+        return _frame(view, frame, event.received_at_ms, attachment_url)
     if isinstance(event, Snapshot):
-        return _snapshot(view, event)
+        return _snapshot(view, event, attachment_url)
     if isinstance(event, LocalSend):
         return _local_send(view, event)
     if isinstance(event, SendAccepted):
         return _accepted(view, event)
     if isinstance(event, SendFailed):
         return _failed(view, event)
-    return _checked(view, event)
+    return _checked(view, event, attachment_url)
 
 
-def reduce_all(view: ThreadView, events: Iterable[ReducerEvent]) -> ThreadView:
+def reduce_all(
+    view: ThreadView,
+    events: Iterable[ReducerEvent],
+    *,
+    attachment_url: AttachmentUrl | None = None,
+) -> ThreadView:
     for event in events:
-        view = reduce(view, event)
+        view = reduce(view, event, attachment_url=attachment_url)
     return view

@@ -141,6 +141,7 @@ class AsyncRunner:
 
         method.__name__ = builder.__name__
         method.__doc__ = builder.__doc__
+        method.__wrapped__ = builder  # type: ignore[attr-defined]  # inspect.signature / help()
         return method
 
 
@@ -208,4 +209,5 @@ class SyncRunner:
 
         method.__name__ = builder.__name__
         method.__doc__ = builder.__doc__
+        method.__wrapped__ = builder  # type: ignore[attr-defined]  # inspect.signature / help()
         return method

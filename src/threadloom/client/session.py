@@ -7,11 +7,12 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from threadloom.client.calls import Upload
-from threadloom.client.chat import AgentError, Message, Outcome, Phase
+from threadloom.client.chat import AgentError, AttachmentUrl, Message, Outcome, Phase, fs_url
 from threadloom.client.errors import (
     APIError,
     ConflictError,
@@ -62,6 +63,7 @@ class ThreadSession:
         page_size: int = 100,
         reasoning: bool = True,
         logs: bool = False,
+        attachment_url: AttachmentUrl | None = None,
         clock: Callable[[], int] = _now_ms,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
@@ -71,6 +73,9 @@ class ThreadSession:
         self.page_size = page_size
         self.reasoning = reasoning
         self.logs = logs
+        self.attachment_url = attachment_url or fs_url(client.base_url)
+        """Builds the URL of each stored attachment's block (default: the file route of
+        ``client.base_url``, which needs the client's credential to read)."""
         self._clock = clock
         self._new_id = new_id
         self.view: ThreadView = empty_view(thread_id)
@@ -151,7 +156,7 @@ class ThreadSession:
             self._changed.notify_all()
 
     async def _apply(self, event: ReducerEvent) -> None:
-        new = reduce(self.view, event)
+        new = reduce(self.view, event, attachment_url=self.attachment_url)
         if new is self.view:
             return
         self.view = new
@@ -241,23 +246,8 @@ class ThreadSession:
                 metadata=event.metadata,
                 client_message_id=event.local_id,
             )
-        except APIError as exc:
-            retryable = isinstance(exc, ConflictError)
-            error = AgentError(
-                kind="rejected",
-                message=exc.message,
-                retryable=retryable,
-                status=exc.status,
-                recovery="retry" if retryable else "none",
-                detail=exc.details,
-            )
-            terminated = exc.terminated if isinstance(exc, ThreadTerminatedError) else None
-            await self._apply(SendFailed(event.local_id, error, terminated))
-        except TransportError as exc:
-            error = AgentError(
-                kind="connection", message=exc.message, retryable=True, recovery="retry"
-            )
-            await self._apply(SendFailed(event.local_id, error))
+        except (APIError, TransportError) as exc:
+            await self._apply(send_failed(event.local_id, exc))
         else:
             await self._apply(SendAccepted(event.local_id, result.message_id, result.duplicate))
             if result.duplicate:
@@ -270,15 +260,7 @@ class ThreadSession:
 
     async def retry(self, key: str) -> Message:
         """Re-send a REJECTED/ERROR local message with the same ``client_message_id``."""
-        message = self.view.by_key(key)
-        local_id = key.removeprefix("local:")
-        event = self._sends.get(local_id)
-        if message is None or event is None:
-            raise KeyError(key)
-        if message.delivery.phase is Phase.SENDING:
-            raise ValueError("the message is still being sent")
-        if message.delivery.outcome not in (Outcome.REJECTED, Outcome.ERROR):
-            raise ValueError("only a rejected or failed send can be retried")
+        event = retry_event(self.view, self._sends, key)
         await self._apply(event)
         await self._post(event)
         found = self.view.by_key(key)
@@ -315,16 +297,7 @@ class ThreadSession:
             raise RuntimeError("check_status() is already running")
         self._checking = True
         try:
-            doubt = [
-                m
-                for m in self.view.messages
-                if m.delivery.phase is Phase.SENDING
-                # a send that failed in transport: it may have been stored all the same
-                or (
-                    m.delivery.outcome is Outcome.ERROR
-                    and m.delivery.generation.startswith("send:")
-                )
-            ]
+            doubt = in_doubt(self.view)
             server_ids = [m.id for m in doubt if not m.id.startswith("local:")]
             records: list[Record] = []
             if server_ids:
@@ -342,17 +315,58 @@ class ThreadSession:
                     if (r.metadata or {}).get("client_message_id") in local
                 )
             await self._apply(StatusChecked(records))
-            found = {r.id for r in records} | {
-                (r.metadata or {}).get("client_message_id") for r in records
-            }
-            all_found = all(m.id in found or m.key.removeprefix("local:") in found for m in doubt)
-            if all_found and self.view.error is not None:
-                from dataclasses import replace
-
+            if all_found(doubt, records) and self.view.error is not None:
                 self.view = replace(self.view, error=None)
             return self.view
         finally:
             self._checking = False
+
+
+def send_failed(local_id: str, exc: APIError | TransportError) -> SendFailed:
+    """What a failed POST of a send means for the view (spec 11 §11.6.2 step 4)."""
+    if isinstance(exc, TransportError):
+        error = AgentError(kind="connection", message=exc.message, retryable=True, recovery="retry")
+        return SendFailed(local_id, error)
+    retryable = isinstance(exc, ConflictError)
+    error = AgentError(
+        kind="rejected",
+        message=exc.message,
+        retryable=retryable,
+        status=exc.status,
+        recovery="retry" if retryable else "none",
+        detail=exc.details,
+    )
+    terminated = exc.terminated if isinstance(exc, ThreadTerminatedError) else None
+    return SendFailed(local_id, error, terminated)
+
+
+def retry_event(view: ThreadView, sends: Mapping[str, LocalSend], key: str) -> LocalSend:
+    """The send to repeat for ``retry(key)``; raises when that message cannot be retried."""
+    message = view.by_key(key)
+    event = sends.get(key.removeprefix("local:"))
+    if message is None or event is None:
+        raise KeyError(key)
+    if message.delivery.phase is Phase.SENDING:
+        raise ValueError("the message is still being sent")
+    if message.delivery.outcome not in (Outcome.REJECTED, Outcome.ERROR):
+        raise ValueError("only a rejected or failed send can be retried")
+    return event
+
+
+def in_doubt(view: ThreadView) -> list[Message]:
+    """The messages ``check_status()`` looks up (spec 11 §11.6.4)."""
+    return [
+        m
+        for m in view.messages
+        if m.delivery.phase is Phase.SENDING
+        # a send that failed in transport: it may have been stored all the same
+        or (m.delivery.outcome is Outcome.ERROR and m.delivery.generation.startswith("send:"))
+    ]
+
+
+def all_found(doubt: Sequence[Message], records: Sequence[Record]) -> bool:
+    found = {r.id for r in records} | {(r.metadata or {}).get("client_message_id") for r in records}
+    return all(m.id in found or m.key.removeprefix("local:") in found for m in doubt)
 
 
 def records_of(view: ThreadView) -> Sequence[str]:

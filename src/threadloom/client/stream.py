@@ -25,6 +25,7 @@ from threadloom.client.errors import (
     PermissionDeniedError,
     StreamClosed,
     ThreadDeletedError,
+    ThreadloomError,
     TransportError,
 )
 from threadloom.client.frames import (
@@ -264,6 +265,7 @@ class SyncThreadStream:
         logs: bool = False,
         since: int | None = None,
         reconnect: bool = True,
+        on_state: Callable[[StreamState], None] | None = None,
         silence_s: float = SILENCE_S,
     ) -> None:
         self.base_url = base_url
@@ -277,12 +279,21 @@ class SyncThreadStream:
         }
         self.last_seq: int | None = since
         self.reconnect = reconnect
+        self.on_state = on_state
         self.silence_s = silence_s
         self.state: StreamState = "connecting"
         self.connections = 0
         self._ws: SyncConnection | None = None
         self._backoff = BACKOFF_START_S
         self._auth_retried = False
+        self._closing = False
+        """``close()`` was called (maybe from another thread): iteration ends, no reconnect."""
+
+    def _set_state(self, state: StreamState) -> None:
+        if state != self.state:
+            self.state = state
+            if self.on_state is not None:
+                self.on_state(state)
 
     def _open(self) -> None:
         params = dict(self._params)
@@ -300,13 +311,13 @@ class SyncThreadStream:
                 body = bytes(exc.response.body or b"")
                 raise _handshake_error(exc.response.status_code, body) from exc
             except (OSError, InvalidHandshake, TimeoutError) as exc:
-                if not self.reconnect:
+                if not self.reconnect or self._closing:
                     raise TransportError(str(exc), maybe_sent=True) from exc
-                self.state = "reconnecting"
+                self._set_state("reconnecting")
                 time.sleep(self._backoff * random.uniform(0.75, 1.25))
                 self._backoff = min(self._backoff * 2, BACKOFF_CAP_S)
         self.connections += 1
-        self.state = "open"
+        self._set_state("open")
 
     def __enter__(self) -> Self:
         self._open()
@@ -321,17 +332,19 @@ class SyncThreadStream:
         self.close()
 
     def close(self) -> None:
+        """Ends the stream; safe from another thread while one iterates (which then stops)."""
+        self._closing = True
         if self._ws is not None:
             with contextlib.suppress(Exception):
                 self._ws.close()
             self._ws = None
-        self.state = "closed"
+        self._set_state("closed")
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> Frame:
-        if self.state == "closed":
+        if self.state == "closed" or self._closing:
             raise StopIteration
         while True:
             if self._ws is None:
@@ -348,6 +361,8 @@ class SyncThreadStream:
                 code = exc.rcvd.code if exc.rcvd is not None else 1006
                 reason = exc.rcvd.reason if exc.rcvd is not None else ""
             else:
+                if self._closing:
+                    raise StopIteration
                 try:
                     decoded = json.loads(raw)
                 except ValueError:
@@ -363,16 +378,22 @@ class SyncThreadStream:
                     self.last_seq = frame.seq
                 return frame
             self._ws = None
-            self.state = "closed"
+            if self._closing:
+                self._set_state("closed")
+                raise StopIteration
+            final: ThreadloomError | None = None
             if code == 1000:
-                raise ThreadDeletedError(code, reason)
-            if code == 4001 and self.reconnect and not self._auth_retried:
+                final = ThreadDeletedError(code, reason)
+            elif code == 4001 and self.reconnect and not self._auth_retried:
                 self._auth_retried = True
             elif code == 4001:
-                raise AuthenticationError(401, "unauthorized", reason or "Credentials expired")
+                final = AuthenticationError(401, "unauthorized", reason or "Credentials expired")
             elif code not in RECONNECT_CODES or not self.reconnect:
-                raise StreamClosed(code, reason)
-            self.state = "reconnecting"
+                final = StreamClosed(code, reason)
+            if final is not None:
+                self._set_state("closed")
+                raise final
+            self._set_state("reconnecting")
             if code != 1001:
                 time.sleep(self._backoff * random.uniform(0.75, 1.25))
                 self._backoff = min(self._backoff * 2, BACKOFF_CAP_S)
