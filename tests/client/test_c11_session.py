@@ -179,3 +179,22 @@ async def test_a_socket_dropped_mid_run_reconnects_to_a_fresh_loads_view(
     assert len(ids) == len(set(ids)) == 4
     assert [m.text for m in view.messages] == ["one", "echo: one", "two", "echo: two"]
     assert shape(view) == shape(expected)
+
+
+async def test_views_end_when_the_session_is_closed(api: Api, client: AsyncClient) -> None:
+    """A consumer iterating ``views()`` is released by ``aclose()`` (it used to wait
+    forever: a cancelled reader leaves ``closed`` unset)."""
+    created = await client.threads.create("echo")
+    session = client.session(created.thread_id)
+    await session.__aenter__()
+    seen: list[ThreadView] = []
+
+    async def consume() -> None:
+        async for view in session.views():
+            seen.append(view)
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    await session.aclose()
+    await asyncio.wait_for(consumer, 5)
+    assert consumer.done() and seen and seen[0].thread_id == created.thread_id

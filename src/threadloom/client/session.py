@@ -88,6 +88,7 @@ class ThreadSession:
         self._checking = False
         self.closed: BaseException | None = None
         """Why the stream ended for good, once it has."""
+        self._ended = False
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -127,6 +128,7 @@ class ThreadSession:
         await self.aclose()
 
     async def aclose(self) -> None:
+        self._ended = True  # views() and wait_for() end once the reader is gone
         if self._pump_task is not None:
             self._pump_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -184,7 +186,11 @@ class ThreadSession:
             seen = last
             async with self._changed:
                 await self._changed.wait_for(
-                    lambda seen=seen: self.view is not seen or self.closed is not None  # type: ignore[misc]
+                    lambda seen=seen: (
+                        self.view is not seen  # type: ignore[misc]
+                        or self.closed is not None
+                        or self._ended
+                    )
                 )
             if self.view is last:
                 return
