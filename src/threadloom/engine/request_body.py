@@ -82,7 +82,7 @@ def request_body(
     before, marker, after = head.partition(f'"{slot}"')
     if not marker:
         raise ValueError("the request head has no messages slot")
-    text = before + "[" + ",".join(fragments) + "]" + after
+    text = f"{before}[{','.join(fragments)}]{after}"  # one copy of the messages' text
     first = 1 if system else 0
     if prepared is None or len(fragments) <= first:
         return RequestBody(text)
