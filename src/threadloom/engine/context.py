@@ -328,6 +328,25 @@ def _present(
     return out
 
 
+def missing_result(call: ToolCall) -> RequestMessage:
+    """The error result normalisation puts in for a call with no stored result."""
+    return RequestMessage(
+        role="tool",
+        name=call.function.name,
+        tool_call_id=call.id,
+        is_error=True,
+        content=MISSING_RESULT.format(name=call.function.name),
+    )
+
+
+def blank_assistant(m: RequestMessage) -> bool:
+    """An assistant message with nothing to send (no calls, reasoning or content), which
+    normalisation drops (spec 04 §4.11.7)."""
+    if m.role != "assistant" or m.tool_calls or m.reasoning_content or m.reasoning_details:
+        return False
+    return not (m.content if isinstance(m.content, list) else (m.content or "").strip())
+
+
 def normalize(messages: list[RequestMessage], supports_images: bool) -> list[RequestMessage]:
     """Provider-bound normalisation (spec 04 §4.11.7): tool pairing, blank assistants,
     vision. Linear: answers are found through an index of tool messages by call id."""
@@ -348,21 +367,9 @@ def normalize(messages: list[RequestMessage], supports_images: bool) -> list[Req
                     used.add(found)
                     out.append(messages[found])
                 else:
-                    out.append(
-                        RequestMessage(
-                            role="tool",
-                            name=call.function.name,
-                            tool_call_id=call.id,
-                            is_error=True,
-                            content=MISSING_RESULT.format(name=call.function.name),
-                        )
-                    )
+                    out.append(missing_result(call))
             continue
-        if (
-            m.role == "assistant"
-            and not (m.reasoning_content or m.reasoning_details)
-            and not (m.content if isinstance(m.content, list) else (m.content or "").strip())
-        ):
+        if blank_assistant(m):
             continue
         out.append(m)
     if not supports_images:

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threadloom.engine.context import (
-    MISSING_RESULT,
     Presented,
     RequestMessage,
     _call_ids,
     _convert,
     _is_image,
+    blank_assistant,
+    missing_result,
 )
 from threadloom.engine.model_call import _fragment, _provider_message
 from threadloom.records import Message
@@ -77,16 +78,6 @@ def _entry(item: Presented) -> tuple[RequestMessage, Any, str]:
 def _loose(request: RequestMessage) -> tuple[RequestMessage, Any, str]:
     provider = _provider_message(request)
     return request, provider, _fragment(provider)
-
-
-def _blank(request: RequestMessage) -> bool:
-    """An assistant message normalisation drops (spec 04 §4.11.7)."""
-    if request.role != "assistant" or request.tool_calls:
-        return False
-    if request.reasoning_content or request.reasoning_details:
-        return False
-    content = request.content
-    return not (content if isinstance(content, list) else (content or "").strip())
 
 
 class ContextCache:
@@ -244,21 +235,11 @@ class ContextCache:
                         unit.entries.append(_entry(found[1]))
                         unit.hi = max(unit.hi, found[0])
                         continue
-                    unit.entries.append(
-                        _loose(
-                            RequestMessage(
-                                role="tool",
-                                name=call.function.name,
-                                tool_call_id=call.id,
-                                is_error=True,
-                                content=MISSING_RESULT.format(name=call.function.name),
-                            )
-                        )
-                    )
+                    unit.entries.append(_loose(missing_result(call)))
                     unit.hi = _OPEN
                 units.append(unit)
                 continue
-            units.append(_Unit(index, index, [] if _blank(request) else [_entry(item)]))
+            units.append(_Unit(index, index, [] if blank_assistant(request) else [_entry(item)]))
         return units
 
     @staticmethod
