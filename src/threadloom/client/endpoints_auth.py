@@ -6,7 +6,7 @@ error; login (429 included), logout, tickets, creations and deletions never do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
@@ -83,6 +83,27 @@ class ApiKeysEndpoints:
         return Call("DELETE", "/api/auth/current-key", _done, retry="never")
 
 
+def _user_fields(
+    password: str | Unset | None,
+    role: Role | Unset,
+    permissions: Sequence[str] | Unset | None,
+    roles: Sequence[str] | Unset,
+    display_name: str | Unset | None,
+    email: str | Unset | None,
+    avatar_url: str | Unset | None,
+) -> dict[str, Any]:
+    """The body fields a user create and a user update share (unset ones left out)."""
+    return json_body(
+        password=password,
+        role=role,
+        permissions=permissions if not isinstance(permissions, Sequence) else list(permissions),
+        roles=roles if roles is UNSET else list(roles),
+        display_name=display_name,
+        email=email,
+        avatar_url=avatar_url,
+    )
+
+
 class UsersEndpoints:
     def list(self) -> Call[Users]:
         return Call("GET", "/api/users", list_of(User, "users"))
@@ -99,16 +120,8 @@ class UsersEndpoints:
         email: str | Unset | None = UNSET,
         avatar_url: str | Unset | None = UNSET,
     ) -> Call[User]:
-        body = json_body(
-            username=username,
-            password=password,
-            role=role,
-            permissions=permissions if not isinstance(permissions, Sequence) else list(permissions),
-            roles=roles if roles is UNSET else list(roles),
-            display_name=display_name,
-            email=email,
-            avatar_url=avatar_url,
-        )
+        fields = _user_fields(password, role, permissions, roles, display_name, email, avatar_url)
+        body = {"username": username, **fields}
         return Call("POST", "/api/users", model_of(User, "user"), json=body, retry="never")
 
     def update(
@@ -123,15 +136,7 @@ class UsersEndpoints:
         email: str | Unset | None = UNSET,
         avatar_url: str | Unset | None = UNSET,
     ) -> Call[User]:
-        body = json_body(
-            password=password,
-            role=role,
-            permissions=permissions if not isinstance(permissions, Sequence) else list(permissions),
-            roles=roles if roles is UNSET else list(roles),
-            display_name=display_name,
-            email=email,
-            avatar_url=avatar_url,
-        )
+        body = _user_fields(password, role, permissions, roles, display_name, email, avatar_url)
         path = f"/api/users/{quote(user_id, safe='')}"
         return Call("PATCH", path, model_of(User, "user"), json=body)
 
