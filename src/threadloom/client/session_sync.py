@@ -10,21 +10,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from threadloom.client.calls import Upload
-from threadloom.client.chat import AttachmentUrl, Message, fs_url
+from threadloom.client.chat import AttachmentUrl, Message
 from threadloom.client.errors import APIError, StreamClosed, ThreadloomError, TransportError
-from threadloom.client.frames import (
-    EventFrame,
-    Frame,
-    MalformedFrame,
-    ResyncFrame,
-    TelemetryFrame,
-    UnknownFrame,
-)
+from threadloom.client.frames import Frame, ResyncFrame
 from threadloom.client.reduce import (
     FrameEvent,
     LocalSend,
@@ -33,10 +25,15 @@ from threadloom.client.reduce import (
     Snapshot,
     StatusChecked,
     ThreadView,
-    empty_view,
-    reduce,
 )
-from threadloom.client.session import all_found, in_doubt, retry_event, send_failed
+from threadloom.client.session_core import (
+    SessionCore,
+    _now_ms,
+    retry_event,
+    send_failed,
+    snapshot_of,
+    with_client_ids,
+)
 from threadloom.client.stream import SyncThreadStream
 from threadloom.records import Message as Record
 
@@ -44,11 +41,7 @@ if TYPE_CHECKING:
     from threadloom.client.http import Client
 
 
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-class SyncThreadSession:
+class SyncThreadSession(SessionCore):
     """Keeps a ``ThreadView`` of one thread up to date; use with ``with``."""
 
     def __init__(
@@ -64,54 +57,35 @@ class SyncThreadSession:
         clock: Callable[[], int] = _now_ms,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
+        super().__init__(
+            client,
+            thread_id,
+            depth=depth,
+            page_size=page_size,
+            reasoning=reasoning,
+            logs=logs,
+            attachment_url=attachment_url,
+            clock=clock,
+            new_id=new_id,
+        )
         self.client = client
-        self.thread_id = thread_id
-        self.depth = depth
-        self.page_size = page_size
-        self.reasoning = reasoning
-        self.logs = logs
-        self.attachment_url = attachment_url or fs_url(client.base_url)
-        """Builds the URL of each stored attachment's block (as ``ThreadSession``)."""
-        self._clock = clock
-        self._new_id = new_id
-        self.view: ThreadView = empty_view(thread_id)
         self._stream: SyncThreadStream | None = None
         self._pump_thread: threading.Thread | None = None
-        self._subscribers: list[Callable[[ThreadView], None]] = []
         self._changed = threading.Condition(threading.RLock())
         self._events: queue.Queue[Frame] = queue.Queue()
-        self._sends: dict[str, LocalSend] = {}
-        self._checking = False
-        self.closed: BaseException | None = None
-        """Why the stream ended for good, once it has."""
-        self._ended = False
-        """``close()`` was called or the stream ended: ``views()`` and ``wait_for`` stop."""
 
     # -- loading -------------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
-        page = self.client.messages.list(
-            self.thread_id,
-            order="desc",
-            limit=self.page_size,
-            include_silent=True,
-            depth=self.depth,
-        )
+        page = self.client.messages.list(self.thread_id, **self._page_query(self.page_size))
         detail = self.client.threads.get(self.thread_id)
         subagents = self.client.threads.subagents(self.thread_id)
-        return Snapshot(page.messages, detail.status, detail.terminated, page.seq, subagents)
+        return snapshot_of(page, detail, subagents)
 
     def __enter__(self) -> Self:
         snapshot = self._snapshot()
         self._apply(snapshot)
-        self._stream = self.client.stream(
-            self.thread_id,
-            include_silent=True,
-            depth=self.depth,
-            reasoning=self.reasoning,
-            logs=self.logs,
-            since=snapshot.seq,
-        )
+        self._stream = self.client.stream(self.thread_id, **self._stream_query(snapshot.seq))
         self._stream.__enter__()
         self._pump_thread = threading.Thread(
             target=self._pump, name=f"threadloom-session-{self.thread_id}", daemon=True
@@ -143,9 +117,7 @@ class SyncThreadSession:
                 if isinstance(frame, ResyncFrame):
                     self._apply(self._snapshot())
                     continue
-                if isinstance(
-                    frame, EventFrame | TelemetryFrame | UnknownFrame | MalformedFrame
-                ) or frame.type in ("heartbeat", "error"):
+                if self._ignored(frame):
                     self._events.put_nowait(frame)
                 self._apply(FrameEvent(frame, self._clock()))
         except ThreadloomError as exc:
@@ -156,26 +128,11 @@ class SyncThreadSession:
             self._changed.notify_all()
 
     def _apply(self, event: ReducerEvent) -> None:
-        with self._changed:
-            new = reduce(self.view, event, attachment_url=self.attachment_url)
-            if new is self.view:
-                return
-            self.view = new
-            for callback in list(self._subscribers):
-                callback(new)
-            self._changed.notify_all()
+        with self._changed:  # subscribers are called on the thread that made the change
+            if self._reduced(event):
+                self._changed.notify_all()
 
     # -- observing -----------------------------------------------------------------------------
-
-    def subscribe(self, callback: Callable[[ThreadView], None]) -> Callable[[], None]:
-        """``callback(view)`` on every change, called on the thread that made it."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
-
-        return unsubscribe
 
     def views(self) -> Iterator[ThreadView]:
         """The current view, then each new one (views that changed in between are skipped);
@@ -225,22 +182,10 @@ class SyncThreadSession:
     ) -> Message:
         """Show the message at once (``SENDING``), then POST it (spec 11 §11.6.2); returns the
         message as it stands after the POST."""
-        local_id = self._new_id()
-        event = LocalSend(
-            local_id,
-            content,
-            role,
-            attachments=tuple(attachments),
-            silent=silent,
-            metadata=metadata,
-            at_ms=self._clock(),
-        )
-        self._sends[local_id] = event
+        event = self._local_send(content, role, attachments, silent, metadata)
         self._apply(event)
         self._post(event)
-        found = self.view.by_key("local:" + local_id)
-        assert found is not None
-        return found
+        return self._shown("local:" + event.local_id)
 
     def _post(self, event: LocalSend) -> None:
         try:
@@ -269,9 +214,7 @@ class SyncThreadSession:
         event = retry_event(self.view, self._sends, key)
         self._apply(event)
         self._post(event)
-        found = self.view.by_key(key)
-        assert found is not None
-        return found
+        return self._shown(key)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -286,42 +229,25 @@ class SyncThreadSession:
 
     def load_older(self, n: int) -> None:
         """Prepend up to ``n`` older messages."""
-        loaded = sum(1 for m in self.view.messages if not m.id.startswith("local:"))
-        page = self.client.messages.list(
-            self.thread_id,
-            order="desc",
-            limit=n,
-            offset=loaded,
-            include_silent=True,
-            depth=self.depth,
-        )
+        query = self._page_query(n, self._older_offset())
+        page = self.client.messages.list(self.thread_id, **query)
         self._apply(StatusChecked(page.messages))
 
     def check_status(self) -> ThreadView:
         """Read-only: look up the messages in doubt and merge what the server has (never POSTs)."""
-        if self._checking:
-            raise RuntimeError("check_status() is already running")
+        doubt, server_ids, local = self._doubt()
         self._checking = True
         try:
-            doubt = in_doubt(self.view)
-            server_ids = [m.id for m in doubt if not m.id.startswith("local:")]
             records: list[Record] = []
             if server_ids:
-                records.extend(self.client.messages.get(self.thread_id, server_ids).messages)
-            local = {m.key.removeprefix("local:") for m in doubt if m.id.startswith("local:")}
+                records += self.client.messages.get(self.thread_id, server_ids).messages
             if local:
                 newest = self.client.messages.list(
                     self.thread_id, include_silent=True, depth=self.depth
                 )
-                records.extend(
-                    r
-                    for r in newest.messages
-                    if (r.metadata or {}).get("client_message_id") in local
-                )
+                records += with_client_ids(newest.messages, local)
             self._apply(StatusChecked(records))
             with self._changed:
-                if all_found(doubt, records) and self.view.error is not None:
-                    self.view = replace(self.view, error=None)
-                return self.view
+                return self._checked(doubt, records)
         finally:
             self._checking = False
