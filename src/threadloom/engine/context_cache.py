@@ -53,9 +53,9 @@ class Prepared:
     messages: list[RequestMessage]
     providers: list[Any]
     fragments: list[str]
-    cache: ContextCache | None = None
-    generation: int = 0
-    committed: int = 0
+    cache: ContextCache
+    generation: int
+    committed: int
     """Entries after the system message that came from the cache's committed prefix."""
 
 

@@ -43,7 +43,7 @@ class RequestBody:
     def delta(self) -> RequestDelta | None:
         """The storage hint of the next row that stores this body."""
         prepared, messages = self.prepared, self.messages
-        if prepared is None or messages is None or prepared.cache is None:
+        if prepared is None or messages is None:
             return None
         last: LastRequest | None = prepared.cache.last_request
         keep = 0
@@ -65,7 +65,7 @@ class RequestBody:
     def stored(self, log_id: str) -> None:
         """Remember that row ``log_id`` stored this body: the next delta's base."""
         prepared, messages = self.prepared, self.messages
-        if prepared is None or messages is None or prepared.cache is None:
+        if prepared is None or messages is None:
             return
         if prepared.cache.generation != prepared.generation:
             return  # the cache was rebuilt meanwhile: its next request starts a new chain
