@@ -80,11 +80,9 @@ def write_bodies(
             )
             continue
         conn.execute(  # no write when the stored body is the same text
-            "UPDATE log_bodies SET body = ? WHERE log_id = ? AND part = ? AND body IS NOT ?",
-            (body, row.id, part, body),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
+            "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)"
+            " ON CONFLICT(log_id, part) DO UPDATE SET body = excluded.body"
+            " WHERE body IS NOT excluded.body",
             (row.id, part, body),
         )
 

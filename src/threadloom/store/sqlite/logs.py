@@ -30,15 +30,20 @@ def insert_log(
     conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
 ) -> tuple[LogRow, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
-    update: dict[str, Any] = {"created_at": tx.now, "request_delta": None}
-    if anchor_newest:
-        update["message_id"] = newest_top_level_id(conn, thread_id)
-    stored = row.model_copy(update=update)
-    conn.execute(_INSERT, (thread_id, tx.next_log_seq(), *log_values(stored)))
-    insert_bodies(conn, thread_id, row)
-    event = tx.event("log", stored.id)
+    stored, event = insert_log_in(tx, row, anchor_newest)
     tx.flush()
     return stored, event
+
+
+def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, StoredEvent]:
+    """Insert a log row (and its bodies) inside an open transaction."""
+    update: dict[str, Any] = {"created_at": tx.now, "request_delta": None}
+    if anchor_newest:
+        update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
+    stored = row.model_copy(update=update)
+    tx.conn.execute(_INSERT, (tx.thread_id, tx.next_log_seq(), *log_values(stored)))
+    insert_bodies(tx.conn, tx.thread_id, row)
+    return stored, tx.event("log", stored.id)
 
 
 def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | None:

@@ -122,43 +122,59 @@ def update_message(
     return stored, event
 
 
+_COLUMN_AT = {name.strip(): i for i, name in enumerate(MESSAGE_COLUMNS.split(","))}
+_DEPTH, _SILENT, _TOOL_CALLS = _COLUMN_AT["depth"], _COLUMN_AT["silent"], _COLUMN_AT["tool_calls"]
+
+
+def _mutable_values(message: Message) -> tuple[tuple[str, Any], ...]:
+    """The columns an update may change, as they are stored."""
+    return (
+        ("content", message.content),
+        ("name", message.name),
+        ("tool_calls", message.tool_calls),
+        ("tool_status", message.tool_status),
+        ("status", message.status),
+        ("attachments", dump_attachments(message.attachments)),
+        ("reasoning_content", message.reasoning_content),
+        ("reasoning_details", message.reasoning_details),
+        ("silent", int(message.silent)),
+        ("metadata", dump_json(message.metadata)),
+        ("log_id", message.log_id),
+    )
+
+
 def update_in_tx(tx: Tx, message: Message) -> Message:
-    """Replace a stored message's mutable fields inside an open transaction."""
+    """Replace a stored message's mutable fields inside an open transaction; returns the
+    stored message as a read would. Only the columns whose value changes are written, so
+    the partial indexes on columns an update leaves alone (``silent``, ``log_id``) are not
+    rewritten."""
     row = tx.conn.execute(
-        "SELECT depth, silent, tool_calls FROM messages WHERE id = ? AND thread_id = ?",
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND thread_id = ?",
         (message.id, tx.thread_id),
     ).fetchone()
     if row is None:
         raise MessageNotFound(message.id)
-    depth, old_silent, old_calls = row[0], bool(row[1]), row[2]
-    tx.conn.execute(
-        "UPDATE messages SET content = ?, name = ?, tool_calls = ?, tool_status = ?,"
-        " status = ?, attachments = ?, reasoning_content = ?, reasoning_details = ?,"
-        " silent = ?, metadata = ?, log_id = ? WHERE id = ?",
-        (
-            message.content,
-            message.name,
-            message.tool_calls,
-            message.tool_status,
-            message.status,
-            dump_attachments(message.attachments),
-            message.reasoning_content,
-            message.reasoning_details,
-            int(message.silent),
-            dump_json(message.metadata),
-            message.log_id,
-            message.id,
-        ),
-    )
+    fresh = list(row)
+    changed: list[tuple[str, Any]] = []
+    for column, value in _mutable_values(message):
+        at = _COLUMN_AT[column]
+        if row[at] != value or type(row[at]) is not type(value):
+            changed.append((column, value))
+            fresh[at] = value
+    if changed:
+        tx.conn.execute(
+            f"UPDATE messages SET {', '.join(f'{c} = ?' for c, _ in changed)} WHERE id = ?",
+            (*(v for _, v in changed), message.id),
+        )
+    depth, old_silent, old_calls = row[_DEPTH], bool(row[_SILENT]), row[_TOOL_CALLS]
     if old_silent != message.silent:
         adjust_count(tx.conn, tx.thread_id, depth, old_silent, -1)
         adjust_count(tx.conn, tx.thread_id, depth, message.silent, 1)
     if old_calls != message.tool_calls:
-        tx.conn.execute("DELETE FROM tool_calls WHERE message_id = ?", (message.id,))
+        if old_calls is not None:
+            tx.conn.execute("DELETE FROM tool_calls WHERE message_id = ?", (message.id,))
         _write_tool_calls(tx, message)
-    fresh = get_stored(tx.conn, tx.thread_id, message.id)
-    assert fresh is not None
-    return fresh
+    return message_from_row(fresh)
 
 
 def _cascade_ids(conn: sqlite3.Connection, thread_id: str, root_id: str) -> list[str]:

@@ -14,25 +14,42 @@ from threadloom.store.sqlite.rows import (
     dump_json,
     queue_entry_from_row,
 )
-from threadloom.store.sqlite.threads import touch_activity
 
 
 def enqueue(
     conn: sqlite3.Connection, clock: Clock, thread_id: str, entry: QueueEntry, clear_stop: bool
 ) -> tuple[QueueEntry, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
+    stored, qseq, event = enqueue_in(tx, entry, clear_stop)
+    insert_entry(tx, stored, qseq)
+    tx.flush()
+    return stored, event
+
+
+def enqueue_in(tx: Tx, entry: QueueEntry, clear_stop: bool) -> tuple[QueueEntry, int, StoredEvent]:
+    """Everything of a send inside ``tx`` but the queue row: the checks, the entry's
+    stamp and queue sequence number, the activity time, the event. The caller stores the
+    entry (``insert_entry``) or delivers it at once."""
     if tx.terminated is not None:
-        raise ThreadTerminated(thread_id, tx.terminated)
+        raise ThreadTerminated(tx.thread_id, tx.terminated)
     client_id = (entry.metadata or {}).get("client_message_id")
     if isinstance(client_id, str):
-        _refuse_duplicate(conn, thread_id, client_id)
+        _refuse_duplicate(tx.conn, tx.thread_id, client_id)
     stored = entry.model_copy(update={"created_at": tx.stamp()})
-    conn.execute(
+    qseq = tx.next_queue_seq()
+    if clear_stop:
+        tx.stopped = False
+    tx.touch(stored.created_at)
+    return stored, qseq, tx.event("message", stored.id)
+
+
+def insert_entry(tx: Tx, stored: QueueEntry, qseq: int) -> None:
+    tx.conn.execute(
         f"INSERT INTO message_queue(thread_id, qseq, {QUEUE_COLUMNS})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            thread_id,
-            tx.next_queue_seq(),
+            tx.thread_id,
+            qseq,
             stored.id,
             stored.role,
             stored.content,
@@ -43,12 +60,6 @@ def enqueue(
             stored.created_at,
         ),
     )
-    if clear_stop:
-        tx.stopped = False
-    touch_activity(conn, thread_id, stored.created_at)
-    event = tx.event("message", stored.id)
-    tx.flush()
-    return stored, event
 
 
 def _refuse_duplicate(conn: sqlite3.Connection, thread_id: str, client_id: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -222,27 +223,68 @@ def log_values(row: LogRow) -> tuple[Any, ...]:
     return tuple(getattr(row, key) for key in ROW_FIELDS)
 
 
-class Tx:
-    """One write transaction on one thread: loads the thread's counters once, hands out
-    sequence numbers, clock stamps and event numbers, and writes them back in ``flush``."""
+_TX_STATE = (
+    "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
+    " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b"
+)
+_TX_ROW = (
+    f", {THREAD_COLUMNS},"
+    " EXISTS(SELECT 1 FROM subagent_registry WHERE parent_thread_id = threads.id)"
+)
+_TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
+_EVENT_INSERT = (
+    "INSERT INTO thread_events(thread_id, seq, kind, entity_id, payload, created_at) VALUES "
+)
+_EVENT_ROWS_PER_INSERT = 500
 
-    def __init__(self, conn: sqlite3.Connection, thread_id: str, clock: Clock) -> None:
-        row = conn.execute(
-            "SELECT msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped,"
-            " status_state FROM threads WHERE id = ?",
-            (thread_id,),
-        ).fetchone()
-        if row is None:
+
+class Tx:
+    """One write transaction on one thread: loads the thread's counters and state once,
+    hands out sequence numbers, clock stamps and event numbers, and writes them back in
+    ``flush`` with one ``UPDATE`` of the thread row (the counters, and the status, the
+    activity time and the session counters when they changed) and one ``INSERT`` of the
+    event rows.
+
+    ``row=True`` also loads the whole thread row (``thread_row``); ``waiting=True``
+    whether the thread's queue holds an entry (``waiting``)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        clock: Clock,
+        *,
+        row: bool = False,
+        waiting: bool = False,
+    ) -> None:
+        sql = f"SELECT {_TX_STATE}{_TX_ROW if row else ''}{_TX_WAITING if waiting else ''}"
+        found = conn.execute(f"{sql} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if found is None:
             raise ThreadNotFound(thread_id)
         self.conn = conn
         self.thread_id = thread_id
-        self.msg_seq, self.clock_us, self.queue_seq, self.event_seq, self.log_seq = row[:5]
-        self.terminated: int | None = row[5]
-        self.stopped = bool(row[6])
-        self.status_state: str = row[7]
+        self.clock = clock
+        self.msg_seq, self.clock_us, self.queue_seq, self.event_seq, self.log_seq = found[:5]
+        self.terminated: int | None = found[5]
+        self.stopped = bool(found[6])
+        self.status_state: str = found[7]
+        self.status_since: int = found[8]
+        self.status: ThreadStatus | None = None
+        """The status written by this transaction, if any."""
+        self.parent_id: str | None = found[10]
+        self.activity: int | None = found[11]
+        self.session: tuple[int, int] = (found[12], found[13])
+        self._loaded_activity = self.activity
+        self._loaded_session = self.session
+        self._touched_at: int | None = None
+        self._row: Sequence[Any] | None = found[14:35] if row else None
+        self.waiting: bool | None = bool(found[-1]) if waiting else None
         self.now = clock()
         self.events: list[StoredEvent] = []
-        self._stopped_at_start = self.stopped
+
+    def renew_clock(self) -> None:
+        """Read the clock again: the writes that follow are stamped as of now."""
+        self.now = self.clock()
 
     def stamp(self) -> int:
         """The next stamp of the thread clock: ``max(now, last + 1)`` (spec 01 §1.3.3)."""
@@ -261,6 +303,32 @@ class Tx:
         self.log_seq += 1
         return int(self.log_seq)
 
+    def set_status(self, status: ThreadStatus) -> None:
+        """The thread's new status, written by ``flush``."""
+        self.status = status
+        self.status_state = status.state
+
+    def touch(self, now: int) -> None:
+        """Bump ``last_activity_us`` of the thread (and, in ``flush``, of every ancestor) to
+        at least ``now`` (spec 08 §8.2.2)."""
+        self.activity = max(self.activity or 0, now)
+        self._touched_at = max(self._touched_at or 0, now)
+
+    def thread_row(self) -> ThreadRow:
+        """The thread row as this transaction has changed it so far (``row=True`` only)."""
+        assert self._row is not None
+        row = thread_from_row(self._row, has_children=True)
+        return dataclasses.replace(
+            row,
+            terminated=self.terminated,
+            status=self.status or row.status,
+            stopped=self.stopped,
+            event_seq=int(self.event_seq),
+            session_turns_a=self.session[0],
+            session_turns_b=self.session[1],
+            last_activity_us=self.activity,
+        )
+
     def event(
         self, kind: str, entity_id: str | None, payload: dict[str, Any] | None = None
     ) -> StoredEvent:
@@ -270,30 +338,53 @@ class Tx:
         return event
 
     def flush(self) -> list[StoredEvent]:
-        """Write the counters and the event rows; returns the events in order."""
-        self.conn.execute(
-            "UPDATE threads SET msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?,"
-            " log_seq = ?, stopped = ? WHERE id = ?",
-            (
-                self.msg_seq,
-                self.clock_us,
-                self.queue_seq,
-                self.event_seq,
-                self.log_seq,
-                int(self.stopped),
-                self.thread_id,
-            ),
-        )
-        if self.events:
-            self.conn.executemany(
-                "INSERT INTO thread_events(thread_id, seq, kind, entity_id, payload, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (e.thread_id, e.seq, e.kind, e.entity_id, dump_json(e.payload), e.created_at)
-                    for e in self.events
-                ],
-            )
-        return self.events
+        """Write the thread row and the event rows; returns the events in order."""
+        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
+        params: list[Any] = [
+            self.msg_seq,
+            self.clock_us,
+            self.queue_seq,
+            self.event_seq,
+            self.log_seq,
+            int(self.stopped),
+        ]
+        if self.status is not None:
+            sets += ", status_state = ?, status_since = ?, status_reason = ?"
+            params += (self.status.state, self.status.since, self.status.reason)
+        if self.activity != self._loaded_activity:  # only then: the column is indexed
+            sets += ", last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+            params.append(self.activity)
+        if self.session != self._loaded_session:
+            sets += ", session_turns_a = ?, session_turns_b = ?"
+            params += self.session
+        params.append(self.thread_id)
+        self.conn.execute(f"UPDATE threads SET {sets} WHERE id = ?", params)
+        if self._touched_at is not None and self.parent_id is not None:
+            touch_activity(self.conn, self.parent_id, self._touched_at)
+        events = self.events
+        for start in range(0, len(events), _EVENT_ROWS_PER_INSERT):
+            chunk = events[start : start + _EVENT_ROWS_PER_INSERT]
+            values: list[Any] = []
+            for e in chunk:
+                values += (e.thread_id, e.seq, e.kind, e.entity_id, dump_json(e.payload))
+                values.append(e.created_at)
+            self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?)"] * len(chunk)), values)
+        return events
+
+
+def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
+    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2): one
+    primary-key update per level (a root thread, the common case, costs one)."""
+    current: str | None = thread_id
+    seen: set[str] = set()
+    while current is not None and current not in seen:
+        seen.add(current)
+        row = conn.execute(
+            "UPDATE threads SET last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+            " WHERE id = ? RETURNING parent_id",
+            (now, current),
+        ).fetchone()
+        current = row[0] if row is not None else None
 
 
 def adjust_count(

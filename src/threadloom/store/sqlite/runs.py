@@ -25,14 +25,16 @@ from threadloom.store.base import (
     ThreadRow,
     delivered_message,
 )
-from threadloom.store.sqlite.logs import insert_log, write_bodies
-from threadloom.store.sqlite.messages import insert_in_tx, insert_message, update_in_tx
-from threadloom.store.sqlite.queue import enqueue
+from threadloom.store.sqlite.logs import insert_log_in, write_bodies
+from threadloom.store.sqlite.messages import insert_in_tx, update_in_tx
+from threadloom.store.sqlite.queue import enqueue, enqueue_in, insert_entry
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     ROW_FIELDS,
     Tx,
+    dump_attachments,
+    dump_json,
     log_values,
     message_from_row,
     queue_entry_from_row,
@@ -55,6 +57,26 @@ def _deliver_waiting(tx: Tx) -> list[tuple[Message, StoredEvent]]:
     return out
 
 
+def _begin_in(
+    tx: Tx,
+    status: ThreadStatus | None,
+    force: bool,
+    runnable: Callable[[str], bool] | None,
+) -> ThreadRow | None:
+    """The start gate's check inside ``tx`` (loaded with ``row=True``, and ``waiting=True``
+    unless ``force``): the thread row when the run starts, after its status is written."""
+    if tx.terminated is not None:
+        return None
+    if not force and (tx.stopped or not tx.waiting):
+        return None
+    row = tx.thread_row()
+    if runnable is not None and not runnable(row.agent_id):
+        return None
+    if status is not None:
+        write_status(tx, status)
+    return row
+
+
 def begin_run(
     conn: sqlite3.Connection,
     clock: Clock,
@@ -65,20 +87,13 @@ def begin_run(
     runnable: Callable[[str], bool] | None,
 ) -> RunBegin | None:
     """The start gate's check, the ``running`` status and the first delivery, together."""
-    row = get_thread(conn, thread_id)
-    if row is None or row.terminated is not None:
+    try:
+        tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
+    except ThreadNotFound:
         return None
-    if not force:
-        waiting = conn.execute(
-            "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
-        ).fetchone()
-        if row.stopped or waiting is None:
-            return None
-    if runnable is not None and not runnable(row.agent_id):
+    row = _begin_in(tx, status, force, runnable)
+    if row is None:
         return None
-    tx = Tx(conn, thread_id, clock)
-    if status is not None:
-        write_status(tx, status)
     delivered = _deliver_waiting(tx) if deliver else []
     if not tx.events:
         return RunBegin(row, [], [])
@@ -96,9 +111,46 @@ def enqueue_and_begin_run(
     status: ThreadStatus,
     runnable: Callable[[str], bool] | None,
 ) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
-    """A send to an idle thread: the queue entry, then ``begin_run`` with delivery."""
-    stored, event = enqueue(conn, clock, thread_id, entry, clear_stop)
-    return stored, event, begin_run(conn, clock, thread_id, status, False, True, runnable)
+    """A send to an idle thread: the queue entry, then ``begin_run`` with delivery, in
+    one ``Tx``. When the queue was empty and the run starts, the entry is delivered at
+    once, never stored in the queue (same events, ids and stamps as queued then
+    delivered: the entry's event, the status, the message's)."""
+    tx = Tx(conn, thread_id, clock, row=True, waiting=True)
+    was_waiting = tx.waiting
+    stored, qseq, event = enqueue_in(tx, entry, clear_stop)
+    tx.waiting = True
+    tx.renew_clock()  # the run starts after the send, as when they were two writes
+    mark = len(tx.events)
+    row = _begin_in(tx, status, False, runnable)
+    if row is None or was_waiting:
+        insert_entry(tx, stored, qseq)
+    if row is None:
+        tx.flush()
+        return stored, event, None
+    if was_waiting:
+        delivered = _deliver_waiting(tx)
+    else:
+        message = insert_in_tx(tx, delivered_message(_as_read(stored)))
+        delivered = [(message, tx.event("message", message.id))]
+    events = tx.flush()[mark:]
+    row = dataclasses.replace(row, status=status, event_seq=int(tx.event_seq))
+    return stored, event, RunBegin(row, [m for m, _ in delivered], events)
+
+
+def _as_read(entry: QueueEntry) -> QueueEntry:
+    """The entry as reading its queue row back would give it (JSON round trips)."""
+    return queue_entry_from_row(
+        (
+            entry.id,
+            entry.role,
+            entry.content,
+            dump_attachments(entry.attachments),
+            int(entry.silent),
+            dump_json(entry.metadata),
+            entry.source,
+            entry.created_at,
+        )
+    )
 
 
 def deliver_queue(
@@ -196,11 +248,7 @@ def settle_run(
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
         return []
-    since = settlement.since
-    if since is None:
-        since = conn.execute(
-            "SELECT status_since FROM threads WHERE id = ?", (thread_id,)
-        ).fetchone()[0]
+    since = tx.status_since if settlement.since is None else settlement.since
     _fail_pending(tx, settlement)
     if settlement.logs_first:
         _complete_logs(tx, settlement)
@@ -312,15 +360,10 @@ def update_log(
 
 
 def _end_in(tx: Tx, end: RunEnd) -> bool:
-    """The end-of-run check inside ``tx``; ``True`` when the status settled."""
-    conn, thread_id = tx.conn, tx.thread_id
-    conn.execute(
-        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
-        (end.session[0], end.session[1], thread_id),
-    )
-    waiting = conn.execute(
-        "SELECT 1 FROM message_queue WHERE thread_id = ? LIMIT 1", (thread_id,)
-    ).fetchone()
+    """The end-of-run check inside ``tx`` (loaded with ``waiting=True``, and nothing
+    queued since); ``True`` when the status settled."""
+    tx.session = (end.session[0], end.session[1])
+    waiting = tx.waiting
     settled = not (end.allow_continue and waiting and not tx.stopped and tx.terminated is None)
     if settled:
         write_status(tx, ThreadStatus.settled(end.reason, tx.now))
@@ -340,9 +383,9 @@ def end_run(
     counters and commit the delivery; when entries wait and the thread is neither stopped
     nor terminated, leave the status ``running`` and return ``False`` (the caller runs
     again); otherwise settle it and return ``True``."""
-    tx = Tx(conn, thread_id, clock)
+    tx = Tx(conn, thread_id, clock, waiting=True)
     settled = _end_in(tx, RunEnd(reason, session, allow_continue))
-    events: list[StoredEvent] = tx.flush() if settled else []
+    events: list[StoredEvent] = tx.flush()  # none unless settled
     if delivery is not None:
         events += deliver_to_parent(conn, clock, delivery)
     return settled, events
@@ -374,7 +417,7 @@ def finish_run(
 ) -> tuple[Message, bool, list[StoredEvent]]:
     """The last model message of a run finalised with its LLM row, and the end-of-run
     check, in one transaction."""
-    tx = Tx(conn, thread_id, clock)
+    tx = Tx(conn, thread_id, clock, waiting=True)
     _update_log_in(tx, log, ("response",))
     stored = update_in_tx(tx, message)
     tx.event("message", stored.id)
@@ -391,15 +434,15 @@ def insert_message_and_log(
     require_live: bool,
     new_log: bool,
 ) -> tuple[Message, LogRow, list[StoredEvent]]:
-    if new_log:
-        stored, message_event = insert_message(conn, clock, thread_id, message, require_live)
-        row, log_event = insert_log(conn, clock, thread_id, log, False)
-        return stored, row, [message_event, log_event]
     tx = Tx(conn, thread_id, clock)
     if require_live and tx.terminated is not None:
         raise ThreadTerminated(thread_id, tx.terminated)
     stored = insert_in_tx(tx, message)
     message_event = tx.event("message", stored.id)
-    log_event = _update_log_in(tx, log, ())
+    if new_log:
+        tx.renew_clock()  # the row's created_at: read after the message's stamp
+        row, log_event = insert_log_in(tx, log, False)
+    else:
+        row, log_event = log, _update_log_in(tx, log, ())
     tx.flush()
-    return stored, log, [message_event, log_event]
+    return stored, row, [message_event, log_event]

@@ -242,21 +242,6 @@ def update_thread(
     return row
 
 
-def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
-    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2): one
-    primary-key update per level (a root thread, the common case, costs one)."""
-    current: str | None = thread_id
-    seen: set[str] = set()
-    while current is not None and current not in seen:
-        seen.add(current)
-        row = conn.execute(
-            "UPDATE threads SET last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
-            " WHERE id = ? RETURNING parent_id",
-            (now, current),
-        ).fetchone()
-        current = row[0] if row is not None else None
-
-
 def descendants(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> list[ThreadRow]:
     rows = conn.execute(
         f"{_TREE} SELECT {', '.join('t.' + c.strip() for c in THREAD_COLUMNS.split(','))}"
@@ -297,13 +282,9 @@ def threads_with_queue(conn: sqlite3.Connection) -> list[str]:
 
 
 def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
-    tx.conn.execute(
-        "UPDATE threads SET status_state = ?, status_since = ?, status_reason = ? WHERE id = ?",
-        (status.state, status.since, status.reason, tx.thread_id),
-    )
     if status.state == "running" or tx.status_state == "running":
-        touch_activity(tx.conn, tx.thread_id, status.since)
-    tx.status_state = status.state
+        tx.touch(status.since)
+    tx.set_status(status)
     event = tx.event("status", tx.thread_id)
     # the committed state, for publishing without a read (never stored)
     data = {"status": status.model_dump(), "terminated": tx.terminated}
