@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from threadloom.errors import ThreadNotFound
+from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
     AttachmentRef,
     LogRow,
@@ -225,7 +225,8 @@ def log_values(row: LogRow) -> tuple[Any, ...]:
 
 _TX_STATE = (
     "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
-    " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b"
+    " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b,"
+    " tnum"
 )
 _TX_ROW = (
     f", {THREAD_COLUMNS},"
@@ -233,8 +234,10 @@ _TX_ROW = (
 )
 _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
 _EVENT_INSERT = (
-    "INSERT INTO thread_events(thread_id, seq, kind, entity_id, payload, created_at) VALUES "
+    "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
 )
+EVENT_KEY_SPAN = 1 << 32
+"""A thread's event rows are keyed ``tnum * EVENT_KEY_SPAN + seq`` (migration 6)."""
 _EVENT_ROWS_PER_INSERT = 500
 
 
@@ -277,7 +280,8 @@ class Tx:
         self._loaded_activity = self.activity
         self._loaded_session = self.session
         self._touched_at: int | None = None
-        self._row: Sequence[Any] | None = found[14:35] if row else None
+        self._event_base = found[14] * EVENT_KEY_SPAN
+        self._row: Sequence[Any] | None = found[15:36] if row else None
         self.waiting: bool | None = bool(found[-1]) if waiting else None
         self.now = clock()
         self.events: list[StoredEvent] = []
@@ -364,11 +368,13 @@ class Tx:
         events = self.events
         for start in range(0, len(events), _EVENT_ROWS_PER_INSERT):
             chunk = events[start : start + _EVENT_ROWS_PER_INSERT]
+            if chunk[-1].seq >= EVENT_KEY_SPAN:
+                raise StoreError(f"thread {self.thread_id} has used every event number")
             values: list[Any] = []
             for e in chunk:
-                values += (e.thread_id, e.seq, e.kind, e.entity_id, dump_json(e.payload))
-                values.append(e.created_at)
-            self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?)"] * len(chunk)), values)
+                values += (self._event_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
+                values += (dump_json(e.payload), e.created_at)
+            self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * len(chunk)), values)
         return events
 
 

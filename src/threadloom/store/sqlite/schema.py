@@ -367,6 +367,69 @@ CREATE TABLE log_requests (
 );
 """,
     ),
+    (
+        6,
+        "event rows keyed by thread number and seq; fewer index writes per message and log row",
+        # Measured on a tool-using turn (six write transactions): 92 WAL pages written per
+        # turn, 11 of them thread_events. This migration cuts the index pages that every
+        # turn writes without serving a read the remaining indexes cannot.
+        #
+        # thread_events was WITHOUT ROWID, keyed (thread_id, seq): an append that fills a
+        # leaf rebalances it with its siblings (3-5 pages written), and every row repeats
+        # the thread id in its key. It is now a rowid table whose key is
+        # `threads.tnum * 2^32 + seq`: a thread's events are one key range, read by a range
+        # search of the table itself, and appends to the newest thread's range take
+        # SQLite's quick balance (a new leaf, its parent). `tnum` is a number unique per
+        # thread, set at creation (the largest + 1; existing threads take their rowid) and
+        # never changed. `thread_id` and `seq` stay as plain columns (same columns as
+        # before) without an index; no foreign key either (it would need that index for its
+        # cascade): delete_thread deletes a thread's key range itself. seq is below 2^32.
+        #
+        # messages_top (thread_id, seq) WHERE depth = 0 duplicated the UNIQUE (thread_id,
+        # seq) index for top-level rows; its readers (top-level pages with silent rows, the
+        # newest top-level id, the model history) filter `depth = 0` on that index.
+        #
+        # messages_log (log_id) and threads_activity (last_activity_us) are read by no query:
+        # nothing looks a message up by its log row, and the activity sort of the thread list
+        # orders by COALESCE(last_activity_us, created_at_us), which that index cannot serve
+        # (planned as a scan and a sort, with or without it). Each took index writes every
+        # turn (the log id set on both model messages; activity at run start and end).
+        #
+        # logs_incomplete (thread_id) WHERE is_complete = 0 took an entry when an LLM row was
+        # inserted and lost it when the row completed: two index writes per row. Its one
+        # reader, the settlement's search for incomplete rows, is planned through
+        # logs_order (no sort for its ORDER BY created_at, lseq), so nothing reads it.
+        #
+        # logs_kind indexed every log row; its readers ask for one kind (`kind = ?`, app
+        # rows) or for LLM rows (`kind IS NULL`, most rows, read through logs_order). It now
+        # holds the rows with a kind only, so LLM rows, written twice per turn, skip it.
+        """
+ALTER TABLE threads ADD COLUMN tnum INTEGER;
+UPDATE threads SET tnum = rowid;
+CREATE UNIQUE INDEX threads_tnum ON threads(tnum);
+ALTER TABLE thread_events RENAME TO thread_events_v5;
+CREATE TABLE thread_events (
+    key        INTEGER PRIMARY KEY,
+    thread_id  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    kind       TEXT NOT NULL,
+    entity_id  TEXT,
+    payload    TEXT,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at)
+    SELECT t.tnum * 4294967296 + e.seq, e.thread_id, e.seq, e.kind, e.entity_id, e.payload,
+        e.created_at
+    FROM thread_events_v5 e JOIN threads t ON t.id = e.thread_id;
+DROP TABLE thread_events_v5;
+DROP INDEX messages_top;
+DROP INDEX messages_log;
+DROP INDEX threads_activity;
+DROP INDEX logs_incomplete;
+DROP INDEX logs_kind;
+CREATE INDEX logs_kind ON logs(thread_id, kind) WHERE kind IS NOT NULL;
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

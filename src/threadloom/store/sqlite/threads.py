@@ -24,6 +24,7 @@ from threadloom.store.base import (
     ThreadStats,
 )
 from threadloom.store.sqlite.rows import (
+    EVENT_KEY_SPAN,
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
     THREAD_SUMMARY,
@@ -40,8 +41,9 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
     now = clock()
     conn.execute(
         "INSERT INTO threads(id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments,"
-        " created_at_us, status_state, status_since, overlap)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?)",
+        " created_at_us, status_state, status_since, overlap, tnum)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?,"
+        " (SELECT COALESCE(MAX(tnum), 0) + 1 FROM threads))",
         (
             new.id,
             new.agent_id,
@@ -122,6 +124,7 @@ def list_threads(
     return [thread_from_row(r) for r in rows], total
 
 
+_TNUM = "(SELECT tnum FROM threads WHERE id = ?)"
 _TREE = (
     "WITH RECURSIVE tree(id, level) AS ("
     " SELECT id, 0 FROM threads WHERE id = ?"
@@ -258,6 +261,10 @@ def delete_thread(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> lis
         return []
     ordered = [r[0] for r in sorted(rows, key=lambda r: -r[1])]
     for tid in ordered:  # deepest first keeps every cascade small
+        conn.execute(  # the event rows have no foreign key (migration 6)
+            f"DELETE FROM thread_events WHERE key >= {_TNUM} * ? AND key < ({_TNUM} + 1) * ?",
+            (tid, EVENT_KEY_SPAN, tid, EVENT_KEY_SPAN),
+        )
         conn.execute("DELETE FROM threads WHERE id = ?", (tid,))
     return ordered
 
@@ -391,11 +398,14 @@ def threads_with_open_children(conn: sqlite3.Connection) -> list[str]:
 def read_events(
     conn: sqlite3.Connection, thread_id: str, after_seq: int, limit: int
 ) -> list[StoredEvent]:
+    after = max(after_seq, 0)  # seq starts at 1
+    if after >= EVENT_KEY_SPAN - 1:
+        return []
     return [
         StoredEvent(thread_id, r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, r[4])
         for r in conn.execute(
             "SELECT seq, kind, entity_id, payload, created_at FROM thread_events"
-            " WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (thread_id, after_seq, limit),
+            f" WHERE key > {_TNUM} * ? + ? AND key < ({_TNUM} + 1) * ? ORDER BY key LIMIT ?",
+            (thread_id, EVENT_KEY_SPAN, after, thread_id, EVENT_KEY_SPAN, limit),
         )
     ]
