@@ -1048,6 +1048,9 @@ async def test_c01_033_default_page_uses_partial_index(runtime: Runtime) -> None
 
 
 def _count_mismatch(rt: Runtime, tid: str) -> tuple[dict[Any, int], dict[Any, int]]:
+    """The kept counts per (depth, silent) and the counts recomputed from ``messages``. The
+    visible top-level count is kept in the thread row (SQLite migration 7), the others in
+    ``message_counts``."""
     with raw(rt) as conn:
         kept = {
             (d, s): c
@@ -1055,6 +1058,8 @@ def _count_mismatch(rt: Runtime, tid: str) -> tuple[dict[Any, int], dict[Any, in
                 "SELECT depth, silent, count FROM message_counts WHERE thread_id = ?", (tid,)
             )
         }
+        top = conn.execute("SELECT top_visible_count FROM threads WHERE id = ?", (tid,))
+        kept[(0, 0)] = kept.get((0, 0), 0) + top.fetchone()[0]
         real = {
             (d, s): c
             for d, s, c in conn.execute(

@@ -108,7 +108,7 @@ def insert_in_tx(tx: Tx, message: Message) -> Message:
     except sqlite3.IntegrityError as exc:
         raise InvalidMessage(f"message id '{stored.id}' already exists") from exc
     _write_tool_calls(tx, stored)
-    adjust_count(tx.conn, tx.thread_id, stored.depth, stored.silent, 1)
+    adjust_count(tx, stored.depth, stored.silent, 1)
     return stored
 
 
@@ -168,8 +168,8 @@ def update_in_tx(tx: Tx, message: Message) -> Message:
         )
     depth, old_silent, old_calls = row[_DEPTH], bool(row[_SILENT]), row[_TOOL_CALLS]
     if old_silent != message.silent:
-        adjust_count(tx.conn, tx.thread_id, depth, old_silent, -1)
-        adjust_count(tx.conn, tx.thread_id, depth, message.silent, 1)
+        adjust_count(tx, depth, old_silent, -1)
+        adjust_count(tx, depth, message.silent, 1)
     if old_calls != message.tool_calls:
         if old_calls is not None:
             tx.conn.execute("DELETE FROM tool_calls WHERE message_id = ?", (message.id,))
@@ -241,7 +241,7 @@ def delete_message(
     for chunk in _chunks(ids):
         conn.execute(f"DELETE FROM messages WHERE id IN ({_marks(len(chunk))})", tuple(chunk))
     for _seq, mid, depth, silent, _attachments in rows:
-        adjust_count(conn, thread_id, depth, bool(silent), -1)
+        adjust_count(tx, depth, bool(silent), -1)
         tx.event("message_deleted", mid, {"depth": depth, "silent": bool(silent)})
     # Spec 01 §1.11.3 rule 4: after the message_deleted events, in the same transaction,
     # delete the attachment files of the deleted rows that no remaining message or queue
@@ -286,6 +286,9 @@ def _filter(include_silent: bool, max_depth: int | None) -> tuple[str, tuple[Any
     return "depth <= ?" + silent, (max_depth,)
 
 
+_TOP_VISIBLE_COUNT = "(SELECT top_visible_count FROM threads WHERE id = ?)"
+
+
 def _count_stored(
     conn: sqlite3.Connection, thread_id: str, include_silent: bool, max_depth: int | None
 ) -> int:
@@ -296,6 +299,9 @@ def _count_stored(
         params.append(max_depth)
     if not include_silent:
         sql += " AND silent = 0"
+    if max_depth is None or max_depth >= 0:  # the visible top-level ones: in the thread row
+        sql = f"SELECT ({sql}) + COALESCE({_TOP_VISIBLE_COUNT}, 0)"
+        params.append(thread_id)
     return int(conn.execute(sql, params).fetchone()[0])
 
 

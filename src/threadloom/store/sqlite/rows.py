@@ -226,7 +226,7 @@ def log_values(row: LogRow) -> tuple[Any, ...]:
 _TX_STATE = (
     "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
     " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b,"
-    " tnum"
+    " tnum, top_visible_count"
 )
 _TX_ROW = (
     f", {THREAD_COLUMNS},"
@@ -281,7 +281,10 @@ class Tx:
         self._loaded_session = self.session
         self._touched_at: int | None = None
         self._event_base = found[14] * EVENT_KEY_SPAN
-        self._row: Sequence[Any] | None = found[15:36] if row else None
+        self.top_visible_count: int = found[15]
+        """Visible top-level messages (migration 7); the other counts are in message_counts."""
+        self._loaded_top_visible_count = self.top_visible_count
+        self._row: Sequence[Any] | None = found[16:37] if row else None
         self.waiting: bool | None = bool(found[-1]) if waiting else None
         self.now = clock()
         self.events: list[StoredEvent] = []
@@ -361,6 +364,9 @@ class Tx:
         if self.session != self._loaded_session:
             sets += ", session_turns_a = ?, session_turns_b = ?"
             params += self.session
+        if self.top_visible_count != self._loaded_top_visible_count:
+            sets += ", top_visible_count = ?"
+            params.append(self.top_visible_count)
         params.append(self.thread_id)
         self.conn.execute(f"UPDATE threads SET {sets} WHERE id = ?", params)
         if self._touched_at is not None and self.parent_id is not None:
@@ -393,11 +399,14 @@ def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
         current = row[0] if row is not None else None
 
 
-def adjust_count(
-    conn: sqlite3.Connection, thread_id: str, depth: int, silent: bool, delta: int
-) -> None:
-    conn.execute(
+def adjust_count(tx: Tx, depth: int, silent: bool, delta: int) -> None:
+    """Count a message in (or out of) its thread's counts: visible top-level messages in
+    the thread row (written by ``flush``), the others in ``message_counts``."""
+    if depth == 0 and not silent:
+        tx.top_visible_count += delta
+        return
+    tx.conn.execute(
         "INSERT INTO message_counts(thread_id, depth, silent, count) VALUES (?, ?, ?, ?)"
         " ON CONFLICT(thread_id, depth, silent) DO UPDATE SET count = count + excluded.count",
-        (thread_id, depth, int(silent), delta),
+        (tx.thread_id, depth, int(silent), delta),
     )

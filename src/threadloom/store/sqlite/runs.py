@@ -325,18 +325,29 @@ def set_agent(conn: sqlite3.Connection, clock: Clock, thread_id: str, agent_id: 
 
 
 _LOG_SET = tuple(c for c in ROW_FIELDS if c not in ("id", "created_at"))
-_SELECT_LOG = f"SELECT {', '.join(_LOG_SET)} FROM logs WHERE id = ? AND thread_id = ?"
+# The columns of _LOG_SET that an index holds: written only when their value changes, so
+# an update leaves those indexes alone. The others are written by every update.
+_LOG_INDEXED = ("kind", "message_id", "parent_log_id", "retry_of_log_id")
+_LOG_PLAIN = tuple(c for c in _LOG_SET if c not in _LOG_INDEXED)
+_UPDATE_LOG = (
+    f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
+    f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
+)
 
 
 def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
-    """Replace the row's columns; only those whose value changes are written, so an
-    update leaves the indexes of the columns it does not change alone (a tool result
-    touches ``tool_results`` only)."""
-    current = tx.conn.execute(_SELECT_LOG, (row.id, tx.thread_id)).fetchone()
-    if current is None:
-        raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
+    """Replace the row's columns in one statement, which returns the indexed columns'
+    stored values; those are written (a second statement) only when they change, so an
+    update leaves the indexes of the columns it does not change alone."""
     values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
-    changed = [(c, values[c]) for c, old in zip(_LOG_SET, current, strict=True) if values[c] != old]
+    current = tx.conn.execute(
+        _UPDATE_LOG, (*(values[c] for c in _LOG_PLAIN), row.id, tx.thread_id)
+    ).fetchall()
+    if not current:
+        raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
+    changed = [
+        (c, values[c]) for c, old in zip(_LOG_INDEXED, current[0], strict=True) if values[c] != old
+    ]
     if changed:
         tx.conn.execute(
             f"UPDATE logs SET {', '.join(f'{c} = ?' for c, _ in changed)} WHERE id = ?",

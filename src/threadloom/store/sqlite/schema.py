@@ -430,6 +430,21 @@ DROP INDEX logs_kind;
 CREATE INDEX logs_kind ON logs(thread_id, kind) WHERE kind IS NOT NULL;
 """,
     ),
+    (
+        7,
+        "the count of visible top-level messages in the thread row",
+        # message_counts took an upsert (a page write) for every message inserted; most
+        # messages are top-level and visible. That bucket (depth 0, silent 0) is now kept in
+        # threads.top_visible_count, which every write transaction rewrites anyway (its
+        # counters); message_counts keeps the other buckets. A page total is the column
+        # plus the matching message_counts rows, read in one statement.
+        """
+ALTER TABLE threads ADD COLUMN top_visible_count INTEGER NOT NULL DEFAULT 0;
+UPDATE threads SET top_visible_count = COALESCE((SELECT count FROM message_counts
+    WHERE thread_id = threads.id AND depth = 0 AND silent = 0), 0);
+DELETE FROM message_counts WHERE depth = 0 AND silent = 0;
+""",
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -271,7 +271,10 @@ def delete_thread(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> lis
 
 def thread_stats(conn: sqlite3.Connection, thread_id: str) -> ThreadStats:
     messages = conn.execute(
-        "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?", (thread_id,)
+        "SELECT COALESCE(SUM(count), 0)"
+        " + COALESCE((SELECT top_visible_count FROM threads WHERE id = ?), 0)"
+        " FROM message_counts WHERE thread_id = ?",
+        (thread_id, thread_id),
     ).fetchone()[0]
     logs = conn.execute("SELECT COUNT(*) FROM logs WHERE thread_id = ?", (thread_id,)).fetchone()[0]
     queued = conn.execute(

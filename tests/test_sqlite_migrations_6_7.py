@@ -1,5 +1,6 @@
-"""Migration 6 (store/sqlite/schema.py): a database at schema version 5 with data in every
-per-thread table opens, migrates, reads back exactly as before, and keeps numbering.
+"""Migrations 6 and 7 (store/sqlite/schema.py): a database at schema version 5 with data in
+every per-thread table opens, migrates, reads back exactly as before (page totals from the
+moved counts included), and keeps numbering.
 
 The version-5 file is made the way an older Threadloom left it: migrations 1-5 applied to
 an empty file, then every row of a database the store itself populated copied into it
@@ -100,7 +101,8 @@ async def _snapshot(rt: Runtime, ids: list[str]) -> dict[str, Any]:
 
 
 def _make_version_5(source: str, target: str) -> None:
-    """``target``: migrations 1-5 applied, then every row of ``source`` (v5 columns only)."""
+    """``target``: migrations 1-5 applied, then every row of ``source`` (v5 columns only),
+    as version 5 kept it."""
     with closing(sqlite3.connect(target, isolation_level=None)) as conn:
         schema.applied_versions(conn)
         for version, name, sql in schema.MIGRATIONS[:5]:
@@ -122,6 +124,11 @@ def _make_version_5(source: str, target: str) -> None:
         for table in tables:
             columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA main.table_info({table})"))
             conn.execute(f"INSERT INTO main.{table}({columns}) SELECT {columns} FROM src.{table}")
+        # version 5 kept every count in message_counts (7 moved one bucket to the thread row)
+        conn.execute(
+            "INSERT INTO main.message_counts(thread_id, depth, silent, count)"
+            " SELECT id, 0, 0, top_visible_count FROM src.threads WHERE top_visible_count > 0"
+        )
         conn.execute("DETACH DATABASE src")
 
 
@@ -151,6 +158,7 @@ async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: P
         versions = {r[0] for r in _q(old_url, "SELECT version FROM threadloom_migrations")}
         assert versions == set(range(1, schema.LATEST_VERSION + 1))
         assert _q(old_url, "SELECT COUNT(*) FROM thread_events") == [(events,)]
+        assert not _q(old_url, "SELECT 1 FROM message_counts WHERE depth = 0 AND silent = 0")
         tnums = [r[0] for r in _q(old_url, "SELECT tnum FROM threads")]
         assert None not in tnums and len(set(tnums)) == len(tnums) == 3
         assert not _q(old_url, "SELECT name FROM sqlite_master WHERE name LIKE '%_v5'")
@@ -168,6 +176,9 @@ async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: P
         await made.inject_message(role="user", content="new thread")
         assert [e.seq for e in await rt.store.read_events(made.thread_id, 0)] == [1]
         assert await rt.store.read_events(other, 0) == before[other][6]
+        assert (await rt.store.thread_stats(parent)).message_count == before[parent][
+            11
+        ].message_count + 1
 
         # deleting a thread takes its event rows (and its child's) with it
         assert await rt.delete_thread(parent) == [child, parent]
