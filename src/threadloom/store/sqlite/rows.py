@@ -244,9 +244,9 @@ _EVENT_ROWS_PER_INSERT = 500
 class Tx:
     """One write transaction on one thread: loads the thread's counters and state once,
     hands out sequence numbers, clock stamps and event numbers, and writes them back in
-    ``flush`` with one ``UPDATE`` of the thread row (the counters, and the status, the
-    activity time and the session counters when they changed) and one ``INSERT`` of the
-    event rows.
+    ``flush`` with one ``UPDATE`` of the thread row (the counters and the visible
+    top-level count, and the status, the activity time and the session counters when
+    they changed) and one ``INSERT`` of the event rows.
 
     ``row=True`` also loads the whole thread row (``thread_row``); ``waiting=True``
     whether the thread's queue holds an entry (``waiting``)."""
