@@ -962,10 +962,15 @@ def _seed_top_level(path: str, thread_id: str, n: int, base_us: int) -> None:
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("BEGIN IMMEDIATE")
+        # rid: the thread's key range (SQLite migration 8), as the store writes it
+        (tnum,) = conn.execute("SELECT tnum FROM threads WHERE id = ?", (thread_id,)).fetchone()
         conn.executemany(
-            "INSERT INTO messages(thread_id, seq, id, role, content, status, created_at,"
-            " depth, silent) VALUES (?, ?, ?, 'user', ?, 'completed', ?, 0, 0)",
-            ((thread_id, i, str(uuid.uuid4()), f"m{i}", base_us + i) for i in range(1, n + 1)),
+            "INSERT INTO messages(rid, thread_id, seq, id, role, content, status, created_at,"
+            " depth, silent) VALUES (?, ?, ?, ?, 'user', ?, 'completed', ?, 0, 0)",
+            (
+                (tnum * 2**32 + i, thread_id, i, str(uuid.uuid4()), f"m{i}", base_us + i)
+                for i in range(1, n + 1)
+            ),
         )
         conn.execute(
             "INSERT INTO message_counts(thread_id, depth, silent, count) VALUES (?, 0, 0, ?)",

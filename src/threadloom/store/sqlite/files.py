@@ -35,7 +35,7 @@ from threadloom.errors import (
 from threadloom.file_records import name_of, parent_of
 from threadloom.records import DIRECTORY_MIME, FileRecord, FileStats, json_compact
 from threadloom.store.base import Clock, FileContent, NewFile, StoredEvent
-from threadloom.store.sqlite.rows import Tx, dump_json
+from threadloom.store.sqlite.rows import THREAD_RANGE, Tx, dump_json
 
 CHUNK_BYTES = 1_835_008
 """Largest content chunk kept in one row: 1.75 MiB (spec 07 §7.8 rule 7)."""
@@ -481,12 +481,12 @@ def _still_referenced(conn: sqlite3.Connection, thread_id: str, path: str) -> bo
     ``instr`` on the stored JSON text (written by ``json_compact``) skips rows that cannot
     match; ``json_each`` then compares the ``path`` of each ref exactly."""
     needle = json_compact(path)
-    for table in ("messages", "message_queue"):
+    for table, own in (("messages", THREAD_RANGE), ("message_queue", "thread_id = ?")):
         found = conn.execute(
             f"SELECT 1 FROM {table} AS r, json_each(r.attachments) AS j"
-            " WHERE r.thread_id = ? AND r.attachments IS NOT NULL"
+            f" WHERE {own} AND r.attachments IS NOT NULL"
             " AND instr(r.attachments, ?) > 0 AND json_extract(j.value, '$.path') = ? LIMIT 1",
-            (thread_id, needle, path),
+            (*(thread_id,) * own.count("?"), needle, path),
         ).fetchone()
         if found is not None:
             return True

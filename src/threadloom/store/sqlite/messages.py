@@ -13,6 +13,7 @@ from threadloom.store.sqlite.files import drop_unreferenced_attachments
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
+    THREAD_RANGE,
     Tx,
     adjust_count,
     dump_attachments,
@@ -79,9 +80,10 @@ def insert_in_tx(tx: Tx, message: Message) -> Message:
     stored = message.model_copy(update={"created_at": tx.stamp()})
     try:
         tx.conn.execute(
-            f"INSERT INTO messages(thread_id, seq, {MESSAGE_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages(rid, thread_id, seq, {MESSAGE_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                tx.key_base + seq,
                 tx.thread_id,
                 seq,
                 stored.id,
@@ -350,9 +352,9 @@ def read_page(
             out.extend(queue_entry_from_row(r).pending_view(cancelled=cancelled) for r in rows)
         else:
             rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
-                f" ORDER BY seq {direction} LIMIT ? OFFSET ?",
-                (thread_id, *params, take, skip),
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}"
+                f" ORDER BY rid {direction} LIMIT ? OFFSET ?",
+                (thread_id, thread_id, *params, take, skip),
             )
             out.extend(message_from_row(r) for r in rows)
     return out, total
@@ -365,20 +367,21 @@ def _is_work(message: Message) -> bool:
 def _walk(
     conn: sqlite3.Connection,
     thread_id: str,
-    seq: int,
+    key: int,
     forward: bool,
     where: str,
     params: tuple[Any, ...],
 ) -> list[tuple[int, Message]]:
-    """Consecutive work messages next to ``seq`` in the filtered canonical list."""
+    """Consecutive work messages next to the one at ``key`` (its ``rid``) in the filtered
+    canonical list, with their keys."""
     found: list[tuple[int, Message]] = []
     op, direction = (">", "ASC") if forward else ("<", "DESC")
-    cursor = seq
+    cursor = key
     while True:
         rows = conn.execute(
-            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
-            f" AND seq {op} ? ORDER BY seq {direction} LIMIT 64",
-            (thread_id, *params, cursor),
+            f"SELECT rid, {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}"
+            f" AND rid {op} ? ORDER BY rid {direction} LIMIT 64",
+            (thread_id, thread_id, *params, cursor),
         ).fetchall()
         for row in rows:
             message = message_from_row(row[1:])
@@ -402,7 +405,7 @@ def read_by_ids(
     stored: dict[str, tuple[int, Message]] = {}
     for chunk in _chunks(list(ids)):
         for row in conn.execute(
-            f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
+            f"SELECT rid, {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND {where}"
             f" AND id IN ({_marks(len(chunk))})",
             (thread_id, *params, *chunk),
         ):
@@ -430,8 +433,8 @@ def read_by_ids(
 
 def newest_top_level_id(conn: sqlite3.Connection, thread_id: str) -> str | None:
     row = conn.execute(
-        "SELECT id FROM messages WHERE thread_id = ? AND depth = 0 ORDER BY seq DESC LIMIT 1",
-        (thread_id,),
+        f"SELECT id FROM messages WHERE {THREAD_RANGE} AND depth = 0 ORDER BY rid DESC LIMIT 1",
+        (thread_id, thread_id),
     ).fetchone()
     return row[0] if row else None
 
@@ -440,8 +443,8 @@ def top_level_history(conn: sqlite3.Connection, thread_id: str) -> list[Message]
     return [
         message_from_row(r)
         for r in conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND depth = 0"
-            " ORDER BY seq",
-            (thread_id,),
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND depth = 0"
+            " ORDER BY rid",
+            (thread_id, thread_id),
         )
     ]

@@ -33,12 +33,13 @@ THREAD_COLUMNS = (
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
+_OWN = "m.rid > threads.tnum * 4294967296 AND m.rid < (threads.tnum + 1) * 4294967296"
 THREAD_SUMMARY = (
-    "(SELECT m.content FROM messages m WHERE m.thread_id = threads.id AND m.depth = 0"
-    " AND m.silent = 0 AND m.role = 'user' ORDER BY m.seq DESC LIMIT 1),"
-    " (SELECT m.created_at FROM messages m WHERE m.thread_id = threads.id AND m.depth = 0"
+    f"(SELECT m.content FROM messages m WHERE {_OWN} AND m.depth = 0"
+    " AND m.silent = 0 AND m.role = 'user' ORDER BY m.rid DESC LIMIT 1),"
+    f" (SELECT m.created_at FROM messages m WHERE {_OWN} AND m.depth = 0"
     " AND m.silent = 0 AND (m.role = 'user' OR (m.role = 'assistant'"
-    " AND m.status = 'completed' AND m.tool_calls IS NULL)) ORDER BY m.seq DESC LIMIT 1)"
+    " AND m.status = 'completed' AND m.tool_calls IS NULL)) ORDER BY m.rid DESC LIMIT 1)"
 )
 _PREVIEW_LIMIT = 140
 REGISTRY_COLUMNS = (
@@ -236,8 +237,14 @@ _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id
 _EVENT_INSERT = (
     "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
 )
-EVENT_KEY_SPAN = 1 << 32
-"""A thread's event rows are keyed ``tnum * EVENT_KEY_SPAN + seq`` (migration 6)."""
+KEY_SPAN = 1 << 32
+"""A thread's event rows and messages are keyed ``threads.tnum * KEY_SPAN + seq``
+(migrations 6 and 8): one key range per thread, in seq order."""
+THREAD_RANGE = (
+    "rid > (SELECT tnum FROM threads WHERE id = ?) * 4294967296"
+    " AND rid < ((SELECT tnum FROM threads WHERE id = ?) + 1) * 4294967296"
+)
+"""A WHERE fragment: the messages of one thread (bind its id twice)."""
 _EVENT_ROWS_PER_INSERT = 500
 
 
@@ -280,7 +287,8 @@ class Tx:
         self._loaded_activity = self.activity
         self._loaded_session = self.session
         self._touched_at: int | None = None
-        self._event_base = found[14] * EVENT_KEY_SPAN
+        self.key_base: int = found[14] * KEY_SPAN
+        """The thread's first key (``tnum * KEY_SPAN``) of messages and event rows."""
         self.top_visible_count: int = found[15]
         """Visible top-level messages (migration 7); the other counts are in message_counts."""
         self._loaded_top_visible_count = self.top_visible_count
@@ -300,7 +308,13 @@ class Tx:
 
     def next_msg_seq(self) -> int:
         self.msg_seq += 1
+        if self.msg_seq >= KEY_SPAN:
+            raise StoreError(f"thread {self.thread_id} has used every message number")
         return int(self.msg_seq)
+
+    def key_range(self) -> tuple[int, int]:
+        """``rid > low AND rid < high``: the thread's messages."""
+        return self.key_base, self.key_base + KEY_SPAN
 
     def next_queue_seq(self) -> int:
         self.queue_seq += 1
@@ -374,11 +388,11 @@ class Tx:
         events = self.events
         for start in range(0, len(events), _EVENT_ROWS_PER_INSERT):
             chunk = events[start : start + _EVENT_ROWS_PER_INSERT]
-            if chunk[-1].seq >= EVENT_KEY_SPAN:
+            if chunk[-1].seq >= KEY_SPAN:
                 raise StoreError(f"thread {self.thread_id} has used every event number")
             values: list[Any] = []
             for e in chunk:
-                values += (self._event_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
+                values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
                 values += (dump_json(e.payload), e.created_at)
             self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * len(chunk)), values)
         return events

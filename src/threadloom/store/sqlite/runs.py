@@ -184,8 +184,8 @@ def deliver_queue_entry(
 
 def _fail_pending(tx: Tx, settlement: Settlement) -> None:
     pending = tx.conn.execute(
-        "SELECT id FROM messages WHERE thread_id = ? AND status = 'pending' ORDER BY seq",
-        (tx.thread_id,),
+        "SELECT id FROM messages WHERE rid > ? AND rid < ? AND status = 'pending' ORDER BY rid",
+        tx.key_range(),
     ).fetchall()
     for (mid,) in pending:
         text = settlement.partial_text.get(mid) or None
@@ -211,9 +211,9 @@ def _complete_logs(tx: Tx, settlement: Settlement) -> None:
 
 def _answer_open_calls(tx: Tx, settlement: Settlement, since: int) -> None:
     rows = tx.conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND tool_calls IS NOT NULL"
-        " AND created_at >= ? ORDER BY seq",
-        (tx.thread_id, since),
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE rid > ? AND rid < ?"
+        " AND tool_calls IS NOT NULL AND created_at >= ? ORDER BY rid",
+        (*tx.key_range(), since),
     ).fetchall()
     for row in rows:
         message = message_from_row(row)

@@ -445,7 +445,79 @@ UPDATE threads SET top_visible_count = COALESCE((SELECT count FROM message_count
 DELETE FROM message_counts WHERE depth = 0 AND silent = 0;
 """,
     ),
+    (
+        8,
+        "messages stored in thread and seq order",
+        # A message insert wrote the table (appended at its end), the id index, the UNIQUE
+        # (thread_id, seq) index and, for most messages, messages_top_visible: four pages.
+        # The table is rebuilt with `rid INTEGER PRIMARY KEY` = `threads.tnum * 2^32 +
+        # seq` (as thread_events, migration 6): a thread's messages are one key range of
+        # the table itself, in seq order, so the (thread_id, seq) index goes (rid is
+        # unique, so (thread_id, seq) still is) and messages_top_visible indexes rid. Reads
+        # that walked a thread through the (thread_id, seq) index search the rid range.
+        # Same columns; `thread_id` keeps its indexes with other columns but loses its
+        # foreign key (its cascade would need an index of its own): delete_thread deletes
+        # a thread's message range itself. Rebuilt with foreign keys off (migrate), so
+        # dropping the old table does not cascade to tool_calls and logs, whose
+        # references then name the new table.
+        """
+CREATE TABLE messages_v8 (
+    rid                   INTEGER PRIMARY KEY,
+    id                    TEXT NOT NULL UNIQUE,
+    thread_id             TEXT NOT NULL,
+    seq                   INTEGER NOT NULL,
+    role                  TEXT NOT NULL CHECK (role IN ('system','user','assistant','tool')),
+    content               TEXT,
+    name                  TEXT,
+    tool_calls            TEXT,
+    tool_call_id          TEXT,
+    tool_status           TEXT CHECK (tool_status IN ('success','error')),
+    status                TEXT NOT NULL CHECK (status IN ('pending','completed','failed')),
+    attachments           TEXT,
+    reasoning_content     TEXT,
+    reasoning_details     TEXT,
+    prompt                TEXT,
+    created_at            INTEGER NOT NULL,
+    parent_id             TEXT,
+    depth                 INTEGER NOT NULL DEFAULT 0,
+    silent                INTEGER NOT NULL DEFAULT 0,
+    metadata              TEXT,
+    subagent_id           TEXT,
+    log_id                TEXT,
+    request_sent_at       INTEGER,
+    response_completed_at INTEGER
+);
+INSERT INTO messages_v8(
+    rid, id, thread_id, seq, role, content, name, tool_calls, tool_call_id, tool_status,
+    status, attachments, reasoning_content, reasoning_details, prompt, created_at,
+    parent_id, depth, silent, metadata, subagent_id, log_id, request_sent_at,
+    response_completed_at
+)
+SELECT
+    t.tnum * 4294967296 + m.seq, m.id, m.thread_id, m.seq, m.role, m.content, m.name,
+    m.tool_calls, m.tool_call_id, m.tool_status, m.status, m.attachments,
+    m.reasoning_content, m.reasoning_details, m.prompt, m.created_at, m.parent_id, m.depth,
+    m.silent, m.metadata, m.subagent_id, m.log_id, m.request_sent_at,
+    m.response_completed_at
+    FROM messages m JOIN threads t ON t.id = m.thread_id;
+DROP TABLE messages;
+ALTER TABLE messages_v8 RENAME TO messages;
+CREATE INDEX messages_top_visible ON messages(rid) WHERE depth = 0 AND silent = 0;
+CREATE INDEX messages_tool_call ON messages(thread_id, tool_call_id)
+    WHERE tool_call_id IS NOT NULL;
+CREATE INDEX messages_parent ON messages(thread_id, parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX messages_subagent ON messages(thread_id, subagent_id, seq)
+    WHERE subagent_id IS NOT NULL;
+CREATE INDEX messages_client_id
+    ON messages(thread_id, json_extract(metadata, '$.client_message_id'))
+    WHERE json_extract(metadata, '$.client_message_id') IS NOT NULL;
+""",
+    ),
 ]
+
+# Migrations that rebuild a table other tables reference: applied with foreign keys off
+# (a DROP TABLE would otherwise cascade), then checked with foreign_key_check.
+_REBUILDS: dict[int, tuple[str, ...]] = {8: ("tool_calls", "logs")}
 
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -469,11 +541,19 @@ def migrate(conn: sqlite3.Connection) -> int:
     for version, name, sql in MIGRATIONS:
         if version in done:
             continue
+        checked = _REBUILDS.get(version)
+        keys_on = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+        if checked is not None:  # only outside a transaction
+            conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in sql.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            for table in checked or ():
+                broken = conn.execute(f"PRAGMA foreign_key_check({table})").fetchone()
+                if broken is not None:
+                    raise RuntimeError(f"migration {version} broke a reference: {broken}")
             conn.execute(
                 "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?,?,?)",
                 (version, name, time.time_ns() // 1000),
@@ -482,4 +562,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        finally:
+            if checked is not None:
+                conn.execute(f"PRAGMA foreign_keys = {'ON' if keys_on else 'OFF'}")
     return LATEST_VERSION

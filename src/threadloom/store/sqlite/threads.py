@@ -24,7 +24,7 @@ from threadloom.store.base import (
     ThreadStats,
 )
 from threadloom.store.sqlite.rows import (
-    EVENT_KEY_SPAN,
+    KEY_SPAN,
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
     THREAD_SUMMARY,
@@ -256,17 +256,20 @@ def descendants(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> 
 
 
 def delete_thread(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> list[str]:
-    rows = conn.execute(f"{_TREE} SELECT id, level FROM tree", (thread_id,)).fetchall()
+    rows = conn.execute(
+        f"{_TREE} SELECT tree.id, tree.level, t.tnum FROM tree JOIN threads t ON t.id = tree.id",
+        (thread_id,),
+    ).fetchall()
     if not rows:
         return []
-    ordered = [r[0] for r in sorted(rows, key=lambda r: -r[1])]
-    for tid in ordered:  # deepest first keeps every cascade small
-        conn.execute(  # the event rows have no foreign key (migration 6)
-            f"DELETE FROM thread_events WHERE key >= {_TNUM} * ? AND key < ({_TNUM} + 1) * ?",
-            (tid, EVENT_KEY_SPAN, tid, EVENT_KEY_SPAN),
-        )
+    rows.sort(key=lambda r: -r[1])
+    for tid, _level, tnum in rows:  # deepest first keeps every cascade small
         conn.execute("DELETE FROM threads WHERE id = ?", (tid,))
-    return ordered
+        # messages and event rows have no foreign key (migrations 6 and 8): their key range
+        low, high = tnum * KEY_SPAN, (tnum + 1) * KEY_SPAN
+        conn.execute("DELETE FROM messages WHERE rid > ? AND rid < ?", (low, high))
+        conn.execute("DELETE FROM thread_events WHERE key > ? AND key < ?", (low, high))
+    return [r[0] for r in rows]
 
 
 def thread_stats(conn: sqlite3.Connection, thread_id: str) -> ThreadStats:
@@ -402,13 +405,13 @@ def read_events(
     conn: sqlite3.Connection, thread_id: str, after_seq: int, limit: int
 ) -> list[StoredEvent]:
     after = max(after_seq, 0)  # seq starts at 1
-    if after >= EVENT_KEY_SPAN - 1:
+    if after >= KEY_SPAN - 1:
         return []
     return [
         StoredEvent(thread_id, r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, r[4])
         for r in conn.execute(
             "SELECT seq, kind, entity_id, payload, created_at FROM thread_events"
             f" WHERE key > {_TNUM} * ? + ? AND key < ({_TNUM} + 1) * ? ORDER BY key LIMIT ?",
-            (thread_id, EVENT_KEY_SPAN, after, thread_id, EVENT_KEY_SPAN, limit),
+            (thread_id, KEY_SPAN, after, thread_id, KEY_SPAN, limit),
         )
     ]

@@ -1,6 +1,7 @@
-"""Migrations 6 and 7 (store/sqlite/schema.py): a database at schema version 5 with data in
+"""Migrations 6 to 8 (store/sqlite/schema.py): a database at schema version 5 with data in
 every per-thread table opens, migrates, reads back exactly as before (page totals from the
-moved counts included), and keeps numbering.
+moved counts, messages from the rebuilt table included), and keeps numbering; the foreign
+keys that name the rebuilt messages table still act.
 
 The version-5 file is made the way an older Threadloom left it: migrations 1-5 applied to
 an empty file, then every row of a database the store itself populated copied into it
@@ -162,6 +163,15 @@ async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: P
         tnums = [r[0] for r in _q(old_url, "SELECT tnum FROM threads")]
         assert None not in tnums and len(set(tnums)) == len(tnums) == 3
         assert not _q(old_url, "SELECT name FROM sqlite_master WHERE name LIKE '%_v5'")
+        assert not _q(old_url, "SELECT name FROM sqlite_master WHERE name LIKE '%_v8'")
+        assert _q(
+            old_url,
+            "SELECT COUNT(*) FROM messages m JOIN threads t ON t.id = m.thread_id"
+            " WHERE m.rid != t.tnum * 4294967296 + m.seq",
+        ) == [(0,)]
+        for child in ("tool_calls", "logs"):
+            targets = {r[2] for r in _q(old_url, f"PRAGMA foreign_key_list({child})")}
+            assert "messages" in targets and "messages_v8" not in targets
 
         # numbering goes on where it stopped, and the new rows read back with the old
         parent, other, child = ids
@@ -180,13 +190,28 @@ async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: P
             11
         ].message_count + 1
 
-        # deleting a thread takes its event rows (and its child's) with it
+        # the foreign keys to messages act on the rebuilt table
+        assistant = before[other][1][0][1]
+        assert assistant.tool_calls is not None
+        logged = [r for r in before[other][8] if r.message_id == before[other][1][0][0].id]
+        assert logged
+        await rt.store.delete_message(other, before[other][1][0][0].id)
+        await rt.store.delete_message(other, assistant.id)
+        assert _q(
+            old_url, "SELECT COUNT(*) FROM tool_calls WHERE message_id = ?", assistant.id
+        ) == [(0,)]
+        after = {r.id: r.message_id for r in await rt.store.list_logs(other, limit=None)}
+        assert [after[r.id] for r in logged] == [None] * len(logged)
+
+        # deleting a thread takes its messages and event rows (and its child's) with it
         assert await rt.delete_thread(parent) == [child, parent]
         for tid in (parent, child):
-            assert _q(old_url, "SELECT COUNT(*) FROM thread_events WHERE thread_id = ?", tid) == [
-                (0,)
-            ]
-        assert await rt.store.read_events(other, 0) == before[other][6]
+            for table in ("thread_events", "messages"):
+                found = _q(old_url, f"SELECT COUNT(*) FROM {table} WHERE thread_id = ?", tid)
+                assert found == [(0,)], (table, tid)
+        kept = await rt.store.read_events(other, 0)
+        assert kept[: len(before[other][6])] == before[other][6]
+        assert [e.kind for e in kept[len(before[other][6]) :]] == ["message_deleted"] * 4
     finally:
         await rt.close()
 
