@@ -1,4 +1,4 @@
-"""The hub's write locks: FIFO per thread, and nothing kept for idle threads."""
+"""The hub: its write locks (FIFO per thread, nothing kept for idle threads) and its publishing."""
 
 from __future__ import annotations
 
@@ -37,3 +37,39 @@ async def test_lock_entry_survives_while_writers_wait(runtime: Runtime) -> None:
     page = await state.get_messages(order="asc")
     assert [m.content for m in page.messages] == ["0", "1", "2", "3", "4"]
     assert runtime.hub.active_locks == 0
+
+
+async def test_published_events_reach_exactly_their_subscribers(runtime: Runtime) -> None:
+    """A thread's subscription gets that thread's events only, an all-threads subscription
+    every thread's; the bus says whom a thread's events would reach, and forgets closed
+    subscriptions."""
+    first = await runtime.create_thread("a")
+    second = await runtime.create_thread("a")
+    bus = runtime.events
+    assert not bus.wants(first.thread_id) and bus.subscriber_count == 0
+    own = bus.subscribe(first.thread_id)
+    assert bus.wants(first.thread_id) and not bus.wants(second.thread_id)
+    everyone = bus.subscribe()
+    assert bus.wants(second.thread_id) and bus.subscriber_count == 2
+    await first.inject_message(role="user", content="one")
+    await second.inject_message(role="user", content="two")
+    seen_own = [(e.kind, e.data["message"]["content"]) for e in own.drain()]
+    seen_all = [(e.thread_id, e.data["message"]["content"]) for e in everyone.drain()]
+    assert seen_own == [("message", "one")]
+    assert seen_all == [(first.thread_id, "one"), (second.thread_id, "two")]
+    everyone.close()
+    assert not bus.wants(second.thread_id) and bus.wants(first.thread_id)
+    own.close()
+    assert bus.subscriber_count == 0 and not bus.wants(first.thread_id)
+
+
+async def test_unwatched_threads_still_track_event_numbers(runtime: Runtime) -> None:
+    """With nobody subscribed, publishing still notes each event number: a gap (another
+    writer) is noticed, so the thread's warm history is reloaded before its next run."""
+    state = await runtime.create_thread("a")
+    await state.inject_message(role="user", content="one")
+    hub = runtime.hub
+    assert state.thread_id not in hub._stale_warm
+    last = hub._seq[state.thread_id]
+    hub.publish(state.thread_id, "status", last + 2, {})
+    assert state.thread_id in hub._stale_warm

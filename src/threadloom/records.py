@@ -44,9 +44,13 @@ FAILED_REASONS: frozenset[str] = frozenset(
 )
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def json_compact(value: Any) -> str:
-    """Threadloom's JSON text: compact separators, non-ASCII kept (spec 01 §1.1.5)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Threadloom's JSON text: compact separators, non-ASCII kept (spec 01 §1.1.5). One
+    encoder serves every call (``json.dumps`` with options builds a new one each time)."""
+    return _COMPACT.encode(value)
 
 
 # --------------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ class EventBus:
     """Fan-out of thread events to subscribers, in the order they are published."""
 
     def __init__(self) -> None:
-        self._subscriptions: set[Subscription] = set()
+        # by thread id; ``None`` holds the subscriptions to every thread
+        self._subscriptions: dict[str | None, set[Subscription]] = {}
 
     def subscribe(
         self,
@@ -133,16 +134,33 @@ class EventBus:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         sub = Subscription(self, thread_id, frozenset(kinds) if kinds else None, max_queue)
-        self._subscriptions.add(sub)
+        self._subscriptions.setdefault(thread_id, set()).add(sub)
         return sub
 
+    def wants(self, thread_id: str) -> bool:
+        """True when some subscription would receive an event of ``thread_id``: publishers
+        with costly event data build it only then."""
+        subscriptions = self._subscriptions
+        return bool(subscriptions) and (None in subscriptions or thread_id in subscriptions)
+
     def publish(self, event: ThreadEvent) -> None:
-        for sub in tuple(self._subscriptions):
-            sub._offer(event)
+        subscriptions = self._subscriptions
+        if not subscriptions:
+            return
+        everyone = subscriptions.get(None)
+        own = subscriptions.get(event.thread_id)
+        for group in (own, everyone):
+            if group:
+                for sub in tuple(group):
+                    sub._offer(event)
 
     def _remove(self, sub: Subscription) -> None:
-        self._subscriptions.discard(sub)
+        group = self._subscriptions.get(sub.thread_id)
+        if group is not None:
+            group.discard(sub)
+            if not group:
+                del self._subscriptions[sub.thread_id]
 
     @property
     def subscriber_count(self) -> int:
-        return len(self._subscriptions)
+        return sum(len(group) for group in self._subscriptions.values())

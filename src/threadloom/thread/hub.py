@@ -242,6 +242,12 @@ class ThreadHub:
 
     # -- publishing ------------------------------------------------------------------
     def publish(self, thread_id: str, kind: str, seq: int | None, data: dict[str, Any]) -> None:
+        self._track(thread_id, seq)
+        if self.bus.wants(thread_id):
+            self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
+
+    def _track(self, thread_id: str, seq: int | None) -> None:
+        """Note a published event number of ``thread_id``."""
         if seq is not None:
             last = self._seq.get(thread_id)
             if last is not None and seq != last + 1:
@@ -252,16 +258,27 @@ class ThreadHub:
                 self._stale_warm.add(thread_id)
                 self._queue_empty.discard(thread_id)
             self._seq[thread_id] = seq
-        self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
 
     def publish_message(self, event: StoredEvent, message: Message, *, stored: bool = True) -> None:
         """Publish a committed message (a queue entry's pending view with ``stored=False``);
-        live histories see a stored message before subscribers do."""
+        live histories see a stored message before subscribers do. The wire form is built
+        only when someone subscribes to the thread."""
+        tid = event.thread_id
         if stored:
-            self.reflect_upsert(event.thread_id, message)
+            self.reflect_upsert(tid, message)
         else:
-            self._queue_empty.discard(event.thread_id)
-        self.publish(event.thread_id, "message", event.seq, {"message": message.to_wire()})
+            self._queue_empty.discard(tid)
+        self._track(tid, event.seq)
+        if self.bus.wants(tid):
+            data = {"message": message.to_wire()}
+            self.bus.publish(ThreadEvent(tid, "message", event.seq, data, self.clock()))
+
+    def publish_log(self, thread_id: str, seq: int | None, log: LogRow) -> None:
+        """Publish a committed log row (its list wire form only when someone listens)."""
+        self._track(thread_id, seq)
+        if self.bus.wants(thread_id):
+            data = {"log": log.to_list_wire()}
+            self.bus.publish(ThreadEvent(thread_id, "log", seq, data, self.clock()))
 
     async def publish_events(self, events: Sequence[StoredEvent]) -> None:
         """Publish committed events, reading each entity's state now (spec 09 §9.6.6), and
@@ -413,7 +430,7 @@ class ThreadHub:
         """Insert a log row as given (``created_at`` from the store) and publish it."""
         async with self.lock(thread_id):
             stored, event = await self.store.insert_log(thread_id, row)
-            self.publish(thread_id, "log", event.seq, {"log": stored.to_list_wire()})
+            self.publish_log(thread_id, event.seq, stored)
             return stored
 
     async def update_log(
@@ -422,7 +439,7 @@ class ThreadHub:
         """Replace a log row's columns (and the named bodies) and publish the new row."""
         async with self.lock(thread_id):
             event = await self.store.update_log(thread_id, row, bodies=bodies)
-            self.publish(thread_id, "log", event.seq, {"log": row.to_list_wire()})
+            self.publish_log(thread_id, event.seq, row)
             return row
 
     async def write_runtime_log(
@@ -437,7 +454,7 @@ class ThreadHub:
                 stored, event = await self.store.insert_log(
                     thread_id, row, anchor_newest=root_message_id is None
                 )
-                self.publish(thread_id, "log", event.seq, {"log": stored.to_list_wire()})
+                self.publish_log(thread_id, event.seq, stored)
                 return stored
         except Exception as exc:
             logger.warning("could not write log row for thread %s: %s", thread_id, exc)

@@ -38,7 +38,7 @@ async def log(state: ThreadState, entry: object, fields: Mapping[str, Any]) -> L
         )
         async with hub.lock(tid):
             stored, event = await hub.store.insert_log(tid, row, anchor_newest=True)
-            hub.publish(tid, "log", event.seq, {"log": stored.to_list_wire()})
+            hub.publish_log(tid, event.seq, stored)
         return stored
     except Exception as exc:  # log() never raises (spec 02 §2.11.1)
         logger.warning("log() on thread %s was not stored: %s", tid, exc)

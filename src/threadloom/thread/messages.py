@@ -234,7 +234,7 @@ async def _create(
         stored = (await hub.project(tid, [stored]))[0]
         hub.publish_message(event, stored)
         if log is not None and log_event is not None:
-            hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
+            hub.publish_log(tid, log_event.seq, log)
     after = _hooks(state, "after_create_message")
     if after:
         await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
@@ -372,7 +372,7 @@ async def _commit_update(
             stored, (log_event, event) = await hub.store.update_message_and_log(
                 tid, change(current), log, bodies=("response",)
             )
-            hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
+            hub.publish_log(tid, log_event.seq, log)
         stored = (await hub.project(tid, [stored]))[0]
         hub.publish_message(event, stored)
     after = _hooks(state, "after_update_message")

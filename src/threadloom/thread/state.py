@@ -58,7 +58,9 @@ class ThreadState:
         self._terminated = row.terminated
         self._children = tuple(children)
         source = row.arguments if arguments is None else arguments
-        self._arguments: Mapping[str, Any] = MappingProxyType(copy.deepcopy(dict(source)))
+        self._arguments: Mapping[str, Any] = MappingProxyType(
+            copy.deepcopy(dict(source)) if source else {}
+        )
         self.context: dict[str, Any] = {} if context is None else context
         self.execution = execution
         hub.note_thread(row)
