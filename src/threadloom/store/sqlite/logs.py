@@ -11,6 +11,7 @@ from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
 from threadloom.store.sqlite.bodies import RequestReader, insert_bodies
 from threadloom.store.sqlite.bodies import write_bodies as write_bodies
 from threadloom.store.sqlite.messages import newest_top_level_id
+from threadloom.store.sqlite.nulls import NullFree
 from threadloom.store.sqlite.rows import (
     LOG_COLUMNS,
     LOG_SELECT,
@@ -20,7 +21,7 @@ from threadloom.store.sqlite.rows import (
     log_values,
 )
 
-_INSERT = (
+_INSERT = NullFree(
     f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS})"
     f" VALUES (?, ?, {', '.join('?' * len(ROW_FIELDS))})"
 )
@@ -41,7 +42,7 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     if anchor_newest:
         update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
     stored = row.model_copy(update=update)
-    tx.conn.execute(_INSERT, (tx.thread_id, tx.next_log_seq(), *log_values(stored)))
+    tx.conn.execute(*_INSERT.bind((tx.thread_id, tx.next_log_seq(), *log_values(stored))))
     insert_bodies(tx.conn, tx.thread_id, row)
     return stored, tx.event("log", stored.id)
 

@@ -10,6 +10,7 @@ from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
 from threadloom.records import Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
 from threadloom.store.sqlite.files import drop_unreferenced_attachments
+from threadloom.store.sqlite.nulls import NullFree
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
@@ -74,38 +75,44 @@ def insert_message(
     return stored, event
 
 
+_INSERT = NullFree(
+    f"INSERT INTO messages(rid, thread_id, seq, {MESSAGE_COLUMNS})"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def insert_in_tx(tx: Tx, message: Message) -> Message:
     """Insert inside an open transaction: next seq, a thread-clock stamp, tool call rows."""
     seq = tx.next_msg_seq()
     stored = message.model_copy(update={"created_at": tx.stamp()})
     try:
         tx.conn.execute(
-            f"INSERT INTO messages(rid, thread_id, seq, {MESSAGE_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                tx.key_base + seq,
-                tx.thread_id,
-                seq,
-                stored.id,
-                stored.role,
-                stored.content,
-                stored.name,
-                stored.tool_calls,
-                stored.tool_call_id,
-                stored.tool_status,
-                stored.status,
-                dump_attachments(stored.attachments),
-                stored.reasoning_content,
-                stored.reasoning_details,
-                stored.prompt,
-                stored.created_at,
-                stored.parent_id,
-                stored.depth,
-                int(stored.silent),
-                dump_json(stored.metadata),
-                stored.subagent_id,
-                stored.log_id,
-            ),
+            *_INSERT.bind(
+                (
+                    tx.key_base + seq,
+                    tx.thread_id,
+                    seq,
+                    stored.id,
+                    stored.role,
+                    stored.content,
+                    stored.name,
+                    stored.tool_calls,
+                    stored.tool_call_id,
+                    stored.tool_status,
+                    stored.status,
+                    dump_attachments(stored.attachments),
+                    stored.reasoning_content,
+                    stored.reasoning_details,
+                    stored.prompt,
+                    stored.created_at,
+                    stored.parent_id,
+                    stored.depth,
+                    int(stored.silent),
+                    dump_json(stored.metadata),
+                    stored.subagent_id,
+                    stored.log_id,
+                ),
+            )
         )
     except sqlite3.IntegrityError as exc:
         raise InvalidMessage(f"message id '{stored.id}' already exists") from exc

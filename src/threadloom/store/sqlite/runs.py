@@ -27,6 +27,7 @@ from threadloom.store.base import (
 )
 from threadloom.store.sqlite.logs import insert_log_in, write_bodies
 from threadloom.store.sqlite.messages import insert_in_tx, update_in_tx
+from threadloom.store.sqlite.nulls import NullFree
 from threadloom.store.sqlite.queue import enqueue, enqueue_in, insert_entry
 from threadloom.store.sqlite.rows import (
     MESSAGE_COLUMNS,
@@ -329,7 +330,7 @@ _LOG_SET = tuple(c for c in ROW_FIELDS if c not in ("id", "created_at"))
 # an update leaves those indexes alone. The others are written by every update.
 _LOG_INDEXED = ("kind", "message_id", "parent_log_id", "retry_of_log_id")
 _LOG_PLAIN = tuple(c for c in _LOG_SET if c not in _LOG_INDEXED)
-_UPDATE_LOG = (
+_UPDATE_LOG = NullFree(
     f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
     f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
 )
@@ -341,7 +342,7 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
     update leaves the indexes of the columns it does not change alone."""
     values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
     current = tx.conn.execute(
-        _UPDATE_LOG, (*(values[c] for c in _LOG_PLAIN), row.id, tx.thread_id)
+        *_UPDATE_LOG.bind((*(values[c] for c in _LOG_PLAIN), row.id, tx.thread_id))
     ).fetchall()
     if not current:
         raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")

@@ -52,6 +52,7 @@ from threadloom.store.base import (
 )
 from threadloom.store.sqlite import files, logs, messages, queue, schema, threads
 from threadloom.store.sqlite.auth import AuthMethods
+from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
 from threadloom.store.sqlite.run_methods import RunMethods
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
@@ -145,6 +146,7 @@ class SqliteStore(AuthMethods, RunMethods):
             isolation_level=None,
             check_same_thread=False,
             timeout=timeout_ms / 1000,
+            cached_statements=CACHED_STATEMENTS,
         )
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
