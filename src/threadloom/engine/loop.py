@@ -115,7 +115,7 @@ class Run:
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         prompt = self.execution.prompt
         hooks = self.execution.prompt_hooks
-        return self.hub.resolve_hooks(name, self.agent.name, prompt, hooks)
+        return self.manager.hook_memo.resolve(self.hub, name, self.agent.name, prompt, hooks)
 
     def providers_for(self, model: Any) -> Any:
         provider = model.provider
@@ -347,9 +347,12 @@ class Run:
         self.execution.prompt_hooks = tuple(prompt.hooks or ()) if prompt is not None else ()
 
     def _newest_completed(self) -> tuple[str | None, int | None]:
-        for message in reversed(self.execution.message_history.raw()):
-            if message.status == "completed":
-                return message.id, message.created_at
+        history = self.execution.message_history
+        # the newest records first (a whole-history copy only when none of them will do)
+        for records in (history.records_from(max(len(history) - 8, 0)), history.raw()):
+            for message in reversed(records):
+                if message.status == "completed":
+                    return message.id, message.created_at
         return None, None
 
     async def _stop_conditions(

@@ -8,6 +8,7 @@ events for the pending message; the stored content is written once, at finalisat
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.request_body import RequestBody, request_body
+from threadloom.engine.request_head import SLOT, head_for
 from threadloom.errors import ProviderError
 from threadloom.providers.types import (
     AssistantMessage,
@@ -24,7 +26,6 @@ from threadloom.providers.types import (
     ImagePart,
     ProviderRequest,
     ReasoningDelta,
-    ReasoningRequest,
     SystemMessage,
     TextDelta,
     ToolCallDelta,
@@ -32,7 +33,6 @@ from threadloom.providers.types import (
     ToolCallSpec,
     ToolCallStart,
     ToolMessage,
-    ToolSpec,
     Usage,
     UserMessage,
 )
@@ -165,24 +165,7 @@ def build_request(
         if prepared is not None
         else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
     )
-    # resumable relationships are reached through subagent_create, never offered by name
-    offered = (
-        [t for t in env.tools if getattr(t, "direct", True)]
-        if getattr(model, "supports_tools", True)
-        else []
-    )
-    tools = [
-        ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in offered
-    ]
-    reasoning = getattr(prompt, "reasoning", None)
-    wants_reasoning = reasoning is not None and (
-        getattr(reasoning, "effort", None) is not None
-        or getattr(reasoning, "max_tokens", None) is not None
-    )
-    options = {
-        **dict(getattr(model, "provider_options", {}) or {}),
-        **dict(getattr(prompt, "provider_options", {}) or {}),
-    }
+    head = head_for(prompt, model, env.tools)
     provider_messages: list[Any] = []
     fragments: list[str] = []
     if prepared is not None:
@@ -200,34 +183,17 @@ def build_request(
             converted = _provider_message(message)
             provider_messages.append(converted)
             fragments.append(_fragment(converted))
-    request = ProviderRequest.model_construct(
-        model=model.model,
-        messages=provider_messages,
-        tools=tools,
-        tool_choice=getattr(prompt, "tool_choice", "auto") if tools else None,
-        parallel_tool_calls=getattr(prompt, "parallel_tool_calls", None) if tools else None,
-        reasoning=(
-            ReasoningRequest(
-                effort=reasoning.effort, max_tokens=reasoning.max_tokens, exclude=reasoning.exclude
-            )
-            if wants_reasoning and reasoning is not None
-            else None
-        ),
-        max_output_tokens=getattr(model, "max_output_tokens", None),
-        provider_options=options,
-        metadata={"thread_id": env.state.thread_id, "prompt": prompt.name},
+    request = head.request(
+        model.model, provider_messages, {"thread_id": env.state.thread_id, "prompt": prompt.name}
     )
-    head = request.model_dump(mode="json", exclude={"metadata", "messages"})
-    head["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
     describe = getattr(provider, "log_metadata", None)
-    if callable(describe):  # what the adapter decided, e.g. Anthropic's thinkingDisabled
-        head["_metadata"].update(describe(request) or {})
-    text = json_compact({"model": head.pop("model"), "messages": _SLOT, **head})
+    # what the adapter decided, e.g. Anthropic's thinkingDisabled
+    extra = (describe(request) or None) if callable(describe) else None
+    text = head.body_head(prompt.name, assembly.system, extra)
     system = bool(provider_messages) and isinstance(provider_messages[0], SystemMessage)
-    return request, request_body(text, _SLOT, fragments, prepared, system)
-
-
-_SLOT = "__threadloom_request_messages__"
+    body = request_body(text, SLOT, fragments, prepared, system)
+    body.tools_schema = head.tools_schema
+    return request, body
 
 
 def _fragment(message: Any) -> str:
@@ -246,6 +212,42 @@ def _fragment(message: Any) -> str:
 # -- streaming -----------------------------------------------------------------------
 
 
+class _Watch:
+    """The chunk timeouts of one stream on one timer (spec 04 §4.12.2). A timeout per chunk
+    costs a timer and a context per event; here an event moves a deadline, and the timer,
+    when it fires before that deadline, re-arms itself for it. At the deadline it expires
+    ``timeout``, which cancels the waiting stream and raises ``TimeoutError``."""
+
+    __slots__ = ("deadline", "handle", "loop", "timeout")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: asyncio.Timeout) -> None:
+        self.loop = loop
+        self.timeout = timeout
+        self.deadline = 0.0
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self, limit: float) -> None:
+        """The next event is due within ``limit`` seconds from now."""
+        deadline = self.deadline = self.loop.time() + limit
+        handle = self.handle
+        if handle is None or deadline < handle.when():
+            if handle is not None:
+                handle.cancel()
+            self.handle = self.loop.call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self.handle = None
+        if self.loop.time() >= self.deadline:
+            self.timeout.reschedule(self.deadline)  # in the past: expires now
+        else:
+            self.handle = self.loop.call_at(self.deadline, self._check)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 async def _stream(
     env: StepEnv, provider: Any, request: ProviderRequest, pending_id: str, sent_at: float
 ) -> tuple[ModelResult, float | None, float | None]:
@@ -262,82 +264,106 @@ async def _stream(
     run.partial_reasoning[pending_id] = ""
     stream = provider.stream(request)
     iterator = stream.__aiter__()
+    limit = options.first_chunk_timeout_s
+    exhausted = False
     try:
-        while True:
-            limit = options.first_chunk_timeout_s if first_at is None else options.stall_timeout_s
-            try:
-                async with asyncio.timeout(limit):
-                    event = await iterator.__anext__()
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                raise ProviderError(
-                    f"no response data within {limit:g} s",
-                    code="timeout",
-                    retryable=False,
-                    provider=getattr(provider, "name", ""),
-                ) from None
-            now = time.monotonic()
-            first_at = first_at or now
-            last_at = now
-            if isinstance(event, TextDelta):
-                if reasoning_started is not None and reasoning_ended is None:
-                    reasoning_ended = now
-                offset = len(run.partial[pending_id])
-                text.append(event.text)
-                run.partial[pending_id] += event.text
-                env.publish_chunk("message_chunk", pending_id, event.text, offset)
-                produced = len(run.partial[pending_id])
-                if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
-                    run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
-            elif isinstance(event, ReasoningDelta):
-                reasoning_started = reasoning_started or now
-                offset = sum(len(r) for r in reasoning)
-                reasoning.append(event.text)
-                run.partial_reasoning[pending_id] += event.text
-                env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
-            elif isinstance(event, ToolCallStart):
-                if reasoning_started is not None and reasoning_ended is None:
-                    reasoning_ended = now
-                call_id = event.id or new_call_id()
-                watch = env.progress_argument(event.name)
-                calls[event.index] = {
-                    "id": call_id,
-                    "name": event.name,
-                    "parts": [],
-                    "full": None,
-                    "extra": None,
-                    "watch": watch,
-                }
-                if watch is None:
-                    env.announce_call(call_id, event.name, "", None)
-            elif isinstance(event, ToolCallDelta):
-                calls.setdefault(
-                    event.index,
-                    {"id": new_call_id(), "name": "", "parts": [], "full": None, "extra": None},
-                )
-                entry = calls[event.index]
-                entry["parts"].append(event.arguments)
-                if entry.get("watch") and entry["id"] not in env.announced:
-                    value = _streamed_string("".join(entry["parts"]), entry["watch"])
-                    if value is not None:
-                        env.announce_call(
-                            entry["id"], entry["name"], "".join(entry["parts"]), value
+        try:
+            async with asyncio.timeout(None) as timeout:
+                watchdog = _Watch(asyncio.get_running_loop(), timeout)
+                try:
+                    while True:
+                        limit = (
+                            options.first_chunk_timeout_s
+                            if first_at is None
+                            else options.stall_timeout_s
                         )
-            elif isinstance(event, ToolCallEnd):
-                ended = calls.get(event.index)
-                if ended is not None:
-                    if event.arguments is not None:
-                        ended["full"] = event.arguments
-                    ended["extra"] = event.extra_content
-            elif isinstance(event, Finish):
-                finish = event
+                        watchdog.arm(limit)
+                        try:
+                            event = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            exhausted = True
+                            break
+                        now = time.monotonic()
+                        first_at = first_at or now
+                        last_at = now
+                        if isinstance(event, TextDelta):
+                            if reasoning_started is not None and reasoning_ended is None:
+                                reasoning_ended = now
+                            offset = len(run.partial[pending_id])
+                            text.append(event.text)
+                            run.partial[pending_id] += event.text
+                            env.publish_chunk("message_chunk", pending_id, event.text, offset)
+                            produced = len(run.partial[pending_id])
+                            if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
+                                run.publish_telemetry(
+                                    "generation", outputTokens=math.ceil(produced / 4)
+                                )
+                        elif isinstance(event, ReasoningDelta):
+                            reasoning_started = reasoning_started or now
+                            offset = sum(len(r) for r in reasoning)
+                            reasoning.append(event.text)
+                            run.partial_reasoning[pending_id] += event.text
+                            env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
+                        elif isinstance(event, ToolCallStart):
+                            if reasoning_started is not None and reasoning_ended is None:
+                                reasoning_ended = now
+                            call_id = event.id or new_call_id()
+                            watch = env.progress_argument(event.name)
+                            calls[event.index] = {
+                                "id": call_id,
+                                "name": event.name,
+                                "parts": [],
+                                "full": None,
+                                "extra": None,
+                                "watch": watch,
+                            }
+                            if watch is None:
+                                env.announce_call(call_id, event.name, "", None)
+                        elif isinstance(event, ToolCallDelta):
+                            calls.setdefault(
+                                event.index,
+                                {
+                                    "id": new_call_id(),
+                                    "name": "",
+                                    "parts": [],
+                                    "full": None,
+                                    "extra": None,
+                                },
+                            )
+                            entry = calls[event.index]
+                            entry["parts"].append(event.arguments)
+                            if entry.get("watch") and entry["id"] not in env.announced:
+                                value = _streamed_string("".join(entry["parts"]), entry["watch"])
+                                if value is not None:
+                                    env.announce_call(
+                                        entry["id"], entry["name"], "".join(entry["parts"]), value
+                                    )
+                        elif isinstance(event, ToolCallEnd):
+                            ended = calls.get(event.index)
+                            if ended is not None:
+                                if event.arguments is not None:
+                                    ended["full"] = event.arguments
+                                ended["extra"] = event.extra_content
+                        elif isinstance(event, Finish):
+                            finish = event
+                finally:
+                    watchdog.close()
+        except TimeoutError:
+            raise ProviderError(
+                f"no response data within {limit:g} s",
+                code="timeout",
+                retryable=False,
+                provider=getattr(provider, "name", ""),
+            ) from None
     finally:
         closer = getattr(iterator, "aclose", None)
         if closer is not None:
             try:
-                async with asyncio.timeout(5):
+                if exhausted and inspect.isasyncgen(iterator):  # an exhausted generator: at once
                     await closer()
+                else:
+                    async with asyncio.timeout(5):
+                        await closer()
             except (TimeoutError, Exception):
                 pass
     for entry in calls.values():  # calls not announced while streaming are announced now
@@ -416,9 +442,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     request_body=body.text,
                     request_delta=body.delta(),
                     system_prompt=assembly.system or None,
-                    tools_schema=json_compact([t.model_dump() for t in request.tools])
-                    if request.tools
-                    else None,
+                    tools_schema=body.tools_schema,
                     tools_available=len(request.tools),
                     message_history_length=len(request.messages),
                     parent_log_id=env.parent_log_id,

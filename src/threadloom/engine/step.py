@@ -99,8 +99,8 @@ class StepEnv:
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` for this step's prompt (spec 03 §3.3)."""
         execution = self.execution
-        return self.run.hub.resolve_hooks(
-            name, self.run.agent.name, execution.prompt, execution.prompt_hooks
+        return self.run.manager.hook_memo.resolve(
+            self.run.hub, name, self.run.agent.name, execution.prompt, execution.prompt_hooks
         )
 
     async def dispatch(
