@@ -348,11 +348,13 @@ class Run:
 
     def _newest_completed(self) -> tuple[str | None, int | None]:
         history = self.execution.message_history
-        # the newest records first (a whole-history copy only when none of them will do)
-        for records in (history.records_from(max(len(history) - 8, 0)), history.raw()):
-            for message in reversed(records):
-                if message.status == "completed":
-                    return message.id, message.created_at
+        newest = max(len(history) - 8, 0)  # the newest records first: no whole-history copy
+        for message in reversed(history.records_from(newest)):
+            if message.status == "completed":
+                return message.id, message.created_at
+        for message in reversed(history.records_from(0)[:newest]):
+            if message.status == "completed":
+                return message.id, message.created_at
         return None, None
 
     async def _stop_conditions(
