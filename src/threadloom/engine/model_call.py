@@ -214,16 +214,21 @@ def _fragment(message: Any) -> str:
 
 class _Watch:
     """The chunk timeouts of one stream on one timer (spec 04 §4.12.2). A timeout per chunk
-    costs a timer and a context per event; here an event moves a deadline, and the timer,
-    when it fires before that deadline, re-arms itself for it. At the deadline it expires
-    ``timeout``, which cancels the waiting stream and raises ``TimeoutError``."""
+    costs a timer and a context manager per event; here an event moves a deadline, and the
+    timer, when it fires before that deadline, re-arms itself for it. At the deadline it
+    cancels the waiting task, as ``asyncio.timeout`` does, and ``timed_out`` tells that
+    cancellation from one of the step itself (the same ``uncancel`` check)."""
 
-    __slots__ = ("deadline", "handle", "loop", "timeout")
+    __slots__ = ("cancelling", "deadline", "expired", "handle", "loop", "task")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: asyncio.Timeout) -> None:
-        self.loop = loop
-        self.timeout = timeout
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.cancelling = task.cancelling()
         self.deadline = 0.0
+        self.expired = False
         self.handle: asyncio.TimerHandle | None = None
 
     def arm(self, limit: float) -> None:
@@ -238,9 +243,15 @@ class _Watch:
     def _check(self) -> None:
         self.handle = None
         if self.loop.time() >= self.deadline:
-            self.timeout.reschedule(self.deadline)  # in the past: expires now
+            self.expired = True
+            self.task.cancel()
         else:
             self.handle = self.loop.call_at(self.deadline, self._check)
+
+    def timed_out(self) -> bool:
+        """Withdraw this timer's cancellation: True when it was the only one pending."""
+        self.expired = False
+        return self.task.uncancel() <= self.cancelling
 
     def close(self) -> None:
         if self.handle is not None:
@@ -266,95 +277,95 @@ async def _stream(
     iterator = stream.__aiter__()
     limit = options.first_chunk_timeout_s
     exhausted = False
+    watchdog = _Watch()
     try:
         try:
-            async with asyncio.timeout(None) as timeout:
-                watchdog = _Watch(asyncio.get_running_loop(), timeout)
+            while True:
+                limit = (
+                    options.first_chunk_timeout_s if first_at is None else options.stall_timeout_s
+                )
+                watchdog.arm(limit)
                 try:
-                    while True:
-                        limit = (
-                            options.first_chunk_timeout_s
-                            if first_at is None
-                            else options.stall_timeout_s
-                        )
-                        watchdog.arm(limit)
-                        try:
-                            event = await iterator.__anext__()
-                        except StopAsyncIteration:
-                            exhausted = True
-                            break
-                        now = time.monotonic()
-                        first_at = first_at or now
-                        last_at = now
-                        if isinstance(event, TextDelta):
-                            if reasoning_started is not None and reasoning_ended is None:
-                                reasoning_ended = now
-                            offset = len(run.partial[pending_id])
-                            text.append(event.text)
-                            run.partial[pending_id] += event.text
-                            env.publish_chunk("message_chunk", pending_id, event.text, offset)
-                            produced = len(run.partial[pending_id])
-                            if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
-                                run.publish_telemetry(
-                                    "generation", outputTokens=math.ceil(produced / 4)
-                                )
-                        elif isinstance(event, ReasoningDelta):
-                            reasoning_started = reasoning_started or now
-                            offset = sum(len(r) for r in reasoning)
-                            reasoning.append(event.text)
-                            run.partial_reasoning[pending_id] += event.text
-                            env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
-                        elif isinstance(event, ToolCallStart):
-                            if reasoning_started is not None and reasoning_ended is None:
-                                reasoning_ended = now
-                            call_id = event.id or new_call_id()
-                            watch = env.progress_argument(event.name)
-                            calls[event.index] = {
-                                "id": call_id,
-                                "name": event.name,
-                                "parts": [],
-                                "full": None,
-                                "extra": None,
-                                "watch": watch,
-                            }
-                            if watch is None:
-                                env.announce_call(call_id, event.name, "", None)
-                        elif isinstance(event, ToolCallDelta):
-                            calls.setdefault(
-                                event.index,
-                                {
-                                    "id": new_call_id(),
-                                    "name": "",
-                                    "parts": [],
-                                    "full": None,
-                                    "extra": None,
-                                },
+                    event = await iterator.__anext__()
+                except StopAsyncIteration:
+                    exhausted = True
+                    break
+                if watchdog.expired and watchdog.timed_out():  # an answer despite the cancel
+                    raise TimeoutError
+                now = time.monotonic()
+                first_at = first_at or now
+                last_at = now
+                if isinstance(event, TextDelta):
+                    if reasoning_started is not None and reasoning_ended is None:
+                        reasoning_ended = now
+                    offset = len(run.partial[pending_id])
+                    text.append(event.text)
+                    run.partial[pending_id] += event.text
+                    env.publish_chunk("message_chunk", pending_id, event.text, offset)
+                    produced = len(run.partial[pending_id])
+                    if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
+                        run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
+                elif isinstance(event, ReasoningDelta):
+                    reasoning_started = reasoning_started or now
+                    offset = sum(len(r) for r in reasoning)
+                    reasoning.append(event.text)
+                    run.partial_reasoning[pending_id] += event.text
+                    env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
+                elif isinstance(event, ToolCallStart):
+                    if reasoning_started is not None and reasoning_ended is None:
+                        reasoning_ended = now
+                    call_id = event.id or new_call_id()
+                    watch = env.progress_argument(event.name)
+                    calls[event.index] = {
+                        "id": call_id,
+                        "name": event.name,
+                        "parts": [],
+                        "full": None,
+                        "extra": None,
+                        "watch": watch,
+                    }
+                    if watch is None:
+                        env.announce_call(call_id, event.name, "", None)
+                elif isinstance(event, ToolCallDelta):
+                    calls.setdefault(
+                        event.index,
+                        {
+                            "id": new_call_id(),
+                            "name": "",
+                            "parts": [],
+                            "full": None,
+                            "extra": None,
+                        },
+                    )
+                    entry = calls[event.index]
+                    entry["parts"].append(event.arguments)
+                    if entry.get("watch") and entry["id"] not in env.announced:
+                        value = _streamed_string("".join(entry["parts"]), entry["watch"])
+                        if value is not None:
+                            env.announce_call(
+                                entry["id"], entry["name"], "".join(entry["parts"]), value
                             )
-                            entry = calls[event.index]
-                            entry["parts"].append(event.arguments)
-                            if entry.get("watch") and entry["id"] not in env.announced:
-                                value = _streamed_string("".join(entry["parts"]), entry["watch"])
-                                if value is not None:
-                                    env.announce_call(
-                                        entry["id"], entry["name"], "".join(entry["parts"]), value
-                                    )
-                        elif isinstance(event, ToolCallEnd):
-                            ended = calls.get(event.index)
-                            if ended is not None:
-                                if event.arguments is not None:
-                                    ended["full"] = event.arguments
-                                ended["extra"] = event.extra_content
-                        elif isinstance(event, Finish):
-                            finish = event
-                finally:
-                    watchdog.close()
-        except TimeoutError:
+                elif isinstance(event, ToolCallEnd):
+                    ended = calls.get(event.index)
+                    if ended is not None:
+                        if event.arguments is not None:
+                            ended["full"] = event.arguments
+                        ended["extra"] = event.extra_content
+                elif isinstance(event, Finish):
+                    finish = event
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not (
+                watchdog.expired and watchdog.timed_out()
+            ):
+                raise  # a cancellation of the step itself (stop, terminate)
             raise ProviderError(
                 f"no response data within {limit:g} s",
                 code="timeout",
                 retryable=False,
                 provider=getattr(provider, "name", ""),
             ) from None
+        finally:
+            watchdog.close()
     finally:
         closer = getattr(iterator, "aclose", None)
         if closer is not None:
