@@ -124,6 +124,8 @@ class Run:
         return provider
 
     def publish_telemetry(self, kind: str, **fields: Any) -> None:
+        if not self.hub.bus.subscriber_count:
+            return  # an ephemeral event nobody receives (the bus keeps no history)
         self.hub.publish(
             self.thread_id,
             "telemetry",
