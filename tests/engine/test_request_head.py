@@ -11,9 +11,11 @@ import pytest
 
 from threadloom import Definitions
 from threadloom.define import Model, Prompt, Reasoning, tool
-from threadloom.engine.request_head import SLOT, head_for
+from threadloom.engine.request_head import SLOT, Heads, head_for
 from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec
 from threadloom.records import json_compact
+
+HEADS: Heads = {}
 
 
 @tool
@@ -93,19 +95,19 @@ def test_head_matches_the_whole_request_serialised(prompt: Prompt, model: Model)
     defs = Definitions().add(model, prompt, lookup, other)
     tools = defs.offered_tools(prompt)
     for system in ("You are P.", 'Ünïcode \u2028 "quoted"', ""):
-        head = head_for(prompt, model, tools)
+        head = head_for(HEADS, prompt, model, tools)
         expected_request, expected_text = _reference(prompt, model, tools, system)
         assert head.body_head(prompt.name, system, None) == expected_text
         request = head.request(model.model, [], {})
         assert request.model_dump(exclude={"metadata"}) == expected_request.model_dump(
             exclude={"metadata"}
         )
-    assert head_for(prompt, model, tools) is head  # built once
+    assert head_for(HEADS, prompt, model, tools) is head  # built once
 
 
 def test_requests_do_not_share_mutable_lists() -> None:
     prompt, model = PROMPTS[2], MODELS[1]
-    head = head_for(prompt, model, [])
+    head = head_for(HEADS, prompt, model, [])
     first = head.request(model.model, [], {})
     first.provider_options["temperature"] = 9
     first.tools.append(ToolSpec(name="x"))
@@ -119,7 +121,7 @@ def test_extra_metadata_joins_the_metadata_object() -> None:
     the prompt name and system prompt, and may override them, as a dict update would."""
     prompt, model = PROMPTS[0], MODELS[0]
     defs = Definitions().add(model, prompt, lookup, other)
-    head = head_for(prompt, model, defs.offered_tools(prompt))
+    head = head_for(HEADS, prompt, model, defs.offered_tools(prompt))
     text = head.body_head("P", "S", {"thinkingDisabled": True, "promptName": "Q"})
     body = json.loads(text)
     assert body["_metadata"] == {"promptName": "Q", "systemPrompt": "S", "thinkingDisabled": True}
@@ -138,11 +140,11 @@ def test_a_re_registered_definition_gets_its_own_head() -> None:
     second = Prompt(name="P", model="M", tools=["lookup"], tool_choice="required")
     one = Definitions().add(model, first, lookup)
     two = Definitions().add(model, second, lookup)
-    head_one = head_for(first, model, one.offered_tools(first))
-    head_two = head_for(second, model, two.offered_tools(second))
+    head_one = head_for(HEADS, first, model, one.offered_tools(first))
+    head_two = head_for(HEADS, second, model, two.offered_tools(second))
     assert head_one is not head_two
     assert json.loads(head_one.body_head("P", "", None))["tool_choice"] == "auto"
     assert json.loads(head_two.body_head("P", "", None))["tool_choice"] == "required"
     renamed = Model(name="M", provider="scripted", model="m-9")
-    head_three = head_for(first, renamed, one.offered_tools(first))
+    head_three = head_for(HEADS, first, renamed, one.offered_tools(first))
     assert json.loads(head_three.body_head("P", "", None))["model"] == "m-9"

@@ -165,7 +165,7 @@ def build_request(
         if prepared is not None
         else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
     )
-    head = head_for(prompt, model, env.tools)
+    head = head_for(env.run.manager.request_heads, prompt, model, env.tools)
     provider_messages: list[Any] = []
     fragments: list[str] = []
     if prepared is not None:

@@ -64,22 +64,23 @@ class Head:
         return f'{self.text},"_metadata":{last[2]}}}'
 
 
-_CACHE: dict[tuple[int, ...], Head] = {}
+Heads = dict[tuple[int, ...], Head]
 
 
-def head_for(prompt: Any, model: Any, tools: list[Any]) -> Head:
+def head_for(heads: Heads, prompt: Any, model: Any, tools: list[Any]) -> Head:
     """The head of ``prompt`` on ``model`` offering ``tools`` (the step's resolved tools),
-    cached when the prompt and model are frozen definitions."""
+    kept in ``heads`` (the runtime's, so it goes with it) when the prompt and model are
+    frozen definitions."""
     if not (isinstance(prompt, Prompt) and isinstance(model, Model)):
         return _build(prompt, model, tools)
     # the head keeps its keys alive, so an id in a cached key still names the same object
     key = (id(prompt), id(model), *map(id, tools))
-    found = _CACHE.get(key)
+    found = heads.get(key)
     if found is not None:
         return found
-    if len(_CACHE) >= _LIMIT:
-        _CACHE.clear()
-    head = _CACHE[key] = _build(prompt, model, tools)
+    if len(heads) >= _LIMIT:
+        heads.clear()
+    head = heads[key] = _build(prompt, model, tools)
     return head
 
 
@@ -127,4 +128,4 @@ def _build(prompt: Any, model: Any, tools: list[Any]) -> Head:
     return head
 
 
-__all__ = ["SLOT", "Head", "head_for"]
+__all__ = ["SLOT", "Head", "Heads", "head_for"]
