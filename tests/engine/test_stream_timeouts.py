@@ -1,5 +1,5 @@
 """Spec 04 §4.12.2: the stall timeout between stream events. One timer watches the whole
-stream (``model_call._Watch``): every event moves its deadline, the timer re-arms itself
+stream (``engine.stream._Watch``): every event moves its deadline, the timer re-arms itself
 when it fires early, so a steady stream never times out and a stalled one does."""
 
 from __future__ import annotations
