@@ -212,6 +212,30 @@ def test_resolved_parameters_are_copies() -> None:
     assert defs.resolve_tools("lead")[0].parameters["properties"] != {}
 
 
+def test_offered_tools_resolved_once_per_registry_state() -> None:
+    """The engine's view (``offered_tools``) shares its entries between calls until the
+    registry changes; ``resolve_tools`` keeps handing out copies meanwhile."""
+    defs = subagent_world().add(Prompt(name="lead", model="M", tools=["search", "sub"]))
+    first = defs.offered_tools("lead")
+    again = defs.offered_tools("lead")
+    assert first == again and all(a is b for a, b in zip(first, again, strict=True))
+    assert first is not again  # a fresh list: the caller may append runtime tools
+    assert defs.resolve_tools("lead")[0] is not first[0]
+    assert defs.resolve_tools("lead") == first
+    defs.add(Prompt(name="other", model="M"))  # any add starts over
+    assert defs.offered_tools("lead")[0] is not first[0]
+
+
+def test_offered_tools_follow_a_new_prompt_object() -> None:
+    """A prompt object with the same name (another registry, or one passed in directly)
+    is resolved on its own, never served the entries of the first."""
+    defs = subagent_world().add(Prompt(name="lead", model="M", tools=["search"]))
+    assert [t.name for t in defs.offered_tools("lead")] == ["search"]
+    other = Prompt(name="lead", model="M", tools=["sub"])
+    assert [t.name for t in defs.offered_tools(other)] == ["sub"]
+    assert [t.name for t in defs.offered_tools("lead")] == ["search"]
+
+
 def test_resolve_tools_unknown_entry() -> None:
     defs = registry(Prompt(name="lead", model="M", tools=["ghost"]))
     with pytest.raises(DefinitionError, match='Prompt "lead": tool "ghost" is not defined'):

@@ -19,8 +19,9 @@ from threadloom.engine.context import (
     _present,
     normalize,
 )
-from threadloom.engine.context_cache import ContextCache
+from threadloom.engine.context_cache import ContextCache, Prepared
 from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.engine.request_body import request_body
 from threadloom.records import AttachmentRef, Message, ToolCall, encode_tool_calls
 from threadloom.thread.history import MessageHistory
 
@@ -143,7 +144,35 @@ def _check(history: MessageHistory, caches: dict[tuple[str, bool], ContextCache]
         assert [m.model_dump() for m in prepared.messages] == [m.model_dump() for m in expected]
         assert prepared.fragments == [_fragment(_provider_message(m)) for m in expected]
         assert len(prepared.providers) == len(expected)
+        _check_body(prepared)
     return all_fast
+
+
+HEAD = '{"model":"m","messages":"__slot__","tools":[],"_metadata":{"promptName":"P"}}'
+
+
+def _check_body(prepared: Prepared) -> None:
+    """The request body is the head with the messages array of all the fragments; its
+    delta, applied to the last body stored from this cache, gives the same text."""
+    fragments = prepared.fragments
+    before, _, after = HEAD.partition('"__slot__"')
+    expected = before + "[" + ",".join(fragments) + "]" + after
+    body = request_body(HEAD, "__slot__", fragments, prepared, True)
+    assert body.text == expected
+    last = prepared.cache.last_request
+    delta = body.delta()
+    if len(fragments) == 1:  # the system message alone: no delta is offered
+        assert delta is None
+        return
+    assert delta is not None
+    if delta.base_log_id is not None:
+        assert last is not None and delta.keep > 0
+        kept = last.fragments[last.first : last.first + delta.keep]
+    else:
+        kept = []
+    rebuilt = delta.prefix + ",".join([*kept, *delta.fragments]) + delta.suffix
+    assert rebuilt == expected
+    body.stored(f"log-{id(body)}")
 
 
 @pytest.mark.parametrize("seed", range(12))

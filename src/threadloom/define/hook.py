@@ -189,6 +189,8 @@ class HookRegistry:
 
     def __init__(self) -> None:
         self._by_id: dict[str, HookDefinition] = {}
+        self.version = 0
+        """Counts the hooks registered, so a cache of resolutions knows it is stale."""
 
     def register(self, fn_or_definition: Callable[..., Any] | HookDefinition) -> HookDefinition:
         """Register a ``@hook`` function or a definition; the same one twice is a no-op."""
@@ -202,6 +204,7 @@ class HookRegistry:
         existing = self._by_id.get(definition.id)
         if existing is None:
             self._by_id[definition.id] = definition
+            self.version += 1
             return definition
         if existing == definition:
             return existing

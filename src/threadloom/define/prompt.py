@@ -317,6 +317,8 @@ def format_variable(value: Any) -> str:
 
 def substitute_variables(text: str, lookup: Lookup) -> str:
     """Replace every ``{{name}}`` found by ``lookup``; unknown names stay as written."""
+    if "{{" not in text:  # the common system prompt: no variable to look for
+        return text
 
     def replace(match: re.Match[str]) -> str:
         found, value = lookup(match.group(1))

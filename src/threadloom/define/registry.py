@@ -96,6 +96,11 @@ class Definitions:
         self._conflicts: list[tuple[_Entry, _Entry]] = []
         self._hook_origins: dict[str, str] = {}
         self._load_findings: list[Finding] = []
+        self.generation = 0
+        """Counts the models, prompts, tools and agents added (caches of lookups compare it)."""
+        self._resolved: dict[str, tuple[Prompt, tuple[ResolvedTool, ...]]] = {}
+        """``offered_tools`` per prompt name; any ``add`` clears it, since a prompt's entries
+        name definitions by name."""
 
     # -- adding ------------------------------------------------------------------------
     def add(
@@ -127,6 +132,8 @@ class Definitions:
         return self
 
     def _add_named(self, entry: _Entry) -> None:
+        self.generation += 1
+        self._resolved.clear()
         table = self._models if entry.kind == "model" else self._named
         name = entry.obj.name
         existing = table.get(name)
@@ -255,7 +262,8 @@ class Definitions:
         return found
 
     def resolve_tools(self, prompt: Prompt | str) -> list[ResolvedTool]:
-        """The prompt's entries, in order, as offered tools with their targets (§4.4.3)."""
+        """The prompt's entries, in order, as offered tools with their targets (§4.4.3);
+        each call returns fresh copies of the parameters (the caller may change them)."""
         found = self._require_prompt(prompt)
         resolved: list[ResolvedTool] = []
         for entry in found.tools:
@@ -265,6 +273,17 @@ class Definitions:
                     f'Prompt "{found.name}": tool "{entry_name(entry)}" is not defined'
                 )
             resolved.append(item)
+        return resolved
+
+    def offered_tools(self, prompt: Prompt | str) -> list[ResolvedTool]:
+        """``resolve_tools`` for the engine, which asks once per step: resolved once per
+        prompt and registry state, the entries shared between calls — read-only."""
+        found = self._require_prompt(prompt)
+        cached = self._resolved.get(found.name)
+        if cached is not None and cached[0] is found:
+            return list(cached[1])
+        resolved = self.resolve_tools(found)
+        self._resolved[found.name] = (found, tuple(resolved))
         return resolved
 
     def resolve_name(self, name: str) -> ResolvedTool | None:

@@ -132,19 +132,16 @@ class ContextCache:
             self.usable = False
             self._reset(history.edit_mark)
             return None
-        messages = list(self.messages)
-        providers = list(self.providers)
-        fragments = list(self.fragments)
-        committed = len(messages)
-        for request, provider, fragment in tail:
-            messages.append(request)
-            providers.append(provider)
-            fragments.append(fragment)
-        if system:
-            request, provider, fragment = self.system_entry(system)
-            messages.insert(0, request)
-            providers.insert(0, provider)
-            fragments.insert(0, fragment)
+        committed = len(self.messages)
+        # each list built in one pass: the system entry, the committed prefix, the tail
+        entries = [self.system_entry(system), *tail] if system else tail
+        head = 1 if system else 0
+        messages = [e[0] for e in entries]
+        providers = [e[1] for e in entries]
+        fragments = [e[2] for e in entries]
+        messages[head:head] = self.messages
+        providers[head:head] = self.providers
+        fragments[head:head] = self.fragments
         return Prepared(messages, providers, fragments, self, self.generation, committed)
 
     def _extend(

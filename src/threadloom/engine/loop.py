@@ -115,7 +115,7 @@ class Run:
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         prompt = self.execution.prompt
         hooks = self.execution.prompt_hooks
-        return self.hub.resolve_hooks(name, self.agent.name, prompt, hooks)
+        return self.manager.hook_memo.resolve(self.hub, name, self.agent.name, prompt, hooks)
 
     def providers_for(self, model: Any) -> Any:
         provider = model.provider
@@ -124,6 +124,8 @@ class Run:
         return provider
 
     def publish_telemetry(self, kind: str, **fields: Any) -> None:
+        if not self.hub.bus.subscriber_count:
+            return  # an ephemeral event nobody receives (the bus keeps no history)
         self.hub.publish(
             self.thread_id,
             "telemetry",
@@ -347,7 +349,12 @@ class Run:
         self.execution.prompt_hooks = tuple(prompt.hooks or ()) if prompt is not None else ()
 
     def _newest_completed(self) -> tuple[str | None, int | None]:
-        for message in reversed(self.execution.message_history.raw()):
+        history = self.execution.message_history
+        newest = max(len(history) - 8, 0)  # the newest records first: no whole-history copy
+        for message in reversed(history.records_from(newest)):
+            if message.status == "completed":
+                return message.id, message.created_at
+        for message in reversed(history.records_from(0)[:newest]):
             if message.status == "completed":
                 return message.id, message.created_at
         return None, None

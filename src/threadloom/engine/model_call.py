@@ -1,71 +1,39 @@
-"""One model request of a step: streaming, retries, fallbacks, the LLM log rows and cost
-(spec 04 §4.12, §4.25).
-
-The engine always streams. Text and reasoning deltas are published as ephemeral chunk
-events for the pending message; the stored content is written once, at finalisation.
+"""One model request of a step: the request, retries, fallbacks, the LLM log rows and
+cost (spec 04 §4.12, §4.25). The stream of one attempt is read by ``stream.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
-import re
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.request_body import RequestBody, request_body
+from threadloom.engine.request_head import SLOT, head_for
+from threadloom.engine.stream import ModelResult, stream_model
 from threadloom.errors import ProviderError
 from threadloom.providers.types import (
     AssistantMessage,
-    Finish,
     ImagePart,
     ProviderRequest,
-    ReasoningDelta,
-    ReasoningRequest,
     SystemMessage,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
     ToolCallSpec,
-    ToolCallStart,
     ToolMessage,
-    ToolSpec,
     Usage,
     UserMessage,
 )
-from threadloom.records import LogRow, json_compact, new_call_id, new_id
+from threadloom.records import LogRow, json_compact, new_id
 
 if TYPE_CHECKING:
     from threadloom.engine.context import Assembly, RequestMessage
     from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
-GENERATION_EVERY = 80  # characters between `generation` telemetry records (spec 04 §4.12.2)
 
 
 class StepError(Exception):
     """A step failed (spec 04 §4.21); the run ends with ``step_error``."""
-
-
-@dataclass
-class ModelResult:
-    """What one successful attempt returned."""
-
-    content: str
-    tool_calls: list[ToolCallSpec]
-    reasoning_content: str
-    reasoning_details: list[dict[str, Any]] | None
-    finish_reason: str
-    usage: Usage
-    log_id: str
-    model_name: str
-    reasoning_duration_ms: int | None = None
-    started_call_ids: set[str] = field(default_factory=set)
-    log_row: LogRow | None = None
-    """The attempt's completed LLM row, committed with the finalised message."""
 
 
 def cut_error(text: str) -> str:
@@ -75,21 +43,6 @@ def cut_error(text: str) -> str:
         return text
     extra = len(lines) - MAX_ERROR_LINES
     return "\n".join(lines[:MAX_ERROR_LINES]) + f"\n\n[Truncated: {extra} additional lines]"
-
-
-_STRING = r'"((?:[^"\\]|\\.)*)"'
-
-
-def _streamed_string(arguments: str, name: str) -> str | None:
-    """The value of string argument ``name`` once it has completely streamed, else None."""
-    match = re.search(r'"' + re.escape(name) + r'"\s*:\s*' + _STRING, arguments)
-    if match is None:
-        return None
-    try:
-        value = json.loads('"' + match.group(1) + '"')
-    except ValueError:
-        return None
-    return value if isinstance(value, str) else None
 
 
 def price(
@@ -165,24 +118,7 @@ def build_request(
         if prepared is not None
         else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
     )
-    # resumable relationships are reached through subagent_create, never offered by name
-    offered = (
-        [t for t in env.tools if getattr(t, "direct", True)]
-        if getattr(model, "supports_tools", True)
-        else []
-    )
-    tools = [
-        ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in offered
-    ]
-    reasoning = getattr(prompt, "reasoning", None)
-    wants_reasoning = reasoning is not None and (
-        getattr(reasoning, "effort", None) is not None
-        or getattr(reasoning, "max_tokens", None) is not None
-    )
-    options = {
-        **dict(getattr(model, "provider_options", {}) or {}),
-        **dict(getattr(prompt, "provider_options", {}) or {}),
-    }
+    head = head_for(env.run.manager.request_heads, prompt, model, env.tools)
     provider_messages: list[Any] = []
     fragments: list[str] = []
     if prepared is not None:
@@ -200,34 +136,17 @@ def build_request(
             converted = _provider_message(message)
             provider_messages.append(converted)
             fragments.append(_fragment(converted))
-    request = ProviderRequest.model_construct(
-        model=model.model,
-        messages=provider_messages,
-        tools=tools,
-        tool_choice=getattr(prompt, "tool_choice", "auto") if tools else None,
-        parallel_tool_calls=getattr(prompt, "parallel_tool_calls", None) if tools else None,
-        reasoning=(
-            ReasoningRequest(
-                effort=reasoning.effort, max_tokens=reasoning.max_tokens, exclude=reasoning.exclude
-            )
-            if wants_reasoning and reasoning is not None
-            else None
-        ),
-        max_output_tokens=getattr(model, "max_output_tokens", None),
-        provider_options=options,
-        metadata={"thread_id": env.state.thread_id, "prompt": prompt.name},
+    request = head.request(
+        model.model, provider_messages, {"thread_id": env.state.thread_id, "prompt": prompt.name}
     )
-    head = request.model_dump(mode="json", exclude={"metadata", "messages"})
-    head["_metadata"] = {"promptName": prompt.name, "systemPrompt": assembly.system}
     describe = getattr(provider, "log_metadata", None)
-    if callable(describe):  # what the adapter decided, e.g. Anthropic's thinkingDisabled
-        head["_metadata"].update(describe(request) or {})
-    text = json_compact({"model": head.pop("model"), "messages": _SLOT, **head})
+    # what the adapter decided, e.g. Anthropic's thinkingDisabled
+    extra = (describe(request) or None) if callable(describe) else None
+    text = head.body_head(prompt.name, assembly.system, extra)
     system = bool(provider_messages) and isinstance(provider_messages[0], SystemMessage)
-    return request, request_body(text, _SLOT, fragments, prepared, system)
-
-
-_SLOT = "__threadloom_request_messages__"
+    body = request_body(text, SLOT, fragments, prepared, system)
+    body.tools_schema = head.tools_schema
+    return request, body
 
 
 def _fragment(message: Any) -> str:
@@ -244,141 +163,6 @@ def _fragment(message: Any) -> str:
 
 
 # -- streaming -----------------------------------------------------------------------
-
-
-async def _stream(
-    env: StepEnv, provider: Any, request: ProviderRequest, pending_id: str, sent_at: float
-) -> tuple[ModelResult, float | None, float | None]:
-    run, options = env.run, env.run.options
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish: Finish | None = None
-    first_at: float | None = None
-    last_at: float | None = None
-    reasoning_started: float | None = None
-    reasoning_ended: float | None = None
-    run.partial[pending_id] = ""
-    run.partial_reasoning[pending_id] = ""
-    stream = provider.stream(request)
-    iterator = stream.__aiter__()
-    try:
-        while True:
-            limit = options.first_chunk_timeout_s if first_at is None else options.stall_timeout_s
-            try:
-                async with asyncio.timeout(limit):
-                    event = await iterator.__anext__()
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                raise ProviderError(
-                    f"no response data within {limit:g} s",
-                    code="timeout",
-                    retryable=False,
-                    provider=getattr(provider, "name", ""),
-                ) from None
-            now = time.monotonic()
-            first_at = first_at or now
-            last_at = now
-            if isinstance(event, TextDelta):
-                if reasoning_started is not None and reasoning_ended is None:
-                    reasoning_ended = now
-                offset = len(run.partial[pending_id])
-                text.append(event.text)
-                run.partial[pending_id] += event.text
-                env.publish_chunk("message_chunk", pending_id, event.text, offset)
-                produced = len(run.partial[pending_id])
-                if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
-                    run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
-            elif isinstance(event, ReasoningDelta):
-                reasoning_started = reasoning_started or now
-                offset = sum(len(r) for r in reasoning)
-                reasoning.append(event.text)
-                run.partial_reasoning[pending_id] += event.text
-                env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
-            elif isinstance(event, ToolCallStart):
-                if reasoning_started is not None and reasoning_ended is None:
-                    reasoning_ended = now
-                call_id = event.id or new_call_id()
-                watch = env.progress_argument(event.name)
-                calls[event.index] = {
-                    "id": call_id,
-                    "name": event.name,
-                    "parts": [],
-                    "full": None,
-                    "extra": None,
-                    "watch": watch,
-                }
-                if watch is None:
-                    env.announce_call(call_id, event.name, "", None)
-            elif isinstance(event, ToolCallDelta):
-                calls.setdefault(
-                    event.index,
-                    {"id": new_call_id(), "name": "", "parts": [], "full": None, "extra": None},
-                )
-                entry = calls[event.index]
-                entry["parts"].append(event.arguments)
-                if entry.get("watch") and entry["id"] not in env.announced:
-                    value = _streamed_string("".join(entry["parts"]), entry["watch"])
-                    if value is not None:
-                        env.announce_call(
-                            entry["id"], entry["name"], "".join(entry["parts"]), value
-                        )
-            elif isinstance(event, ToolCallEnd):
-                ended = calls.get(event.index)
-                if ended is not None:
-                    if event.arguments is not None:
-                        ended["full"] = event.arguments
-                    ended["extra"] = event.extra_content
-            elif isinstance(event, Finish):
-                finish = event
-    finally:
-        closer = getattr(iterator, "aclose", None)
-        if closer is not None:
-            try:
-                async with asyncio.timeout(5):
-                    await closer()
-            except (TimeoutError, Exception):
-                pass
-    for entry in calls.values():  # calls not announced while streaming are announced now
-        arguments = entry["full"] if entry["full"] is not None else "".join(entry["parts"])
-        progress = _streamed_string(arguments, entry["watch"]) if entry.get("watch") else None
-        env.announce_call(entry["id"], entry["name"], arguments, progress)
-    if finish is None:
-        raise ProviderError(
-            "stream ended without a finish event",
-            code="server_error",
-            provider=getattr(provider, "name", ""),
-        )
-    tool_calls = [
-        ToolCallSpec(
-            id=c["id"],
-            name=c["name"],
-            arguments=c["full"] if c["full"] is not None else "".join(c["parts"]),
-            extra_content=c["extra"],
-        )
-        for _, c in sorted(calls.items())
-    ]
-    if reasoning_started is not None and reasoning_ended is None:
-        reasoning_ended = last_at
-    duration = (
-        int((reasoning_ended - reasoning_started) * 1000)
-        if reasoning_started is not None and reasoning_ended is not None
-        else None
-    )
-    result = ModelResult(
-        content="".join(text),
-        tool_calls=tool_calls,
-        reasoning_content="".join(reasoning),
-        reasoning_details=finish.reasoning_details or None,
-        finish_reason="tool_calls" if tool_calls else finish.finish_reason,
-        usage=finish.usage,
-        log_id="",
-        model_name="",
-        reasoning_duration_ms=duration,
-        started_call_ids={c.id for c in tool_calls},
-    )
-    return result, first_at, last_at
 
 
 async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> ModelResult:
@@ -416,9 +200,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     request_body=body.text,
                     request_delta=body.delta(),
                     system_prompt=assembly.system or None,
-                    tools_schema=json_compact([t.model_dump() for t in request.tools])
-                    if request.tools
-                    else None,
+                    tools_schema=body.tools_schema,
                     tools_available=len(request.tools),
                     message_history_length=len(request.messages),
                     parent_log_id=env.parent_log_id,
@@ -434,7 +216,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
             sent = time.monotonic()
             try:
-                result, first_at, last_at = await _stream(env, provider, request, pending_id, sent)
+                result, first_at, last_at = await stream_model(env, provider, request, pending_id)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define.tool import ToolResult
 from threadloom.engine import results
+from threadloom.engine.hook_memo import HookMemo
+from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
@@ -99,6 +101,9 @@ class RunManager:
         self.hub = hub
         self.providers = providers
         self.options = options
+        self.hook_memo = HookMemo()
+        self.request_heads: Heads = {}
+        """The constant parts of model requests (``request_head.head_for``)."""
         self._runs: dict[str, Run] = {}
         self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
         self._background: set[asyncio.Task[Any]] = set()

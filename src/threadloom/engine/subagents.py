@@ -300,7 +300,7 @@ async def runtime_tools(run: Any, prompt: Any) -> list[ResolvedTool]:
     """``with_runtime_tools`` for a step of ``run``: the registry is read only when the
     thread has one (``ThreadRow.has_children``), so a thread without children pays nothing."""
     entries = await run.hub.store.get_registry(run.thread_id) if run.has_registry else []
-    return with_runtime_tools(run.definitions.resolve_tools(prompt), entries, run.definitions)
+    return with_runtime_tools(run.definitions.offered_tools(prompt), entries, run.definitions)
 
 
 __all__ = [

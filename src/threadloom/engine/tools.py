@@ -303,6 +303,13 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
             if env.run.stop_requested():
                 break
         return
+    if len(calls) == 1:  # nothing to run alongside: no task to schedule and wait for
+        call = calls[0]
+        env.run.publish_telemetry("tool_started", tool=call.function.name)
+        outcome = await _execute(env, call)
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+        return
     tasks = []
     for call in calls:
         env.run.publish_telemetry("tool_started", tool=call.function.name)

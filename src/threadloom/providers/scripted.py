@@ -23,7 +23,7 @@ import asyncio
 import copy
 import inspect
 import math
-import uuid
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
@@ -215,14 +215,16 @@ class ScriptedProvider:
             raise reply.error.to_error(self.name)
 
         for index, call in enumerate(reply.tool_calls):
-            call_id = call.id or "call_" + uuid.uuid4().hex[:8]
+            call_id = call.id or "call_" + os.urandom(4).hex()  # 8 random hex digits
             yield ToolCallStart(index=index, id=call_id, name=call.name)
             yield ToolCallDelta(index=index, arguments=call.arguments_text)
             yield ToolCallEnd(index=index, extra_content=call.extra_content)
         yield Finish(
             finish_reason=reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"),
             usage=synthetic_usage(request, reply),
-            reasoning_details=copy.deepcopy(reply.reasoning_details),
+            reasoning_details=copy.deepcopy(reply.reasoning_details)
+            if reply.reasoning_details is not None
+            else None,
             response_id=f"scripted-{number}",
         )
 

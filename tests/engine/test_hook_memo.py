@@ -1,0 +1,59 @@
+"""The engine remembers which hooks run for a name (``engine/hook_memo.py``, spec 03 §3.3)
+per registry state: a hook or agent registered later is seen by the next resolution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadloom import Agent, Side, hook
+from threadloom.engine.hook_memo import HookMemo
+from threadloom.providers.script import Reply
+
+
+@hook("after_system_message", id="late_system")
+def late_system(state: Any, text: str) -> str:
+    return text + " (late)"
+
+
+async def test_memo_follows_agents_and_hooks_registered_later(make_chat: Any) -> None:
+    chat = await make_chat()
+    hub = chat.runtime.hub
+    memo = HookMemo()
+    name = "after_system_message"
+    assert memo.resolve(hub, name, "late", None, ()) == []  # no such agent yet
+    hub.definitions.add(Agent(name="late", side_a=Side(prompt="P"), hooks=["late_system"]))
+    assert memo.resolve(hub, name, "late", None, ()) == []  # listed, not registered
+    hub.definitions.hooks.register(late_system)
+    resolved = memo.resolve(hub, name, "late", None, ())
+    assert [(d.id, c.source["kind"]) for d, c in resolved] == [("late_system", "agent")]
+    assert resolved == hub.resolve_hooks(name, "late", None, ())
+    resolved.clear()  # each caller gets its own list
+    assert len(memo.resolve(hub, name, "late", None, ())) == 1
+    # the prompt's list replaces the agent's, and is part of the key
+    assert memo.resolve(hub, name, "late", "P", ("other",)) == []
+
+
+async def test_a_hook_registered_between_turns_runs_on_the_next_turn(make_chat: Any) -> None:
+    """The runtime's own memo: an agent added after open whose hook is registered only
+    after its first turn — the second turn's request has the hook's system prompt."""
+    chat = await make_chat([Reply.text("zero"), Reply.text("one"), Reply.text("two")])
+    warm = await chat.thread()  # the memo holds the answers for "chat" first
+    await chat.runtime.send_message(warm.thread_id, "warm")
+    await chat.runtime.wait_idle(warm.thread_id, timeout=5)
+    definitions = chat.runtime.hub.definitions
+    definitions.add(
+        Agent(
+            name="late",
+            side_a=Side(prompt="P", label="Agent"),
+            side_b=Side(label="Customer"),
+            hooks=["late_system"],
+        )
+    )
+    state = await chat.runtime.create_thread("late")
+    await chat.runtime.send_message(state.thread_id, "first")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    definitions.hooks.register(late_system)
+    await chat.runtime.send_message(state.thread_id, "second")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    systems = [r.messages[0].content for r in chat.provider.requests]
+    assert systems == ["You are P.", "You are P.", "You are P. (late)"]
