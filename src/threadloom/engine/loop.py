@@ -115,7 +115,7 @@ class Run:
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         prompt = self.execution.prompt
         hooks = self.execution.prompt_hooks
-        return self.manager.hook_memo.resolve(self.hub, name, self.agent.name, prompt, hooks)
+        return self.hub.resolve_hooks(name, self.agent.name, prompt, hooks)
 
     def providers_for(self, model: Any) -> Any:
         provider = model.provider
@@ -124,8 +124,8 @@ class Run:
         return provider
 
     def publish_telemetry(self, kind: str, **fields: Any) -> None:
-        if not self.hub.bus.subscriber_count:
-            return  # an ephemeral event nobody receives (the bus keeps no history)
+        if not self.hub.bus.wants(self.thread_id):
+            return  # an ephemeral event nobody would receive (the bus keeps no history)
         self.hub.publish(
             self.thread_id,
             "telemetry",

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define.tool import ToolResult
 from threadloom.engine import results
-from threadloom.engine.hook_memo import HookMemo
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
@@ -101,7 +100,6 @@ class RunManager:
         self.hub = hub
         self.providers = providers
         self.options = options
-        self.hook_memo = HookMemo()
         self.request_heads: Heads = {}
         """The constant parts of model requests (``request_head.head_for``)."""
         self._runs: dict[str, Run] = {}
@@ -308,7 +306,7 @@ class RunManager:
         async with self.hub.lock(tid):
             stored, settled, events = await self.hub.store.finish_run(tid, message, log, end)
             log_event, message_event, *status = events
-            self.hub.publish(tid, "log", log_event.seq, {"log": log.to_list_wire()})
+            self.hub.publish_log(tid, log_event.seq, log)
             stored = (await self.hub.project(tid, [stored]))[0]
             self.hub.publish_message(message_event, stored)
             run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)

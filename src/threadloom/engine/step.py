@@ -99,8 +99,8 @@ class StepEnv:
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` for this step's prompt (spec 03 §3.3)."""
         execution = self.execution
-        return self.run.manager.hook_memo.resolve(
-            self.run.hub, name, self.run.agent.name, execution.prompt, execution.prompt_hooks
+        return self.run.hub.resolve_hooks(
+            name, self.run.agent.name, execution.prompt, execution.prompt_hooks
         )
 
     async def dispatch(
@@ -138,8 +138,8 @@ class StepEnv:
         return result
 
     def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
-        if not self.state.hub.bus.subscriber_count:
-            return  # an ephemeral event nobody receives (the bus keeps no history)
+        if not self.state.hub.bus.wants(self.state.thread_id):
+            return  # an ephemeral event nobody would receive (the bus keeps no history)
         self.state.hub.publish(
             self.state.thread_id,
             kind,
@@ -148,8 +148,8 @@ class StepEnv:
         )
 
     def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
-        if not self.state.hub.bus.subscriber_count:
-            return  # an ephemeral event nobody receives (the bus keeps no history)
+        if not self.state.hub.bus.wants(self.state.thread_id):
+            return  # an ephemeral event nobody would receive (the bus keeps no history)
         self.state.hub.publish(
             self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
         )

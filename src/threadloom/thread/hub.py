@@ -123,6 +123,11 @@ class ThreadHub:
         self._child_hook_cache: dict[
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
         ] = {}
+        self._hook_answers: dict[
+            tuple[str, str, str | None, tuple[str, ...]], list[tuple[HookDefinition, HookContext]]
+        ] = {}
+        self._hook_definitions: Definitions | None = None
+        self._hook_state: tuple[int, int] = (-1, -1)
         self.registry_checked: dict[str, int] = {}
         """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11)."""
         self.children_starting: set[str] = set()
@@ -363,7 +368,27 @@ class ThreadHub:
         self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
     ) -> list[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` that run now (spec 03 §3.3): the active prompt's list or
-        the agent's, between the parent hooks its subagents require."""
+        the agent's, between the parent hooks its subagents require. A step asks this a
+        dozen times with the same arguments, and the answer changes only with the
+        registry: answers are remembered for one registry state (the definitions object,
+        its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
+        definitions = self.definitions
+        state = (definitions.generation, definitions.hooks.version)
+        if definitions is not self._hook_definitions or state != self._hook_state:
+            self._hook_answers.clear()
+            self._child_hook_cache.clear()
+            self._hook_definitions, self._hook_state = definitions, state
+        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
+        found = self._hook_answers.get(key)
+        if found is None:
+            found = self._hook_answers[key] = self._resolve_hooks(
+                name, agent_id, prompt_name, prompt_hooks
+            )
+        return list(found)  # the caller's own list
+
+    def _resolve_hooks(
+        self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
+    ) -> list[tuple[HookDefinition, HookContext]]:
         agent = self.definitions.agent(agent_id)
         agent_hooks = list(agent.hooks) if agent else []
         before, after = self._child_hooks(agent_id)

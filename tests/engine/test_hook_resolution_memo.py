@@ -1,4 +1,4 @@
-"""The engine remembers which hooks run for a name (``engine/hook_memo.py``, spec 03 §3.3)
+"""The hub remembers which hooks run for a name (``ThreadHub.resolve_hooks``, spec 03 §3.3)
 per registry state: a hook or agent registered later is seen by the next resolution."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom import Agent, Side, hook
-from threadloom.engine.hook_memo import HookMemo
 from threadloom.providers.script import Reply
 
 
@@ -18,23 +17,22 @@ def late_system(state: Any, text: str) -> str:
 async def test_memo_follows_agents_and_hooks_registered_later(make_chat: Any) -> None:
     chat = await make_chat()
     hub = chat.runtime.hub
-    memo = HookMemo()
     name = "after_system_message"
-    assert memo.resolve(hub, name, "late", None, ()) == []  # no such agent yet
+    assert hub.resolve_hooks(name, "late", None, ()) == []  # no such agent yet
     hub.definitions.add(Agent(name="late", side_a=Side(prompt="P"), hooks=["late_system"]))
-    assert memo.resolve(hub, name, "late", None, ()) == []  # listed, not registered
+    assert hub.resolve_hooks(name, "late", None, ()) == []  # listed, not registered
     hub.definitions.hooks.register(late_system)
-    resolved = memo.resolve(hub, name, "late", None, ())
+    resolved = hub.resolve_hooks(name, "late", None, ())
     assert [(d.id, c.source["kind"]) for d, c in resolved] == [("late_system", "agent")]
-    assert resolved == hub.resolve_hooks(name, "late", None, ())
+    assert resolved == hub._resolve_hooks(name, "late", None, ())  # the unremembered answer
     resolved.clear()  # each caller gets its own list
-    assert len(memo.resolve(hub, name, "late", None, ())) == 1
+    assert len(hub.resolve_hooks(name, "late", None, ())) == 1
     # the prompt's list replaces the agent's, and is part of the key
-    assert memo.resolve(hub, name, "late", "P", ("other",)) == []
+    assert hub.resolve_hooks(name, "late", "P", ("other",)) == []
 
 
 async def test_a_hook_registered_between_turns_runs_on_the_next_turn(make_chat: Any) -> None:
-    """The runtime's own memo: an agent added after open whose hook is registered only
+    """Through the engine: an agent added after open whose hook is registered only
     after its first turn — the second turn's request has the hook's system prompt."""
     chat = await make_chat([Reply.text("zero"), Reply.text("one"), Reply.text("two")])
     warm = await chat.thread()  # the memo holds the answers for "chat" first
