@@ -313,15 +313,7 @@ async def test_migration_from_version_4_keeps_every_body(db_url: str) -> None:
     thread."""
     path = path_from_url(db_url)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        schema.applied_versions(conn)
-        for version, name, sql in schema.MIGRATIONS[:4]:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(
-                "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?, ?, 0)",
-                (version, name),
-            )
+        assert schema.migrate(conn, upto=4) == 4
         conn.execute(
             "INSERT INTO threads(id, agent_id, origin_agent_id, created_at_us, status_state,"
             " status_since) VALUES ('t1', 'a', 'a', 1, 'idle', 1)"

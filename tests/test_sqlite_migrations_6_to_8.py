@@ -105,15 +105,7 @@ def _make_version_5(source: str, target: str) -> None:
     """``target``: migrations 1-5 applied, then every row of ``source`` (v5 columns only),
     as version 5 kept it."""
     with closing(sqlite3.connect(target, isolation_level=None)) as conn:
-        schema.applied_versions(conn)
-        for version, name, sql in schema.MIGRATIONS[:5]:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(
-                "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?, ?, 0)",
-                (version, name),
-            )
+        assert schema.migrate(conn, upto=5) == 5
         conn.execute("ATTACH DATABASE ? AS src", (source,))
         tables = [
             r[0]

@@ -530,16 +530,17 @@ def applied_versions(conn: sqlite3.Connection) -> set[int]:
     return {row[0] for row in conn.execute("SELECT version FROM threadloom_migrations")}
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration not yet recorded, each in its own transaction; returns the
-    schema version. A database newer than this code is refused."""
+def migrate(conn: sqlite3.Connection, upto: int = LATEST_VERSION) -> int:
+    """Apply every migration not yet recorded, up to version ``upto`` (tests build older
+    databases with it), each in its own transaction; returns the schema version. A
+    database newer than this code is refused."""
     done = applied_versions(conn)
     if done and max(done) > LATEST_VERSION:
         raise RuntimeError(
             f"database schema version {max(done)} is newer than this Threadloom ({LATEST_VERSION})"
         )
     for version, name, sql in MIGRATIONS:
-        if version in done:
+        if version in done or version > upto:
             continue
         checked = _REBUILDS.get(version)
         keys_on = conn.execute("PRAGMA foreign_keys").fetchone()[0]
@@ -565,4 +566,4 @@ def migrate(conn: sqlite3.Connection) -> int:
         finally:
             if checked is not None:
                 conn.execute(f"PRAGMA foreign_keys = {'ON' if keys_on else 'OFF'}")
-    return LATEST_VERSION
+    return max(applied_versions(conn))
