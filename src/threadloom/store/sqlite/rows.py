@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -219,9 +220,13 @@ def log_from_row(row: Sequence[Any], rebuild: Callable[[str], str]) -> LogRow:
     return LogRow.model_construct(**values)
 
 
+_ROW_VALUES = operator.attrgetter(*ROW_FIELDS)
+
+
 def log_values(row: LogRow) -> tuple[Any, ...]:
     """The ``logs`` table columns of a row (without the bodies), in ROW_FIELDS order."""
-    return tuple(getattr(row, key) for key in ROW_FIELDS)
+    values: tuple[Any, ...] = _ROW_VALUES(row)
+    return values
 
 
 _TX_STATE = (

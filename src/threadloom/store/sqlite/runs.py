@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sqlite3
 from collections.abc import Callable
 
@@ -36,7 +37,6 @@ from threadloom.store.sqlite.rows import (
     Tx,
     dump_attachments,
     dump_json,
-    log_values,
     message_from_row,
     queue_entry_from_row,
 )
@@ -330,6 +330,8 @@ _LOG_SET = tuple(c for c in ROW_FIELDS if c not in ("id", "created_at"))
 # an update leaves those indexes alone. The others are written by every update.
 _LOG_INDEXED = ("kind", "message_id", "parent_log_id", "retry_of_log_id")
 _LOG_PLAIN = tuple(c for c in _LOG_SET if c not in _LOG_INDEXED)
+_PLAIN_VALUES = operator.attrgetter(*_LOG_PLAIN)
+_INDEXED_VALUES = operator.attrgetter(*_LOG_INDEXED)
 _UPDATE_LOG = NullFree(
     f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
     f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
@@ -340,14 +342,15 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
     """Replace the row's columns in one statement, which returns the indexed columns'
     stored values; those are written (a second statement) only when they change, so an
     update leaves the indexes of the columns it does not change alone."""
-    values = dict(zip(ROW_FIELDS, log_values(row), strict=True))
     current = tx.conn.execute(
-        *_UPDATE_LOG.bind((*(values[c] for c in _LOG_PLAIN), row.id, tx.thread_id))
+        *_UPDATE_LOG.bind((*_PLAIN_VALUES(row), row.id, tx.thread_id))
     ).fetchall()
     if not current:
         raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
     changed = [
-        (c, values[c]) for c, old in zip(_LOG_INDEXED, current[0], strict=True) if values[c] != old
+        (c, new)
+        for c, new, old in zip(_LOG_INDEXED, _INDEXED_VALUES(row), current[0], strict=True)
+        if new != old
     ]
     if changed:
         tx.conn.execute(
