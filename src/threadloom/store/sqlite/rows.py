@@ -34,7 +34,10 @@ THREAD_COLUMNS = (
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
-_OWN = "m.rid > threads.tnum * 4294967296 AND m.rid < (threads.tnum + 1) * 4294967296"
+KEY_SPAN = 1 << 32
+"""A thread's event rows and messages are keyed ``threads.tnum * KEY_SPAN + seq``
+(migrations 6 and 8): one key range per thread, in seq order."""
+_OWN = f"m.rid > threads.tnum * {KEY_SPAN} AND m.rid < (threads.tnum + 1) * {KEY_SPAN}"
 THREAD_SUMMARY = (
     f"(SELECT m.content FROM messages m WHERE {_OWN} AND m.depth = 0"
     " AND m.silent = 0 AND m.role = 'user' ORDER BY m.rid DESC LIMIT 1),"
@@ -242,12 +245,9 @@ _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id
 _EVENT_INSERT = (
     "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
 )
-KEY_SPAN = 1 << 32
-"""A thread's event rows and messages are keyed ``threads.tnum * KEY_SPAN + seq``
-(migrations 6 and 8): one key range per thread, in seq order."""
 THREAD_RANGE = (
-    "rid > (SELECT tnum FROM threads WHERE id = ?) * 4294967296"
-    " AND rid < ((SELECT tnum FROM threads WHERE id = ?) + 1) * 4294967296"
+    f"rid > (SELECT tnum FROM threads WHERE id = ?) * {KEY_SPAN}"
+    f" AND rid < ((SELECT tnum FROM threads WHERE id = ?) + 1) * {KEY_SPAN}"
 )
 """A WHERE fragment: the messages of one thread (bind its id twice)."""
 _EVENT_ROWS_PER_INSERT = 500
