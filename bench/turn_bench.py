@@ -28,6 +28,10 @@ i.e. a turn's cost is flat with history length.
 Section C (information) — where a Threadloom turn's time goes: the store calls of a turn
 counted and timed by wrapping the store's write and read entry points in this process.
 
+Section E (information) — the SQL a turn executes, recorded and replayed on plain
+``sqlite3`` against the floor: how much of a turn is the store's SQL, how much the Python
+around it (``bench/_replay.py``).
+
 Section D (information) — 1,000 threads running 3 turns each concurrently on a model with
 100 ms latency per call: wall time, turns/s and peak RSS, in a subprocess of its own so
 the RSS is the scenario's.
@@ -54,6 +58,7 @@ import threadloom
 from _breakdown import StoreCalls, breakdown, instrument
 from _concurrent import concurrent_scenario, section_d
 from _raw_floor import RawTurns, time_raw
+from _replay import section_e
 from _report import (
     filesystem_of,
     ms,
@@ -71,6 +76,7 @@ WARMUP_TURNS = 10
 HISTORY_WARMUP_TURNS = 3
 BLOCKS = 10
 BREAKDOWN_TURNS = 20
+REPLAY_TURNS = 200
 TURN_GOAL = 2.5
 _SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 _ARGUMENTS = '{"v":1}'
@@ -448,7 +454,7 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
 
 
 # -- section D: many threads at once (runs in a subprocess) --------------------------------
-SECTIONS = ("empty", "history", "concurrent")
+SECTIONS = ("empty", "history", "replay", "concurrent")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -561,6 +567,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 ),
                 flush=True,
             )
+        if "replay" not in args.skip:
+            progress("section E: a turn's own SQL replayed on raw sqlite3 …")
+            replay = await section_e(workdir, REPLAY_TURNS, BLOCKS, WARMUP_TURNS)
+            print("\n" + replay, flush=True)
         if "concurrent" not in args.skip:
             progress(
                 f"section D: {args.threads:,} threads × {args.turns_per_thread} turns"
