@@ -127,14 +127,15 @@ class StepEnv:
             )
         definition = getattr(resolved.target, "tool_definition", resolved.target)
         timeout = getattr(definition, "timeout", None)
+        threads = self.run.manager.threads
         if timeout:
             try:
                 async with asyncio.timeout(timeout):
-                    result: ToolResult = await definition.invoke(state, arguments)
+                    result: ToolResult = await definition.invoke(state, arguments, threads)
                     return result
             except TimeoutError:
                 return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
-        result = await definition.invoke(state, arguments)
+        result = await definition.invoke(state, arguments, threads)
         return result
 
     def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
