@@ -223,3 +223,17 @@ async def test_invoke_uses_the_given_threads() -> None:
         assert result.result.startswith("threadloom-tool-") and result.result.endswith(":3")
     finally:
         threads.shutdown()
+
+
+async def test_calls_around_the_idle_timeout_and_the_bound_all_complete() -> None:
+    """Workers ending on their idle timeout while calls arrive, and calls waiting at the
+    bound: every call is taken by some worker (none is left in the queue)."""
+    threads = ToolThreads(max_workers=2, idle_timeout=0.002)
+    try:
+        for round_ in range(30):
+            batch = [threads.run(time.sleep, 0.001 * (i % 3)) for i in range(5)]
+            await asyncio.wait_for(asyncio.gather(*batch), timeout=10)
+            assert threads.threads <= 2
+            await asyncio.sleep(0.002 * (round_ % 3))
+    finally:
+        threads.shutdown()

@@ -74,8 +74,12 @@ class ToolThreads:
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
         self._busy: set[threading.Thread] = set()
-        self._idle = 0  # workers waiting for an item (or starting)
-        self._backlog = 0  # items put and not yet taken
+        # Every queued item is claimed once: by a free worker (``_idle`` counts the free
+        # ones no item has claimed), by a worker started for it, or — at the bound — by
+        # the next worker to finish (``_waiting``). A worker thus takes the lock once per
+        # call, when it finishes, and never waits for an item when one is unclaimed.
+        self._idle = 0
+        self._waiting = 0
         self._closed = False
         self._atexit = False
 
@@ -95,9 +99,12 @@ class ToolThreads:
                 fallback = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
                 fallback.add_done_callback(lambda done: _copy(done, future))
                 return future
-            self._backlog += 1
-            if self._backlog > self._idle and len(self._threads) < self.max_workers:
+            if self._idle:
+                self._idle -= 1
+            elif len(self._threads) < self.max_workers:
                 self._start()
+            else:
+                self._waiting += 1
             self._queue.put(item)
         return future
 
@@ -120,30 +127,27 @@ class ToolThreads:
         thread = threading.Thread(
             target=self._work, name=f"threadloom-tool-{next(_numbers)}", daemon=False
         )
-        self._idle += 1  # it takes an item as soon as it runs
-        self._threads.add(thread)
+        self._threads.add(thread)  # claimed by the item it is started for
         thread.start()
 
     def _work(self) -> None:
         me = threading.current_thread()
-        queue, lock = self._queue, self._lock
+        queue, lock, busy = self._queue, self._lock, self._busy
         while True:
             try:
                 item = queue.get(timeout=self.idle_timeout)
             except Empty:
                 with lock:
-                    if self._backlog < self._idle:  # no put counts on this worker
+                    if self._idle:  # a free worker no item has claimed: this one may go
                         self._idle -= 1
                         self._threads.discard(me)
                         return
-                continue
-            with lock:
-                self._idle -= 1
-                if item is None:
+                continue  # an item claimed this worker as it timed out: take it
+            if item is None:
+                with lock:
                     self._threads.discard(me)
-                    return
-                self._backlog -= 1
-                self._busy.add(me)
+                return
+            busy.add(me)
             loop, future, context, fn, args, kwargs = item
             del item
             if not future.cancelled():  # cancelled while queued: not run
@@ -155,9 +159,12 @@ class ToolThreads:
                     _deliver(loop, _set_result, future, result)
                     del result
             del loop, future, context, fn, args, kwargs
+            busy.discard(me)
             with lock:
-                self._busy.discard(me)
-                self._idle += 1
+                if self._waiting:
+                    self._waiting -= 1  # an item queued at the bound: take it next
+                else:
+                    self._idle += 1
 
     def shutdown(self, wait: bool = True) -> None:
         """End the workers: idle ones now (joined when ``wait``), busy ones after their
