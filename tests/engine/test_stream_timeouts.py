@@ -80,3 +80,38 @@ async def test_stall_limit_shorter_than_first_chunk_limit_re_arms_earlier(
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
     assert time.monotonic() - started < 0.8
     assert (await state.status()).reason == "step_error"
+
+
+async def test_first_chunk_after_the_stall_limit_but_within_its_own_limit_completes(
+    make_chat: Any,
+) -> None:
+    """The first wait's timer fires at the (shorter) stall limit, finds the first-chunk
+    deadline not reached and re-arms for it: a first chunk later than the stall limit but
+    within the first-chunk limit is no timeout."""
+    chat = await make_chat(
+        [Reply.text("late but fine", delay=0.3)],
+        options=EngineOptions(first_chunk_timeout_s=2.0, stall_timeout_s=0.1),
+    )
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "Hello")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    answers = [m for m in await _messages(state) if m.role == "assistant"]
+    assert [(m.status, m.content) for m in answers] == [("completed", "late but fine")]
+
+
+async def test_no_first_chunk_times_out_at_the_first_chunk_limit_not_the_stall_limit(
+    make_chat: Any,
+) -> None:
+    chat = await make_chat(
+        [Reply.text("never", delay=3.0)],
+        options=EngineOptions(first_chunk_timeout_s=0.4, stall_timeout_s=0.1),
+    )
+    state = await chat.thread()
+    started = time.monotonic()
+    await chat.runtime.send_message(state.thread_id, "Hello")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    elapsed = time.monotonic() - started
+    assert 0.4 <= elapsed < 2.0
+    rows = await _llm_rows(chat, state.thread_id)
+    assert "no response data within 0.4 s" in (rows[0].error or "")
+    assert (await state.status()).reason == "step_error"

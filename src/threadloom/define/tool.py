@@ -28,6 +28,7 @@ from threadloom.define.schema import (
     empty_object_schema,
     format_validation_error,
 )
+from threadloom.define.threads import ToolThreads
 from threadloom.errors import DefinitionError, ThreadloomError
 from threadloom.records import AttachmentRef
 
@@ -168,13 +169,16 @@ class ToolDefinition:
                 kwargs[parameter] = value
         return args, kwargs
 
-    async def invoke(self, state: Any, arguments: Mapping[str, Any]) -> ToolResult:
+    async def invoke(
+        self, state: Any, arguments: Mapping[str, Any], threads: ToolThreads | None = None
+    ) -> ToolResult:
         """Validate, call the function and normalise its return value.
 
         ``state`` is the in-flow ``ThreadState`` (typed ``Any``: define/ sits below thread/),
         passed as the first argument when the tool takes it.
 
-        ``async def`` tools run on the event loop, plain ones in a worker thread. Exceptions
+        ``async def`` tools run on the event loop, plain ones in a worker thread: one of
+        ``threads`` (the runtime's, ``threads.py``), else ``asyncio.to_thread``'s. Exceptions
         raised by the function propagate: the engine turns them into error results.
         """
         args, kwargs = self.bind_arguments(arguments)
@@ -183,7 +187,10 @@ class ToolDefinition:
         if self.is_async:
             value = await self.fn(*args, **kwargs)
         else:
-            value = await asyncio.to_thread(self.fn, *args, **kwargs)
+            if threads is not None:
+                value = await threads.run(self.fn, *args, **kwargs)
+            else:
+                value = await asyncio.to_thread(self.fn, *args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
         return normalize_tool_result(value)

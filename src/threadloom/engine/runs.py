@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
 from threadloom.engine import results
 from threadloom.engine.request_head import Heads
@@ -111,7 +112,9 @@ class RunManager:
         """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
-        hub.tool_invoker = ToolInvoker(hub)
+        self.threads = ToolThreads()
+        """The worker threads of plain ``def`` tools, ended by :meth:`close`."""
+        hub.tool_invoker = ToolInvoker(hub, self.threads)
 
     # -- starting ----------------------------------------------------------------------
     def running(self, thread_id: str) -> bool:
@@ -503,3 +506,4 @@ class RunManager:
             task.cancel()
         if self._background:
             await asyncio.wait(list(self._background))
+        self.threads.shutdown()

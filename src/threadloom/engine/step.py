@@ -127,14 +127,15 @@ class StepEnv:
             )
         definition = getattr(resolved.target, "tool_definition", resolved.target)
         timeout = getattr(definition, "timeout", None)
+        threads = self.run.manager.threads
         if timeout:
             try:
                 async with asyncio.timeout(timeout):
-                    result: ToolResult = await definition.invoke(state, arguments)
+                    result: ToolResult = await definition.invoke(state, arguments, threads)
                     return result
             except TimeoutError:
                 return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
-        result = await definition.invoke(state, arguments)
+        result = await definition.invoke(state, arguments, threads)
         return result
 
     def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
@@ -285,22 +286,12 @@ async def model_step(env: StepEnv) -> StepOutcome:
     pending = env.pending
     assert pending is not None
     calls, guard = post_process(env, result)
-    message = await finalise(env, pending, result, calls, guard)
+    encoded = encode_tool_calls(calls) if calls else None
+    message = await finalise(env, pending, result, guard, encoded)
     run.partial.pop(pending.id, None)
     run.partial_reasoning.pop(pending.id, None)
-    # Calls run with the arguments text the model sent, so it sees its own parse errors.
-    record_calls = [
-        c.model_copy(
-            update={
-                "function": ToolCallFunction(
-                    name=c.function.name,
-                    arguments=env.original_arguments.get(c.id, c.function.arguments),
-                )
-            }
-        )
-        for c in message.decoded_tool_calls()
-        if guard is None or c.id != guard
-    ]
+    stored_calls = _stored_calls(message, calls, encoded, env.original_arguments)
+    record_calls = [c for c in stored_calls if guard is None or c.id != guard]
     round_ = await run_tools(env, record_calls)
     for stored in round_.stored:
         run.tool_rows.append(stored)
@@ -335,6 +326,30 @@ async def model_step(env: StepEnv) -> StepOutcome:
         round=round_,
         handoff=handoffs[-1] if handoffs else None,
     )
+
+
+def _stored_calls(
+    message: Message, calls: list[ToolCall], encoded: str | None, original: dict[str, str]
+) -> list[ToolCall]:
+    """The finalised message's calls as they run: with the arguments text the model sent,
+    so it sees its own parse errors. When the stored text is the one ``calls`` encoded
+    (no hook changed it) and holds no ``extra_content`` (a JSON round trip could change
+    it), ``calls`` are those records: no decode, and a copy only for changed arguments."""
+    if (
+        encoded is None
+        or message.tool_calls != encoded
+        or any(c.extra_content is not None for c in calls)
+    ):
+        calls = message.decoded_tool_calls()
+    out = []
+    for c in calls:
+        sent = original.get(c.id, c.function.arguments)
+        if sent != c.function.arguments:
+            c = c.model_copy(
+                update={"function": ToolCallFunction(name=c.function.name, arguments=sent)}
+            )
+        out.append(c)
+    return out
 
 
 def post_process(env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str | None]:
@@ -389,10 +404,11 @@ async def finalise(
     env: StepEnv,
     pending: Message,
     result: ModelResult,
-    calls: list[ToolCall],
     guard: str | None,
+    encoded: str | None,
 ) -> Message:
-    """Store the model's answer in its pending message (spec 04 §4.13 step 4)."""
+    """Store the model's answer in its pending message (spec 04 §4.13 step 4);
+    ``encoded``: the stored text of its tool calls (``post_process``)."""
     pending_id = pending.id
     content: str | None = result.content or None
     hooks = env.hooks_for("before_create_message")
@@ -414,7 +430,7 @@ async def finalise(
         content = final.content
     updates = {
         "content": content,
-        "tool_calls": encode_tool_calls(calls) if calls else None,
+        "tool_calls": encoded,
         "log_id": result.log_id,
         "status": "completed",
         "reasoning_content": result.reasoning_content or None,

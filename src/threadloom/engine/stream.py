@@ -87,14 +87,18 @@ class _Watch:
         self.expired = False
         self.handle: asyncio.TimerHandle | None = None
 
-    def arm(self, limit: float) -> None:
-        """The next event is due within ``limit`` seconds from now."""
-        deadline = self.deadline = self.loop.time() + limit
+    def arm(self, limit: float, sooner: float | None = None) -> None:
+        """The next event is due within ``limit`` seconds from now. ``sooner``: a shorter
+        limit the next events will have; a new timer then fires no later than that, so
+        moving the deadline closer later needs no second timer (it re-arms if early)."""
+        now = self.loop.time()
+        deadline = self.deadline = now + limit
         handle = self.handle
         if handle is None or deadline < handle.when():
             if handle is not None:
                 handle.cancel()
-            self.handle = self.loop.call_at(deadline, self._check)
+            when = now + sooner if sooner is not None and sooner < limit else deadline
+            self.handle = self.loop.call_at(when, self._check)
 
     def _check(self) -> None:
         self.handle = None
@@ -137,10 +141,12 @@ async def stream_model(
     try:
         try:
             while True:
-                limit = (
-                    options.first_chunk_timeout_s if first_at is None else options.stall_timeout_s
-                )
-                watchdog.arm(limit)
+                if first_at is None:
+                    limit = options.first_chunk_timeout_s
+                    watchdog.arm(limit, options.stall_timeout_s)
+                else:
+                    limit = options.stall_timeout_s
+                    watchdog.arm(limit)
                 try:
                     event = await iterator.__anext__()
                 except StopAsyncIteration:
@@ -183,17 +189,15 @@ async def stream_model(
                     if watch is None:
                         env.announce_call(call_id, event.name, "", None)
                 elif isinstance(event, ToolCallDelta):
-                    calls.setdefault(
-                        event.index,
-                        {
+                    entry = calls.get(event.index)
+                    if entry is None:  # a delta without a start: the call gets an id here
+                        entry = calls[event.index] = {
                             "id": new_call_id(),
                             "name": "",
                             "parts": [],
                             "full": None,
                             "extra": None,
-                        },
-                    )
-                    entry = calls[event.index]
+                        }
                     entry["parts"].append(event.arguments)
                     if entry.get("watch") and entry["id"] not in env.announced:
                         value = _streamed_string("".join(entry["parts"]), entry["watch"])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define import DROP
+from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolArgumentsError, ToolResult
 from threadloom.engine import session_tools
 from threadloom.errors import InvalidMessage
@@ -337,8 +338,9 @@ class ToolInvoker:
     """``ThreadState.invoke_tool`` and ``queue_tool`` (spec 04 §4.14.6), installed on the
     hub by the engine."""
 
-    def __init__(self, hub: Any) -> None:
+    def __init__(self, hub: Any, threads: ToolThreads | None = None) -> None:
         self.hub = hub
+        self.threads = threads
         self._background: set[asyncio.Task[Any]] = set()
 
     async def invoke(self, state: Any, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -358,7 +360,7 @@ class ToolInvoker:
                     status="error", error=f'"{name}" can only be invoked during a run'
                 )
             definition = getattr(resolved.target, "tool_definition", resolved.target)
-            invoked: ToolResult = await definition.invoke(state, arguments)
+            invoked: ToolResult = await definition.invoke(state, arguments, self.threads)
             return invoked
         except ToolArgumentsError as exc:
             return ToolResult(status="error", error=str(exc))
