@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import operator
 import sqlite3
@@ -167,6 +166,34 @@ def thread_from_row(
     if has_children:
         children = bool(row[extra])
         extra += 1
+    return _thread(
+        row,
+        terminated=row[8],
+        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
+        stopped=bool(row[12]),
+        event_seq=row[14],
+        session=(row[16], row[17]),
+        has_children=children,
+        last_activity_us=row[19],
+        last_message_preview=preview(row[extra]) if summary else None,
+        last_message_at_us=row[extra + 1] if summary else None,
+    )
+
+
+def _thread(
+    row: Sequence[Any],
+    *,
+    terminated: int | None,
+    status: ThreadStatus,
+    stopped: bool,
+    event_seq: int,
+    session: tuple[int, int],
+    has_children: bool | None,
+    last_activity_us: int | None,
+    last_message_preview: str | None = None,
+    last_message_at_us: int | None = None,
+) -> ThreadRow:
+    """A ``ThreadRow`` of a ``THREAD_COLUMNS`` row, with the state columns given."""
     return ThreadRow(
         id=row[0],
         agent_id=row[1],
@@ -176,19 +203,19 @@ def thread_from_row(
         parent_id=row[5],
         arguments=json.loads(row[6]) if row[6] else {},
         created_at_us=row[7],
-        terminated=row[8],
-        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
-        stopped=bool(row[12]),
+        terminated=terminated,
+        status=status,
+        stopped=stopped,
         overlap=row[13],
-        event_seq=row[14],
+        event_seq=event_seq,
         events_pruned_through=row[15],
-        session_turns_a=row[16],
-        session_turns_b=row[17],
-        has_children=children,
+        session_turns_a=session[0],
+        session_turns_b=session[1],
+        has_children=has_children,
         env_types=json.loads(row[18]) if row[18] else None,
-        last_activity_us=row[19],
-        last_message_preview=preview(row[extra]) if summary else None,
-        last_message_at_us=row[extra + 1] if summary else None,
+        last_activity_us=last_activity_us,
+        last_message_preview=last_message_preview,
+        last_message_at_us=last_message_at_us,
     )
 
 
@@ -242,6 +269,14 @@ _TX_ROW = (
     " EXISTS(SELECT 1 FROM subagent_registry WHERE parent_thread_id = threads.id)"
 )
 _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
+_TX_SELECT = {
+    (row, waiting): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}{_TX_WAITING if waiting else ''}"
+    " FROM threads WHERE id = ?"
+    for row in (False, True)
+    for waiting in (False, True)
+}
+"""The texts ``Tx`` reads a thread with, by (row, waiting): made once, so the statement
+cache finds them without hashing a new string each time."""
 _EVENT_INSERT = (
     "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
 )
@@ -272,8 +307,7 @@ class Tx:
         row: bool = False,
         waiting: bool = False,
     ) -> None:
-        sql = f"SELECT {_TX_STATE}{_TX_ROW if row else ''}{_TX_WAITING if waiting else ''}"
-        found = conn.execute(f"{sql} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        found = conn.execute(_TX_SELECT[row, waiting], (thread_id,)).fetchone()
         if found is None:
             raise ThreadNotFound(thread_id)
         self.conn = conn
@@ -342,24 +376,32 @@ class Tx:
 
     def thread_row(self) -> ThreadRow:
         """The thread row as this transaction has changed it so far (``row=True`` only)."""
-        assert self._row is not None
-        row = thread_from_row(self._row, has_children=True)
-        return dataclasses.replace(
+        row = self._row
+        assert row is not None
+        loaded = ThreadStatus(state=row[9], since=row[10], reason=row[11])
+        return _thread(
             row,
             terminated=self.terminated,
-            status=self.status or row.status,
+            status=self.status or loaded,
             stopped=self.stopped,
             event_seq=int(self.event_seq),
-            session_turns_a=self.session[0],
-            session_turns_b=self.session[1],
+            session=self.session,
+            has_children=bool(row[20]),
             last_activity_us=self.activity,
         )
 
     def event(
-        self, kind: str, entity_id: str | None, payload: dict[str, Any] | None = None
+        self,
+        kind: str,
+        entity_id: str | None,
+        payload: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
     ) -> StoredEvent:
+        """The next event of the thread (``data``: what to publish, never stored)."""
         self.event_seq += 1
-        event = StoredEvent(self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now)
+        event = StoredEvent(
+            self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now, data
+        )
         self.events.append(event)
         return event
 
