@@ -119,6 +119,11 @@ def _lookup(conn: sqlite3.Connection, thread_id: str, log_id: str) -> _Base | No
     return _Base(log_id, *found) if found else None
 
 
+def _int_list(values: Sequence[int]) -> str:
+    """``json.dumps(values)`` of a list of ints (the same text), without the encoder."""
+    return f"[{', '.join(map(str, values))}]"
+
+
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
@@ -158,7 +163,7 @@ def _insert_request(
                 delta.keep,
                 delta.keep + len(own),
                 size,
-                json.dumps(own_lengths),
+                _int_list(own_lengths),
                 prefix,
                 None if digest == base.suffix_hash else suffix,
                 digest,
@@ -191,7 +196,7 @@ def _insert_request(
             0,
             len(lengths),
             size,
-            json.dumps(lengths),
+            _int_list(lengths),
             prefix,
             None,
             _digest(suffix),

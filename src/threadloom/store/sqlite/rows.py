@@ -407,7 +407,6 @@ class Tx:
 
     def flush(self) -> list[StoredEvent]:
         """Write the thread row and the event rows; returns the events in order."""
-        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
         params: list[Any] = [
             self.msg_seq,
             self.clock_us,
@@ -416,20 +415,20 @@ class Tx:
             self.log_seq,
             int(self.stopped),
         ]
-        if self.status is not None:
-            sets += ", status_state = ?, status_since = ?, status_reason = ?"
-            params += (self.status.state, self.status.since, self.status.reason)
-        if self.activity != self._loaded_activity:  # only then: the column is indexed
-            sets += ", last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+        status = self.status
+        if status is not None:
+            params += (status.state, status.since, status.reason)
+        activity = self.activity != self._loaded_activity  # only then: the column is indexed
+        if activity:
             params.append(self.activity)
-        if self.session != self._loaded_session:
-            sets += ", session_turns_a = ?, session_turns_b = ?"
+        session = self.session != self._loaded_session
+        if session:
             params += self.session
-        if self.top_visible_count != self._loaded_top_visible_count:
-            sets += ", top_visible_count = ?"
+        top = self.top_visible_count != self._loaded_top_visible_count
+        if top:
             params.append(self.top_visible_count)
         params.append(self.thread_id)
-        self.conn.execute(f"UPDATE threads SET {sets} WHERE id = ?", params)
+        self.conn.execute(_thread_update(status is not None, activity, session, top), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         events = self.events
@@ -441,8 +440,40 @@ class Tx:
             for e in chunk:
                 values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
                 values += (dump_json(e.payload), e.created_at)
-            self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * len(chunk)), values)
+            self.conn.execute(_event_insert(len(chunk)), values)
         return events
+
+
+_THREAD_UPDATES: dict[tuple[bool, bool, bool, bool], str] = {}
+_EVENT_INSERTS: dict[int, str] = {}
+
+
+def _thread_update(status: bool, activity: bool, session: bool, top: bool) -> str:
+    """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
+    changed. Each text is made once (the statement cache then finds it by a string whose
+    hash is known)."""
+    key = (status, activity, session, top)
+    text = _THREAD_UPDATES.get(key)
+    if text is None:
+        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
+        if status:
+            sets += ", status_state = ?, status_since = ?, status_reason = ?"
+        if activity:
+            sets += ", last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+        if session:
+            sets += ", session_turns_a = ?, session_turns_b = ?"
+        if top:
+            sets += ", top_visible_count = ?"
+        text = _THREAD_UPDATES[key] = f"UPDATE threads SET {sets} WHERE id = ?"
+    return text
+
+
+def _event_insert(rows: int) -> str:
+    """The INSERT of ``rows`` event rows (made once per count)."""
+    text = _EVENT_INSERTS.get(rows)
+    if text is None:
+        text = _EVENT_INSERTS[rows] = _EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * rows)
+    return text
 
 
 def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:
