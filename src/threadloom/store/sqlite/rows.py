@@ -6,7 +6,9 @@ import json
 import operator
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
@@ -130,6 +132,28 @@ def message_from_row(row: Sequence[Any]) -> Message:
     _set(message, "__pydantic_extra__", None)
     _set(message, "__pydantic_private__", None)
     return message
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def copy_with(model: _Model, update: dict[str, Any]) -> _Model:
+    """``model.model_copy(update=update)``: the same copy (values, extra, fields set),
+    without pydantic's generic path, for models without private attributes whose config
+    does not allow extra fields (the others take that path)."""
+    if model.__pydantic_private__ is not None or model.model_config.get("extra") == "allow":
+        return model.model_copy(update=update)
+    copied = _new_object(type(model))
+    values = model.__dict__.copy()
+    values.update(update)
+    _set(copied, "__dict__", values)
+    extra = model.__pydantic_extra__
+    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+    fields = set(model.__pydantic_fields_set__)
+    fields.update(update)
+    _set(copied, "__pydantic_fields_set__", fields)
+    _set(copied, "__pydantic_private__", None)
+    return copied
 
 
 def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
