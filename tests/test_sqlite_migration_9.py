@@ -18,7 +18,7 @@ import pytest
 
 from test_sqlite_migrations_6_to_8 import _populate, _snapshot
 from threadloom import Runtime
-from threadloom.store.sqlite import schema
+from threadloom.store.sqlite import schema, schema_checks
 from threadloom.store.sqlite.schema_checks import checks_as_comparisons
 from threadloom.store.sqlite.store import path_from_url
 
@@ -169,3 +169,32 @@ def test_no_check_of_a_turn_builds_an_ephemeral_table(tmp_path: Path) -> None:
         ):
             opcodes = [row[1] for row in conn.execute(f"EXPLAIN {statement}")]
             assert "OpenEphemeral" not in opcodes, statement
+
+
+def test_a_refused_rewrite_keeps_every_constraint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When SQLite refuses the new text (here: one that does not parse; a SQLite built
+    defensive refuses any edit of sqlite_schema), no table's text changes, the migration
+    is recorded, and the file keeps working with its IN-list checks."""
+    monkeypatch.setitem(
+        schema_checks._REWRITES,
+        "messages",
+        (("CHECK (role IN ('system','user','assistant','tool'))", "CHECK (role = )"),),
+    )
+    with closing(sqlite3.connect(tmp_path / "kept.db", isolation_level=None)) as conn:
+        assert schema.migrate(conn, upto=8) == 8
+        before = _table_sql(conn)
+        assert schema.migrate(conn) == schema.LATEST_VERSION
+        assert "kept as they are" in caplog.text
+        assert _table_sql(conn) == before
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute(
+            "INSERT INTO messages(id, thread_id, seq, role, status, created_at)"
+            " VALUES ('m', 't', 1, 'user', 'completed', 0)"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            conn.execute(
+                "INSERT INTO messages(id, thread_id, seq, role, status, created_at)"
+                " VALUES ('n', 't', 1, 'bogus', 'completed', 0)"
+            )

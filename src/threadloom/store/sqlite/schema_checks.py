@@ -13,12 +13,17 @@ the migration rewrites that text in ``sqlite_schema`` (SQLite's documented proce
 schema changes that leave the stored content as it is: ``writable_schema``, then a new
 ``schema_version`` so every connection reloads the schema, parsing the new text before
 the migration commits; no row is read or written, however large the file). A text that
-does not hold the expected constraint (a database altered by hand) keeps it as it is.
+does not hold the expected constraint (a database altered by hand) keeps it as it is, and
+so do all when the rewrite is refused (a SQLite built with its defensive flag on makes
+``sqlite_schema`` read-only): the migration is then recorded without a change.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+
+logger = logging.getLogger(__name__)
 
 _REWRITES: dict[str, tuple[tuple[str, str], ...]] = {
     "threads": (
@@ -67,6 +72,19 @@ def checks_as_comparisons(conn: sqlite3.Connection) -> None:
             changed[table] = new
     if not changed:
         return
+    conn.execute("SAVEPOINT checks")
+    try:
+        _rewrite(conn, changed)
+    except sqlite3.DatabaseError as exc:
+        # e.g. a SQLite built defensive (sqlite_schema read-only): the IN lists stay,
+        # correct, only slower
+        conn.execute("ROLLBACK TO checks")
+        logger.warning("migration 9: CHECK constraints kept as they are (%s)", exc)
+    finally:
+        conn.execute("RELEASE checks")
+
+
+def _rewrite(conn: sqlite3.Connection, changed: dict[str, str]) -> None:
     version = conn.execute("PRAGMA schema_version").fetchone()[0]
     conn.execute("PRAGMA writable_schema = ON")
     try:
