@@ -119,6 +119,11 @@ def _lookup(conn: sqlite3.Connection, thread_id: str, log_id: str) -> _Base | No
     return _Base(log_id, *found) if found else None
 
 
+def _int_list(values: Sequence[int]) -> str:
+    """``json.dumps(values)`` of a list of ints (the same text), without the encoder."""
+    return f"[{', '.join(map(str, values))}]"
+
+
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
@@ -158,7 +163,7 @@ def _insert_request(
                 delta.keep,
                 delta.keep + len(own),
                 size,
-                json.dumps(own_lengths),
+                _int_list(own_lengths),
                 prefix,
                 None if digest == base.suffix_hash else suffix,
                 digest,
@@ -191,7 +196,7 @@ def _insert_request(
             0,
             len(lengths),
             size,
-            json.dumps(lengths),
+            _int_list(lengths),
             prefix,
             None,
             _digest(suffix),
@@ -222,23 +227,31 @@ def _kept_size(conn: sqlite3.Connection, thread_id: str, base: _Base, keep: int)
     return base.size - sum(dropped) - len(dropped)
 
 
+_CHAIN = (
+    "WITH RECURSIVE chain(n, base_id, keep, lengths) AS ("
+    " SELECT 0, base_id, keep, lengths FROM log_requests WHERE log_id = ?"
+    " UNION ALL SELECT chain.n + 1, r.base_id, r.keep, r.lengths"
+    " FROM chain JOIN log_requests r ON r.log_id = chain.base_id"
+    f" WHERE chain.keep > 0 AND chain.n < {MAX_CHAIN_DEPTH})"
+    " SELECT keep, lengths FROM chain ORDER BY n"
+)
+"""A row and the rows up its chain, nearest first: up to the first that keeps nothing (its
+root), at most ``MAX_CHAIN_DEPTH + 1`` rows, fewer when a base is missing."""
+
+
 def _chain_lengths(conn: sqlite3.Connection, log_id: str, need: int) -> list[int] | None:
     """The lengths of the first ``need`` messages of row ``log_id``'s request, from its
-    chain (each row's own lengths, as the reader takes its text); ``None`` when broken."""
+    chain (each row's own lengths, as the reader takes its text); ``None`` when broken.
+    One statement for the whole chain (it was one per row: 65 at the depth cap)."""
+    if need == 0:
+        return []
     runs: list[list[int]] = []
-    at: str | None = log_id
-    for _ in range(MAX_CHAIN_DEPTH + 1):  # a chain has at most this many rows
-        if need == 0:
-            break
-        found = conn.execute(
-            "SELECT base_id, keep, lengths FROM log_requests WHERE log_id = ?", (at,)
-        ).fetchone()
-        if found is None:
-            return None
-        at, keep, lengths = found
+    for keep, lengths in conn.execute(_CHAIN, (log_id,)):
         if need > keep:
             runs.append(json.loads(lengths)[: need - keep])
         need = min(need, keep)
+        if need == 0:
+            break
     if need:
         return None
     return [length for run in reversed(runs) for length in run]

@@ -17,6 +17,7 @@ from threadloom.store.sqlite.rows import (
     LOG_SELECT,
     ROW_FIELDS,
     Tx,
+    copy_with,
     log_from_row,
     log_values,
 )
@@ -41,7 +42,7 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     update: dict[str, Any] = {"created_at": tx.now, "request_delta": None}
     if anchor_newest:
         update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
-    stored = row.model_copy(update=update)
+    stored = copy_with(row, update)
     tx.conn.execute(*_INSERT.bind((tx.thread_id, tx.next_log_seq(), *log_values(stored))))
     insert_bodies(tx.conn, tx.thread_id, row)
     return stored, tx.event("log", stored.id)

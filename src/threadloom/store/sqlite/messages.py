@@ -17,6 +17,7 @@ from threadloom.store.sqlite.rows import (
     THREAD_RANGE,
     Tx,
     adjust_count,
+    copy_with,
     dump_attachments,
     dump_json,
     message_from_row,
@@ -84,7 +85,7 @@ _INSERT = NullFree(
 def insert_in_tx(tx: Tx, message: Message) -> Message:
     """Insert inside an open transaction: next seq, a thread-clock stamp, tool call rows."""
     seq = tx.next_msg_seq()
-    stored = message.model_copy(update={"created_at": tx.stamp()})
+    stored = copy_with(message, {"created_at": tx.stamp()})
     try:
         tx.conn.execute(
             *_INSERT.bind(

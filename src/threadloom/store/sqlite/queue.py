@@ -10,6 +10,7 @@ from threadloom.store.base import Clock, StoredEvent
 from threadloom.store.sqlite.rows import (
     QUEUE_COLUMNS,
     Tx,
+    copy_with,
     dump_attachments,
     dump_json,
     queue_entry_from_row,
@@ -35,7 +36,7 @@ def enqueue_in(tx: Tx, entry: QueueEntry, clear_stop: bool) -> tuple[QueueEntry,
     client_id = (entry.metadata or {}).get("client_message_id")
     if isinstance(client_id, str):
         _refuse_duplicate(tx.conn, tx.thread_id, client_id)
-    stored = entry.model_copy(update={"created_at": tx.stamp()})
+    stored = copy_with(entry, {"created_at": tx.stamp()})
     qseq = tx.next_queue_seq()
     if clear_stop:
         tx.stopped = False

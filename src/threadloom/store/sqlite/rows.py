@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import operator
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
@@ -133,6 +134,28 @@ def message_from_row(row: Sequence[Any]) -> Message:
     return message
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def copy_with(model: _Model, update: dict[str, Any]) -> _Model:
+    """``model.model_copy(update=update)``: the same copy (values, extra, fields set),
+    without pydantic's generic path, for models without private attributes whose config
+    does not allow extra fields (the others take that path)."""
+    if model.__pydantic_private__ is not None or model.model_config.get("extra") == "allow":
+        return model.model_copy(update=update)
+    copied = _new_object(type(model))
+    values = model.__dict__.copy()
+    values.update(update)
+    _set(copied, "__dict__", values)
+    extra = model.__pydantic_extra__
+    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+    fields = set(model.__pydantic_fields_set__)
+    fields.update(update)
+    _set(copied, "__pydantic_fields_set__", fields)
+    _set(copied, "__pydantic_private__", None)
+    return copied
+
+
 def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
     return QueueEntry.model_construct(
         id=row[0],
@@ -167,6 +190,34 @@ def thread_from_row(
     if has_children:
         children = bool(row[extra])
         extra += 1
+    return _thread(
+        row,
+        terminated=row[8],
+        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
+        stopped=bool(row[12]),
+        event_seq=row[14],
+        session=(row[16], row[17]),
+        has_children=children,
+        last_activity_us=row[19],
+        last_message_preview=preview(row[extra]) if summary else None,
+        last_message_at_us=row[extra + 1] if summary else None,
+    )
+
+
+def _thread(
+    row: Sequence[Any],
+    *,
+    terminated: int | None,
+    status: ThreadStatus,
+    stopped: bool,
+    event_seq: int,
+    session: tuple[int, int],
+    has_children: bool | None,
+    last_activity_us: int | None,
+    last_message_preview: str | None = None,
+    last_message_at_us: int | None = None,
+) -> ThreadRow:
+    """A ``ThreadRow`` of a ``THREAD_COLUMNS`` row, with the state columns given."""
     return ThreadRow(
         id=row[0],
         agent_id=row[1],
@@ -176,19 +227,19 @@ def thread_from_row(
         parent_id=row[5],
         arguments=json.loads(row[6]) if row[6] else {},
         created_at_us=row[7],
-        terminated=row[8],
-        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
-        stopped=bool(row[12]),
+        terminated=terminated,
+        status=status,
+        stopped=stopped,
         overlap=row[13],
-        event_seq=row[14],
+        event_seq=event_seq,
         events_pruned_through=row[15],
-        session_turns_a=row[16],
-        session_turns_b=row[17],
-        has_children=children,
+        session_turns_a=session[0],
+        session_turns_b=session[1],
+        has_children=has_children,
         env_types=json.loads(row[18]) if row[18] else None,
-        last_activity_us=row[19],
-        last_message_preview=preview(row[extra]) if summary else None,
-        last_message_at_us=row[extra + 1] if summary else None,
+        last_activity_us=last_activity_us,
+        last_message_preview=last_message_preview,
+        last_message_at_us=last_message_at_us,
     )
 
 
@@ -242,6 +293,14 @@ _TX_ROW = (
     " EXISTS(SELECT 1 FROM subagent_registry WHERE parent_thread_id = threads.id)"
 )
 _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
+_TX_SELECT = {
+    (row, waiting): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}{_TX_WAITING if waiting else ''}"
+    " FROM threads WHERE id = ?"
+    for row in (False, True)
+    for waiting in (False, True)
+}
+"""The texts ``Tx`` reads a thread with, by (row, waiting): made once, so the statement
+cache finds them without hashing a new string each time."""
 _EVENT_INSERT = (
     "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
 )
@@ -272,8 +331,7 @@ class Tx:
         row: bool = False,
         waiting: bool = False,
     ) -> None:
-        sql = f"SELECT {_TX_STATE}{_TX_ROW if row else ''}{_TX_WAITING if waiting else ''}"
-        found = conn.execute(f"{sql} FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        found = conn.execute(_TX_SELECT[row, waiting], (thread_id,)).fetchone()
         if found is None:
             raise ThreadNotFound(thread_id)
         self.conn = conn
@@ -342,30 +400,37 @@ class Tx:
 
     def thread_row(self) -> ThreadRow:
         """The thread row as this transaction has changed it so far (``row=True`` only)."""
-        assert self._row is not None
-        row = thread_from_row(self._row, has_children=True)
-        return dataclasses.replace(
+        row = self._row
+        assert row is not None
+        loaded = ThreadStatus(state=row[9], since=row[10], reason=row[11])
+        return _thread(
             row,
             terminated=self.terminated,
-            status=self.status or row.status,
+            status=self.status or loaded,
             stopped=self.stopped,
             event_seq=int(self.event_seq),
-            session_turns_a=self.session[0],
-            session_turns_b=self.session[1],
+            session=self.session,
+            has_children=bool(row[20]),
             last_activity_us=self.activity,
         )
 
     def event(
-        self, kind: str, entity_id: str | None, payload: dict[str, Any] | None = None
+        self,
+        kind: str,
+        entity_id: str | None,
+        payload: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
     ) -> StoredEvent:
+        """The next event of the thread (``data``: what to publish, never stored)."""
         self.event_seq += 1
-        event = StoredEvent(self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now)
+        event = StoredEvent(
+            self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now, data
+        )
         self.events.append(event)
         return event
 
     def flush(self) -> list[StoredEvent]:
         """Write the thread row and the event rows; returns the events in order."""
-        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
         params: list[Any] = [
             self.msg_seq,
             self.clock_us,
@@ -374,20 +439,20 @@ class Tx:
             self.log_seq,
             int(self.stopped),
         ]
-        if self.status is not None:
-            sets += ", status_state = ?, status_since = ?, status_reason = ?"
-            params += (self.status.state, self.status.since, self.status.reason)
-        if self.activity != self._loaded_activity:  # only then: the column is indexed
-            sets += ", last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+        status = self.status
+        if status is not None:
+            params += (status.state, status.since, status.reason)
+        activity = self.activity != self._loaded_activity  # only then: the column is indexed
+        if activity:
             params.append(self.activity)
-        if self.session != self._loaded_session:
-            sets += ", session_turns_a = ?, session_turns_b = ?"
+        session = self.session != self._loaded_session
+        if session:
             params += self.session
-        if self.top_visible_count != self._loaded_top_visible_count:
-            sets += ", top_visible_count = ?"
+        top = self.top_visible_count != self._loaded_top_visible_count
+        if top:
             params.append(self.top_visible_count)
         params.append(self.thread_id)
-        self.conn.execute(f"UPDATE threads SET {sets} WHERE id = ?", params)
+        self.conn.execute(_thread_update(status is not None, activity, session, top), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         events = self.events
@@ -399,8 +464,40 @@ class Tx:
             for e in chunk:
                 values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
                 values += (dump_json(e.payload), e.created_at)
-            self.conn.execute(_EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * len(chunk)), values)
+            self.conn.execute(_event_insert(len(chunk)), values)
         return events
+
+
+_THREAD_UPDATES: dict[tuple[bool, bool, bool, bool], str] = {}
+_EVENT_INSERTS: dict[int, str] = {}
+
+
+def _thread_update(status: bool, activity: bool, session: bool, top: bool) -> str:
+    """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
+    changed. Each text is made once (the statement cache then finds it by a string whose
+    hash is known)."""
+    key = (status, activity, session, top)
+    text = _THREAD_UPDATES.get(key)
+    if text is None:
+        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
+        if status:
+            sets += ", status_state = ?, status_since = ?, status_reason = ?"
+        if activity:
+            sets += ", last_activity_us = MAX(COALESCE(last_activity_us, 0), ?)"
+        if session:
+            sets += ", session_turns_a = ?, session_turns_b = ?"
+        if top:
+            sets += ", top_visible_count = ?"
+        text = _THREAD_UPDATES[key] = f"UPDATE threads SET {sets} WHERE id = ?"
+    return text
+
+
+def _event_insert(rows: int) -> str:
+    """The INSERT of ``rows`` event rows (made once per count)."""
+    text = _EVENT_INSERTS.get(rows)
+    if text is None:
+        text = _EVENT_INSERTS[rows] = _EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * rows)
+    return text
 
 
 def touch_activity(conn: sqlite3.Connection, thread_id: str, now: int) -> None:

@@ -336,15 +336,27 @@ _UPDATE_LOG = NullFree(
     f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
     f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
 )
+_UPDATE_LOG_SAME = NullFree(
+    f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
+    f" WHERE id = ? AND thread_id = ? AND {' AND '.join(f'{c} IS ?' for c in _LOG_INDEXED)}"
+)
+"""The common update: the indexed columns keep their values. No ``RETURNING`` (which
+costs as much as a second statement): the row is matched on them instead."""
 
 
 def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
-    """Replace the row's columns in one statement, which returns the indexed columns'
-    stored values; those are written (a second statement) only when they change, so an
+    """Replace the row's columns in one statement. When the indexed columns keep their
+    stored values (the row matches them), that is all; otherwise a statement that returns
+    their stored values, and those that change are written (a third statement), so an
     update leaves the indexes of the columns it does not change alone."""
-    current = tx.conn.execute(
-        *_UPDATE_LOG.bind((*_PLAIN_VALUES(row), row.id, tx.thread_id))
-    ).fetchall()
+    plain = _PLAIN_VALUES(row)
+    same = tx.conn.execute(
+        *_UPDATE_LOG_SAME.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row)))
+    )
+    if same.rowcount == 1:
+        write_bodies(tx.conn, row, insert=False, parts=bodies)
+        return tx.event("log", row.id)
+    current = tx.conn.execute(*_UPDATE_LOG.bind((*plain, row.id, tx.thread_id))).fetchall()
     if not current:
         raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
     changed = [

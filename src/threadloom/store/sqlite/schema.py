@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+
+from threadloom.store.sqlite.schema_checks import checks_as_comparisons
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -513,7 +516,12 @@ CREATE INDEX messages_client_id
     WHERE json_extract(metadata, '$.client_message_id') IS NOT NULL;
 """,
     ),
+    # CHECK (col IN (3+ constants)) built an ephemeral b-tree per check: schema_checks.py
+    (9, "CHECK constraints as comparisons", ""),
 ]
+
+# Migrations done in Python instead of SQL text, inside the migration's transaction.
+_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {9: checks_as_comparisons}
 
 # Migrations that rebuild a table other tables reference: applied with foreign keys off
 # (a DROP TABLE would otherwise cascade), then checked with foreign_key_check.
@@ -551,6 +559,8 @@ def migrate(conn: sqlite3.Connection, upto: int = LATEST_VERSION) -> int:
             for statement in sql.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            if version in _STEPS:
+                _STEPS[version](conn)
             for table in checked or ():
                 broken = conn.execute(f"PRAGMA foreign_key_check({table})").fetchone()
                 if broken is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -298,11 +297,9 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     if status.state == "running" or tx.status_state == "running":
         tx.touch(status.since)
     tx.set_status(status)
-    event = tx.event("status", tx.thread_id)
     # the committed state, for publishing without a read (never stored)
     data = {"status": status.model_dump(), "terminated": tx.terminated}
-    event = tx.events[-1] = dataclasses.replace(event, data=data)
-    return event
+    return tx.event("status", tx.thread_id, data=data)
 
 
 def set_status(
