@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sqlite_versions import make_version
 from test_sqlite_migrations_6_to_8 import _populate, _snapshot
 from threadloom import Runtime
 from threadloom.store.sqlite import schema, schema_checks
@@ -23,23 +24,6 @@ from threadloom.store.sqlite.schema_checks import checks_as_comparisons
 from threadloom.store.sqlite.store import path_from_url
 
 _TABLES = ("threads", "messages", "message_queue")
-
-
-def _make_version_8(source: str, target: str) -> None:
-    with closing(sqlite3.connect(target, isolation_level=None)) as conn:
-        assert schema.migrate(conn, upto=8) == 8
-        conn.execute("ATTACH DATABASE ? AS src", (source,))
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM main.sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'sqlite_%' AND name != 'threadloom_migrations'"
-            )
-        ]
-        for table in tables:
-            columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA main.table_info({table})"))
-            conn.execute(f"INSERT INTO main.{table}({columns}) SELECT {columns} FROM src.{table}")
-        conn.execute("DETACH DATABASE src")
 
 
 def _table_sql(conn: sqlite3.Connection) -> dict[str, str]:
@@ -60,7 +44,7 @@ async def test_a_version_8_database_migrates_and_reads_back_the_same(tmp_path: P
         before = await _snapshot(rt, ids)
     finally:
         await rt.close()
-    _make_version_8(path_from_url(new_url), path_from_url(old_url))
+    make_version(path_from_url(new_url), path_from_url(old_url), 8)
     with closing(sqlite3.connect(path_from_url(old_url))) as conn:
         old_sql = _table_sql(conn)
         assert "CHECK (role IN ('system','user','assistant','tool'))" in old_sql["messages"]

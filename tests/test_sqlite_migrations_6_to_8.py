@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from sqlite_versions import copy_at_version
 from threadloom import Runtime
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id
 from threadloom.store.sqlite import schema
@@ -104,19 +105,7 @@ async def _snapshot(rt: Runtime, ids: list[str]) -> dict[str, Any]:
 def _make_version_5(source: str, target: str) -> None:
     """``target``: migrations 1-5 applied, then every row of ``source`` (v5 columns only),
     as version 5 kept it."""
-    with closing(sqlite3.connect(target, isolation_level=None)) as conn:
-        assert schema.migrate(conn, upto=5) == 5
-        conn.execute("ATTACH DATABASE ? AS src", (source,))
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM main.sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'sqlite_%' AND name != 'threadloom_migrations'"
-            )
-        ]
-        for table in tables:
-            columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA main.table_info({table})"))
-            conn.execute(f"INSERT INTO main.{table}({columns}) SELECT {columns} FROM src.{table}")
+    with closing(copy_at_version(source, target, 5)) as conn:
         # version 5 kept every count in message_counts (7 moved one bucket to the thread row)
         conn.execute(
             "INSERT INTO main.message_counts(thread_id, depth, silent, count)"
