@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlite_versions import make_version
-from test_sqlite_migrations_6_to_8 import _populate, _snapshot
+from sqlite_versions import make_version, populated_old_file, snapshot
 from threadloom import Runtime
 from threadloom.store.sqlite import schema, schema_checks
 from threadloom.store.sqlite.schema_checks import checks_as_comparisons
@@ -36,22 +35,16 @@ def _table_sql(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 async def test_a_version_8_database_migrates_and_reads_back_the_same(tmp_path: Path) -> None:
-    new_url = f"sqlite:///{tmp_path / 'new.db'}"
-    old_url = f"sqlite:///{tmp_path / 'old.db'}"
-    rt = await Runtime.open(new_url)
-    try:
-        ids = await _populate(rt)
-        before = await _snapshot(rt, ids)
-    finally:
-        await rt.close()
-    make_version(path_from_url(new_url), path_from_url(old_url), 8)
+    old_url, ids, before = await populated_old_file(
+        tmp_path, lambda source, target: make_version(source, target, 8)
+    )
     with closing(sqlite3.connect(path_from_url(old_url))) as conn:
         old_sql = _table_sql(conn)
         assert "CHECK (role IN ('system','user','assistant','tool'))" in old_sql["messages"]
 
     rt = await Runtime.open(old_url)
     try:
-        assert await _snapshot(rt, ids) == before
+        assert await snapshot(rt, ids) == before
         state = await rt.thread(ids[0])
         stored = await state.inject_message(role="user", content="after the migration")
         assert await state.get_message(stored.id) == stored

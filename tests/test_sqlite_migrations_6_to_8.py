@@ -15,91 +15,10 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sqlite_versions import copy_at_version
+from sqlite_versions import copy_at_version, populated_old_file, snapshot
 from threadloom import Runtime
-from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import path_from_url
-
-
-def _llm_row(message_id: str, complete: bool) -> LogRow:
-    return LogRow(
-        id=new_id(),
-        message_id=message_id,
-        provider="scripted",
-        model="m",
-        is_complete=complete,
-        created_at=0,
-        cost_total=0.25,
-        request_body='{"messages":[]}',
-        response_body='{"content":"x"}' if complete else None,
-    )
-
-
-async def _populate(rt: Runtime) -> list[str]:
-    """Two root threads and a child: messages of every kind (tool calls, a nested one, a
-    silent one), queue entries, app and LLM log rows (one incomplete), a registry entry,
-    a file; the events all of it wrote."""
-    parent = await rt.create_thread("a")
-    other = await rt.create_thread("a")
-    child = await rt.create_thread("child_agent", parent=parent.thread_id)
-    await rt.store.upsert_registry_entry(
-        parent.thread_id,
-        SubagentRegistryEntry(
-            reference=child.thread_id, relationship="r", owner="a", name="child_agent"
-        ),
-    )
-    for n, state in enumerate((parent, other, child)):
-        user = await state.inject_message(role="user", content=f"hi {n}")
-        await state.inject_message(
-            role="assistant",
-            content=None,
-            tool_calls=[{"id": f"c{n}", "function": {"name": "echo", "arguments": "{}"}}],
-        )
-        result = await state.inject_message(
-            role="tool", content="ok", name="echo", tool_call_id=f"c{n}", tool_status="success"
-        )
-        await rt.store.insert_message(
-            state.thread_id,
-            Message(id=new_id(), role="assistant", content="inner", depth=1, parent_id=result.id),
-        )
-        await state.inject_message(role="system", content="quiet", silent=True)
-        await state.queue_message(role="user", content=f"later {n}")
-        await state.log({"name": f"app.{n}", "cost": 0.001})
-        await rt.store.insert_log(state.thread_id, _llm_row(user.id, True))
-        await rt.store.insert_log(state.thread_id, _llm_row(user.id, False))
-        await state.write_file(f"/notes/{n}.txt", b"note")
-    return [parent.thread_id, other.thread_id, child.thread_id]
-
-
-async def _snapshot(rt: Runtime, ids: list[str]) -> dict[str, Any]:
-    store: Any = rt.store
-    out: dict[str, Any] = {"list": await store.list_threads(limit=100)}
-    for tid in ids:
-        out[tid] = (
-            await store.get_thread(tid),
-            await store.read_page(
-                tid, limit=None, offset=0, order="asc", include_silent=True, max_depth=None
-            ),
-            await store.read_page(
-                tid, limit=2, offset=1, order="desc", include_silent=False, max_depth=0
-            ),
-            await store.read_page(
-                tid, limit=10, offset=0, order="desc", include_silent=True, max_depth=0
-            ),
-            await store.top_level_history(tid),
-            await store.newest_top_level_id(tid),
-            await store.read_events(tid, 0),
-            await store.read_events(tid, 3, limit=4),
-            await store.list_logs(tid, limit=None),
-            await store.list_logs(tid, limit=None, kind="app"),
-            await store.cost_summary([tid]),
-            await store.thread_stats(tid),
-            await store.get_registry(tid),
-            await store.list_queue(tid),
-            await store.read_file(tid, "/notes/0.txt"),
-        )
-    return out
 
 
 def _make_version_5(source: str, target: str) -> None:
@@ -115,15 +34,7 @@ def _make_version_5(source: str, target: str) -> None:
 
 
 async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: Path) -> None:
-    new_url = f"sqlite:///{tmp_path / 'new.db'}"
-    old_url = f"sqlite:///{tmp_path / 'old.db'}"
-    rt = await Runtime.open(new_url)
-    try:
-        ids = await _populate(rt)
-        before = await _snapshot(rt, ids)
-    finally:
-        await rt.close()
-    _make_version_5(path_from_url(new_url), path_from_url(old_url))
+    old_url, ids, before = await populated_old_file(tmp_path, _make_version_5)
     with closing(sqlite3.connect(path_from_url(old_url))) as conn:
         events = conn.execute("SELECT COUNT(*) FROM thread_events").fetchone()[0]
         assert events > 30
@@ -136,7 +47,7 @@ async def test_a_version_5_database_migrates_and_reads_back_the_same(tmp_path: P
 
     rt = await Runtime.open(old_url)
     try:
-        assert await _snapshot(rt, ids) == before
+        assert await snapshot(rt, ids) == before
         versions = {r[0] for r in _q(old_url, "SELECT version FROM threadloom_migrations")}
         assert versions == set(range(1, schema.LATEST_VERSION + 1))
         assert _q(old_url, "SELECT COUNT(*) FROM thread_events") == [(events,)]

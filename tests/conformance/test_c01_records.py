@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakes import FakeClock
+from thread_content import fill_thread
 from threadloom import Agent, Definitions, Runtime
 from threadloom.errors import InvalidMessage, StoreError, ThreadNotFound
 from threadloom.records import (
@@ -862,23 +863,8 @@ THREAD_TABLES = {
 
 async def _populate(rt: Runtime, state: Any, tag: str) -> None:
     """Messages (with tool calls, a nested one), a queue entry and log rows on a thread."""
-    user = await state.inject_message(role="user", content=f"{tag} hi")
-    await state.inject_message(
-        role="assistant",
-        content=None,
-        tool_calls=[{"id": f"{tag}-c1", "function": {"name": "echo", "arguments": "{}"}}],
-    )
-    result = await state.inject_message(
-        role="tool", content="ok", name="echo", tool_call_id=f"{tag}-c1", tool_status="success"
-    )
-    await rt.store.insert_message(
-        state.thread_id,
-        Message(id=new_id(), role="assistant", content="inner", depth=1, parent_id=result.id),
-    )
-    await state.inject_message(role="system", content="quiet", silent=True)
-    await state.queue_message(role="user", content=f"{tag} later")
-    await state.log({"name": f"{tag}.app", "cost": 0.001})
-    await rt.store.insert_log(state.thread_id, llm_row(message_id=user.id))
+    user_id = await fill_thread(rt, state, tag)
+    await rt.store.insert_log(state.thread_id, llm_row(message_id=user_id))
 
 
 async def test_c01_031_delete_thread_cascades(runtime: Runtime) -> None:
