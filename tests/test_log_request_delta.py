@@ -340,3 +340,83 @@ async def test_migration_from_version_4_keeps_every_body(db_url: str) -> None:
         assert not q(rt, "SELECT name FROM sqlite_master WHERE name LIKE 'log_bodies_old%'")
     finally:
         await rt.close()
+
+
+class _Whole:
+    """A lazy body (``RequestDelta.whole``) that counts how often it is built."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        return self.text
+
+
+def lazy_row(
+    messages: Sequence[str], base: str | None, keep: int, length: int | None = None
+) -> tuple[LogRow, _Whole]:
+    """A row that gives its body lazily: ``request_body`` None, ``whole`` and ``length``."""
+    text = body(messages)
+    whole = _Whole(text)
+    delta = RequestDelta(
+        base,
+        keep,
+        PREFIX,
+        tuple(messages[keep:]),
+        SUFFIX,
+        whole=whole,
+        length=len(text) if length is None else length,
+    )
+    row = LogRow(
+        id=new_id(),
+        provider="scripted",
+        model="m",
+        created_at=0,
+        is_complete=False,
+        endpoint="chat.completions",
+        request_delta=delta,
+    )
+    return row, whole
+
+
+async def test_a_lazy_body_is_built_only_for_a_root_and_reads_back_exactly(
+    runtime: Runtime,
+) -> None:
+    """A row without ``request_body`` whose delta gives the body lazily: a root builds the
+    text once and stores it; a delta row on it never builds it; both read back the text."""
+    state = await runtime.create_thread("a")
+    tid = state.thread_id
+    messages = [fragment(n) for n in range(6)]
+    root, root_whole = lazy_row(messages[:4], None, 0)
+    stored, _ = await runtime.store.insert_log(tid, root)
+    assert root_whole.calls == 1 and stored.request_delta is None
+    assert storage(runtime, root.id) == (None, 0, 0, 4, False, True)
+    child, child_whole = lazy_row(messages, root.id, 4)
+    await runtime.store.insert_log(tid, child)
+    assert child_whole.calls == 0  # stored as the two messages it adds
+    assert storage(runtime, child.id) == (root.id, 1, 4, 6, False, False)
+    for log_id, text in ((root.id, root_whole.text), (child.id, child_whole.text)):
+        read = await runtime.store.get_log(tid, log_id)
+        assert read is not None and read.request_body == text
+    listed = {r.id: r.request_body for r in await runtime.store.list_logs(tid, limit=None)}
+    assert listed[child.id] == child_whole.text
+
+
+async def test_a_lazy_body_whose_length_does_not_add_up_is_stored_as_text(
+    runtime: Runtime,
+) -> None:
+    """A lazy delta whose length disagrees with its base is refused like any delta that
+    does not add up: the body is built and stored as plain text, and reads back exactly."""
+    state = await runtime.create_thread("a")
+    tid = state.thread_id
+    messages = [fragment(n) for n in range(5)]
+    root, _ = lazy_row(messages[:3], None, 0)
+    await runtime.store.insert_log(tid, root)
+    wrong, whole = lazy_row(messages, root.id, 3, length=len(body(messages)) + 7)
+    await runtime.store.insert_log(tid, wrong)
+    assert whole.calls == 1
+    assert storage(runtime, wrong.id) is None  # no log_requests row: plain text
+    read = await runtime.store.get_log(tid, wrong.id)
+    assert read is not None and read.request_body == whole.text

@@ -158,6 +158,7 @@ def _check_body(prepared: Prepared) -> None:
     before, _, after = HEAD.partition('"__slot__"')
     expected = before + "[" + ",".join(fragments) + "]" + after
     body = request_body(HEAD, "__slot__", fragments, prepared, True)
+    assert body.length() == len(expected)  # summed without a join (the text is not built)
     assert body.text == expected
     last = prepared.cache.last_request
     delta = body.delta()

@@ -57,6 +57,8 @@ class Prepared:
     generation: int
     committed: int
     """Entries after the system message that came from the cache's committed prefix."""
+    committed_chars: int = 0
+    """The summed length of those entries' fragments."""
 
 
 @dataclass(eq=False)
@@ -101,6 +103,8 @@ class ContextCache:
         self.messages: list[RequestMessage] = []
         self.providers: list[Any] = []
         self.fragments: list[str] = []
+        self.chars = 0
+        """The summed length of ``fragments`` (a request body's length without a join)."""
         self.last_request: Any = None
         """What the request builder remembers of the last request made from this cache."""
 
@@ -142,7 +146,9 @@ class ContextCache:
         messages[head:head] = self.messages
         providers[head:head] = self.providers
         fragments[head:head] = self.fragments
-        return Prepared(messages, providers, fragments, self, self.generation, committed)
+        return Prepared(
+            messages, providers, fragments, self, self.generation, committed, self.chars
+        )
 
     def _extend(
         self, history: MessageHistory, records: list[Message]
@@ -201,6 +207,7 @@ class ContextCache:
                     self.messages.append(request)
                     self.providers.append(provider)
                     self.fragments.append(fragment)
+                    self.chars += len(fragment)
             else:
                 out.extend(unit.entries)
         for index, call_id in orphans:

@@ -187,6 +187,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
         request, body = build_request(env, assembly, model, provider)
         attempts = int(getattr(model, "max_attempts", 2) or 1)
         for attempt in range(1, attempts + 1):
+            delta = body.delta()  # the body given lazily: joined only if stored as text
             row = await env.begin_attempt(
                 LogRow(
                     id=new_id(),
@@ -197,8 +198,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     model_name=model.model,
                     endpoint="chat.completions",
                     prompt_name=env.prompt.name,
-                    request_body=body.text,
-                    request_delta=body.delta(),
+                    request_body=None if delta is not None else body.text,
+                    request_delta=delta,
                     system_prompt=assembly.system or None,
                     tools_schema=body.tools_schema,
                     tools_available=len(request.tools),

@@ -1,7 +1,10 @@
 """The ``request_body`` of an LLM log row, and its storage hint (spec 04 §4.25).
 
 The body is the JSON text of the request as built. Its messages array is joined from the
-fragments the context already holds, so building it costs one join. On the incremental
+fragments the context already holds, so building it costs one join — and on the
+incremental path not even that: the log row gives the body lazily (``RequestDelta.whole``
+and ``length``), and the store joins it only when it keeps the body as text (a root, one
+row in 65), not for a delta row. On the incremental
 path (``context_cache``) the body also carries a ``RequestDelta``: the messages it shares
 with the last request stored from the same context, so the store can keep it as a delta
 (``store/sqlite/bodies.py``) instead of writing the whole history again. The system
@@ -33,9 +36,15 @@ class LastRequest:
 
 @dataclass(eq=False, slots=True)
 class RequestBody:
-    """A request body: its text, and the parts a delta is made of."""
+    """A request body: its text (joined when first asked for), and the parts a delta is
+    made of."""
 
-    text: str
+    before: str
+    """The head's text before the messages array."""
+    every: list[str]
+    """Every message fragment of the request, in order."""
+    after: str
+    """The head's text after the messages array."""
     prefix: str = ""
     fragments: list[str] | None = None
     """The request's fragments (``None``: no delta is offered); ``fragments[first:]`` are
@@ -45,6 +54,30 @@ class RequestBody:
     prepared: Prepared | None = None
     tools_schema: str | None = None
     """The log row's ``tools_schema`` column (the request's tools as JSON), if any."""
+    _text: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The body's JSON text, joined once."""
+        if self._text is None:
+            self._text = _joined(self.before, self.every, self.after)
+        return self._text
+
+    def joined(self) -> str:
+        """The body's JSON text (``RequestDelta.whole``)."""
+        return self.text
+
+    def length(self) -> int:
+        """The text's length, without joining it: the committed messages' lengths are
+        summed by the context cache as it grows (``Prepared.committed_chars``)."""
+        prepared, every = self.prepared, self.every
+        if self._text is not None or prepared is None:
+            return len(self.text)
+        start, end = self.first, self.first + prepared.committed
+        chars = prepared.committed_chars
+        chars += sum(map(len, every[:start])) + sum(map(len, every[end:]))
+        commas = len(every) - 1 if every else 0
+        return len(self.before) + 2 + chars + commas + len(self.after)
 
     def delta(self) -> RequestDelta | None:
         """The storage hint of the next row that stores this body."""
@@ -66,6 +99,8 @@ class RequestBody:
             prefix=self.prefix,
             fragments=tuple(own[first + keep :]),
             suffix=self.suffix,
+            whole=self.joined,
+            length=self.length(),
         )
 
     def stored(self, log_id: str) -> None:
@@ -100,9 +135,8 @@ def request_body(
     before, marker, after = head.partition(f'"{slot}"')
     if not marker:
         raise ValueError("the request head has no messages slot")
-    text = _joined(before, fragments, after)
     first = 1 if system else 0
     if prepared is None or len(fragments) <= first:
-        return RequestBody(text)
+        return RequestBody(before, fragments, after)
     prefix = before + "[" + (fragments[0] + "," if system else "")
-    return RequestBody(text, prefix, fragments, first, "]" + after, prepared)
+    return RequestBody(before, fragments, after, prefix, fragments, first, "]" + after, prepared)

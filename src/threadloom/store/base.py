@@ -375,8 +375,10 @@ class Store(Protocol):
         """Insert a log row (``created_at`` from the clock, not bumped). With
         ``anchor_newest`` its ``message_id`` becomes the newest top-level message. A row
         with ``request_delta`` may have its request body stored as that delta; every read
-        returns ``request_body`` exactly as given. The returned row has no
-        ``request_delta``."""
+        returns ``request_body`` exactly as given. A row may give its body lazily instead
+        (``request_body`` None, the delta's ``whole`` and ``length``): reads then return
+        ``whole()``, which the store builds only if it keeps the text. The returned row has
+        no ``request_delta`` (and no ``request_body`` when it was given lazily)."""
         ...
 
     async def get_log(self, thread_id: str, log_id: str) -> LogRow | None: ...

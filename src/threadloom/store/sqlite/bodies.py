@@ -91,13 +91,23 @@ def insert_bodies(conn: sqlite3.Connection, thread_id: str, row: LogRow) -> None
     """Store a new row's bodies: the request as a delta or a root when the row carries a
     ``request_delta`` that adds up, otherwise (and the response) as plain text."""
     delta = row.request_delta
+    lazy = row.request_body is None and delta is not None and delta.whole is not None
     structured = (
-        row.request_body is not None
-        and delta is not None
+        delta is not None
+        and (row.request_body is not None or lazy)
         and _insert_request(conn, thread_id, row.id, row.request_body, delta)
     )
+    if lazy and not structured:  # kept as plain text after all: build it now
+        assert delta is not None and delta.whole is not None
+        conn.execute(
+            "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)",
+            (row.id, delta.whole()),
+        )
     write_bodies(
-        conn, row, insert=True, parts=("response",) if structured else ("request", "response")
+        conn,
+        row,
+        insert=True,
+        parts=("response",) if structured or lazy else ("request", "response"),
     )
 
 
@@ -134,13 +144,22 @@ def _joined_size(lengths: Sequence[int]) -> int:
 
 
 def _insert_request(
-    conn: sqlite3.Connection, thread_id: str, log_id: str, body: str, delta: RequestDelta
+    conn: sqlite3.Connection, thread_id: str, log_id: str, body: str | None, delta: RequestDelta
 ) -> bool:
     """Store ``body`` as a delta row or a root; ``False`` (nothing written) when the delta
-    does not describe ``body``."""
+    does not describe ``body``. ``body`` ``None``: the delta's lazy body (``whole``,
+    ``length``), built only for a root, its framing given by construction."""
     prefix, suffix, own = delta.prefix, delta.suffix, delta.fragments
-    size = len(body) - len(prefix) - len(suffix)
-    if size < 0 or delta.keep < 0 or not body.startswith(prefix) or not body.endswith(suffix):
+    if body is not None:
+        total = len(body)
+        if not body.startswith(prefix) or not body.endswith(suffix):
+            return _refused(log_id, "its prefix and suffix do not frame the body")
+    elif delta.length is None:
+        return _refused(log_id, "its lazy body has no length")
+    else:
+        total = delta.length
+    size = total - len(prefix) - len(suffix)
+    if size < 0 or delta.keep < 0:
         return _refused(log_id, "its prefix and suffix do not frame the body")
     own_lengths = [len(fragment) for fragment in own]
     own_size = _joined_size(own_lengths)
@@ -174,6 +193,11 @@ def _insert_request(
     # a root. The kept messages' boundaries come from the base's chain when it is at its
     # depth cap, else (a missing base, another thread's, a keep beyond it) from parsing
     # the body itself, which costs more (~6 ms at 2,000 messages) but is rare.
+    if body is None:
+        assert delta.whole is not None
+        body = delta.whole()
+        if len(body) != total or not body.startswith(prefix) or not body.endswith(suffix):
+            return _refused(log_id, "its lazy body does not match its length and framing")
     if base is not None and delta.keep <= base.count:
         lengths = _chain_lengths(conn, base.log_id, delta.keep)
     else:
