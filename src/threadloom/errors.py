@@ -88,6 +88,22 @@ class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""
 
 
+class StoreLocked(StoreError):
+    """Another process runs this SQLite file's threads (spec 12 §12.1 rule 4); ``pid`` is
+    the holder's process id when it has written it."""
+
+    def __init__(self, path: str, pid: int | None, lock_file: str) -> None:
+        holder = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(
+            f"SQLite database {path!r} is in use by another Threadloom process ({holder},"
+            f" lock file {lock_file!r}): one process at a time may run an SQLite file's"
+            " threads. Stop that process first, or give this one another file."
+        )
+        self.path = path
+        self.pid = pid
+        self.lock_file = lock_file
+
+
 class UsernameTaken(ThreadloomError):
     """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
 
@@ -287,6 +303,7 @@ __all__ = [
     "ProviderError",
     "ProviderErrorCode",
     "StoreError",
+    "StoreLocked",
     "ThreadBusy",
     "ThreadNotFound",
     "ThreadTerminated",

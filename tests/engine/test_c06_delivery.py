@@ -582,13 +582,15 @@ async def test_blocking_result_is_queued_when_the_waiting_call_is_gone(make_chat
     assert stopped.content == "Execution stopped by user"
 
 
-async def test_max_subagent_depth_option(make_chat: Any, db_url: str) -> None:
+async def test_max_subagent_depth_option(make_chat: Any, tmp_path: Path) -> None:
     """§6.1: ``Runtime.open(url, max_subagent_depth=1)`` reaches the engine's options
-    (C06-041 checks the limit itself at the default 8)."""
+    (C06-041 checks the limit itself at the default 8). Its own file: the chat's runtime
+    holds the other one (one process runs a file's threads)."""
     from threadloom import Runtime
 
     chat = await make_chat(None, prompt={"tools": [Subagent("worker")]}, extra=worker())
-    runtime = await Runtime.open(db_url, definitions=chat.runtime.definitions, max_subagent_depth=1)
+    url = f"sqlite:///{tmp_path / 'depth.db'}"
+    runtime = await Runtime.open(url, definitions=chat.runtime.definitions, max_subagent_depth=1)
     try:
         assert runtime.runs.options.max_subagent_depth == 1
     finally:

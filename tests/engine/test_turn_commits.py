@@ -126,7 +126,8 @@ async def test_an_entry_queued_by_another_process_mid_run_is_delivered(
     """The engine skips reading a queue it knows to be empty, but an entry another
     Runtime on the same file queued while a run is active (seen as a gap in the thread's
     event numbers) is delivered before the next model request."""
-    other = await Runtime.open(db_url)  # no agents: it never runs the thread itself
+    # no agents, not exclusive: it shares the file and never runs the thread itself
+    other = await Runtime.open(db_url, exclusive=False)
 
     @tool
     async def poke(state: ThreadState) -> str:

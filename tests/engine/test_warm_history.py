@@ -43,7 +43,7 @@ async def test_a_write_by_another_process_is_not_masked_by_a_local_one(
     await chat.runtime.send_message(state.thread_id, "first")
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
 
-    other = await Runtime.open(db_url)
+    other = await Runtime.open(db_url, exclusive=False)  # shares the file
     try:
         foreign = await other.thread(state.thread_id)
         await foreign.inject_message({"role": "user", "content": "from elsewhere"})

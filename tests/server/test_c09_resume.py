@@ -129,6 +129,7 @@ async def test_c09_031_replay_works_on_a_new_process(make_api: Callable[..., Any
     await exchange(first, thread, "one")
     s = await head_of(first, thread)
     await exchange(first, thread, "two")
+    await first.runtime.close()  # the first process ends: one at a time runs the file
     second: Api = await make_api()  # a new Runtime and server on the same store
     async with await open_ws(second, thread, since=s) as ws:
         snapshot = await recv(ws)

@@ -65,12 +65,21 @@ class Runtime:
         max_file_size: int = DEFAULT_LIMITS.max_file_size,
         max_thread_file_bytes: int | None = None,
         max_subagent_depth: int | None = None,
+        exclusive: bool = True,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
         ``synchronous`` and ``write_mode`` tune the SQLite store (see
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
         ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
+
+        The runtime claims the store for this process first (``Store.claim_runner``: on an
+        SQLite file, a lock that a second process is refused with ``StoreLocked``), then
+        settles the runs a dead process left ``running`` and starts runs for threads with
+        queued messages. ``exclusive=False`` shares the file with the process that runs
+        its threads instead: no claim, no recovery, no runs started at open — for tools and
+        tests that only add to threads (queue or inject a message). Such a runtime must not
+        run those threads itself (spec 12 §12.1 rule 4).
         """
         if max_subagent_depth is not None:
             if max_subagent_depth < 1:
@@ -89,6 +98,13 @@ class Runtime:
         opened = store or await open_store(
             url, clock=the_clock, synchronous=synchronous, write_mode=write_mode
         )
+        if exclusive:
+            try:  # before recovery: it would settle the live runs of another process
+                await opened.claim_runner()
+            except BaseException:
+                if store is None:
+                    await opened.close()
+                raise
         hub = ThreadHub(
             opened,
             definitions=defs,
@@ -98,11 +114,12 @@ class Runtime:
         )
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
-        await runtime.recover()
-        for parent_id in await opened.threads_with_open_children():
-            await reconcile_registry(hub, parent_id, force=True)
-        for thread_id in await opened.threads_with_queue():
-            runtime.runs.wake(thread_id)
+        if exclusive:
+            await runtime.recover()
+            for parent_id in await opened.threads_with_open_children():
+                await reconcile_registry(hub, parent_id, force=True)
+            for thread_id in await opened.threads_with_queue():
+                runtime.runs.wake(thread_id)
         return runtime
 
     @property

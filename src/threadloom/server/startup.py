@@ -42,6 +42,8 @@ async def check_startup(settings: ServerSettings, store: Store | None = None) ->
     store named by ``settings.store`` for the check when none is given."""
     opened = store if store is not None else await open_store(settings.store)
     try:
+        if store is None:  # another process runs this store's threads (spec 12 §12.1 rule 4)
+            await opened.claim_runner()
         problem = await startup_refusal(settings, opened)
     finally:
         if store is None:

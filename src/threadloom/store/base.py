@@ -86,7 +86,17 @@ class Store(Protocol):
 
     url: str
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the store; releases what ``claim_runner`` claimed."""
+        ...
+
+    async def claim_runner(self) -> None:
+        """Claim, for this process, the right to run this store's threads (a Runtime does
+        before its start-up recovery, spec 12 §12.1 rule 4). A store only one process may
+        run (an SQLite file) refuses while another process holds it: ``StoreLocked`` naming
+        that process's pid. Idempotent; ``close`` releases it, and so does the holder's
+        exit, however it exits. A store several processes share claims nothing here."""
+        ...
 
     # -- threads ---------------------------------------------------------------------
     async def create_thread(self, new: NewThread) -> ThreadRow:

@@ -53,6 +53,7 @@ from threadloom.store.base import (
 from threadloom.store.sqlite import files, logs, messages, queue, schema, threads
 from threadloom.store.sqlite.auth import AuthMethods
 from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
+from threadloom.store.sqlite.process_lock import ProcessLock
 from threadloom.store.sqlite.run_methods import RunMethods
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
@@ -120,6 +121,7 @@ class SqliteStore(AuthMethods, RunMethods):
         self.writes = 0
         """Write operations committed or refused."""
         self._closed = False
+        self._process_lock: ProcessLock | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -168,6 +170,14 @@ class SqliteStore(AuthMethods, RunMethods):
         if self.write_mode != "thread":
             self._iconn = self._connect(busy_timeout_ms=0)
 
+    async def claim_runner(self) -> None:
+        """Lock ``<file>.lock`` for this process (``process_lock``); ``StoreLocked`` when
+        another process holds it."""
+        if self._closed:
+            raise StoreError("store is closed")
+        if self._process_lock is None and self.path != ":memory:":
+            self._process_lock = ProcessLock.acquire(self.path)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -178,6 +188,9 @@ class SqliteStore(AuthMethods, RunMethods):
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
+        if self._process_lock is not None:  # last: the file is no longer written
+            self._process_lock.release()
+            self._process_lock = None
 
     def pragma(self, name: str) -> Any:
         """Read a PRAGMA on a fresh reader connection (diagnostics and tests)."""
