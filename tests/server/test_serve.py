@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADLOOM = [sys.executable, "-m", "threadloom.cli"]
@@ -208,3 +210,70 @@ def test_example_client_chat_shows_each_delivery_state(tmp_path: Path) -> None:
     assert states[0] == "sending" and states[-1] == "complete:success"
     assert states in (["sending", "queued", "complete:success"], ["sending", "complete:success"])
     assert any("Agent: Here is what I found" in line for line in lines)
+
+
+def test_sigterm_ends_open_streams_with_1001_so_clients_resume(tmp_path: Path) -> None:
+    """Spec 09 §9.10.1 (close code 1001 "Server shutting down", which a client of spec 11
+    resumes on; uvicorn on its own would send 1012): a thread stream, the thread-list socket
+    and an SSE stream open when the server gets SIGTERM all end at once, and the server
+    exits without waiting out its graceful-shutdown timeout."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.Popen(
+        [
+            *THREADLOOM,
+            "serve",
+            str(ROOT / "examples"),
+            "--port",
+            str(port),
+            "--store",
+            f"sqlite:///{tmp_path / 'serve.db'}",
+            "--log-level",
+            "warning",
+        ],
+        env={k: v for k, v in env.items() if not k.startswith("THREADLOOM_")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc)
+        thread, _ = ask(base, "support", "Where is order A-1001?")
+        ws_base = base.replace("http://", "ws://")
+        with (
+            connect(f"{ws_base}/api/threads/{thread}/stream") as stream,
+            connect(f"{ws_base}/api/events") as listing,
+            httpx.stream(
+                "GET",
+                f"{base}/api/threads/{thread}/stream",
+                headers={"Accept": "text/event-stream"},
+                timeout=10,
+            ) as sse,
+        ):
+            assert json.loads(stream.recv(timeout=10))["type"] == "thread_status"
+            lines = sse.iter_lines()
+            assert next(lines) == "retry: 1000"
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            for socket_ in (stream, listing):
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:  # frames queued before the shutdown come first
+                        socket_.recv(timeout=10)
+                assert closed.value.rcvd is not None
+                assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
+                    1001,
+                    "Server shutting down",
+                )
+            rest = list(lines)  # the SSE response ends instead of hanging
+            assert all(not line.startswith("event: error") for line in rest)
+        output, _ = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 15
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode in (0, -signal.SIGTERM)
+    assert b"Traceback" not in output

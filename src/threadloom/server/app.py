@@ -7,6 +7,7 @@ it on shutdown, letting running steps settle (``threadloom serve``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -82,6 +83,25 @@ class ThreadloomApp:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self._asgi(scope, receive, send)
+
+    def begin_shutdown(self) -> None:
+        """End every open stream with 1001 and answer health with 503 (``ServerContext
+        .begin_shutdown``); a host calls it when it starts to shut down, before it closes
+        connections its own way (``threadloom serve`` does)."""
+        ctx: ServerContext | None = getattr(self.app.state, "ctx", None)
+        if ctx is not None:
+            ctx.begin_shutdown()
+
+    async def streams_closed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the streams ended by ``begin_shutdown`` to
+        close; True when none is left."""
+        ctx: ServerContext | None = getattr(self.app.state, "ctx", None)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while ctx is not None and ctx.open_streams:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
 
 
 def create_app(

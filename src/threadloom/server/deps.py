@@ -47,6 +47,28 @@ class ServerContext:
         self.limits = AuthLimits()
         self.revocations = Revocations()
         self.clock: Callable[[], int] = system_clock_us
+        self._closers: set[Callable[[], object]] = set()
+
+    def on_shutdown(self, close: Callable[[], object]) -> Callable[[], None]:
+        """Register what ends an open stream when the server shuts down (at once when it
+        already does); returns the function that unregisters it."""
+        if self.draining:
+            close()
+        self._closers.add(close)
+        return lambda: self._closers.discard(close)
+
+    def begin_shutdown(self) -> None:
+        """The server is going away: health answers 503 ``draining`` from now on and every
+        open stream ends with close code 1001 ``Server shutting down``, so clients resume
+        elsewhere or after the restart (spec 09 §9.10.1, spec 12 §12.6.4 rule 5)."""
+        self.draining = True
+        for close in list(self._closers):
+            close()
+
+    @property
+    def open_streams(self) -> int:
+        """Streams (WebSocket or SSE) still registered for shutdown."""
+        return len(self._closers)
 
     @property
     def local_mode(self) -> bool:

@@ -35,7 +35,7 @@ from threadloom.server.stream import (
     stream_settings,
 )
 from threadloom.server.stream_auth import StreamAuth, authenticate_stream, recheck
-from threadloom.server.stream_session import Close, Frame, Out, Outbox, now_ms
+from threadloom.server.stream_session import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
 from threadloom.server.wire import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 
@@ -88,8 +88,10 @@ class ListSession:
         )
         self._owners: OrderedDict[str, str | None] = OrderedDict()
         self._terminated: set[str] = set()
+        self._unregister = ctx.on_shutdown(lambda: self.outbox.put(SHUTTING_DOWN))
 
     def close(self) -> None:
+        self._unregister()
         self.subscription.close()
 
     def _visible(self, owner: str | None) -> bool:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
 
 import uvicorn
 
 from threadloom.errors import StoreError
-from threadloom.server.app import serve_app
+from threadloom.server.app import ThreadloomApp, serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.server.startup import check_startup
 
@@ -36,7 +37,7 @@ def run_server(
     except (SettingsError, StoreError) as exc:
         raise ServeError(str(exc)) from None
     app = serve_app(project, settings)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -45,3 +46,22 @@ def run_server(
         ws="websockets-sansio",
         **settings.uvicorn_proxy_options(),  # type: ignore[arg-type]
     )
+    ThreadloomServer(config, app).run()
+
+
+class ThreadloomServer(uvicorn.Server):
+    """uvicorn's server with Threadloom's start of a shutdown: uvicorn would end every open
+    WebSocket with 1012 (which clients of spec 11 do not resume on); first the app ends its
+    streams with 1001 ``Server shutting down`` (spec 09 §9.10.1) and waits for them to
+    close, then uvicorn shuts down as usual (the lifespan lets running steps settle)."""
+
+    STREAMS_CLOSE_S = 2.0
+
+    def __init__(self, config: uvicorn.Config, app: ThreadloomApp) -> None:
+        super().__init__(config)
+        self.threadloom = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.threadloom.begin_shutdown()
+        await self.threadloom.streams_closed(self.STREAMS_CLOSE_S)
+        await super().shutdown(sockets)

@@ -96,6 +96,11 @@ class Close:
     reason: str
 
 
+SHUTTING_DOWN = Close(1001, "Server shutting down")
+"""How every open stream ends when the server shuts down (spec 09 §9.10.1): after the frames
+already queued for it; the client resumes with ``since``."""
+
+
 Out = Frame | Close
 
 
@@ -369,8 +374,10 @@ class Session:
             grant.thread_id, max_queue=settings.buffer_frames
         )
         self._pump: asyncio.Task[None] | None = None
+        self._unregister = ctx.on_shutdown(lambda: self.outbox.put(SHUTTING_DOWN))
 
     def close(self) -> None:
+        self._unregister()
         self.subscription.close()
         if self._pump is not None:
             self._pump.cancel()
