@@ -32,6 +32,10 @@ Section E (information) — the SQL a turn executes, recorded and replayed on pl
 ``sqlite3`` against the floor: how much of a turn is the store's SQL, how much the Python
 around it (``bench/_replay.py``).
 
+Section F (information) — the syncs apart from the work: Threadloom and the floor each at
+``synchronous=FULL`` and ``=OFF``, alternating, with wall and CPU time per turn
+(``bench/_sync_split.py``).
+
 Section D (information) — 1,000 threads running 3 turns each concurrently on a model with
 100 ms latency per call: wall time, turns/s and peak RSS, in a subprocess of its own so
 the RSS is the scenario's.
@@ -67,6 +71,7 @@ from _report import (
     table,
     verdict,
 )
+from _sync_split import section_f
 from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn, question
 from threadloom import Runtime
 from threadloom.records import new_id
@@ -454,7 +459,7 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
 
 
 # -- section D: many threads at once (runs in a subprocess) --------------------------------
-SECTIONS = ("empty", "history", "replay", "concurrent")
+SECTIONS = ("empty", "history", "replay", "sync", "concurrent")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -571,6 +576,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
             progress("section E: a turn's own SQL replayed on raw sqlite3 …")
             replay = await section_e(workdir, REPLAY_TURNS, BLOCKS, WARMUP_TURNS)
             print("\n" + replay, flush=True)
+        if "sync" not in args.skip:
+            progress("section F: the syncs apart from the work …")
+            split = await section_f(workdir, args.turns, BLOCKS, WARMUP_TURNS)
+            print("\n" + split, flush=True)
         if "concurrent" not in args.skip:
             progress(
                 f"section D: {args.threads:,} threads × {args.turns_per_thread} turns"

@@ -1,0 +1,171 @@
+"""Section F of the turn benchmark: a turn with and without its syncs, beside the floor's.
+
+The floor goal compares two things that each have two parts: the work of a turn (Python
+and SQLite on the CPU) and the syncs that make its commits durable (mostly waiting for the
+disk). This section measures the parts apart. It runs the section A workload on four
+sides, interleaved in blocks so machine noise hits all of them alike: Threadloom and the
+4-commit floor, each at ``synchronous=FULL`` (both defaults) and at ``synchronous=OFF``
+(nothing synced: not durable, for measurement only). Per side it prints the wall time and
+the process CPU time per turn; FULL − OFF is what the syncs cost a turn. Threadloom syncs
+four commits a turn like the floor (docs/engine.md, "Durability"), so a difference between
+the two sync costs comes from what each commit writes; the OFF figures are the work that
+no disk can explain.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from _raw_floor import RawTurns
+from _report import ms, percentile, progress, table
+from _workload import make_definitions, one_turn
+from threadloom import Runtime
+
+SYNCS = ("FULL", "OFF")
+
+
+@dataclass
+class Side:
+    """One side's per-turn wall times (ns) and its total CPU time (s) over them."""
+
+    name: str
+    wall: list[int] = field(default_factory=list)
+    cpu: float = 0.0
+
+    def cpu_ms(self) -> float:
+        return self.cpu / len(self.wall) * 1e3
+
+
+async def section_f(workdir: str, turns: int, blocks: int, warmup: int) -> str:
+    """``turns`` timed turns per side in ``blocks`` rotating blocks; the report."""
+    defs = make_definitions(fixed_usage=True)
+    runtimes: dict[str, Runtime] = {}
+    floors: dict[str, RawTurns] = {}
+    try:
+        for sync in SYNCS:
+            path = os.path.join(workdir, f"split-{sync.lower()}.db")
+            runtimes[sync] = await Runtime.open(path, definitions=defs, synchronous=sync)
+            floor = RawTurns(os.path.join(workdir, f"split-raw4-{sync.lower()}.db"), 4)
+            floor.conn.execute(f"PRAGMA synchronous = {sync}")
+            floors[sync] = floor
+        sides: list[Side] = []
+        runners: list[Callable[[int, int], Awaitable[None]]] = []
+        for sync in SYNCS:
+            runtime = runtimes[sync]
+            state = await runtime.create_thread("chat")
+            for i in range(warmup):
+                await one_turn(runtime, state.thread_id, i)
+            side = Side(f"Threadloom, synchronous={sync}")
+            sides.append(side)
+            runners.append(_threadloom_runner(runtime, state.thread_id, warmup, side))
+        for sync in SYNCS:
+            floor = floors[sync]
+            thread_id = floor.new_thread()
+            for i in range(warmup):
+                floor.turn(thread_id, i)
+            side = Side(f"raw sqlite3 floor, synchronous={sync}")
+            sides.append(side)
+            runners.append(_floor_runner(floor, thread_id, warmup, side))
+        per_block = max(1, turns // blocks)
+        done = block = 0
+        gc.collect()
+        while done < turns:
+            count = per_block if block < blocks - 1 else turns - done
+            shift = block % len(runners)
+            for runner in [*runners[shift:], *runners[:shift]]:
+                await runner(done, count)
+            done += count
+            block += 1
+            progress(f"  F: {done:,}/{turns:,} turns per side")
+    finally:
+        for floor in floors.values():
+            floor.close()
+        for runtime in runtimes.values():
+            await runtime.close()
+    return _report(sides, turns, blocks)
+
+
+def _threadloom_runner(
+    runtime: Runtime, thread_id: str, offset: int, side: Side
+) -> Callable[[int, int], Awaitable[None]]:
+    async def run(start: int, count: int) -> None:
+        clock = time.perf_counter_ns
+        cpu0 = time.process_time()
+        for i in range(offset + start, offset + start + count):
+            t0 = clock()
+            await one_turn(runtime, thread_id, i)
+            side.wall.append(clock() - t0)
+        side.cpu += time.process_time() - cpu0
+
+    return run
+
+
+def _floor_runner(
+    floor: RawTurns, thread_id: str, offset: int, side: Side
+) -> Callable[[int, int], Awaitable[None]]:
+    async def run(start: int, count: int) -> None:
+        clock = time.perf_counter_ns
+        cpu0 = time.process_time()
+        for i in range(offset + start, offset + start + count):
+            t0 = clock()
+            floor.turn(thread_id, i)
+            side.wall.append(clock() - t0)
+        side.cpu += time.process_time() - cpu0
+
+    return run
+
+
+def _report(sides: list[Side], turns: int, blocks: int) -> str:
+    tl_full, tl_off, raw_full, raw_off = sides
+    rows = [
+        [s.name, ms(percentile(s.wall, 50)), ms(percentile(s.wall, 90)), f"{s.cpu_ms():.2f}"]
+        for s in sides
+    ]
+    latency = table(["per turn", "median (ms)", "p90 (ms)", "CPU (ms)"], rows)
+
+    def median(side: Side) -> float:
+        return percentile(side.wall, 50)
+
+    tl_sync = median(tl_full) - median(tl_off)
+    raw_sync = median(raw_full) - median(raw_off)
+    derived = table(
+        ["", "Threadloom", "floor", "Threadloom / floor"],
+        [
+            [
+                "the syncs: FULL − OFF median (ms)",
+                ms(tl_sync),
+                ms(raw_sync),
+                f"{tl_sync / raw_sync:.2f}×" if raw_sync > 0 else "—",
+            ],
+            [
+                "the work: OFF median (ms)",
+                ms(median(tl_off)),
+                ms(median(raw_off)),
+                f"{median(tl_off) / median(raw_off):.2f}×",
+            ],
+            [
+                "the turn: FULL median (ms)",
+                ms(median(tl_full)),
+                ms(median(raw_full)),
+                f"{median(tl_full) / median(raw_full):.2f}×",
+            ],
+        ],
+    )
+    return "\n".join(
+        [
+            "F. the syncs apart from the work — each side at synchronous=FULL and =OFF"
+            " (for information)",
+            "   the section A workload on a new file per side; OFF syncs nothing (not durable,"
+            " measurement only);",
+            f"   {turns:,} timed turns per side in {blocks} blocks, the four sides alternating;"
+            " CPU = process time per turn",
+            "",
+            latency,
+            "",
+            derived,
+        ]
+    )
