@@ -13,6 +13,11 @@ Section B — page read cost vs thread size. Threads of 100, 10,000 and 100,000 
 messages in one database; ``get_messages(limit=50)`` (newest first) and ``order="asc"``
 timed on each, interleaved across sizes. Goal: the largest thread's p50 within 1.5× of the
 smallest's.
+
+Section C — a page of the thread list vs the number of threads (1,000, 10,000 and 50,000
+threads): the first page, the middle page and one user's first page of the default
+``activity`` order (``bench/_thread_list.py``). Goal: the first page at the largest size
+within 1.5× of the smallest.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 
 import threadloom
 from _report import filesystem_of, percentile, progress, table, verdict
+from _thread_list import section_c
 from threadloom import Runtime
 from threadloom.store.sqlite.store import SqliteStore
 from threadloom.thread.state import ThreadState
@@ -517,7 +523,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="where the temporary databases go (default: the system temp dir)",
     )
-    parser.add_argument("--skip", choices=("a", "b"), default=None, help="skip one section")
+    parser.add_argument(
+        "--list-sizes",
+        default="1000,10000,50000",
+        help="thread counts for section C, comma-separated (default %(default)s)",
+    )
+    parser.add_argument(
+        "--list-reads",
+        type=int,
+        default=200,
+        metavar="N",
+        help="timed thread-list calls per size and page in section C (default 200)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        choices=("a", "b", "c"),
+        default=[],
+        help="skip a section (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
@@ -525,6 +549,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--sizes must be comma-separated integers")
     if not args.sizes or min(args.sizes) < 1:
         parser.error("--sizes needs at least one positive size")
+    try:
+        args.list_sizes = sorted({int(s) for s in args.list_sizes.split(",") if s.strip()})
+    except ValueError:
+        parser.error("--list-sizes must be comma-separated integers")
+    if not args.list_sizes or min(args.list_sizes) < 1 or args.list_reads < 1:
+        parser.error("--list-sizes needs positive sizes and --list-reads must be ≥ 1")
     if args.inject < 1 or args.reads < 1:
         parser.error("--inject and --reads must be ≥ 1")
     return args
@@ -537,16 +567,21 @@ async def main(argv: Sequence[str] | None = None) -> int:
         print(header(args, workdir), flush=True)
         started = time.perf_counter()
         results: list[tuple[str, bool]] = []
-        if args.skip != "a":
+        if "a" not in args.skip:
             progress("section A: inject_message vs raw sqlite3 …")
             text, ok = await section_a(workdir, args.inject)
             print("\n" + text, flush=True)
             results.append(("A  inject_message ≤ 2× raw sqlite3", ok))
-        if args.skip != "b":
+        if "b" not in args.skip:
             progress("section B: seeding threads …")
             text, ok = await section_b(workdir, args.sizes, args.reads, args.seed)
             print("\n" + text, flush=True)
             results.append(("B  get_messages largest ≤ 1.5× smallest", ok))
+        if "c" not in args.skip:
+            progress("section C: seeding thread lists …")
+            text, ok = await section_c(workdir, args.list_sizes, args.list_reads)
+            print("\n" + text, flush=True)
+            results.append(("C  thread list page, largest ≤ 1.5× smallest", ok))
         print("\nSummary")
         for name, ok in results:
             print(f"   {name}: {verdict(ok)}")

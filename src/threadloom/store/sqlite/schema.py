@@ -518,6 +518,26 @@ CREATE INDEX messages_client_id
     ),
     # CHECK (col IN (3+ constants)) built an ephemeral b-tree per check: schema_checks.py
     (9, "CHECK constraints as comparisons", ""),
+    (
+        10,
+        "thread list ordered by activity through an index",
+        # The default order of the thread list (spec 08 §8.3.1 `activity`) was
+        # COALESCE(last_activity_us, created_at_us) DESC, created_at_us DESC, id: no index
+        # can serve an expression over two columns, so every listing read and sorted every
+        # thread (44 ms at 50,000 threads for a page of 50). The activity starts at the
+        # creation time (§8.2.2 "starts at created_at"), so it is stored from the start and
+        # the order is by the column itself, through an index that holds the whole order
+        # (a listing reads its page and stops); so does threads_user_activity for a user's
+        # own list (`user_id = ?`, the list of every non-admin caller, and the whole list
+        # when one service account creates every thread). Each takes a write when a run
+        # starts and ends (the activity bumps), at the newest end of the index.
+        """
+UPDATE threads SET last_activity_us = created_at_us WHERE last_activity_us IS NULL;
+CREATE INDEX threads_activity_order ON threads(last_activity_us DESC, created_at_us DESC, id);
+CREATE INDEX threads_user_activity
+    ON threads(user_id, last_activity_us DESC, created_at_us DESC, id);
+""",
+    ),
 ]
 
 # Migrations done in Python instead of SQL text, inside the migration's transaction.

@@ -40,8 +40,8 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
     now = clock()
     conn.execute(
         "INSERT INTO threads(id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments,"
-        " created_at_us, status_state, status_since, overlap, tnum)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?,"
+        " created_at_us, status_state, status_since, overlap, last_activity_us, tnum)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?,"
         " (SELECT COALESCE(MAX(tnum), 0) + 1 FROM threads))",
         (
             new.id,
@@ -54,6 +54,7 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
             now,
             now,
             new.overlap,
+            now,  # the activity starts at the creation (spec 08 §8.2.2)
         ),
     )
     row = get_thread(conn, new.id)
@@ -132,7 +133,8 @@ _TREE = (
 
 
 _SORTS = {
-    "activity": "COALESCE(last_activity_us, created_at_us) DESC, created_at_us DESC, id",
+    # threads_activity_order (migration 10) holds this whole order
+    "activity": "last_activity_us DESC, created_at_us DESC, id",
     "created": "created_at_us DESC, id",
     "oldest": "created_at_us ASC, id",
 }
