@@ -55,6 +55,7 @@ from threadloom.store.sqlite.auth import AuthMethods
 from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
 from threadloom.store.sqlite.process_lock import ProcessLock
 from threadloom.store.sqlite.run_methods import RunMethods
+from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
 T = TypeVar("T")
@@ -122,6 +123,8 @@ class SqliteStore(AuthMethods, RunMethods):
         """Write operations committed or refused."""
         self._closed = False
         self._process_lock: ProcessLock | None = None
+        self.wal_prefilled = False
+        """Whether ``claim_runner`` wrote the WAL's steady-state size in zeros."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -172,11 +175,22 @@ class SqliteStore(AuthMethods, RunMethods):
 
     async def claim_runner(self) -> None:
         """Lock ``<file>.lock`` for this process (``process_lock``); ``StoreLocked`` when
-        another process holds it."""
+        another process holds it. Then, with per-commit syncs, prefill the WAL
+        (``wal_prefill``): the commits after the start write into existing blocks."""
         if self._closed:
             raise StoreError("store is closed")
-        if self._process_lock is None and self.path != ":memory:":
-            self._process_lock = ProcessLock.acquire(self.path)
+        if self._process_lock is not None or self.path == ":memory:":
+            return
+        self._process_lock = ProcessLock.acquire(self.path)
+        if self._relaxable:  # FULL or EXTRA: every durable commit syncs the WAL
+            self.wal_prefilled = await self._writer.submit(plain_call, self._prefill_wal)
+
+    def _prefill_wal(self) -> bool:
+        conn = self._wconn
+        assert conn is not None
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        size = wal_size(WAL_AUTOCHECKPOINT_PAGES, page_size)
+        return prefill_wal(conn, self.path, size)
 
     async def close(self) -> None:
         if self._closed:
