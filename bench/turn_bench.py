@@ -444,6 +444,12 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
             f" {HISTORY_WARMUP_TURNS} warm-up turns per side;",
             f"   history during the timed turns {timed_from:,} → {end_total:,}; {blocks} blocks,"
             " alternating; floors as in A",
+            "   note: these few turns on freshly seeded files run while each floor's WAL file"
+            " still grows (every",
+            "   synced commit then also commits the file system's journal); Threadloom's is"
+            " prefilled at open",
+            "   (docs/thread-core.md). Section A's later blocks compare both with their WAL"
+            " reused.",
             "",
             body,
             "",
