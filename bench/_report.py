@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:
@@ -95,3 +96,25 @@ def peak_rss_source() -> str:
 def ms(ns: float) -> str:
     """Nanoseconds as milliseconds for a table cell."""
     return f"{ns / 1e6:,.2f}"
+
+
+async def rotating_blocks(
+    runners: Sequence[Callable[[int, int], Awaitable[None]]],
+    turns: int,
+    blocks: int,
+    label: str,
+) -> None:
+    """Call every runner for ``turns`` turns each, in ``blocks`` blocks, the runners' order
+    rotating per block (``runner(start, count)``), so load from elsewhere on the machine
+    falls on all of them alike; a progress line per block."""
+    per_block = max(1, turns // blocks)
+    done = block = 0
+    gc.collect()
+    while done < turns:
+        count = per_block if block < blocks - 1 else turns - done
+        shift = block % len(runners)
+        for runner in [*runners[shift:], *runners[:shift]]:
+            await runner(done, count)
+        done += count
+        block += 1
+        progress(f"  {label}: {done:,}/{turns:,} turns per side")

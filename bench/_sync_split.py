@@ -14,14 +14,13 @@ no disk can explain.
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from _raw_floor import RawTurns
-from _report import ms, percentile, progress, table
+from _report import ms, percentile, rotating_blocks, table
 from _workload import make_definitions, one_turn
 from threadloom import Runtime
 
@@ -57,30 +56,24 @@ async def section_f(workdir: str, turns: int, blocks: int, warmup: int) -> str:
         for sync in SYNCS:
             runtime = runtimes[sync]
             state = await runtime.create_thread("chat")
-            for i in range(warmup):
-                await one_turn(runtime, state.thread_id, i)
-            side = Side(f"Threadloom, synchronous={sync}")
-            sides.append(side)
-            runners.append(_threadloom_runner(runtime, state.thread_id, warmup, side))
+
+            async def tl_turn(
+                i: int, runtime: Runtime = runtime, tid: str = state.thread_id
+            ) -> None:
+                await one_turn(runtime, tid, i)
+
+            sides.append(Side(f"Threadloom, synchronous={sync}"))
+            runners.append(await _runner(tl_turn, warmup, sides[-1]))
         for sync in SYNCS:
             floor = floors[sync]
             thread_id = floor.new_thread()
-            for i in range(warmup):
-                floor.turn(thread_id, i)
-            side = Side(f"raw sqlite3 floor, synchronous={sync}")
-            sides.append(side)
-            runners.append(_floor_runner(floor, thread_id, warmup, side))
-        per_block = max(1, turns // blocks)
-        done = block = 0
-        gc.collect()
-        while done < turns:
-            count = per_block if block < blocks - 1 else turns - done
-            shift = block % len(runners)
-            for runner in [*runners[shift:], *runners[:shift]]:
-                await runner(done, count)
-            done += count
-            block += 1
-            progress(f"  F: {done:,}/{turns:,} turns per side")
+
+            async def raw_turn(i: int, floor: RawTurns = floor, tid: str = thread_id) -> None:
+                floor.turn(tid, i)
+
+            sides.append(Side(f"raw sqlite3 floor, synchronous={sync}"))
+            runners.append(await _runner(raw_turn, warmup, sides[-1]))
+        await rotating_blocks(runners, turns, blocks, "F")
     finally:
         for floor in floors.values():
             floor.close()
@@ -89,30 +82,19 @@ async def section_f(workdir: str, turns: int, blocks: int, warmup: int) -> str:
     return _report(sides, turns, blocks)
 
 
-def _threadloom_runner(
-    runtime: Runtime, thread_id: str, offset: int, side: Side
+async def _runner(
+    turn: Callable[[int], Awaitable[None]], warmup: int, side: Side
 ) -> Callable[[int, int], Awaitable[None]]:
+    """Run ``warmup`` untimed turns now; the runner of the timed ones, which follow them."""
+    for i in range(warmup):
+        await turn(i)
+
     async def run(start: int, count: int) -> None:
         clock = time.perf_counter_ns
         cpu0 = time.process_time()
-        for i in range(offset + start, offset + start + count):
+        for i in range(warmup + start, warmup + start + count):
             t0 = clock()
-            await one_turn(runtime, thread_id, i)
-            side.wall.append(clock() - t0)
-        side.cpu += time.process_time() - cpu0
-
-    return run
-
-
-def _floor_runner(
-    floor: RawTurns, thread_id: str, offset: int, side: Side
-) -> Callable[[int, int], Awaitable[None]]:
-    async def run(start: int, count: int) -> None:
-        clock = time.perf_counter_ns
-        cpu0 = time.process_time()
-        for i in range(offset + start, offset + start + count):
-            t0 = clock()
-            floor.turn(thread_id, i)
+            await turn(i)
             side.wall.append(clock() - t0)
         side.cpu += time.process_time() - cpu0
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import gc
 import json
 import os
 import platform
@@ -54,7 +53,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +67,7 @@ from _report import (
     ms,
     percentile,
     progress,
+    rotating_blocks,
     table,
     verdict,
 )
@@ -159,19 +159,7 @@ async def interleaved(
     async def run_raw1(start: int, count: int) -> None:
         time_raw(raw1, raw1_thread, start, count, sides.raw1)
 
-    runners: list[Callable[[int, int], Awaitable[None]]] = [run_tl, run_raw4, run_raw1]
-    per_block = max(1, turns // blocks)
-    done = 0
-    block = 0
-    gc.collect()
-    while done < turns:
-        count = per_block if block < blocks - 1 else turns - done
-        shift = block % len(runners)
-        for runner in [*runners[shift:], *runners[:shift]]:
-            await runner(done, count)
-        done += count
-        block += 1
-        progress(f"  {label}: {done:,}/{turns:,} turns per side")
+    await rotating_blocks([run_tl, run_raw4, run_raw1], turns, blocks, label)
     return sides
 
 

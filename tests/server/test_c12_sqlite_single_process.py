@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_serve import LISTENING, THREADLOOM, free_port, wait_ready
+from test_serve import LISTENING, free_port, serve_command, spawn_server
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
@@ -69,34 +69,11 @@ def write_project(root: Path) -> Path:
     return root / "project"
 
 
-def serve_command(project: Path, db: Path, port: int) -> list[str]:
-    return [
-        *THREADLOOM,
-        "serve",
-        str(project),
-        "--port",
-        str(port),
-        "--store",
-        f"sqlite:///{db}",
-        "--log-level",
-        "warning",
-    ]
-
-
 @contextmanager
 def server(project: Path, db: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """A ``threadloom serve`` child on ``db``; killed at the end if it is still running."""
-    port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")}
-    proc = subprocess.Popen(
-        serve_command(project, db, port),
-        env=clean,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    proc, base = spawn_server(project, db)
     try:
-        wait_ready(base, proc)
         yield proc, base
     finally:
         if proc.poll() is None:
@@ -207,7 +184,7 @@ def test_c12_019_second_serve_on_the_sqlite_file_exits_2_naming_the_first_pid(
     db = tmp_path / "serve.db"
     with server(project, db) as (first, base):
         second = subprocess.run(
-            serve_command(project, db, free_port()),
+            serve_command(project, db, free_port(), "info"),
             env={k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")},
             capture_output=True,
             text=True,

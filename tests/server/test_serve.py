@@ -42,31 +42,50 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("server did not become ready")
 
 
-@contextmanager
-def serving(tmp_path: Path) -> Iterator[str]:
-    """``threadloom serve examples`` without provider keys (the demo model) on a free port;
-    its base URL. Stopped with SIGTERM: it must exit cleanly, without a traceback."""
+def serve_command(project: Path, db: Path, port: int, log_level: str = "warning") -> list[str]:
+    """``threadloom serve PROJECT`` on the SQLite file ``db`` and ``port`` (``info`` logs
+    uvicorn's start-up lines, which the refusal tests look for)."""
+    return [
+        *THREADLOOM,
+        "serve",
+        str(project),
+        "--port",
+        str(port),
+        "--store",
+        f"sqlite:///{db}",
+        "--log-level",
+        log_level,
+    ]
+
+
+def spawn_server(project: Path, db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A ready ``threadloom serve`` child on a free port, without provider keys (the demo
+    model) and without ``THREADLOOM_*`` settings; the process and its base URL."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("THREADLOOM_")
+    }
     proc = subprocess.Popen(
-        [
-            *THREADLOOM,
-            "serve",
-            str(ROOT / "examples"),
-            "--port",
-            str(port),
-            "--store",
-            f"sqlite:///{tmp_path / 'serve.db'}",
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        serve_command(project, db, port), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, proc)
+    except BaseException:
+        proc.kill()
+        proc.communicate(timeout=30)
+        raise
+    return proc, base
+
+
+@contextmanager
+def serving(tmp_path: Path) -> Iterator[str]:
+    """``threadloom serve examples`` (``spawn_server``); its base URL. Stopped with SIGTERM:
+    it must exit cleanly, without a traceback."""
+    proc, base = spawn_server(ROOT / "examples", tmp_path / "serve.db")
+    try:
         yield base
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -133,16 +152,7 @@ def serve_refused(tmp_path: Path, *args: str, **env: str) -> subprocess.Complete
     expected to end by itself."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")}
     return subprocess.run(
-        [
-            *THREADLOOM,
-            "serve",
-            str(ROOT / "examples"),
-            "--port",
-            str(free_port()),
-            "--store",
-            f"sqlite:///{tmp_path / 'x.db'}",
-            *args,
-        ],
+        [*serve_command(ROOT / "examples", tmp_path / "x.db", free_port(), "info"), *args],
         env={**clean, **env},
         capture_output=True,
         text=True,
@@ -220,27 +230,8 @@ def test_sigterm_ends_open_streams_with_1001_so_clients_resume(tmp_path: Path) -
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    proc = subprocess.Popen(
-        [
-            *THREADLOOM,
-            "serve",
-            str(ROOT / "examples"),
-            "--port",
-            str(port),
-            "--store",
-            f"sqlite:///{tmp_path / 'serve.db'}",
-            "--log-level",
-            "warning",
-        ],
-        env={k: v for k, v in env.items() if not k.startswith("THREADLOOM_")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    proc, base = spawn_server(ROOT / "examples", tmp_path / "serve.db")
     try:
-        wait_ready(base, proc)
         thread, _ = ask(base, "support", "Where is order A-1001?")
         ws_base = base.replace("http://", "ws://")
         with (
