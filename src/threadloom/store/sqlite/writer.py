@@ -48,8 +48,13 @@ class Writer:
                     break
                 batch.append(more)
             outcomes = self._run_batch([(fn, args, durable) for _, _, fn, args, durable in batch])
+            # one wake-up per loop, not per write: each call_soon_threadsafe writes to the
+            # loop's self-pipe (a syscall) and hands the GIL over
+            settled: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
             for (loop, future, _, _, _), (result, exc) in zip(batch, outcomes, strict=True):
-                loop.call_soon_threadsafe(_settle, future, result, exc)
+                settled.setdefault(loop, []).append((future, result, exc))
+            for loop, items in settled.items():
+                loop.call_soon_threadsafe(_settle_all, items)
 
     def submit(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> asyncio.Future[T]:
         """Queue ``fn(*args)``; a batch's commit is durable if any of its jobs asks."""
@@ -74,6 +79,12 @@ def loop_busy() -> bool:
 def plain_call(fn: Callable[[], T]) -> T:
     """Marks a job that is a plain call (opening the store), not a write transaction."""
     return fn()
+
+
+def _settle_all(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    """Settle a batch's futures of one loop, in commit order."""
+    for future, result, exc in items:
+        _settle(future, result, exc)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
