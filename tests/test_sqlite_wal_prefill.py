@@ -5,13 +5,18 @@ whatever happens to the process. Real Runtime and store."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
+from threadloom.errors import StoreError
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.store.sqlite.store import WAL_AUTOCHECKPOINT_PAGES, SqliteStore
 from threadloom.store.sqlite.wal_prefill import wal_size
@@ -106,3 +111,36 @@ async def test_a_shared_runtime_does_not_prefill(tmp_path: Path) -> None:
         assert os.path.getsize(db + "-wal") < wal_size(WAL_AUTOCHECKPOINT_PAGES, 4096)
     finally:
         await shared.close()
+
+
+async def test_a_failed_prefill_leaves_a_working_store(tmp_path: Path, monkeypatch: Any) -> None:
+    """The disk fills up while the zeros are written (the OS error is simulated): the open
+    goes on without the prefill, the partial zeros are dropped, and the store works."""
+    from threadloom.store.sqlite import wal_prefill
+
+    def disk_full(path: str, size: int) -> None:
+        with open(path, "r+b") as f:
+            f.write(bytes(4096))  # some zeros made it to the file first
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(wal_prefill, "_write_zeros", disk_full)
+    db = str(tmp_path / "t.db")
+    runtime = await Runtime.open(db, definitions=definitions())
+    try:
+        store = runtime.store
+        assert isinstance(store, SqliteStore) and not store.wal_prefilled
+        assert os.path.getsize(db + "-wal") == 0  # the partial zeros are gone
+        state = await runtime.create_thread(agent_id="chat")
+        await runtime.send_message(state.thread_id, "hello")
+        await runtime.wait_idle(state.thread_id, timeout=10)
+        page = await state.get_messages(order="asc")
+        assert [m.content for m in page.messages] == ["hello", "ok"]
+    finally:
+        await runtime.close()
+
+
+async def test_an_unusable_lock_file_is_a_store_error(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    (tmp_path / "t.db.lock").mkdir()  # not a file the lock can be taken on
+    with pytest.raises(StoreError, match="lock file"):
+        await Runtime.open(str(db), definitions=definitions())

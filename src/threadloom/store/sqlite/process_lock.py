@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-from threadloom.errors import StoreLocked
+from threadloom.errors import StoreError, StoreLocked
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -78,7 +78,10 @@ class ProcessLock:
     def acquire(cls, db_path: str) -> ProcessLock:
         """Lock ``<db_path>.lock`` or raise ``StoreLocked`` naming the holder's pid."""
         path = lock_path(db_path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock file {path!r} of {db_path!r}: {exc}") from exc
         try:
             if not _try_lock(fd):
                 raise StoreLocked(db_path, _holder(fd), path)

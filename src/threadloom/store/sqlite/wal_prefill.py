@@ -21,8 +21,12 @@ otherwise it is skipped. ``synchronous=NORMAL`` or ``OFF`` sync no commit, so th
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
+
+log = logging.getLogger(__name__)
 
 _CHUNK = bytes(1 << 20)
 SLACK_PAGES = 64
@@ -53,14 +57,24 @@ def prefill_wal(conn: sqlite3.Connection, db_path: str, size: int) -> bool:
                 return False
         except FileNotFoundError:
             return False
-        fd = os.open(wal, os.O_WRONLY)
         try:
-            remaining = size
-            while remaining > 0:
-                remaining -= os.write(fd, _CHUNK[: min(remaining, len(_CHUNK))])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            _write_zeros(wal, size)
+        except OSError as exc:  # a full disk, say: the store works without the prefill
+            log.warning("could not prefill the WAL %s (%s); continuing without", wal, exc)
+            with contextlib.suppress(OSError):
+                os.truncate(wal, 0)
+            return False
         return True
     finally:
         conn.execute("COMMIT")
+
+
+def _write_zeros(path: str, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        remaining = size
+        while remaining > 0:
+            remaining -= os.write(fd, _CHUNK[: min(remaining, len(_CHUNK))])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
