@@ -60,7 +60,8 @@ def lock_path(db_path: str) -> str:
 def _holder(fd: int) -> int | None:
     """The pid the holder wrote, if it has written one yet."""
     try:
-        text = os.pread(fd, 64, _PID_AT) if hasattr(os, "pread") else b""
+        os.lseek(fd, _PID_AT, os.SEEK_SET)
+        text = os.read(fd, 64)
     except OSError:
         return None
     digits = text.decode("ascii", "replace").strip()
