@@ -3,8 +3,9 @@ then acknowledge"; thread.md queue semantics).
 
 A child process (``storm_child.py``) runs many threads at once, each sending message after
 message — some while its run is going, so they queue — on a model with small random
-delays, and writes down every message ``send_message`` acknowledged. It is killed with
-SIGKILL at a random moment, several times with different seeds. Each time a new Runtime
+delays, and writes down every message ``send_message`` acknowledged. At a random moment it
+is killed with SIGKILL, or stopped with SIGTERM (a graceful close that aborts what runs),
+several times with different seeds. Each time a new Runtime
 opens the file, settles what the dead process left running, delivers what was queued, and
 the threads run to idle; then every acknowledged message is in its thread exactly once, in
 the order it was sent, each has its answer, no tool call has two results, no run is left
@@ -14,6 +15,7 @@ the order it was sent, each has its answer, no tool call has two results, no run
 from __future__ import annotations
 
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -42,7 +44,7 @@ def _definitions() -> object:
     return storm_child.definitions(random.Random(0))
 
 
-def _run_child(db: Path, ack: Path, seed: int, kill_after: float) -> None:
+def _run_child(db: Path, ack: Path, seed: int, kill_after: float, how: signal.Signals) -> None:
     child = subprocess.Popen(
         [sys.executable, str(CHILD), str(db), str(ack), str(THREADS), str(seed)],
         stdout=subprocess.PIPE,
@@ -53,8 +55,13 @@ def _run_child(db: Path, ack: Path, seed: int, kill_after: float) -> None:
         assert child.stdout is not None and child.stdout.readline().strip() == "READY"
         time.sleep(kill_after)
         assert child.poll() is None, child.stderr.read() if child.stderr else ""
+        child.send_signal(how)
+        if how == signal.SIGTERM:
+            out, err = child.communicate(timeout=30)
+            assert "CLOSED" in out and child.returncode == 0, err
     finally:
-        child.kill()
+        if child.poll() is None:
+            child.kill()
         child.wait(timeout=30)
 
 
@@ -69,13 +76,14 @@ def _acknowledged(ack: Path) -> dict[str, list[tuple[str, str]]]:
     return sent
 
 
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 @pytest.mark.parametrize("round_", range(ROUNDS))
 async def test_a_kill_at_any_moment_loses_no_acknowledged_message(
-    tmp_path: Path, round_: int
+    tmp_path: Path, round_: int, how: signal.Signals
 ) -> None:
     db, ack = tmp_path / "storm.db", tmp_path / "acks.tsv"
     rng = random.Random(round_)
-    _run_child(db, ack, seed=round_, kill_after=0.3 + rng.random() * 1.2)
+    _run_child(db, ack, seed=round_, kill_after=0.3 + rng.random() * 1.2, how=how)
     sent = _acknowledged(ack)
     assert sum(len(v) for v in sent.values()) >= THREADS, "the child acknowledged too little"
 
@@ -108,11 +116,11 @@ async def test_a_kill_at_any_moment_loses_no_acknowledged_message(
             last = max(i for i, m in enumerate(stored) if m.role == "user")
             tail = [m for m in stored[last + 1 :] if m.role == "assistant"]
             status = await state.status()
-            if status.reason == "execution_lost":
+            if status.reason in ("execution_lost", "aborted"):  # killed; closed gracefully
                 assert all(m.status != "pending" for m in tail), thread_id
             else:
                 assert tail and tail[-1].status == "completed" and tail[-1].content, thread_id
-            lost.append(status.reason == "execution_lost")
+            lost.append(status.reason in ("execution_lost", "aborted"))
     finally:
         await runtime.close()
     with closing(sqlite3.connect(db)) as conn:
