@@ -28,6 +28,7 @@ from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
 from threadloom.errors import StoreLocked
 from threadloom.providers.scripted import Reply, ScriptedProvider
+from threadloom.server.settings import ServerSettings
 from threadloom.store.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses POSIX signals")
@@ -266,3 +267,75 @@ async def test_c12_020_killed_sqlite_server_recovers_before_serving_and_delivers
     # which delivers the queued message; its end
     assert len(statuses) == 4
     assert failed < statuses[1] < statuses[2] < delivered < statuses[3]
+
+
+def test_c12_021_liveness_timers_that_break_the_30_s_bound_are_refused(tmp_path: Path) -> None:
+    """§12.6.1: TTL + sweep + 3 s ≥ 30 s, or a heartbeat above a third of the TTL, refuse
+    start-up (exit code 2, before listening); the defaults and a valid choice start."""
+    from test_serve import serve_refused
+
+    refused = [
+        ({"THREADLOOM_NODE_TTL_SECONDS": "20", "THREADLOOM_SWEEP_SECONDS": "10"}, "under 30 s"),
+        (
+            {"THREADLOOM_NODE_HEARTBEAT_SECONDS": "6", "THREADLOOM_NODE_TTL_SECONDS": "15"},
+            "a third of",
+        ),
+        ({"THREADLOOM_SWEEP_SECONDS": "soon"}, "THREADLOOM_SWEEP_SECONDS must be"),
+        ({"THREADLOOM_DRAIN_SECONDS": "-1"}, "THREADLOOM_DRAIN_SECONDS must be"),
+    ]
+    for env, says in refused:
+        done = serve_refused(tmp_path, **env)
+        assert done.returncode == 2, (env, done.stdout + done.stderr)
+        assert says in done.stderr, (env, done.stderr)
+        assert not any(line in done.stdout + done.stderr for line in LISTENING)
+    settings = ServerSettings.from_env(
+        {
+            "THREADLOOM_NODE_TTL_SECONDS": "12",
+            "THREADLOOM_SWEEP_SECONDS": "4",
+            "THREADLOOM_NODE_HEARTBEAT_SECONDS": "4",
+            "THREADLOOM_DRAIN_SECONDS": "0",
+        }
+    )
+    assert (settings.node_ttl_s, settings.sweep_s, settings.node_heartbeat_s) == (12, 4, 4)
+    assert settings.drain_seconds == 0
+
+
+async def test_sigterm_aborts_a_running_step_after_the_drain_seconds(tmp_path: Path) -> None:
+    """The single-node part of spec 12 §12.6.4: with ``THREADLOOM_DRAIN_SECONDS=1`` a
+    SIGTERM lets the held step run for a second, then the server settles it ``failed`` /
+    ``aborted`` itself (not ``execution_lost``: nothing is left for a recovery) and exits;
+    the message queued behind it is delivered after the restart."""
+    project = write_project(tmp_path)
+    db = tmp_path / "serve.db"
+    proc, base = spawn_server(project, db, THREADLOOM_DRAIN_SECONDS="1")
+    try:
+        thread = httpx.post(f"{base}/api/threads", json={"agent_id": "gated"}).json()["threadId"]
+        httpx.post(f"{base}/api/threads/{thread}/messages", json={"content": "hold"})
+        wait_for(
+            lambda: any(m["status"] == "pending" for m in messages(base, thread)),
+            "the model request in flight",
+        )
+        queued = httpx.post(f"{base}/api/threads/{thread}/messages", json={"content": "next"})
+        assert queued.status_code == 202
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode in (0, -signal.SIGTERM) and b"Traceback" not in output
+    assert 1.0 <= took < 10, took
+
+    store = await SqliteStore.open(str(db))
+    try:
+        row = await store.get_thread(thread)
+        assert row is not None and (row.status.state, row.status.reason) == ("failed", "aborted")
+        assert [e.content for e in await store.list_queue(thread)] == ["next"]
+    finally:
+        await store.close()
+    with server(project, db) as (_, base):
+        wait_for(lambda: status(base, thread) == ("idle", "stop_on_response"), "the next turn")
+        contents = [(m["role"], m["content"]) for m in messages(base, thread)]
+        assert contents[-2:] == [("user", "next"), ("assistant", "answered: next")]

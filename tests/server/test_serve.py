@@ -58,15 +58,17 @@ def serve_command(project: Path, db: Path, port: int, log_level: str = "warning"
     ]
 
 
-def spawn_server(project: Path, db: Path) -> tuple[subprocess.Popen[bytes], str]:
+def spawn_server(project: Path, db: Path, **settings: str) -> tuple[subprocess.Popen[bytes], str]:
     """A ready ``threadloom serve`` child on a free port, without provider keys (the demo
-    model) and without ``THREADLOOM_*`` settings; the process and its base URL."""
+    model) and with only the ``THREADLOOM_*`` ``settings`` given; the process and its base
+    URL."""
     port = free_port()
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.endswith("_API_KEY") and not k.startswith("THREADLOOM_")
     }
+    env.update(settings)
     proc = subprocess.Popen(
         serve_command(project, db, port), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )

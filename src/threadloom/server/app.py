@@ -138,6 +138,6 @@ def serve_app(
             yield
         finally:
             app.state.ctx.draining = True
-            await runtime.close()
+            await runtime.close(drain=settings.drain_seconds)
 
     return ThreadloomApp(_build(settings, lifespan), settings)

@@ -81,6 +81,25 @@ def _stream_from_env(env: Mapping[str, str]) -> StreamSettings:
     return StreamSettings(**values)
 
 
+_SECONDS_ENV = (
+    ("drain_seconds", "THREADLOOM_DRAIN_SECONDS"),
+    ("node_heartbeat_s", "THREADLOOM_NODE_HEARTBEAT_SECONDS"),
+    ("node_ttl_s", "THREADLOOM_NODE_TTL_SECONDS"),
+    ("sweep_s", "THREADLOOM_SWEEP_SECONDS"),
+)
+
+
+def _seconds(key: str, raw: str, *, zero_ok: bool) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 if zero_ok else value > 0) or value == float("inf"):
+        kind = "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds"
+        raise SettingsError(f"{key} must be {kind}, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """How this server is deployed. ``from_env`` reads the ``THREADLOOM_*`` variables."""
@@ -99,6 +118,14 @@ class ServerSettings:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     stream: StreamSettings = field(default_factory=StreamSettings)
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+    drain_seconds: float = 30.0
+    """SIGTERM's grace period for running steps (spec 12 §12.6.4 rule 3, spec 04 §4.20.5)."""
+    node_heartbeat_s: float = 5.0
+    node_ttl_s: float = 15.0
+    sweep_s: float = 5.0
+    """Liveness timers of several nodes on PostgreSQL (spec 12 §12.2, §12.6): checked at
+    start-up on every store so that a deployment's settings are refused before they
+    matter."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ServerSettings:
@@ -133,6 +160,10 @@ class ServerSettings:
             "max_upload_bytes": upload,
             "stream": _stream_from_env(env),
         }
+        for name, key in _SECONDS_ENV:
+            raw = (env.get(key) or "").strip()
+            if raw:
+                values[name] = _seconds(key, raw, zero_ok=name == "drain_seconds")
         if env.get("THREADLOOM_NODE_ID"):
             values["node_id"] = env["THREADLOOM_NODE_ID"]
         if env.get("THREADLOOM_STORE"):
@@ -143,7 +174,19 @@ class ServerSettings:
         return settings
 
     def check(self) -> None:
-        """Refuse combinations spec 10 forbids (exit code 2 at start-up)."""
+        """Refuse combinations spec 10 and spec 12 forbid (exit code 2 at start-up)."""
+        if self.node_ttl_s + self.sweep_s + 3 >= 30:
+            raise SettingsError(
+                "THREADLOOM_NODE_TTL_SECONDS + THREADLOOM_SWEEP_SECONDS + 3 s must stay under"
+                f" 30 s (now {self.node_ttl_s:g} + {self.sweep_s:g} + 3): a lost run must be"
+                " settled within 30 s of its node's death"
+            )
+        if self.node_heartbeat_s > self.node_ttl_s / 3:
+            raise SettingsError(
+                "THREADLOOM_NODE_HEARTBEAT_SECONDS must be at most a third of"
+                f" THREADLOOM_NODE_TTL_SECONDS (now {self.node_heartbeat_s:g} and"
+                f" {self.node_ttl_s:g}): one late heartbeat must not make a live node look dead"
+            )
         if self.cors_credentials and "*" in self.cors_origins:
             raise SettingsError(
                 "THREADLOOM_CORS_CREDENTIALS=1 cannot be combined with THREADLOOM_CORS_ORIGINS=*"
