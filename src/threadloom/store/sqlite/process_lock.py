@@ -84,7 +84,11 @@ class ProcessLock:
         except OSError as exc:
             raise StoreError(f"cannot open the lock file {path!r} of {db_path!r}: {exc}") from exc
         try:
-            if not _try_lock(fd):
+            try:
+                locked = _try_lock(fd)
+            except OSError as exc:  # a file system without locks (ENOLCK, say)
+                raise StoreError(f"cannot lock {path!r} of {db_path!r}: {exc}") from exc
+            if not locked:
                 raise StoreLocked(db_path, _holder(fd), path)
             os.ftruncate(fd, _PID_AT)
             os.lseek(fd, _PID_AT, os.SEEK_SET)
