@@ -85,7 +85,7 @@ async def test_a_kill_at_any_moment_loses_no_acknowledged_message(
     rng = random.Random(round_)
     _run_child(db, ack, seed=round_, kill_after=0.3 + rng.random() * 1.2, how=how)
     sent = _acknowledged(ack)
-    assert sum(len(v) for v in sent.values()) >= THREADS, "the child acknowledged too little"
+    assert sent, "the child acknowledged nothing before it was stopped"
 
     reopened_us = time.time_ns() // 1000
     runtime = await Runtime.open(str(db), definitions=_definitions())  # type: ignore[arg-type]
