@@ -71,10 +71,41 @@ async def test_write_waits_for_another_process_holding_the_lock(tmp_path: Path, 
     await runtime.close()
 
 
-async def test_group_commit_isolates_a_failing_write(db_url: str) -> None:
-    """Writes queued while a commit runs are committed together, each in its own
-    savepoint: one refused write (a reused tool call id) fails alone, the others land."""
-    runtime = await Runtime.open(db_url, write_mode="thread")
+async def test_a_batch_waits_for_another_process_holding_the_lock(tmp_path: Path) -> None:
+    """Under load (``auto``) writes join a batch on the loop's thread; while another
+    connection holds the write lock the batch moves to the writer thread and waits there,
+    the loop keeps running, and every write lands once the lock is released."""
+    path = tmp_path / "busy.db"
+    runtime = await Runtime.open(f"sqlite:///{path}")
+    states = [await runtime.create_thread("a") for _ in range(8)]
+    store: Any = runtime.store
+    commits = store.commits
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    writes = asyncio.gather(
+        *(s.inject_message(role="user", content=f"m{i}") for i, s in enumerate(states))
+    )
+    ticks = 0
+    for _ in range(10):
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert not writes.done() and ticks == 10
+    other.execute("COMMIT")
+    other.close()
+    stored = await asyncio.wait_for(writes, 5)
+    assert [m.content for m in stored] == [f"m{i}" for i in range(8)]
+    assert store.commits - commits < 8  # they still shared commits
+    for state, message in zip(states, stored, strict=True):
+        assert (await state.get_message(message.id)) == message
+    await runtime.close()
+
+
+@pytest.mark.parametrize("mode", ["thread", "auto"])
+async def test_group_commit_isolates_a_failing_write(db_url: str, mode: str) -> None:
+    """Writes queued together are committed together (on the writer thread, or under load
+    on the loop's thread), each in its own savepoint: one refused write (a reused tool call
+    id) fails alone, the others land."""
+    runtime = await Runtime.open(db_url, write_mode=mode)
     states = [await runtime.create_thread("a") for _ in range(40)]
     await states[0].inject_message(
         role="assistant", tool_calls=[{"id": "dup", "function": {"name": "f", "arguments": "{}"}}]

@@ -59,11 +59,15 @@ from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
 
 T = TypeVar("T")
+_Queued = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], bool]
+"""A write waiting for the next batch: its future, function, arguments and durability."""
 
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 WriteMode = Literal["auto", "thread", "inline"]
 _WRITE_MODES = ("auto", "thread", "inline")
+MAX_BATCH = 256
+"""The most writes committed together, on the loop or on the writer thread."""
 WAL_AUTOCHECKPOINT_PAGES = 4000  # 16 MiB of WAL at 4 KiB pages
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -116,7 +120,9 @@ class SqliteStore(AuthMethods, RunMethods):
         self._lock = threading.Lock()
         self._wconn: sqlite3.Connection | None = None
         self._iconn: sqlite3.Connection | None = None
-        self._queued = 0  # writes submitted to the writer thread and not yet answered
+        self._queued = 0  # writes queued (a batch or the writer thread), not yet answered
+        self._batch: list[_Queued] = []
+        self._flush_scheduled = False
         self.commits = 0
         """Write transactions committed (a group commit counts once)."""
         self.writes = 0
@@ -247,16 +253,25 @@ class SqliteStore(AuthMethods, RunMethods):
     def _run_jobs(
         self, conn: sqlite3.Connection, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
     ) -> list[tuple[Any, BaseException | None]]:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            return [(None, exc)] * len(jobs)
+        return self._jobs_in_tx(conn, jobs)
+
+    def _jobs_in_tx(
+        self, conn: sqlite3.Connection, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """The jobs in the transaction begun on ``conn``, then its COMMIT; one job runs
+        without a SAVEPOINT (its failure rolls the transaction back)."""
         if len(jobs) == 1:
             fn, args, _ = jobs[0]
             try:
-                conn.execute("BEGIN IMMEDIATE")
                 return [(self._run_tx(conn, fn, args), None)]
             except BaseException as exc:
                 return [(None, exc)]
         results: list[tuple[Any, BaseException | None]] = []
         try:
-            conn.execute("BEGIN IMMEDIATE")
             for fn, args, _ in jobs:
                 conn.execute("SAVEPOINT job")
                 try:
@@ -313,9 +328,57 @@ class SqliteStore(AuthMethods, RunMethods):
                     conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         self._queued += 1
         try:
-            return await self._writer.submit(fn, *args, durable=durable)
+            if conn is None:  # write_mode "thread"
+                return await self._writer.submit(fn, *args, durable=durable)
+            return await self._join_batch(fn, args, durable)
         finally:
             self._queued -= 1
+
+    def _join_batch(
+        self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool
+    ) -> asyncio.Future[T]:
+        """Queue a write for the next batch, committed on this thread once the callbacks
+        ready now have run (so that the writes they make join it)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._batch.append((future, fn, args, durable))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush_batch)
+        return future
+
+    def _flush_batch(self) -> None:
+        """Commit the queued writes in one transaction on the loop's connection, each in
+        its own SAVEPOINT; a write lock held by another process sends them to the writer
+        thread, which waits for it."""
+        batch, self._batch = self._batch[:MAX_BATCH], self._batch[MAX_BATCH:]
+        if self._batch:  # the rest in the next batch: one holds the loop ~10 ms at most
+            asyncio.get_running_loop().call_soon(self._flush_batch)
+        else:
+            self._flush_scheduled = False
+        conn = self._iconn
+        if self._closed or conn is None:
+            for future, *_ in batch:
+                _settle(future, None, StoreError("store is closed"))
+            return
+        jobs = [(fn, args, durable) for _, fn, args, durable in batch]
+        relax = self._relaxable and not any(durable for _, _, durable in jobs)
+        if relax:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                for future, fn, args, durable in batch:
+                    _chain(self._writer.submit(fn, *args, durable=durable), future)
+                return
+            self.writes += len(jobs)
+            outcomes = self._jobs_in_tx(conn, jobs)
+        finally:
+            if relax:
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        for (future, *_), (result, exc) in zip(batch, outcomes, strict=True):
+            _settle(future, result, exc)
 
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -563,3 +626,24 @@ class SqliteStore(AuthMethods, RunMethods):
         self, thread_id: str, source: str, destination: str
     ) -> tuple[FileRecord, StoredEvent | None]:
         return await self._write(files.move_file, thread_id, source, destination)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
+    """Settle ``target`` as ``source`` settles."""
+
+    def copy(done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            target.cancel()
+        else:
+            _settle(target, None if done.exception() else done.result(), done.exception())
+
+    source.add_done_callback(copy)

@@ -21,7 +21,7 @@ class Writer:
     Under concurrent load this turns N fsyncs into one.
     """
 
-    MAX_BATCH = 64
+    MAX_BATCH = 256
 
     def __init__(
         self, run_batch: Callable[[list[tuple[Any, tuple[Any, ...], bool]]], list[Any]]
