@@ -56,7 +56,7 @@ from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
 from threadloom.store.sqlite.process_lock import ProcessLock
 from threadloom.store.sqlite.run_methods import RunMethods
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
-from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call
+from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call, settle
 
 T = TypeVar("T")
 _Queued = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], bool]
@@ -359,7 +359,7 @@ class SqliteStore(AuthMethods, RunMethods):
         conn = self._iconn
         if self._closed or conn is None:
             for future, *_ in batch:
-                _settle(future, None, StoreError("store is closed"))
+                settle(future, None, StoreError("store is closed"))
             return
         jobs = [(fn, args, durable) for _, fn, args, durable in batch]
         relax = self._relaxable and not any(durable for _, _, durable in jobs)
@@ -378,7 +378,7 @@ class SqliteStore(AuthMethods, RunMethods):
             if relax:
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         for (future, *_), (result, exc) in zip(batch, outcomes, strict=True):
-            _settle(future, result, exc)
+            settle(future, result, exc)
 
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -628,15 +628,6 @@ class SqliteStore(AuthMethods, RunMethods):
         return await self._write(files.move_file, thread_id, source, destination)
 
 
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
-
-
 def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
     """Settle ``target`` as ``source`` settles."""
 
@@ -644,6 +635,6 @@ def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
         if done.cancelled():
             target.cancel()
         else:
-            _settle(target, None if done.exception() else done.result(), done.exception())
+            settle(target, None if done.exception() else done.result(), done.exception())
 
     source.add_done_callback(copy)

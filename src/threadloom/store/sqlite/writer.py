@@ -84,10 +84,11 @@ def plain_call(fn: Callable[[], T]) -> T:
 def _settle_all(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
     """Settle a batch's futures of one loop, in commit order."""
     for future, result, exc in items:
-        _settle(future, result, exc)
+        settle(future, result, exc)
 
 
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+def settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    """Give ``future`` its result or exception, unless its awaiter went away."""
     if future.cancelled():
         return
     if exc is not None:
