@@ -128,3 +128,21 @@ async def test_group_commit_isolates_a_failing_write(db_url: str, mode: str) -> 
         page = await state.get_messages(limit=None)
         assert f"m{i}" in [m.content for m in page.messages]
     await runtime.close()
+
+
+async def test_a_failing_batch_settles_every_write(db_url: str) -> None:
+    """If the loop's connection itself fails (here: it was closed underneath), each write of
+    the batch gets the error; none is left waiting forever."""
+    runtime = await Runtime.open(db_url)
+    states = [await runtime.create_thread("a") for _ in range(5)]
+    store: Any = runtime.store
+    store._iconn.close()
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            *(s.inject_message(role="user", content="x") for s in states), return_exceptions=True
+        ),
+        5,
+    )
+    assert all(isinstance(r, sqlite3.ProgrammingError) for r in results), results
+    store._iconn = None  # the store's close would close it again
+    await runtime.close()

@@ -350,17 +350,26 @@ class SqliteStore(AuthMethods, RunMethods):
     def _flush_batch(self) -> None:
         """Commit the queued writes in one transaction on the loop's connection, each in
         its own SAVEPOINT; a write lock held by another process sends them to the writer
-        thread, which waits for it."""
+        thread, which waits for it. Every write's future is settled, whatever fails."""
         batch, self._batch = self._batch[:MAX_BATCH], self._batch[MAX_BATCH:]
-        if self._batch:  # the rest in the next batch: one holds the loop ~10 ms at most
+        if self._batch:  # the rest in the next batch: one holds the loop ~25 ms at most
             asyncio.get_running_loop().call_soon(self._flush_batch)
         else:
             self._flush_scheduled = False
+        try:
+            outcomes = self._commit_batch(batch)
+        except Exception as failure:  # the connection failed outside every write
+            outcomes = [(None, failure)] * len(batch)
+        if outcomes is None:
+            return
+        for (future, *_), (result, error) in zip(batch, outcomes, strict=True):
+            settle(future, result, error)
+
+    def _commit_batch(self, batch: list[_Queued]) -> list[tuple[Any, BaseException | None]] | None:
+        """The batch's outcomes, or None when it went to the writer thread."""
         conn = self._iconn
         if self._closed or conn is None:
-            for future, *_ in batch:
-                settle(future, None, StoreError("store is closed"))
-            return
+            return [(None, StoreError("store is closed"))] * len(batch)
         jobs = [(fn, args, durable) for _, fn, args, durable in batch]
         relax = self._relaxable and not any(durable for _, _, durable in jobs)
         if relax:
@@ -371,14 +380,12 @@ class SqliteStore(AuthMethods, RunMethods):
             except sqlite3.OperationalError:
                 for future, fn, args, durable in batch:
                     _chain(self._writer.submit(fn, *args, durable=durable), future)
-                return
+                return None
             self.writes += len(jobs)
-            outcomes = self._jobs_in_tx(conn, jobs)
+            return self._jobs_in_tx(conn, jobs)
         finally:
             if relax:
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        for (future, *_), (result, exc) in zip(batch, outcomes, strict=True):
-            settle(future, result, exc)
 
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
