@@ -26,7 +26,7 @@ from test_serve import LISTENING, free_port, serve_command, spawn_server
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
-from threadloom.errors import StoreLocked
+from threadloom.errors import InvalidArgument, StoreLocked
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.server.settings import ServerSettings
 from threadloom.store.sqlite.store import SqliteStore
@@ -143,6 +143,34 @@ async def test_a_shared_runtime_takes_no_lock_and_leaves_live_runs_alone(tmp_pat
         assert [m.content for m in page.messages][:3] == ["hello", "slow", "from a tool"]
     finally:
         await first.close()
+
+
+async def test_a_shared_runtime_never_starts_a_run(tmp_path: Path) -> None:
+    """A send through an ``exclusive=False`` runtime to an idle thread only queues: the
+    thread stays idle, ``continue_thread`` refuses, and the owner's next send delivers both
+    messages, in order, in one run."""
+    db = tmp_path / "t.db"
+    owner = await Runtime.open(str(db), definitions=definitions())
+    try:
+        state = await owner.create_thread(agent_id="chat")
+        shared = await Runtime.open(str(db), definitions=definitions(), exclusive=False)
+        try:
+            await shared.send_message(state.thread_id, "queued elsewhere")
+            seen = await shared.thread(state.thread_id)
+            assert (await seen.status()).state == "idle"
+            assert [e.content for e in await shared.store.list_queue(state.thread_id)] == [
+                "queued elsewhere"
+            ]
+            with pytest.raises(InvalidArgument, match="exclusive=False"):
+                await shared.continue_thread(state.thread_id)
+        finally:
+            await shared.close()
+        await owner.send_message(state.thread_id, "and here")
+        await owner.wait_idle(state.thread_id, timeout=10)
+        page = await state.get_messages(order="asc")
+        assert [m.content for m in page.messages] == ["queued elsewhere", "and here", "hi"]
+    finally:
+        await owner.close()
 
 
 HOLDER = """

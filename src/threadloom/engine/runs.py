@@ -20,7 +20,7 @@ from threadloom.define.tool import ToolResult
 from threadloom.engine import results
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
-from threadloom.errors import ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
 from threadloom.store.base import RunEnd, Settlement, StoredEvent, ThreadRow
 from threadloom.thread.hub import ThreadHub, ThreadLock
@@ -108,6 +108,9 @@ class RunManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
+        self.runs_threads = True
+        """False in a runtime opened ``exclusive=False``: it never starts a run (the process
+        that owns the file does); what it queues waits for that process."""
         self.waiters: dict[str, asyncio.Future[ToolResult]] = {}
         """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
@@ -125,7 +128,7 @@ class RunManager:
 
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
-        if self.closing or thread_id in self._starting:
+        if self.closing or not self.runs_threads or thread_id in self._starting:
             return
         run = self._runs.get(thread_id)
         if run is not None:
@@ -190,8 +193,10 @@ class RunManager:
         One transaction checks the thread (not terminated, not stopped, entries waiting,
         a runnable agent), writes the ``running`` status and — when no create hook can
         apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
-        if not any(self._runnable(agent.name) for agent in self.hub.definitions.agents()):
-            return None  # thread-core use: no agent can run, queues just wait
+        if not self.runs_threads or not any(
+            self._runnable(agent.name) for agent in self.hub.definitions.agents()
+        ):
+            return None  # thread-core use, or a shared runtime: queues just wait
         async with self._gate(thread_id):
             if thread_id in self._runs or self.closing:
                 return None
@@ -397,6 +402,10 @@ class RunManager:
 
     async def continue_thread(self, thread_id: str, side: str = "a") -> Run:
         """Clear the stop flag and start a run on ``side`` without a new message."""
+        if not self.runs_threads:
+            raise InvalidArgument(
+                "this runtime shares its store (exclusive=False) and runs no threads"
+            )
         row = await self.hub.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFound(thread_id)
@@ -455,6 +464,7 @@ class RunManager:
         agent that can run, no create hook (deliveries then need the create lifecycle)."""
         return (
             not self.closing
+            and self.runs_threads
             and not self.create_hooks_registered()
             and any(self._runnable(agent.name) for agent in self.hub.definitions.agents())
         )

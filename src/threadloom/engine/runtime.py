@@ -77,9 +77,11 @@ class Runtime:
         SQLite file, a lock that a second process is refused with ``StoreLocked``), then
         settles the runs a dead process left ``running`` and starts runs for threads with
         queued messages. ``exclusive=False`` shares the file with the process that runs
-        its threads instead: no claim, no recovery, no runs started at open — for tools and
-        tests that only add to threads (queue or inject a message). Such a runtime must not
-        run those threads itself (spec 12 §12.1 rule 4).
+        its threads instead: no claim, no recovery, and no run started ever — for tools and
+        tests that only add to threads (queue or inject a message); what it sends to an
+        idle thread waits in the queue until the owning process next runs that thread (at
+        its next send there, or its next start); ``continue_thread`` refuses (spec 12 §12.1
+        rule 4).
         """
         if max_subagent_depth is not None:
             if max_subagent_depth < 1:
@@ -114,6 +116,7 @@ class Runtime:
         )
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
+        runtime.runs.runs_threads = exclusive
         if exclusive:
             await runtime.recover()
             for parent_id in await opened.threads_with_open_children():
