@@ -270,3 +270,48 @@ def test_sigterm_ends_open_streams_with_1001_so_clients_resume(tmp_path: Path) -
             proc.communicate(timeout=30)
     assert proc.returncode in (0, -signal.SIGTERM)
     assert b"Traceback" not in output
+
+
+SERVER_GC = """
+import asyncio, gc, json, sys
+import uvicorn
+from threadloom.server.app import serve_app
+from threadloom.server.serve import ThreadloomServer
+from threadloom.server.settings import ServerSettings
+
+settings = ServerSettings(port=int(sys.argv[1]), store=sys.argv[2])
+app = serve_app(None, settings)
+config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning")
+server = ThreadloomServer(config, app)
+
+async def main():
+    before = [gc.get_freeze_count(), list(gc.get_threshold())]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    after = [gc.get_freeze_count(), list(gc.get_threshold())]
+    print(json.dumps({"before": before, "after": after}), flush=True)
+    server.should_exit = True
+    await task
+
+asyncio.run(main())
+"""
+
+
+def test_the_server_process_tunes_its_garbage_collector(tmp_path: Path) -> None:
+    """``threadloom serve``'s server, once started, freezes what exists and collects less
+    often (``serve.tune_gc``); until then (a process that only imports Threadloom) CPython's
+    collector is as it was."""
+    from threadloom.server.serve import GC_THRESHOLD
+
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_GC, str(free_port()), f"sqlite:///{tmp_path / 'g.db'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["before"] == [0, [700, 10, 10]]
+    frozen, threshold = seen["after"]
+    assert frozen > 10_000 and threshold == list(GC_THRESHOLD)

@@ -5,6 +5,7 @@ steps settle, close the store)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from pathlib import Path
@@ -49,17 +50,40 @@ def run_server(
     ThreadloomServer(config, app).run()
 
 
+GC_THRESHOLD = (10_000, 50, 100)
+"""The collector's thresholds in a ``threadloom serve`` process (CPython's: 700, 10, 10)."""
+
+
+def tune_gc() -> None:
+    """The server process's garbage collector, once it has started: what exists then
+    (modules, definitions, the runtime) is moved out of every future collection
+    (``gc.freeze``), and collections run less often — a server allocates a great deal and
+    keeps much alive (histories, caches). With CPython's defaults the collector took about
+    a fifth of the time of 1,000 threads running 3 turns each in one runtime: 4.9–5.1 s,
+    3.9–4.1 s with the collector off, 4.2 s with this tuning. It is the process's own
+    decision, so the library never does it: only ``threadloom serve`` does."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 class ThreadloomServer(uvicorn.Server):
-    """uvicorn's server with Threadloom's start of a shutdown: uvicorn would end every open
-    WebSocket with 1012 (which clients of spec 11 do not resume on); first the app ends its
-    streams with 1001 ``Server shutting down`` (spec 09 §9.10.1) and waits for them to
-    close, then uvicorn shuts down as usual (the lifespan lets running steps settle)."""
+    """uvicorn's server with Threadloom's start and end: once started it tunes the garbage
+    collector (``tune_gc``); at a shutdown, where uvicorn would end every open WebSocket
+    with 1012 (which clients of spec 11 do not resume on), the app first ends its streams
+    with 1001 ``Server shutting down`` (spec 09 §9.10.1) and waits for them to close, then
+    uvicorn shuts down as usual (the lifespan lets running steps settle)."""
 
     STREAMS_CLOSE_S = 2.0
 
     def __init__(self, config: uvicorn.Config, app: ThreadloomApp) -> None:
         super().__init__(config)
         self.threadloom = app
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # the app, its definitions and its runtime are up
+            tune_gc()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.threadloom.begin_shutdown()
