@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from threadloom import Runtime
 from threadloom.providers.scripted import Call, Reply
 
@@ -56,13 +58,13 @@ async def test_a_write_by_another_process_is_not_masked_by_a_local_one(
 
 
 async def test_warm_histories_beyond_the_budget_are_evicted_oldest_first(
-    make_chat: Any, monkeypatch: Any
+    make_chat: Any,
 ) -> None:
     """The warm budget counts messages; going over it detaches the least recently run
     threads' histories, and the next run of an evicted thread still sees its messages."""
     chat = await make_chat([Reply.text(f"r{i}") for i in range(5)])
     hub = chat.runtime.hub
-    monkeypatch.setattr(type(hub), "WARM_MESSAGES", 5)
+    hub.warm_messages = 5  # Runtime.open(warm_messages=5)
     states = [await chat.thread() for _ in range(3)]
     for i, state in enumerate(states):  # 2 messages each: the third pushes the first out
         await chat.runtime.send_message(state.thread_id, f"q{i}")
@@ -75,3 +77,21 @@ async def test_warm_histories_beyond_the_budget_are_evicted_oldest_first(
     # the reloaded thread now holds 4 messages: with 2 of the last one kept, 6 > 5
     assert list(hub._warm) == [states[0].thread_id]
     assert hub._warm_total == 4
+
+
+async def test_the_warm_budget_is_an_option_of_the_runtime_and_the_server(db_url: str) -> None:
+    from threadloom import Runtime
+    from threadloom.errors import InvalidArgument
+    from threadloom.server.settings import ServerSettings, SettingsError
+
+    runtime = await Runtime.open(db_url, warm_messages=2_000)
+    try:
+        assert runtime.hub.warm_messages == 2_000
+    finally:
+        await runtime.close()
+    with pytest.raises(InvalidArgument, match="warm_messages"):
+        await Runtime.open(db_url, warm_messages=-1)
+    assert ServerSettings.from_env({"THREADLOOM_WARM_MESSAGES": "5000"}).warm_messages == 5000
+    assert ServerSettings.from_env({}).warm_messages is None
+    with pytest.raises(SettingsError, match="THREADLOOM_WARM_MESSAGES"):
+        ServerSettings.from_env({"THREADLOOM_WARM_MESSAGES": "lots"})

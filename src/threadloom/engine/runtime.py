@@ -66,12 +66,16 @@ class Runtime:
         max_thread_file_bytes: int | None = None,
         max_subagent_depth: int | None = None,
         exclusive: bool = True,
+        warm_messages: int | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
         ``synchronous`` and ``write_mode`` tune the SQLite store (see
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
         ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
+        ``warm_messages`` (default 100,000) bounds the messages kept in memory across the
+        histories of recently run threads, about 5 KiB each; a thread beyond it reloads
+        its history from the store at its next run.
 
         The runtime claims the store for this process first (``Store.claim_runner``: on an
         SQLite file, a lock that a second process is refused with ``StoreLocked``), then
@@ -83,6 +87,8 @@ class Runtime:
         its next send there, or its next start); ``continue_thread`` refuses (spec 12 §12.1
         rule 4).
         """
+        if warm_messages is not None and warm_messages < 0:
+            raise InvalidArgument("warm_messages must not be negative")
         if max_subagent_depth is not None:
             if max_subagent_depth < 1:
                 raise InvalidArgument("max_subagent_depth must be at least 1")
@@ -114,6 +120,8 @@ class Runtime:
             hook_timeout_s=hook_timeout_s,
             clock=the_clock,
         )
+        if warm_messages is not None:
+            hub.warm_messages = warm_messages
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
         runtime.runs.runs_threads = exclusive

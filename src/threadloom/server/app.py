@@ -131,7 +131,10 @@ def serve_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings.store, project=project, **runtime_options)
+        options = dict(runtime_options)
+        if settings.warm_messages is not None:
+            options.setdefault("warm_messages", settings.warm_messages)
+        runtime = await Runtime.open(settings.store, project=project, **options)
         creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)
         try:

@@ -118,6 +118,8 @@ class ServerSettings:
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     stream: StreamSettings = field(default_factory=StreamSettings)
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+    warm_messages: int | None = None
+    """``Runtime.open(warm_messages=…)``; None: the runtime's default."""
     drain_seconds: float = 30.0
     """SIGTERM's grace period for running steps (spec 12 §12.6.4 rule 3, spec 04 §4.20.5)."""
     node_heartbeat_s: float = 5.0
@@ -164,6 +166,11 @@ class ServerSettings:
             raw = (env.get(key) or "").strip()
             if raw:
                 values[name] = _seconds(key, raw, zero_ok=name == "drain_seconds")
+        warm = (env.get("THREADLOOM_WARM_MESSAGES") or "").strip()
+        if warm:
+            if not warm.isdigit():
+                raise SettingsError("THREADLOOM_WARM_MESSAGES must be a whole number, 0 or more")
+            values["warm_messages"] = int(warm)
         if env.get("THREADLOOM_NODE_ID"):
             values["node_id"] = env["THREADLOOM_NODE_ID"]
         if env.get("THREADLOOM_STORE"):

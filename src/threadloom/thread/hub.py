@@ -115,6 +115,7 @@ class ThreadHub:
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
         self._warm_sizes: dict[str, int] = {}  # messages of each warm history when kept
         self._warm_total = 0
+        self.warm_messages = self.WARM_MESSAGES
         self._stale_warm: set[str] = set()  # warm histories that may miss a foreign write
         self._seq: dict[str, int] = {}  # last durable event number published per thread
         self._queue_empty: set[str] = set()
@@ -174,7 +175,8 @@ class ThreadHub:
 
     # -- warm histories ------------------------------------------------------------------
     WARM_MESSAGES = 100_000
-    """How many messages the warm histories of recently run threads may hold in all."""
+    """The default of ``warm_messages``: how many messages the warm histories of recently
+    run threads may hold in all (each costs about 5 KiB with its request forms)."""
 
     def warm_history(self, thread_id: str, event_seq: int) -> MessageHistory | None:
         """The live history kept from this thread's last run, if nothing was written to
@@ -203,7 +205,7 @@ class ThreadHub:
             return  # evicted meanwhile: no longer live, never warm again
         self._warm_total += len(history) - self._warm_sizes.get(thread_id, 0)
         self._warm_sizes[thread_id] = len(history)
-        while self._warm_total > self.WARM_MESSAGES and len(self._warm) > 1:
+        while self._warm_total > self.warm_messages and len(self._warm) > 1:
             evicted_id, evicted = self._warm.popitem(last=False)
             self.detach_history(evicted_id, evicted)
             self._warm_total -= self._warm_sizes.pop(evicted_id, 0)
