@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -53,9 +53,12 @@ def row(
     *,
     suffix: str = SUFFIX,
     fragments: Sequence[str] | None = None,
+    whole: Callable[[], str] | None = None,
+    length: int | None = None,
     **fields: Any,
 ) -> LogRow:
-    """An LLM row whose request holds ``messages``, described as a delta on ``base``."""
+    """An LLM row whose request holds ``messages``, described as a delta on ``base``; with
+    ``whole`` (and ``length``) the body is given lazily instead of as ``request_body``."""
     own = tuple(messages[keep:] if fragments is None else fragments)
     return LogRow(
         id=new_id(),
@@ -64,8 +67,8 @@ def row(
         created_at=0,
         is_complete=False,
         endpoint="chat.completions",
-        request_body=body(messages, suffix),
-        request_delta=RequestDelta(base, keep, PREFIX, own, suffix),
+        request_body=None if whole is not None else body(messages, suffix),
+        request_delta=RequestDelta(base, keep, PREFIX, own, suffix, whole=whole, length=length),
         **fields,
     )
 
@@ -358,27 +361,9 @@ def lazy_row(
     messages: Sequence[str], base: str | None, keep: int, length: int | None = None
 ) -> tuple[LogRow, _Whole]:
     """A row that gives its body lazily: ``request_body`` None, ``whole`` and ``length``."""
-    text = body(messages)
-    whole = _Whole(text)
-    delta = RequestDelta(
-        base,
-        keep,
-        PREFIX,
-        tuple(messages[keep:]),
-        SUFFIX,
-        whole=whole,
-        length=len(text) if length is None else length,
-    )
-    row = LogRow(
-        id=new_id(),
-        provider="scripted",
-        model="m",
-        created_at=0,
-        is_complete=False,
-        endpoint="chat.completions",
-        request_delta=delta,
-    )
-    return row, whole
+    whole = _Whole(body(messages))
+    size = len(whole.text) if length is None else length
+    return row(messages, base, keep, whole=whole, length=size), whole
 
 
 async def test_a_lazy_body_is_built_only_for_a_root_and_reads_back_exactly(

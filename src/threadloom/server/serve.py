@@ -15,7 +15,7 @@ import uvicorn
 from threadloom.errors import StoreError
 from threadloom.server.app import ThreadloomApp, serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
-from threadloom.server.startup import check_startup
+from threadloom.server.startup import open_checked_store
 
 
 class ServeError(Exception):
@@ -34,10 +34,10 @@ def run_server(
         raise ServeError(f"Project folder not found: {project}")
     try:
         settings = ServerSettings.from_env(os.environ, host=host, port=port, store=store)
-        asyncio.run(check_startup(settings))
+        opened = asyncio.run(open_checked_store(settings))
     except (SettingsError, StoreError) as exc:
         raise ServeError(str(exc)) from None
-    app = serve_app(project, settings)
+    app = serve_app(project, settings, store=opened)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -1,6 +1,7 @@
 """Start-up refusal rules of spec 10 §10.1 (exit code 2 before listening).
 
-``threadloom serve`` calls :func:`check_startup` with its settings before binding: a
+``threadloom serve`` opens its store with :func:`open_checked_store` before binding: the
+store is claimed for the process, then :func:`check_startup` applies the rules — a
 server on a non-loopback address with no credential at all (no user row, no API key, no
 ``THREADLOOM_ADMIN_TOKEN``) refuses to start, and the message says how to create one.
 """
@@ -42,11 +43,23 @@ async def check_startup(settings: ServerSettings, store: Store | None = None) ->
     store named by ``settings.store`` for the check when none is given."""
     opened = store if store is not None else await open_store(settings.store)
     try:
-        if store is None:  # another process runs this store's threads (spec 12 §12.1 rule 4)
-            await opened.claim_runner()
         problem = await startup_refusal(settings, opened)
     finally:
         if store is None:
             await opened.close()
     if problem is not None:
         raise SettingsError(problem)
+
+
+async def open_checked_store(settings: ServerSettings) -> Store:
+    """The store of ``settings``, claimed for this process (a second process on an SQLite
+    file is refused: ``StoreLocked``, spec 12 §12.1 rule 4) and checked (``check_startup``);
+    closed again when the server must not start. The server's Runtime then opens on it."""
+    store = await open_store(settings.store)
+    try:
+        await store.claim_runner()
+        await check_startup(settings, store)
+    except BaseException:
+        await store.close()
+        raise
+    return store

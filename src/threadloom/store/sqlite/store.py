@@ -1,19 +1,9 @@
 """The embedded SQLite store: one database file for all threads, WAL, FULL sync by default.
 
-Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction. Where it runs is the
-``write_mode``:
-
-- ``"thread"``: on one dedicated writer thread, so the event loop never waits for a commit's
-  fsync; each write pays a thread hand-off both ways.
-- ``"inline"``: on the event loop's thread, on a connection that never waits for SQLite's
-  write lock: when another process holds it, the write goes to the writer thread instead.
-  Lowest latency; the loop is blocked for the commit (about one fsync).
-- ``"auto"`` (default): inline while the event loop has nothing else ready to run and the
-  writer thread is idle; otherwise on the writer thread, where writes that queue up share
-  one commit (group commit).
-
-Reads run on a small pool of threads with their own connections (WAL readers never wait
-for a writer).
+Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, run where its
+``write_mode`` says (``transactions.py``: at once on the event loop's thread, in a batch
+there under load, or on the writer thread). Reads run on a small pool of threads with their
+own connections (WAL readers never wait for a writer).
 """
 
 from __future__ import annotations
@@ -55,19 +45,16 @@ from threadloom.store.sqlite.auth import AuthMethods
 from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
 from threadloom.store.sqlite.process_lock import ProcessLock
 from threadloom.store.sqlite.run_methods import RunMethods
+from threadloom.store.sqlite.transactions import Queued, Transactions
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
-from threadloom.store.sqlite.writer import Writer, loop_busy, plain_call, settle
+from threadloom.store.sqlite.writer import Writer, plain_call
 
 T = TypeVar("T")
-_Queued = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], bool]
-"""A write waiting for the next batch: its future, function, arguments and durability."""
 
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 WriteMode = Literal["auto", "thread", "inline"]
 _WRITE_MODES = ("auto", "thread", "inline")
-MAX_BATCH = 256
-"""The most writes committed together, on the loop or on the writer thread."""
 WAL_AUTOCHECKPOINT_PAGES = 4000  # 16 MiB of WAL at 4 KiB pages
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -87,7 +74,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStore(AuthMethods, RunMethods):
+class SqliteStore(Transactions, AuthMethods, RunMethods):
     """The :class:`~threadloom.store.base.Store` on an SQLite file."""
 
     def __init__(
@@ -121,7 +108,7 @@ class SqliteStore(AuthMethods, RunMethods):
         self._wconn: sqlite3.Connection | None = None
         self._iconn: sqlite3.Connection | None = None
         self._queued = 0  # writes queued (a batch or the writer thread), not yet answered
-        self._batch: list[_Queued] = []
+        self._batch: list[Queued] = []
         self._flush_scheduled = False
         self.commits = 0
         """Write transactions committed (a group commit counts once)."""
@@ -223,170 +210,6 @@ class SqliteStore(AuthMethods, RunMethods):
             conn.close()
 
     # -- execution ---------------------------------------------------------------------
-    def _run_batch(
-        self, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
-    ) -> list[tuple[Any, BaseException | None]]:
-        """Run queued writes in one transaction, each in its own SAVEPOINT (group commit);
-        the commit waits for the disk unless no job of the batch asked for durability."""
-        conn = self._wconn
-        if jobs and jobs[0][0] is plain_call:  # opening the store: not a transaction
-            outcomes: list[tuple[Any, BaseException | None]] = []
-            for fn, args, _ in jobs:
-                try:
-                    outcomes.append((fn(*args), None))
-                except BaseException as exc:
-                    outcomes.append((None, exc))
-            return outcomes
-        if conn is None:
-            closed = StoreError("store is closed")
-            return [(None, closed)] * len(jobs)
-        self.writes += len(jobs)
-        relax = self._relaxable and not any(durable for _, _, durable in jobs)
-        if relax:
-            conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            return self._run_jobs(conn, jobs)
-        finally:
-            if relax:
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-
-    def _run_jobs(
-        self, conn: sqlite3.Connection, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
-    ) -> list[tuple[Any, BaseException | None]]:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            return [(None, exc)] * len(jobs)
-        return self._jobs_in_tx(conn, jobs)
-
-    def _jobs_in_tx(
-        self, conn: sqlite3.Connection, jobs: list[tuple[Callable[..., Any], tuple[Any, ...], bool]]
-    ) -> list[tuple[Any, BaseException | None]]:
-        """The jobs in the transaction begun on ``conn``, then its COMMIT; one job runs
-        without a SAVEPOINT (its failure rolls the transaction back)."""
-        if len(jobs) == 1:
-            fn, args, _ = jobs[0]
-            try:
-                return [(self._run_tx(conn, fn, args), None)]
-            except BaseException as exc:
-                return [(None, exc)]
-        results: list[tuple[Any, BaseException | None]] = []
-        try:
-            for fn, args, _ in jobs:
-                conn.execute("SAVEPOINT job")
-                try:
-                    value = fn(conn, self.clock, *args)
-                except BaseException as exc:
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    results.append((None, exc))
-                else:
-                    conn.execute("RELEASE job")
-                    results.append((value, None))
-            conn.execute("COMMIT")
-            self.commits += 1
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            return [(None, exc)] * len(jobs)
-        return results
-
-    def _run_tx(self, conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        try:
-            result = fn(conn, self.clock, *args)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        self.commits += 1
-        return result
-
-    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
-        """Run ``fn(conn, clock, *args)`` in a write transaction. ``durable=False``: state
-        crash recovery repairs (see docs/engine.md "Durability"): with FULL (or EXTRA)
-        synchronous, its commit does not wait for the disk (``synchronous=NORMAL`` for that
-        transaction); WAL keeps commit order, so the next durable commit syncs it too, and
-        only an OS crash or power loss can lose such a tail."""
-        if self._closed:
-            raise StoreError("store is closed")
-        conn = self._iconn
-        if conn is not None and (
-            self.write_mode == "inline" or (self._queued == 0 and not loop_busy())
-        ):
-            relax = self._relaxable and not durable
-            if relax:
-                conn.execute("PRAGMA synchronous = NORMAL")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                pass  # another process holds the write lock: wait for it on the writer thread
-            else:
-                self.writes += 1
-                return self._run_tx(conn, fn, args)
-            finally:
-                if relax:
-                    conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        self._queued += 1
-        try:
-            if conn is None:  # write_mode "thread"
-                return await self._writer.submit(fn, *args, durable=durable)
-            return await self._join_batch(fn, args, durable)
-        finally:
-            self._queued -= 1
-
-    def _join_batch(
-        self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool
-    ) -> asyncio.Future[T]:
-        """Queue a write for the next batch, committed on this thread once the callbacks
-        ready now have run (so that the writes they make join it)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._batch.append((future, fn, args, durable))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush_batch)
-        return future
-
-    def _flush_batch(self) -> None:
-        """Commit the queued writes in one transaction on the loop's connection, each in
-        its own SAVEPOINT; a write lock held by another process sends them to the writer
-        thread, which waits for it. Every write's future is settled, whatever fails."""
-        batch, self._batch = self._batch[:MAX_BATCH], self._batch[MAX_BATCH:]
-        if self._batch:  # the rest in the next batch: one holds the loop ~25 ms at most
-            asyncio.get_running_loop().call_soon(self._flush_batch)
-        else:
-            self._flush_scheduled = False
-        try:
-            outcomes = self._commit_batch(batch)
-        except Exception as failure:  # the connection failed outside every write
-            outcomes = [(None, failure)] * len(batch)
-        if outcomes is None:
-            return
-        for (future, *_), (result, error) in zip(batch, outcomes, strict=True):
-            settle(future, result, error)
-
-    def _commit_batch(self, batch: list[_Queued]) -> list[tuple[Any, BaseException | None]] | None:
-        """The batch's outcomes, or None when it went to the writer thread."""
-        conn = self._iconn
-        if self._closed or conn is None:
-            return [(None, StoreError("store is closed"))] * len(batch)
-        jobs = [(fn, args, durable) for _, fn, args, durable in batch]
-        relax = self._relaxable and not any(durable for _, _, durable in jobs)
-        if relax:
-            conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                for future, fn, args, durable in batch:
-                    _chain(self._writer.submit(fn, *args, durable=durable), future)
-                return None
-            self.writes += len(jobs)
-            return self._jobs_in_tx(conn, jobs)
-        finally:
-            if relax:
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-
     def _reader_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
@@ -633,15 +456,3 @@ class SqliteStore(AuthMethods, RunMethods):
         self, thread_id: str, source: str, destination: str
     ) -> tuple[FileRecord, StoredEvent | None]:
         return await self._write(files.move_file, thread_id, source, destination)
-
-
-def _chain(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
-    """Settle ``target`` as ``source`` settles."""
-
-    def copy(done: asyncio.Future[Any]) -> None:
-        if done.cancelled():
-            target.cancel()
-        else:
-            settle(target, None if done.exception() else done.result(), done.exception())
-
-    source.add_done_callback(copy)
