@@ -90,6 +90,19 @@ async def test_two_calls_run_at_once_in_two_threads() -> None:
         threads.shutdown()
 
 
+async def test_a_caller_that_calls_again_at_once_reuses_the_worker() -> None:
+    # The worker counts itself free before the caller hears of the result; if it did so
+    # after, a caller calling again at once raced it and started another worker (seen
+    # on CI as 3 workers where 2 were expected).
+    threads = ToolThreads()
+    try:
+        for _ in range(5000):
+            await threads.run(time.monotonic)
+        assert threads.threads == 1
+    finally:
+        threads.shutdown()
+
+
 async def test_calls_beyond_the_bound_wait_for_a_worker() -> None:
     threads = ToolThreads(max_workers=1)
     release = threading.Event()

@@ -150,21 +150,25 @@ class ToolThreads:
             busy.add(me)
             loop, future, context, fn, args, kwargs = item
             del item
+            setter: Callable[[asyncio.Future[Any], Any], None] | None = None
+            outcome: Any = None
             if not future.cancelled():  # cancelled while queued: not run
                 try:
-                    result = context.run(fn, *args, **kwargs)
+                    outcome = context.run(fn, *args, **kwargs)
+                    setter = _set_result
                 except BaseException as exc:
-                    _deliver(loop, _set_exception, future, exc)
-                else:
-                    _deliver(loop, _set_result, future, result)
-                    del result
-            del loop, future, context, fn, args, kwargs
+                    outcome, setter = exc, _set_exception
             busy.discard(me)
+            # Free before the caller hears of the result: a caller that calls again at
+            # once finds this worker idle instead of starting another one.
             with lock:
                 if self._waiting:
                     self._waiting -= 1  # an item queued at the bound: take it next
                 else:
                     self._idle += 1
+            if setter is not None:
+                _deliver(loop, setter, future, outcome)
+            del loop, future, context, fn, args, kwargs, outcome, setter
 
     def shutdown(self, wait: bool = True) -> None:
         """End the workers: idle ones now (joined when ``wait``), busy ones after their
