@@ -306,7 +306,10 @@ async def section_a(workdir: str, turns: int) -> CaseResult:
             " transaction per row:",
             "   4 commits per turn, the engine's per-row durability; the 1-commit variant (all"
             " 4 rows in one",
-            "   transaction) is a stricter floor, for information",
+            "   transaction) is a stricter floor, for information; every side's WAL file"
+            " starts at its steady-state",
+            "   size (Threadloom's prefilled at open, the floors' in RawTurns), as in a"
+            " database in use for a while",
             f"   {WARMUP_TURNS} warm-up turns per side on another thread; {BLOCKS} blocks,"
             " Threadloom and both floors alternating;",
             f"   each timed thread ends with {ROWS_PER_TURN * turns:,} messages",
@@ -432,12 +435,11 @@ async def section_b(workdir: str, history: int, turns: int, mode: str) -> CaseRe
             f" {HISTORY_WARMUP_TURNS} warm-up turns per side;",
             f"   history during the timed turns {timed_from:,} → {end_total:,}; {blocks} blocks,"
             " alternating; floors as in A",
-            "   note: these few turns on freshly seeded files run while each floor's WAL file"
-            " still grows (every",
-            "   synced commit then also commits the file system's journal); Threadloom's is"
-            " prefilled at open",
-            "   (docs/thread-core.md). Section A's later blocks compare both with their WAL"
-            " reused.",
+            "   every WAL starts at its steady-state size: Threadloom's is prefilled at open"
+            " (docs/thread-core.md),",
+            "   each floor's after its seeding (RawTurns, steady); else these few turns would"
+            " find the floors' WAL",
+            "   files still growing, every synced commit paying a file-system journal commit too",
             "",
             body,
             "",

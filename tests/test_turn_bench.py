@@ -44,3 +44,39 @@ def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
     assert "6 × 2" in concurrent and "store writes during the turns" in concurrent
     assert "Summary" in report and "wall time" in report
     assert list(tmp_path.iterdir()) == []  # the temporary databases are gone
+
+
+def test_the_floor_starts_with_its_wal_at_steady_state_size(tmp_path: Path) -> None:
+    # The floor is compared with a runtime whose WAL is prefilled at open: a floor whose
+    # WAL still grew paid a file-system journal commit per synced commit and looked slower.
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _raw_floor import RawTurns
+    finally:
+        sys.path.remove(str(BENCH))
+    from threadloom.store.sqlite.wal_prefill import wal_size
+
+    path = tmp_path / "floor.db"
+    raw = RawTurns(str(path), 4)
+    wal = Path(str(path) + "-wal")
+    try:
+        assert raw.steady
+        steady = wal_size(1000, 4096)  # SQLite's default checkpoint threshold and page
+        assert wal.stat().st_size == steady
+        thread = raw.new_thread()
+        raw.seed(thread, 30_000)  # more frames than fit: the seeding grows the WAL
+        assert wal.stat().st_size == steady  # emptied and prefilled again after it
+        raw.turn(thread, 0)
+        assert raw.count(thread) == 30_004
+        assert wal.stat().st_size == steady  # the turn wrote into the zeros
+    finally:
+        raw.close()
+    grown = RawTurns(str(tmp_path / "grows.db"), 4, steady=False)
+    try:
+        assert not grown.steady
+        other = Path(str(tmp_path / "grows.db") + "-wal")
+        assert other.stat().st_size < steady
+        grown.seed(grown.new_thread(), 30_000)
+        assert other.stat().st_size > steady  # what the steady floor's seeding undoes
+    finally:
+        grown.close()
