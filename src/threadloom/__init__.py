@@ -6,6 +6,7 @@ from threadloom.define import DROP, Agent, Definitions, ParentHook, Side, hook
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import FileError, HookBlocked
 from threadloom.records import Message, ThreadStatus
+from threadloom.thread.retention import EventRetention
 from threadloom.thread.state import ThreadState
 from threadloom.thread.users import StaticUsers
 
@@ -15,6 +16,7 @@ __all__ = [
     "DROP",
     "Agent",
     "Definitions",
+    "EventRetention",
     "FileError",
     "HookBlocked",
     "Message",

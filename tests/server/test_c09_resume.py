@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ from test_c09_stream import exchange, head_of, open_ws, quiet, recv, settled_idl
 from websockets.exceptions import ConnectionClosed
 
 from conftest import Api, stream_settings
+from threadloom import EventRetention
 from threadloom.providers.scripted import Reply
 from threadloom.server.stream_session import Close, Frame, Outbox
 
@@ -289,25 +289,20 @@ async def test_c09_025_ping_is_answered(api: Api) -> None:
         assert ws.close_code == 1009
 
 
-def prune(db_url: str, thread: str, keep: int) -> int:
-    """What the replay-window pruner of §9.6.1 does (it is not built yet): delete all but
-    the thread's newest ``keep`` event rows and record ``events_pruned_through``."""
-    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-        (head,) = db.execute("SELECT event_seq FROM threads WHERE id = ?", (thread,)).fetchone()
-        through = head - keep
-        db.execute("DELETE FROM thread_events WHERE thread_id = ? AND seq <= ?", (thread, through))
-        db.execute("UPDATE threads SET events_pruned_through = ? WHERE id = ?", (through, thread))
-    return int(head)
-
-
 async def test_c09_030_pruned_window_is_resync_expired_and_the_rest_replays(
-    api: Api, db_url: str
+    make_api: Callable[..., Any],
 ) -> None:
+    # the replay settings of the case: one hour, 10 events; the runtime's pruner pass
+    api = await make_api(event_retention=EventRetention(3600, 10, interval=None))
     thread = await api.thread()
     for text in ("a", "b", "c", "d"):
         await exchange(api, thread, text)
-    head = prune(db_url, thread, keep=10)
-    assert head > 12
+    head = (await api.runtime.store.get_thread(thread)).event_seq
+    assert head >= 20
+    report = await api.runtime.prune_events()
+    assert report.rows == head - 11  # a row goes once more than 10 newer rows follow it
+    row = await api.runtime.store.get_thread(thread)
+    assert row.events_pruned_through == head - 11
     async with await open_ws(api, thread, since=1) as ws:
         snapshot = await recv(ws)
         resync = await recv(ws)

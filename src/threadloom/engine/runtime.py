@@ -28,6 +28,7 @@ from threadloom.thread.events import EventBus
 from threadloom.thread.family import reconcile_registry, set_registry_status
 from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
 from threadloom.thread.hub import ThreadHub
+from threadloom.thread.retention import EventPruner, EventRetention, PruneReport, prune_events
 from threadloom.thread.state import ThreadState, load_state
 from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
 
@@ -44,6 +45,8 @@ class Runtime:
         self.hub = hub
         self.providers = providers or ProviderRegistry()
         self.runs = RunManager(hub, self.providers, options or EngineOptions())
+        self.retention = EventRetention()
+        self._pruner: EventPruner | None = None
         self._closed = False
 
     @classmethod
@@ -67,6 +70,7 @@ class Runtime:
         max_subagent_depth: int | None = None,
         exclusive: bool = True,
         warm_messages: int | None = None,
+        event_retention: EventRetention | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -75,7 +79,10 @@ class Runtime:
         ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
         ``warm_messages`` (default 100,000) bounds the messages kept in memory across the
         histories of recently run threads, about 5 KiB each; a thread beyond it reloads
-        its history from the store at its next run.
+        its history from the store at its next run. ``event_retention`` (default
+        ``EventRetention()``: one hour, 10,000 rows a thread, a pass a minute) bounds the
+        event rows kept for stream resumption (spec 09 §9.6.1, ``thread/retention.py``);
+        the pruner runs in the runtime that claims the store.
 
         The runtime claims the store for this process first (``Store.claim_runner``: on an
         SQLite file, a lock that a second process is refused with ``StoreLocked``), then
@@ -125,12 +132,16 @@ class Runtime:
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
         runtime.runs.runs_threads = exclusive
+        if event_retention is not None:
+            runtime.retention = event_retention
         if exclusive:
             await runtime.recover()
             for parent_id in await opened.threads_with_open_children():
                 await reconcile_registry(hub, parent_id, force=True)
             for thread_id in await opened.threads_with_queue():
                 runtime.runs.wake(thread_id)
+            runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
+            runtime._pruner.start()
         return runtime
 
     @property
@@ -174,11 +185,18 @@ class Runtime:
             await results.finish(self.runs, row, prepared)
         return settled
 
+    async def prune_events(self) -> PruneReport:
+        """Prune the event rows the replay window no longer holds, now (one pass; the
+        runtime's pruner does this every ``event_retention.interval`` seconds)."""
+        return await prune_events(self.hub.store, self.retention, self.hub.clock)
+
     async def close(self, drain: float | None = None) -> None:
         """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
         runs still running then settle ``failed``/``aborted`` (spec 04 §4.20.5)."""
         if not self._closed:
             self._closed = True
+            if self._pruner is not None:
+                await self._pruner.stop()
             await self.runs.close(drain)
             await self.providers.aclose()
             await self.store.close()

@@ -34,6 +34,7 @@ from threadloom.server.routes import (
 )
 from threadloom.server.schemas import ERRORS
 from threadloom.server.settings import ServerSettings
+from threadloom.thread.retention import EventRetention
 
 DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,
 the subagent registry and the catalog of definitions. Errors always have the body
@@ -134,6 +135,9 @@ def serve_app(
         options = dict(runtime_options)
         if settings.warm_messages is not None:
             options.setdefault("warm_messages", settings.warm_messages)
+        options.setdefault(
+            "event_retention", EventRetention(settings.replay_seconds, settings.replay_events)
+        )
         runtime = await Runtime.open(settings.store, project=project, **options)
         creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)

@@ -86,6 +86,7 @@ _SECONDS_ENV = (
     ("node_heartbeat_s", "THREADLOOM_NODE_HEARTBEAT_SECONDS"),
     ("node_ttl_s", "THREADLOOM_NODE_TTL_SECONDS"),
     ("sweep_s", "THREADLOOM_SWEEP_SECONDS"),
+    ("replay_seconds", "THREADLOOM_STREAM_REPLAY_SECONDS"),
 )
 
 
@@ -128,6 +129,11 @@ class ServerSettings:
     """Liveness timers of several nodes on PostgreSQL (spec 12 §12.2, §12.6): checked at
     start-up on every store so that a deployment's settings are refused before they
     matter."""
+    replay_seconds: float = 3600.0
+    replay_events: int = 10_000
+    """The stream's replay window (spec 09 §9.6.1): event rows older than
+    ``replay_seconds`` or with more than ``replay_events`` newer rows in their thread are
+    pruned (``Runtime.open(event_retention=…)``)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ServerSettings:
@@ -171,6 +177,11 @@ class ServerSettings:
             if not warm.isdigit():
                 raise SettingsError("THREADLOOM_WARM_MESSAGES must be a whole number, 0 or more")
             values["warm_messages"] = int(warm)
+        events = (env.get("THREADLOOM_STREAM_REPLAY_EVENTS") or "").strip()
+        if events:
+            if not events.isdigit() or int(events) < 1:
+                raise SettingsError("THREADLOOM_STREAM_REPLAY_EVENTS must be a positive integer")
+            values["replay_events"] = int(events)
         if env.get("THREADLOOM_NODE_ID"):
             values["node_id"] = env["THREADLOOM_NODE_ID"]
         if env.get("THREADLOOM_STORE"):

@@ -32,6 +32,7 @@ from threadloom.store.shapes import (
     Order,
     OwnerCount,
     ParentDelivery,
+    PruneChunk,
     RequestDelta,
     RunBegin,
     RunEnd,
@@ -61,6 +62,7 @@ __all__ = [
     "Order",
     "OwnerCount",
     "ParentDelivery",
+    "PruneChunk",
     "RequestDelta",
     "RunBegin",
     "RunEnd",
@@ -410,6 +412,16 @@ class Store(Protocol):
     async def read_events(
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]: ...
+
+    async def prune_events(
+        self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200
+    ) -> PruneChunk:
+        """One step of a pass over the replay window (spec 09 §9.6.1): for up to
+        ``max_threads`` threads with event rows left, past cursor ``after`` (0: the
+        start), delete the rows created before ``older_than_us`` and those with more than
+        ``keep`` newer rows, in ``seq`` order, and record ``events_pruned_through``; one
+        transaction. Call again with the returned cursor until it is ``None``."""
+        ...
 
     # -- files (spec 07) ---------------------------------------------------------------
     # Paths given to the store are already normalised (spec 07 §7.2). Every write is one

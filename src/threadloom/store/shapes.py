@@ -98,6 +98,18 @@ class ThreadPatch:
 
 
 @dataclass(frozen=True, slots=True)
+class PruneChunk:
+    """What one step of an event-row pruning pass did (``Store.prune_events``)."""
+
+    rows: int
+    """Event rows deleted."""
+    threads: int
+    """Threads whose ``events_pruned_through`` moved."""
+    cursor: int | None
+    """Where the pass goes on (the next call's ``after``); ``None``: the pass is done."""
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerCount:
     user_id: str | None
     thread_count: int

@@ -33,6 +33,7 @@ from threadloom.store.base import (
     NewThread,
     Order,
     OwnerCount,
+    PruneChunk,
     StoredEvent,
     ThreadPatch,
     ThreadQuery,
@@ -40,7 +41,7 @@ from threadloom.store.base import (
     ThreadStats,
     system_clock_us,
 )
-from threadloom.store.sqlite import files, logs, messages, queue, schema, threads
+from threadloom.store.sqlite import events, files, logs, messages, queue, schema, threads
 from threadloom.store.sqlite.auth import AuthMethods
 from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
 from threadloom.store.sqlite.process_lock import ProcessLock
@@ -402,6 +403,16 @@ class SqliteStore(Transactions, AuthMethods, RunMethods):
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]:
         return await self._read(threads.read_events, thread_id, after_seq, limit)
+
+    async def prune_events(
+        self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200
+    ) -> PruneChunk:
+        if keep < 0 or max_threads < 1:
+            raise StoreError("prune_events: keep must be 0 or more, max_threads 1 or more")
+        # not synced on its own: losing a prune to a power cut loses nothing
+        return await self._write(
+            events.prune_chunk, older_than_us, keep, after, max_threads, durable=False
+        )
 
     # -- files (spec 07) ---------------------------------------------------------------
     async def write_file(
