@@ -104,7 +104,8 @@ class PruneChunk:
     rows: int
     """Event rows deleted."""
     threads: int
-    """Threads whose ``events_pruned_through`` moved."""
+    """Threads whose pruning this step finished (a thread the row budget split between
+    steps counts in the step that finishes it)."""
     cursor: int | None
     """Where the pass goes on (the next call's ``after``); ``None``: the pass is done."""
 

@@ -65,8 +65,8 @@ def prune_chunk(
             "DELETE FROM thread_events WHERE key > ? AND key <= ?", (base + through, base + cut)
         ).rowcount
         conn.execute("UPDATE threads SET events_pruned_through = ? WHERE id = ?", (cut, thread_id))
-        moved += 1
-        if partial:  # the rest of this thread's old rows in the next chunk
+        if partial:  # the rest of this thread's old rows in the next chunk (counted there)
             cursor = tnum - 1
             break
+        moved += 1
     return PruneChunk(rows=rows, threads=moved, cursor=cursor)
