@@ -11,6 +11,9 @@ dies.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import struct
+from pathlib import Path
 from typing import Any
 
 from test_c04_control import _crash, _raw_state
@@ -18,6 +21,7 @@ from test_c04_control import _crash, _raw_state
 from threadloom import Runtime, ThreadState
 from threadloom.define import tool
 from threadloom.providers.scripted import Call, Reply
+from threadloom.store.shapes import LOST_TAIL_EVENTS
 
 
 def _texts(request: Any) -> list[str]:
@@ -202,3 +206,65 @@ async def test_the_unsynced_write_leaves_full_sync_in_place(make_chat: Any) -> N
         ("user", "completed"),
         ("assistant", "completed"),
     ]
+
+
+def _drop_last_commit(wal: Path) -> None:
+    """What an operating-system crash can do to an unsynced commit: the WAL file ends at
+    the commit before the last one (frames are 24-byte headers and pages; a commit's
+    last frame holds the database size; frames of an older generation carry other salts)."""
+    data = wal.read_bytes()
+    page_size = struct.unpack(">I", data[8:12])[0]
+    salts = data[16:24]
+    ends: list[int] = []
+    offset = 32
+    while offset + 24 + page_size <= len(data) and data[offset + 8 : offset + 16] == salts:
+        commit = struct.unpack(">I", data[offset + 4 : offset + 8])[0]
+        offset += 24 + page_size
+        if commit:
+            ends.append(offset)  # a commit ends here
+    assert len(ends) >= 2
+    with wal.open("r+b") as f:
+        f.truncate(ends[-2])
+
+
+async def test_event_numbers_an_os_crash_lost_are_never_given_again(
+    make_chat: Any, db_url: str, tmp_path: Path
+) -> None:
+    """The pending message and its LLM row are committed without a sync and published at
+    once. If the OS loses that commit, recovery starts from the state before it; the
+    numbers its events had are skipped and count as pruned, so a stream client that saw
+    them resumes with ``resync`` (spec 09 §9.7.1), never with other events under them."""
+    chat = await make_chat([Reply.text("lost", delay=30)])
+    rt = chat.runtime
+    state = await chat.thread()
+    tid = state.thread_id
+    sub = rt.events.subscribe(tid)
+    await rt.send_message(tid, "hello")
+    while not chat.provider.requests:  # the unsynced commit is in, the request in flight
+        await asyncio.sleep(0.005)
+    seen = [e.seq for e in sub.drain() if e.seq is not None]
+    sub.close()
+    path = Path(db_url.removeprefix("sqlite:///"))
+    crashed = tmp_path / "after-crash.db"
+    shutil.copyfile(path, crashed)
+    shutil.copyfile(str(path) + "-wal", str(crashed) + "-wal")
+    _drop_last_commit(Path(str(crashed) + "-wal"))
+    url = f"sqlite:///{crashed}"
+
+    row, messages, _, _ = await _raw_state(url, tid)
+    lost = [seq for seq in seen if seq > row.event_seq]
+    assert row.status.state == "running" and [m.role for m in messages] == ["user"]
+    assert len(lost) == 2  # the pending message and its LLM row: published, then lost
+
+    recovered = await Runtime.open(url)
+    try:
+        after = await recovered.store.get_thread(tid)
+        assert after is not None
+        assert (after.status.state, after.status.reason) == ("failed", "execution_lost")
+        assert after.events_pruned_through == row.event_seq + LOST_TAIL_EVENTS
+        assert after.events_pruned_through >= max(lost)  # resuming there: resync "expired"
+        new = await recovered.store.read_events(tid, row.event_seq)
+        assert new and min(e.seq for e in new) > max(lost)  # no number given twice
+        assert [e.seq for e in new] == list(range(new[0].seq, after.event_seq + 1))
+    finally:
+        await recovered.close()

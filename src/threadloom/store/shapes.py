@@ -238,7 +238,16 @@ class Settlement:
     delivery: ParentDelivery | None = None
     """A child's session result for its parent, committed with the settlement (its events
     follow the child's)."""
+    skip_events: int = 0
+    """Event numbers left unused before the settlement's own events and recorded as
+    pruned (``events_pruned_through``): the numbers a lost unsynced tail may have
+    published, so they are never given to other events (spec 09 §9.6 rule 1)."""
 
+
+LOST_TAIL_EVENTS = 16
+"""Event numbers a run's unsynced tail can have published: the pending model message and
+the LLM row of one request (two events; docs/engine.md, "Durability"), with room to
+spare."""
 
 LOST_RUN = Settlement(
     tool_result_text="Execution lost: the runtime restarted before this tool call finished.",
@@ -247,8 +256,12 @@ LOST_RUN = Settlement(
     reason="execution_lost",
     logs_first=True,
     only_if_running=True,
+    skip_events=LOST_TAIL_EVENTS,
 )
-"""Settlement of a run lost in a crash (spec 04 §4.24.1): only while the status is running."""
+"""Settlement of a run lost in a crash (spec 04 §4.24.1): only while the status is running.
+An operating-system crash can have lost the run's last, unsynced commit after its events
+were published; its event numbers are skipped and count as pruned, so a stream client that
+saw them resumes with ``resync`` instead of missing the events that would reuse them."""
 
 
 @dataclass(frozen=True, slots=True)

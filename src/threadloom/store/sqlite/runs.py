@@ -249,6 +249,11 @@ def settle_run(
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
         return []
+    if settlement.skip_events:
+        tx.event_seq += settlement.skip_events
+        conn.execute(
+            "UPDATE threads SET events_pruned_through = ? WHERE id = ?", (tx.event_seq, thread_id)
+        )
     since = tx.status_since if settlement.since is None else settlement.since
     _fail_pending(tx, settlement)
     if settlement.logs_first:
