@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import httpx
 from relay import Relay
@@ -12,6 +11,7 @@ from server.conftest import Api
 from threadloom.client import AsyncClient
 from threadloom.client.chat import Delivery, Outcome, Phase
 from threadloom.client.reduce import ThreadView
+from threadloom.thread.retention import EventRetention, prune_events
 
 
 def settled(text: str):  # type: ignore[no-untyped-def]
@@ -53,17 +53,15 @@ async def test_c11_031_an_optimistic_send_goes_sending_queued_complete(
     assert [m.id for m in final.messages] == [m.id for m in page.messages]
 
 
-def prune_all(db_url: str, thread: str) -> int:
-    """What the replay-window pruner of spec 09 §9.6.1 does, for every event row."""
-    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-        (head,) = db.execute("SELECT event_seq FROM threads WHERE id = ?", (thread,)).fetchone()
-        db.execute("DELETE FROM thread_events WHERE thread_id = ? AND seq <= ?", (thread, head))
-        db.execute("UPDATE threads SET events_pruned_through = ? WHERE id = ?", (head, thread))
-    return int(head)
+async def prune_all_but_the_head(api: Api) -> None:
+    """The replay-window pruner (spec 09 §9.6.1) with a window of one event: a pass leaves
+    every thread only its two newest rows."""
+    report = await prune_events(api.runtime.store, EventRetention(events=1), api.runtime.hub.clock)
+    assert report.rows > 0
 
 
 async def test_c11_032_a_resync_reloads_the_session_to_a_fresh_sessions_view(
-    api: Api, client: AsyncClient, db_url: str
+    api: Api, client: AsyncClient
 ) -> None:
     created = await client.threads.create("echo")
     thread = created.thread_id
@@ -76,7 +74,7 @@ async def test_c11_032_a_resync_reloads_the_session_to_a_fresh_sessions_view(
             await relay.close_clients(4008, "Slow consumer")
             await client.messages.send(thread, "two")  # while the session is away
             await api.settle(thread)
-            prune_all(db_url, thread)  # the session's since is now older than the window
+            await prune_all_but_the_head(api)  # the session's since is older than the window
             relay.gate.set()
             view = await session.wait_for(settled("echo: two"))
             assert session._stream is not None and session._stream.connections == 2

@@ -10,7 +10,7 @@ import threading
 import httpx
 import pytest
 from relay import Relay
-from test_c11_session import prune_all
+from test_c11_session import prune_all_but_the_head
 from test_client_files import png_1x1
 
 from server.conftest import Api
@@ -163,7 +163,7 @@ async def test_a_sync_session_builds_attachment_urls_and_ends_on_delete(
 
 
 async def test_a_sync_session_resyncs_to_a_fresh_sessions_view(
-    api: Api, client: AsyncClient, db_url: str
+    api: Api, client: AsyncClient
 ) -> None:
     """As C11-032, on the blocking session: after a reconnect whose ``since`` is older than the
     replay window, the server sends ``resync`` and the session reloads."""
@@ -190,7 +190,7 @@ async def test_a_sync_session_resyncs_to_a_fresh_sessions_view(
         await relay.close_clients(4008, "Slow consumer")
         await client.messages.send(thread, "two")  # while the session is away
         await api.settle(thread)
-        prune_all(db_url, thread)  # the session's since is now older than the window
+        await prune_all_but_the_head(api)  # the session's since is older than the window
         relay.gate.set()
         resumed.set()
         view, connections = await task
