@@ -14,10 +14,9 @@ messages in one database; ``get_messages(limit=50)`` (newest first) and ``order=
 timed on each, interleaved across sizes. Goal: the largest thread's p50 within 1.5× of the
 smallest's.
 
-Section C — a page of the thread list vs the number of threads (1,000, 10,000 and 50,000
-threads): the first page, the middle page and one user's first page of the default
-``activity`` order (``bench/_thread_list.py``). Goal: the first page at the largest size
-within 1.5× of the smallest.
+Section C — a page of the thread list vs the number of threads (``bench/_thread_list.py``).
+Goal: the first page at the largest size within 1.5× of the smallest. Section D — a pass of
+the event-row pruner at the same thread counts (``bench/_prune.py``; for information).
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import threadloom
+from _prune import section_d
 from _report import filesystem_of, percentile, progress, table, verdict
 from _thread_list import section_c
 from threadloom import Runtime
@@ -538,7 +538,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip",
         action="append",
-        choices=("a", "b", "c"),
+        choices=("a", "b", "c", "d"),
         default=[],
         help="skip a section (repeatable)",
     )
@@ -582,6 +582,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             text, ok = await section_c(workdir, args.list_sizes, args.list_reads)
             print("\n" + text, flush=True)
             results.append(("C  thread list page, largest ≤ 1.5× smallest", ok))
+        if "d" not in args.skip:
+            progress("section D: event-row pruning …")
+            print("\n" + await section_d(workdir, args.list_sizes), flush=True)
         print("\nSummary")
         for name, ok in results:
             print(f"   {name}: {verdict(ok)}")
