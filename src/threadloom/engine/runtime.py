@@ -78,7 +78,7 @@ class Runtime:
         ``threadloom.store.sqlite.store``): FULL durability and ``auto`` writes by default.
         ``max_subagent_depth`` (default 8) caps how deep child threads nest (spec 06 §6.1).
         ``warm_messages`` (default 100,000) bounds the messages kept in memory across the
-        histories of recently run threads, about 5 KiB each; a thread beyond it reloads
+        histories of recently run threads, about 3 KiB each; a thread beyond it reloads
         its history from the store at its next run. ``event_retention`` (default
         ``EventRetention()``: one hour, 10,000 rows a thread, a pass a minute) bounds the
         event rows kept for stream resumption (spec 09 §9.6.1, ``thread/retention.py``);

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
+    MESSAGE_FIELDS_SET,
+    AllFieldsSet,
     AttachmentRef,
     LogRow,
     Message,
@@ -84,7 +86,6 @@ def load_attachments(text: str | None) -> list[AttachmentRef] | None:
     return [AttachmentRef.model_construct(**item) for item in json.loads(text)]
 
 
-_MESSAGE_FIELDS = frozenset(Message.model_fields)
 _new_object = object.__new__
 _set = object.__setattr__
 
@@ -128,7 +129,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
             "log_id": row[18],
         },
     )
-    _set(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS))
+    _set(message, "__pydantic_fields_set__", MESSAGE_FIELDS_SET)
     _set(message, "__pydantic_extra__", None)
     _set(message, "__pydantic_private__", None)
     return message
@@ -149,7 +150,9 @@ def copy_with(model: _Model, update: dict[str, Any]) -> _Model:
     _set(copied, "__dict__", values)
     extra = model.__pydantic_extra__
     _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
-    fields = set(model.__pydantic_fields_set__)
+    fields = model.__pydantic_fields_set__
+    if type(fields) is not AllFieldsSet:  # a shared full set stays shared (update: a no-op)
+        fields = set(fields)
     fields.update(update)
     _set(copied, "__pydantic_fields_set__", fields)
     _set(copied, "__pydantic_private__", None)
