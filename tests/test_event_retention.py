@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from threadloom import EventRetention, Runtime
 from threadloom.errors import InvalidArgument
+from threadloom.server.app import serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.store.sqlite.events import prune_chunk
 from threadloom.store.sqlite.store import path_from_url
@@ -246,3 +248,15 @@ async def test_a_budget_spent_at_a_thread_boundary_starts_the_next_chunk_there(
         assert chunks == [(per, 1), (per, 1), (per, 1)]  # no thread counted for nothing
     finally:
         conn.close()
+
+
+async def test_the_served_runtime_prunes_with_the_servers_window(tmp_path: Path) -> None:
+    settings = ServerSettings(
+        store=f"sqlite:///{tmp_path / 'served.db'}", replay_seconds=600, replay_events=500
+    )
+    app = serve_app(None, settings)
+    async with app.app.router.lifespan_context(app.app):
+        runtime = app.context.runtime
+        assert runtime.retention == EventRetention(600, 500)
+        assert runtime._pruner is not None and runtime._pruner._task is not None
+    assert runtime._pruner._task is None  # stopped with the runtime
