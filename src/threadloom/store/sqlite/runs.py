@@ -183,10 +183,26 @@ def deliver_queue_entry(
     return stored, event
 
 
-def _fail_pending(tx: Tx, settlement: Settlement) -> None:
+def _run_start(tx: Tx, since: int) -> int:
+    """The key after which a run that started at ``since`` stored its messages: the newest
+    message created before it, found scanning back from the newest (a thread's
+    ``created_at`` rises with its keys, spec 01 §1.3), so a settlement reads the run's
+    messages, not the thread's history."""
+    low, high = tx.key_range()
+    row = tx.conn.execute(
+        "SELECT rid FROM messages WHERE rid > ? AND rid < ? AND created_at < ?"
+        " ORDER BY rid DESC LIMIT 1",
+        (low, high, since),
+    ).fetchone()
+    return int(row[0]) if row is not None else low
+
+
+def _fail_pending(tx: Tx, settlement: Settlement, start: int) -> None:
+    # only model messages are stored pending (spec 01 §1.4.5 rule 10), only by a run, and
+    # every run ends by finalising or failing them: those of the thread are this run's
     pending = tx.conn.execute(
         "SELECT id FROM messages WHERE rid > ? AND rid < ? AND status = 'pending' ORDER BY rid",
-        tx.key_range(),
+        (start, tx.key_range()[1]),
     ).fetchall()
     for (mid,) in pending:
         text = settlement.partial_text.get(mid) or None
@@ -210,11 +226,11 @@ def _complete_logs(tx: Tx, settlement: Settlement) -> None:
         tx.event("log", lid)
 
 
-def _answer_open_calls(tx: Tx, settlement: Settlement, since: int) -> None:
+def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -> None:
     rows = tx.conn.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE rid > ? AND rid < ?"
         " AND tool_calls IS NOT NULL AND created_at >= ? ORDER BY rid",
-        (*tx.key_range(), since),
+        (start, tx.key_range()[1], since),
     ).fetchall()
     for row in rows:
         message = message_from_row(row)
@@ -254,13 +270,14 @@ def settle_run(
         conn.execute(
             "UPDATE threads SET events_pruned_through = ? WHERE id = ?", (tx.event_seq, thread_id)
         )
-    since = tx.status_since if settlement.since is None else settlement.since
-    _fail_pending(tx, settlement)
+    since = int(tx.status_since if settlement.since is None else settlement.since)
+    start = _run_start(tx, since)
+    _fail_pending(tx, settlement, start)
     if settlement.logs_first:
         _complete_logs(tx, settlement)
-        _answer_open_calls(tx, settlement, int(since))
+        _answer_open_calls(tx, settlement, since, start)
     else:
-        _answer_open_calls(tx, settlement, int(since))
+        _answer_open_calls(tx, settlement, since, start)
         _complete_logs(tx, settlement)
     if settlement.note is not None:
         metadata = {"status_kind": settlement.note_status_kind}
