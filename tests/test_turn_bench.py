@@ -4,32 +4,23 @@ each section's table. The figures themselves are the benchmark's business, not a
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from benchrun import BENCH, run_bench
 
 
 def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "turn_bench.py"),
-            "--turns=20",
-            "--history=40",
-            "--history-turns=4",
-            "--threads=6",
-            "--turns-per-thread=2",
-            "--latency=0",
-            f"--tmpdir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    report = run_bench(
+        "turn_bench.py",
+        tmp_path,
+        "--turns=20",
+        "--history=40",
+        "--history-turns=4",
+        "--threads=6",
+        "--turns-per-thread=2",
+        "--latency=0",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = done.stdout
     for heading in (
         "A. 20 turns from empty",
         "B. turns at 40 history",
