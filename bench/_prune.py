@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from _report import progress, table
 from threadloom.records import Message
 from threadloom.store.shapes import NewThread
+from threadloom.store.sqlite.rows import KEY_SPAN
 from threadloom.store.sqlite.store import SqliteStore
 from threadloom.thread.retention import EventRetention, PruneReport, prune_events
 
 ROWS_PER_THREAD = 40
-KEY_SPAN = 1 << 32
 
 
 async def _seed(path: str, count: int) -> None:

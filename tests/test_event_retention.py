@@ -177,7 +177,7 @@ async def test_the_owning_runtime_prunes_in_the_background(db_url: str) -> None:
         assert through == head - 3 and left == [head - 2, head - 1, head]
     finally:
         await runtime.close()
-    assert runtime._pruner is None or runtime._pruner._task is None  # stopped with it
+    assert runtime._pruner is not None and runtime._pruner._task is None  # stopped with it
 
 
 async def test_a_sharing_runtime_leaves_pruning_to_the_owner(db_url: str) -> None:

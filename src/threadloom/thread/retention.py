@@ -55,7 +55,7 @@ class PruneReport:
     rows: int
     """Event rows deleted."""
     threads: int
-    """Threads whose window moved (``events_pruned_through``)."""
+    """Threads whose rows were pruned (``events_pruned_through`` moved)."""
     chunks: int
     """Transactions the pass took."""
     seconds: float

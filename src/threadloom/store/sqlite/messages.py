@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
-from threadloom.records import MESSAGE_FIELDS_SET, Message, decode_tool_calls
+from threadloom.records import Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
 from threadloom.store.sqlite.files import drop_unreferenced_attachments
 from threadloom.store.sqlite.nulls import NullFree
@@ -23,6 +23,7 @@ from threadloom.store.sqlite.rows import (
     message_from_row,
     queue_entry_from_row,
 )
+from threadloom.stored_fields import MESSAGE_FIELDS_SET
 
 _CHUNK = 500
 
@@ -85,9 +86,8 @@ _INSERT = NullFree(
 def insert_in_tx(tx: Tx, message: Message) -> Message:
     """Insert inside an open transaction: next seq, a thread-clock stamp, tool call rows."""
     seq = tx.next_msg_seq()
-    stored = copy_with(message, {"created_at": tx.stamp()})
     # stored, every field has its value, as a read gives it: the shared full fields set
-    object.__setattr__(stored, "__pydantic_fields_set__", MESSAGE_FIELDS_SET)
+    stored = copy_with(message, {"created_at": tx.stamp()}, MESSAGE_FIELDS_SET)
     try:
         tx.conn.execute(
             *_INSERT.bind(
