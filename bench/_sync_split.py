@@ -6,7 +6,9 @@ disk). This section measures the parts apart. It runs the section A workload on 
 sides, interleaved in blocks so machine noise hits all of them alike: Threadloom and the
 4-commit floor, each at ``synchronous=FULL`` (both defaults) and at ``synchronous=OFF``
 (nothing synced: not durable, for measurement only). Per side it prints the wall time and
-the process CPU time per turn; FULL − OFF is what the syncs cost a turn. Threadloom syncs
+the process CPU time per turn, in user space and in the kernel, and what is left of the
+wall time (off the CPU: waiting for the disk or another thread); FULL − OFF is what the
+syncs cost a turn. Threadloom syncs
 four commits a turn like the floor (docs/engine.md, "Durability"), so a difference between
 the two sync costs comes from what each commit writes; the OFF figures are the work that
 no disk can explain.
@@ -15,6 +17,7 @@ no disk can explain.
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,14 +32,23 @@ SYNCS = ("FULL", "OFF")
 
 @dataclass
 class Side:
-    """One side's per-turn wall times (ns) and its total CPU time (s) over them."""
+    """One side's per-turn wall times (ns) and its total CPU times (s) over them: in user
+    space and in the kernel (``getrusage``: every thread of the process)."""
 
     name: str
     wall: list[int] = field(default_factory=list)
-    cpu: float = 0.0
+    user: float = 0.0
+    system: float = 0.0
+
+    def per_turn_ms(self, seconds: float) -> float:
+        return seconds / len(self.wall) * 1e3
 
     def cpu_ms(self) -> float:
-        return self.cpu / len(self.wall) * 1e3
+        return self.per_turn_ms(self.user + self.system)
+
+    def off_cpu_ms(self) -> float:
+        """Mean wall time a turn less its CPU time: what it waited for."""
+        return sum(self.wall) / len(self.wall) / 1e6 - self.cpu_ms()
 
 
 async def section_f(workdir: str, turns: int, blocks: int, warmup: int) -> str:
@@ -91,12 +103,14 @@ async def _runner(
 
     async def run(start: int, count: int) -> None:
         clock = time.perf_counter_ns
-        cpu0 = time.process_time()
+        before = resource.getrusage(resource.RUSAGE_SELF)
         for i in range(warmup + start, warmup + start + count):
             t0 = clock()
             await turn(i)
             side.wall.append(clock() - t0)
-        side.cpu += time.process_time() - cpu0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        side.user += after.ru_utime - before.ru_utime
+        side.system += after.ru_stime - before.ru_stime
 
     return run
 
@@ -104,10 +118,19 @@ async def _runner(
 def _report(sides: list[Side], turns: int, blocks: int) -> str:
     tl_full, tl_off, raw_full, raw_off = sides
     rows = [
-        [s.name, ms(percentile(s.wall, 50)), ms(percentile(s.wall, 90)), f"{s.cpu_ms():.2f}"]
+        [
+            s.name,
+            ms(percentile(s.wall, 50)),
+            ms(percentile(s.wall, 90)),
+            f"{s.per_turn_ms(s.user):.2f}",
+            f"{s.per_turn_ms(s.system):.2f}",
+            f"{s.off_cpu_ms():.2f}",
+        ]
         for s in sides
     ]
-    latency = table(["per turn", "median (ms)", "p90 (ms)", "CPU (ms)"], rows)
+    latency = table(
+        ["per turn", "median (ms)", "p90 (ms)", "CPU user", "CPU kernel", "off CPU"], rows
+    )
 
     def median(side: Side) -> float:
         return percentile(side.wall, 50)
@@ -130,6 +153,20 @@ def _report(sides: list[Side], turns: int, blocks: int) -> str:
                 f"{median(tl_off) / median(raw_off):.2f}×",
             ],
             [
+                "CPU at FULL, user + kernel (ms)",
+                f"{tl_full.cpu_ms():.2f}",
+                f"{raw_full.cpu_ms():.2f}",
+                f"{tl_full.cpu_ms() / raw_full.cpu_ms():.2f}×" if raw_full.cpu_ms() > 0 else "—",
+            ],
+            [
+                "off the CPU at FULL: mean wall − CPU (ms)",
+                f"{tl_full.off_cpu_ms():.2f}",
+                f"{raw_full.off_cpu_ms():.2f}",
+                f"{tl_full.off_cpu_ms() / raw_full.off_cpu_ms():.2f}×"
+                if raw_full.off_cpu_ms() > 0
+                else "—",
+            ],
+            [
                 "the turn: FULL median (ms)",
                 ms(median(tl_full)),
                 ms(median(raw_full)),
@@ -144,7 +181,9 @@ def _report(sides: list[Side], turns: int, blocks: int) -> str:
             "   the section A workload on a new file per side; OFF syncs nothing (not durable,"
             " measurement only);",
             f"   {turns:,} timed turns per side in {blocks} blocks, the four sides alternating;"
-            " CPU = process time per turn",
+            " CPU = process time per turn (ms, every thread),",
+            "   off CPU = mean wall time per turn less its CPU time (waiting: the disk, the tool"
+            " thread; below 0 when threads overlap)",
             "",
             latency,
             "",

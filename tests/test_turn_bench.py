@@ -31,6 +31,9 @@ def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
     ):
         assert heading in report, heading
     assert "Threadloom, synchronous=OFF" in report and "the syncs: FULL − OFF" in report
+    split = report.split("F. the syncs apart from the work")[1].split("D. 6 threads")[0]
+    for column in ("CPU user", "CPU kernel", "off CPU", "off the CPU at FULL"):
+        assert column in split, column
     concurrent = report.split("D. 6 threads")[1]
     assert "6 × 2" in concurrent and "store writes during the turns" in concurrent
     assert "Summary" in report and "wall time" in report
