@@ -8,10 +8,10 @@ sides, interleaved in blocks so machine noise hits all of them alike: Threadloom
 (nothing synced: not durable, for measurement only). Per side it prints the wall time and
 the process CPU time per turn, in user space and in the kernel, and what is left of the
 wall time (off the CPU: waiting for the disk or another thread); FULL − OFF is what the
-syncs cost a turn. Threadloom syncs
-four commits a turn like the floor (docs/engine.md, "Durability"), so a difference between
-the two sync costs comes from what each commit writes; the OFF figures are the work that
-no disk can explain.
+syncs cost a turn. Threadloom syncs four commits a turn like the floor (docs/engine.md,
+"Durability"), so a difference between the two sync costs comes from what each commit
+writes and what the CPU does between them; the OFF figures are the work that no disk can
+explain.
 """
 
 from __future__ import annotations
@@ -115,6 +115,11 @@ async def _runner(
     return run
 
 
+def _times(ours: float, floor: float) -> str:
+    """``ours / floor`` as a ratio column (``—`` when the floor's figure is not positive)."""
+    return f"{ours / floor:.2f}×" if floor > 0 else "—"
+
+
 def _report(sides: list[Side], turns: int, blocks: int) -> str:
     tl_full, tl_off, raw_full, raw_off = sides
     rows = [
@@ -144,33 +149,31 @@ def _report(sides: list[Side], turns: int, blocks: int) -> str:
                 "the syncs: FULL − OFF median (ms)",
                 ms(tl_sync),
                 ms(raw_sync),
-                f"{tl_sync / raw_sync:.2f}×" if raw_sync > 0 else "—",
+                _times(tl_sync, raw_sync),
             ],
             [
                 "the work: OFF median (ms)",
                 ms(median(tl_off)),
                 ms(median(raw_off)),
-                f"{median(tl_off) / median(raw_off):.2f}×",
+                _times(median(tl_off), median(raw_off)),
             ],
             [
                 "CPU at FULL, user + kernel (ms)",
                 f"{tl_full.cpu_ms():.2f}",
                 f"{raw_full.cpu_ms():.2f}",
-                f"{tl_full.cpu_ms() / raw_full.cpu_ms():.2f}×" if raw_full.cpu_ms() > 0 else "—",
+                _times(tl_full.cpu_ms(), raw_full.cpu_ms()),
             ],
             [
                 "off the CPU at FULL: mean wall − CPU (ms)",
                 f"{tl_full.off_cpu_ms():.2f}",
                 f"{raw_full.off_cpu_ms():.2f}",
-                f"{tl_full.off_cpu_ms() / raw_full.off_cpu_ms():.2f}×"
-                if raw_full.off_cpu_ms() > 0
-                else "—",
+                _times(tl_full.off_cpu_ms(), raw_full.off_cpu_ms()),
             ],
             [
                 "the turn: FULL median (ms)",
                 ms(median(tl_full)),
                 ms(median(raw_full)),
-                f"{median(tl_full) / median(raw_full):.2f}×",
+                _times(median(tl_full), median(raw_full)),
             ],
         ],
     )
