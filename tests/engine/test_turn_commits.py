@@ -1,9 +1,11 @@
 """What a turn commits and publishes (docs/engine.md "What a turn commits", "Durability").
 
-A tool-using turn on an idle thread — user message, assistant tool call, tool result,
-final text — makes six commits: the send with the run start and the delivery, the pending
-message with its LLM row (not synced), the finalised tool call, the tool result, the
-second pending message (not synced), and the final message with the end-of-run check.
+A tool-using turn on an idle thread that someone watches — user message, assistant tool
+call, tool result, final text — makes six commits: the send with the run start and the
+delivery, the pending message with its LLM row (not synced), the finalised tool call, the
+tool result, the second pending message (not synced), and the final message with the
+end-of-run check. (Unwatched, a quick answer is stored with its pending message in one
+commit: tests/engine/test_pending_hold.py.)
 Events reach subscribers in commit order, and nothing completed is lost when the process
 dies.
 """

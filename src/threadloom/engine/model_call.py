@@ -221,6 +221,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                await env.release_hold()  # the failure is recorded on the stored row
+                row = env.row_as_stored(row)
                 error = (
                     exc
                     if isinstance(exc, ProviderError)
@@ -236,6 +238,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 if attempt < attempts:
                     await asyncio.sleep(_backoff(run.options, attempt, error.retry_after))
                 continue
+            row = env.row_as_stored(row)
             result.log_id = row.id
             result.model_name = model.name
             result.log_row = _record_success(

@@ -46,6 +46,10 @@ class EngineOptions:
     backoff_cap_s: float = 60.0
     max_subagent_depth: int = 8
     """Threads nest at most this many levels below a root thread (spec 06 §6.1)."""
+    pending_hold_s: float = 0.02
+    """How long a model request may run before its pending message is committed; an
+    answer that comes sooner is stored with it in one commit (``engine/pending.py``).
+    0 commits every pending message before its request is sent."""
 
 
 @dataclass(frozen=True)
@@ -306,21 +310,34 @@ class RunManager:
     async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message:
         """Finalise the run's last model message with its LLM row and commit the end-of-run
         check with them (one transaction), when the step is known to end the run with
-        ``reason`` and no update hook runs (see ``Run.ends_with``). Publishes, in the
-        order a separate end-of-run check would: the log, the message, the step's
-        ``step_completed`` and ``stopped`` telemetry, then the settled status."""
+        ``reason`` and no update hook runs (see ``Run.ends_with``)."""
+        async with self.hub.lock(run.thread_id):
+            return await self.finish_run_locked(run, message, log, reason)
+
+    async def finish_run_locked(
+        self, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
+    ) -> Message:
+        """``finish_run`` under the thread's write lock, which the caller holds; ``new``:
+        the message and its row are inserted (``Store.finish_run``). Publishes, in commit
+        order, the log and the message, then the step's ``step_completed`` and
+        ``stopped`` telemetry, then the settled status, as a separate end-of-run check
+        would."""
         tid = run.thread_id
         end = RunEnd(reason, (0, 0), not self.closing)
-        async with self.hub.lock(tid):
-            stored, settled, events = await self.hub.store.finish_run(tid, message, log, end)
-            log_event, message_event, *status = events
-            self.hub.publish_log(tid, log_event.seq, log)
-            stored = (await self.hub.project(tid, [stored]))[0]
-            self.hub.publish_message(message_event, stored)
-            run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
-            run.publish_telemetry("stopped", reason=reason, side=run.side)
-            await self.hub.publish_events(status)
-            run.ended = (reason, settled)
+        stored, log, settled, events = await self.hub.store.finish_run(
+            tid, message, log, end, new=new
+        )
+        pair, status = events[:2], events[2:]
+        stored = (await self.hub.project(tid, [stored]))[0]
+        for event in pair:
+            if event.kind == "log":
+                self.hub.publish_log(tid, event.seq, log)
+            else:
+                self.hub.publish_message(event, stored)
+        run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
+        run.publish_telemetry("stopped", reason=reason, side=run.side)
+        await self.hub.publish_events(status)
+        run.ended = (reason, settled)
         return stored
 
     def _parent_lock(self, prepared: results.Prepared | None) -> Any:

@@ -17,6 +17,7 @@ from threadloom.define.tool import ToolResult
 from threadloom.engine.context import assemble
 from threadloom.engine.execution import ExecutionState
 from threadloom.engine.model_call import ModelResult, StepError, call_model
+from threadloom.engine.pending import HeldPending, may_hold
 from threadloom.engine.tools import CallOutcome, ToolRound, canonical_arguments, run_tools
 from threadloom.records import (
     LogRow,
@@ -80,7 +81,9 @@ class StepEnv:
     announced: dict[str, asyncio.Task[None] | None] = field(default_factory=dict)
     pending_candidate: Message | None = None
     pending: Message | None = None
-    """The step's pending model message, once stored (with the first LLM row)."""
+    """The step's pending model message, once stored (with the first LLM row) or held."""
+    held: HeldPending | None = None
+    """The pending message and first LLM row while held back (``engine/pending.py``)."""
     nested: Any = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
     execution_state: ExecutionState | None = None
@@ -139,21 +142,30 @@ class StepEnv:
         return result
 
     def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
-        if not self.state.hub.bus.wants(self.state.thread_id):
-            return  # an ephemeral event nobody would receive (the bus keeps no history)
-        self.state.hub.publish(
-            self.state.thread_id,
-            kind,
-            None,
-            {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset},
+        self._publish(
+            kind, {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset}
         )
 
     def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
+        self._publish("event", {"event_type": event_type, "data": data})
+
+    def _publish(self, kind: str, data: dict[str, Any]) -> None:
+        """Publish an ephemeral event of the step, after its pending message if held."""
         if not self.state.hub.bus.wants(self.state.thread_id):
             return  # an ephemeral event nobody would receive (the bus keeps no history)
-        self.state.hub.publish(
-            self.state.thread_id, "event", None, {"event_type": event_type, "data": data}
-        )
+        if self.held is not None and self.held.publish(kind, data):
+            return
+        self.state.hub.publish(self.state.thread_id, kind, None, data)
+
+    async def release_hold(self) -> None:
+        """Commit the held pending message and its row now (a failure, a retry, a stop);
+        when that commit failed, the step no longer has a pending message."""
+        if self.held is not None and not await self.held.release():
+            self.pending = None
+
+    def row_as_stored(self, row: LogRow) -> LogRow:
+        """The step's LLM row ``row`` as committed, if its held pair was meanwhile."""
+        return self.held.current(row) if self.held is not None else row
 
     def progress_argument(self, name: str) -> str | None:
         """The argument a tool reports as progress in ``tool_call_started`` (§4.26)."""
@@ -190,12 +202,20 @@ class StepEnv:
     async def begin_attempt(self, row: LogRow) -> LogRow:
         """Store an attempt's LLM row; the first one together with the pending message."""
         if self.pending is None and self.pending_candidate is not None:
+            if may_hold(self):  # committed later, or with the answer (engine/pending.py)
+                self.pending = self.pending_candidate
+                self.held = HeldPending(self, self.pending_candidate, row)
+                return row
             # a pending placeholder and the row of a request not yet sent: state crash
             # recovery repairs, so its commit need not wait for the disk (docs/engine.md)
             self.pending, stored = await thread_messages.create_with_log(
                 self.state, self.pending_candidate, row, durable=False
             )
             return stored
+        held = self.held
+        if held is not None and not await held.release():  # a retry: after the pair
+            assert held.error is not None
+            raise held.error
         return await self.state.hub.insert_log(self.state.thread_id, row)
 
     async def started(self, call_id: str) -> None:
@@ -271,8 +291,10 @@ async def model_step(env: StepEnv) -> StepOutcome:
     try:
         result = await call_model(env, assembly, env.pending_id)
     except asyncio.CancelledError:
+        await env.release_hold()  # the settlement fails what is stored
         raise
     except Exception:
+        await env.release_hold()
         if env.pending is not None:
             await thread_messages.runtime_update(
                 env.state,
@@ -445,12 +467,26 @@ async def finalise(
         else None
     )
     reason = env.run.ends_with(env, result) if guard is None else None
+    fields: dict[str, Any] = dict(updates)  # the completed message over the pending one
+    if metadata:
+        fields["metadata"] = {**(pending.metadata or {}), **metadata}
+    held = env.held
+    if held is not None:
+        if result.log_row is not None:
+            try:
+                coalesced = await held.finalise(fields, result.log_row, reason)
+            except Exception as exc:
+                _raise_duplicate(exc)
+                raise
+            if coalesced is not None:
+                return coalesced
+        else:
+            await env.release_hold()
+        assert env.pending is not None
+        pending = env.pending  # committed meanwhile: finalised as usual
     try:
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
-            fields: dict[str, Any] = dict(updates)
-            if metadata:
-                fields["metadata"] = {**(pending.metadata or {}), **metadata}
             return await env.run.manager.finish_run(
                 env.run, pending.model_copy(update=fields), result.log_row, reason
             )
@@ -468,9 +504,14 @@ async def finalise(
             await env.state.hub.update_log(
                 env.state.thread_id, result.log_row, bodies=("response",)
             )
-        if "already used" in str(exc):
-            raise StepError(f"Duplicate tool call id: {exc}") from exc
+        _raise_duplicate(exc)
         raise
+
+
+def _raise_duplicate(exc: Exception) -> None:
+    """A tool call id the store refused as already used is a step error (§4.13)."""
+    if "already used" in str(exc):
+        raise StepError(f"Duplicate tool call id: {exc}") from exc
 
 
 async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]) -> None:

@@ -232,8 +232,11 @@ async def admin(who: Principal = Depends(principal)) -> Principal:
 
 async def accessible_thread(request: HTTPConnection, thread_id: str, who: Principal) -> ThreadRow:
     """The thread ``thread_id`` when ``who`` may see it: 404 when it does not exist, 403
-    when it is not accessible (spec 10 §10.6 rules 3–5)."""
-    row = await runtime(request).store.get_thread(thread_id)
+    when it is not accessible (spec 10 §10.6 rules 3–5). A pending message held back
+    from the store (``engine/pending.py``) is committed first: the caller is about to look."""
+    the_runtime = runtime(request)
+    await the_runtime.hub.commit_deferred(thread_id)
+    row = await the_runtime.store.get_thread(thread_id)
     if row is None:
         raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     if not who.may_access(row.user_id):

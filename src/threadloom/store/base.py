@@ -222,12 +222,16 @@ class Store(Protocol):
         ...
 
     async def finish_run(
-        self, thread_id: str, message: Message, log: LogRow, end: RunEnd
-    ) -> tuple[Message, bool, list[StoredEvent]]:
+        self, thread_id: str, message: Message, log: LogRow, end: RunEnd, *, new: bool = False
+    ) -> tuple[Message, LogRow, bool, list[StoredEvent]]:
         """A run's last model message finalised with its LLM row (``update_message_and_log``
         with the response body) and the end-of-run check of ``end_run`` (without a parent
-        delivery), in one transaction. Returns the stored message, whether the run
-        settled, and the events: the log's, the message's, then the status's if settled."""
+        delivery), in one transaction. Returns the stored message and row, whether the run
+        settled, and the events: the log's, the message's, then the status's if settled.
+        ``new``: the message and the row are not stored yet (a model call whose pending
+        message was held back, ``engine/pending.py``): both are inserted as
+        ``insert_message_and_log`` with ``new_log`` does, and the events are the
+        message's, the log's, then the status's."""
         ...
 
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:

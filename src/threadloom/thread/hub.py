@@ -48,18 +48,30 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
     }
 
 
+DeferredWrite = Callable[[], Awaitable[None]]
+"""A write held back from the store (``ThreadHub.defer_write``); it never raises."""
+
+
 class ThreadLock:
     """``async with locks(thread_id)``: one asyncio.Lock per key while it is in use.
 
     The entry is dropped when its last holder or waiter leaves, so a long-running server
-    keeps no lock for threads nobody is writing to.
+    keeps no lock for threads nobody is writing to. Once acquired, it first runs the
+    thread's deferred write, if one is held (``deferred`` given): whatever the holder then
+    writes commits after it, in the order of the calls.
     """
 
-    __slots__ = ("_entry", "_table", "_thread_id")
+    __slots__ = ("_deferred", "_entry", "_table", "_thread_id")
 
-    def __init__(self, table: dict[str, list[Any]], thread_id: str) -> None:
+    def __init__(
+        self,
+        table: dict[str, list[Any]],
+        thread_id: str,
+        deferred: dict[str, DeferredWrite] | None = None,
+    ) -> None:
         self._table = table
         self._thread_id = thread_id
+        self._deferred = deferred
         self._entry: list[Any] | None = None
 
     async def __aenter__(self) -> None:
@@ -73,6 +85,14 @@ class ThreadLock:
         except BaseException:
             self._leave(entry, release=False)
             raise
+        write = self._deferred.pop(self._thread_id, None) if self._deferred else None
+        if write is not None:
+            try:
+                await write()
+            except BaseException:
+                self._entry = None
+                self._leave(entry, release=True)
+                raise
 
     async def __aexit__(self, *exc: object) -> None:
         entry, self._entry = self._entry, None
@@ -110,6 +130,7 @@ class ThreadHub:
         self.clock = clock
         self.hooks = HookRunner(default_timeout_s=hook_timeout_s, on_failure=self._hook_failed)
         self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock, users]
+        self._deferred: dict[str, DeferredWrite] = {}
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
@@ -144,9 +165,33 @@ class ThreadHub:
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
 
     # -- locks and live state --------------------------------------------------------
-    def lock(self, thread_id: str) -> ThreadLock:
-        """The thread's write lock: FIFO among waiters, forgotten when nobody holds it."""
-        return ThreadLock(self._locks, thread_id)
+    def lock(self, thread_id: str, *, run_deferred: bool = True) -> ThreadLock:
+        """The thread's write lock: FIFO among waiters, forgotten when nobody holds it.
+        Acquiring it runs the thread's deferred write first, unless ``run_deferred`` is
+        false (the holder then decides with ``take_deferred``)."""
+        return ThreadLock(self._locks, thread_id, self._deferred if run_deferred else None)
+
+    def defer_write(self, thread_id: str, write: DeferredWrite) -> None:
+        """Hold ``write`` back: the next holder of the thread's write lock runs it before
+        its own writes, unless its owner claims it first (``take_deferred``). One per
+        thread (a run's held pending message, ``engine/pending.py``)."""
+        if thread_id in self._deferred:
+            raise RuntimeError(f"thread {thread_id} already holds a deferred write")
+        self._deferred[thread_id] = write
+
+    async def commit_deferred(self, thread_id: str) -> None:
+        """Run the thread's deferred write now, if one is held: someone is about to look
+        at the thread (a read of its records, a stream subscription)."""
+        if thread_id in self._deferred:
+            async with self.lock(thread_id):
+                pass  # acquiring the lock runs it
+
+    def take_deferred(self, thread_id: str, write: DeferredWrite) -> bool:
+        """Claim ``write`` back, unless it already ran: ``True`` when it was still held."""
+        if self._deferred.get(thread_id) is not write:
+            return False
+        del self._deferred[thread_id]
+        return True
 
     @property
     def active_locks(self) -> int:

@@ -212,32 +212,44 @@ async def _create(
     hub, tid = state.hub, state.thread_id
     candidate = await _before_create(state, candidate, propagate=propagate)
     async with hub.lock(tid):
-        try:
-            log = new_log or (log_for(candidate) if log_for is not None else None)
-            if log is None:
-                stored, event = await hub.store.insert_message(
-                    tid, candidate, require_live=require_live
-                )
-                log_event = None
-            else:  # the message and its log row commit together
-                stored, log, (event, log_event) = await hub.store.insert_message_and_log(
-                    tid,
-                    candidate,
-                    log,
-                    require_live=require_live,
-                    new_log=new_log is not None,
-                    durable=durable,
-                )
-        except ThreadTerminated as exc:
-            hub.set_terminated(tid, exc.terminated_at)
-            raise
-        stored = (await hub.project(tid, [stored]))[0]
-        hub.publish_message(event, stored)
-        if log is not None and log_event is not None:
-            hub.publish_log(tid, log_event.seq, log)
+        log = new_log or (log_for(candidate) if log_for is not None else None)
+        stored, log = await insert_locked(
+            state, candidate, log, require_live, new_log is not None, durable
+        )
     after = _hooks(state, "after_create_message")
     if after:
         await hub.hooks.run_event(after, state, stored.model_copy(deep=True))
+    return stored, log
+
+
+async def insert_locked(
+    state: ThreadState,
+    message: Message,
+    log: LogRow | None,
+    require_live: bool,
+    new_log: bool,
+    durable: bool = True,
+) -> tuple[Message, LogRow | None]:
+    """Commit a message that has been through its create hooks (with ``log``, a log row
+    to insert when ``new_log`` or else to update, in the same transaction) and publish
+    both, the caller holding the thread's write lock. Returns the stored message as
+    published and the stored row."""
+    hub, tid = state.hub, state.thread_id
+    try:
+        if log is None:
+            stored, event = await hub.store.insert_message(tid, message, require_live=require_live)
+            log_event = None
+        else:  # the message and its log row commit together
+            stored, log, (event, log_event) = await hub.store.insert_message_and_log(
+                tid, message, log, require_live=require_live, new_log=new_log, durable=durable
+            )
+    except ThreadTerminated as exc:
+        hub.set_terminated(tid, exc.terminated_at)
+        raise
+    stored = (await hub.project(tid, [stored]))[0]
+    hub.publish_message(event, stored)
+    if log is not None and log_event is not None:
+        hub.publish_log(tid, log_event.seq, log)
     return stored, log
 
 

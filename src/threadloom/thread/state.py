@@ -124,6 +124,7 @@ class ThreadState:
         include_workblocks: bool = False,
     ) -> MessagesPage:
         """A page of messages with queued entries as pending views (spec 02 §2.4.1)."""
+        await self._hub.commit_deferred(self.thread_id)  # a held pending message
         return await messages.get_messages(
             self,
             limit=limit,
@@ -137,6 +138,7 @@ class ThreadState:
 
     async def get_message(self, message_id: str) -> Message | None:
         """A stored message at any depth, else a queue entry's pending view, else None."""
+        await self._hub.commit_deferred(self.thread_id)
         return await messages.get_message(self, message_id)
 
     async def inject_message(
@@ -179,6 +181,7 @@ class ThreadState:
 
     async def cost(self) -> CostReport:
         """The cost report of this thread and its descendants (spec 01 §1.10.3)."""
+        await self._hub.commit_deferred(self.thread_id)
         return await logs.cost_report(self._hub, self.thread_id)
 
     async def user(self) -> UserHandle | None:

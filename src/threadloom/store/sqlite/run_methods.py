@@ -73,9 +73,9 @@ class RunMethods:
         return await self._write(runs.deliver_queue, thread_id)
 
     async def finish_run(
-        self, thread_id: str, message: Message, log: LogRow, end: RunEnd
-    ) -> tuple[Message, bool, list[StoredEvent]]:
-        return await self._write(runs.finish_run, thread_id, message, log, end)
+        self, thread_id: str, message: Message, log: LogRow, end: RunEnd, *, new: bool = False
+    ) -> tuple[Message, LogRow, bool, list[StoredEvent]]:
+        return await self._write(runs.finish_run, thread_id, message, log, end, new)
 
     async def set_stopped(self, thread_id: str, stopped: bool) -> None:
         await self._write(runs.set_stopped, thread_id, stopped)

@@ -463,15 +463,19 @@ def finish_run(
     message: Message,
     log: LogRow,
     end: RunEnd,
-) -> tuple[Message, bool, list[StoredEvent]]:
-    """The last model message of a run finalised with its LLM row, and the end-of-run
-    check, in one transaction."""
+    new: bool = False,
+) -> tuple[Message, LogRow, bool, list[StoredEvent]]:
+    """The last model message of a run finalised with its LLM row (inserted, ``new``),
+    and the end-of-run check, in one transaction."""
     tx = Tx(conn, thread_id, clock, waiting=True)
-    _update_log_in(tx, log, ("response",))
-    stored = update_in_tx(tx, message)
-    tx.event("message", stored.id)
+    if new:
+        stored, log = _insert_with_log(tx, message, log)[:2]
+    else:
+        _update_log_in(tx, log, ("response",))
+        stored = update_in_tx(tx, message)
+        tx.event("message", stored.id)
     settled = _end_in(tx, end)
-    return stored, settled, tx.flush()
+    return stored, log, settled, tx.flush()
 
 
 def insert_message_and_log(
@@ -486,12 +490,22 @@ def insert_message_and_log(
     tx = Tx(conn, thread_id, clock)
     if require_live and tx.terminated is not None:
         raise ThreadTerminated(thread_id, tx.terminated)
-    stored = insert_in_tx(tx, message)
-    message_event = tx.event("message", stored.id)
     if new_log:
-        tx.renew_clock()  # the row's created_at: read after the message's stamp
-        row, log_event = insert_log_in(tx, log, False)
+        stored, row, message_event, log_event = _insert_with_log(tx, message, log)
     else:
+        stored = insert_in_tx(tx, message)
+        message_event = tx.event("message", stored.id)
         row, log_event = log, _update_log_in(tx, log, ())
     tx.flush()
     return stored, row, [message_event, log_event]
+
+
+def _insert_with_log(
+    tx: Tx, message: Message, log: LogRow
+) -> tuple[Message, LogRow, StoredEvent, StoredEvent]:
+    """Insert a message and a new log row: the stored pair and their events."""
+    stored = insert_in_tx(tx, message)
+    message_event = tx.event("message", stored.id)
+    tx.renew_clock()  # the row's created_at: read after the message's stamp
+    row, log_event = insert_log_in(tx, log, False)
+    return stored, row, message_event, log_event

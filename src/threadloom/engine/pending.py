@@ -1,0 +1,182 @@
+"""A step's pending model message, held back from the store while its request is young.
+
+Spec 04 §4.12.1 stores the pending message (with the LLM row of its first request) just
+before the request is sent, and §4.13 finalises it when the answer is in: two commits a
+model call. When the answer comes quickly — a local model, a cached reply, the scripted
+model — nobody can have seen the pending message in between, and the first commit is
+pure cost. So a step *holds* it: the message and its row stay in memory, registered as the
+thread's deferred write (``ThreadHub.defer_write``), and are committed as before
+(``durable=False``, published, their held chunks after them) at the first of
+
+- ``EngineOptions.pending_hold_s`` after the request was sent (a timer);
+- any other write to the thread: acquiring the thread's write lock runs the deferred
+  write first, so commit order stays the order of the calls (a message injected during
+  the request is stored after the pending message, as without the hold);
+- a chunk or event of the step published while someone watches the thread's bus;
+- a failure, a retry, a stop or a terminate of the step (``release``): the settlement
+  then finds the pending message and its row as it would have.
+
+If none comes first, finalisation claims the held pair back (``ThreadHub.take_deferred``)
+and inserts the completed message and its completed row in one transaction
+(``finalise``): one commit a model call instead of two, and no ``pending`` event.
+
+A step holds its pending message only when nothing could tell the difference: no hook
+that sees messages created or updated (``before_``/``after_create_message``,
+``before_``/``after_update_message``), no subscriber on the thread's bus when the request
+starts, and not a nested (sub-prompt) step. A crash while the pair is held loses it, as an
+operating-system crash loses a pending message committed ``durable=False``
+(docs/engine.md, "Durability"): recovery settles the run ``failed``/``execution_lost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from threadloom.records import LogRow, Message
+from threadloom.thread import messages as thread_messages
+
+if TYPE_CHECKING:
+    from threadloom.engine.step import StepEnv
+
+HOOKS_THAT_SEE_STORAGE = (
+    "before_create_message",
+    "after_create_message",
+    "before_update_message",
+    "after_update_message",
+)
+
+
+def may_hold(env: StepEnv) -> bool:
+    """True when the step's pending message may be held back (see the module text)."""
+    if env.run.options.pending_hold_s <= 0 or env.nested is not None:
+        return False
+    if env.state.hub.bus.wants(env.state.thread_id):
+        return False
+    return not any(env.hooks_for(name) for name in HOOKS_THAT_SEE_STORAGE)
+
+
+class HeldPending:
+    """The pending message and first LLM row of one step, not yet committed."""
+
+    __slots__ = (
+        "_deferred",
+        "_task",
+        "_timer",
+        "env",
+        "error",
+        "held",
+        "message",
+        "publishes",
+        "row",
+        "stored_row",
+    )
+
+    def __init__(self, env: StepEnv, message: Message, row: LogRow) -> None:
+        self.env = env
+        self.message = message
+        self.row = row
+        self.held = True
+        """Still held: neither committed nor claimed back."""
+        self.stored_row: LogRow | None = None
+        """The row as committed, once the pair was."""
+        self.error: BaseException | None = None
+        """What committing the pair raised: the step raises it at its next store call."""
+        self.publishes: list[tuple[str, dict[str, Any]]] = []
+        """Chunks and events of the step published while held: sent after the pair."""
+        self._task: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(env.run.options.pending_hold_s, self.commit_soon)
+        self._deferred = self.write  # one bound method: the hub knows it by identity
+        env.state.hub.defer_write(env.state.thread_id, self._deferred)
+
+    def commit_soon(self) -> None:
+        """Commit the pair from a task of its own (the timer, a watched publish)."""
+        if self.held and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._commit())
+
+    async def _commit(self) -> None:
+        await self.release()
+
+    async def release(self) -> bool:
+        """Commit the pair now if it is still held, and wait for a commit of it under way
+        (the lock is taken either way): ``True`` when the pair is stored; otherwise its
+        commit failed with ``error``."""
+        async with self.env.state.hub.lock(self.env.state.thread_id):
+            pass  # acquiring the lock runs the deferred write, or waits for its runner
+        return self.stored_row is not None
+
+    def publish(self, kind: str, data: dict[str, Any]) -> bool:
+        """Hold a publish of the step back until the pair is committed: ``True`` when it
+        was held (the caller then does not publish it)."""
+        if not self.held:
+            return False
+        self.publishes.append((kind, data))
+        self.commit_soon()
+        return True
+
+    def current(self, row: LogRow) -> LogRow:
+        """``row`` (the step's first LLM row as handed out) as committed, if it was."""
+        stored = self.stored_row
+        return stored if stored is not None and stored.id == row.id else row
+
+    async def write(self) -> None:
+        """The deferred write, run under the thread's write lock: commit the pending
+        message and its row as an unheld step would have, then publish what was held.
+        Never raises: a failure is kept for the step (``error``)."""
+        self._end_hold()
+        env = self.env
+        try:
+            stored, row = await thread_messages.insert_locked(
+                env.state, self.message, self.row, True, True, durable=False
+            )
+        except Exception as exc:
+            self.error = exc
+            return
+        env.pending = stored
+        self.stored_row = row
+        if env.current_log is not None and row is not None and env.current_log.id == row.id:
+            env.current_log = row
+        hub, tid = env.state.hub, env.state.thread_id
+        for kind, data in self.publishes:
+            hub.publish(tid, kind, None, data)
+        self.publishes.clear()
+
+    async def finalise(
+        self, fields: Mapping[str, Any], log: LogRow, reason: str | None
+    ) -> Message | None:
+        """Commit the completed message (the pending one with ``fields``) and its completed
+        row ``log`` in one transaction instead of the pair, with the end-of-run check when
+        ``reason`` ends the run; ``None`` when the pair is no longer held (committed:
+        finalise it as usual)."""
+        env = self.env
+        hub, tid = env.state.hub, env.state.thread_id
+        async with hub.lock(tid, run_deferred=False):
+            if not hub.take_deferred(tid, self._deferred):
+                return None
+            self._end_hold()
+            if not self.publishes:
+                message = self.message.model_copy(update=dict(fields))
+                try:
+                    if reason is not None:
+                        return await env.run.manager.finish_run_locked(
+                            env.run, message, log, reason, new=True
+                        )
+                    return (
+                        await thread_messages.insert_locked(
+                            env.state, message, log, True, True, durable=True
+                        )
+                    )[0]
+                except Exception:
+                    await self.write()  # what an unheld step had stored: the pair
+                    raise
+            # a watcher saw chunks of it: store the pair they imply, finalise it as usual
+            await self.write()
+            if self.error is not None:
+                raise self.error
+            return None
+
+    def _end_hold(self) -> None:
+        self.held = False
+        self._timer.cancel()
