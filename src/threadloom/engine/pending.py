@@ -61,7 +61,6 @@ class HeldPending:
     """The pending message and first LLM row of one step, not yet committed."""
 
     __slots__ = (
-        "_deferred",
         "_task",
         "_timer",
         "env",
@@ -85,11 +84,20 @@ class HeldPending:
         """What committing the pair raised: the step raises it at its next store call."""
         self.publishes: list[tuple[str, dict[str, Any]]] = []
         """Chunks and events of the step published while held: sent after the pair."""
+        # No reference cycle outlives the hold (a thousand held steps at once would leave
+        # the garbage collector the whole of each step): the timer is dropped once it
+        # fired or was cancelled, the task once it ended, and the hub keeps this object
+        # itself (a bound method stored here would point back at it).
         self._task: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(env.run.options.pending_hold_s, self.commit_soon)
-        self._deferred = self.write  # one bound method: the hub knows it by identity
-        env.state.hub.defer_write(env.state.thread_id, self._deferred)
+        self._timer: asyncio.TimerHandle | None = loop.call_later(
+            env.run.options.pending_hold_s, self._expired
+        )
+        env.state.hub.defer_write(env.state.thread_id, self)
+
+    def _expired(self) -> None:
+        self._timer = None
+        self.commit_soon()
 
     def commit_soon(self) -> None:
         """Commit the pair from a task of its own (the timer, a watched publish)."""
@@ -97,7 +105,10 @@ class HeldPending:
             self._task = asyncio.get_running_loop().create_task(self._commit())
 
     async def _commit(self) -> None:
-        await self.release()
+        try:
+            await self.release()
+        finally:
+            self._task = None
 
     async def release(self) -> bool:
         """Commit the pair now if it is still held, and wait for a commit of it under way
@@ -153,7 +164,7 @@ class HeldPending:
         env = self.env
         hub, tid = env.state.hub, env.state.thread_id
         async with hub.lock(tid, run_deferred=False):
-            if not hub.take_deferred(tid, self._deferred):
+            if not hub.take_deferred(tid, self):
                 return None
             self._end_hold()
             if not self.publishes:
@@ -177,6 +188,11 @@ class HeldPending:
                 raise self.error
             return None
 
+    __call__ = write
+    """The hub runs the deferred write by calling this object."""
+
     def _end_hold(self) -> None:
         self.held = False
-        self._timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -292,9 +292,11 @@ async def model_step(env: StepEnv) -> StepOutcome:
         result = await call_model(env, assembly, env.pending_id)
     except asyncio.CancelledError:
         await env.release_hold()  # the settlement fails what is stored
+        env.held = None
         raise
     except Exception:
         await env.release_hold()
+        env.held = None
         if env.pending is not None:
             await thread_messages.runtime_update(
                 env.state,
@@ -309,7 +311,10 @@ async def model_step(env: StepEnv) -> StepOutcome:
     assert pending is not None
     calls, guard = post_process(env, result)
     encoded = encode_tool_calls(calls) if calls else None
-    message = await finalise(env, pending, result, guard, encoded)
+    try:
+        message = await finalise(env, pending, result, guard, encoded)
+    finally:
+        env.held = None  # the hold is over (and no cycle is left between the two)
     run.partial.pop(pending.id, None)
     run.partial_reasoning.pop(pending.id, None)
     stored_calls = _stored_calls(message, calls, encoded, env.original_arguments)
