@@ -271,27 +271,29 @@ def include_problems(prompts: Mapping[str, Prompt]) -> list[tuple[str, Problem]]
 
 def system_text(prompt: Prompt, prompts: Callable[[str], Prompt | None]) -> str:
     """The prompt's system parts concatenated, includes expanded, variables not yet replaced."""
+    return _expand(prompt, (prompt.name,), prompts)
 
-    def expand(current: Prompt, path: tuple[str, ...]) -> str:
-        if isinstance(current.system, str):
-            return current.system
-        pieces: list[str] = []
-        for part in current.system:
-            if isinstance(part, TextPart):
-                pieces.append(part.content)
-                continue
-            if part.prompt in path:
-                cycle = " -> ".join((*path[path.index(part.prompt) :], part.prompt))
-                raise DefinitionError(f'Prompt "{part.prompt}": include cycle {cycle}')
-            included = prompts(part.prompt)
-            if included is None:
-                raise DefinitionError(
-                    f'Prompt "{current.name}": included prompt "{part.prompt}" is not defined'
-                )
-            pieces.append(expand(included, (*path, part.prompt)))
-        return "".join(pieces)
 
-    return expand(prompt, (prompt.name,))
+def _expand(current: Prompt, path: tuple[str, ...], prompts: Callable[[str], Prompt | None]) -> str:
+    # a module function, not a closure calling itself: that would be a reference cycle
+    # left to the garbage collector at every model request
+    if isinstance(current.system, str):
+        return current.system
+    pieces: list[str] = []
+    for part in current.system:
+        if isinstance(part, TextPart):
+            pieces.append(part.content)
+            continue
+        if part.prompt in path:
+            cycle = " -> ".join((*path[path.index(part.prompt) :], part.prompt))
+            raise DefinitionError(f'Prompt "{part.prompt}": include cycle {cycle}')
+        included = prompts(part.prompt)
+        if included is None:
+            raise DefinitionError(
+                f'Prompt "{current.name}": included prompt "{part.prompt}" is not defined'
+            )
+        pieces.append(_expand(included, (*path, part.prompt), prompts))
+    return "".join(pieces)
 
 
 def variable_lookup(

@@ -186,6 +186,7 @@ class Run:
         except asyncio.CancelledError:
             return
         finally:
+            self.execution.step = None  # the run's last step, which points back at the run
             self.hub.warm_grown(self.thread_id, history)
             if self.ended is not None and self.ended[1] and not self.finished:
                 self.manager.release(self)  # cancelled after its run end was committed
