@@ -94,3 +94,19 @@ def test_growth_table_shows_the_last_block_against_the_first() -> None:
     r.latencies_ns = [1_000_000] * 5 + [3_000_000] * 5  # 10 turns, slower later
     line = growth_table([r], turns=10, blocks=2).splitlines()[-1]
     assert line.split()[-1] == "3.00×"
+
+
+def test_rows_goal_compares_the_histories_of_one_model() -> None:
+    """Rows per message are O(1) when the history does not change them; the concurrent
+    scenario's slower model stores its pending messages' events too (a constant of its
+    own), so it is printed, not compared."""
+    scenarios = {
+        "empty": [fake("threadloom", "empty", 3.0, rows=5)],
+        "history": [fake("threadloom", "history", 3.0, rows=5)],
+        "concurrent": [fake("threadloom", "concurrent", 3.0, rows=6)],
+    }
+    rows = next(g for g in goals(scenarios, 2000) if "O(1)" in g.name)
+    assert rows.ok is True and "concurrent" in rows.measured
+    scenarios["history"] = [fake("threadloom", "history", 3.0, rows=7)]
+    rows = next(g for g in goals(scenarios, 2000) if "O(1)" in g.name)
+    assert rows.ok is False

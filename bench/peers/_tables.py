@@ -18,6 +18,9 @@ SYSTEMS = (THREADLOOM, FLOOR, *PEERS)
 PEER_GOAL = 10.0  # Threadloom at least this many times faster than the fastest peer
 FLOOR_GOAL = 2.5  # Threadloom within this many times the raw floor
 ROWS_SPREAD = 1.1  # rows per message may vary this much between scenarios and still be O(1)
+ROWS_SCENARIOS = ("empty", "history")
+"""The scenarios whose rows per message the O(1) goal compares: the same zero-latency model,
+histories of 0–1,200 and 2,000+ messages."""
 
 TITLES = {
     "empty": "turns from empty (one thread, sequential turns, zero-latency model)",
@@ -154,12 +157,16 @@ def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
         for r in results
         if r.system == THREADLOOM and (s := stats(r)) is not None
     ]
-    name = "Threadloom stores O(1) rows per message (the same in every scenario)"
-    if not per_msg:
+    # O(1): a message costs the same rows whatever the history holds. The zero-latency
+    # scenarios differ only in the history; in the concurrent one every model call
+    # outlasts the engine's pending hold (docs/engine.md, "The pending message is held"),
+    # so each also stores its pending message's two events: a constant of its own
+    name = "Threadloom stores O(1) rows per message (the same from empty and at 2,000)"
+    same_model = [v for sc, v in per_msg if sc in ROWS_SCENARIOS]
+    if not same_model:
         out.append(Goal(name, "not measured", None))
     else:
-        values = [v for _, v in per_msg]
-        spread = ratio(max(values), min(values))
+        spread = ratio(max(same_model), min(same_model))
         out.append(
             Goal(
                 name,

@@ -257,3 +257,28 @@ async def test_a_turn_leaves_no_reference_cycle(make_chat: Any) -> None:
     assert cyclic == 0  # nor anything else of the two turns (the run, its steps, …)
     contents = [m.content for m in await _messages(state)]
     assert contents == ["first", "warm", "one", "quick", "two", "slow"]
+
+
+async def test_a_model_slower_than_the_hold_is_not_held(make_chat: Any) -> None:
+    """After an answer that outlasted the hold, the model's next pending message is
+    committed before its request (no timer, no task); a quick answer brings the hold back."""
+    chat = await make_chat(
+        [Reply.text("slow", delay=0.6), Reply.text("slow too", delay=0.6), Reply.text("quick")],
+        options=EngineOptions(pending_hold_s=0.5),
+    )
+    state = await chat.thread()
+    tid = state.thread_id
+    await chat.runtime.send_message(tid, "one")
+    await chat.runtime.wait_idle(tid, timeout=5)
+    assert chat.runtime.runs.slow_models == {"M"}
+    await chat.runtime.send_message(tid, "two")
+    await _requested(chat, 2)
+    assert await _has_pending(chat, tid)  # stored before the request, not 0.5 s after it
+    await chat.runtime.wait_idle(tid, timeout=5)
+    before = chat.runtime.store.commits
+    await chat.runtime.send_message(tid, "three")
+    await chat.runtime.wait_idle(tid, timeout=5)
+    assert chat.runtime.store.commits - before == 3  # the send, the pending, the answer
+    assert chat.runtime.runs.slow_models == set()  # 'slow too' outlasted it; 'quick' not
+    contents = [m.content for m in await _messages(state)]
+    assert contents == ["one", "slow", "two", "slow too", "three", "quick"]

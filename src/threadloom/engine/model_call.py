@@ -239,6 +239,10 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     await asyncio.sleep(_backoff(run.options, attempt, error.retry_after))
                 continue
             row = env.row_as_stored(row)
+            if time.monotonic() - sent < run.options.pending_hold_s:
+                run.manager.slow_models.discard(model.name)
+            else:
+                run.manager.slow_models.add(model.name)
             result.log_id = row.id
             result.model_name = model.name
             result.log_row = _record_success(

@@ -20,7 +20,10 @@ If none comes first, finalisation claims the held pair back (``ThreadHub.take_de
 and inserts the completed message and its completed row in one transaction
 (``finalise``): one commit a model call instead of two, and no ``pending`` event.
 
-A step holds its pending message only when nothing could tell the difference: no hook
+A model whose last answer outlasted the hold (a remote model, typically) is not held: its
+next request's pending message is committed at once, as without the hold, until an answer
+of it comes quicker. A step holds its pending message only when nothing could tell the
+difference: no hook
 that sees messages created or updated (``before_``/``after_create_message``,
 ``before_``/``after_update_message``), no subscriber on the thread's bus when the request
 starts, and not a nested (sub-prompt) step. A crash while the pair is held loses it, as an
@@ -48,9 +51,13 @@ HOOKS_THAT_SEE_STORAGE = (
 )
 
 
-def may_hold(env: StepEnv) -> bool:
-    """True when the step's pending message may be held back (see the module text)."""
+def may_hold(env: StepEnv, model: str) -> bool:
+    """True when the step's pending message may be held back (see the module text) for a
+    request to ``model``: not when the model's last answer outlasted the hold, where a
+    hold would be bookkeeping for nothing."""
     if env.run.options.pending_hold_s <= 0 or env.nested is not None:
+        return False
+    if model in env.run.manager.slow_models:
         return False
     if env.state.hub.bus.wants(env.state.thread_id):
         return False

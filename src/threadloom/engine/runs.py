@@ -107,6 +107,9 @@ class RunManager:
         self.options = options
         self.request_heads: Heads = {}
         """The constant parts of model requests (``request_head.head_for``)."""
+        self.slow_models: set[str] = set()
+        """Models whose last answer outlasted ``options.pending_hold_s``: their next
+        request's pending message is committed at once (``engine/pending.py``)."""
         self._runs: dict[str, Run] = {}
         self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
         self._background: set[asyncio.Task[Any]] = set()

@@ -202,7 +202,7 @@ class StepEnv:
     async def begin_attempt(self, row: LogRow) -> LogRow:
         """Store an attempt's LLM row; the first one together with the pending message."""
         if self.pending is None and self.pending_candidate is not None:
-            if may_hold(self):  # committed later, or with the answer (engine/pending.py)
+            if may_hold(self, row.model):  # committed later or with the answer (pending.py)
                 self.pending = self.pending_candidate
                 self.held = HeldPending(self, self.pending_candidate, row)
                 return row
