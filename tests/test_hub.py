@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from threadloom import Runtime
 
 
@@ -73,3 +75,33 @@ async def test_unwatched_threads_still_track_event_numbers(runtime: Runtime) -> 
     last = hub._seq[state.thread_id]
     hub.publish(state.thread_id, "status", last + 2, {})
     assert state.thread_id in hub._stale_warm
+
+
+async def test_a_deferred_write_runs_before_the_next_holder_of_the_lock(runtime: Runtime) -> None:
+    """The hub's deferred write (a held pending message, engine/pending.py): the next
+    holder of the thread's lock runs it first, once; its owner can claim it back while it
+    waits; a lock taken with ``run_deferred=False`` leaves it alone; one per thread."""
+    hub = runtime.hub
+    state = await runtime.create_thread("a")
+    tid = state.thread_id
+    ran: list[str] = []
+
+    async def write() -> None:
+        ran.append("deferred")
+
+    hub.defer_write(tid, write)
+    assert hub.holds_deferred(tid)
+    with pytest.raises(RuntimeError, match=tid):
+        hub.defer_write(tid, write)
+    async with hub.lock(tid, run_deferred=False):
+        ran.append("owner")
+    assert ran == ["owner"] and hub.holds_deferred(tid)
+    async with hub.lock(tid):
+        ran.append("writer")
+    assert ran == ["owner", "deferred", "writer"] and not hub.holds_deferred(tid)
+    assert hub.take_deferred(tid, write) is False  # it ran: nothing to claim back
+    hub.defer_write(tid, write)
+    assert hub.take_deferred(tid, write) is True
+    await hub.commit_deferred(tid)  # claimed back: nothing runs
+    assert ran == ["owner", "deferred", "writer"]
+    assert hub.active_locks == 0

@@ -59,7 +59,10 @@ def may_hold(env: StepEnv, model: str) -> bool:
         return False
     if model in env.run.manager.slow_models:
         return False
-    if env.state.hub.bus.wants(env.state.thread_id):
+    hub = env.state.hub
+    if hub.holds_deferred(env.state.thread_id):  # an earlier step's, not yet run: one a thread
+        return False
+    if hub.bus.wants(env.state.thread_id):
         return False
     return not any(env.hooks_for(name) for name in HOOKS_THAT_SEE_STORAGE)
 

@@ -179,6 +179,10 @@ class ThreadHub:
             raise RuntimeError(f"thread {thread_id} already holds a deferred write")
         self._deferred[thread_id] = write
 
+    def holds_deferred(self, thread_id: str) -> bool:
+        """True while a deferred write of the thread waits to run."""
+        return thread_id in self._deferred
+
     async def commit_deferred(self, thread_id: str) -> None:
         """Run the thread's deferred write now, if one is held: someone is about to look
         at the thread (a read of its records, a stream subscription)."""
