@@ -44,6 +44,15 @@ async def _has_pending(chat: Any, tid: str) -> bool:
     return any(m.status == "pending" for m in await _raw_messages(chat, tid))
 
 
+async def _in_request(make_chat: Any, script: list[Any], options: EngineOptions) -> Any:
+    """A chat thread sent "hi", once the provider has its first request: (chat, state)."""
+    chat = await make_chat(script, options=options)
+    state = await chat.thread()
+    await chat.runtime.send_message(state.thread_id, "hi")
+    await _requested(chat)
+    return chat, state
+
+
 async def _records(chat: Any, state: Any) -> None:
     """What a turn stores, whether its pending messages were held or not."""
     messages = await _messages(state)
@@ -76,13 +85,10 @@ async def test_a_quick_answer_is_stored_with_its_pending_message(make_chat: Any)
 
 
 async def test_the_timer_commits_a_pending_message_whose_answer_is_slow(make_chat: Any) -> None:
-    chat = await make_chat(
-        [Reply.text("late", delay=5)], options=EngineOptions(pending_hold_s=0.05)
+    chat, state = await _in_request(
+        make_chat, [Reply.text("late", delay=5)], EngineOptions(pending_hold_s=0.05)
     )
-    state = await chat.thread()
     tid = state.thread_id
-    await chat.runtime.send_message(tid, "hi")
-    await _requested(chat)
     await _until(lambda: _has_pending(chat, tid))  # no reader, no writer: the timer
     rows = await _logs(chat, tid)
     assert [r.is_complete for r in rows] == [False]
@@ -90,11 +96,8 @@ async def test_the_timer_commits_a_pending_message_whose_answer_is_slow(make_cha
 
 
 async def test_a_reader_sees_the_pending_message(make_chat: Any) -> None:
-    chat = await make_chat([Reply.text("late", delay=5)], options=LONG_HOLD)
-    state = await chat.thread()
+    chat, state = await _in_request(make_chat, [Reply.text("late", delay=5)], LONG_HOLD)
     tid = state.thread_id
-    await chat.runtime.send_message(tid, "hi")
-    await _requested(chat)
     assert [m.status for m in await _raw_messages(chat, tid)] == ["completed"]  # held
     page = await state.get_messages(order="asc")
     assert [(m.role, m.status) for m in page.messages] == [
@@ -164,11 +167,8 @@ async def test_a_subscriber_sees_the_pending_message_before_its_chunks(make_chat
 
 
 async def test_a_stop_during_the_hold_settles_the_pending_message(make_chat: Any) -> None:
-    chat = await make_chat([Reply.text("late", delay=5)], options=LONG_HOLD)
-    state = await chat.thread()
+    chat, state = await _in_request(make_chat, [Reply.text("late", delay=5)], LONG_HOLD)
     tid = state.thread_id
-    await chat.runtime.send_message(tid, "Hello")
-    await _requested(chat)
     assert await chat.runtime.stop(tid) is True
     assert await _status(state) == ("idle", "aborted_by_user")
     rows = await _messages(state)

@@ -13,8 +13,8 @@ thread's deferred write (``ThreadHub.defer_write``), and are committed as before
   write first, so commit order stays the order of the calls (a message injected during
   the request is stored after the pending message, as without the hold);
 - a chunk or event of the step published while someone watches the thread's bus;
-- a failure, a retry, a stop or a terminate of the step (``release``): the settlement
-  then finds the pending message and its row as it would have.
+- a failure of the request (before its retry), a stop or a terminate of the step
+  (``release``): the row's error and the settlement find the pair as they would have.
 
 If none comes first, finalisation claims the held pair back (``ThreadHub.take_deferred``)
 and inserts the completed message and its completed row in one transaction
@@ -150,7 +150,7 @@ class HeldPending:
         env = self.env
         try:
             stored, row = await thread_messages.insert_locked(
-                env.state, self.message, self.row, True, True, durable=False
+                env.state, self.message, self.row, new_log=True, durable=False
             )
         except Exception as exc:
             self.error = exc
@@ -178,17 +178,16 @@ class HeldPending:
                 return None
             self._end_hold()
             if not self.publishes:
-                message = self.message.model_copy(update=dict(fields))
+                message = self.message.model_copy(update=fields)
                 try:
                     if reason is not None:
                         return await env.run.manager.finish_run_locked(
                             env.run, message, log, reason, new=True
                         )
-                    return (
-                        await thread_messages.insert_locked(
-                            env.state, message, log, True, True, durable=True
-                        )
-                    )[0]
+                    stored, _ = await thread_messages.insert_locked(
+                        env.state, message, log, new_log=True
+                    )
+                    return stored
                 except Exception:
                     await self.write()  # what an unheld step had stored: the pair
                     raise

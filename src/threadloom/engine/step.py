@@ -157,11 +157,17 @@ class StepEnv:
             return
         self.state.hub.publish(self.state.thread_id, kind, None, data)
 
-    async def release_hold(self) -> None:
-        """Commit the held pending message and its row now (a failure, a retry, a stop);
-        when that commit failed, the step no longer has a pending message."""
-        if self.held is not None and not await self.held.release():
-            self.pending = None
+    async def release_hold(self, *, raising: bool = True) -> None:
+        """Commit the held pending message and its row now (a failure, a stop). When that
+        commit failed the step has no pending message, and (``raising``) what it raised is
+        raised here, as ``begin_attempt`` would have raised it without the hold."""
+        held = self.held
+        if held is None or await held.release():
+            return
+        self.pending = None
+        if raising:
+            assert held.error is not None
+            raise held.error
 
     def row_as_stored(self, row: LogRow) -> LogRow:
         """The step's LLM row ``row`` as committed, if its held pair was meanwhile."""
@@ -212,10 +218,7 @@ class StepEnv:
                 self.state, self.pending_candidate, row, durable=False
             )
             return stored
-        held = self.held
-        if held is not None and not await held.release():  # a retry: after the pair
-            assert held.error is not None
-            raise held.error
+        # a retry: its request failed, which committed the held pair first (call_model)
         return await self.state.hub.insert_log(self.state.thread_id, row)
 
     async def started(self, call_id: str) -> None:
@@ -291,11 +294,11 @@ async def model_step(env: StepEnv) -> StepOutcome:
     try:
         result = await call_model(env, assembly, env.pending_id)
     except asyncio.CancelledError:
-        await env.release_hold()  # the settlement fails what is stored
+        await env.release_hold(raising=False)  # the settlement fails what is stored
         env.held = None
         raise
     except Exception:
-        await env.release_hold()
+        await env.release_hold(raising=False)
         env.held = None
         if env.pending is not None:
             await thread_messages.runtime_update(

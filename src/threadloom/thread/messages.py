@@ -214,7 +214,12 @@ async def _create(
     async with hub.lock(tid):
         log = new_log or (log_for(candidate) if log_for is not None else None)
         stored, log = await insert_locked(
-            state, candidate, log, require_live, new_log is not None, durable
+            state,
+            candidate,
+            log,
+            require_live=require_live,
+            new_log=new_log is not None,
+            durable=durable,
         )
     after = _hooks(state, "after_create_message")
     if after:
@@ -226,7 +231,8 @@ async def insert_locked(
     state: ThreadState,
     message: Message,
     log: LogRow | None,
-    require_live: bool,
+    *,
+    require_live: bool = True,
     new_log: bool,
     durable: bool = True,
 ) -> tuple[Message, LogRow | None]:
