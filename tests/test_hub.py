@@ -105,3 +105,42 @@ async def test_a_deferred_write_runs_before_the_next_holder_of_the_lock(runtime:
     await hub.commit_deferred(tid)  # claimed back: nothing runs
     assert ran == ["owner", "deferred", "writer"]
     assert hub.active_locks == 0
+
+
+async def test_a_cancelled_holder_does_not_cut_the_deferred_write_short(runtime: Runtime) -> None:
+    """The deferred write is another caller's (a step's held pending message): when the
+    task that took the lock is cancelled while running it — a client gone, a sender
+    stopped — the write still completes, and the next holder gets the lock only after it."""
+    hub = runtime.hub
+    state = await runtime.create_thread("a")
+    tid = state.thread_id
+    ran: list[str] = []
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    async def write() -> None:
+        ran.append("deferred started")
+        started.set()
+        await gate.wait()  # a commit that takes its time (the writer thread, a batch)
+        ran.append("deferred done")
+
+    async def holder() -> None:
+        async with hub.lock(tid):
+            ran.append("holder")  # never: it is cancelled while the write runs
+
+    async def next_holder() -> None:
+        async with hub.lock(tid):
+            ran.append("next holder")
+
+    hub.defer_write(tid, write)
+    first = asyncio.create_task(holder())
+    await started.wait()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    second = asyncio.create_task(next_holder())
+    await asyncio.sleep(0.01)
+    assert ran == ["deferred started"]  # the lock is still the write's
+    gate.set()
+    await second
+    assert ran == ["deferred started", "deferred done", "next holder"]
+    assert hub.active_locks == 0

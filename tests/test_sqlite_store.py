@@ -130,6 +130,26 @@ async def test_group_commit_isolates_a_failing_write(db_url: str, mode: str) -> 
     await runtime.close()
 
 
+async def test_a_refused_message_insert_says_why(db_url: str) -> None:
+    """A message whose id is taken is refused as such; any other refusal of the database
+    (here a trigger, as a CHECK would) keeps its own reason instead of claiming the id."""
+    runtime = await Runtime.open(db_url)
+    state = await runtime.create_thread("a")
+    first = await state.inject_message(role="user", content="one")
+    with pytest.raises(InvalidMessage, match=f"message id '{first.id}' already exists"):
+        await runtime.store.insert_message(state.thread_id, first.model_copy())
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "CREATE TRIGGER no_two BEFORE INSERT ON messages WHEN NEW.content = 'two'"
+            " BEGIN SELECT RAISE(ABORT, 'no second message'); END"
+        )
+    with pytest.raises(sqlite3.IntegrityError, match="no second message"):
+        await state.inject_message(role="user", content="two")
+    page = await state.get_messages(limit=None)
+    assert [m.content for m in page.messages] == ["one"]
+    await runtime.close()
+
+
 async def test_a_failing_batch_settles_every_write(db_url: str) -> None:
     """If the loop's connection itself fails (here: it was closed underneath), each write of
     the batch gets the error; none is left waiting forever."""

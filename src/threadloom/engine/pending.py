@@ -145,15 +145,18 @@ class HeldPending:
     async def write(self) -> None:
         """The deferred write, run under the thread's write lock: commit the pending
         message and its row as an unheld step would have, then publish what was held.
-        Never raises: a failure is kept for the step (``error``)."""
+        Raises only a cancellation: a failure is kept for the step (``error``). It runs
+        in a task of its own (``ThreadLock``), which no lock holder's cancellation cuts."""
         self._end_hold()
         env = self.env
         try:
             stored, row = await thread_messages.insert_locked(
                 env.state, self.message, self.row, new_log=True, durable=False
             )
-        except Exception as exc:
-            self.error = exc
+        except BaseException as exc:  # kept for the step; a cancellation (the loop closing)
+            self.error = exc  # also goes on up
+            if not isinstance(exc, Exception):
+                raise
             return
         env.pending = stored
         self.stored_row = row

@@ -484,14 +484,16 @@ async def finalise(
             try:
                 coalesced = await held.finalise(fields, result.log_row, reason)
             except Exception as exc:
+                if held.stored_row is not None:  # the pair is stored, as unheld: see below
+                    await _complete_log(env, result.log_row)
                 _raise_duplicate(exc)
                 raise
             if coalesced is not None:
                 return coalesced
-        else:
-            await env.release_hold()
+        # committed meanwhile (finalised as usual below), or that commit failed: its error
+        await env.release_hold()
         assert env.pending is not None
-        pending = env.pending  # committed meanwhile: finalised as usual
+        pending = env.pending
     try:
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
@@ -508,12 +510,16 @@ async def finalise(
             log=result.log_row,  # the attempt's completed row, in the same commit
         )
     except Exception as exc:
-        if result.log_row is not None:  # the request succeeded: its row is still complete
-            await env.state.hub.update_log(
-                env.state.thread_id, result.log_row, bodies=("response",)
-            )
+        if result.log_row is not None:
+            await _complete_log(env, result.log_row)
         _raise_duplicate(exc)
         raise
+
+
+async def _complete_log(env: StepEnv, row: LogRow) -> None:
+    """Store the completed row of a request whose answer could not be stored: the request
+    succeeded, its row says so (and keeps the response)."""
+    await env.state.hub.update_log(env.state.thread_id, row, bodies=("response",))
 
 
 def _raise_duplicate(exc: Exception) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition, HookRegistry
@@ -48,8 +48,14 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
     }
 
 
-DeferredWrite = Callable[[], Awaitable[None]]
+DeferredWrite = Callable[[], Coroutine[Any, Any, None]]
 """A write held back from the store (``ThreadHub.defer_write``); it never raises."""
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Mark a deferred write's outcome seen (it never raises; a loop closing cancels it)."""
+    if task.done() and not task.cancelled():
+        task.exception()
 
 
 class ThreadLock:
@@ -87,12 +93,26 @@ class ThreadLock:
             raise
         write = self._deferred.pop(self._thread_id, None) if self._deferred else None
         if write is not None:
-            try:
-                await write()
-            except BaseException:
-                self._entry = None
+            await self._run_deferred(write, entry)
+
+    async def _run_deferred(self, write: DeferredWrite, entry: list[Any]) -> None:
+        """Run the deferred write in a task of its own: it is another caller's write (a
+        step's held pending message), which the cancellation of this holder — a client
+        gone, a sender stopped — must not cut short. If this holder is cancelled, the
+        write goes on and the lock is released when it ends, so whoever waits for the
+        lock still writes after it."""
+        task = asyncio.ensure_future(write())
+        try:
+            await asyncio.shield(task)
+        except BaseException:
+            self._entry = None
+            if task.done():
                 self._leave(entry, release=True)
-                raise
+            else:
+                task.add_done_callback(lambda _: self._leave(entry, release=True))
+            raise
+        finally:
+            _retrieve(task)
 
     async def __aexit__(self, *exc: object) -> None:
         entry, self._entry = self._entry, None

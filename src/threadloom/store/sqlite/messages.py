@@ -118,6 +118,8 @@ def insert_in_tx(tx: Tx, message: Message) -> Message:
             )
         )
     except sqlite3.IntegrityError as exc:
+        if "messages.id" not in str(exc):  # a CHECK, a trigger …: not a taken id
+            raise
         raise InvalidMessage(f"message id '{stored.id}' already exists") from exc
     _write_tool_calls(tx, stored)
     adjust_count(tx, stored.depth, stored.silent, 1)
