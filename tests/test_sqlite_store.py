@@ -131,8 +131,9 @@ async def test_group_commit_isolates_a_failing_write(db_url: str, mode: str) -> 
 
 
 async def test_a_refused_message_insert_says_why(db_url: str) -> None:
-    """A message whose id is taken is refused as such; any other refusal of the database
-    (here a trigger, as a CHECK would) keeps its own reason instead of claiming the id."""
+    """A message id or tool call id that is taken is refused as such; any other refusal of
+    the database (here a trigger, as a CHECK would) keeps its own reason instead of
+    claiming the id."""
     runtime = await Runtime.open(db_url)
     state = await runtime.create_thread("a")
     first = await state.inject_message(role="user", content="one")
@@ -145,8 +146,22 @@ async def test_a_refused_message_insert_says_why(db_url: str) -> None:
         )
     with pytest.raises(sqlite3.IntegrityError, match="no second message"):
         await state.inject_message(role="user", content="two")
-    page = await state.get_messages(limit=None)
-    assert [m.content for m in page.messages] == ["one"]
+    call = {"id": "c1", "function": {"name": "f", "arguments": "{}"}}
+    await state.inject_message(role="assistant", tool_calls=[call])
+    with pytest.raises(InvalidMessage, match="call id 'c1' is already used by another message"):
+        await state.inject_message(role="assistant", tool_calls=[call])
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "CREATE TRIGGER no_calls BEFORE INSERT ON tool_calls"
+            " BEGIN SELECT RAISE(ABORT, 'no more calls'); END"
+        )
+    with pytest.raises(sqlite3.IntegrityError, match="no more calls"):
+        await state.inject_message(role="assistant", tool_calls=[{**call, "id": "c2"}])
+    page = await state.get_messages(order="asc", limit=None)
+    assert [(m.content, m.tool_calls is None) for m in page.messages] == [
+        ("one", True),
+        (None, False),
+    ]
     await runtime.close()
 
 

@@ -59,9 +59,10 @@ def _write_tool_calls(tx: Tx, message: Message) -> None:
                 (tx.thread_id, *(r[1] for r in rows), message.id),
             )
         ]
+        if not taken:  # not a taken id (a trigger, a check …): the database's own reason
+            raise
         raise InvalidMessage(
-            f"tool_calls: call id '{taken[0] if taken else rows[0][1]}' is already used"
-            " by another message of this thread"
+            f"tool_calls: call id '{taken[0]}' is already used by another message of this thread"
         ) from None
 
 
