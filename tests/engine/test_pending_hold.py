@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import sqlite3
 from typing import Any
 
 import pytest
 from test_c04_control import _logs, _messages, _requested, _status, _until
+from test_store_refusals import REFUSAL, refusing
 
 from threadloom.define import hook
 from threadloom.engine.pending import HeldPending
@@ -286,69 +286,36 @@ async def test_a_model_slower_than_the_hold_is_not_held(make_chat: Any) -> None:
     assert contents == ["one", "slow", "two", "slow too", "three", "quick"]
 
 
-_REFUSE = {
-    # every assistant message: the pending one (held or not) is refused
-    "pending": ("INSERT",),
-    # the answer only: a pending message stores, its completion (insert or update) does not
-    "answer": ("INSERT", "UPDATE"),
-}
-
-
-def _refuse(db_url: str, which: str) -> list[str]:
-    """Make the database itself refuse assistant messages (a trigger, as a constraint
-    would): ``which`` is a key of ``_REFUSE``. Returns the triggers' names."""
-    names = []
-    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
-        for event in _REFUSE[which]:
-            name = f"refuse_{which}_{event.lower()}"
-            only = "" if which == "pending" else " AND NEW.status = 'completed'"
-            conn.execute(
-                f"CREATE TRIGGER {name} BEFORE {event} ON messages"
-                f" WHEN NEW.role = 'assistant'{only} BEGIN SELECT RAISE(ABORT, 'refused'); END"
-            )
-            names.append(name)
-    return names
-
-
-@pytest.mark.parametrize(
-    ("which", "delay"),
-    [("pending", 0.0), ("pending", 0.3), ("answer", 0.0)],
-    ids=["pending-quick", "pending-by-the-timer", "answer"],
-)
-async def test_a_store_that_refuses_the_pair_leaves_what_it_would_have_unheld(
-    make_chat: Any, db_url: str, which: str, delay: float
+@pytest.mark.parametrize("delay", [0.0, 0.3], ids=["quick", "by-the-timer"])
+async def test_a_store_that_refuses_the_pending_message_leaves_what_it_would_have_unheld(
+    make_chat: Any, db_url: str, delay: float
 ) -> None:
-    """The database refuses the step's message: held or not, the same records remain (the
-    request's row complete when it succeeded, the run failed with the database's reason),
-    whether the finalisation, the fallback pair or the hold's timer met the refusal."""
+    """The database refuses the step's pending message: held or not, the same records
+    remain (no model message, the run failed with the database's reason), whether the
+    finalisation and its fallback pair or the hold's timer met the refusal. (A refused
+    answer, each write of a turn: test_store_refusals.py.)"""
     seen = []
     for hold in (0.0, 0.05 if delay else 30.0):
         chat = await make_chat(
             [Reply.text("answer", delay=delay)], options=EngineOptions(pending_hold_s=hold)
         )
         state = await chat.thread()
-        triggers = _refuse(db_url, which)
-        await chat.runtime.send_message(state.thread_id, "hi")
-        await chat.runtime.wait_idle(state.thread_id, timeout=5)
-        rows = await _logs(chat, state.thread_id)
-        seen.append(
-            (
-                [(m.role, m.status, m.content) for m in await _messages(state)],
-                [(r.is_complete, (r.error or "").split("\n")[0], r.error_type) for r in rows],
-                await _status(state),
+        with refusing(db_url, "messages", "NEW.role = 'assistant'"):
+            await chat.runtime.send_message(state.thread_id, "hi")
+            await chat.runtime.wait_idle(state.thread_id, timeout=5)
+            rows = await _logs(chat, state.thread_id)
+            seen.append(
+                (
+                    [(m.role, m.status, m.content) for m in await _messages(state)],
+                    [(r.is_complete, (r.error or "").split("\n")[0], r.error_type) for r in rows],
+                    await _status(state),
+                )
             )
-        )
-        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
-            for name in triggers:
-                conn.execute(f"DROP TRIGGER {name}")
         await chat.runtime.close()
     unheld, held = seen
     assert held == unheld
-    messages, rows, status = held
-    assert status == ("failed", "step_error")
-    assert rows[-1] == (True, "refused", "step_execution_error")  # the database's own reason
-    if which == "pending":
-        assert messages == [("user", "completed", "hi")]
-    else:  # the answer came: its request's row is complete, the message settled failed
-        assert messages == [("user", "completed", "hi"), ("assistant", "failed", "answer")]
-        assert rows[0] == (True, "", None)
+    assert held == (
+        [("user", "completed", "hi")],
+        [(True, REFUSAL, "step_execution_error")],  # the database's own reason
+        ("failed", "step_error"),
+    )

@@ -22,27 +22,28 @@ from threadloom.providers.scripted import Call, Reply
 from threadloom.providers.types import ProviderRequest, ToolMessage
 
 REFUSED = {
-    # the write refused → its table and the rows it matches
+    # the write refused → its table and the rows it matches (a pending placeholder stores;
+    # its completion, inserted with a held pair or updated, does not)
     "tool call": ("messages", "NEW.role = 'assistant' AND NEW.tool_calls IS NOT NULL"),
     "tool result": ("messages", "NEW.role = 'tool'"),
     "final answer": ("messages", "NEW.role = 'assistant' AND NEW.tool_calls IS NULL"),
     "log row": ("logs", "1"),
 }
 _COMPLETED = " AND NEW.status = 'completed'"
+REFUSAL = "refused by the database"
 
 
 @contextmanager
-def _refusing(db_url: str, write: str) -> Iterator[None]:
-    """The database refuses ``write`` (a key of ``REFUSED``) until the block ends."""
-    table, when = REFUSED[write]
-    if table == "messages":
-        when += _COMPLETED  # a pending placeholder stores; its completion does not
+def refusing(db_url: str, table: str, when: str) -> Iterator[None]:
+    """The database refuses every insert into and update of ``table`` whose new row
+    matches ``when`` (an SQL condition on ``NEW``) until the block ends, with the error
+    :data:`REFUSAL`."""
     path = db_url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
         for event in ("INSERT", "UPDATE"):
             conn.execute(
                 f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON {table}"
-                f" WHEN {when} BEGIN SELECT RAISE(ABORT, 'refused by the database'); END"
+                f" WHEN {when} BEGIN SELECT RAISE(ABORT, '{REFUSAL}'); END"
             )
     try:
         yield
@@ -65,7 +66,8 @@ async def _refused_turn(make_chat: Any, db_url: str, write: str, hold: float) ->
     chat = await make_chat(_answer, options=EngineOptions(pending_hold_s=hold))
     state = await chat.thread()
     tid = state.thread_id
-    with _refusing(db_url, write):
+    table, when = REFUSED[write]
+    with refusing(db_url, table, when + _COMPLETED if table == "messages" else when):
         await chat.runtime.send_message(tid, "hi")
         await chat.runtime.wait_idle(tid, timeout=5)
         rows = await _logs(chat, tid)
@@ -95,7 +97,7 @@ async def test_a_refused_write_fails_the_step_alike_held_or_not(
     if write == "log row":  # nor can the runtime row be stored: the status still settles
         assert rows == []
     else:
-        assert rows[-1] == (True, "refused by the database", "step_execution_error")
+        assert rows[-1] == (True, REFUSAL, "step_execution_error")
         assert all(complete for complete, _, _ in rows)  # every request's row closed
     expected = {
         "tool call": [("user", "completed", "hi"), ("assistant", "failed", None)],

@@ -479,22 +479,17 @@ async def finalise(
     if metadata:
         fields["metadata"] = {**(pending.metadata or {}), **metadata}
     held = env.held
-    if held is not None:
-        if result.log_row is not None:
-            try:
-                coalesced = await held.finalise(fields, result.log_row, reason)
-            except Exception as exc:
-                if held.stored_row is not None:  # the pair is stored, as unheld: see below
-                    await _complete_log(env, result.log_row)
-                _raise_duplicate(exc)
-                raise
-            if coalesced is not None:
-                return coalesced
-        # committed meanwhile (finalised as usual below), or that commit failed: its error
-        await env.release_hold()
-        assert env.pending is not None
-        pending = env.pending
     try:
+        if held is not None:
+            if result.log_row is not None:
+                coalesced = await held.finalise(fields, result.log_row, reason)
+                if coalesced is not None:
+                    return coalesced
+            # committed meanwhile (finalised as usual below), or that commit failed: its
+            # error is raised here
+            await env.release_hold()
+            assert env.pending is not None
+            pending = env.pending
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
             return await env.run.manager.finish_run(
@@ -510,22 +505,15 @@ async def finalise(
             log=result.log_row,  # the attempt's completed row, in the same commit
         )
     except Exception as exc:
-        if result.log_row is not None:
-            await _complete_log(env, result.log_row)
-        _raise_duplicate(exc)
+        row_stored = held is None or held.stored_row is not None  # a held pair: once stored
+        if result.log_row is not None and row_stored:
+            # the request succeeded: its row is still complete (and keeps the response)
+            await env.state.hub.update_log(
+                env.state.thread_id, result.log_row, bodies=("response",)
+            )
+        if "already used" in str(exc):
+            raise StepError(f"Duplicate tool call id: {exc}") from exc
         raise
-
-
-async def _complete_log(env: StepEnv, row: LogRow) -> None:
-    """Store the completed row of a request whose answer could not be stored: the request
-    succeeded, its row says so (and keeps the response)."""
-    await env.state.hub.update_log(env.state.thread_id, row, bodies=("response",))
-
-
-def _raise_duplicate(exc: Exception) -> None:
-    """A tool call id the store refused as already used is a step error (§4.13)."""
-    if "already used" in str(exc):
-        raise StepError(f"Duplicate tool call id: {exc}") from exc
 
 
 async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]) -> None:

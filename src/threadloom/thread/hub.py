@@ -49,13 +49,8 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
 
 
 DeferredWrite = Callable[[], Coroutine[Any, Any, None]]
-"""A write held back from the store (``ThreadHub.defer_write``); it never raises."""
-
-
-def _retrieve(task: asyncio.Future[None]) -> None:
-    """Mark a deferred write's outcome seen (it never raises; a loop closing cancels it)."""
-    if task.done() and not task.cancelled():
-        task.exception()
+"""A write held back from the store (``ThreadHub.defer_write``); it raises nothing but a
+cancellation (the loop closing)."""
 
 
 class ThreadLock:
@@ -111,8 +106,6 @@ class ThreadLock:
             else:
                 task.add_done_callback(lambda _: self._leave(entry, release=True))
             raise
-        finally:
-            _retrieve(task)
 
     async def __aexit__(self, *exc: object) -> None:
         entry, self._entry = self._entry, None
