@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.request_body import RequestBody, request_body
@@ -22,8 +23,11 @@ from threadloom.providers.types import (
     ToolMessage,
     Usage,
     UserMessage,
+    trusted,
 )
 from threadloom.records import LogRow, json_compact, new_id
+
+_string = encode_basestring  # a str as JSON text, as ``json_compact`` writes it (non-ASCII kept)
 
 if TYPE_CHECKING:
     from threadloom.engine.context import Assembly, RequestMessage
@@ -65,6 +69,43 @@ def price(
     )
     total = usage.cost if usage.cost is not None else cost_input + cost_cached + cost_output
     return round(cost_input, 12), round(cost_cached, 12), round(cost_output, 12), round(total, 12)
+
+
+# -- log rows ------------------------------------------------------------------------
+
+_NO_NAME = object()
+_TEXT_COLUMNS = ("provider", "model", "model_name", "prompt_name", "system_prompt", "message_id")
+
+
+def _new_row(values: dict[str, Any]) -> LogRow:
+    """``LogRow(**values)``: built without validation when the columns that come from
+    definitions and providers (names, the system text) are strings, as they are unless a
+    duck-typed provider or model says otherwise; then validated as before."""
+    for key in _TEXT_COLUMNS:
+        value = values[key]
+        if type(value) is not str and value is not None:
+            return LogRow(**values)
+    return trusted(LogRow, values)
+
+
+def _updated_row(row: LogRow, update: dict[str, Any]) -> LogRow:
+    """``row.model_copy(update=update)`` (no validation either way), without pydantic's
+    generic copy: the row's fields are copied once, with the update."""
+    if type(row) is not LogRow or row.__pydantic_extra__ is not None:
+        return row.model_copy(update=update)
+    data = row.__dict__.copy()
+    data.update(update)
+    copied = LogRow.__new__(LogRow)
+    _setattr(copied, "__dict__", data)
+    fields = set(row.__pydantic_fields_set__)
+    fields.update(update)
+    _setattr(copied, "__pydantic_fields_set__", fields)
+    _setattr(copied, "__pydantic_extra__", None)
+    _setattr(copied, "__pydantic_private__", None)
+    return copied
+
+
+_setattr = object.__setattr__
 
 
 # -- request building ----------------------------------------------------------------
@@ -150,7 +191,51 @@ def build_request(
 
 
 def _fragment(message: Any) -> str:
-    """The JSON text of one provider message in a log's request body (images omitted)."""
+    """The JSON text of one provider message in a log's request body (images omitted):
+    ``json_compact(message.model_dump(mode="json"))``, written directly for the common
+    shapes (text content, calls without round-trip data, no images; byte-identical,
+    ``tests/engine/test_fragments.py``) and by that generic path for the rest."""
+    kind = type(message)
+    if kind is UserMessage or kind is SystemMessage:
+        role, content = message.role, message.content
+        if type(content) is str and (role == "user" or role == "system"):
+            return f'{{"role":"{role}","content":{_string(content)}}}'
+    elif kind is AssistantMessage:
+        text = _assistant_fragment(message)
+        if text is not None:
+            return text
+    elif kind is ToolMessage and not message.images and message.role == "tool":
+        call_id, name, content = message.tool_call_id, message.name, message.content
+        error = "true" if message.is_error is True else "false" if message.is_error is False else ""
+        if type(call_id) is str and type(name) is str and type(content) is str and error:
+            return (
+                f'{{"role":"tool","tool_call_id":{_string(call_id)},"name":{_string(name)},'
+                f'"content":{_string(content)},"is_error":{error},"images":[]}}'
+            )
+    return _generic_fragment(message)
+
+
+def _assistant_fragment(message: AssistantMessage) -> str | None:
+    content, reasoning = message.content, message.reasoning_content
+    if (
+        message.reasoning_details is not None
+        or message.role != "assistant"
+        or (content is not None and type(content) is not str)
+        or (reasoning is not None and type(reasoning) is not str)
+    ):
+        return None
+    calls = _calls_json(message.tool_calls)
+    if calls is None:
+        return None
+    return (
+        f'{{"role":"assistant","content":{_string(content) if content is not None else "null"},'
+        f'"tool_calls":{calls},'
+        f'"reasoning_content":{_string(reasoning) if reasoning is not None else "null"},'
+        '"reasoning_details":null}'
+    )
+
+
+def _generic_fragment(message: Any) -> str:
     data = message.model_dump(mode="json")
     content = data.get("content")
     if isinstance(content, list):
@@ -184,31 +269,36 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 "fallback_triggered", **{"from": models[position - 1].name, "to": model.name}
             )
         provider = run.providers_for(model)
+        provider_name = getattr(provider, "name", _NO_NAME)
+        if provider_name is _NO_NAME:
+            provider_name = str(model.provider)
         request, body = build_request(env, assembly, model, provider)
         attempts = int(getattr(model, "max_attempts", 2) or 1)
         for attempt in range(1, attempts + 1):
             delta = body.delta()  # the body given lazily: joined only if stored as text
             row = await env.begin_attempt(
-                LogRow(
-                    id=new_id(),
-                    kind=None,
-                    message_id=run.root_message_id,
-                    provider=getattr(provider, "name", str(model.provider)),
-                    model=model.name,
-                    model_name=model.model,
-                    endpoint="chat.completions",
-                    prompt_name=env.prompt.name,
-                    request_body=None if delta is not None else body.text,
-                    request_delta=delta,
-                    system_prompt=assembly.system or None,
-                    tools_schema=body.tools_schema,
-                    tools_available=len(request.tools),
-                    message_history_length=len(request.messages),
-                    parent_log_id=env.parent_log_id,
-                    retry_of_log_id=previous_log,
-                    is_complete=False,
-                    created_at=0,
-                    standard_agents_router_used=False,
+                _new_row(
+                    {
+                        "id": new_id(),
+                        "kind": None,
+                        "message_id": run.root_message_id,
+                        "provider": provider_name,
+                        "model": model.name,
+                        "model_name": model.model,
+                        "endpoint": "chat.completions",
+                        "prompt_name": env.prompt.name,
+                        "request_body": None if delta is not None else body.text,
+                        "request_delta": delta,
+                        "system_prompt": assembly.system or None,
+                        "tools_schema": body.tools_schema,
+                        "tools_available": len(request.tools),
+                        "message_history_length": len(request.messages),
+                        "parent_log_id": env.parent_log_id,
+                        "retry_of_log_id": previous_log,
+                        "is_complete": False,
+                        "created_at": 0,
+                        "standard_agents_router_used": False,
+                    }
                 ),
             )
             previous_log = row.id
@@ -304,17 +394,11 @@ def _record_success(
     transaction that finalises the model message (one commit for both)."""
     usage = result.usage
     cost_input, cost_cached, cost_output, cost_total = price(model, usage)
-    response = {
-        "content": result.content or None,
-        "tool_calls": [c.model_dump() for c in result.tool_calls],
-        "reasoning_content": result.reasoning_content or None,
-        "reasoning_details": result.reasoning_details,
-        "finish_reason": result.finish_reason,
-        "usage": usage.model_dump(),
-    }
-    updated = row.model_copy(
-        update={
-            "response_body": json_compact(response),
+    calls = result.tool_calls
+    updated = _updated_row(
+        row,
+        {
+            "response_body": _response_body(result),
             "finish_reason": result.finish_reason,
             "input_tokens": usage.input_tokens,
             "cached_tokens": usage.cached_tokens,
@@ -328,13 +412,88 @@ def _record_success(
             "latency_ms": int((time.monotonic() - started) * 1000),
             "time_to_first_token_ms": int((first_at - sent) * 1000) if first_at else None,
             "generation_ms": int((last_at - first_at) * 1000) if first_at and last_at else None,
-            "tools_called": json_compact([c.name for c in result.tool_calls]),
+            "tools_called": _names(calls),
             "reasoning_content": result.reasoning_content or None,
             "is_complete": True,
-        }
+        },
     )
     env.current_log = updated
     return updated
+
+
+def _response_body(result: ModelResult) -> str:
+    """The LLM row's ``response_body``: the JSON of the response as received."""
+    usage = result.usage
+    counts = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.total_tokens,
+    )
+    content, reasoning = result.content or None, result.reasoning_content or None
+    calls = _calls_json(result.tool_calls)
+    if (
+        calls is None
+        or result.reasoning_details is not None
+        or usage.cost is not None
+        or type(usage) is not Usage
+        or any(type(count) is not int for count in counts)
+        or type(result.finish_reason) is not str
+        or (content is not None and type(content) is not str)
+        or (reasoning is not None and type(reasoning) is not str)
+    ):
+        return _generic_response_body(result)
+    # json_compact of _generic_response_body's dict, written directly (test_fragments.py)
+    return (
+        f'{{"content":{_string(content) if content is not None else "null"},'
+        f'"tool_calls":{calls},'
+        f'"reasoning_content":{_string(reasoning) if reasoning is not None else "null"},'
+        f'"reasoning_details":null,"finish_reason":{_string(result.finish_reason)},'
+        f'"usage":{{"input_tokens":{counts[0]},"output_tokens":{counts[1]},'
+        f'"cached_tokens":{counts[2]},"reasoning_tokens":{counts[3]},'
+        f'"total_tokens":{counts[4]},"cost":null}}}}'
+    )
+
+
+def _generic_response_body(result: ModelResult) -> str:
+    response = {
+        "content": result.content or None,
+        "tool_calls": [c.model_dump() for c in result.tool_calls],
+        "reasoning_content": result.reasoning_content or None,
+        "reasoning_details": result.reasoning_details,
+        "finish_reason": result.finish_reason,
+        "usage": result.usage.model_dump(),
+    }
+    return json_compact(response)
+
+
+def _calls_json(calls: list[ToolCallSpec]) -> str | None:
+    """The JSON array of ``calls`` (``None`` when one carries round-trip data)."""
+    parts: list[str] = []
+    for call in calls:
+        call_id, name, arguments = call.id, call.name, call.arguments
+        if (
+            call.extra_content is not None
+            or type(call) is not ToolCallSpec
+            or type(call_id) is not str
+            or type(name) is not str
+            or type(arguments) is not str
+        ):
+            return None
+        parts.append(
+            f'{{"id":{_string(call_id)},"name":{_string(name)},'
+            f'"arguments":{_string(arguments)},"extra_content":null}}'
+        )
+    return f"[{','.join(parts)}]"
+
+
+def _names(calls: list[ToolCallSpec]) -> str:
+    """``tools_called``: the JSON array of the calls' names."""
+    names = [c.name for c in calls]
+    if all(type(name) is str for name in names):
+        return f"[{','.join(map(_string, names))}]"
+    return json_compact(names)
 
 
 def format_exception(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from threadloom.define.model import Model
 from threadloom.define.prompt import Prompt
-from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec
+from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec, trusted
 from threadloom.records import json_compact
 
 SLOT = "__threadloom_request_messages__"
@@ -40,16 +40,19 @@ class Head:
 
     def request(self, model: str, messages: list[Any], metadata: dict[str, Any]) -> Any:
         """The provider request with these messages (lists and options are fresh copies)."""
-        return ProviderRequest.model_construct(
-            model=model,
-            messages=messages,
-            tools=list(self.tools),
-            tool_choice=self.tool_choice,
-            parallel_tool_calls=self.parallel_tool_calls,
-            reasoning=self.reasoning,
-            max_output_tokens=self.max_output_tokens,
-            provider_options=dict(self.provider_options),
-            metadata=metadata,
+        return trusted(
+            ProviderRequest,
+            {
+                "model": model,
+                "messages": messages,
+                "tools": list(self.tools),
+                "tool_choice": self.tool_choice,
+                "parallel_tool_calls": self.parallel_tool_calls,
+                "reasoning": self.reasoning,
+                "max_output_tokens": self.max_output_tokens,
+                "provider_options": dict(self.provider_options),
+                "metadata": metadata,
+            },
         )
 
     def body_head(self, prompt_name: str, system: str, extra: dict[str, Any] | None) -> str:
