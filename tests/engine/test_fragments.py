@@ -17,6 +17,7 @@ from threadloom.engine.model_call import (
     _response_body,
     _updated_row,
 )
+from threadloom.engine.request_body import Fragments
 from threadloom.providers.types import (
     AssistantMessage,
     ImagePart,
@@ -151,3 +152,31 @@ def test_a_row_built_without_validation_is_the_validated_row() -> None:
     assert row.response_body is None and not row.is_complete  # the original is unchanged
     with pytest.raises(ValidationError):  # a column of the wrong type is still refused
         _new_row({**values, "provider": 3})
+
+
+@pytest.mark.parametrize(
+    ("head", "prefix", "shared", "tail"),
+    [
+        ([], [], 0, []),
+        (["s"], ["a", "b", "c"], 2, ["t1", "t2"]),
+        ([], ["a"], 1, []),
+        (["s"], [], 0, ["t"]),
+    ],
+)
+def test_a_fragments_view_reads_as_its_list(
+    head: list[str], prefix: list[str], shared: int, tail: list[str]
+) -> None:
+    view = Fragments(head, prefix, shared, tail)
+    expected = [*head, *prefix[:shared], *tail]
+    prefix.append("later")  # the cache's list grows after the request: not part of it
+    n = len(expected)
+    assert len(view) == n and list(view) == expected and view.copy() == expected
+    for i in range(-n, n):
+        assert view[i] == expected[i]
+    for bad in (n, -n - 1):
+        with pytest.raises(IndexError):
+            view[bad]
+    for start in range(-n - 2, n + 3):
+        for stop in [*range(-n - 2, n + 3), None]:
+            assert view[start:stop] == expected[start:stop]
+    assert view[::-1] == expected[::-1]

@@ -64,8 +64,9 @@ class Assembly:
     """Remembered conversions of the messages below, by ``id()`` of their request object
     (checked by identity before use, so a hook's copy is never mistaken for one)."""
     prepared: Prepared | None = None
-    """The incremental path's normalised context (``context_cache``): when set,
-    ``messages`` is already normalised and the request builder uses it as it is."""
+    """The incremental path's normalised context (``context_cache``): when set, it holds
+    the messages (``prepared.messages``, already normalised; ``messages`` stays empty)
+    and the request builder uses them as they are."""
 
 
 # -- filter_messages -----------------------------------------------------------------
@@ -170,11 +171,21 @@ def _past_tools(messages: list[Message], anchor_created: int | None) -> list[Mes
     return out
 
 
+def _decoded_calls(history: MessageHistory | None, message: Message) -> list[ToolCall]:
+    """The calls a message issues, decoded once per stored record (its ids and its request
+    form share them); callers do not mutate them."""
+    if not message.tool_calls:
+        return []
+    if history is None:
+        return decode_tool_calls(message.tool_calls)
+    return history.memo(message, "decoded calls", lambda m: decode_tool_calls(m.tool_calls or ""))
+
+
 def _call_ids(history: MessageHistory | None, message: Message) -> tuple[str, ...]:
     """The ids of the calls a message issues (remembered per stored record)."""
 
     def compute(m: Message) -> tuple[str, ...]:
-        return tuple(c.id for c in decode_tool_calls(m.tool_calls)) if m.tool_calls else ()
+        return tuple(c.id for c in _decoded_calls(history, m))
 
     if history is None:
         return compute(message)
@@ -253,6 +264,7 @@ def _convert(
     include_reasoning: bool,
     recent: bool = False,
     files: Mapping[str, bytes | None] | None = None,
+    history: MessageHistory | None = None,
 ) -> Presented | None:
     """One stored message as the acting side sees it (spec 04 §4.8.1, §4.11.4, §4.11.5)."""
     files = files or {}
@@ -284,7 +296,7 @@ def _convert(
         RequestMessage(
             role="assistant",
             content=m.content,
-            tool_calls=decode_tool_calls(m.tool_calls) if m.tool_calls else None,
+            tool_calls=_decoded_calls(history, m) if m.tool_calls else None,
             reasoning_content=m.reasoning_content if include_reasoning else None,
             reasoning_details=details if include_reasoning else None,
             source_id=m.id,
@@ -317,7 +329,9 @@ def _present(
         if m.attachments:  # depends on position and file bytes: converted every time
             item = _convert(m, own, include_reasoning, m.id in recent, files)
         elif history is not None:
-            item = history.memo(m, key, lambda r: _convert(r, own, include_reasoning))
+            item = history.memo(
+                m, key, lambda r: _convert(r, own, include_reasoning, history=history)
+            )
         else:
             item = _convert(m, own, include_reasoning)
         if item is None:
@@ -418,7 +432,7 @@ async def assemble(env: StepEnv) -> Assembly:
         own = "assistant" if env.side == "a" else "user"
         prepared = ContextCache.of(history, own, include_reasoning).prepare(history, system)
         if prepared is not None:
-            return Assembly(system=system, messages=prepared.messages, prepared=prepared)
+            return Assembly(system=system, prepared=prepared)
     if env.nested is not None:
         snapshot = env.nested.snapshot()
     else:

@@ -35,6 +35,7 @@ from threadloom.engine.context import (
     missing_result,
 )
 from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.engine.request_body import Fragments
 from threadloom.records import Message
 from threadloom.thread.history import MessageHistory
 
@@ -48,17 +49,48 @@ class Unusable(Exception):
 @dataclass(eq=False)
 class Prepared:
     """One request's context: normalised messages with the system message first, and the
-    provider message and log-body fragment of each (parallel lists)."""
+    provider message and log-body fragment of each. Only ``providers`` (the request's
+    list) is built for each request; the messages and fragments read through the cache's
+    committed lists (``messages``, ``fragments``: copies, ``fragment_view``: none)."""
 
-    messages: list[RequestMessage]
     providers: list[Any]
-    fragments: list[str]
     cache: ContextCache
     generation: int
     committed: int
     """Entries after the system message that came from the cache's committed prefix."""
     committed_chars: int = 0
     """The summed length of those entries' fragments."""
+    head: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
+    """The system entry, if any."""
+    tail: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
+    """The entries after the committed prefix."""
+    prefix_messages: list[RequestMessage] = field(default_factory=list)
+    prefix_fragments: list[str] = field(default_factory=list)
+    """The cache's committed lists, of which the first ``committed`` entries are this
+    context's (they only grow until the cache rebuilds into new lists)."""
+    fragment_view: Fragments = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fragment_view = Fragments(
+            [e[2] for e in self.head],
+            self.prefix_fragments,
+            self.committed,
+            [e[2] for e in self.tail],
+        )
+
+    @property
+    def messages(self) -> list[RequestMessage]:
+        """The normalised request messages (a new list)."""
+        return [
+            *(e[0] for e in self.head),
+            *self.prefix_messages[: self.committed],
+            *(e[0] for e in self.tail),
+        ]
+
+    @property
+    def fragments(self) -> list[str]:
+        """The log-body fragment of each message (a new list)."""
+        return self.fragment_view.copy()
 
 
 @dataclass(eq=False)
@@ -137,17 +169,20 @@ class ContextCache:
             self._reset(history.edit_mark)
             return None
         committed = len(self.messages)
-        # each list built in one pass: the system entry, the committed prefix, the tail
-        entries = [self.system_entry(system), *tail] if system else tail
-        head = 1 if system else 0
-        messages = [e[0] for e in entries]
-        providers = [e[1] for e in entries]
-        fragments = [e[2] for e in entries]
-        messages[head:head] = self.messages
-        providers[head:head] = self.providers
-        fragments[head:head] = self.fragments
+        head = [self.system_entry(system)] if system else []
+        providers = [e[1] for e in head]
+        providers += self.providers
+        providers += [e[1] for e in tail]
         return Prepared(
-            messages, providers, fragments, self, self.generation, committed, self.chars
+            providers,
+            self,
+            self.generation,
+            committed,
+            self.chars,
+            head,
+            tail,
+            self.messages,
+            self.fragments,
         )
 
     def _extend(
@@ -190,7 +225,7 @@ class ContextCache:
                 if role != own:
                     continue
             item: Presented | None = history.memo(
-                m, self.key, lambda r: _convert(r, own, self.include_reasoning)
+                m, self.key, lambda r: _convert(r, own, self.include_reasoning, history=history)
             )
             if item is None:
                 continue

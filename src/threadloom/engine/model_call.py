@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
@@ -154,17 +155,15 @@ def build_request(
 
     prompt = env.prompt
     prepared = assembly.prepared  # the incremental path: normalised, no images
-    messages = (
-        prepared.messages
-        if prepared is not None
-        else normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
-    )
     head = head_for(env.run.manager.request_heads, prompt, model, env.tools)
     provider_messages: list[Any] = []
-    fragments: list[str] = []
+    fragments: Sequence[str] = []
+    messages: list[RequestMessage] = []
     if prepared is not None:
-        provider_messages, fragments = prepared.providers, prepared.fragments
-        messages = []
+        provider_messages, fragments = prepared.providers, prepared.fragment_view
+    else:
+        messages = normalize(assembly.messages, bool(getattr(model, "supports_images", True)))
+    own: list[str] = []
     for message in messages:
         item = assembly.presented.get(id(message))
         if item is not None and item.request is message:
@@ -172,11 +171,13 @@ def build_request(
                 item.provider = _provider_message(message)
                 item.fragment = _fragment(item.provider)
             provider_messages.append(item.provider)
-            fragments.append(item.fragment or _fragment(item.provider))
+            own.append(item.fragment or _fragment(item.provider))
         else:
             converted = _provider_message(message)
             provider_messages.append(converted)
-            fragments.append(_fragment(converted))
+            own.append(_fragment(converted))
+    if prepared is None:
+        fragments = own
     request = head.request(
         model.model, provider_messages, {"thread_id": env.state.thread_id, "prompt": prompt.name}
     )
