@@ -100,6 +100,15 @@ class _Watch:
             when = now + sooner if sooner is not None and sooner < limit else deadline
             self.handle = self.loop.call_at(when, self._check)
 
+    def extend(self, limit: float) -> None:
+        """``arm(limit)`` once the first event is in: the deadline only moves later from
+        then on (the first arm's timer fires no later than the stall limit), so the timer
+        stays and only the deadline moves."""
+        if self.handle is None:
+            self.arm(limit)
+        else:
+            self.deadline = self.loop.time() + limit
+
     def _check(self) -> None:
         self.handle = None
         if self.loop.time() >= self.deadline:
@@ -146,7 +155,7 @@ async def stream_model(
                     watchdog.arm(limit, options.stall_timeout_s)
                 else:
                     limit = options.stall_timeout_s
-                    watchdog.arm(limit)
+                    watchdog.extend(limit)
                 try:
                     event = await iterator.__anext__()
                 except StopAsyncIteration:

@@ -200,27 +200,30 @@ class ScriptedProvider:
                 )
         if reply.delay > 0:
             await asyncio.sleep(reply.delay)
-        if reply.error is not None and reply.fail_after_chunks is None:
-            raise reply.error.to_error(self.name)
+        error = reply.error
+        if error is not None and reply.fail_after_chunks is None:
+            raise error.to_error(self.name)
 
-        for piece in split_text(reply.reasoning_content or "", reply.chunk_size):
-            yield ReasoningDelta(text=piece)
-            await self._chunk_pause(reply)
+        if reply.reasoning_content:
+            for piece in split_text(reply.reasoning_content, reply.chunk_size):
+                yield ReasoningDelta(text=piece)
+                await self._chunk_pause(reply)
         for emitted, piece in enumerate(reply.content_chunks()):
-            if reply.error is not None and emitted == reply.fail_after_chunks:
-                raise reply.error.to_error(self.name)
+            if error is not None and emitted == reply.fail_after_chunks:
+                raise error.to_error(self.name)
             yield TextDelta(text=piece)
             await self._chunk_pause(reply)
-        if reply.error is not None:  # fail_after_chunks ≥ the number of chunks
-            raise reply.error.to_error(self.name)
+        if error is not None:  # fail_after_chunks ≥ the number of chunks
+            raise error.to_error(self.name)
 
-        for index, call in enumerate(reply.tool_calls):
+        calls = reply.tool_calls
+        for index, call in enumerate(calls):
             call_id = call.id or "call_" + os.urandom(4).hex()  # 8 random hex digits
             yield ToolCallStart(index=index, id=call_id, name=call.name)
             yield ToolCallDelta(index=index, arguments=call.arguments_text)
             yield ToolCallEnd(index=index, extra_content=call.extra_content)
         yield Finish(
-            finish_reason=reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"),
+            finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
             usage=synthetic_usage(request, reply),
             reasoning_details=copy.deepcopy(reply.reasoning_details)
             if reply.reasoning_details is not None
@@ -253,7 +256,7 @@ class ScriptedProvider:
         if isinstance(source, Reply):
             return source
         result = source(request)
-        if inspect.isawaitable(result):
+        if type(result) is not Reply and inspect.isawaitable(result):
             result = await result
         if not isinstance(result, Reply):
             raise TypeError(f"a scripted reply function must return a Reply, got {result!r}")
