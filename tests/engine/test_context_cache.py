@@ -14,6 +14,7 @@ import pytest
 
 from threadloom.engine.context import (
     RequestMessage,
+    _convert,
     _drop_orphans,
     _eligible,
     _present,
@@ -143,7 +144,11 @@ def _check(history: MessageHistory, caches: dict[tuple[str, bool], ContextCache]
         expected = full_pass(history, side, include_reasoning)
         assert [m.model_dump() for m in prepared.messages] == [m.model_dump() for m in expected]
         assert prepared.fragments == [_fragment(_provider_message(m)) for m in expected]
-        assert len(prepared.providers) == len(expected)
+        validated = [_provider_message(m) for m in expected]  # built without validation:
+        assert prepared.providers == validated  # the same messages, the same fields set
+        assert [p.model_fields_set for p in prepared.providers] == [
+            p.model_fields_set for p in validated
+        ]
         _check_body(prepared)
     return all_fast
 
@@ -162,6 +167,11 @@ def _check_body(prepared: Prepared) -> None:
     assert body.text == expected
     last = prepared.cache.last_request
     delta = body.delta()
+    # what the request builder uses: the view through the cache's lists, the same body
+    viewed = request_body(HEAD, "__slot__", prepared.fragment_view, prepared, True)
+    assert viewed.length() == len(expected)
+    assert viewed.delta() == delta
+    assert viewed.text == expected
     if len(fragments) == 1:  # the system message alone: no delta is offered
         assert delta is None
         return
@@ -262,3 +272,26 @@ def test_a_result_stored_before_its_call_leaves_the_incremental_path() -> None:
     )
     assert cache.prepare(history, SYSTEM) is None
     assert cache.usable is False
+
+
+def test_a_request_message_built_without_validation_is_the_validated_one() -> None:
+    rng = random.Random(7)
+    grower = Grower(rng)
+    history = MessageHistory()
+    for _ in range(300):
+        history.upsert(grower.message())
+    checked = 0
+    for m in history.raw():
+        for own in ("assistant", "user"):
+            for include_reasoning in (True, False):
+                item = _convert(m, own, include_reasoning, history=history)
+                if item is None:
+                    continue
+                request = item.request
+                given = {k: getattr(request, k) for k in request.model_fields_set}
+                validated = RequestMessage(**given)
+                assert request == validated and repr(request) == repr(validated)
+                assert request.model_fields_set == validated.model_fields_set
+                assert request.model_dump_json() == validated.model_dump_json()
+                checked += 1
+    assert checked > 500

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from threadloom.errors import HookBlocked, InvalidMessage
+from threadloom.providers.types import trusted
 from threadloom.records import Message, ToolCall, decode_tool_calls, new_id
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
@@ -267,41 +268,52 @@ def _convert(
     history: MessageHistory | None = None,
 ) -> Presented | None:
     """One stored message as the acting side sees it (spec 04 §4.8.1, §4.11.4, §4.11.5)."""
+    # Built without validation (``trusted``): the values are the stored record's typed
+    # fields; reasoning details parsed from their stored text are validated as before.
     files = files or {}
     if m.role == "tool":
         images = [a for a in (m.attachments or []) if _is_image(a)]
         parts = [_image_part(a, files.get(a.path)) for a in images if files.get(a.path)]
         return Presented(
-            RequestMessage(
-                role="tool",
-                content=m.content or "",
-                name=m.name,
-                tool_call_id=m.tool_call_id,
-                is_error=m.tool_status == "error",
-                images=parts or None,
-                source_id=m.id,
+            trusted(
+                RequestMessage,
+                {
+                    "role": "tool",
+                    "content": m.content or "",
+                    "name": m.name,
+                    "tool_call_id": m.tool_call_id,
+                    "is_error": m.tool_status == "error",
+                    "images": parts or None,
+                    "source_id": m.id,
+                },
             )
         )
     if m.role == "system":
-        return Presented(RequestMessage(role="system", content=m.content or "", source_id=m.id))
+        return Presented(
+            trusted(
+                RequestMessage, {"role": "system", "content": m.content or "", "source_id": m.id}
+            )
+        )
     if m.role != own:
         # The sibling's tool calls are not this side's: keep only what it said.
         if m.tool_calls and not (m.content or "").strip() and not m.attachments:
             return None
+        content = _user_content(m, recent, files)
         return Presented(
-            RequestMessage(role="user", content=_user_content(m, recent, files), source_id=m.id)
+            trusted(RequestMessage, {"role": "user", "content": content, "source_id": m.id})
         )
     details = json.loads(m.reasoning_details) if m.reasoning_details else None
-    return Presented(
-        RequestMessage(
-            role="assistant",
-            content=m.content,
-            tool_calls=_decoded_calls(history, m) if m.tool_calls else None,
-            reasoning_content=m.reasoning_content if include_reasoning else None,
-            reasoning_details=details if include_reasoning else None,
-            source_id=m.id,
-        )
-    )
+    values = {
+        "role": "assistant",
+        "content": m.content,
+        "tool_calls": list(_decoded_calls(history, m)) if m.tool_calls else None,
+        "reasoning_content": m.reasoning_content if include_reasoning else None,
+        "reasoning_details": details if include_reasoning else None,
+        "source_id": m.id,
+    }
+    if values["reasoning_details"] is not None:  # parsed JSON: checked
+        return Presented(RequestMessage(**values))
+    return Presented(trusted(RequestMessage, values))
 
 
 def _present(

@@ -34,7 +34,7 @@ from threadloom.engine.context import (
     blank_assistant,
     missing_result,
 )
-from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.engine.model_call import _fragment, _own_provider_message
 from threadloom.engine.request_body import Fragments
 from threadloom.records import Message
 from threadloom.thread.history import MessageHistory
@@ -104,13 +104,13 @@ class _Unit:
 
 def _entry(item: Presented) -> tuple[RequestMessage, Any, str]:
     if item.provider is None or item.fragment is None:  # remembered with the record
-        item.provider = _provider_message(item.request)
+        item.provider = _own_provider_message(item.request)
         item.fragment = _fragment(item.provider)
     return item.request, item.provider, item.fragment
 
 
 def _loose(request: RequestMessage) -> tuple[RequestMessage, Any, str]:
-    provider = _provider_message(request)
+    provider = _own_provider_message(request)
     return request, provider, _fragment(provider)
 
 

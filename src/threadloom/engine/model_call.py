@@ -147,6 +147,53 @@ def _provider_message(m: RequestMessage) -> Any:
     )
 
 
+def _own_provider_message(m: RequestMessage) -> Any:
+    """``_provider_message`` for a request message the engine built itself (the context
+    cache's, from stored records): the provider message built without validation when
+    its values are typed as its fields are, else validated by ``_provider_message``."""
+    role, content = m.role, m.content
+    if role == "system" or role == "user":
+        if type(content) is str:
+            return trusted(SystemMessage if role == "system" else UserMessage, {"content": content})
+    elif role == "tool":
+        if not m.images and type(content) is str:
+            return trusted(
+                ToolMessage,
+                {
+                    "tool_call_id": m.tool_call_id or "",
+                    "name": m.name or "",
+                    "content": content,
+                    "is_error": m.is_error,
+                    "images": [],
+                },
+            )
+    elif role == "assistant" and m.reasoning_details is None:
+        calls = [
+            trusted(
+                ToolCallSpec,
+                {
+                    "id": c.id,
+                    "name": c.function.name,
+                    "arguments": c.function.arguments,
+                    "extra_content": c.extra_content,
+                },
+            )
+            for c in (m.tool_calls or [])
+            if c.extra_content is None
+        ]
+        if len(calls) == len(m.tool_calls or []):
+            return trusted(
+                AssistantMessage,
+                {
+                    "content": content if isinstance(content, str) else None,
+                    "tool_calls": calls,
+                    "reasoning_content": m.reasoning_content,
+                    "reasoning_details": None,
+                },
+            )
+    return _provider_message(m)
+
+
 def build_request(
     env: StepEnv, assembly: Assembly, model: Any, provider: Any = None
 ) -> tuple[ProviderRequest, RequestBody]:

@@ -127,7 +127,14 @@ class RequestBody:
             return len(self.text)
         start, end = self.first, self.first + prepared.committed
         chars = prepared.committed_chars
-        chars += sum(map(len, every[:start])) + sum(map(len, every[end:]))
+        if (
+            isinstance(every, Fragments)
+            and len(every.head) == start
+            and every.shared == prepared.committed
+        ):  # the view's own parts: no slices built
+            chars += sum(map(len, every.head)) + sum(map(len, every.tail))
+        else:
+            chars += sum(map(len, every[:start])) + sum(map(len, every[end:]))
         commas = len(every) - 1 if every else 0
         return len(self.before) + 2 + chars + commas + len(self.after)
 
