@@ -1,11 +1,14 @@
-"""A request body's message fragments (spec 04 §4.25): the directly written JSON of the
-common shapes is byte for byte what the generic path (``model_dump(mode="json")`` +
-``json_compact``) gives, and the shapes it does not cover take that path."""
+"""What the model-request path writes without the generic machinery is what that machinery
+gives (spec 04 §4.25): a request body's message fragments, the response body and
+``tools_called`` written as JSON directly are byte for byte ``model_dump`` +
+``json_compact``; a body's ``Fragments`` view reads as its list; a log row built without
+validation (``providers.types.trusted``) is the validated row, and ``trusted`` refuses
+what it cannot build as validation would."""
 
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
+from pydantic import ValidationError, field_validator
 
 from threadloom.engine.model_call import (
     ModelResult,
@@ -180,3 +183,19 @@ def test_a_fragments_view_reads_as_its_list(
         for stop in [*range(-n - 2, n + 3), None]:
             assert view[start:stop] == expected[start:stop]
     assert view[::-1] == expected[::-1]
+
+
+def test_trusted_refuses_what_validation_would_not_skip() -> None:
+    with pytest.raises(TypeError, match="missing"):
+        trusted(ToolMessage, {"name": "n", "content": "c"})  # tool_call_id is required
+
+    class Checked(AssistantMessage):
+        @field_validator("content")
+        @classmethod
+        def _strip(cls, value: str | None) -> str | None:
+            return value
+
+    with pytest.raises(TypeError, match="without validation"):
+        trusted(Checked, {"content": "x"})
+    made = trusted(AssistantMessage, {"content": "x"})  # defaults: fresh factory values
+    assert made.tool_calls == [] and made.tool_calls is not trusted(AssistantMessage, {}).tool_calls

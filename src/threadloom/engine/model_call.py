@@ -75,6 +75,7 @@ def price(
 # -- log rows ------------------------------------------------------------------------
 
 _NO_NAME = object()
+_setattr = object.__setattr__
 _TEXT_COLUMNS = ("provider", "model", "model_name", "prompt_name", "system_prompt", "message_id")
 
 
@@ -104,9 +105,6 @@ def _updated_row(row: LogRow, update: dict[str, Any]) -> LogRow:
     _setattr(copied, "__pydantic_extra__", None)
     _setattr(copied, "__pydantic_private__", None)
     return copied
-
-
-_setattr = object.__setattr__
 
 
 # -- request building ----------------------------------------------------------------

@@ -31,10 +31,11 @@ class _Model(BaseModel):
 
 _M = TypeVar("_M", bound=BaseModel)
 _setattr = object.__setattr__
-_PLANS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...]]] = {}
+_Plan = tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...], frozenset[str]]
+_PLANS: dict[type[Any], _Plan] = {}
 
 
-def _plan(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...]]:
+def _plan(cls: type[BaseModel]) -> _Plan:
     decorators = cls.__pydantic_decorators__
     if (
         cls.model_config.get("extra") == "allow"
@@ -47,11 +48,14 @@ def _plan(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Callab
         raise TypeError(f"{cls.__name__} cannot be built without validation")
     template: dict[str, Any] = {}
     factories: list[tuple[str, Callable[[], Any]]] = []
+    required: set[str] = set()
     for name, info in cls.model_fields.items():
         template[name] = None if info.default_factory is not None else info.default
         if info.default_factory is not None:
             factories.append((name, info.default_factory))  # type: ignore[arg-type]
-    plan = _PLANS[cls] = (template, tuple(factories))
+        elif info.is_required():
+            required.add(name)
+    plan = _PLANS[cls] = (template, tuple(factories), frozenset(required))
     return plan
 
 
@@ -59,12 +63,15 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     """``cls(**values)`` without validation, for values already of their fields' types
     (what the engine and the scripted provider build from their own typed records; never
     for user or provider input). Fields not given take their defaults; the instance is
-    the one validation would give (fields, field order, ``model_fields_set``). A model
-    with validators, private attributes or ``extra="allow"`` is refused."""
+    the one validation would give (fields, field order, ``model_fields_set``). A missing
+    required field, and a model with validators, private attributes or ``extra="allow"``,
+    are refused (``TypeError``)."""
     plan = _PLANS.get(cls)
     if plan is None:
         plan = _plan(cls)
-    template, factories = plan
+    template, factories, required = plan
+    if not required <= values.keys():
+        raise TypeError(f"{cls.__name__}: missing {sorted(required - values.keys())}")
     data = {**template, **values}
     for name, factory in factories:
         if name not in values:
