@@ -164,3 +164,21 @@ async def test_the_writes_of_a_turn_keep_the_response_where_it_is(
     await store.update_message_and_log(tid, answer, closed, bodies=("response",))
     assert await _read(store, tid, open_row.id) == closed
     assert where(store.path, open_row.id) == ((first, None) if first == SHORT else (None, first))
+
+
+@pytest.mark.parametrize("then", [SHORT, LONG])
+async def test_an_update_that_moves_the_row_writes_its_response_too(
+    store: SqliteStore, then: str
+) -> None:
+    """An update that changes an indexed column (the row's message) takes the statement
+    that returns the stored values: it writes the response's column as well."""
+    tid = await _thread(store)
+    first, _ = await store.insert_message(tid, Message(id=new_id(), role="user", content="a"))
+    second, _ = await store.insert_message(tid, Message(id=new_id(), role="user", content="b"))
+    row, _ = await store.insert_log(tid, llm(None).model_copy(update={"message_id": first.id}))
+    moved = row.model_copy(
+        update={"message_id": second.id, "response_body": then, "is_complete": True}
+    )
+    await store.update_log(tid, moved, bodies=("response",))
+    assert await _read(store, tid, row.id) == moved
+    assert where(store.path, row.id) == ((then, None) if then == SHORT else (None, then))
