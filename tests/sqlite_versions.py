@@ -116,6 +116,11 @@ def copy_at_version(source: str, target: str, version: int) -> sqlite3.Connectio
     for table in tables:
         columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA main.table_info({table})"))
         conn.execute(f"INSERT INTO main.{table}({columns}) SELECT {columns} FROM src.{table}")
+    if version < 11:  # short response bodies in the log row: before, in log_bodies
+        conn.execute(
+            "INSERT INTO main.log_bodies(log_id, part, body)"
+            " SELECT id, 'response', response_body FROM src.logs WHERE response_body IS NOT NULL"
+        )
     return conn
 
 

@@ -55,6 +55,20 @@ _READ = (
 )
 
 
+INLINE_RESPONSE_MAX = 2048
+"""The longest response body (in characters) kept in its ``logs`` row (migration 11)
+rather than in a ``log_bodies`` row of its own: a turn's LLM rows then write one table
+and its indexes instead of three b-trees (6 of the ~55 pages a tool turn wrote). Longer
+bodies stay beside the row, so an update of its small columns (a tool result) never
+rewrites a large body."""
+
+
+def inline_response(row: LogRow) -> str | None:
+    """The value of ``logs.response_body`` for ``row``: its response when short enough."""
+    body = row.response_body
+    return body if body is not None and len(body) <= INLINE_RESPONSE_MAX else None
+
+
 def write_bodies(
     conn: sqlite3.Connection,
     row: LogRow,
@@ -62,13 +76,16 @@ def write_bodies(
     insert: bool,
     parts: tuple[str, ...] = ("request", "response"),
 ) -> None:
-    """Store the named bodies as plain text, one ``log_bodies`` row each; an update writes
-    the response only when it changed, and never the request, which is written at insert
-    only (spec 04 §4.25): comparing it would cost the whole history's text, and a request
-    stored as a delta has no text here to compare."""
+    """Store the named bodies that ``logs`` does not hold (``inline_response``; the
+    caller writes that column) as plain text, one ``log_bodies`` row each; an update
+    writes the response only when it changed, and never the request, which is written at
+    insert only (spec 04 §4.25): comparing it would cost the whole history's text, and a
+    request stored as a delta has no text here to compare."""
     for part, body in (("request", row.request_body), ("response", row.response_body)):
         if part not in parts or (part == "request" and not insert):
             continue
+        if part == "response" and body is not None and len(body) <= INLINE_RESPONSE_MAX:
+            body = None  # in the row: none beside it (an update drops one stored before)
         if body is None:
             if not insert:
                 conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))

@@ -8,7 +8,7 @@ from typing import Any
 
 from threadloom.records import LogRow
 from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
-from threadloom.store.sqlite.bodies import RequestReader, insert_bodies
+from threadloom.store.sqlite.bodies import RequestReader, inline_response, insert_bodies
 from threadloom.store.sqlite.bodies import write_bodies as write_bodies
 from threadloom.store.sqlite.messages import newest_top_level_id
 from threadloom.store.sqlite.nulls import NullFree
@@ -23,8 +23,8 @@ from threadloom.store.sqlite.rows import (
 )
 
 _INSERT = NullFree(
-    f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS})"
-    f" VALUES (?, ?, {', '.join('?' * len(ROW_FIELDS))})"
+    f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS}, response_body)"
+    f" VALUES (?, ?, {', '.join('?' * len(ROW_FIELDS))}, ?)"
 )
 
 
@@ -43,7 +43,11 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     if anchor_newest:
         update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
     stored = copy_with(row, update)
-    tx.conn.execute(*_INSERT.bind((tx.thread_id, tx.next_log_seq(), *log_values(stored))))
+    tx.conn.execute(
+        *_INSERT.bind(
+            (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
+        )
+    )
     insert_bodies(tx.conn, tx.thread_id, row)
     return stored, tx.event("log", stored.id)
 

@@ -56,15 +56,19 @@ REGISTRY_COLUMNS = (
 LOG_FIELDS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
 # The request and response bodies (often large) live in log_bodies, one row each, so
 # updating a row's small columns, or adding the response, never rewrites the request; a
-# request stored as a delta lives in log_requests instead (bodies.py).
+# request stored as a delta lives in log_requests instead (bodies.py). A short response
+# body (``bodies.INLINE_RESPONSE_MAX``) lives in the row itself (``logs.response_body``,
+# migration 11): each body is in one place or the other, never both; a read takes it from
+# either.
 BODY_FIELDS: tuple[str, ...] = ("request_body", "response_body")
 ROW_FIELDS: tuple[str, ...] = tuple(f for f in LOG_FIELDS if f not in BODY_FIELDS)
 LOG_COLUMNS = ", ".join(ROW_FIELDS)
 LOG_SELECT = (
-    ", ".join(f"l.{f}" for f in ROW_FIELDS) + ", rq.body, rs.body, rr.base_id IS NOT NULL"
+    ", ".join(f"l.{f}" for f in ROW_FIELDS)
+    + ", rq.body, COALESCE(l.response_body, (SELECT rs.body FROM log_bodies rs"
+    " WHERE rs.log_id = l.id AND rs.part = 'response')), rr.base_id IS NOT NULL"
     " FROM logs l"
     " LEFT JOIN log_bodies rq ON rq.log_id = l.id AND rq.part = 'request'"
-    " LEFT JOIN log_bodies rs ON rs.log_id = l.id AND rs.part = 'response'"
     " LEFT JOIN log_requests rr ON rr.log_id = l.id"
 )
 _LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)

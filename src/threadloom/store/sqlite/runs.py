@@ -26,6 +26,7 @@ from threadloom.store.base import (
     ThreadRow,
     delivered_message,
 )
+from threadloom.store.sqlite.bodies import inline_response
 from threadloom.store.sqlite.logs import insert_log_in, write_bodies
 from threadloom.store.sqlite.messages import insert_in_tx, update_in_tx
 from threadloom.store.sqlite.nulls import NullFree
@@ -354,31 +355,48 @@ _LOG_INDEXED = ("kind", "message_id", "parent_log_id", "retry_of_log_id")
 _LOG_PLAIN = tuple(c for c in _LOG_SET if c not in _LOG_INDEXED)
 _PLAIN_VALUES = operator.attrgetter(*_LOG_PLAIN)
 _INDEXED_VALUES = operator.attrgetter(*_LOG_INDEXED)
-_UPDATE_LOG = NullFree(
-    f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
-    f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
-)
-_UPDATE_LOG_SAME = NullFree(
-    f"UPDATE logs SET {', '.join(f'{c} = ?' for c in _LOG_PLAIN)}"
-    f" WHERE id = ? AND thread_id = ? AND {' AND '.join(f'{c} IS ?' for c in _LOG_INDEXED)}"
-)
-"""The common update: the indexed columns keep their values. No ``RETURNING`` (which
-costs as much as a second statement): the row is matched on them instead."""
+
+
+def _log_updates(sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
+    """The row update that returns the indexed columns, and the one matched on them."""
+    assignments = ", ".join(f"{c} = ?" for c in sets)
+    return (
+        NullFree(
+            f"UPDATE logs SET {assignments}"
+            f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
+        ),
+        NullFree(
+            f"UPDATE logs SET {assignments} WHERE id = ? AND thread_id = ?"
+            f" AND {' AND '.join(f'{c} IS ?' for c in _LOG_INDEXED)}"
+        ),
+    )
+
+
+_UPDATE_LOG, _UPDATE_LOG_SAME = _log_updates(_LOG_PLAIN)
+"""The second is the common update: the indexed columns keep their values. No
+``RETURNING`` (which costs as much as a second statement): the row is matched on them."""
+_UPDATE_LOG_RESPONSE, _UPDATE_LOG_RESPONSE_SAME = _log_updates((*_LOG_PLAIN, "response_body"))
+"""The same with the response body's column (``bodies.inline_response``), for an update
+that writes the response."""
 
 
 def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
-    """Replace the row's columns in one statement. When the indexed columns keep their
-    stored values (the row matches them), that is all; otherwise a statement that returns
-    their stored values, and those that change are written (a third statement), so an
-    update leaves the indexes of the columns it does not change alone."""
-    plain = _PLAIN_VALUES(row)
-    same = tx.conn.execute(
-        *_UPDATE_LOG_SAME.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row)))
-    )
+    """Replace the row's columns in one statement (with ``logs.response_body`` when
+    ``bodies`` names the response). When the indexed columns keep their stored values (the
+    row matches them), that is all; otherwise a statement that returns their stored
+    values, and those that change are written (a third statement), so an update leaves the
+    indexes of the columns it does not change alone."""
+    plain: tuple[object, ...] = _PLAIN_VALUES(row)
+    if "response" in bodies:
+        plain += (inline_response(row),)
+        update, update_same = _UPDATE_LOG_RESPONSE, _UPDATE_LOG_RESPONSE_SAME
+    else:
+        update, update_same = _UPDATE_LOG, _UPDATE_LOG_SAME
+    same = tx.conn.execute(*update_same.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row))))
     if same.rowcount == 1:
         write_bodies(tx.conn, row, insert=False, parts=bodies)
         return tx.event("log", row.id)
-    current = tx.conn.execute(*_UPDATE_LOG.bind((*plain, row.id, tx.thread_id))).fetchall()
+    current = tx.conn.execute(*update.bind((*plain, row.id, tx.thread_id))).fetchall()
     if not current:
         raise LookupError(f"log row {row.id} not found in thread {tx.thread_id}")
     changed = [

@@ -538,6 +538,21 @@ CREATE INDEX threads_user_activity
     ON threads(user_id, last_activity_us DESC, created_at_us DESC, id);
 """,
     ),
+    (
+        11,
+        "short LLM response bodies in the log row",
+        # Each LLM row's response body was a log_bodies row: a second table and its
+        # (log_id, part) index, keyed by a random id, so two more statements and ~6 of the
+        # ~55 pages a tool-using turn wrote. A response of at most INLINE_RESPONSE_MAX
+        # characters (store/sqlite/bodies.py) is now stored in this column instead; a
+        # longer one stays in log_bodies, so updating the row's small columns (a tool
+        # result) never rewrites a large body. A body is in one place or the other, never
+        # both; reads take it from either, so the rows already stored stay where they are
+        # (no copy), and an update of their response moves it when it is short.
+        """
+ALTER TABLE logs ADD COLUMN response_body TEXT;
+""",
+    ),
 ]
 
 # Migrations done in Python instead of SQL text, inside the migration's transaction.
