@@ -31,6 +31,7 @@ from threadloom.records import (
 )
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.state import ThreadState
+from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
     from threadloom.engine.loop import Run
@@ -253,7 +254,7 @@ class StepEnv:
                 error_type="tool_execution_error",
                 error_origin=f"tool:{name}",
             )
-        self.current_log = row.model_copy(update=update)
+        self.current_log = copy_with(row, update)
         return self.current_log
 
 
@@ -493,7 +494,7 @@ async def finalise(
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
             return await env.run.manager.finish_run(
-                env.run, pending.model_copy(update=fields), result.log_row, reason
+                env.run, copy_with(pending, fields), result.log_row, reason
             )
         return await thread_messages.runtime_update(
             env.state,
