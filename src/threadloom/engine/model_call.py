@@ -333,7 +333,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             previous_log = row.id
             body.stored(row.id)
             env.current_log = row
-            run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
+            if run.listened:
+                run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
             sent = time.monotonic()
             try:
                 result, first_at, last_at = await stream_model(env, provider, request, pending_id)
@@ -367,11 +368,12 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             result.log_row = _record_success(
                 env, row, model, result, started, sent, first_at, last_at
             )
-            run.publish_telemetry(
-                "llm_response",
-                tokens=result.usage.total_tokens,
-                latency=int((time.monotonic() - started) * 1000),
-            )
+            if run.listened:
+                run.publish_telemetry(
+                    "llm_response",
+                    tokens=result.usage.total_tokens,
+                    latency=int((time.monotonic() - started) * 1000),
+                )
             return result
     raise StepError(
         f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"

@@ -187,16 +187,17 @@ class StepEnv:
         in a background task the call waits for before it runs (spec 03 §3.6.12)."""
         if call_id in self.announced:
             return
-        self.publish_event(
-            "tool_call_started",
-            {
-                "id": call_id,
-                "name": name,
-                "message_id": self.pending_id,
-                "depth": self.depth,
-                "progress": progress,
-            },
-        )
+        if self.state.hub.bus.listened:
+            self.publish_event(
+                "tool_call_started",
+                {
+                    "id": call_id,
+                    "name": name,
+                    "message_id": self.pending_id,
+                    "depth": self.depth,
+                    "progress": progress,
+                },
+            )
         hooks = self.hooks_for("tool_call_started")
         if not hooks:
             self.announced[call_id] = None
