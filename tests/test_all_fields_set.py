@@ -59,3 +59,19 @@ def test_the_shared_set_refuses_every_other_change() -> None:
         with pytest.raises(TypeError):
             change(MESSAGE_FIELDS_SET)
     assert before == MESSAGE_FIELDS_SET
+
+
+def test_the_shared_set_takes_names_it_holds_from_any_iterable() -> None:
+    before = set(MESSAGE_FIELDS_SET)
+    MESSAGE_FIELDS_SET.update({"id": 1}, {"content": 2}.keys(), ["role"], ("id",), iter(["id"]))
+    MESSAGE_FIELDS_SET.update(name for name in ("id", "role"))
+    shared = MESSAGE_FIELDS_SET
+    shared |= {"status"}
+    assert shared is MESSAGE_FIELDS_SET
+    assert before == MESSAGE_FIELDS_SET
+    for other in ({"id": 1, "nope": 2}, iter(["id", "nope"]), (n for n in ["nope"]), ["x"]):
+        with pytest.raises(TypeError, match="not a field"):
+            MESSAGE_FIELDS_SET.update(other)
+    with pytest.raises(TypeError):
+        MESSAGE_FIELDS_SET.update([["unhashable"]])
+    assert before == MESSAGE_FIELDS_SET

@@ -9,6 +9,8 @@ from typing import Any
 
 from threadloom.records import Message
 
+_REITERABLE: tuple[type, ...] = (dict, set, frozenset, tuple, list, type({}.keys()))
+
 
 class AllFieldsSet(set[str]):
     """The ``__pydantic_fields_set__`` shared by every record that has all its fields set,
@@ -33,8 +35,10 @@ class AllFieldsSet(set[str]):
 
     def update(self, *others: Any) -> None:
         for other in others:
-            for name in other:
-                self.add(name)
+            names = other if type(other) in _REITERABLE else tuple(other)
+            if not self.issuperset(names):  # the usual case, every name held: one C call
+                for name in names:
+                    self.add(name)
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("the shared fields set of stored records is not changed")

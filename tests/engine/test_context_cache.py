@@ -15,7 +15,6 @@ import pytest
 from threadloom.engine.context import (
     RequestMessage,
     _convert,
-    _decode_calls,
     _drop_orphans,
     _eligible,
     _present,
@@ -28,7 +27,6 @@ from threadloom.records import (
     AttachmentRef,
     Message,
     ToolCall,
-    decode_tool_calls,
     encode_tool_calls,
 )
 from threadloom.thread.history import MessageHistory
@@ -302,27 +300,3 @@ def test_a_request_message_built_without_validation_is_the_validated_one() -> No
                 assert request.model_dump_json() == validated.model_dump_json()
                 checked += 1
     assert checked > 500
-
-
-@pytest.mark.parametrize(
-    "calls",
-    [
-        [ToolCall(id="call_1", function={"name": "echo", "arguments": '{"v":1}'})],
-        [
-            ToolCall(id="c1", function={"name": "é", "arguments": "not json \n \u2028"}),
-            ToolCall(
-                id="c2",
-                function={"name": "n", "arguments": "{}"},
-                extra_content={"sig": "s", "n": [1, 2.5, -3e-7, 10**30, None, True], "d": {}},
-            ),
-        ],
-    ],
-)
-def test_stored_calls_decode_as_records_decodes_them(calls: list[ToolCall]) -> None:
-    text = encode_tool_calls(calls)
-    decoded, expected = _decode_calls(text), decode_tool_calls(text)
-    assert decoded == expected
-    assert [c.model_fields_set for c in decoded] == [c.model_fields_set for c in expected]
-    assert [c.function.model_fields_set for c in decoded] == [
-        c.function.model_fields_set for c in expected
-    ]

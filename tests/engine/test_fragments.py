@@ -2,7 +2,7 @@
 gives (spec 04 §4.25): a request body's message fragments, the response body and
 ``tools_called`` written as JSON directly are byte for byte ``model_dump`` +
 ``json_compact``; a body's ``Fragments`` view reads as its list; a log row built without
-validation (``providers.types.trusted``) is the validated row, and ``trusted`` refuses
+validation (``unvalidated.trusted``) is the validated row, and ``trusted`` refuses
 what it cannot build as validation would."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from threadloom.engine.model_call import (
     _names,
     _new_row,
     _response_body,
-    _updated_row,
 )
 from threadloom.engine.request_body import Fragments
 from threadloom.providers.types import (
@@ -33,6 +32,7 @@ from threadloom.providers.types import (
     trusted,
 )
 from threadloom.records import LogRow, json_compact
+from threadloom.unvalidated import copy_with
 
 TEXTS = [
     "",
@@ -150,7 +150,7 @@ def test_a_row_built_without_validation_is_the_validated_row() -> None:
     assert row.model_fields_set == expected.model_fields_set
     assert list(vars(row)) == list(vars(expected))
     update = {"response_body": "[]", "input_tokens": 3, "is_complete": True}
-    copied, reference = _updated_row(row, update), expected.model_copy(update=update)
+    copied, reference = copy_with(row, update), expected.model_copy(update=update)
     assert copied == reference and copied.model_fields_set == reference.model_fields_set
     assert row.response_body is None and not row.is_complete  # the original is unchanged
     with pytest.raises(ValidationError):  # a column of the wrong type is still refused

@@ -55,3 +55,49 @@ async def test_a_hook_registered_between_turns_runs_on_the_next_turn(make_chat: 
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
     systems = [r.messages[0].content for r in chat.provider.requests]
     assert systems == ["You are P.", "You are P.", "You are P. (late)"]
+
+
+async def test_a_hookless_agent_answers_nothing_for_every_name(make_chat: Any) -> None:
+    """The shortcut for an agent that names no hooks and whose subagents require none
+    gives the unremembered answer, for every name, and is forgotten with the registry."""
+    chat = await make_chat()
+    hub = chat.runtime.hub
+    names = ["after_system_message", "filter_messages", "tool_call_done", "nope"]
+    for name in names:
+        assert hub.resolve_hooks(name, "chat", "P", ()) == hub._resolve_hooks(name, "chat", "P", ())
+    assert hub._hookless == {"chat": True}
+    hub.definitions.hooks.register(late_system)
+    hub.definitions.add(Agent(name="chat2", side_a=Side(prompt="P"), hooks=["late_system"]))
+    resolved = hub.resolve_hooks("after_system_message", "chat2", None, ())
+    assert [d.id for d, _ in resolved] == ["late_system"]
+    assert hub._hookless == {"chat2": False}
+
+
+async def test_an_unregistered_hook_a_subagent_requires_is_still_refused(make_chat: Any) -> None:
+    """An agent naming no hooks whose subagent requires a parent hook that is not
+    registered is not hookless: resolving raises ``UnknownHookError`` as before."""
+    import pytest
+
+    from threadloom.define import ParentHook, Prompt, Subagent
+    from threadloom.errors import UnknownHookError
+
+    chat = await make_chat()
+    hub = chat.runtime.hub
+    child = Agent(
+        name="needy",
+        type="dual_ai",
+        expose_as_tool=True,
+        tool_description="A helper pair",
+        side_a=Side(prompt="P"),
+        side_b=Side(prompt="P"),
+        parent_hooks=(ParentHook(hook="missing_hook"),),
+    )
+    hub.definitions.add(
+        Prompt(name="PP", model="M", tools=[Subagent("needy")]),
+        child,
+        Agent(name="parent", side_a=Side(prompt="PP")),
+    )
+    for _ in range(2):  # remembered or not
+        with pytest.raises(UnknownHookError, match="missing_hook"):
+            hub.resolve_hooks("filter_messages", "parent", None, ())
+    assert hub._hookless == {"parent": False}

@@ -45,6 +45,9 @@ class Run:
     def __init__(self, manager: RunManager, row: ThreadRow, agent: Any, side: str) -> None:
         self.manager = manager
         self.hub = manager.hub
+        self.listened = manager.hub.bus.listened
+        """False while nobody listens to any thread (``EventBus.listened``): callers of
+        ``publish_telemetry`` build its fields only when it is true."""
         self.definitions: Any = manager.hub.definitions
         self.options = manager.options
         self.thread_id = row.id
@@ -164,7 +167,7 @@ class Run:
         try:
             while True:
                 reason = await self._loop()
-                if self.ended is None:
+                if self.ended is None and self.listened:
                     self.publish_telemetry("stopped", reason=reason, side=self.side)
                 if reason == "terminated":
                     await self.manager.settle(self, "terminated")
@@ -273,7 +276,8 @@ class Run:
         self.side_steps[side] += 1
         self.execution.step_count += 1
         self.execution.side_step_counts[side] = self.side_steps[side]
-        self.publish_telemetry("step_started", step=self.run_steps, side=side)
+        if self.listened:
+            self.publish_telemetry("step_started", step=self.run_steps, side=side)
         prompt = self.definitions.prompt(side_def.prompt)
         if prompt is None:
             raise StepError(f'Prompt "{side_def.prompt}" is not defined')
@@ -300,7 +304,7 @@ class Run:
             reason = None
         else:
             reason = await self._stop_conditions(env, outcome.result, outcome.round.outcomes)
-        if self.ended is None:  # else published with the run's end (finish_run)
+        if self.ended is None and self.listened:  # else published with the run's end
             self.publish_telemetry(
                 "step_completed", step=self.run_steps, stopped=reason is not None
             )

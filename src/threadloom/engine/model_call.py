@@ -27,6 +27,7 @@ from threadloom.providers.types import (
     trusted,
 )
 from threadloom.records import LogRow, json_compact, new_id
+from threadloom.unvalidated import copy_with
 
 _string = encode_basestring  # a str as JSON text, as ``json_compact`` writes it (non-ASCII kept)
 
@@ -75,7 +76,6 @@ def price(
 # -- log rows ------------------------------------------------------------------------
 
 _NO_NAME = object()
-_setattr = object.__setattr__
 _TEXT_COLUMNS = ("provider", "model", "model_name", "prompt_name", "system_prompt", "message_id")
 
 
@@ -88,23 +88,6 @@ def _new_row(values: dict[str, Any]) -> LogRow:
         if type(value) is not str and value is not None:
             return LogRow(**values)
     return trusted(LogRow, values)
-
-
-def _updated_row(row: LogRow, update: dict[str, Any]) -> LogRow:
-    """``row.model_copy(update=update)`` (no validation either way), without pydantic's
-    generic copy: the row's fields are copied once, with the update."""
-    if type(row) is not LogRow or row.__pydantic_extra__ is not None:
-        return row.model_copy(update=update)
-    data = row.__dict__.copy()
-    data.update(update)
-    copied = LogRow.__new__(LogRow)
-    _setattr(copied, "__dict__", data)
-    fields = set(row.__pydantic_fields_set__)
-    fields.update(update)
-    _setattr(copied, "__pydantic_fields_set__", fields)
-    _setattr(copied, "__pydantic_extra__", None)
-    _setattr(copied, "__pydantic_private__", None)
-    return copied
 
 
 # -- request building ----------------------------------------------------------------
@@ -350,7 +333,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             previous_log = row.id
             body.stored(row.id)
             env.current_log = row
-            run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
+            if run.listened:
+                run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
             sent = time.monotonic()
             try:
                 result, first_at, last_at = await stream_model(env, provider, request, pending_id)
@@ -384,11 +368,12 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             result.log_row = _record_success(
                 env, row, model, result, started, sent, first_at, last_at
             )
-            run.publish_telemetry(
-                "llm_response",
-                tokens=result.usage.total_tokens,
-                latency=int((time.monotonic() - started) * 1000),
-            )
+            if run.listened:
+                run.publish_telemetry(
+                    "llm_response",
+                    tokens=result.usage.total_tokens,
+                    latency=int((time.monotonic() - started) * 1000),
+                )
             return result
     raise StepError(
         f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"
@@ -441,7 +426,7 @@ def _record_success(
     usage = result.usage
     cost_input, cost_cached, cost_output, cost_total = price(model, usage)
     calls = result.tool_calls
-    updated = _updated_row(
+    updated = copy_with(
         row,
         {
             "response_body": _response_body(result),

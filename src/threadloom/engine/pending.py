@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.records import LogRow, Message
 from threadloom.thread import messages as thread_messages
+from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv
@@ -181,7 +182,7 @@ class HeldPending:
                 return None
             self._end_hold()
             if not self.publishes:
-                message = self.message.model_copy(update=fields)
+                message = copy_with(self.message, fields)
                 try:
                     if reason is not None:
                         return await env.run.manager.finish_run_locked(

@@ -337,8 +337,9 @@ class RunManager:
                 self.hub.publish_log(tid, event.seq, log)
             else:
                 self.hub.publish_message(event, stored)
-        run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
-        run.publish_telemetry("stopped", reason=reason, side=run.side)
+        if run.listened:
+            run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
+            run.publish_telemetry("stopped", reason=reason, side=run.side)
         await self.hub.publish_events(status)
         run.ended = (reason, settled)
         return stored
@@ -388,7 +389,8 @@ class RunManager:
                 await self.hub.publish_events(events)
             self._runs.pop(tid, None)
         await results.finish(self, run.row, prepared)
-        run.publish_telemetry("stopped", reason=reason, side=run.side)
+        if run.listened:
+            run.publish_telemetry("stopped", reason=reason, side=run.side)
         if reason == "aborted_by_user":
             self.hub.publish(tid, "stopped_by_user", None, {})
         if reason == "interrupted" and await self.start(tid, keep_status=True) is None:

@@ -31,6 +31,7 @@ from threadloom.records import (
 )
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.state import ThreadState
+from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
     from threadloom.engine.loop import Run
@@ -186,16 +187,17 @@ class StepEnv:
         in a background task the call waits for before it runs (spec 03 §3.6.12)."""
         if call_id in self.announced:
             return
-        self.publish_event(
-            "tool_call_started",
-            {
-                "id": call_id,
-                "name": name,
-                "message_id": self.pending_id,
-                "depth": self.depth,
-                "progress": progress,
-            },
-        )
+        if self.state.hub.bus.listened:
+            self.publish_event(
+                "tool_call_started",
+                {
+                    "id": call_id,
+                    "name": name,
+                    "message_id": self.pending_id,
+                    "depth": self.depth,
+                    "progress": progress,
+                },
+            )
         hooks = self.hooks_for("tool_call_started")
         if not hooks:
             self.announced[call_id] = None
@@ -253,7 +255,7 @@ class StepEnv:
                 error_type="tool_execution_error",
                 error_origin=f"tool:{name}",
             )
-        self.current_log = row.model_copy(update=update)
+        self.current_log = copy_with(row, update)
         return self.current_log
 
 
@@ -493,7 +495,7 @@ async def finalise(
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
             return await env.run.manager.finish_run(
-                env.run, pending.model_copy(update=fields), result.log_row, reason
+                env.run, copy_with(pending, fields), result.log_row, reason
             )
         return await thread_messages.runtime_update(
             env.state,

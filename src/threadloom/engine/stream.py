@@ -132,6 +132,7 @@ async def stream_model(
     env: StepEnv, provider: Any, request: ProviderRequest, pending_id: str
 ) -> tuple[ModelResult, float | None, float | None]:
     run, options = env.run, env.run.options
+    listened = env.state.hub.bus.listened  # the table itself: chunks are built while true
     text: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -172,16 +173,18 @@ async def stream_model(
                     offset = len(run.partial[pending_id])
                     text.append(event.text)
                     run.partial[pending_id] += event.text
-                    env.publish_chunk("message_chunk", pending_id, event.text, offset)
+                    if listened:
+                        env.publish_chunk("message_chunk", pending_id, event.text, offset)
                     produced = len(run.partial[pending_id])
-                    if produced // GENERATION_EVERY > offset // GENERATION_EVERY:
+                    if run.listened and produced // GENERATION_EVERY > offset // GENERATION_EVERY:
                         run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
                 elif isinstance(event, ReasoningDelta):
                     reasoning_started = reasoning_started or now
                     offset = sum(len(r) for r in reasoning)
                     reasoning.append(event.text)
                     run.partial_reasoning[pending_id] += event.text
-                    env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
+                    if listened:
+                        env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
                 elif isinstance(event, ToolCallStart):
                     if reasoning_started is not None and reasoning_ended is None:
                         reasoning_ended = now

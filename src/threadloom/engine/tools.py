@@ -197,16 +197,17 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     done = env.hooks_for("tool_call_done")
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
-    env.publish_event(
-        "tool_call_done",
-        {
-            "id": call.id,
-            "name": name,
-            "message_id": env.pending_id,
-            "depth": env.depth,
-            "status": result.status,
-        },
-    )
+    if hub.bus.listened:
+        env.publish_event(
+            "tool_call_done",
+            {
+                "id": call.id,
+                "name": name,
+                "message_id": env.pending_id,
+                "depth": env.depth,
+                "status": result.status,
+            },
+        )
     after = env.hooks_for(
         "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
     )
@@ -306,7 +307,8 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
         return
     if len(calls) == 1:  # nothing to run alongside: no task to schedule and wait for
         call = calls[0]
-        env.run.publish_telemetry("tool_started", tool=call.function.name)
+        if env.run.listened:
+            env.run.publish_telemetry("tool_started", tool=call.function.name)
         outcome = await _execute(env, call)
         round_.outcomes.append(outcome)
         _finish(env, round_, outcome, await _store(env, outcome))
@@ -329,9 +331,10 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
 def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Message | None) -> None:
     if stored is not None:
         round_.stored.append(stored)
-    env.run.publish_telemetry(
-        "tool_completed", tool=outcome.call.function.name, status=outcome.result.status
-    )
+    if env.run.listened:
+        env.run.publish_telemetry(
+            "tool_completed", tool=outcome.call.function.name, status=outcome.result.status
+        )
 
 
 class ToolInvoker:

@@ -8,11 +8,12 @@ values; :func:`threadloom.providers.base.generate` folds a stream into a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
+
+from threadloom.unvalidated import trusted as trusted  # construction without validation
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 FINISH_REASONS: frozenset[str] = frozenset(("stop", "tool_calls", "length", "content_filter"))
@@ -23,65 +24,6 @@ class _Model(BaseModel):
     """Base of the provider types: unknown fields are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-# --------------------------------------------------------------------------------------
-# Construction without validation
-
-
-_M = TypeVar("_M", bound=BaseModel)
-_setattr = object.__setattr__
-_Plan = tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...], frozenset[str]]
-_PLANS: dict[type[Any], _Plan] = {}
-
-
-def _plan(cls: type[BaseModel]) -> _Plan:
-    decorators = cls.__pydantic_decorators__
-    if (
-        cls.model_config.get("extra") == "allow"
-        or cls.__private_attributes__
-        or decorators.field_validators
-        or decorators.model_validators
-        or decorators.validators
-        or decorators.root_validators
-    ):
-        raise TypeError(f"{cls.__name__} cannot be built without validation")
-    template: dict[str, Any] = {}
-    factories: list[tuple[str, Callable[[], Any]]] = []
-    required: set[str] = set()
-    for name, info in cls.model_fields.items():
-        template[name] = None if info.default_factory is not None else info.default
-        if info.default_factory is not None:
-            factories.append((name, info.default_factory))  # type: ignore[arg-type]
-        elif info.is_required():
-            required.add(name)
-    plan = _PLANS[cls] = (template, tuple(factories), frozenset(required))
-    return plan
-
-
-def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """``cls(**values)`` without validation, for values already of their fields' types
-    (what the engine and the scripted provider build from their own typed records; never
-    for user or provider input). Fields not given take their defaults; the instance is
-    the one validation would give (fields, field order, ``model_fields_set``). A missing
-    required field, and a model with validators, private attributes or ``extra="allow"``,
-    are refused (``TypeError``)."""
-    plan = _PLANS.get(cls)
-    if plan is None:
-        plan = _plan(cls)
-    template, factories, required = plan
-    if not required <= values.keys():
-        raise TypeError(f"{cls.__name__}: missing {sorted(required - values.keys())}")
-    data = {**template, **values}
-    for name, factory in factories:
-        if name not in values:
-            data[name] = factory()
-    model = cls.__new__(cls)
-    _setattr(model, "__dict__", data)
-    _setattr(model, "__pydantic_fields_set__", set(values))
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
-    return model
 
 
 # --------------------------------------------------------------------------------------

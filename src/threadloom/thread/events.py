@@ -122,6 +122,10 @@ class EventBus:
     def __init__(self) -> None:
         # by thread id; ``None`` holds the subscriptions to every thread
         self._subscriptions: dict[str | None, set[Subscription]] = {}
+        self.listened: Mapping[str | None, set[Subscription]] = self._subscriptions
+        """The subscriptions themselves (one table, never replaced): false while nobody
+        listens to any thread. A publisher tests it before it builds an event, at the
+        cost of an attribute, not a call; ``wants`` is the exact answer for a thread."""
 
     def subscribe(
         self,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from threadloom.records import Message
+from threadloom.unvalidated import copy_with
 
 T = TypeVar("T")
 
@@ -26,8 +27,8 @@ def copy_message(message: Message) -> Message:
     if message.metadata is not None:
         update["metadata"] = copy.deepcopy(message.metadata)
     if message.attachments is not None:
-        update["attachments"] = [a.model_copy() for a in message.attachments]
-    return message.model_copy(update=update) if update else message.model_copy()
+        update["attachments"] = [copy_with(a, {}) for a in message.attachments]
+    return copy_with(message, update)
 
 
 class MessageHistory(Sequence[Message]):

@@ -161,8 +161,12 @@ class ThreadHub:
         self._hook_answers: dict[
             tuple[str, str, str | None, tuple[str, ...]], list[tuple[HookDefinition, HookContext]]
         ] = {}
+        self._hookless: dict[str, bool] = {}
+        """Agent id → no hook runs for it without prompt hooks: it names none and its
+        subagents require none (``_resolve_hooks``' early answer, for every hook name)."""
         self._hook_definitions: Definitions | None = None
-        self._hook_state: tuple[int, int] = (-1, -1)
+        self._hook_generation = -1
+        self._hook_version = -1
         self.registry_checked: dict[str, int] = {}
         """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11)."""
         self.children_starting: set[str] = set()
@@ -437,11 +441,23 @@ class ThreadHub:
         registry: answers are remembered for one registry state (the definitions object,
         its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
         definitions = self.definitions
-        state = (definitions.generation, definitions.hooks.version)
-        if definitions is not self._hook_definitions or state != self._hook_state:
+        if (
+            definitions is not self._hook_definitions
+            or definitions.generation != self._hook_generation
+            or definitions.hooks.version != self._hook_version
+        ):
             self._hook_answers.clear()
             self._child_hook_cache.clear()
-            self._hook_definitions, self._hook_state = definitions, state
+            self._hookless.clear()
+            self._hook_definitions = definitions
+            self._hook_generation = definitions.generation
+            self._hook_version = definitions.hooks.version
+        if not prompt_hooks:  # most steps: no hook at all, whatever the name
+            hookless = self._hookless.get(agent_id)
+            if hookless is None:
+                hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
+            if hookless:
+                return []
         key = (name, agent_id, prompt_name, tuple(prompt_hooks))
         found = self._hook_answers.get(key)
         if found is None:
@@ -449,6 +465,14 @@ class ThreadHub:
                 name, agent_id, prompt_name, prompt_hooks
             )
         return list(found)  # the caller's own list
+
+    def _is_hookless(self, agent_id: str) -> bool:
+        """``_resolve_hooks`` answers ``[]`` for every name without prompt hooks: the
+        agent names no hooks and its subagents require none (a required hook that is not
+        registered is the registry's ``UnknownHookError``, so it is not hookless)."""
+        agent = self.definitions.agent(agent_id)
+        before, after = self._child_hooks(agent_id)
+        return not (agent and agent.hooks) and not before and not after
 
     def _resolve_hooks(
         self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
