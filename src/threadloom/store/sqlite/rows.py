@@ -6,9 +6,7 @@ import json
 import operator
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import (
@@ -21,7 +19,8 @@ from threadloom.records import (
     json_compact,
 )
 from threadloom.store.base import Clock, StoredEvent, ThreadRow
-from threadloom.stored_fields import MESSAGE_FIELDS_SET, AllFieldsSet
+from threadloom.stored_fields import MESSAGE_FIELDS_SET
+from threadloom.unvalidated import copy_with as copy_with
 
 MESSAGE_COLUMNS = (
     "id, role, content, name, tool_calls, tool_call_id, tool_status, status, attachments, "
@@ -136,34 +135,6 @@ def message_from_row(row: Sequence[Any]) -> Message:
     _set(message, "__pydantic_extra__", None)
     _set(message, "__pydantic_private__", None)
     return message
-
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
-
-def copy_with(model: _Model, update: dict[str, Any], fields_set: set[str] | None = None) -> _Model:
-    """``model.model_copy(update=update)``: the same copy (values, extra, fields set),
-    without pydantic's generic path, for models without private attributes whose config
-    does not allow extra fields (the others take that path). ``fields_set``: the copy's
-    fields set as given (a shared ``AllFieldsSet``), not the model's with the update's."""
-    if model.__pydantic_private__ is not None or model.model_config.get("extra") == "allow":
-        copied = model.model_copy(update=update)
-        if fields_set is not None:
-            _set(copied, "__pydantic_fields_set__", fields_set)
-        return copied
-    copied = _new_object(type(model))
-    values = model.__dict__.copy()
-    values.update(update)
-    _set(copied, "__dict__", values)
-    extra = model.__pydantic_extra__
-    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
-    fields = model.__pydantic_fields_set__ if fields_set is None else fields_set
-    if type(fields) is not AllFieldsSet:  # a shared full set stays shared (update: a no-op)
-        fields = set(fields)
-    fields.update(update)
-    _set(copied, "__pydantic_fields_set__", fields)
-    _set(copied, "__pydantic_private__", None)
-    return copied
 
 
 def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
