@@ -44,7 +44,7 @@ NOT_DIRECT = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class CallOutcome:
     """One call after execution and hooks; ``dropped`` when a hook returned DROP."""
 
@@ -71,11 +71,17 @@ class ToolRound:
 class CallExecution:
     """The execution seen by one tool call: the run's, with this call as current."""
 
+    __slots__ = ("_base", "current_tool_call", "parent_notifications", "subagent_id")
+    current_tool_call: ToolCall
+    parent_notifications: list[dict[str, Any]]
+    subagent_id: str | None
+
     def __init__(self, base: Any, call: ToolCall) -> None:
-        self._base = base
-        self.current_tool_call = call
-        self.parent_notifications: list[dict[str, Any]] = []
-        self.subagent_id: str | None = None
+        init = object.__setattr__  # not through __setattr__ below: one call per field
+        init(self, "_base", base)
+        init(self, "current_tool_call", call)
+        init(self, "parent_notifications", [])
+        init(self, "subagent_id", None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
