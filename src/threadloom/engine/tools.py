@@ -203,16 +203,17 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     done = env.hooks_for("tool_call_done")
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
-    env.publish_event(
-        "tool_call_done",
-        {
-            "id": call.id,
-            "name": name,
-            "message_id": env.pending_id,
-            "depth": env.depth,
-            "status": result.status,
-        },
-    )
+    if hub.bus.wants(env.state.thread_id):  # else publish_event drops it: build nothing
+        env.publish_event(
+            "tool_call_done",
+            {
+                "id": call.id,
+                "name": name,
+                "message_id": env.pending_id,
+                "depth": env.depth,
+                "status": result.status,
+            },
+        )
     after = env.hooks_for(
         "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
     )
