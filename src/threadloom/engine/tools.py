@@ -60,7 +60,7 @@ class CallOutcome:
     """The child a subagent call created or messaged (its result carries it, spec 06)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolRound:
     """What the step's tool calls produced, in call order."""
 
@@ -287,7 +287,14 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
-    if calls:
+    if len(calls) == 1:  # the common case, sequential or not: no task to schedule and
+        # wait for, and no _run_calls coroutine around it
+        call = calls[0]
+        env.run.publish_telemetry("tool_started", tool=call.function.name)
+        outcome = await _execute(env, call)
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    elif calls:
         await _run_calls(env, calls, round_)
     while env.execution.queued_calls and not env.run.stop_requested():
         call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
@@ -310,13 +317,6 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
             _finish(env, round_, outcome, stored)
             if env.run.stop_requested():
                 break
-        return
-    if len(calls) == 1:  # nothing to run alongside: no task to schedule and wait for
-        call = calls[0]
-        env.run.publish_telemetry("tool_started", tool=call.function.name)
-        outcome = await _execute(env, call)
-        round_.outcomes.append(outcome)
-        _finish(env, round_, outcome, await _store(env, outcome))
         return
     tasks = []
     for call in calls:
