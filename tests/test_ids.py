@@ -39,3 +39,16 @@ def test_a_forked_child_does_not_repeat_the_parents_ids() -> None:
     parent = [new_id() for _ in range(10)]
     assert len(child) == 10
     assert not set(child) & set(parent)
+
+
+def test_ids_made_by_many_threads_at_once_are_unique() -> None:
+    """Ids are popped from a shared pool that any thread may refill: none is handed out
+    twice, none is lost to a refill race."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        batches = list(pool.map(lambda _: [new_id() for _ in range(5_000)], range(8)))
+    ids = [i for batch in batches for i in batch]
+    assert len(ids) == 40_000
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 4 for i in ids[::97])

@@ -154,7 +154,9 @@ class ToolDefinition:
         if not isinstance(arguments, Mapping):
             raise ToolArgumentsError("Tool arguments must be a JSON object")
         try:
-            validated = self.arguments_model.model_validate(dict(arguments))
+            validated = self.arguments_model.model_validate(
+                arguments if type(arguments) is dict else dict(arguments)
+            )
         except ValidationError as exc:
             raise ToolArgumentsError(
                 f"Tool argument validation failed: {format_validation_error(exc)}"
@@ -191,7 +193,7 @@ class ToolDefinition:
                 value = await threads.run(self.fn, *args, **kwargs)
             else:
                 value = await asyncio.to_thread(self.fn, *args, **kwargs)
-            if inspect.isawaitable(value):
+            if type(value) is not str and inspect.isawaitable(value):
                 value = await value
         return normalize_tool_result(value)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -98,6 +99,25 @@ ABORTS: Mapping[str, AbortKind] = {
 }
 
 
+def _wake(waiter: asyncio.Future[None], _task: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _until_done(task: asyncio.Future[Any]) -> None:
+    """Wait until ``task`` is done, neither taking on its outcome nor cancelling it when
+    the waiter is cancelled: ``asyncio.wait([task])`` without its sets and loops."""
+    if task.done():
+        return
+    waiter: asyncio.Future[None] = task.get_loop().create_future()
+    wake = functools.partial(_wake, waiter)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        task.remove_done_callback(wake)
+
+
 class RunManager:
     """The runs of one runtime: at most one per thread."""
 
@@ -125,6 +145,10 @@ class RunManager:
         self.threads = ToolThreads()
         """The worker threads of plain ``def`` tools, ended by :meth:`close`."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)
+        self._registry_key: tuple[Any, int, int] | None = None
+        self._registry_answers = (False, False)
+        """``(an agent can run, a create hook exists)`` for the registry state in
+        ``_registry_key`` (definitions object, generation, hooks version)."""
 
     # -- starting ----------------------------------------------------------------------
     def running(self, thread_id: str) -> bool:
@@ -167,11 +191,11 @@ class RunManager:
         while True:
             starting = self._starting.get(thread_id)
             if starting is not None:
-                await asyncio.wait([starting])
+                await _until_done(starting)
                 continue
             run = self._runs.get(thread_id)
             if run is not None and run.task is not None:
-                await asyncio.wait([run.task])
+                await _until_done(run.task)
                 continue
             if run is None:
                 return
@@ -200,9 +224,7 @@ class RunManager:
         One transaction checks the thread (not terminated, not stopped, entries waiting,
         a runnable agent), writes the ``running`` status and — when no create hook can
         apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
-        if not self.runs_threads or not any(
-            self._runnable(agent.name) for agent in self.hub.definitions.agents()
-        ):
+        if not self.runs_threads or not self._registry()[0]:
             return None  # thread-core use, or a shared runtime: queues just wait
         async with self._gate(thread_id):
             if thread_id in self._runs or self.closing:
@@ -252,10 +274,30 @@ class RunManager:
     def create_hooks_registered(self) -> bool:
         """Whether any ``before_create_message`` / ``after_create_message`` hook exists:
         then queue deliveries go through the create lifecycle one entry at a time."""
-        registry = self.hub.hooks_registry
-        return bool(
-            registry.ids_for("before_create_message") or registry.ids_for("after_create_message")
-        )
+        return self._registry()[1]
+
+    def _registry(self) -> tuple[bool, bool]:
+        """Whether an agent can run and whether a create hook exists, answered once per
+        registry state: every send asks, and only ``Definitions.add`` changes the answer
+        (definitions are frozen; hooks are only ever added)."""
+        definitions = self.hub.definitions
+        key = self._registry_key
+        if (
+            key is None
+            or key[0] is not definitions
+            or key[1] != definitions.generation
+            or key[2] != definitions.hooks.version
+        ):
+            registry = definitions.hooks
+            self._registry_answers = (
+                any(self._runnable(agent.name) for agent in definitions.agents()),
+                bool(
+                    registry.ids_for("before_create_message")
+                    or registry.ids_for("after_create_message")
+                ),
+            )
+            self._registry_key = (definitions, definitions.generation, registry.version)
+        return self._registry_answers
 
     async def publish_delivery(
         self, thread_id: str, events: list[StoredEvent], delivered: list[Message]
@@ -484,12 +526,10 @@ class RunManager:
     def _fast_start(self) -> bool:
         """Whether a send may start its run in its own transaction: not shutting down, an
         agent that can run, no create hook (deliveries then need the create lifecycle)."""
-        return (
-            not self.closing
-            and self.runs_threads
-            and not self.create_hooks_registered()
-            and any(self._runnable(agent.name) for agent in self.hub.definitions.agents())
-        )
+        if self.closing or not self.runs_threads:
+            return False
+        runnable, create_hooks = self._registry()
+        return runnable and not create_hooks
 
     async def _send_and_start(self, thread_id: str, fields: Mapping[str, Any]) -> Message:
         """A send to a thread with no run here: the queue entry, the ``running`` status and
@@ -501,7 +541,9 @@ class RunManager:
             if thread_id in self._runs or self.closing:  # a run started meanwhile
                 return await enqueue(hub, thread_id, fields, "api")
             status = ThreadStatus(state="running", since=hub.clock(), reason=None)
-            entry = QueueEntry.model_construct(id=new_id(), source="api", created_at=0, **fields)
+            # validated construction: about half the cost of model_construct here, and the
+            # fields are check_queue's already (the store sets created_at)
+            entry = QueueEntry(id=new_id(), source="api", created_at=0, **fields)
             async with hub.lock(thread_id):
                 try:
                     stored, event, begun = await hub.store.enqueue_and_begin_run(

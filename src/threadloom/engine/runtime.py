@@ -250,7 +250,10 @@ class Runtime:
 
     async def wait_idle(self, thread_id: str, timeout: float | None = None) -> None:
         """Wait until the thread has no run starting or running (tests, CLIs)."""
-        await asyncio.wait_for(self.runs.wait_idle(thread_id), timeout)
+        if timeout is None:  # no wait_for wrapper around the wait
+            await self.runs.wait_idle(thread_id)
+        else:
+            await asyncio.wait_for(self.runs.wait_idle(thread_id), timeout)
 
     async def __aenter__(self) -> Runtime:
         return self

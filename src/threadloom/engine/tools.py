@@ -44,7 +44,7 @@ NOT_DIRECT = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class CallOutcome:
     """One call after execution and hooks; ``dropped`` when a hook returned DROP."""
 
@@ -60,7 +60,7 @@ class CallOutcome:
     """The child a subagent call created or messaged (its result carries it, spec 06)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolRound:
     """What the step's tool calls produced, in call order."""
 
@@ -71,11 +71,17 @@ class ToolRound:
 class CallExecution:
     """The execution seen by one tool call: the run's, with this call as current."""
 
+    __slots__ = ("_base", "current_tool_call", "parent_notifications", "subagent_id")
+    current_tool_call: ToolCall
+    parent_notifications: list[dict[str, Any]]
+    subagent_id: str | None
+
     def __init__(self, base: Any, call: ToolCall) -> None:
-        self._base = base
-        self.current_tool_call = call
-        self.parent_notifications: list[dict[str, Any]] = []
-        self.subagent_id: str | None = None
+        init = object.__setattr__  # not through __setattr__ below: one call per field
+        init(self, "_base", base)
+        init(self, "current_tool_call", call)
+        init(self, "parent_notifications", [])
+        init(self, "subagent_id", None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._base, name)
@@ -197,7 +203,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     done = env.hooks_for("tool_call_done")
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
-    if hub.bus.listened:
+    if hub.bus.listened:  # else publish_event drops it: build nothing
         env.publish_event(
             "tool_call_done",
             {
@@ -281,7 +287,15 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
-    if calls:
+    if len(calls) == 1:  # the common case, sequential or not: no task to schedule and
+        # wait for, and no _run_calls coroutine around it
+        call = calls[0]
+        if env.run.listened:
+            env.run.publish_telemetry("tool_started", tool=call.function.name)
+        outcome = await _execute(env, call)
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    elif calls:
         await _run_calls(env, calls, round_)
     while env.execution.queued_calls and not env.run.stop_requested():
         call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
@@ -304,14 +318,6 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
             _finish(env, round_, outcome, stored)
             if env.run.stop_requested():
                 break
-        return
-    if len(calls) == 1:  # nothing to run alongside: no task to schedule and wait for
-        call = calls[0]
-        if env.run.listened:
-            env.run.publish_telemetry("tool_started", tool=call.function.name)
-        outcome = await _execute(env, call)
-        round_.outcomes.append(outcome)
-        _finish(env, round_, outcome, await _store(env, outcome))
         return
     tasks = []
     for call in calls:

@@ -210,7 +210,10 @@ async def _create(
     durable: bool = True,
 ) -> tuple[Message, LogRow | None]:
     hub, tid = state.hub, state.thread_id
-    candidate = await _before_create(state, candidate, propagate=propagate)
+    if _hooks(state, "before_create_message"):
+        candidate = await _before_create(state, candidate, propagate=propagate)
+    else:  # no chain to await: what _before_create would store, without its coroutine
+        derive_subagent_id(candidate)
     async with hub.lock(tid):
         log = new_log or (log_for(candidate) if log_for is not None else None)
         stored, log = await insert_locked(

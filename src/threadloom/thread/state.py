@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from threadloom.thread.hub import ThreadHub
 
 
+_NO_ARGUMENTS: Mapping[str, Any] = MappingProxyType({})
+"""The arguments of every state without any: read-only, so one object serves them all."""
+
+
 class ThreadState:
     """A thread's messages, queue, status, logs, files, family and identity (spec 02)."""
 
@@ -58,8 +62,8 @@ class ThreadState:
         self._terminated = row.terminated
         self._children = tuple(children)
         source = row.arguments if arguments is None else arguments
-        self._arguments: Mapping[str, Any] = MappingProxyType(
-            copy.deepcopy(dict(source)) if source else {}
+        self._arguments: Mapping[str, Any] = (
+            MappingProxyType(copy.deepcopy(dict(source))) if source else _NO_ARGUMENTS
         )
         self.context: dict[str, Any] = {} if context is None else context
         self.execution = execution
