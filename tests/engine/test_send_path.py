@@ -5,10 +5,13 @@ run it waits for."""
 from __future__ import annotations
 
 import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
-from threadloom.define import hook
-from threadloom.providers.scripted import Reply
+from threadloom import Agent, Definitions, Runtime, Side
+from threadloom.define import Model, Prompt, hook
+from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.records import Message
 
 
@@ -61,3 +64,37 @@ async def test_wait_idle_cancelled_leaves_the_run_running(make_chat: Any) -> Non
     assert not rt.running(tid)
     texts = [m.content for m in (await state.get_messages(limit=10, order="asc")).messages]
     assert texts == ["hello", "done"]
+
+
+def test_wait_idle_lets_the_loop_settle_a_stopped_run(tmp_path: Path) -> None:
+    """A waiter that finds the run's task done while the run is still registered (a stop
+    cancelled it and is settling it, on the same loop) must give the loop back instead of
+    looping on the done task, which would keep the settlement, and everything else, from
+    ever running. The scenario runs on a loop of its own in a thread, so a stuck loop
+    fails this test instead of hanging the suite."""
+    outcome: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        definitions = Definitions().add(
+            Model(name="M", provider=ScriptedProvider([Reply.text("late", delay=5.0)]), model="m"),
+            Prompt(name="P", model="M", system="s"),
+            Agent(name="chat", side_a=Side(prompt="P"), side_b=Side(label="User")),
+        )
+        runtime = await Runtime.open(f"sqlite:///{tmp_path / 't.db'}", definitions=definitions)
+        try:
+            state = await runtime.create_thread("chat")
+            await runtime.send_message(state.thread_id, "hello")
+            waiter = asyncio.ensure_future(runtime.wait_idle(state.thread_id))
+            await asyncio.sleep(0.05)  # the waiter waits on the run's task
+            assert await runtime.stop(state.thread_id)
+            await asyncio.wait_for(waiter, 5)
+            outcome["status"] = await state.status()
+        finally:
+            await runtime.close()
+
+    worker = threading.Thread(target=lambda: asyncio.run(scenario()), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the event loop is stuck in wait_idle"
+    status = outcome["status"]
+    assert (status.state, status.reason) == ("idle", "aborted_by_user")

@@ -187,14 +187,16 @@ class RunManager:
             await run.execute()
 
     async def wait_idle(self, thread_id: str) -> None:
-        """Return once the thread has no run starting or running."""
+        """Return once the thread has no run starting or running. A task that is done but
+        still registered (its run not yet settled or released, which other tasks do) is
+        waited out with a short sleep: the loop must get to run them."""
         while True:
             starting = self._starting.get(thread_id)
-            if starting is not None:
+            if starting is not None and not starting.done():
                 await _until_done(starting)
                 continue
             run = self._runs.get(thread_id)
-            if run is not None and run.task is not None:
+            if run is not None and run.task is not None and not run.task.done():
                 await _until_done(run.task)
                 continue
             if run is None:
