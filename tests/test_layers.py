@@ -9,7 +9,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "threadloom"
 
 # Bottom to top. A room may import from its own floor and the floors below it.
 FLOORS: list[tuple[str, ...]] = [
-    ("errors", "records", "file_records", "log_records", "ids", "stored_fields", "unvalidated"),
+    (
+        "errors",
+        "records",
+        "file_records",
+        "log_records",
+        "cost_records",
+        "ids",
+        "stored_fields",
+        "unvalidated",
+    ),
     ("store",),
     ("providers",),
     ("define",),

@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic.alias_generators import to_camel
 
+from threadloom.cost_records import CostReport as CostReport
+from threadloom.cost_records import ModelAverage as ModelAverage
+from threadloom.cost_records import ModelCost as ModelCost
+from threadloom.cost_records import ThreadCost as ThreadCost
 from threadloom.errors import InvalidMessage
 from threadloom.file_records import DIRECTORY_MIME as DIRECTORY_MIME
 from threadloom.file_records import FileChunk as FileChunk
@@ -535,71 +538,6 @@ class ThreadLogEntry(TypedDict, total=False):
     duration_ms: float
     cost: float
     data: Any
-
-
-# --------------------------------------------------------------------------------------
-# Cost
-
-
-class _Camel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
-    )
-
-    def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
-
-
-class ModelCost(_Camel):
-    model_name: str
-    total_cost: float = 0.0
-    input_cost: float = 0.0
-    cached_cost: float = 0.0
-    output_cost: float = 0.0
-    router_fee_cost: float = 0.0
-    request_count: int = 0
-    avg_cost_per_request: float = 0.0
-
-
-class ModelAverage(_Camel):
-    avg_cost: float
-    message_count: int
-
-
-class ThreadCost(_Camel):
-    thread_id: str
-    agent_name: str | None
-    thread_name: str | None
-    parent: str | None
-    is_root: bool
-    total_cost: float = 0.0
-    llm_cost: float = 0.0
-    app_cost: float = 0.0
-    input_cost: float = 0.0
-    cached_cost: float = 0.0
-    output_cost: float = 0.0
-    router_fee_cost: float = 0.0
-    request_count: int = 0
-
-
-class CostReport(_Camel):
-    """Cost of a thread and its descendants (spec 01 §1.10.3, spec 08 §8.7)."""
-
-    total_cost: float = 0.0
-    llm_cost: float = 0.0
-    app_cost: float = 0.0
-    input_cost: float = 0.0
-    cached_cost: float = 0.0
-    output_cost: float = 0.0
-    router_fee_cost: float = 0.0
-    own_cost: float = 0.0
-    request_count: int = 0
-    message_count: int = 0
-    avg_cost_per_message: float = 0.0
-    model_breakdown: list[ModelCost] = Field(default_factory=list)
-    avg_cost_per_message_by_model: dict[str, ModelAverage] = Field(default_factory=dict)
-    threads: list[ThreadCost] = Field(default_factory=list)
-    truncated: bool = False
 
 
 # --------------------------------------------------------------------------------------
