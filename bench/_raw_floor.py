@@ -65,6 +65,8 @@ class RawTurns:
         self.conn.executescript(RAW_SCHEMA)
         self.seqs: dict[str, int] = {}
         self.steady = steady and self.prefill()
+        self.pause_s = 0.0
+        """A sleep after each commit (section F's paused side; 0: none)."""
 
     def prefill(self) -> bool:
         """Grow the WAL to its steady-state size now (see the class); False if it could not."""
@@ -133,6 +135,8 @@ class RawTurns:
             execute("BEGIN")
             execute(RAW_INSERT, row)
             execute("COMMIT")
+            if self.pause_s:
+                time.sleep(self.pause_s)
 
     def seed(self, thread_id: str, messages: int) -> None:
         """``messages`` rows of whole turns into ``thread_id``, one transaction, not timed."""

@@ -33,8 +33,9 @@ Section E (information) — the SQL a turn executes, recorded and replayed on pl
 around it (``bench/_replay.py``).
 
 Section F (information) — the syncs apart from the work: Threadloom and the floor each at
-``synchronous=FULL`` and ``=OFF``, alternating, with wall time, CPU time in user space and
-in the kernel, and the time off the CPU per turn (``bench/_sync_split.py``).
+``synchronous=FULL``, ``=OFF`` and ``=OFF`` with a sleep after each commit, alternating,
+with wall time, CPU time in user space and in the kernel, and the time off the CPU per
+turn (``bench/_sync_split.py``).
 
 Section D (information) — 1,000 threads running 3 turns each concurrently on a model with
 100 ms latency per call: wall time, turns/s and peak RSS, in a subprocess of its own so

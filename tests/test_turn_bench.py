@@ -34,6 +34,10 @@ def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
     split = report.split("F. the syncs apart from the work")[1].split("D. 6 threads")[0]
     for column in ("CPU user", "CPU kernel", "off CPU", "off the CPU at FULL"):
         assert column in split, column
+    # the paused sides: OFF with a sleep after each commit, for Threadloom and the floor
+    assert "Threadloom, synchronous=OFF + 0.1 ms sleep a commit" in split
+    assert "raw sqlite3 floor, synchronous=OFF + 0.1 ms sleep a commit" in split
+    assert "OFF + 0.1 ms sleep a commit − OFF (no disk)" in split
     concurrent = report.split("D. 6 threads")[1]
     assert "6 × 2" in concurrent and "store writes during the turns" in concurrent
     assert "Summary" in report and "wall time" in report
