@@ -5,6 +5,12 @@ records; never for user or provider input).
 ``trusted(cls, values)`` is ``cls(**values)``; ``copy_with(model, update)`` is
 ``model.model_copy(update=update)``: the same instance each time (fields, field order,
 ``model_fields_set``, extra), without pydantic's generic paths.
+
+Records of a :class:`SharingModel` class built by ``trusted`` share their fields set with
+every other built from the same names (:class:`SharedFieldsSet`) instead of holding a set
+of their own: a set is a few hundred bytes and an object the garbage collector tracks, and
+the engine keeps request forms of every message of a warm history (engine/context_cache).
+An assignment to a field the shared set lacks first gives the record a set of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +27,63 @@ _setattr = object.__setattr__
 _new_object = object.__new__
 _Plan = tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...], frozenset[str]]
 _PLANS: dict[type[Any], _Plan] = {}
+
+
+class SharedFieldsSet(set[str]):
+    """The ``__pydantic_fields_set__`` shared by the ``trusted`` records of one
+    :class:`SharingModel` class built from the same field names. It is never changed: an
+    addition of a name it holds is a no-op (what pydantic does on an assignment), a copy is
+    a plain set of the record's own (``model_copy``, ``copy``), and any other change is
+    refused — :class:`SharingModel` swaps in a set of the record's own before an assignment
+    adds a name."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, memo: Any) -> set[str]:
+        return set(self)
+
+    def add(self, name: str) -> None:
+        if name not in self:
+            raise TypeError(f"a shared fields set does not take {name!r}")
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a shared fields set is not changed")
+
+    update = discard = remove = pop = clear = _refuse
+    difference_update = intersection_update = symmetric_difference_update = _refuse
+    __ior__ = __isub__ = __iand__ = __ixor__ = _refuse
+
+
+class SharingModel(BaseModel):
+    """A pydantic model whose ``trusted`` records share their fields set
+    (:class:`SharedFieldsSet`). Assigning a field that the shared set lacks first gives
+    the record a set of its own, so records never see each other's assignments."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        fields = self.__pydantic_fields_set__
+        if type(fields) is SharedFieldsSet and name not in fields:
+            _setattr(self, "__pydantic_fields_set__", set(fields))
+        super().__setattr__(name, value)
+
+
+_SHARED: dict[tuple[type[Any], tuple[str, ...]], SharedFieldsSet] = {}
+_SHARED_LIMIT = 4096
+"""At most this many shared sets (distinct (class, names) pairs); past it, records get sets
+of their own, as other records do."""
+
+
+def _fields_set(cls: type[BaseModel], names: tuple[str, ...]) -> set[str]:
+    """The shared fields set of ``cls`` for ``names`` (a ``SharingModel``), else a new set."""
+    key = (cls, names)
+    shared = _SHARED.get(key)
+    if shared is None:
+        if not issubclass(cls, SharingModel) or len(_SHARED) >= _SHARED_LIMIT:
+            return set(names)
+        shared = _SHARED[key] = SharedFieldsSet(names)
+    return shared
 
 
 def _plan(cls: type[BaseModel]) -> _Plan:
@@ -64,7 +127,7 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
             data[name] = factory()
     model = _new_object(cls)
     _setattr(model, "__dict__", data)
-    _setattr(model, "__pydantic_fields_set__", set(values))
+    _setattr(model, "__pydantic_fields_set__", _fields_set(cls, tuple(values)))
     _setattr(model, "__pydantic_extra__", None)
     _setattr(model, "__pydantic_private__", None)
     return model
@@ -89,12 +152,15 @@ def copy_with(model: _M, update: Mapping[str, Any], fields_set: set[str] | None 
     extra = model.__pydantic_extra__
     _setattr(copied, "__pydantic_extra__", None if extra is None else dict(extra))
     fields = model.__pydantic_fields_set__ if fields_set is None else fields_set
-    if type(fields) is not AllFieldsSet:  # a shared full set stays shared (update: a no-op)
-        fields = set(fields)
-    fields.update(update)
+    kind = type(fields)
+    if kind is AllFieldsSet:  # a shared full set stays shared (update: a no-op)
+        fields.update(update)
+    elif kind is not SharedFieldsSet or not fields.issuperset(update):
+        fields = set(fields)  # the copy's own (a shared set holding the update stays shared)
+        fields.update(update)
     _setattr(copied, "__pydantic_fields_set__", fields)
     _setattr(copied, "__pydantic_private__", None)
     return copied
 
 
-__all__ = ["copy_with", "trusted"]
+__all__ = ["SharedFieldsSet", "SharingModel", "copy_with", "trusted"]

@@ -22,6 +22,7 @@ from threadloom.providers.types import trusted
 from threadloom.records import Message, ToolCall, decode_tool_calls, new_id
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
+from threadloom.unvalidated import SharingModel
 
 if TYPE_CHECKING:
     from threadloom.engine.context_cache import Prepared
@@ -34,9 +35,10 @@ MISSING_RESULT = (
 NO_VISION = "[Image omitted: model does not support vision]"
 
 
-class RequestMessage(BaseModel):
+class RequestMessage(SharingModel):
     """A message as presented to the model (spec 03 §3.6.5); ``source_id`` names the
-    stored message it was built from (``None`` for the system and synthetic messages)."""
+    stored message it was built from (``None`` for the system and synthetic messages).
+    Those the engine builds with ``trusted`` share their fields sets (``SharingModel``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -249,7 +251,7 @@ def _user_content(
     return parts
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Presented:
     """A stored message in request form, remembered per record; the provider message and
     its JSON text are filled in by the request builder (``model_call.build_request``)."""

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
+from threadloom.unvalidated import SharingModel
 from threadloom.unvalidated import trusted as trusted  # construction without validation
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
@@ -20,8 +21,9 @@ FINISH_REASONS: frozenset[str] = frozenset(("stop", "tool_calls", "length", "con
 ReasoningEffort = Literal["low", "medium", "high"]
 
 
-class _Model(BaseModel):
-    """Base of the provider types: unknown fields are an error, not silently dropped."""
+class _Model(SharingModel):
+    """Base of the provider types: unknown fields are an error, not silently dropped; the
+    records the engine builds with ``trusted`` share their fields sets (``SharingModel``)."""
 
     model_config = ConfigDict(extra="forbid")
 
