@@ -145,14 +145,16 @@ async def test_connection_dropped_mid_stream(
 
 
 async def test_connection_refused() -> None:
+    # the socket stays bound, never listening, until the request failed: no other process
+    # can start listening on the port meanwhile (as it could once the socket was closed)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    provider = AnthropicProvider(api_key="sk-test", base_url=f"http://127.0.0.1:{port}")
-    try:
-        error = await fail(provider)
-    finally:
-        await provider.aclose()
+        provider = AnthropicProvider(api_key="sk-test", base_url=f"http://127.0.0.1:{port}")
+        try:
+            error = await fail(provider)
+        finally:
+            await provider.aclose()
     assert (error.code, error.retryable, error.status) == ("connection", True, None)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -117,18 +118,22 @@ async def test_c05_024_overloaded(server: FakeOpenAIServer, adapter: Any) -> Non
     assert len(server.requests) == 1
 
 
-def free_port() -> int:
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port that refuses connections while the block runs: bound but never listening, so
+    no other process can start listening on it meanwhile (as on a port closed before use)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
-    return port
+        yield port
 
 
 @pytest.mark.parametrize("kind", sorted(ADAPTERS))
 async def test_c05_024_connection_refused(kind: str) -> None:
-    provider = ADAPTERS[kind](f"http://127.0.0.1:{free_port()}/v1")
-    error = await fail(provider)
-    await provider.aclose()
+    with refusing_port() as port:
+        provider = ADAPTERS[kind](f"http://127.0.0.1:{port}/v1")
+        error = await fail(provider)
+        await provider.aclose()
     assert (error.code, error.retryable) == ("connection", True)
     assert isinstance(error.__cause__, openai.APIConnectionError)
 

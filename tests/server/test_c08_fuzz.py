@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from test_serve import ROOT, free_port, wait_ready
+from test_serve import ROOT, spawn_server
 
 from threadloom.server.app import _build
 from threadloom.server.settings import ServerSettings
@@ -25,30 +22,10 @@ SCHEMA = schemathesis.openapi.from_dict(_build(ServerSettings()).openapi())
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["THREADLOOM_ADMIN_TOKEN"] = TOKEN
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "threadloom.cli",
-            "serve",
-            str(ROOT / "examples"),
-            "--port",
-            str(port),
-            "--store",
-            f"sqlite:///{db}",
-            "--log-level",
-            "error",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    proc, base = spawn_server(
+        ROOT / "examples", db, log_level="error", THREADLOOM_ADMIN_TOKEN=TOKEN
     )
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, proc)
         yield base
     finally:
         proc.send_signal(signal.SIGTERM)

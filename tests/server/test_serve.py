@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,22 +24,46 @@ THREADLOOM = [sys.executable, "-m", "threadloom.cli"]
 
 
 def free_port() -> int:
+    """A port free at this moment; another process may take it before a child binds it, so a
+    child that listens on it is started by ``spawn_server`` or ``run_on_free_port``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
 
 
-def wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+PORT_ATTEMPTS = 5
+"""How many ports a child is started on before a port taken each time fails the test."""
+
+
+def port_was_taken(output: str) -> bool:
+    """Whether a child's output says it could not bind its port because it was in use."""
+    said = output.lower()
+    return "address already in use" in said or "[errno 98]" in said
+
+
+def health_node(base: str) -> str | None:
+    """The ``node`` id of the Threadloom server answering healthy at ``base``, else None
+    (nothing listens, not healthy, or not a Threadloom server)."""
+    try:
+        response = httpx.get(f"{base}/api/health", timeout=1)
+        node = response.json().get("node") if response.status_code == 200 else None
+    except (httpx.TransportError, ValueError, AttributeError):
+        return None
+    return node if isinstance(node, str) else None
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], node: str) -> bool:
+    """Whether ``proc`` came up at ``base``: True once health answers with its own ``node``
+    id while it is alive (so a server that took the port is never taken for it), False if
+    it exited first."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
+            return False
+        if health_node(base) == node and proc.poll() is None:
+            return True
+        time.sleep(0.1)
     raise AssertionError("server did not become ready")
 
 
@@ -58,28 +83,52 @@ def serve_command(project: Path, db: Path, port: int, log_level: str = "warning"
     ]
 
 
-def spawn_server(project: Path, db: Path, **settings: str) -> tuple[subprocess.Popen[bytes], str]:
+def spawn_server(
+    project: Path, db: Path, log_level: str = "warning", **settings: str
+) -> tuple[subprocess.Popen[bytes], str]:
     """A ready ``threadloom serve`` child on a free port, without provider keys (the demo
-    model) and with only the ``THREADLOOM_*`` ``settings`` given; the process and its base
-    URL."""
-    port = free_port()
+    model), with only the ``THREADLOOM_*`` ``settings`` given plus a node id of its own (by
+    which its health answer is told from another server's), started again on a new port if
+    another process took the port first; the process and its base URL."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.endswith("_API_KEY") and not k.startswith("THREADLOOM_")
     }
     env.update(settings)
-    proc = subprocess.Popen(
-        serve_command(project, db, port), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base, proc)
-    except BaseException:
-        proc.kill()
-        proc.communicate(timeout=30)
-        raise
-    return proc, base
+    env.setdefault("THREADLOOM_NODE_ID", f"test-serve-{uuid.uuid4().hex}")
+    output = ""
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port()
+        proc = subprocess.Popen(
+            serve_command(project, db, port, log_level),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            ready = wait_ready(base, proc, env["THREADLOOM_NODE_ID"])
+        except BaseException as exc:
+            proc.kill()
+            exc.add_note(proc.communicate(timeout=30)[0].decode(errors="replace"))
+            raise
+        if ready:
+            return proc, base
+        output = proc.communicate(timeout=30)[0].decode(errors="replace")
+        if not port_was_taken(output):
+            raise AssertionError(f"server exited with {proc.returncode}:\n{output}")
+    raise AssertionError(f"the port was taken {PORT_ATTEMPTS} times in a row:\n{output}")
+
+
+def run_on_free_port(command: Callable[[int], list[str]]) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` of ``command(port)`` on a free port (output captured as text,
+    60 s at most), run again on another port when the child found its port taken."""
+    for _ in range(PORT_ATTEMPTS - 1):
+        done = subprocess.run(command(free_port()), capture_output=True, text=True, timeout=60)
+        if done.returncode == 0 or not port_was_taken(done.stdout + done.stderr):
+            return done
+    return subprocess.run(command(free_port()), capture_output=True, text=True, timeout=60)
 
 
 @contextmanager
@@ -151,7 +200,7 @@ def test_serve_examples_support_runs_the_research_subagent(tmp_path: Path) -> No
 
 def serve_refused(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``threadloom serve examples`` with ``args`` and only these ``THREADLOOM_*`` variables,
-    expected to end by itself."""
+    expected to end by itself (before binding its port, so a taken port cannot matter)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("THREADLOOM_")}
     return subprocess.run(
         [*serve_command(ROOT / "examples", tmp_path / "x.db", free_port(), "info"), *args],
@@ -304,11 +353,8 @@ def test_the_server_process_tunes_its_garbage_collector(tmp_path: Path) -> None:
     collector is as it was."""
     from threadloom.server.serve import GC_THRESHOLD
 
-    done = subprocess.run(
-        [sys.executable, "-c", SERVER_GC, str(free_port()), f"sqlite:///{tmp_path / 'g.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_on_free_port(
+        lambda port: [sys.executable, "-c", SERVER_GC, str(port), f"sqlite:///{tmp_path / 'g.db'}"]
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
