@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path[:0] = [str(BENCH / "peers"), str(BENCH)]
 
 from _common import Result  # noqa: E402
-from _tables import goals, growth_table, scenario_table  # noqa: E402
+from _tables import goals, goals_table, growth_table, information, scenario_table  # noqa: E402
 
 
 def fake(system: str, scenario: str, median_ms: float, rows: int = 4) -> Result:
@@ -110,3 +110,59 @@ def test_rows_goal_compares_the_histories_of_one_model() -> None:
     scenarios["history"] = [fake("threadloom", "history", 3.0, rows=7)]
     rows = next(g for g in goals(scenarios, 2000) if "O(1)" in g.name)
     assert rows.ok is False
+
+
+def test_tuned_gc_row_is_information_not_a_goal_nor_a_peer() -> None:
+    """The tuned-GC row is printed against the floor under the goals; the floor goal and
+    the peer goal judge the default Threadloom row alone."""
+    concurrent = [
+        fake("threadloom", "concurrent", 3.0),
+        fake("threadloom-tuned-gc", "concurrent", 2.0),
+        fake("raw-sqlite3", "concurrent", 1.0),
+    ]
+    history = [
+        fake("threadloom", "history", 2.0),
+        fake("raw-sqlite3", "history", 1.0),
+        fake("langgraph", "history", 50.0),
+        Result(system="threadloom-tuned-gc", scenario="history", ok=False, unsupported="x"),
+    ]
+    by_scenario = {"history": history, "concurrent": concurrent}
+    judged = {g.name.split(":")[0]: g for g in goals(by_scenario, 2000)}
+    assert judged["concurrent"].ok is False and "median 3.00×" in judged["concurrent"].measured
+    peer = next(g for g in judged.values() if "fastest peer" in g.name)
+    assert "(langgraph)" in peer.measured
+    info = information(by_scenario)
+    assert len(info) == 1 and "concurrent" in info[0] and "median 2.00×" in info[0]
+    assert info[0] in goals_table(goals(by_scenario, 2000), info)
+    line = next(x for x in scenario_table(concurrent).splitlines() if "tuned" in x)
+    assert "0.67×" in line.split()  # its ratio to the default Threadloom row
+
+
+def test_tuned_gc_runner_runs_the_concurrent_scenario_only(tmp_path: Path) -> None:
+    def run(scenario: str, *extra: str) -> Result:
+        workdir = tmp_path / scenario
+        workdir.mkdir()
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(BENCH / "peers" / "run_one.py"),
+                "threadloom-tuned-gc",
+                scenario,
+                "--workdir",
+                str(workdir),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": ""},
+        )
+        return Result(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+    empty = run("empty", "--turns", "3")
+    assert not empty.ok and empty.unsupported and not empty.latencies_ns
+    r = run("concurrent", "--threads", "4", "--turns-per-thread", "2", "--latency", "0.01")
+    assert r.ok, r.error
+    assert r.turns == 8 and r.messages_timed == 32
+    assert any("objects frozen" in n for n in r.notes)

@@ -236,6 +236,7 @@ class System:
     packages: tuple[str, ...] = ()
     persistence = ""
     concurrent_unsupported: str | None = None  # why the concurrent scenario cannot run
+    concurrent_only: str | None = None  # why only the concurrent scenario runs
 
     async def open(self, path: str, latency: float, concurrent: bool) -> None:
         raise NotImplementedError
@@ -257,12 +258,19 @@ class System:
     async def close(self) -> None:
         raise NotImplementedError
 
+    def started(self) -> str | None:
+        """Called once the system is open and the scenario's threads exist, before any
+        timed turn: where a server would have finished starting. Nothing by default; a
+        returned text goes into the result's notes."""
+        return None
+
 
 class Scenario:
     """One system through one scenario on a fresh database in ``params.workdir``, in three
     stages so that a driver can interleave the timed turns of several systems, each in its
-    own process: :meth:`prepare` (open, warm up or seed, untimed), :meth:`block` (timed
-    turns, any number of times), :meth:`finish` (measure, close)."""
+    own process: :meth:`prepare` (open, warm up or seed, then :meth:`System.started`;
+    untimed), :meth:`block` (timed turns, any number of times), :meth:`finish` (measure,
+    close)."""
 
     def __init__(self, system: System, params: Params) -> None:
         self.system = system
@@ -292,6 +300,10 @@ class Scenario:
             self.result.ok = False
             self.result.unsupported = system.concurrent_unsupported
             return False
+        if params.scenario != "concurrent" and system.concurrent_only:
+            self.result.ok = False
+            self.result.unsupported = system.concurrent_only
+            return False
         concurrent = params.scenario == "concurrent"
         await system.open(self.path, params.latency if concurrent else 0.0, concurrent)
         self.opened = True
@@ -308,6 +320,8 @@ class Scenario:
             self.before = await system.count(self.thread)
         else:
             self.thread = [await system.new_thread() for _ in range(params.threads)]
+        if note := system.started():
+            self.result.notes.append(note)
         self.rows0, self.bytes0 = self.probe.measure()
         return True
 

@@ -12,9 +12,12 @@ from _common import Result
 from _report import ms, percentile, table, verdict
 
 THREADLOOM = "threadloom"
+TUNED_GC = "threadloom-tuned-gc"
+"""Threadloom with ``threadloom serve``'s GC tuning (concurrent only): a row for information;
+no goal judges it, nor is it a peer."""
 FLOOR = "raw-sqlite3"
 PEERS = ("langgraph", "openai-agents", "pydantic-ai")
-SYSTEMS = (THREADLOOM, FLOOR, *PEERS)
+SYSTEMS = (THREADLOOM, TUNED_GC, FLOOR, *PEERS)
 PEER_GOAL = 10.0  # Threadloom at least this many times faster than the fastest peer
 FLOOR_GOAL = 2.5  # Threadloom within this many times the raw floor
 ROWS_SPREAD = 1.1  # rows per message may vary this much between scenarios and still be O(1)
@@ -177,9 +180,36 @@ def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
     return out
 
 
-def goals_table(items: Sequence[Goal]) -> str:
+def information(by_scenario: dict[str, Sequence[Result]]) -> list[str]:
+    """Lines for information, not goals: the tuned-GC row's ratio to the floor, in each
+    scenario where it ran (the goals judge the default ``threadloom`` row alone)."""
+    out: list[str] = []
+    for scenario, results in by_scenario.items():
+        by = {r.system: r for r in results}
+        tuned = by.get(TUNED_GC)
+        if tuned is None or tuned.unsupported:
+            continue
+        s, floor = stats(tuned), stats(by[FLOOR]) if FLOOR in by else None
+        measured = (
+            "not measured"
+            if s is None or floor is None
+            else f"median {ratio(s.median_ns, floor.median_ns):.2f}×,"
+            f" p90 {ratio(s.p90_ns, floor.p90_ns):.2f}× of the floor"
+        )
+        out.append(
+            f"information ({scenario}, not a goal): Threadloom with `threadloom serve`'s GC"
+            f" tuning ({TUNED_GC}): {measured}"
+        )
+    return out
+
+
+def goals_table(items: Sequence[Goal], info: Sequence[str] = ()) -> str:
+    """The goals and their verdicts; then the ``info`` lines (see :func:`information`)."""
     rows = [[g.name, g.measured, "n/a" if g.ok is None else verdict(g.ok)] for g in items]
-    return table(["goal", "measured", "result"], rows)
+    text = table(["goal", "measured", "result"], rows)
+    if info:
+        text += "\n" + "\n".join(f"  {line}" for line in info)
+    return text
 
 
 def versions_table(results: Sequence[Result]) -> str:

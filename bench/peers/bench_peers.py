@@ -18,6 +18,13 @@ system at a time, the order rotating (so load from elsewhere falls on all alike)
 CPU time per turn, rows and bytes the timed turns added per stored message (read from the
 database on a separate connection), the database files' size after close and the
 process's peak RSS. docs/benchmarks.md has a run and what it says.
+
+One more row, for information, in the concurrent scenario only: ``threadloom-tuned-gc``,
+the Threadloom system in a process that tunes CPython's garbage collector as ``threadloom
+serve`` does (``tune_gc``, once the runtime is open and the threads exist; see
+``sys_threadloom_tuned_gc.py``). The goals are judged on the default ``threadloom`` row,
+since the library never touches the collector; the tuned row's ratio to the floor is
+printed under them as information.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from _tables import (  # noqa: E402
     goals,
     goals_table,
     growth_table,
+    information,
     persistence_table,
     scenario_table,
     versions_table,
@@ -162,8 +170,9 @@ def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str
     if done.returncode != 0 or not lines:
         return failed(system, scenario, f"runner exited {done.returncode} without a result")
     result = result_from(json.loads(lines[-1]))
+    width = max(map(len, SYSTEMS))
     progress(
-        f"  {scenario:<10} {system:<14} {time.perf_counter() - started:6.1f} s"
+        f"  {scenario:<10} {system:<{width}} {time.perf_counter() - started:6.1f} s"
         + ("" if result.ok else f"  ({result.unsupported or result.error})")
     )
     return result
@@ -274,7 +283,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    systems = [s for s in SYSTEMS if s in args.systems]  # Threadloom first, then the floor
+    # Threadloom first (CPython's GC, then serve's tuning), then the floor, then the peers
+    systems = [s for s in SYSTEMS if s in args.systems]
     with tempfile.TemporaryDirectory(prefix="threadloom-peers-", dir=args.tmpdir) as workdir:
         print(header(args, workdir), flush=True)
         started = time.perf_counter()
@@ -314,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             " database per stored message.\nDB MiB: the database files after the run."
             " peak RSS: VmHWM of the system's process.\n"
         )
-        print(goals_table(goals(by_scenario, args.history)))
+        print(goals_table(goals(by_scenario, args.history), information(by_scenario)))
         print(
             f"\nwall time {time.perf_counter() - started:.0f} s; load {load()} at the end",
             flush=True,

@@ -15,6 +15,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]  # bench/peers, then bench/ (the tu
 
 MODULES = {
     "threadloom": "sys_threadloom",
+    "threadloom-tuned-gc": "sys_threadloom_tuned_gc",
     "raw-sqlite3": "sys_raw",
     "langgraph": "sys_langgraph",
     "openai-agents": "sys_openai_agents",
