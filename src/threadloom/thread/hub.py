@@ -242,7 +242,7 @@ class ThreadHub:
     # -- warm histories ------------------------------------------------------------------
     WARM_MESSAGES = 100_000
     """The default of ``warm_messages``: how many messages the warm histories of recently
-    run threads may hold in all (each costs about 3 KiB with its request forms)."""
+    run threads may hold in all (each costs about 2.8 KiB with its request forms)."""
 
     def warm_history(self, thread_id: str, event_seq: int) -> MessageHistory | None:
         """The live history kept from this thread's last run, if nothing was written to
