@@ -29,32 +29,22 @@ _Plan = tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...], frozens
 _PLANS: dict[type[Any], _Plan] = {}
 
 
-class SharedFieldsSet(set[str]):
+class SharedFieldsSet(AllFieldsSet):
     """The ``__pydantic_fields_set__`` shared by the ``trusted`` records of one
-    :class:`SharingModel` class built from the same field names. It is never changed: an
-    addition of a name it holds is a no-op (what pydantic does on an assignment), a copy is
-    a plain set of the record's own (``model_copy``, ``copy``), and any other change is
-    refused — :class:`SharingModel` swaps in a set of the record's own before an assignment
-    adds a name."""
+    :class:`SharingModel` class built from the same field names. It changes as an
+    ``AllFieldsSet`` does — not at all: adding a name it holds is a no-op (what pydantic
+    does on an assignment), anything else is refused, and :class:`SharingModel` swaps in a
+    set of the record's own before an assignment adds a name — but, as it may lack names, a
+    copy is a plain set of the copy's own (``model_copy``, ``copy``), to which pydantic
+    then adds the update's names."""
 
     __slots__ = ()
 
-    def __copy__(self) -> set[str]:
+    def __copy__(self) -> set[str]:  # type: ignore[override]
         return set(self)
 
-    def __deepcopy__(self, memo: Any) -> set[str]:
+    def __deepcopy__(self, memo: Any) -> set[str]:  # type: ignore[override]
         return set(self)
-
-    def add(self, name: str) -> None:
-        if name not in self:
-            raise TypeError(f"a shared fields set does not take {name!r}")
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("a shared fields set is not changed")
-
-    update = discard = remove = pop = clear = _refuse
-    difference_update = intersection_update = symmetric_difference_update = _refuse
-    __ior__ = __isub__ = __iand__ = __ixor__ = _refuse
 
 
 class SharingModel(BaseModel):
