@@ -440,6 +440,20 @@ class ThreadHub:
         dozen times with the same arguments, and the answer changes only with the
         registry: answers are remembered for one registry state (the definitions object,
         its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
+        if self.hookless(agent_id, prompt_hooks):  # most steps: no hook at all, whatever the name
+            return []
+        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
+        found = self._hook_answers.get(key)
+        if found is None:
+            found = self._hook_answers[key] = self._resolve_hooks(
+                name, agent_id, prompt_name, prompt_hooks
+            )
+        return list(found)  # the caller's own list
+
+    def hookless(self, agent_id: str, prompt_hooks: Sequence[str]) -> bool:
+        """True when :meth:`resolve_hooks` answers ``[]`` for every name now (no prompt
+        hooks, ``_is_hookless``): one question for a caller about to ask several names.
+        It forgets the remembered answers when the registry state moved."""
         definitions = self.definitions
         if (
             definitions is not self._hook_definitions
@@ -452,19 +466,12 @@ class ThreadHub:
             self._hook_definitions = definitions
             self._hook_generation = definitions.generation
             self._hook_version = definitions.hooks.version
-        if not prompt_hooks:  # most steps: no hook at all, whatever the name
-            hookless = self._hookless.get(agent_id)
-            if hookless is None:
-                hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
-            if hookless:
-                return []
-        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
-        found = self._hook_answers.get(key)
-        if found is None:
-            found = self._hook_answers[key] = self._resolve_hooks(
-                name, agent_id, prompt_name, prompt_hooks
-            )
-        return list(found)  # the caller's own list
+        if prompt_hooks:
+            return False
+        hookless = self._hookless.get(agent_id)
+        if hookless is None:
+            hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
+        return hookless
 
     def _is_hookless(self, agent_id: str) -> bool:
         """``_resolve_hooks`` answers ``[]`` for every name without prompt hooks: the
