@@ -57,9 +57,11 @@ class ThreadLock:
     """``async with locks(thread_id)``: one asyncio.Lock per key while it is in use.
 
     The entry is dropped when its last holder or waiter leaves, so a long-running server
-    keeps no lock for threads nobody is writing to. Once acquired, it first runs the
-    thread's deferred write, if one is held (``deferred`` given): whatever the holder then
-    writes commits after it, in the order of the calls.
+    keeps no lock for threads nobody is writing to. An uncontended holder's entry has no
+    lock yet (``None``: held, nobody waits); the first waiter creates it, held on the
+    holder's behalf, and queues on it. Once acquired, it first runs the thread's deferred
+    write, if one is held (``deferred`` given): whatever the holder then writes commits
+    after it, in the order of the calls.
     """
 
     __slots__ = ("_deferred", "_entry", "_table", "_thread_id")
@@ -77,15 +79,22 @@ class ThreadLock:
 
     async def __aenter__(self) -> None:
         entry = self._table.get(self._thread_id)
-        if entry is None:
-            entry = self._table[self._thread_id] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        self._entry = entry
-        try:
-            await entry[0].acquire()
-        except BaseException:
-            self._leave(entry, release=False)
-            raise
+        if entry is None:  # uncontended: held at once, no lock object
+            entry = self._table[self._thread_id] = [None, 1]
+            self._entry = entry
+        else:
+            lock = entry[0]
+            if lock is None:  # held by the uncontended holder: a fresh lock, taken for it
+                lock = asyncio.Lock()
+                await lock.acquire()  # a fresh lock: never suspends
+                entry[0] = lock
+            entry[1] += 1
+            self._entry = entry
+            try:
+                await lock.acquire()
+            except BaseException:
+                self._leave(entry, release=False)
+                raise
         write = self._deferred.pop(self._thread_id, None) if self._deferred else None
         if write is not None:
             await self._run_deferred(write, entry)
@@ -113,7 +122,7 @@ class ThreadLock:
             self._leave(entry, release=True)
 
     def _leave(self, entry: list[Any], *, release: bool) -> None:
-        if release:
+        if release and entry[0] is not None:
             entry[0].release()
         entry[1] -= 1
         if entry[1] == 0 and self._table.get(self._thread_id) is entry:
@@ -121,7 +130,7 @@ class ThreadLock:
 
     def locked(self) -> bool:
         entry = self._table.get(self._thread_id)
-        return entry is not None and bool(entry[0].locked())
+        return entry is not None and (entry[0] is None or bool(entry[0].locked()))
 
 
 class ThreadHub:
@@ -142,7 +151,7 @@ class ThreadHub:
         self.users = users
         self.clock = clock
         self.hooks = HookRunner(default_timeout_s=hook_timeout_s, on_failure=self._hook_failed)
-        self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock, users]
+        self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock | None, users]
         self._deferred: dict[str, DeferredWrite] = {}
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
