@@ -408,9 +408,12 @@ class ThreadHub:
     # -- projections -----------------------------------------------------------------
     async def project(self, thread_id: str, messages: list[Message]) -> list[Message]:
         """Fill the projected ``subagent_*`` fields from the registry (spec 01 §1.4.11)."""
-        wanted = {m.subagent_id for m in messages if m.subagent_id}
-        if not wanted:
+        for message in messages:
+            if message.subagent_id:
+                break
+        else:  # most writes: nothing to project, no set built
             return messages
+        wanted = {m.subagent_id for m in messages if m.subagent_id}
         registry = {e.reference: e for e in await self.store.get_registry(thread_id)}
         missing = [ref for ref in wanted if ref not in registry]
         others = await self.store.get_threads(missing) if missing else {}
