@@ -144,3 +144,34 @@ async def test_a_cancelled_holder_does_not_cut_the_deferred_write_short(runtime:
     await second
     assert ran == ["deferred started", "deferred done", "next holder"]
     assert hub.active_locks == 0
+
+
+async def test_a_waiter_cancelled_behind_an_uncontended_holder(runtime: Runtime) -> None:
+    """The first waiter creates the lock on the holder's behalf: a waiter cancelled while
+    it waits leaves the holder's hold intact, the next waiter gets the lock only once the
+    holder leaves, and the entry is forgotten after."""
+    hub = runtime.hub
+    tid = (await runtime.create_thread("a")).thread_id
+    lock = hub.lock(tid)
+    ran: list[str] = []
+
+    async def waiter(name: str) -> None:
+        async with hub.lock(tid):
+            ran.append(name)
+
+    async with lock:
+        assert lock.locked()
+        gone = asyncio.create_task(waiter("gone"))
+        await asyncio.sleep(0)
+        kept = asyncio.create_task(waiter("kept"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        await asyncio.sleep(0.01)
+        assert ran == [] and lock.locked() and hub.active_locks == 1
+    await kept
+    assert ran == ["kept"] and hub.active_locks == 0 and not lock.locked()
+    async with hub.lock(tid):
+        assert hub.active_locks == 1
+    assert hub.active_locks == 0

@@ -66,11 +66,13 @@ async def test_a_hookless_agent_answers_nothing_for_every_name(make_chat: Any) -
     for name in names:
         assert hub.resolve_hooks(name, "chat", "P", ()) == hub._resolve_hooks(name, "chat", "P", ())
     assert hub._hookless == {"chat": True}
+    assert hub.hookless("chat", ()) and not hub.hookless("chat", ("late_system",))
     hub.definitions.hooks.register(late_system)
     hub.definitions.add(Agent(name="chat2", side_a=Side(prompt="P"), hooks=["late_system"]))
     resolved = hub.resolve_hooks("after_system_message", "chat2", None, ())
     assert [d.id for d, _ in resolved] == ["late_system"]
     assert hub._hookless == {"chat2": False}
+    assert not hub.hookless("chat2", ())
 
 
 async def test_an_unregistered_hook_a_subagent_requires_is_still_refused(make_chat: Any) -> None:

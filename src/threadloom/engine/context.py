@@ -421,7 +421,8 @@ async def assemble(env: StepEnv) -> Assembly:
     run, state, prompt = env.run, env.state, env.prompt
     hub = state.hub
     system = run.definitions.render_system(prompt, state.arguments, state.context)
-    hooks = env.hooks_for("after_system_message")
+    bare = env.hookless()  # then no hook below runs, until something is awaited
+    hooks = [] if bare else env.hooks_for("after_system_message")
     if hooks:
         system = await hub.hooks.run_transform(
             hooks,
@@ -438,8 +439,9 @@ async def assemble(env: StepEnv) -> Assembly:
         and prompt.include_past_tools
         and (prompt.include_chat or env.anchor_id is None)
         and history is run.execution.message_history
-        and not env.hooks_for("filter_messages")
-        and not env.hooks_for("prefilter_llm_history")
+        and (
+            bare or not (env.hooks_for("filter_messages") or env.hooks_for("prefilter_llm_history"))
+        )
     ):
         from threadloom.engine.context_cache import ContextCache
 

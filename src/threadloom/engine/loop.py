@@ -328,11 +328,13 @@ class Run:
             or not env.side_def.stop_on_response
             or self.stop_requested()
             or env.execution.queued_calls
-            or env.hooks_for("before_update_message")
-            or env.hooks_for("after_update_message")
         ):
             return None
-        return "stop_on_response"
+        if env.hookless() or not (
+            env.hooks_for("before_update_message") or env.hooks_for("after_update_message")
+        ):
+            return "stop_on_response"
+        return None
 
     async def _spawn_immediate(self, side: str) -> None:
         """Turn start: the side's immediate subagents (spec 06 §6.9)."""

@@ -65,7 +65,7 @@ def may_hold(env: StepEnv, model: str) -> bool:
         return False
     if hub.bus.wants(env.state.thread_id):
         return False
-    return not any(env.hooks_for(name) for name in HOOKS_THAT_SEE_STORAGE)
+    return env.hookless() or not any(env.hooks_for(name) for name in HOOKS_THAT_SEE_STORAGE)
 
 
 class HeldPending:

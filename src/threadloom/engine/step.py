@@ -102,10 +102,17 @@ class StepEnv:
 
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` for this step's prompt (spec 03 §3.3)."""
-        execution = self.execution
-        return self.run.hub.resolve_hooks(
-            name, self.run.agent.name, execution.prompt, execution.prompt_hooks
-        )
+        run = self.run
+        execution = self.execution_state or run.execution
+        return run.hub.resolve_hooks(name, run.agent.name, execution.prompt, execution.prompt_hooks)
+
+    def hookless(self) -> bool:
+        """True when no hook of any name runs for this step's prompt now
+        (``ThreadHub.hookless``): asked once where several names would be, with nothing
+        awaited in between, so the registry cannot move."""
+        run = self.run
+        prompt_hooks = (self.execution_state or run.execution).prompt_hooks
+        return run.hub.hookless(run.agent.name, prompt_hooks)
 
     async def dispatch(
         self, resolved: Any, state: ThreadState, arguments: dict[str, Any], reserved_id: str

@@ -200,7 +200,8 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         subagent_id=state.execution.subagent_id,
     )
     hub = env.state.hub
-    done = env.hooks_for("tool_call_done")
+    bare = env.hookless()  # then neither hook below runs: nothing is awaited in between
+    done = [] if bare else env.hooks_for("tool_call_done")
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
     if hub.bus.listened:  # else publish_event drops it: build nothing
@@ -214,8 +215,12 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
                 "status": result.status,
             },
         )
-    after = env.hooks_for(
-        "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+    after = (
+        []
+        if bare
+        else env.hooks_for(
+            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+        )
     )
     if after:
         final = await hub.hooks.run_transform(

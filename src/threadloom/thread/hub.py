@@ -57,9 +57,11 @@ class ThreadLock:
     """``async with locks(thread_id)``: one asyncio.Lock per key while it is in use.
 
     The entry is dropped when its last holder or waiter leaves, so a long-running server
-    keeps no lock for threads nobody is writing to. Once acquired, it first runs the
-    thread's deferred write, if one is held (``deferred`` given): whatever the holder then
-    writes commits after it, in the order of the calls.
+    keeps no lock for threads nobody is writing to. An uncontended holder's entry has no
+    lock yet (``None``: held, nobody waits); the first waiter creates it, held on the
+    holder's behalf, and queues on it. Once acquired, it first runs the thread's deferred
+    write, if one is held (``deferred`` given): whatever the holder then writes commits
+    after it, in the order of the calls.
     """
 
     __slots__ = ("_deferred", "_entry", "_table", "_thread_id")
@@ -77,15 +79,22 @@ class ThreadLock:
 
     async def __aenter__(self) -> None:
         entry = self._table.get(self._thread_id)
-        if entry is None:
-            entry = self._table[self._thread_id] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        self._entry = entry
-        try:
-            await entry[0].acquire()
-        except BaseException:
-            self._leave(entry, release=False)
-            raise
+        if entry is None:  # uncontended: held at once, no lock object
+            entry = self._table[self._thread_id] = [None, 1]
+            self._entry = entry
+        else:
+            lock = entry[0]
+            if lock is None:  # held by the uncontended holder: a fresh lock, taken for it
+                lock = asyncio.Lock()
+                await lock.acquire()  # a fresh lock: never suspends
+                entry[0] = lock
+            entry[1] += 1
+            self._entry = entry
+            try:
+                await lock.acquire()
+            except BaseException:
+                self._leave(entry, release=False)
+                raise
         write = self._deferred.pop(self._thread_id, None) if self._deferred else None
         if write is not None:
             await self._run_deferred(write, entry)
@@ -113,7 +122,7 @@ class ThreadLock:
             self._leave(entry, release=True)
 
     def _leave(self, entry: list[Any], *, release: bool) -> None:
-        if release:
+        if release and entry[0] is not None:
             entry[0].release()
         entry[1] -= 1
         if entry[1] == 0 and self._table.get(self._thread_id) is entry:
@@ -121,7 +130,7 @@ class ThreadLock:
 
     def locked(self) -> bool:
         entry = self._table.get(self._thread_id)
-        return entry is not None and bool(entry[0].locked())
+        return entry is not None and (entry[0] is None or bool(entry[0].locked()))
 
 
 class ThreadHub:
@@ -142,7 +151,7 @@ class ThreadHub:
         self.users = users
         self.clock = clock
         self.hooks = HookRunner(default_timeout_s=hook_timeout_s, on_failure=self._hook_failed)
-        self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock, users]
+        self._locks: dict[str, list[Any]] = {}  # thread id → [asyncio.Lock | None, users]
         self._deferred: dict[str, DeferredWrite] = {}
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
@@ -399,9 +408,12 @@ class ThreadHub:
     # -- projections -----------------------------------------------------------------
     async def project(self, thread_id: str, messages: list[Message]) -> list[Message]:
         """Fill the projected ``subagent_*`` fields from the registry (spec 01 §1.4.11)."""
-        wanted = {m.subagent_id for m in messages if m.subagent_id}
-        if not wanted:
+        for message in messages:
+            if message.subagent_id:
+                break
+        else:  # most writes: nothing to project, no set built
             return messages
+        wanted = {m.subagent_id for m in messages if m.subagent_id}
         registry = {e.reference: e for e in await self.store.get_registry(thread_id)}
         missing = [ref for ref in wanted if ref not in registry]
         others = await self.store.get_threads(missing) if missing else {}
@@ -440,6 +452,20 @@ class ThreadHub:
         dozen times with the same arguments, and the answer changes only with the
         registry: answers are remembered for one registry state (the definitions object,
         its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
+        if self.hookless(agent_id, prompt_hooks):  # most steps: no hook at all, whatever the name
+            return []
+        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
+        found = self._hook_answers.get(key)
+        if found is None:
+            found = self._hook_answers[key] = self._resolve_hooks(
+                name, agent_id, prompt_name, prompt_hooks
+            )
+        return list(found)  # the caller's own list
+
+    def hookless(self, agent_id: str, prompt_hooks: Sequence[str]) -> bool:
+        """True when :meth:`resolve_hooks` answers ``[]`` for every name now (no prompt
+        hooks, ``_is_hookless``): one question for a caller about to ask several names.
+        It forgets the remembered answers when the registry state moved."""
         definitions = self.definitions
         if (
             definitions is not self._hook_definitions
@@ -452,19 +478,12 @@ class ThreadHub:
             self._hook_definitions = definitions
             self._hook_generation = definitions.generation
             self._hook_version = definitions.hooks.version
-        if not prompt_hooks:  # most steps: no hook at all, whatever the name
-            hookless = self._hookless.get(agent_id)
-            if hookless is None:
-                hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
-            if hookless:
-                return []
-        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
-        found = self._hook_answers.get(key)
-        if found is None:
-            found = self._hook_answers[key] = self._resolve_hooks(
-                name, agent_id, prompt_name, prompt_hooks
-            )
-        return list(found)  # the caller's own list
+        if prompt_hooks:
+            return False
+        hookless = self._hookless.get(agent_id)
+        if hookless is None:
+            hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
+        return hookless
 
     def _is_hookless(self, agent_id: str) -> bool:
         """``_resolve_hooks`` answers ``[]`` for every name without prompt hooks: the
