@@ -28,6 +28,25 @@ def fake(system: str, scenario: str, median_ms: float, rows: int = 4) -> Result:
     return r
 
 
+def run_one(system: str, scenario: str, tmp_path: Path, *extra: str) -> Result:
+    """``bench/peers/run_one.py SYSTEM SCENARIO`` in a process of its own, on a new work
+    directory under ``tmp_path``; its result."""
+    workdir = tmp_path / scenario
+    workdir.mkdir()
+    done = subprocess.run(
+        [
+            *(sys.executable, str(BENCH / "peers" / "run_one.py"), system, scenario),
+            *("--workdir", str(workdir), *extra),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    return Result(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def test_goals_ratio_against_the_fastest_peer_and_the_floor() -> None:
     history = [
         fake("threadloom", "history", 2.0),
@@ -63,25 +82,7 @@ def test_runner_stores_four_messages_a_turn_in_constant_rows(system: str, tmp_pa
         ("empty", ["--turns", "3"]),
         ("history", ["--history", "40", "--history-turns", "3"]),
     ):
-        workdir = tmp_path / scenario
-        workdir.mkdir()
-        done = subprocess.run(
-            [
-                sys.executable,
-                str(BENCH / "peers" / "run_one.py"),
-                system,
-                scenario,
-                "--workdir",
-                str(workdir),
-                *extra,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": ""},
-        )
-        r = Result(**json.loads(done.stdout.strip().splitlines()[-1]))
+        r = run_one(system, scenario, tmp_path, *extra)
         assert r.ok, r.error
         assert len(r.latencies_ns) == 3 and r.messages_timed == 12
         assert r.db_bytes > 0 and r.peak_rss_mib > 0
@@ -139,30 +140,19 @@ def test_tuned_gc_row_is_information_not_a_goal_nor_a_peer() -> None:
 
 
 def test_tuned_gc_runner_runs_the_concurrent_scenario_only(tmp_path: Path) -> None:
-    def run(scenario: str, *extra: str) -> Result:
-        workdir = tmp_path / scenario
-        workdir.mkdir()
-        done = subprocess.run(
-            [
-                sys.executable,
-                str(BENCH / "peers" / "run_one.py"),
-                "threadloom-tuned-gc",
-                scenario,
-                "--workdir",
-                str(workdir),
-                *extra,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": ""},
-        )
-        return Result(**json.loads(done.stdout.strip().splitlines()[-1]))
-
-    empty = run("empty", "--turns", "3")
+    empty = run_one("threadloom-tuned-gc", "empty", tmp_path, "--turns", "3")
     assert not empty.ok and empty.unsupported and not empty.latencies_ns
-    r = run("concurrent", "--threads", "4", "--turns-per-thread", "2", "--latency", "0.01")
+    r = run_one(
+        "threadloom-tuned-gc",
+        "concurrent",
+        tmp_path,
+        "--threads",
+        "4",
+        "--turns-per-thread",
+        "2",
+        "--latency",
+        "0.01",
+    )
     assert r.ok, r.error
     assert r.turns == 8 and r.messages_timed == 32
     assert any("objects frozen" in n for n in r.notes)
