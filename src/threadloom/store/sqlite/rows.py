@@ -379,20 +379,29 @@ class Tx:
         self.activity = max(self.activity or 0, now)
         self._touched_at = max(self._touched_at or 0, now)
 
-    def thread_row(self) -> ThreadRow:
-        """The thread row as this transaction has changed it so far (``row=True`` only)."""
+    def agent_id(self) -> str:
+        """The thread's agent (``row=True`` only)."""
+        assert self._row is not None
+        agent_id: str = self._row[1]
+        return agent_id
+
+    def thread_row(self, last_activity_us: int | None) -> ThreadRow:
+        """The thread row as this transaction has changed it so far, with the activity
+        time given (``row=True`` only)."""
         row = self._row
         assert row is not None
-        loaded = ThreadStatus(state=row[9], since=row[10], reason=row[11])
+        status = self.status
+        if status is None:
+            status = ThreadStatus(state=row[9], since=row[10], reason=row[11])
         return _thread(
             row,
             terminated=self.terminated,
-            status=self.status or loaded,
+            status=status,
             stopped=self.stopped,
             event_seq=int(self.event_seq),
             session=self.session,
             has_children=bool(row[20]),
-            last_activity_us=self.activity,
+            last_activity_us=last_activity_us,
         )
 
     def event(
