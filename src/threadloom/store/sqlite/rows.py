@@ -446,6 +446,9 @@ class Tx:
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         events = self.events
+        if 0 < len(events) <= _NULL_FREE_EVENTS:
+            self._insert_events_null_free(events)
+            return events
         for start in range(0, len(events), _EVENT_ROWS_PER_INSERT):
             chunk = events[start : start + _EVENT_ROWS_PER_INSERT]
             if chunk[-1].seq >= KEY_SPAN:
@@ -457,9 +460,48 @@ class Tx:
             self.conn.execute(_event_insert(len(chunk)), values)
         return events
 
+    def _insert_events_null_free(self, events: list[StoredEvent]) -> None:
+        """The few event rows of a common transaction in one INSERT whose text holds
+        ``NULL`` for each ``None`` entity id and payload (``nulls.NullFree``: a bound
+        ``None`` costs ``sqlite3`` its adaptation protocol); the same rows."""
+        if events[-1].seq >= KEY_SPAN:
+            raise StoreError(f"thread {self.thread_id} has used every event number")
+        values: list[Any] = []
+        pattern: list[int] = []
+        for e in events:
+            entity, payload = e.entity_id, dump_json(e.payload)
+            values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind)
+            if entity is not None:
+                values.append(entity)
+            if payload is not None:
+                values.append(payload)
+            values.append(e.created_at)
+            pattern.append((entity is None) + 2 * (payload is None))
+        key = tuple(pattern)
+        text = _NULL_FREE_EVENT_INSERTS.get(key)
+        if text is None:
+            text = _EVENT_INSERT + ",".join([_EVENT_ROW_TEXTS[code] for code in key])
+            if len(_NULL_FREE_EVENT_INSERTS) < _NULL_FREE_TEXTS:
+                _NULL_FREE_EVENT_INSERTS[key] = text
+        self.conn.execute(text, values)
+
 
 _THREAD_UPDATES: dict[tuple[bool, bool, bool, bool], str] = {}
 _EVENT_INSERTS: dict[int, str] = {}
+_NULL_FREE_EVENTS = 8
+"""Up to this many events a transaction writes them with ``NULL`` in the text (a turn's
+transactions write 2 or 3); more (a bulk delivery …) bind their ``None`` values."""
+_NULL_FREE_TEXTS = 256
+"""Texts kept by pattern of ``None`` values (a workload sees a handful); past that a
+new pattern's text is made for its statement only."""
+_NULL_FREE_EVENT_INSERTS: dict[tuple[int, ...], str] = {}
+_EVENT_ROW_TEXTS = (
+    "(?,?,?,?,?,?,?)",
+    "(?,?,?,?,NULL,?,?)",
+    "(?,?,?,?,?,NULL,?)",
+    "(?,?,?,?,NULL,NULL,?)",
+)
+"""An event row's values by code: 1 when its entity id is ``None``, + 2 when its payload is."""
 
 
 def _thread_update(status: bool, activity: bool, session: bool, top: bool) -> str:
