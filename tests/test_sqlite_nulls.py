@@ -52,3 +52,19 @@ def test_values_must_match_the_slots() -> None:
     assert insert.slots == 2
     with pytest.raises(ValueError, match="3 values for 2 slots"):
         insert.bind((1, 2, 3))
+
+
+def test_one_value_or_none_left_to_bind() -> None:
+    """A pattern that leaves one value, or none, to bind still binds a tuple of them."""
+    conn = _table()
+    insert = NullFree("INSERT INTO t(a, b) VALUES (?, ?)")
+    assert insert.bind((None, None))[1] == ()
+    assert insert.bind((None, "b"))[1] == ("b",)
+    conn.execute(*insert.bind((None, None)))
+    conn.execute(*insert.bind((None, "b")))
+    conn.execute(*insert.bind((1, "b")))
+    assert conn.execute("SELECT a, b FROM t ORDER BY k").fetchall() == [
+        (None, None),
+        (None, "b"),
+        (1, "b"),
+    ]

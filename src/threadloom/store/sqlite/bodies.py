@@ -27,6 +27,7 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from threadloom.errors import StoreError
 from threadloom.records import LogRow, RequestDelta
@@ -128,15 +129,16 @@ def insert_bodies(conn: sqlite3.Connection, thread_id: str, row: LogRow) -> None
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Base:
-    """The columns of a base row that an insert checks."""
+class _Base(NamedTuple):
+    """The columns of a base row that an insert checks (a tuple: built from the row
+    without a frozen dataclass's per-field ``object.__setattr__``)."""
 
     log_id: str
     base_id: str | None
     depth: int
     keep: int
-    count: int
+    messages: int
+    """The row's ``count`` column: the messages of its request."""
     size: int
     suffix_hash: bytes
 
@@ -183,7 +185,7 @@ def _insert_request(
     base = None
     if delta.base_log_id is not None:
         base = _lookup(conn, thread_id, delta.base_log_id)
-    if base is not None and delta.keep <= base.count and base.depth < MAX_CHAIN_DEPTH:
+    if base is not None and delta.keep <= base.messages and base.depth < MAX_CHAIN_DEPTH:
         kept = _kept_size(conn, thread_id, base, delta.keep)
         comma = 1 if delta.keep and own else 0
         if kept is None or kept + comma + own_size != size:
@@ -215,7 +217,7 @@ def _insert_request(
         body = delta.whole()
         if len(body) != total or not body.startswith(prefix) or not body.endswith(suffix):
             return _refused(log_id, "its lazy body does not match its length and framing")
-    if base is not None and delta.keep <= base.count:
+    if base is not None and delta.keep <= base.messages:
         lengths = _chain_lengths(conn, base.log_id, delta.keep)
     else:
         lengths = _leading_lengths(body, len(prefix), delta.keep)
@@ -259,7 +261,7 @@ def _kept_size(conn: sqlite3.Connection, thread_id: str, base: _Base, keep: int)
         base = found
     if keep == 0:
         return 0
-    if keep == base.count:
+    if keep == base.messages:
         return base.size
     text = conn.execute(
         "SELECT lengths FROM log_requests WHERE log_id = ?", (base.log_id,)

@@ -11,7 +11,8 @@ few and the connection's statement cache (``CACHED_STATEMENTS``) keeps them prep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 CACHED_STATEMENTS = 512
@@ -22,13 +23,15 @@ need."""
 
 class NullFree:
     """A statement whose ``?`` slots become ``NULL`` in its text where the value is
-    ``None``. The text must have no ``?`` other than its parameter slots."""
+    ``None``. The text must have no ``?`` other than its parameter slots. Each pattern
+    keeps its text and an ``itemgetter`` of its other slots: the values to bind are taken
+    in C, not by a Python loop over the row's 22 to 60 values."""
 
     __slots__ = ("_parts", "_texts")
 
     def __init__(self, text: str) -> None:
         self._parts = text.split("?")
-        self._texts: dict[tuple[bool, ...], str] = {}
+        self._texts: dict[tuple[bool, ...], tuple[str, Callable[[Sequence[Any]], Any]]] = {}
 
     @property
     def slots(self) -> int:
@@ -38,18 +41,27 @@ class NullFree:
         """The text for ``values`` and the values it binds."""
         if len(values) != len(self._parts) - 1:
             raise ValueError(f"{len(values)} values for {len(self._parts) - 1} slots")
-        if None not in values:
-            return self._text(()), tuple(values)
-        nulls = tuple([value is None for value in values])
-        return self._text(nulls), tuple([value for value in values if value is not None])
+        nulls = () if None not in values else tuple([value is None for value in values])
+        found = self._texts.get(nulls)
+        if found is None:
+            found = self._texts[nulls] = (self._text(nulls), _getter(nulls))
+        text, getter = found
+        return text, getter(values)
 
     def _text(self, nulls: tuple[bool, ...]) -> str:
-        text = self._texts.get(nulls)
-        if text is None:
-            parts = self._parts
-            pieces = [parts[0]]
-            for index, part in enumerate(parts[1:]):
-                pieces.append("NULL" if nulls and nulls[index] else "?")
-                pieces.append(part)
-            text = self._texts[nulls] = "".join(pieces)
-        return text
+        parts = self._parts
+        pieces = [parts[0]]
+        for index, part in enumerate(parts[1:]):
+            pieces.append("NULL" if nulls and nulls[index] else "?")
+            pieces.append(part)
+        return "".join(pieces)
+
+
+def _getter(nulls: tuple[bool, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """The values at a pattern's non-``None`` slots (every slot: ``()``), as a tuple."""
+    if not nulls:
+        return tuple
+    kept = [index for index, null in enumerate(nulls) if not null]
+    if len(kept) > 1:
+        return itemgetter(*kept)
+    return lambda values: tuple([values[index] for index in kept])  # one value, or none

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import sqlite3
 from collections.abc import Callable
@@ -64,19 +63,21 @@ def _begin_in(
     status: ThreadStatus | None,
     force: bool,
     runnable: Callable[[str], bool] | None,
-) -> ThreadRow | None:
+) -> tuple[int | None] | None:
     """The start gate's check inside ``tx`` (loaded with ``row=True``, and ``waiting=True``
-    unless ``force``): the thread row when the run starts, after its status is written."""
+    unless ``force``): when the run starts, its status is written and the thread's
+    activity time before it returned (the started row reports that one; the caller
+    builds the row once the transaction's events are in: ``Tx.thread_row``)."""
     if tx.terminated is not None:
         return None
     if not force and (tx.stopped or not tx.waiting):
         return None
-    row = tx.thread_row()
-    if runnable is not None and not runnable(row.agent_id):
+    if runnable is not None and not runnable(tx.agent_id()):
         return None
+    activity = tx.activity
     if status is not None:
         write_status(tx, status)
-    return row
+    return (activity,)
 
 
 def begin_run(
@@ -93,15 +94,14 @@ def begin_run(
         tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
     except ThreadNotFound:
         return None
-    row = _begin_in(tx, status, force, runnable)
-    if row is None:
+    started = _begin_in(tx, status, force, runnable)
+    if started is None:
         return None
     delivered = _deliver_waiting(tx) if deliver else []
     if not tx.events:
-        return RunBegin(row, [], [])
+        return RunBegin(tx.thread_row(started[0]), [], [])
     events = tx.flush()
-    row = dataclasses.replace(row, status=status or row.status, event_seq=int(tx.event_seq))
-    return RunBegin(row, [m for m, _ in delivered], events)
+    return RunBegin(tx.thread_row(started[0]), [m for m, _ in delivered], events)
 
 
 def enqueue_and_begin_run(
@@ -123,10 +123,10 @@ def enqueue_and_begin_run(
     tx.waiting = True
     tx.renew_clock()  # the run starts after the send, as when they were two writes
     mark = len(tx.events)
-    row = _begin_in(tx, status, False, runnable)
-    if row is None or was_waiting:
+    started = _begin_in(tx, status, False, runnable)
+    if started is None or was_waiting:
         insert_entry(tx, stored, qseq)
-    if row is None:
+    if started is None:
         tx.flush()
         return stored, event, None
     if was_waiting:
@@ -135,12 +135,16 @@ def enqueue_and_begin_run(
         message = insert_in_tx(tx, delivered_message(_as_read(stored)))
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
-    row = dataclasses.replace(row, status=status, event_seq=int(tx.event_seq))
+    row = tx.thread_row(started[0])
     return stored, event, RunBegin(row, [m for m, _ in delivered], events)
 
 
 def _as_read(entry: QueueEntry) -> QueueEntry:
-    """The entry as reading its queue row back would give it (JSON round trips)."""
+    """The entry as reading its queue row back would give it (JSON round trips). Without
+    attachments and metadata that is the entry itself (the row's other columns read back
+    as they were written), without the round trip and its ``model_construct``."""
+    if entry.attachments is None and entry.metadata is None and type(entry.silent) is bool:
+        return entry
     return queue_entry_from_row(
         (
             entry.id,
