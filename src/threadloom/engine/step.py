@@ -111,8 +111,7 @@ class StepEnv:
         (``ThreadHub.hookless``): asked once where several names would be, with nothing
         awaited in between, so the registry cannot move."""
         run = self.run
-        prompt_hooks = (self.execution_state or run.execution).prompt_hooks
-        return run.hub.hookless(run.agent.name, prompt_hooks)
+        return run.hub.hookless(run.agent.name, self.execution.prompt_hooks)
 
     async def dispatch(
         self, resolved: Any, state: ThreadState, arguments: dict[str, Any], reserved_id: str
