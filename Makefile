@@ -11,7 +11,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench-store bench-turn bench-api bench-peers conformance clean
+.PHONY: serve test lint typecheck pytest bench-store bench-turn bench-instructions bench-api bench-peers conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -40,6 +40,9 @@ bench-store: $(STAMP)
 
 bench-turn: $(STAMP)
 	$(BIN)/python bench/turn_bench.py
+
+bench-instructions: $(STAMP)
+	$(BIN)/python bench/instructions_bench.py
 
 bench-api: $(STAMP)
 	$(BIN)/python bench/api_bench.py

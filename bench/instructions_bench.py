@@ -1,0 +1,258 @@
+"""Instructions per turn: the turn benchmark's workload under callgrind (make bench-instructions).
+
+Wall time on a shared virtual machine moves by ±15% from one run to the next; an
+instruction count does not. This counts what one turn of ``bench/_workload.py`` executes:
+the same script runs twice under ``valgrind --tool=callgrind``, with the same warm-up, once
+with no measured turns and once with ``--turns`` of them, and a turn is the difference over
+the turns — start-up, imports and the warm-up cancel out. Both runs go at once (two cores),
+at ``synchronous=OFF`` (a sync adds kernel time and no instructions of ours) and with
+``PYTHONHASHSEED=0``, which narrows the spread between runs of one checkout from about ±25k
+to 3–15k instructions a turn. The event loop's paths depend a little on timing (the pending
+hold, inline commits, group commit), so a loaded machine raises the count by 2–3%.
+
+It prints the turn's instructions, split by the shared object that executed them (the
+interpreter, SQLite, libc, pydantic-core …), and the C functions that grew most, and checks
+that every turn stored its four messages (a run whose turns failed would count too little).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from _report import progress, table
+
+_LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?)(?:\s+\[(.*)\])?$")
+_LIBRARIES = (  # shared object name → the row it is counted under
+    ("libpython", "the interpreter (libpython)"),
+    ("libsqlite3", "SQLite (libsqlite3)"),
+    ("libc.so", "libc"),
+    ("_pydantic_core", "pydantic-core"),
+    ("_sqlite3", "the sqlite3 module"),
+    ("_json", "the json module"),
+)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--turns", type=int, default=200, metavar="N", help="measured turns (default 200)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=30, metavar="N", help="warm-up turns (default 30)"
+    )
+    parser.add_argument(
+        "--functions", type=int, default=12, metavar="N", help="C functions listed (default 12)"
+    )
+    parser.add_argument("--tmpdir", default=None, help="where the databases and profiles go")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.turns < 1 or args.warmup < 1 or args.functions < 0:
+        parser.error("--turns and --warmup must be ≥ 1, --functions ≥ 0")
+    return args
+
+
+async def child(turns: int, warmup: int, workdir: str) -> dict[str, object]:
+    """The measured process: ``warmup`` then ``turns`` turns on one thread; what it stored."""
+    from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn
+    from threadloom import Runtime
+
+    runtime = await Runtime.open(
+        f"sqlite:///{os.path.join(workdir, 'turns.db')}",
+        definitions=make_definitions(fixed_usage=True),
+        synchronous="OFF",
+    )
+    try:
+        state = await runtime.create_thread("chat")
+        for i in range(warmup + turns):
+            await one_turn(runtime, state.thread_id, i)
+        status = await state.status()
+        return {
+            "messages": await message_total(state),
+            "expected": (warmup + turns) * ROWS_PER_TURN,
+            "state": status.state,
+            "reason": status.reason,
+        }
+    finally:
+        await runtime.close()
+
+
+def profile_lines(path: Path) -> list[str]:
+    """``callgrind_annotate``'s listing of every function of the profile at ``path``."""
+    done = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def costs(lines: Sequence[str]) -> tuple[int, Counter[str], Counter[str]]:
+    """The program's total, and the self cost of each shared object and each function.
+
+    A function's code inlined from a header is listed under that header's file and without
+    its shared object; it counts under the object the function's own line names."""
+    total = 0
+    entries: list[tuple[int, str, str | None]] = []
+    home: dict[str, str] = {}
+    for line in lines:
+        found = _LINE.match(line)
+        if found is None:
+            continue
+        count = int(found[1].replace(",", ""))
+        if found[2] == "PROGRAM TOTALS":
+            total = count
+            continue
+        name = found[2].rsplit(":", 1)[-1].split("'")[0]  # 'N: callgrind's recursion depth
+        entries.append((count, name, found[3]))
+        if found[3]:
+            home.setdefault(name, found[3])
+    objects: Counter[str] = Counter()
+    functions: Counter[str] = Counter()
+    for count, name, obj in entries:
+        where = obj or home.get(name, "?")
+        objects[where] += count
+        functions[f"{name} ({Path(where).name})"] += count
+    return total, objects, functions
+
+
+def library_rows(base: Counter[str], measured: Counter[str], turns: int, total: float) -> list:
+    """Per-turn instructions by library, the named ones first, the rest as one row."""
+    per_object = {obj: (measured[obj] - base[obj]) / turns for obj in measured | base}
+    rows, named = [], 0.0
+    for needle, label in _LIBRARIES:
+        value = sum(v for obj, v in per_object.items() if needle in Path(obj).name)
+        named += value
+        rows.append([label, f"{value / 1e6:.3f}", f"{value / total:.0%}"])
+    rows.append(
+        ["everything else", f"{(total - named) / 1e6:.3f}", f"{(total - named) / total:.0%}"]
+    )
+    return rows
+
+
+def run_pair(args: argparse.Namespace, workdir: Path) -> dict[int, tuple[Path, dict]]:
+    """Both callgrind runs at once; each run's profile and what its turns stored."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    started: dict[int, tuple[subprocess.Popen[str], Path]] = {}
+    for turns in (0, args.turns):
+        out = workdir / f"callgrind.{turns}.out"
+        db_dir = workdir / f"db-{turns}"
+        db_dir.mkdir()
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            f"--child={turns}",
+            f"--warmup={args.warmup}",
+            f"--tmpdir={db_dir}",
+        ]
+        started[turns] = (
+            subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            ),
+            out,
+        )
+    t0 = time.monotonic()
+    results: dict[int, tuple[Path, dict]] = {}
+    for turns, (process, out) in started.items():
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            sys.exit(
+                f"the run with {turns} turns failed (exit {process.returncode}):\n{stderr[-3000:]}"
+            )
+        stored = json.loads(stdout.strip().splitlines()[-1])
+        if stored["messages"] != stored["expected"] or stored["state"] != "idle":
+            sys.exit(f"the run with {turns} turns did not do its turns: {stored}")
+        results[turns] = (out, stored)
+        progress(f"  run with {turns:,} measured turns done ({time.monotonic() - t0:.0f} s)")
+    return results
+
+
+def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> str:
+    base_total, base_objects, base_functions = costs(profile_lines(results[0][0]))
+    total, objects, functions = costs(profile_lines(results[args.turns][0]))
+    per_turn = (total - base_total) / args.turns
+    version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout
+    lines = [
+        "Instructions per turn (bench/instructions_bench.py)",
+        f"python      {platform.python_implementation()} {platform.python_version()},"
+        f" {version.strip()}, PYTHONHASHSEED=0",
+        f"workload    bench/_workload.py, synchronous=OFF, {args.warmup} warm-up turns;"
+        f" runs of 0 and {args.turns:,} measured turns",
+        "",
+        table(
+            ["run", "instructions", "messages stored"],
+            [
+                [f"{turns:,} measured turns", f"{costs_total:,}", f"{stored['messages']:,}"]
+                for turns, costs_total, stored in (
+                    (0, base_total, results[0][1]),
+                    (args.turns, total, results[args.turns][1]),
+                )
+            ],
+        ),
+        "",
+        table(
+            ["per turn", "M instructions", "share"],
+            [
+                ["all", f"{per_turn / 1e6:.3f}", "100%"],
+                *library_rows(base_objects, objects, args.turns, per_turn),
+            ],
+        ),
+    ]
+    if args.functions:
+        grown = Counter(
+            {name: (functions[name] - base_functions[name]) / args.turns for name in functions}
+        )
+        lines += [
+            "",
+            table(
+                ["C functions that grew most (self)", "k instructions / turn", "share"],
+                [
+                    [name, f"{value / 1e3:,.1f}", f"{value / per_turn:.1%}"]
+                    for name, value in grown.most_common(args.functions)
+                ],
+            ),
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child is not None:
+        stored = asyncio.run(child(args.child, args.warmup, args.tmpdir or tempfile.gettempdir()))
+        print(json.dumps(stored))
+        return 0
+    missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]
+    if missing:
+        progress(
+            f"{' and '.join(missing)} not found: this benchmark counts instructions with"
+            " valgrind's callgrind (Debian: apt install valgrind)"
+        )
+        return 2
+    with tempfile.TemporaryDirectory(prefix="threadloom-instr-", dir=args.tmpdir) as workdir:
+        progress(
+            f"instructions: two runs under callgrind ({args.warmup} warm-up turns; 0 and"
+            f" {args.turns:,} measured), about a minute …"
+        )
+        results = run_pair(args, Path(workdir))
+        print(report(args, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
