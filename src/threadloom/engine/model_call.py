@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.context import normalize
 from threadloom.engine.request_body import RequestBody, request_body
 from threadloom.engine.request_head import SLOT, head_for
 from threadloom.engine.stream import ModelResult, stream_model
@@ -179,8 +180,6 @@ def build_request(
     env: StepEnv, assembly: Assembly, model: Any, provider: Any = None
 ) -> tuple[ProviderRequest, RequestBody]:
     """The neutral request for ``model`` and the ``request_body`` of its log rows."""
-    from threadloom.engine.context import normalize
-
     prompt = env.prompt
     prepared = assembly.prepared  # the incremental path: normalised, no images
     head = head_for(env.run.manager.request_heads, prompt, model, env.tools)

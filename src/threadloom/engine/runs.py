@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
 from threadloom.engine import results
+from threadloom.engine.loop import Run
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
@@ -29,7 +30,6 @@ from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
 
 if TYPE_CHECKING:
-    from threadloom.engine.loop import Run
     from threadloom.providers.base import ProviderRegistry
 
 logger = logging.getLogger("threadloom.engine")
@@ -252,8 +252,6 @@ class RunManager:
         self, row: ThreadRow, side: str, delivered: list[Message] | None, spawn: bool
     ) -> Run:
         """Register the run that ``begin_run`` started (inside the start gate)."""
-        from threadloom.engine.loop import Run
-
         run = Run(self, row, self.hub.definitions.agent(row.agent_id), "b" if side == "b" else "a")
         run.pre_delivered = delivered
         run.started_at = row.status.since
