@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import platform
 import resource
 import shutil
 import sys
@@ -44,6 +45,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def cpu_model() -> str:
+    """The processor's model name: ``/proc/cpuinfo`` on Linux (where ``platform`` has
+    none), else ``platform.processor()``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown processor"
 
 
 def filesystem_of(path: str) -> str:

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from _report import progress, table
+from _report import cpu_model, progress, table
 
 _LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?)(?:\s+\[(.*)\])?$")
 _LIBRARIES = (  # shared object name → the row it is counted under
@@ -190,6 +190,7 @@ def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> s
     version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout
     lines = [
         "Instructions per turn (bench/instructions_bench.py)",
+        f"machine     {platform.platform()}, {os.cpu_count()} CPUs ({cpu_model()})",
         f"python      {platform.python_implementation()} {platform.python_version()},"
         f" {version.strip()}, PYTHONHASHSEED=0",
         f"workload    bench/_workload.py, synchronous=OFF, {args.warmup} warm-up turns;"

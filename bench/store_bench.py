@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import threadloom
 from _prune import section_d
-from _report import filesystem_of, percentile, progress, table, verdict
+from _report import cpu_model, filesystem_of, percentile, progress, table, verdict
 from _thread_list import section_c
 from threadloom import Runtime
 from threadloom.store.sqlite.store import SqliteStore
@@ -69,7 +69,7 @@ def header(args: argparse.Namespace, workdir: str) -> str:
         "Threadloom store benchmark (bench/store_bench.py)",
         f"date        {now.isoformat(timespec='seconds')}",
         f"machine     {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs"
-        f" ({platform.processor() or 'unknown processor'})",
+        f" ({cpu_model()})",
         f"python      {platform.python_implementation()} {platform.python_version()}",
         f"sqlite      {sqlite3.sqlite_version} (library), threadloom {threadloom.__version__}",
         f"temp dir    {workdir}",

@@ -64,6 +64,7 @@ from _concurrent import concurrent_scenario, section_d
 from _raw_floor import RawTurns, time_raw
 from _replay import section_e
 from _report import (
+    cpu_model,
     filesystem_of,
     ms,
     percentile,
@@ -96,7 +97,7 @@ def header(args: argparse.Namespace, workdir: str) -> str:
         "Threadloom turn benchmark (bench/turn_bench.py)",
         f"date        {now.isoformat(timespec='seconds')}",
         f"machine     {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs"
-        f" ({platform.processor() or 'unknown processor'})",
+        f" ({cpu_model()})",
         f"python      {platform.python_implementation()} {platform.python_version()}",
         f"sqlite      {sqlite3.sqlite_version} (library), threadloom {threadloom.__version__}",
         f"temp dir    {workdir}",

@@ -58,23 +58,12 @@ from _tables import (  # noqa: E402
     versions_table,
 )
 
-from _report import filesystem_of, progress  # noqa: E402
+from _report import cpu_model, filesystem_of, progress  # noqa: E402
 
 BLOCKS = 10
 DEFAULT_PEER_PYTHON = os.path.join(
     os.path.dirname(os.path.dirname(HERE)), ".venv-bench", "bin", "python"
 )
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown processor"
 
 
 def memory_gib() -> str:
