@@ -1,14 +1,15 @@
 """Instructions per turn: the turn benchmark's workload under callgrind (make bench-instructions).
 
 Wall time on a shared virtual machine moves by ±15% from one run to the next; an
-instruction count does not. This counts what one turn of ``bench/_workload.py`` executes:
+instruction count far less. This counts what one turn of ``bench/_workload.py`` executes:
 the same script runs twice under ``valgrind --tool=callgrind``, with the same warm-up, once
 with no measured turns and once with ``--turns`` of them, and a turn is the difference over
 the turns — start-up, imports and the warm-up cancel out. Both runs go at once (two cores),
 at ``synchronous=OFF`` (a sync adds kernel time and no instructions of ours) and with
-``PYTHONHASHSEED=0``, which narrows the spread between runs of one checkout from about ±25k
-to 3–15k instructions a turn. The event loop's paths depend a little on timing (the pending
-hold, inline commits, group commit), so a loaded machine raises the count by 2–3%.
+``PYTHONHASHSEED=0``. The event loop's paths depend a little on timing (the pending hold,
+inline commits, group commit), so runs of one checkout still differ: on 3 December five
+runs of the same turn gave 4.939–4.977 M instructions, within 1%; a loaded machine raises
+the count by 2–3%. Compare changes smaller than that over several runs.
 
 It prints the turn's instructions, split by the shared object that executed them (the
 interpreter, SQLite, libc, pydantic-core …), and the C functions that grew most, and checks
