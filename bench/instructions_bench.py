@@ -14,6 +14,9 @@ the count by 2–3%. Compare changes smaller than that over several runs.
 It prints the turn's instructions, split by the shared object that executed them (the
 interpreter, SQLite, libc, pydantic-core …), and the C functions that grew most, and checks
 that every turn stored its four messages (a run whose turns failed would count too little).
+``--against REV`` counts the turn of another git revision too — its ``src`` in a temporary
+worktree, the same workload and driver — and prints both with the change of the medians
+(``--repeat K`` runs each side K times, alternating).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _report import cpu_model, progress, table
+
+REPO = Path(__file__).resolve().parent.parent
 
 _LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?)(?:\s+\[(.*)\])?$")
 _LIBRARIES = (  # shared object name → the row it is counted under
@@ -57,16 +63,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--functions", type=int, default=12, metavar="N", help="C functions listed (default 12)"
     )
+    parser.add_argument(
+        "--against",
+        default=None,
+        metavar="REV",
+        help="also count the turn of git revision REV (a worktree of it, same workload) and"
+        " print the change",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="count each side K times, alternating, and compare medians (default 1)",
+    )
     parser.add_argument("--tmpdir", default=None, help="where the databases and profiles go")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.turns < 1 or args.warmup < 1 or args.functions < 0:
-        parser.error("--turns and --warmup must be ≥ 1, --functions ≥ 0")
+    if args.turns < 1 or args.warmup < 1 or args.repeat < 1 or args.functions < 0:
+        parser.error("--turns, --warmup and --repeat must be ≥ 1, --functions ≥ 0")
     return args
 
 
 async def child(turns: int, warmup: int, workdir: str) -> dict[str, object]:
     """The measured process: ``warmup`` then ``turns`` turns on one thread; what it stored."""
+    import threadloom
     from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn
     from threadloom import Runtime
 
@@ -85,6 +106,7 @@ async def child(turns: int, warmup: int, workdir: str) -> dict[str, object]:
             "expected": (warmup + turns) * ROWS_PER_TURN,
             "state": status.state,
             "reason": status.reason,
+            "package": os.path.dirname(os.path.abspath(threadloom.__file__)),
         }
     finally:
         await runtime.close()
@@ -99,6 +121,57 @@ def profile_lines(path: Path) -> list[str]:
         check=True,
     )
     return done.stdout.splitlines()
+
+
+def program_total(path: Path) -> int:
+    """The instructions a callgrind profile counted in all (its ``summary:`` line)."""
+    with path.open(encoding="utf-8", errors="replace") as profile:
+        for line in profile:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise ValueError(f"{path}: no summary line")
+
+
+def turn_cost(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> float:
+    """Instructions a turn: the two runs' difference over the measured turns."""
+    return (program_total(results[args.turns][0]) - program_total(results[0][0])) / args.turns
+
+
+def comparison(here: list[float], there: list[float], rev: str) -> str:
+    """This checkout against ``--against``: each run's count and the medians' change."""
+    mine, theirs = statistics.median(here), statistics.median(there)
+    runs = ", ".join
+    return table(
+        ["per turn, M instructions", "runs", "median"],
+        [
+            [
+                f"this checkout ({describe('HEAD', dirty=True)})",
+                runs(f"{v / 1e6:.3f}" for v in here),
+                f"{mine / 1e6:.3f}",
+            ],
+            [
+                f"--against {rev} ({describe(rev)})",
+                runs(f"{v / 1e6:.3f}" for v in there),
+                f"{theirs / 1e6:.3f}",
+            ],
+            ["change", "", f"{(mine - theirs) / theirs:+.2%}"],
+        ],
+    )
+
+
+def git(*command: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), *command], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"git {' '.join(command)}: {done.stderr.strip() or done.returncode}")
+    return done.stdout.strip()
+
+
+def describe(rev: str, dirty: bool = False) -> str:
+    """A short commit name, ``+`` when the work tree has changes (``dirty``)."""
+    name = git("rev-parse", "--short", f"{rev}^{{commit}}")
+    return name + ("+" if dirty and git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def costs(lines: Sequence[str]) -> tuple[int, Counter[str], Counter[str]]:
@@ -144,9 +217,15 @@ def library_rows(base: Counter[str], measured: Counter[str], turns: int, total: 
     return rows
 
 
-def run_pair(args: argparse.Namespace, workdir: Path) -> dict[int, tuple[Path, dict]]:
-    """Both callgrind runs at once; each run's profile and what its turns stored."""
+def run_pair(
+    args: argparse.Namespace, workdir: Path, src: Path | None = None
+) -> dict[int, tuple[Path, dict]]:
+    """Both callgrind runs at once; each run's profile and what its turns stored.
+    ``src``: the ``src`` folder whose ``threadloom`` the runs import (else this checkout's)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(src), env.get("PYTHONPATH"))))
     started: dict[int, tuple[subprocess.Popen[str], Path]] = {}
     for turns in (0, args.turns):
         out = workdir / f"callgrind.{turns}.out"
@@ -170,17 +249,26 @@ def run_pair(args: argparse.Namespace, workdir: Path) -> dict[int, tuple[Path, d
         )
     t0 = time.monotonic()
     results: dict[int, tuple[Path, dict]] = {}
-    for turns, (process, out) in started.items():
-        stdout, stderr = process.communicate()
-        if process.returncode != 0:
-            sys.exit(
-                f"the run with {turns} turns failed (exit {process.returncode}):\n{stderr[-3000:]}"
-            )
-        stored = json.loads(stdout.strip().splitlines()[-1])
-        if stored["messages"] != stored["expected"] or stored["state"] != "idle":
-            sys.exit(f"the run with {turns} turns did not do its turns: {stored}")
-        results[turns] = (out, stored)
-        progress(f"  run with {turns:,} measured turns done ({time.monotonic() - t0:.0f} s)")
+    try:
+        for turns, (process, out) in started.items():
+            stdout, stderr = process.communicate()
+            if process.returncode != 0:
+                sys.exit(
+                    f"the run with {turns} turns failed (exit {process.returncode}):\n"
+                    f"{stderr[-3000:]}"
+                )
+            stored = json.loads(stdout.strip().splitlines()[-1])
+            if stored["messages"] != stored["expected"] or stored["state"] != "idle":
+                sys.exit(f"the run with {turns} turns did not do its turns: {stored}")
+            if src is not None and not stored["package"].startswith(str(src)):
+                sys.exit(f"the run imported threadloom from {stored['package']}, not from {src}")
+            results[turns] = (out, stored)
+            progress(f"  run with {turns:,} measured turns done ({time.monotonic() - t0:.0f} s)")
+    finally:
+        for process, _ in started.values():  # the other run, when one failed
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     return results
 
 
@@ -247,12 +335,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     with tempfile.TemporaryDirectory(prefix="threadloom-instr-", dir=args.tmpdir) as workdir:
+        work = Path(workdir)
+        sides = 2 if args.against else 1
         progress(
-            f"instructions: two runs under callgrind ({args.warmup} warm-up turns; 0 and"
-            f" {args.turns:,} measured), about a minute …"
+            f"instructions: {2 * sides * args.repeat} runs under callgrind, two at a time"
+            f" ({args.warmup} warm-up turns; 0 and {args.turns:,} measured), about"
+            f" {sides * args.repeat * 35} s …"
         )
-        results = run_pair(args, Path(workdir))
-        print(report(args, results))
+        if not args.against:
+            runs = [run_pair(args, work / f"here-{k}") for k in range(args.repeat)]
+            counts = [turn_cost(args, r) for r in runs]
+            print(report(args, runs[-1]))
+            if args.repeat > 1:
+                print(
+                    f"\nper turn, {args.repeat} runs: "
+                    + ", ".join(f"{c / 1e6:.3f}" for c in counts)
+                )
+            return 0
+        tree = work / "against"
+        git("worktree", "add", "--detach", "--quiet", str(tree), f"{args.against}^{{commit}}")
+        try:
+            here: list[float] = []
+            there: list[float] = []
+            last = None
+            for k in range(args.repeat):
+                last = run_pair(args, work / f"here-{k}")
+                here.append(turn_cost(args, last))
+                there.append(turn_cost(args, run_pair(args, work / f"there-{k}", tree / "src")))
+            assert last is not None
+            print(report(args, last))
+            print()
+            print(comparison(here, there, args.against))
+        finally:
+            git("worktree", "remove", "--force", str(tree))
     return 0
 
 
