@@ -25,7 +25,8 @@ from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
 from threadloom.store.base import RunEnd, Settlement, StoredEvent, ThreadRow
-from threadloom.thread.hub import ThreadHub, ThreadLock
+from threadloom.thread.hub import ThreadHub
+from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
 

@@ -1,17 +1,16 @@
 """The shared machinery behind every ThreadState of one runtime.
 
 The hub owns the store handle, the event bus, the hook registry and runner, the per-thread
-FIFO write locks, the in-memory ``terminated`` value of each live thread, and the live
-execution histories. Writes to a thread commit *and publish* under that thread's lock, so
-the bus sees each thread's durable events in commit order.
+FIFO write locks (``thread/lock.py``), the in-memory ``terminated`` value of each live
+thread, and the live execution histories. Writes to a thread commit *and publish* under
+that thread's lock, so the bus sees each thread's durable events in commit order.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition, HookRegistry
@@ -21,6 +20,7 @@ from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_c
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hooks import HookRunner, format_hook_error
+from threadloom.thread.lock import DeferredWrite, ThreadLock
 from threadloom.thread.users import IdentityAuthority
 
 if TYPE_CHECKING:
@@ -46,91 +46,6 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
         "createdAt": entry.created_at,
         "spawnGroupId": entry.spawn_group_id,
     }
-
-
-DeferredWrite = Callable[[], Coroutine[Any, Any, None]]
-"""A write held back from the store (``ThreadHub.defer_write``); it raises nothing but a
-cancellation (the loop closing)."""
-
-
-class ThreadLock:
-    """``async with locks(thread_id)``: one asyncio.Lock per key while it is in use.
-
-    The entry is dropped when its last holder or waiter leaves, so a long-running server
-    keeps no lock for threads nobody is writing to. An uncontended holder's entry has no
-    lock yet (``None``: held, nobody waits); the first waiter creates it, held on the
-    holder's behalf, and queues on it. Once acquired, it first runs the thread's deferred
-    write, if one is held (``deferred`` given): whatever the holder then writes commits
-    after it, in the order of the calls.
-    """
-
-    __slots__ = ("_deferred", "_entry", "_table", "_thread_id")
-
-    def __init__(
-        self,
-        table: dict[str, list[Any]],
-        thread_id: str,
-        deferred: dict[str, DeferredWrite] | None = None,
-    ) -> None:
-        self._table = table
-        self._thread_id = thread_id
-        self._deferred = deferred
-        self._entry: list[Any] | None = None
-
-    async def __aenter__(self) -> None:
-        entry = self._table.get(self._thread_id)
-        if entry is None:  # uncontended: held at once, no lock object
-            entry = self._table[self._thread_id] = [None, 1]
-            self._entry = entry
-        else:
-            lock = entry[0]
-            if lock is None:  # held by the uncontended holder: a fresh lock, taken for it
-                lock = asyncio.Lock()
-                await lock.acquire()  # a fresh lock: never suspends
-                entry[0] = lock
-            entry[1] += 1
-            self._entry = entry
-            try:
-                await lock.acquire()
-            except BaseException:
-                self._leave(entry, release=False)
-                raise
-        write = self._deferred.pop(self._thread_id, None) if self._deferred else None
-        if write is not None:
-            await self._run_deferred(write, entry)
-
-    async def _run_deferred(self, write: DeferredWrite, entry: list[Any]) -> None:
-        """Run the deferred write in a task of its own: it is another caller's write (a
-        step's held pending message), which the cancellation of this holder — a client
-        gone, a sender stopped — must not cut short. If this holder is cancelled, the
-        write goes on and the lock is released when it ends, so whoever waits for the
-        lock still writes after it."""
-        task = asyncio.ensure_future(write())
-        try:
-            await asyncio.shield(task)
-        except BaseException:
-            self._entry = None
-            if task.done():
-                self._leave(entry, release=True)
-            else:
-                task.add_done_callback(lambda _: self._leave(entry, release=True))
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        entry, self._entry = self._entry, None
-        if entry is not None:
-            self._leave(entry, release=True)
-
-    def _leave(self, entry: list[Any], *, release: bool) -> None:
-        if release and entry[0] is not None:
-            entry[0].release()
-        entry[1] -= 1
-        if entry[1] == 0 and self._table.get(self._thread_id) is entry:
-            del self._table[self._thread_id]
-
-    def locked(self) -> bool:
-        entry = self._table.get(self._thread_id)
-        return entry is not None and (entry[0] is None or bool(entry[0].locked()))
 
 
 class ThreadHub:
