@@ -35,7 +35,7 @@ from threadloom.server.stream import (
     stream_settings,
 )
 from threadloom.server.stream_auth import StreamAuth, authenticate_stream, recheck
-from threadloom.server.stream_session import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
+from threadloom.server.stream_frames import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
 from threadloom.server.wire import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 

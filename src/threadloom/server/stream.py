@@ -4,7 +4,7 @@ log socket at ``/api/threads/{id}/logs`` and the Server-Sent Events twin of the 
 This module is the HTTP side: the handshake checks (credentials, thread access, the
 ``logs`` permission, parameters, the per-principal limit), the WebSocket and SSE transports
 and their close codes. What a subscriber is sent, and in which order, is
-``server/stream_session.py``.
+``server/stream_session.py`` (its frames: ``server/stream_frames.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from threadloom.server.errors import ApiError
 from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
 from threadloom.server.stream_auth import authenticate_stream
-from threadloom.server.stream_session import Close, Filters, Grant, Session
+from threadloom.server.stream_frames import Close, Filters
+from threadloom.server.stream_session import Grant, Session
 
 log = logging.getLogger("threadloom.server.stream")
 
