@@ -416,6 +416,11 @@ def _strip_images(m: RequestMessage) -> RequestMessage:
     return m.model_copy(update={"content": parts})
 
 
+def cache_key(own: str, include_reasoning: bool) -> tuple[str, str, bool]:
+    """The key of a history's ``ContextCache`` for one side (``MessageHistory.caches``)."""
+    return ("context", own, include_reasoning)
+
+
 async def assemble(env: StepEnv) -> Assembly:
     """Build the request context for the acting side's step."""
     run, state, prompt = env.run, env.state, env.prompt
@@ -443,10 +448,13 @@ async def assemble(env: StepEnv) -> Assembly:
             bare or not (env.hooks_for("filter_messages") or env.hooks_for("prefilter_llm_history"))
         )
     ):
-        from threadloom.engine.context_cache import ContextCache
-
         own = "assistant" if env.side == "a" else "user"
-        prepared = ContextCache.of(history, own, include_reasoning).prepare(history, system)
+        cache = history.caches.get(cache_key(own, include_reasoning))
+        if cache is None:  # once per history and side: context_cache imports this module
+            from threadloom.engine.context_cache import ContextCache
+
+            cache = ContextCache.of(history, own, include_reasoning)
+        prepared = cache.prepare(history, system)
         if prepared is not None:
             return Assembly(system=system, prepared=prepared)
     if env.nested is not None:

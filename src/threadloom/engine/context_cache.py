@@ -32,6 +32,7 @@ from threadloom.engine.context import (
     _convert,
     _is_image,
     blank_assistant,
+    cache_key,
     missing_result,
 )
 from threadloom.engine.model_call import _fragment, _own_provider_message
@@ -142,7 +143,7 @@ class ContextCache:
 
     @classmethod
     def of(cls, history: MessageHistory, own: str, include_reasoning: bool) -> ContextCache:
-        key = ("context", own, include_reasoning)
+        key = cache_key(own, include_reasoning)
         cache = history.caches.get(key)
         if cache is None:
             cache = history.caches[key] = cls(own, include_reasoning)
