@@ -61,6 +61,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--warmup", type=int, default=30, metavar="N", help="warm-up turns (default 30)"
     )
     parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="turns on a thread seeded with N messages first (inject_message, as make"
+        " bench-turn's section B; default 0: a new thread)",
+    )
+    parser.add_argument(
         "--functions", type=int, default=12, metavar="N", help="C functions listed (default 12)"
     )
     parser.add_argument(
@@ -80,30 +88,38 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tmpdir", default=None, help="where the databases and profiles go")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.turns < 1 or args.warmup < 1 or args.repeat < 1 or args.functions < 0:
-        parser.error("--turns, --warmup and --repeat must be ≥ 1, --functions ≥ 0")
+    if args.turns < 1 or args.warmup < 1 or args.repeat < 1:
+        parser.error("--turns, --warmup and --repeat must be ≥ 1")
+    if args.functions < 0 or args.history < 0:
+        parser.error("--functions and --history must not be negative")
     return args
 
 
-async def child(turns: int, warmup: int, workdir: str) -> dict[str, object]:
-    """The measured process: ``warmup`` then ``turns`` turns on one thread; what it stored."""
+async def child(turns: int, warmup: int, workdir: str, history: int) -> dict[str, object]:
+    """The measured process: ``warmup`` then ``turns`` turns on one thread (seeded with
+    ``history`` messages first, when given); what it stored. Both runs of a count seed
+    alike, so the seeding cancels out with the warm-up."""
     import threadloom
     from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn
     from threadloom import Runtime
 
+    path = os.path.join(workdir, "turns.db")
+    seeded = None
+    if history:
+        from turn_bench import seed_threadloom
+
+        seeded, _ = await seed_threadloom(path, history, "inject")
     runtime = await Runtime.open(
-        f"sqlite:///{os.path.join(workdir, 'turns.db')}",
-        definitions=make_definitions(fixed_usage=True),
-        synchronous="OFF",
+        f"sqlite:///{path}", definitions=make_definitions(fixed_usage=True), synchronous="OFF"
     )
     try:
-        state = await runtime.create_thread("chat")
+        state = await (runtime.thread(seeded) if seeded else runtime.create_thread("chat"))
         for i in range(warmup + turns):
             await one_turn(runtime, state.thread_id, i)
         status = await state.status()
         return {
             "messages": await message_total(state),
-            "expected": (warmup + turns) * ROWS_PER_TURN,
+            "expected": history + (warmup + turns) * ROWS_PER_TURN,
             "state": status.state,
             "reason": status.reason,
             "package": os.path.dirname(os.path.abspath(threadloom.__file__)),
@@ -239,6 +255,7 @@ def run_pair(
             str(Path(__file__).resolve()),
             f"--child={turns}",
             f"--warmup={args.warmup}",
+            f"--history={args.history}",
             f"--tmpdir={db_dir}",
         ]
         started[turns] = (
@@ -282,8 +299,9 @@ def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> s
         f"machine     {platform.platform()}, {os.cpu_count()} CPUs ({cpu_model()})",
         f"python      {platform.python_implementation()} {platform.python_version()},"
         f" {version.strip()}, PYTHONHASHSEED=0",
-        f"workload    bench/_workload.py, synchronous=OFF, {args.warmup} warm-up turns;"
-        f" runs of 0 and {args.turns:,} measured turns",
+        "workload    bench/_workload.py, synchronous=OFF, "
+        + (f"a thread seeded with {args.history:,} messages, " if args.history else "")
+        + f"{args.warmup} warm-up turns; runs of 0 and {args.turns:,} measured turns",
         "",
         table(
             ["run", "instructions", "messages stored"],
@@ -324,7 +342,8 @@ def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> s
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child is not None:
-        stored = asyncio.run(child(args.child, args.warmup, args.tmpdir or tempfile.gettempdir()))
+        workdir = args.tmpdir or tempfile.gettempdir()
+        stored = asyncio.run(child(args.child, args.warmup, workdir, args.history))
         print(json.dumps(stored))
         return 0
     missing = [tool for tool in ("valgrind", "callgrind_annotate") if shutil.which(tool) is None]

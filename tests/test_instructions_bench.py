@@ -1,9 +1,9 @@
-"""``make bench-instructions`` end to end at a tiny size, against the checkout's own HEAD:
-every callgrind run does its turns (the benchmark checks the messages they stored, and that
-the other side's runs imported ``threadloom`` from its worktree), and the per-turn figures
-it prints add up: the libraries' rows sum to the turn's instructions, the turn costs
-something, and both sides are compared. The figures themselves are the benchmark's
-business."""
+"""``make bench-instructions`` end to end at a tiny size, on a seeded thread, against the
+checkout's own HEAD: every callgrind run does its turns (the benchmark checks the messages
+they stored, and that the other side's runs imported ``threadloom`` from its worktree), and
+the per-turn figures it prints add up: the libraries' rows sum to the turn's instructions,
+the turn costs something, and both sides are compared. The figures themselves are the
+benchmark's business."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ def test_instructions_bench_counts_a_turn_splits_it_and_compares_a_revision(
         "--turns=3",
         "--warmup=2",
         "--functions=5",
+        "--history=6",
         "--against=HEAD",
     )
     runs = dict(re.findall(r"^(\d+) measured turns\s+[\d,]+\s+(\d+)$", report, re.M))
-    assert runs == {"0": "8", "3": "20"}  # 4 messages a turn: 2 warm-up, then 0 or 3
+    assert runs == {"0": "14", "3": "26"}  # 6 seeded, 4 a turn: 2 warm-up, then 0 or 3
+    assert "a thread seeded with 6 messages" in report
     per_turn = {
         label.strip(): float(value)
         for label, value in re.findall(r"^(\S.*?)\s{2,}(\d+\.\d{3})\s+\d+%$", report, re.M)
