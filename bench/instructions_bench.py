@@ -190,22 +190,21 @@ def describe(rev: str, dirty: bool = False) -> str:
     return name + ("+" if dirty and git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def costs(lines: Sequence[str]) -> tuple[int, Counter[str], Counter[str]]:
-    """The program's total, and the self cost of each shared object and each function.
+def costs(lines: Sequence[str]) -> tuple[Counter[str], Counter[str]]:
+    """The self cost of each shared object and each function (the total:
+    :func:`program_total`).
 
     A function's code inlined from a header is listed under that header's file and without
     its shared object; it counts under the object the function's own line names."""
-    total = 0
     entries: list[tuple[int, str, str | None]] = []
     home: dict[str, str] = {}
     for line in lines:
         found = _LINE.match(line)
         if found is None:
             continue
-        count = int(found[1].replace(",", ""))
         if found[2] == "PROGRAM TOTALS":
-            total = count
             continue
+        count = int(found[1].replace(",", ""))
         name = found[2].rsplit(":", 1)[-1].split("'")[0]  # 'N: callgrind's recursion depth
         entries.append((count, name, found[3]))
         if found[3]:
@@ -216,7 +215,7 @@ def costs(lines: Sequence[str]) -> tuple[int, Counter[str], Counter[str]]:
         where = obj or home.get(name, "?")
         objects[where] += count
         functions[f"{name} ({Path(where).name})"] += count
-    return total, objects, functions
+    return objects, functions
 
 
 def library_rows(base: Counter[str], measured: Counter[str], turns: int, total: float) -> list:
@@ -290,9 +289,9 @@ def run_pair(
 
 
 def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> str:
-    base_total, base_objects, base_functions = costs(profile_lines(results[0][0]))
-    total, objects, functions = costs(profile_lines(results[args.turns][0]))
-    per_turn = (total - base_total) / args.turns
+    base_objects, base_functions = costs(profile_lines(results[0][0]))
+    objects, functions = costs(profile_lines(results[args.turns][0]))
+    per_turn = turn_cost(args, results)
     version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout
     lines = [
         "Instructions per turn (bench/instructions_bench.py)",
@@ -306,11 +305,12 @@ def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> s
         table(
             ["run", "instructions", "messages stored"],
             [
-                [f"{turns:,} measured turns", f"{costs_total:,}", f"{stored['messages']:,}"]
-                for turns, costs_total, stored in (
-                    (0, base_total, results[0][1]),
-                    (args.turns, total, results[args.turns][1]),
-                )
+                [
+                    f"{turns:,} measured turns",
+                    f"{program_total(profile):,}",
+                    f"{stored['messages']:,}",
+                ]
+                for turns, (profile, stored) in sorted(results.items())
             ],
         ),
         "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 from collections.abc import Callable
+from typing import NamedTuple
 
 from threadloom.errors import ThreadNotFound, ThreadTerminated
 from threadloom.records import (
@@ -58,16 +59,22 @@ def _deliver_waiting(tx: Tx) -> list[tuple[Message, StoredEvent]]:
     return out
 
 
+class _Started(NamedTuple):
+    """A run the start gate let through."""
+
+    activity: int | None
+    """The thread's activity time before the start: the one its started row reports (the
+    caller builds the row once the transaction's events are in: ``Tx.thread_row``)."""
+
+
 def _begin_in(
     tx: Tx,
     status: ThreadStatus | None,
     force: bool,
     runnable: Callable[[str], bool] | None,
-) -> tuple[int | None] | None:
+) -> _Started | None:
     """The start gate's check inside ``tx`` (loaded with ``row=True``, and ``waiting=True``
-    unless ``force``): when the run starts, its status is written and the thread's
-    activity time before it returned (the started row reports that one; the caller
-    builds the row once the transaction's events are in: ``Tx.thread_row``)."""
+    unless ``force``): when the run starts, its status is written."""
     if tx.terminated is not None:
         return None
     if not force and (tx.stopped or not tx.waiting):
@@ -77,7 +84,7 @@ def _begin_in(
     activity = tx.activity
     if status is not None:
         write_status(tx, status)
-    return (activity,)
+    return _Started(activity)
 
 
 def begin_run(
@@ -99,9 +106,9 @@ def begin_run(
         return None
     delivered = _deliver_waiting(tx) if deliver else []
     if not tx.events:
-        return RunBegin(tx.thread_row(started[0]), [], [])
+        return RunBegin(tx.thread_row(started.activity), [], [])
     events = tx.flush()
-    return RunBegin(tx.thread_row(started[0]), [m for m, _ in delivered], events)
+    return RunBegin(tx.thread_row(started.activity), [m for m, _ in delivered], events)
 
 
 def enqueue_and_begin_run(
@@ -135,7 +142,7 @@ def enqueue_and_begin_run(
         message = insert_in_tx(tx, delivered_message(_as_read(stored)))
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
-    row = tx.thread_row(started[0])
+    row = tx.thread_row(started.activity)
     return stored, event, RunBegin(row, [m for m, _ in delivered], events)
 
 
