@@ -1,17 +1,21 @@
-"""Section E of the turn benchmark: a turn's own SQL, replayed on plain ``sqlite3``.
+"""Section E of the turn benchmark: a turn's own SQL, bare and in a turn's skeleton.
 
 The 4-commit floor stores four rows; a Threadloom turn stores them and its bookkeeping
 too (the thread row's counters, the event rows, two LLM log rows and their request
-bodies, the tool call). This section separates the two questions behind the floor goal:
-how much of a turn is the SQL the store chose, and how much is the Python around it.
+bodies, the tool call), and runs them inside a turn's asynchronous shape. This section
+separates the three parts of the distance to the floor: the SQL the store chose, the shape
+of a turn (a run task, the model's stream, the tool's worker thread), and Threadloom's
+Python around both.
 
 It records every statement the store's write connection executes during some turns
 (``write_mode="inline"``, so every write runs on that one connection; the statements that
 relax ``synchronous`` for the non-durable commits are recorded too), then executes the
-same statements with the same parameters, in the same transactions, on a copy of the
-database as it was before those turns — plain ``sqlite3``, the same durability, no Python
-between the statements but the loop that issues them. Blocks of the replay alternate
-with blocks of the 4-commit floor so machine noise hits both alike.
+same statements with the same parameters, in the same transactions, on copies of the
+database as it was before those turns, on connections set up as the store's (foreign keys
+on; ``_skeleton.store_like_connection``): once bare, with no Python between the statements
+but the loop that issues them, and twice in the skeleton of a turn (``_skeleton``), with
+and without the tool's worker thread. Blocks of each alternate with blocks of Threadloom
+itself and of the 4-commit floor, so machine noise hits all alike.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from _raw_floor import RawTurns, time_raw
-from _report import ms, percentile, table
+from _report import ms, percentile, rotating_blocks, table
+from _skeleton import SkeletonTurns, execute_all, store_like_connection
 from _workload import make_definitions, one_turn
 from threadloom import Runtime
 from threadloom.store.sqlite.store import SqliteStore
@@ -98,24 +103,8 @@ async def record(path: str, snapshot: str, warmup: int, turns: int) -> Recorded:
     return recorded
 
 
-def replay_block(
-    conn: sqlite3.Connection, turns: Sequence[list[tuple[bool, str, Any]]], out: list[int]
-) -> None:
-    """Execute the recorded turns in order, each timed on its own."""
-    clock = time.perf_counter_ns
-    execute, executemany = conn.execute, conn.executemany
-    for turn in turns:
-        t0 = clock()
-        for many, sql, parameters in turn:
-            if many:
-                executemany(sql, parameters)
-            else:
-                execute(sql, parameters)
-        out.append(clock() - t0)
-
-
-def _same_rows(replayed: sqlite3.Connection, path: str) -> None:
-    """Fail loudly unless the replay left the rows the real turns left."""
+def _same_rows(replayed: sqlite3.Connection, path: str, what: str) -> None:
+    """Fail loudly unless a replay left the rows the real turns left."""
     original = sqlite3.connect(path)
     try:
         for table_name in ("messages", "thread_events", "logs", "log_requests", "tool_calls"):
@@ -123,74 +112,126 @@ def _same_rows(replayed: sqlite3.Connection, path: str) -> None:
             want = original.execute(query).fetchone()[0]
             got = replayed.execute(query).fetchone()[0]
             if want != got:
-                raise RuntimeError(f"replay: {table_name} holds {got:,} rows, not {want:,}")
+                raise RuntimeError(f"{what}: {table_name} holds {got:,} rows, not {want:,}")
     finally:
         original.close()
 
 
-async def section_e(workdir: str, turns: int, blocks: int, warmup: int) -> str:
-    """Record ``turns`` turns, replay them against the 4-commit floor; the report."""
+async def section_e(workdir: str, turns: int, blocks: int, warmup: int, goal: float) -> str:
+    """Record ``warmup + turns`` turns; then time, in rotating blocks, Threadloom, the
+    recorded turns in the skeleton (with and without the tool's worker thread), their SQL
+    bare, and the 4-commit floor; the report."""
     path = os.path.join(workdir, "replay.db")
     snapshot = os.path.join(workdir, "replay-snapshot.db")
-    recorded = await record(path, snapshot, warmup, turns)
-    conn = sqlite3.connect(snapshot, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    recorded = await record(path, snapshot, warmup, warmup + turns)
+    copies = {}
+    for name in ("bare", "hop", "inline"):
+        copies[name] = os.path.join(workdir, f"replay-{name}.db")
+        shutil.copyfile(snapshot, copies[name])
+    bare = store_like_connection(copies["bare"])
+    hop = SkeletonTurns(copies["hop"], recorded.turns, hop=True)
+    inline = SkeletonTurns(copies["inline"], recorded.turns, hop=False)
     raw = RawTurns(os.path.join(workdir, "replay-floor.db"), 4)
-    replayed: list[int] = []
-    floor: list[int] = []
-    try:
-        floor_thread = raw.new_thread()
-        time_raw(raw, floor_thread, 0, warmup, [])
-        size = -(-turns // blocks)
-        for start in range(0, turns, size):
-            replay_block(conn, recorded.turns[start : start + size], replayed)
-            time_raw(raw, floor_thread, warmup + start, min(size, turns - start), floor)
-        _same_rows(conn, path)
-    finally:
-        conn.close()
-        raw.close()
-    statements = sum(len(turn) for turn in recorded.turns) / turns
-    commits = recorded.per_turn("COMMIT")
-    rows = []
-    for name, samples in (
-        ("Threadloom (timed while recording)", recorded.latencies),
-        (f"its SQL replayed ({statements:.0f} statements, {commits:.0f} commits)", replayed),
-        ("raw sqlite3, 4 commits per turn (floor)", floor),
-    ):
-        rows.append([name, ms(percentile(samples, 50)), ms(percentile(samples, 90))])
-    median = {
-        "tl": percentile(recorded.latencies, 50),
-        "sql": percentile(replayed, 50),
-        "floor": percentile(floor, 50),
-    }
-    ratios = table(
-        ["median ratio", "value"],
-        [
-            ["SQL replayed / floor", f"{median['sql'] / median['floor']:.2f}×"],
-            ["Threadloom / SQL replayed", f"{median['tl'] / median['sql']:.2f}×"],
-            ["Threadloom / floor", f"{median['tl'] / median['floor']:.2f}×"],
-            [
-                "Python around the SQL, share of the turn",
-                f"{(median['tl'] - median['sql']) / median['tl']:.0%}",
-            ],
-        ],
+    runtime = await Runtime.open(
+        f"sqlite:///{os.path.join(workdir, 'replay-live.db')}",
+        definitions=make_definitions(fixed_usage=True),
     )
+    sides: dict[str, list[int]] = {key: [] for key in ("tl", "hop", "inline", "sql", "floor")}
+    try:
+        thread = (await runtime.create_thread("chat")).thread_id
+        floor_thread = raw.new_thread()
+        bare_turns = iter(recorded.turns)
+        clock = time.perf_counter_ns
+
+        async def live(start: int, count: int) -> None:
+            for i in range(start, start + count):
+                t0 = clock()
+                await one_turn(runtime, thread, i)
+                sides["tl"].append(clock() - t0)
+
+        def skeleton(turns_of: SkeletonTurns, key: str) -> Callable[[int, int], Awaitable[None]]:
+            async def run(start: int, count: int) -> None:
+                for _ in range(count):
+                    t0 = clock()
+                    await turns_of.turn()
+                    sides[key].append(clock() - t0)
+
+            return run
+
+        async def sql(start: int, count: int) -> None:
+            for _ in range(count):
+                turn = next(bare_turns)
+                t0 = clock()
+                execute_all(bare, turn)
+                sides["sql"].append(clock() - t0)
+
+        async def floor(start: int, count: int) -> None:
+            time_raw(raw, floor_thread, start, count, sides["floor"])
+
+        runners = [live, skeleton(hop, "hop"), skeleton(inline, "inline"), sql, floor]
+        for run in runners:  # the warm-up turns: recorded first, timed by no side
+            await run(0, warmup)
+        for samples in sides.values():
+            samples.clear()
+        await rotating_blocks(runners, turns, blocks, "E")
+        for conn in (bare, hop.conn, inline.conn):
+            _same_rows(conn, path, "SQL replayed" if conn is bare else "skeleton")
+    finally:
+        await runtime.close()
+        for closing in (bare.close, hop.close, inline.close, raw.close):
+            closing()
+    return report(recorded, sides, turns, warmup, goal)
+
+
+def report(
+    recorded: Recorded, sides: dict[str, list[int]], turns: int, warmup: int, goal: float
+) -> str:
+    """Section E's tables: the five sides, then the goal's allowance spent."""
+    statements = sum(len(turn) for turn in recorded.turns) / len(recorded.turns)
+    commits = recorded.per_turn("COMMIT")
+    median = {key: percentile(samples, 50) for key, samples in sides.items()}
+    names = {
+        "tl": "Threadloom",
+        "hop": "skeleton: its SQL + run task + model streams + tool thread",
+        "inline": "skeleton with the tool called on the loop",
+        "sql": f"its SQL alone ({statements:.0f} statements, {commits:.0f} commits)",
+        "floor": "raw sqlite3, 4 commits per turn (floor)",
+    }
+    rows = [
+        [
+            names[key],
+            ms(median[key]),
+            ms(percentile(samples, 90)),
+            f"{median[key] / median['floor']:.2f}×",
+        ]
+        for key, samples in sides.items()
+    ]
+    allowed = goal * median["floor"]
+    budget = [
+        [f"the goal: {goal:g} × the floor", ms(allowed)],
+        ["the skeleton: Threadloom's SQL in a turn's shape, none of its Python", ms(median["hop"])],
+        ["left for Threadloom's Python (engine, thread layer, store)", ms(allowed - median["hop"])],
+        ["Threadloom's Python now (Threadloom − skeleton)", ms(median["tl"] - median["hop"])],
+    ]
     return "\n".join(
         [
-            "E. a turn's own SQL replayed on raw sqlite3 (for information)",
-            f"   {turns} turns on a new thread (after {warmup} warm-up turns) with every"
-            " statement of the store's write",
-            "   connection recorded, then the same statements and parameters executed on a"
-            " copy of the database",
-            "   as it was before them (WAL, synchronous=FULL, NORMAL where the store relaxes"
-            " it), in blocks",
-            "   alternating with the 4-commit floor: how much of a turn is the SQL the store"
-            " chose, how much",
-            "   the Python around it",
+            "E. a turn's own SQL, bare and in a turn's skeleton (for information)",
+            f"   {turns + warmup} turns recorded on a new thread (every statement of the store's"
+            " write connection, after",
+            f"   {warmup} warm-up turns), then executed again on copies of the database as it"
+            " was before them (foreign",
+            "   keys on, WAL, synchronous=FULL, as the store's connections): bare, one"
+            " statement after the other; and",
+            "   in a turn's skeleton (bench/_skeleton.py: the same transactions in a run task"
+            " between two zero-latency",
+            "   model streams, the tool on Threadloom's worker threads), with Threadloom"
+            " itself and the floor, in",
+            f"   rotating blocks ({warmup} turns each first, untimed): how much of a turn is the"
+            " SQL the store chose and",
+            "   the shape of a turn, how much the Python around them",
             "",
-            table(["per turn", "median (ms)", "p90 (ms)"], rows),
+            table(["per turn", "median (ms)", "p90 (ms)", "÷ floor"], rows),
             "",
-            ratios,
+            table(["the goal's allowance, medians", "ms"], budget),
         ]
     )

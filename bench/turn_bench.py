@@ -571,8 +571,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
         if "replay" not in args.skip:
-            progress("section E: a turn's own SQL replayed on raw sqlite3 …")
-            replay = await section_e(workdir, REPLAY_TURNS, BLOCKS, WARMUP_TURNS)
+            progress("section E: a turn's own SQL, bare and in a turn's skeleton …")
+            replay = await section_e(workdir, REPLAY_TURNS, BLOCKS, WARMUP_TURNS, TURN_GOAL)
             print("\n" + replay, flush=True)
         if "sync" not in args.skip:
             progress("section F: the syncs apart from the work …")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchrun import BENCH, run_bench
 
 
@@ -25,7 +27,7 @@ def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
         "A. 20 turns from empty",
         "B. turns at 40 history",
         "C. where a Threadloom turn's time goes",
-        "E. a turn's own SQL replayed on raw sqlite3",
+        "E. a turn's own SQL, bare and in a turn's skeleton",
         "F. the syncs apart from the work",
         "D. 6 threads × 2 turns concurrently",
     ):
@@ -38,6 +40,15 @@ def test_turn_bench_runs_every_section_at_a_tiny_size(tmp_path: Path) -> None:
     assert "Threadloom, synchronous=OFF + 0.1 ms sleep a commit" in split
     assert "raw sqlite3 floor, synchronous=OFF + 0.1 ms sleep a commit" in split
     assert "OFF + 0.1 ms sleep a commit − OFF (no disk)" in split
+    skeleton = report.split("E. a turn's own SQL")[1].split("F. the syncs")[0]
+    for row in (
+        "Threadloom",
+        "skeleton: its SQL + run task + model streams + tool thread",
+        "skeleton with the tool called on the loop",
+        "its SQL alone (32 statements, 4 commits)",
+        "left for Threadloom's Python",
+    ):
+        assert row in skeleton, row
     concurrent = report.split("D. 6 threads")[1]
     assert "6 × 2" in concurrent and "store writes during the turns" in concurrent
     assert "Summary" in report and "wall time" in report
@@ -78,3 +89,41 @@ def test_the_floor_starts_with_its_wal_at_steady_state_size(tmp_path: Path) -> N
         assert other.stat().st_size > steady  # what the steady floor's seeding undoes
     finally:
         grown.close()
+
+
+def test_the_skeleton_replays_a_turn_as_its_four_transactions(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _skeleton import SkeletonTurns, transactions
+    finally:
+        sys.path.remove(str(BENCH))
+    import asyncio
+    import sqlite3
+
+    setup = sqlite3.connect(tmp_path / "s.db")
+    setup.execute("CREATE TABLE t(turn INTEGER, step INTEGER)")
+    setup.commit()
+    setup.close()
+
+    def turn(n: int) -> list[tuple[bool, str, object]]:
+        out: list[tuple[bool, str, object]] = []
+        for step in range(4):
+            out.append((False, "BEGIN IMMEDIATE", ()))
+            out.append((True, "INSERT INTO t VALUES (?, ?)", [(n, step), (n, step)]))
+            out.append((False, "COMMIT", ()))
+        return out
+
+    assert [len(tx) for tx in transactions(turn(0))] == [3, 3, 3, 3]
+    with pytest.raises(RuntimeError, match="3 commits, not 4"):
+        transactions(turn(0)[3:])
+    skeleton = SkeletonTurns(str(tmp_path / "s.db"), [turn(0), turn(1)], hop=True)
+    try:
+        asyncio.run(skeleton.turn())
+        asyncio.run(skeleton.turn())
+        rows = skeleton.conn.execute("SELECT turn, step, count(*) FROM t GROUP BY 1, 2").fetchall()
+        assert rows == [(n, step, 2) for n in (0, 1) for step in range(4)]
+        assert skeleton.conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        with pytest.raises(RuntimeError, match="only 2 turns were recorded"):
+            asyncio.run(skeleton.turn())
+    finally:
+        skeleton.close()
