@@ -12,16 +12,10 @@ import random
 
 import pytest
 
-from threadloom.engine.context import (
-    RequestMessage,
-    _convert,
-    _drop_orphans,
-    _eligible,
-    _present,
-    normalize,
-)
+from threadloom.engine.context import _drop_orphans, _eligible, _present
 from threadloom.engine.context_cache import ContextCache, Prepared
-from threadloom.engine.model_call import _fragment, _provider_message
+from threadloom.engine.fragments import fragment
+from threadloom.engine.presentation import RequestMessage, convert, normalize, provider_message
 from threadloom.engine.request_body import request_body
 from threadloom.records import (
     AttachmentRef,
@@ -148,8 +142,8 @@ def _check(history: MessageHistory, caches: dict[tuple[str, bool], ContextCache]
             continue
         expected = full_pass(history, side, include_reasoning)
         assert [m.model_dump() for m in prepared.messages] == [m.model_dump() for m in expected]
-        assert prepared.fragments == [_fragment(_provider_message(m)) for m in expected]
-        validated = [_provider_message(m) for m in expected]  # built without validation:
+        assert prepared.fragments == [fragment(provider_message(m)) for m in expected]
+        validated = [provider_message(m) for m in expected]  # built without validation:
         assert prepared.providers == validated  # the same messages, the same fields set
         assert [p.model_fields_set for p in prepared.providers] == [
             p.model_fields_set for p in validated
@@ -289,7 +283,7 @@ def test_a_request_message_built_without_validation_is_the_validated_one() -> No
     for m in history.raw():
         for own in ("assistant", "user"):
             for include_reasoning in (True, False):
-                item = _convert(m, own, include_reasoning, history=history)
+                item = convert(m, own, include_reasoning, history=history)
                 if item is None:
                     continue
                 request = item.request

@@ -10,10 +10,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError, field_validator
 
+from threadloom.engine.fragments import _generic_fragment, fragment
 from threadloom.engine.model_call import (
     ModelResult,
-    _fragment,
-    _generic_fragment,
     _generic_response_body,
     _names,
     _new_row,
@@ -78,7 +77,7 @@ MESSAGES = [
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: f"{m.role}")
 def test_a_fragment_is_the_generic_json_of_its_message(message: object) -> None:
-    assert _fragment(message) == _generic_fragment(message)
+    assert fragment(message) == _generic_fragment(message)
 
 
 def test_images_are_omitted_from_fragments() -> None:
@@ -86,8 +85,8 @@ def test_images_are_omitted_from_fragments() -> None:
     tool = ToolMessage(
         tool_call_id="c", name="n", content="", images=[ImagePart(media_type="image/png", data="x")]
     )
-    assert "QUJD" not in _fragment(user) and "[base64 omitted]" in _fragment(user)
-    assert '"data":"[base64 omitted]"' in _fragment(tool)
+    assert "QUJD" not in fragment(user) and "[base64 omitted]" in fragment(user)
+    assert '"data":"[base64 omitted]"' in fragment(tool)
 
 
 def _result(**kw: object) -> ModelResult:

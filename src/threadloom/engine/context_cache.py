@@ -25,20 +25,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.engine.context import (
+from threadloom.engine.fragments import fragment
+from threadloom.engine.presentation import (
     Presented,
     RequestMessage,
-    _call_ids,
-    _convert,
-    _is_image,
     blank_assistant,
-    cache_key,
+    call_ids,
+    convert,
+    is_image,
     missing_result,
+    own_provider_message,
 )
-from threadloom.engine.model_call import _fragment, _own_provider_message
 from threadloom.engine.request_body import Fragments
 from threadloom.records import Message
 from threadloom.thread.history import MessageHistory
+
+
+def cache_key(own: str, include_reasoning: bool) -> tuple[str, str, bool]:
+    """The key of a history's ``ContextCache`` for one side (``MessageHistory.caches``)."""
+    return ("context", own, include_reasoning)
+
 
 _OPEN = 1 << 62  # the span end of a tool block with a missing result: never committed
 
@@ -105,14 +111,14 @@ class _Unit:
 
 def _entry(item: Presented) -> tuple[RequestMessage, Any, str]:
     if item.provider is None or item.fragment is None:  # remembered with the record
-        item.provider = _own_provider_message(item.request)
-        item.fragment = _fragment(item.provider)
+        item.provider = own_provider_message(item.request)
+        item.fragment = fragment(item.provider)
     return item.request, item.provider, item.fragment
 
 
 def _loose(request: RequestMessage) -> tuple[RequestMessage, Any, str]:
-    provider = _own_provider_message(request)
-    return request, provider, _fragment(provider)
+    provider = own_provider_message(request)
+    return request, provider, fragment(provider)
 
 
 class ContextCache:
@@ -196,10 +202,10 @@ class ContextCache:
         for index, m in enumerate(records):
             if m.status != "completed":
                 continue
-            if m.attachments and any(_is_image(a) for a in m.attachments):
+            if m.attachments and any(is_image(a) for a in m.attachments):
                 raise Unusable
             if m.tool_calls:
-                for call_id in _call_ids(history, m):
+                for call_id in call_ids(history, m):
                     if call_id in self.issuer or call_id in issued or call_id in self.orphans:
                         raise Unusable  # issued twice, or answered before it was issued
                     issued[call_id] = (index, m.role)
@@ -226,7 +232,7 @@ class ContextCache:
                 if role != own:
                     continue
             item: Presented | None = history.memo(
-                m, self.key, lambda r: _convert(r, own, self.include_reasoning, history=history)
+                m, self.key, lambda r: convert(r, own, self.include_reasoning, history=history)
             )
             if item is None:
                 continue

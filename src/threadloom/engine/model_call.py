@@ -8,32 +8,27 @@ import asyncio
 import time
 import traceback
 from collections.abc import Sequence
-from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.context import normalize
+from threadloom.engine.fragments import calls_json, fragment, json_string
+from threadloom.engine.presentation import normalize, provider_message
 from threadloom.engine.request_body import RequestBody, request_body
 from threadloom.engine.request_head import SLOT, head_for
 from threadloom.engine.stream import ModelResult, stream_model
 from threadloom.errors import ProviderError
 from threadloom.providers.types import (
-    AssistantMessage,
-    ImagePart,
     ProviderRequest,
     SystemMessage,
     ToolCallSpec,
-    ToolMessage,
     Usage,
-    UserMessage,
     trusted,
 )
 from threadloom.records import LogRow, json_compact, new_id
 from threadloom.unvalidated import copy_with
 
-_string = encode_basestring  # a str as JSON text, as ``json_compact`` writes it (non-ASCII kept)
-
 if TYPE_CHECKING:
-    from threadloom.engine.context import Assembly, RequestMessage
+    from threadloom.engine.context import Assembly
+    from threadloom.engine.presentation import RequestMessage
     from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
@@ -94,88 +89,6 @@ def _new_row(values: dict[str, Any]) -> LogRow:
 # -- request building ----------------------------------------------------------------
 
 
-def _provider_message(m: RequestMessage) -> Any:
-    if m.role == "system":
-        return SystemMessage(content=m.content if isinstance(m.content, str) else "")
-    if m.role == "user":
-        return UserMessage(content=m.content if m.content is not None else "")
-    if m.role == "tool":
-        text = m.content if isinstance(m.content, str) else ""
-        images = [
-            ImagePart(media_type=i["media_type"], data=i["data"], name=i.get("name"))
-            for i in (m.images or [])
-            if i.get("type") == "image"
-        ]
-        return ToolMessage(
-            tool_call_id=m.tool_call_id or "",
-            name=m.name or "",
-            content=text,
-            is_error=m.is_error,
-            images=images,
-        )
-    return AssistantMessage(
-        content=m.content if isinstance(m.content, str) else None,
-        tool_calls=[
-            ToolCallSpec(
-                id=c.id,
-                name=c.function.name,
-                arguments=c.function.arguments,
-                extra_content=c.extra_content,
-            )
-            for c in (m.tool_calls or [])
-        ],
-        reasoning_content=m.reasoning_content,
-        reasoning_details=m.reasoning_details,
-    )
-
-
-def _own_provider_message(m: RequestMessage) -> Any:
-    """``_provider_message`` for a request message the engine built itself (the context
-    cache's, from stored records): the provider message built without validation when
-    its values are typed as its fields are, else validated by ``_provider_message``."""
-    role, content = m.role, m.content
-    if role == "system" or role == "user":
-        if type(content) is str:
-            return trusted(SystemMessage if role == "system" else UserMessage, {"content": content})
-    elif role == "tool":
-        if not m.images and type(content) is str:
-            return trusted(
-                ToolMessage,
-                {
-                    "tool_call_id": m.tool_call_id or "",
-                    "name": m.name or "",
-                    "content": content,
-                    "is_error": m.is_error,
-                    "images": [],
-                },
-            )
-    elif role == "assistant" and m.reasoning_details is None:
-        calls = [
-            trusted(
-                ToolCallSpec,
-                {
-                    "id": c.id,
-                    "name": c.function.name,
-                    "arguments": c.function.arguments,
-                    "extra_content": c.extra_content,
-                },
-            )
-            for c in (m.tool_calls or [])
-            if c.extra_content is None
-        ]
-        if len(calls) == len(m.tool_calls or []):
-            return trusted(
-                AssistantMessage,
-                {
-                    "content": content if isinstance(content, str) else None,
-                    "tool_calls": calls,
-                    "reasoning_content": m.reasoning_content,
-                    "reasoning_details": None,
-                },
-            )
-    return _provider_message(m)
-
-
 def build_request(
     env: StepEnv, assembly: Assembly, model: Any, provider: Any = None
 ) -> tuple[ProviderRequest, RequestBody]:
@@ -195,14 +108,14 @@ def build_request(
         item = assembly.presented.get(id(message))
         if item is not None and item.request is message:
             if item.provider is None:  # remembered with the stored record (history memo)
-                item.provider = _provider_message(message)
-                item.fragment = _fragment(item.provider)
+                item.provider = provider_message(message)
+                item.fragment = fragment(item.provider)
             provider_messages.append(item.provider)
-            own.append(item.fragment or _fragment(item.provider))
+            own.append(item.fragment or fragment(item.provider))
         else:
-            converted = _provider_message(message)
+            converted = provider_message(message)
             provider_messages.append(converted)
-            own.append(_fragment(converted))
+            own.append(fragment(converted))
     if prepared is None:
         fragments = own
     request = head.request(
@@ -216,63 +129,6 @@ def build_request(
     body = request_body(text, SLOT, fragments, prepared, system)
     body.tools_schema = head.tools_schema
     return request, body
-
-
-def _fragment(message: Any) -> str:
-    """The JSON text of one provider message in a log's request body (images omitted):
-    ``json_compact(message.model_dump(mode="json"))``, written directly for the common
-    shapes (text content, calls without round-trip data, no images; byte-identical,
-    ``tests/engine/test_fragments.py``) and by that generic path for the rest."""
-    kind = type(message)
-    if kind is UserMessage or kind is SystemMessage:
-        role, content = message.role, message.content
-        if type(content) is str and (role == "user" or role == "system"):
-            return f'{{"role":"{role}","content":{_string(content)}}}'
-    elif kind is AssistantMessage:
-        text = _assistant_fragment(message)
-        if text is not None:
-            return text
-    elif kind is ToolMessage and not message.images and message.role == "tool":
-        call_id, name, content = message.tool_call_id, message.name, message.content
-        error = "true" if message.is_error is True else "false" if message.is_error is False else ""
-        if type(call_id) is str and type(name) is str and type(content) is str and error:
-            return (
-                f'{{"role":"tool","tool_call_id":{_string(call_id)},"name":{_string(name)},'
-                f'"content":{_string(content)},"is_error":{error},"images":[]}}'
-            )
-    return _generic_fragment(message)
-
-
-def _assistant_fragment(message: AssistantMessage) -> str | None:
-    content, reasoning = message.content, message.reasoning_content
-    if (
-        message.reasoning_details is not None
-        or message.role != "assistant"
-        or (content is not None and type(content) is not str)
-        or (reasoning is not None and type(reasoning) is not str)
-    ):
-        return None
-    calls = _calls_json(message.tool_calls)
-    if calls is None:
-        return None
-    return (
-        f'{{"role":"assistant","content":{_string(content) if content is not None else "null"},'
-        f'"tool_calls":{calls},'
-        f'"reasoning_content":{_string(reasoning) if reasoning is not None else "null"},'
-        '"reasoning_details":null}'
-    )
-
-
-def _generic_fragment(message: Any) -> str:
-    data = message.model_dump(mode="json")
-    content = data.get("content")
-    if isinstance(content, list):
-        for part in content:
-            if part.get("type") == "image":
-                part["data"] = "[base64 omitted]"
-    for image in data.get("images") or []:
-        image["data"] = "[base64 omitted]"
-    return json_compact(data)
 
 
 # -- streaming -----------------------------------------------------------------------
@@ -462,7 +318,7 @@ def _response_body(result: ModelResult) -> str:
         usage.total_tokens,
     )
     content, reasoning = result.content or None, result.reasoning_content or None
-    calls = _calls_json(result.tool_calls)
+    calls = calls_json(result.tool_calls)
     if (
         calls is None
         or result.reasoning_details is not None
@@ -476,10 +332,10 @@ def _response_body(result: ModelResult) -> str:
         return _generic_response_body(result)
     # json_compact of _generic_response_body's dict, written directly (test_fragments.py)
     return (
-        f'{{"content":{_string(content) if content is not None else "null"},'
+        f'{{"content":{json_string(content) if content is not None else "null"},'
         f'"tool_calls":{calls},'
-        f'"reasoning_content":{_string(reasoning) if reasoning is not None else "null"},'
-        f'"reasoning_details":null,"finish_reason":{_string(result.finish_reason)},'
+        f'"reasoning_content":{json_string(reasoning) if reasoning is not None else "null"},'
+        f'"reasoning_details":null,"finish_reason":{json_string(result.finish_reason)},'
         f'"usage":{{"input_tokens":{counts[0]},"output_tokens":{counts[1]},'
         f'"cached_tokens":{counts[2]},"reasoning_tokens":{counts[3]},'
         f'"total_tokens":{counts[4]},"cost":null}}}}'
@@ -498,31 +354,11 @@ def _generic_response_body(result: ModelResult) -> str:
     return json_compact(response)
 
 
-def _calls_json(calls: list[ToolCallSpec]) -> str | None:
-    """The JSON array of ``calls`` (``None`` when one carries round-trip data)."""
-    parts: list[str] = []
-    for call in calls:
-        call_id, name, arguments = call.id, call.name, call.arguments
-        if (
-            call.extra_content is not None
-            or type(call) is not ToolCallSpec
-            or type(call_id) is not str
-            or type(name) is not str
-            or type(arguments) is not str
-        ):
-            return None
-        parts.append(
-            f'{{"id":{_string(call_id)},"name":{_string(name)},'
-            f'"arguments":{_string(arguments)},"extra_content":null}}'
-        )
-    return f"[{','.join(parts)}]"
-
-
 def _names(calls: list[ToolCallSpec]) -> str:
     """``tools_called``: the JSON array of the calls' names."""
     names = [c.name for c in calls]
     if all(type(name) is str for name in names):
-        return f"[{','.join(map(_string, names))}]"
+        return f"[{','.join(map(json_string, names))}]"
     return json_compact(names)
 
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from threadloom.define.tool import ToolResult
-from threadloom.engine.context import RequestMessage
 from threadloom.engine.execution import ExecutionState
+from threadloom.engine.presentation import RequestMessage
 from threadloom.engine.subagents import runtime_tools
 from threadloom.records import Message
 from threadloom.thread.history import NestedHistory
