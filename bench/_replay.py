@@ -30,19 +30,16 @@ from typing import Any
 
 from _raw_floor import RawTurns, time_raw
 from _report import ms, percentile, rotating_blocks, table
-from _skeleton import SkeletonTurns, execute_all, store_like_connection
-from _workload import make_definitions, one_turn
+from _skeleton import SkeletonTurns, Statement, execute_all, store_like_connection
+from _workload import make_definitions, one_turn, time_threadloom
 from threadloom import Runtime
 from threadloom.store.sqlite.store import SqliteStore
-
-Statement = tuple[str, Any]
-"""``(sql, parameters)``; parameters a list of rows for an ``executemany``."""
 
 
 class _Recorder:
     """Stands in for the store's write connection and notes what is executed on it."""
 
-    def __init__(self, conn: sqlite3.Connection, into: list[tuple[bool, str, Any]]) -> None:
+    def __init__(self, conn: sqlite3.Connection, into: list[Statement]) -> None:
         self._conn = conn
         self._into = into
 
@@ -61,10 +58,9 @@ class _Recorder:
 
 @dataclass
 class Recorded:
-    """The statements of each recorded turn, and the turns' own latencies (ns)."""
+    """The statements of each recorded turn."""
 
-    turns: list[list[tuple[bool, str, Any]]] = field(default_factory=list)
-    latencies: list[int] = field(default_factory=list)
+    turns: list[list[Statement]] = field(default_factory=list)
 
     def per_turn(self, sql: str) -> float:
         """How many statements of a turn are exactly ``sql``."""
@@ -85,16 +81,13 @@ async def record(path: str, snapshot: str, warmup: int, turns: int) -> Recorded:
             await one_turn(runtime, state.thread_id, i)
         store._iconn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         shutil.copyfile(path, snapshot)
-        statements: list[tuple[bool, str, Any]] = []
+        statements: list[Statement] = []
         real = store._iconn
         store._iconn = _Recorder(real, statements)  # type: ignore[assignment]
         try:
-            clock = time.perf_counter_ns
             for i in range(warmup, warmup + turns):
                 statements.clear()
-                t0 = clock()
                 await one_turn(runtime, state.thread_id, i)
-                recorded.latencies.append(clock() - t0)
                 recorded.turns.append(list(statements))
         finally:
             store._iconn = real
@@ -144,10 +137,7 @@ async def section_e(workdir: str, turns: int, blocks: int, warmup: int, goal: fl
         clock = time.perf_counter_ns
 
         async def live(start: int, count: int) -> None:
-            for i in range(start, start + count):
-                t0 = clock()
-                await one_turn(runtime, thread, i)
-                sides["tl"].append(clock() - t0)
+            await time_threadloom(runtime, thread, start, count, sides["tl"])
 
         def skeleton(turns_of: SkeletonTurns, key: str) -> Callable[[int, int], Awaitable[None]]:
             async def run(start: int, count: int) -> None:

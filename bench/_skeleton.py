@@ -106,6 +106,7 @@ class SkeletonTurns:
         self.tools = ToolThreads()
         self._idle: asyncio.Future[None] | None = None
         self._run: asyncio.Task[None] | None = None
+        """The run in flight, held so that the loop's weak reference is not its only one."""
 
     async def turn(self) -> None:
         """One turn: send, then wait until its run is over."""

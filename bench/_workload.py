@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.providers.scripted import Call, Reply, ScriptedProvider
@@ -52,6 +54,17 @@ async def one_turn(runtime: Runtime, thread_id: str, i: int) -> None:
     """One turn: send the user message, wait until the run it starts is over."""
     await runtime.send_message(thread_id, question(i))
     await runtime.wait_idle(thread_id)
+
+
+async def time_threadloom(
+    runtime: Runtime, thread_id: str, start: int, count: int, out: list[int]
+) -> None:
+    """``count`` sequential turns, each timed on its own."""
+    clock = time.perf_counter_ns
+    for i in range(start, start + count):
+        t0 = clock()
+        await one_turn(runtime, thread_id, i)
+        out.append(clock() - t0)
 
 
 async def message_total(state: ThreadState) -> int:

@@ -74,7 +74,14 @@ from _report import (
     verdict,
 )
 from _sync_split import section_f
-from _workload import ROWS_PER_TURN, make_definitions, message_total, one_turn, question
+from _workload import (
+    ROWS_PER_TURN,
+    make_definitions,
+    message_total,
+    one_turn,
+    question,
+    time_threadloom,
+)
 from threadloom import Runtime
 from threadloom.records import new_id
 from threadloom.store.sqlite.store import SqliteStore
@@ -113,17 +120,6 @@ def header(args: argparse.Namespace, workdir: str) -> str:
 
 
 # -- the Threadloom side ------------------------------------------------------------------
-async def time_threadloom(
-    runtime: Runtime, thread_id: str, start: int, count: int, out: list[int]
-) -> None:
-    """``count`` sequential turns, each timed on its own."""
-    clock = time.perf_counter_ns
-    for i in range(start, start + count):
-        t0 = clock()
-        await one_turn(runtime, thread_id, i)
-        out.append(clock() - t0)
-
-
 def check_thread(total: int, expected: int, what: str) -> None:
     """Fail loudly when the turns did not store what the workload says they store."""
     if total != expected:
