@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from _report import cpu_model, progress, table
 
@@ -148,9 +149,10 @@ def program_total(path: Path) -> int:
     raise ValueError(f"{path}: no summary line")
 
 
-def turn_cost(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> float:
+def turn_cost(args: argparse.Namespace, results: dict[int, tuple[Path, dict[str, Any]]]) -> float:
     """Instructions a turn: the two runs' difference over the measured turns."""
-    return (program_total(results[args.turns][0]) - program_total(results[0][0])) / args.turns
+    measured = program_total(results[args.turns][0]) - program_total(results[0][0])
+    return float(measured / args.turns)
 
 
 def comparison(here: list[float], there: list[float], rev: str) -> str:
@@ -218,7 +220,9 @@ def costs(lines: Sequence[str]) -> tuple[Counter[str], Counter[str]]:
     return objects, functions
 
 
-def library_rows(base: Counter[str], measured: Counter[str], turns: int, total: float) -> list:
+def library_rows(
+    base: Counter[str], measured: Counter[str], turns: int, total: float
+) -> list[list[str]]:
     """Per-turn instructions by library, the named ones first, the rest as one row."""
     per_object = {obj: (measured[obj] - base[obj]) / turns for obj in measured | base}
     rows, named = [], 0.0
@@ -234,7 +238,7 @@ def library_rows(base: Counter[str], measured: Counter[str], turns: int, total: 
 
 def run_pair(
     args: argparse.Namespace, workdir: Path, src: Path | None = None
-) -> dict[int, tuple[Path, dict]]:
+) -> dict[int, tuple[Path, dict[str, Any]]]:
     """Both callgrind runs at once; each run's profile and what its turns stored.
     ``src``: the ``src`` folder whose ``threadloom`` the runs import (else this checkout's)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -264,7 +268,7 @@ def run_pair(
             out,
         )
     t0 = time.monotonic()
-    results: dict[int, tuple[Path, dict]] = {}
+    results: dict[int, tuple[Path, dict[str, Any]]] = {}
     try:
         for turns, (process, out) in started.items():
             stdout, stderr = process.communicate()
@@ -288,7 +292,7 @@ def run_pair(
     return results
 
 
-def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict]]) -> str:
+def report(args: argparse.Namespace, results: dict[int, tuple[Path, dict[str, Any]]]) -> str:
     base_objects, base_functions = costs(profile_lines(results[0][0]))
     objects, functions = costs(profile_lines(results[args.turns][0]))
     per_turn = turn_cost(args, results)

@@ -4,7 +4,7 @@ the normal test suite checks them without any peer package."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from _common import Result
@@ -122,7 +122,7 @@ class Goal:
     ok: bool | None  # None: could not be judged (a system missing)
 
 
-def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
+def goals(by_scenario: Mapping[str, Sequence[Result]], history: int) -> list[Goal]:
     """The issue's goals, judged on the medians and p90s of this run."""
     out: list[Goal] = []
     hist = {r.system: stats(r) for r in by_scenario.get("history", [])}
@@ -180,7 +180,7 @@ def goals(by_scenario: dict[str, Sequence[Result]], history: int) -> list[Goal]:
     return out
 
 
-def information(by_scenario: dict[str, Sequence[Result]]) -> list[str]:
+def information(by_scenario: Mapping[str, Sequence[Result]]) -> list[str]:
     """Lines for information, not goals: the tuned-GC row's ratio to the floor, in each
     scenario where it ran (the goals judge the default ``threadloom`` row alone)."""
     out: list[str] = []

@@ -247,9 +247,9 @@ def run_interleaved(
             f" {time.perf_counter() - started:.1f} s"
         )
     results = [r.finish() for r in runners]
-    for r in results:
-        if not r.ok:
-            progress(f"  {scenario:<10} {r.system}: {r.unsupported or r.error}")
+    for result in results:
+        if not result.ok:
+            progress(f"  {scenario:<10} {result.system}: {result.unsupported or result.error}")
     return results
 
 
