@@ -1,15 +1,14 @@
 """Threadloom with ``threadloom serve``'s garbage-collector tuning: exactly the Threadloom
 system of ``sys_threadloom.py``, but once the runtime is open and the scenario's threads
 exist (where a server would have finished starting) the process calls
-``threadloom.server.serve.tune_gc()`` — ``gc.collect``, ``gc.freeze``,
+``threadloom.tune_gc()`` — ``gc.collect``, ``gc.freeze``,
 ``gc.set_threshold(*GC_THRESHOLD)`` — as ``threadloom serve`` does for its own process.
 
 Information, not a goal: the library never touches the collector, so the goals are judged
 on the ``threadloom`` row, which runs with CPython's defaults as a library user's process
 does. It runs the concurrent scenario only, where Threadloom is CPU-bound and the collector
 takes a large share of its CPU; from empty and at a long history it would add minutes and
-say little. Its peak RSS includes the server's modules (uvicorn, FastAPI: about 14 MiB),
-which ``threadloom.server.serve`` imports."""
+say little."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import gc
 
 from sys_threadloom import Threadloom
 
-from threadloom.server.serve import GC_THRESHOLD, tune_gc
+from threadloom.gc_tuning import GC_THRESHOLD, tune_gc
 
 
 class ThreadloomTunedGc(Threadloom):

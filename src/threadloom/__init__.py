@@ -5,6 +5,7 @@ from __future__ import annotations
 from threadloom.define import DROP, Agent, Definitions, ParentHook, Side, hook
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import FileError, HookBlocked
+from threadloom.gc_tuning import tune_gc
 from threadloom.records import Message, ThreadStatus
 from threadloom.thread.retention import EventRetention
 from threadloom.thread.state import ThreadState
@@ -28,4 +29,5 @@ __all__ = [
     "ThreadStatus",
     "__version__",
     "hook",
+    "tune_gc",
 ]

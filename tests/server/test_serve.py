@@ -349,9 +349,9 @@ asyncio.run(main())
 
 def test_the_server_process_tunes_its_garbage_collector(tmp_path: Path) -> None:
     """``threadloom serve``'s server, once started, freezes what exists and collects less
-    often (``serve.tune_gc``); until then (a process that only imports Threadloom) CPython's
+    often (``threadloom.tune_gc``); until then (a process that only imports Threadloom) CPython's
     collector is as it was."""
-    from threadloom.server.serve import GC_THRESHOLD
+    from threadloom.gc_tuning import GC_THRESHOLD
 
     done = run_on_free_port(
         lambda port: [sys.executable, "-c", SERVER_GC, str(port), f"sqlite:///{tmp_path / 'g.db'}"]

@@ -5,7 +5,6 @@ steps settle, close the store)."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import uvicorn
 
 from threadloom.errors import StoreError
+from threadloom.gc_tuning import tune_gc
 from threadloom.server.app import ThreadloomApp, serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.server.startup import open_checked_store
@@ -48,23 +48,6 @@ def run_server(
         **settings.uvicorn_proxy_options(),  # type: ignore[arg-type]
     )
     ThreadloomServer(config, app).run()
-
-
-GC_THRESHOLD = (10_000, 50, 100)
-"""The collector's thresholds in a ``threadloom serve`` process (CPython's: 700, 10, 10)."""
-
-
-def tune_gc() -> None:
-    """The server process's garbage collector, once it has started: what exists then
-    (modules, definitions, the runtime) is moved out of every future collection
-    (``gc.freeze``), and collections run less often — a server allocates a great deal and
-    keeps much alive (histories, caches). With CPython's defaults the collector took about
-    a fifth of the time of 1,000 threads running 3 turns each in one runtime: 4.9–5.1 s,
-    3.9–4.1 s with the collector off, 4.2 s with this tuning. It is the process's own
-    decision, so the library never does it: only ``threadloom serve`` does."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLD)
 
 
 class ThreadloomServer(uvicorn.Server):
