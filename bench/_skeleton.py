@@ -27,29 +27,24 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from _workload import echo
 from threadloom.define.threads import ToolThreads
-from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
-from threadloom.store.sqlite.store import WAL_AUTOCHECKPOINT_PAGES
-from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
+from threadloom.store.sqlite.store import connect, prefill_steady_wal
 
 Statement = tuple[bool, str, Any]
 """``(executemany, sql, parameters)`` as the recorder noted it."""
 
 
 def store_like_connection(path: str) -> sqlite3.Connection:
-    """A plain ``sqlite3`` connection set up as the store sets up its own (spec 01 §1.11.4:
-    foreign keys on, WAL, ``synchronous=FULL``; the store's checkpoint threshold and
-    statement cache) with the WAL prefilled to its steady size, as the store does at open —
-    so that replayed statements cost what they cost in Threadloom."""
-    conn = sqlite3.connect(path, isolation_level=None, cached_statements=CACHED_STATEMENTS)
+    """A plain ``sqlite3`` connection with the store's own settings (``connect``: foreign
+    keys on, ``synchronous=FULL``, its checkpoint threshold and statement cache), on WAL,
+    with the WAL prefilled to its steady size as the store does at open — so that replayed
+    statements cost what they cost in Threadloom."""
+    conn = connect(path, "FULL", busy_timeout_ms=5000)
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise RuntimeError(f"replay: could not switch {path} to WAL (got {mode!r})")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
-    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-    prefill_wal(conn, path, wal_size(WAL_AUTOCHECKPOINT_PAGES, page_size))
+    prefill_steady_wal(conn, path)
     return conn
 
 
@@ -81,11 +76,6 @@ def execute_all(conn: sqlite3.Connection, statements: Sequence[Statement]) -> No
             executemany(sql, parameters)
         else:
             execute(sql, parameters)
-
-
-def echo(v: int) -> str:
-    """The workload's tool."""
-    return f"echo {v}"
 
 
 async def model_stream(final: bool) -> AsyncIterator[tuple[str, object]]:

@@ -62,7 +62,6 @@ import threadloom
 from _breakdown import StoreCalls, breakdown, instrument
 from _concurrent import concurrent_scenario, section_d
 from _raw_floor import RawTurns, time_raw
-from _replay import section_e
 from _report import (
     cpu_model,
     filesystem_of,
@@ -568,6 +567,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
             )
         if "replay" not in args.skip:
             progress("section E: a turn's own SQL, bare and in a turn's skeleton …")
+            # imported here: make bench-instructions --against REV imports this module's
+            # seeding against an older src, which the replay's store helpers may postdate
+            from _replay import section_e
+
             replay = await section_e(workdir, REPLAY_TURNS, BLOCKS, WARMUP_TURNS, TURN_GOAL)
             print("\n" + replay, flush=True)
         if "sync" not in args.skip:

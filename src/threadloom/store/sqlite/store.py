@@ -60,6 +60,33 @@ WAL_AUTOCHECKPOINT_PAGES = 4000  # 16 MiB of WAL at 4 KiB pages
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
+def connect(path: str, synchronous: str, busy_timeout_ms: float) -> sqlite3.Connection:
+    """A connection to ``path`` with the store's settings (spec 01 §1.11.4: foreign keys on,
+    ``synchronous``, a busy timeout; the checkpoint threshold and statement cache below).
+    Usable from any thread; the caller switches the file to WAL once."""
+    conn = sqlite3.connect(
+        path,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=busy_timeout_ms / 1000,
+        cached_statements=CACHED_STATEMENTS,
+    )
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    # A Threadloom write touches ~9 pages (record, indexes, counts, counters, event);
+    # with SQLite's default of 1,000 pages one commit in ~110 would pay a checkpoint.
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+    return conn
+
+
+def prefill_steady_wal(conn: sqlite3.Connection, path: str) -> bool:
+    """Prefill the WAL of ``path`` to the size it reaches at the store's checkpoint
+    threshold (``wal_prefill``)."""
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    return prefill_wal(conn, path, wal_size(WAL_AUTOCHECKPOINT_PAGES, page_size))
+
+
 def path_from_url(url: str) -> str:
     """``sqlite:///relative.db`` → ``relative.db``; ``sqlite:////abs/x.db`` → ``/abs/x.db``
     (SQLAlchemy's convention); a plain path is taken as it is."""
@@ -140,19 +167,7 @@ class SqliteStore(Transactions, AuthMethods, RunMethods):
 
     def _connect(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
         timeout_ms = self._busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
-        conn = sqlite3.connect(
-            self.path,
-            isolation_level=None,
-            check_same_thread=False,
-            timeout=timeout_ms / 1000,
-            cached_statements=CACHED_STATEMENTS,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        # A Threadloom write touches ~9 pages (record, indexes, counts, counters, event);
-        # with SQLite's default of 1,000 pages one commit in ~110 would pay a checkpoint.
-        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+        conn = connect(self.path, self.synchronous, timeout_ms)
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -180,11 +195,8 @@ class SqliteStore(Transactions, AuthMethods, RunMethods):
             self.wal_prefilled = await self._writer.submit(plain_call, self._prefill_wal)
 
     def _prefill_wal(self) -> bool:
-        conn = self._wconn
-        assert conn is not None
-        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        size = wal_size(WAL_AUTOCHECKPOINT_PAGES, page_size)
-        return prefill_wal(conn, self.path, size)
+        assert self._wconn is not None
+        return prefill_steady_wal(self._wconn, self.path)
 
     async def close(self) -> None:
         if self._closed:
