@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from _report import progress, table
 from threadloom.records import Message
+from threadloom.store.core.codec import KEY_SPAN
 from threadloom.store.shapes import NewThread
-from threadloom.store.sqlite.rows import KEY_SPAN
 from threadloom.store.sqlite.store import SqliteStore
 from threadloom.thread.retention import EventRetention, PruneReport, prune_events
 

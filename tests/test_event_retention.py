@@ -14,7 +14,7 @@ from threadloom import EventRetention, Runtime
 from threadloom.errors import InvalidArgument
 from threadloom.server.app import serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
-from threadloom.store.sqlite.events import prune_chunk
+from threadloom.store.core.events import prune_chunk
 from threadloom.store.sqlite.store import path_from_url
 
 HOUR_US = 3_600_000_000

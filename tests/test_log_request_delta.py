@@ -14,8 +14,8 @@ from typing import Any
 from threadloom import Runtime
 from threadloom.records import LogRow, json_compact, new_id
 from threadloom.store.base import RequestDelta
+from threadloom.store.core.bodies import MAX_CHAIN_DEPTH
 from threadloom.store.sqlite import schema
-from threadloom.store.sqlite.bodies import MAX_CHAIN_DEPTH
 from threadloom.store.sqlite.store import path_from_url
 
 PREFIX = '{"model":"m","messages":['

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from threadloom.records import Message
-from threadloom.store.sqlite.rows import message_from_row
+from threadloom.store.core.codec import message_from_row
 
 
 def test_message_from_row_equals_model_construct() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from test_log_request_delta import body, fragment, q, raw, row, storage
 from threadloom import Runtime
-from threadloom.store.sqlite.bodies import MAX_CHAIN_DEPTH
+from threadloom.store.core.bodies import MAX_CHAIN_DEPTH
 
 
 async def _chain_to_the_cap(runtime: Runtime, tid: str) -> tuple[list[str], list[str]]:

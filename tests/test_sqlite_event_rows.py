@@ -8,7 +8,8 @@ from contextlib import closing
 from typing import Any
 
 from threadloom import Runtime
-from threadloom.store.sqlite.rows import Tx, dump_json
+from threadloom.store.core.codec import dump_json
+from threadloom.store.core.tx import Tx
 
 _PATTERNS: list[tuple[str | None, dict[str, Any] | None]] = [
     ("e1", None),

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from sqlite_versions import make_version, populated_old_file
 from threadloom import Runtime
+from threadloom.store.core import threads
+from threadloom.store.core.codec import THREAD_COLUMNS, THREAD_SUMMARY
 from threadloom.store.shapes import ThreadQuery
-from threadloom.store.sqlite import schema, threads
-from threadloom.store.sqlite.rows import THREAD_COLUMNS, THREAD_SUMMARY
+from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import path_from_url
 
 

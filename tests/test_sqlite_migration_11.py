@@ -21,8 +21,8 @@ from sqlite_versions import make_version, populated_old_file, snapshot
 from threadloom import Runtime
 from threadloom.records import LogRow, Message, new_id
 from threadloom.store.base import NewThread
+from threadloom.store.core.bodies import INLINE_RESPONSE_MAX
 from threadloom.store.sqlite import schema
-from threadloom.store.sqlite.bodies import INLINE_RESPONSE_MAX
 from threadloom.store.sqlite.store import SqliteStore, path_from_url
 
 SHORT = '{"content":"done"}'

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from threadloom.store.sqlite.nulls import NullFree
+from threadloom.store.core.null_literals import NullFree
 
 _COLUMNS = ("a", "b", "c", "d")
 

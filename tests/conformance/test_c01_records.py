@@ -40,7 +40,7 @@ from threadloom.records import (
     json_compact,
     new_id,
 )
-from threadloom.store.sqlite import messages as sqlite_messages
+from threadloom.store.core import messages as sqlite_messages
 
 WIRE_KEYS = [
     "id",

@@ -12,40 +12,16 @@ import asyncio
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
-from threadloom.records import (
-    FileRecord,
-    FileStats,
-    LogRow,
-    Message,
-    QueueEntry,
-    SubagentRegistryEntry,
-)
-from threadloom.store.base import (
-    Clock,
-    CostSummary,
-    FileContent,
-    NewFile,
-    NewThread,
-    Order,
-    OwnerCount,
-    PruneChunk,
-    StoredEvent,
-    ThreadPatch,
-    ThreadQuery,
-    ThreadRow,
-    ThreadStats,
-    system_clock_us,
-)
-from threadloom.store.sqlite import events, files, logs, messages, queue, schema, threads
-from threadloom.store.sqlite.auth import AuthMethods
-from threadloom.store.sqlite.nulls import CACHED_STATEMENTS
+from threadloom.store.core.runner import TxStore
+from threadloom.store.shapes import Clock, system_clock_us
+from threadloom.store.sqlite import schema
+from threadloom.store.sqlite.dialect import SqliteConnection
 from threadloom.store.sqlite.process_lock import ProcessLock
-from threadloom.store.sqlite.run_methods import RunMethods
 from threadloom.store.sqlite.transactions import Queued, Transactions
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, plain_call
@@ -56,6 +32,10 @@ T = TypeVar("T")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 WriteMode = Literal["auto", "thread", "inline"]
 _WRITE_MODES = ("auto", "thread", "inline")
+CACHED_STATEMENTS = 512
+"""Prepared statements a connection keeps (``sqlite3.connect(cached_statements=…)``);
+Python's default, 128, is close to what the store's statements and their NULL patterns
+(``core/null_literals``) need."""
 WAL_AUTOCHECKPOINT_PAGES = 4000  # 16 MiB of WAL at 4 KiB pages
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -70,6 +50,7 @@ def connect(path: str, synchronous: str, busy_timeout_ms: float) -> sqlite3.Conn
         check_same_thread=False,
         timeout=busy_timeout_ms / 1000,
         cached_statements=CACHED_STATEMENTS,
+        factory=SqliteConnection,
     )
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -102,8 +83,10 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SqliteStore(Transactions, AuthMethods, RunMethods):
+class SqliteStore(Transactions, TxStore):
     """The :class:`~threadloom.store.base.Store` on an SQLite file."""
+
+    kind = "sqlite"
 
     def __init__(
         self,
@@ -244,238 +227,3 @@ class SqliteStore(Transactions, AuthMethods, RunMethods):
         return await asyncio.get_running_loop().run_in_executor(
             self._readers, self._snapshot, fn, args
         )
-
-    # -- threads -----------------------------------------------------------------------
-    async def create_thread(self, new: NewThread) -> ThreadRow:
-        return await self._write(threads.create_thread, new)
-
-    async def create_child(
-        self, new: NewThread, entry: SubagentRegistryEntry
-    ) -> tuple[ThreadRow, StoredEvent]:
-        return await self._write(threads.create_child, new, entry)
-
-    async def get_thread(self, thread_id: str) -> ThreadRow | None:
-        return await self._read(threads.get_thread, thread_id)
-
-    async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
-        return await self._read(threads.get_threads, list(thread_ids))
-
-    async def list_threads(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        parent_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> tuple[list[ThreadRow], int]:
-        return await self._read(
-            threads.list_threads, user_id, agent_id, parent_id, roots_only, limit, offset
-        )
-
-    async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
-        return await self._read(threads.query_threads, query)
-
-    async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
-        return await self._read(threads.thread_owners, user_id)
-
-    async def update_thread(self, thread_id: str, patch: ThreadPatch) -> ThreadRow:
-        return await self._write(threads.update_thread, thread_id, patch)
-
-    async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:
-        return await self._read(threads.descendants, thread_id, limit)
-
-    async def delete_thread(self, thread_id: str) -> list[str]:
-        return await self._write(threads.delete_thread, thread_id)
-
-    async def thread_stats(self, thread_id: str) -> ThreadStats:
-        return await self._read(threads.thread_stats, thread_id)
-
-    async def threads_with_status(self, state: str) -> list[str]:
-        return await self._read(threads.threads_with_status, state)
-
-    async def threads_with_queue(self) -> list[str]:
-        return await self._read(threads.threads_with_queue)
-
-    async def threads_with_open_children(self) -> list[str]:
-        return await self._read(threads.threads_with_open_children)
-
-    async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
-        return await self._write(threads.terminate, thread_id)
-
-    # -- messages ----------------------------------------------------------------------
-    async def insert_message(
-        self, thread_id: str, message: Message, *, require_live: bool = True
-    ) -> tuple[Message, StoredEvent]:
-        return await self._write(messages.insert_message, thread_id, message, require_live)
-
-    async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
-        return await self._write(messages.update_message, thread_id, message)
-
-    async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
-        return await self._write(messages.delete_message, thread_id, message_id)
-
-    async def get_message(self, thread_id: str, message_id: str) -> Message | None:
-        return await self._read(messages.get_message, thread_id, message_id)
-
-    async def read_page(
-        self,
-        thread_id: str,
-        *,
-        limit: int | None,
-        offset: int,
-        order: Order,
-        include_silent: bool,
-        max_depth: int | None,
-    ) -> tuple[list[Message], int]:
-        return await self._read(
-            messages.read_page, thread_id, limit, offset, order, include_silent, max_depth
-        )
-
-    async def read_by_ids(
-        self,
-        thread_id: str,
-        ids: Sequence[str],
-        *,
-        include_silent: bool,
-        max_depth: int | None,
-        include_workblocks: bool = False,
-    ) -> list[Message]:
-        return await self._read(
-            messages.read_by_ids,
-            thread_id,
-            list(ids),
-            include_silent,
-            max_depth,
-            include_workblocks,
-        )
-
-    async def newest_top_level_id(self, thread_id: str) -> str | None:
-        return await self._read(messages.newest_top_level_id, thread_id)
-
-    async def top_level_history(self, thread_id: str) -> list[Message]:
-        return await self._read(messages.top_level_history, thread_id)
-
-    # -- queue -------------------------------------------------------------------------
-    async def enqueue(
-        self, thread_id: str, entry: QueueEntry, *, clear_stop: bool
-    ) -> tuple[QueueEntry, StoredEvent]:
-        return await self._write(queue.enqueue, thread_id, entry, clear_stop)
-
-    async def get_queue_entry(self, thread_id: str, entry_id: str) -> QueueEntry | None:
-        return await self._read(queue.get_entry, thread_id, entry_id)
-
-    async def update_queue_entry(
-        self, thread_id: str, entry: QueueEntry
-    ) -> tuple[QueueEntry, StoredEvent] | None:
-        return await self._write(queue.update_entry, thread_id, entry)
-
-    async def list_queue(self, thread_id: str) -> list[QueueEntry]:
-        return await self._read(queue.list_entries, thread_id)
-
-    # -- registry ----------------------------------------------------------------------
-    async def get_registry(self, thread_id: str) -> list[SubagentRegistryEntry]:
-        return await self._read(threads.get_registry, thread_id)
-
-    async def upsert_registry_entry(
-        self, parent_id: str, entry: SubagentRegistryEntry
-    ) -> StoredEvent:
-        return await self._write(threads.upsert_registry_entry, parent_id, entry)
-
-    async def set_registry_status(
-        self, parent_id: str, reference: str, status: str
-    ) -> StoredEvent | None:
-        return await self._write(threads.set_registry_status, parent_id, reference, status)
-
-    # -- logs and cost -----------------------------------------------------------------
-    async def insert_log(
-        self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
-    ) -> tuple[LogRow, StoredEvent]:
-        return await self._write(logs.insert_log, thread_id, row, anchor_newest)
-
-    async def get_log(self, thread_id: str, log_id: str) -> LogRow | None:
-        return await self._read(logs.get_log, thread_id, log_id)
-
-    async def list_logs(
-        self,
-        thread_id: str,
-        *,
-        limit: int | None = 100,
-        offset: int = 0,
-        kind: str | None = None,
-    ) -> list[LogRow]:
-        return await self._read(logs.list_logs, thread_id, limit, offset, kind)
-
-    async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary:
-        return await self._read(logs.cost_summary, list(thread_ids))
-
-    # -- events ------------------------------------------------------------------------
-    async def read_events(
-        self, thread_id: str, after_seq: int, limit: int = 1000
-    ) -> list[StoredEvent]:
-        return await self._read(threads.read_events, thread_id, after_seq, limit)
-
-    async def prune_events(
-        self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200
-    ) -> PruneChunk:
-        if keep < 0 or max_threads < 1:
-            raise StoreError("prune_events: keep must be 0 or more, max_threads 1 or more")
-        # not synced on its own: losing a prune to a power cut loses nothing
-        return await self._write(
-            events.prune_chunk, older_than_us, keep, after, max_threads, durable=False
-        )
-
-    # -- files (spec 07) ---------------------------------------------------------------
-    async def write_file(
-        self,
-        thread_id: str,
-        entry: NewFile,
-        content: bytes | None,
-        *,
-        thumbnail: bytes | None = None,
-        max_thread_bytes: int | None = None,
-    ) -> tuple[FileRecord, StoredEvent]:
-        return await self._write(
-            files.write_file, thread_id, entry, content, thumbnail, max_thread_bytes
-        )
-
-    async def read_file(self, thread_id: str, path: str) -> bytes | None:
-        return await self._read(files.read_file, thread_id, path)
-
-    async def open_file(self, thread_id: str, path: str) -> FileContent | None:
-        return await self._read(files.open_file, thread_id, path)
-
-    async def read_file_range(
-        self, thread_id: str, version: int, offset: int, length: int
-    ) -> bytes | None:
-        return await self._read(files.read_file_range, thread_id, version, offset, length)
-
-    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
-        return await self._read(files.stat_file, thread_id, path)
-
-    async def list_dir(self, thread_id: str, path: str) -> list[FileRecord]:
-        return await self._read(files.list_dir, thread_id, path)
-
-    async def list_entries(self, thread_id: str, prefix: str) -> list[FileRecord]:
-        return await self._read(files.list_entries, thread_id, prefix)
-
-    async def file_stats(self, thread_id: str, path: str) -> FileStats:
-        return await self._read(files.file_stats, thread_id, path)
-
-    async def get_file_thumbnail(self, thread_id: str, path: str) -> bytes | None:
-        return await self._read(files.get_file_thumbnail, thread_id, path)
-
-    async def unlink_file(self, thread_id: str, path: str) -> StoredEvent | None:
-        return await self._write(files.unlink_file, thread_id, path)
-
-    async def mkdir_file(self, thread_id: str, path: str) -> tuple[FileRecord, StoredEvent | None]:
-        return await self._write(files.mkdir_file, thread_id, path)
-
-    async def rmdir_file(self, thread_id: str, path: str, recursive: bool) -> list[StoredEvent]:
-        return await self._write(files.rmdir_file, thread_id, path, recursive)
-
-    async def move_file(
-        self, thread_id: str, source: str, destination: str
-    ) -> tuple[FileRecord, StoredEvent | None]:
-        return await self._write(files.move_file, thread_id, source, destination)

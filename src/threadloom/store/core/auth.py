@@ -8,9 +8,7 @@ its write transactions and read snapshots.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from threadloom.errors import LastAdmin, UsernameTaken
 from threadloom.store.base import (
@@ -21,6 +19,7 @@ from threadloom.store.base import (
     UserPatch,
     UserRow,
 )
+from threadloom.store.core.conn import Conn
 
 T = TypeVar("T")
 
@@ -60,7 +59,12 @@ def _json_list(values: tuple[str, ...] | None) -> str | None:
     return None if values is None else json.dumps(list(values))
 
 
-def _other_admins(conn: sqlite3.Connection, user_id: str) -> int:
+def _other_admins(conn: Conn, user_id: str) -> int:
+    """Admins other than ``user_id``. Where writes of other rows run at once (PostgreSQL),
+    the count is taken under the dialect's account lock, so two demotions never each see
+    the other admin (write skew)."""
+    if conn.sql.lock_accounts is not None:
+        conn.execute(conn.sql.lock_accounts)
     row = conn.execute(
         "SELECT COUNT(*) FROM users WHERE role = 'admin' AND id != ?", (user_id,)
     ).fetchone()
@@ -70,7 +74,7 @@ def _other_admins(conn: sqlite3.Connection, user_id: str) -> int:
 # -- writes (conn, clock, *args) -------------------------------------------------------------
 
 
-def create_user(conn: sqlite3.Connection, clock: Clock, user: UserRow) -> UserRow:
+def create_user(conn: Conn, clock: Clock, user: UserRow) -> UserRow:
     try:
         conn.execute(
             f"INSERT INTO users({USER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -87,16 +91,14 @@ def create_user(conn: sqlite3.Connection, clock: Clock, user: UserRow) -> UserRo
                 user.avatar_url,
             ),
         )
-    except sqlite3.IntegrityError as exc:
-        if "username" in str(exc):
+    except conn.sql.integrity_error as exc:
+        if conn.sql.unique_violation(exc) == "users.username":
             raise UsernameTaken(f"username {user.username!r} already exists") from None
         raise
     return user
 
 
-def update_user(
-    conn: sqlite3.Connection, clock: Clock, user_id: str, patch: UserPatch
-) -> UserRow | None:
+def update_user(conn: Conn, clock: Clock, user_id: str, patch: UserPatch) -> UserRow | None:
     current = get_user(conn, user_id)
     if current is None:
         return None
@@ -126,7 +128,7 @@ def update_user(
     return get_user(conn, user_id)
 
 
-def delete_user(conn: sqlite3.Connection, clock: Clock, user_id: str) -> bool:
+def delete_user(conn: Conn, clock: Clock, user_id: str) -> bool:
     current = get_user(conn, user_id)
     if current is None:
         return False
@@ -138,9 +140,7 @@ def delete_user(conn: sqlite3.Connection, clock: Clock, user_id: str) -> bool:
     return True
 
 
-def create_api_key(
-    conn: sqlite3.Connection, clock: Clock, key: ApiKeyRow, key_digest: str
-) -> ApiKeyRow:
+def create_api_key(conn: Conn, clock: Clock, key: ApiKeyRow, key_digest: str) -> ApiKeyRow:
     conn.execute(
         f"INSERT INTO api_keys({KEY_COLUMNS}, key_digest) VALUES (?,?,?,?,?,?,?,?,?)",
         (
@@ -158,15 +158,15 @@ def create_api_key(
     return key
 
 
-def delete_api_key(conn: sqlite3.Connection, clock: Clock, key_id: str) -> bool:
+def delete_api_key(conn: Conn, clock: Clock, key_id: str) -> bool:
     return conn.execute("DELETE FROM api_keys WHERE id = ?", (key_id,)).rowcount > 0
 
 
-def delete_api_key_by_digest(conn: sqlite3.Connection, clock: Clock, key_digest: str) -> bool:
+def delete_api_key_by_digest(conn: Conn, clock: Clock, key_digest: str) -> bool:
     return conn.execute("DELETE FROM api_keys WHERE key_digest = ?", (key_digest,)).rowcount > 0
 
 
-def touch_api_key(conn: sqlite3.Connection, clock: Clock, key_id: str, used_at_us: int) -> None:
+def touch_api_key(conn: Conn, clock: Clock, key_id: str, used_at_us: int) -> None:
     conn.execute(
         "UPDATE api_keys SET last_used_at_us = ? WHERE id = ?"
         " AND (last_used_at_us IS NULL OR last_used_at_us <= ?)",
@@ -174,9 +174,7 @@ def touch_api_key(conn: sqlite3.Connection, clock: Clock, key_id: str, used_at_u
     )
 
 
-def create_session(
-    conn: sqlite3.Connection, clock: Clock, token_digest: str, session: SessionRow
-) -> None:
+def create_session(conn: Conn, clock: Clock, token_digest: str, session: SessionRow) -> None:
     conn.execute("DELETE FROM sessions WHERE expires_at_us < ?", (clock(),))
     conn.execute(
         "INSERT INTO sessions(token_digest, user_id, created_at_us, expires_at_us)"
@@ -185,13 +183,11 @@ def create_session(
     )
 
 
-def delete_session(conn: sqlite3.Connection, clock: Clock, token_digest: str) -> bool:
+def delete_session(conn: Conn, clock: Clock, token_digest: str) -> bool:
     return conn.execute("DELETE FROM sessions WHERE token_digest = ?", (token_digest,)).rowcount > 0
 
 
-def create_ticket(
-    conn: sqlite3.Connection, clock: Clock, ticket_digest: str, ticket: TicketRow
-) -> None:
+def create_ticket(conn: Conn, clock: Clock, ticket_digest: str, ticket: TicketRow) -> None:
     conn.execute("DELETE FROM auth_tickets WHERE expires_at_us < ?", (clock() - TICKET_GRACE_US,))
     conn.execute(
         "INSERT INTO auth_tickets(ticket_digest, pathname, auth_type, principal_id,"
@@ -207,7 +203,7 @@ def create_ticket(
     )
 
 
-def take_ticket(conn: sqlite3.Connection, clock: Clock, ticket_digest: str) -> TicketRow | None:
+def take_ticket(conn: Conn, clock: Clock, ticket_digest: str) -> TicketRow | None:
     row = conn.execute(
         "DELETE FROM auth_tickets WHERE ticket_digest = ?"
         " RETURNING pathname, auth_type, principal_id, credential_digest, expires_at_us",
@@ -219,31 +215,31 @@ def take_ticket(conn: sqlite3.Connection, clock: Clock, ticket_digest: str) -> T
 # -- reads (conn, *args) ---------------------------------------------------------------------
 
 
-def get_user(conn: sqlite3.Connection, user_id: str) -> UserRow | None:
+def get_user(conn: Conn, user_id: str) -> UserRow | None:
     row = conn.execute(f"SELECT {USER_COLUMNS} FROM users WHERE id = ?", (user_id,)).fetchone()
     return _user(row) if row is not None else None
 
 
-def get_user_by_name(conn: sqlite3.Connection, username: str) -> UserRow | None:
+def get_user_by_name(conn: Conn, username: str) -> UserRow | None:
     row = conn.execute(
         f"SELECT {USER_COLUMNS} FROM users WHERE username = ?", (username,)
     ).fetchone()
     return _user(row) if row is not None else None
 
 
-def list_users(conn: sqlite3.Connection) -> list[UserRow]:
+def list_users(conn: Conn) -> list[UserRow]:
     rows = conn.execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY username").fetchall()
     return [_user(r) for r in rows]
 
 
-def has_credentials(conn: sqlite3.Connection) -> bool:
+def has_credentials(conn: Conn) -> bool:
     row = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM users) OR EXISTS (SELECT 1 FROM api_keys)"
     ).fetchone()
     return bool(row[0])
 
 
-def list_api_keys(conn: sqlite3.Connection, user_id: str | None) -> list[ApiKeyRow]:
+def list_api_keys(conn: Conn, user_id: str | None) -> list[ApiKeyRow]:
     if user_id is None:
         rows = conn.execute(
             f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at_us, id"
@@ -256,14 +252,12 @@ def list_api_keys(conn: sqlite3.Connection, user_id: str | None) -> list[ApiKeyR
     return [_key(r) for r in rows]
 
 
-def get_api_key(conn: sqlite3.Connection, key_id: str) -> ApiKeyRow | None:
+def get_api_key(conn: Conn, key_id: str) -> ApiKeyRow | None:
     row = conn.execute(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)).fetchone()
     return _key(row) if row is not None else None
 
 
-def api_key_by_digest(
-    conn: sqlite3.Connection, key_digest: str
-) -> tuple[ApiKeyRow, UserRow] | None:
+def api_key_by_digest(conn: Conn, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
     row = conn.execute(
         f"SELECT {KEY_COLUMNS} FROM api_keys WHERE key_digest = ?", (key_digest,)
     ).fetchone()
@@ -274,9 +268,7 @@ def api_key_by_digest(
     return (key, user) if user is not None else None
 
 
-def session_by_digest(
-    conn: sqlite3.Connection, token_digest: str
-) -> tuple[SessionRow, UserRow] | None:
+def session_by_digest(conn: Conn, token_digest: str) -> tuple[SessionRow, UserRow] | None:
     row = conn.execute(
         "SELECT user_id, created_at_us, expires_at_us FROM sessions WHERE token_digest = ?",
         (token_digest,),
@@ -286,70 +278,3 @@ def session_by_digest(
     session = SessionRow(*row)
     user = get_user(conn, session.user_id)
     return (session, user) if user is not None else None
-
-
-class AuthMethods:
-    """The spec 10 part of the Store protocol, mixed into :class:`SqliteStore`."""
-
-    if TYPE_CHECKING:
-
-        async def _write(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-        async def _read(self, fn: Callable[..., T], *args: Any) -> T: ...
-
-    async def create_user(self, user: UserRow) -> UserRow:
-        return await self._write(create_user, user)
-
-    async def get_user(self, user_id: str) -> UserRow | None:
-        return await self._read(get_user, user_id)
-
-    async def get_user_by_name(self, username: str) -> UserRow | None:
-        return await self._read(get_user_by_name, username)
-
-    async def list_users(self) -> list[UserRow]:
-        return await self._read(list_users)
-
-    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
-        return await self._write(update_user, user_id, patch)
-
-    async def delete_user(self, user_id: str) -> bool:
-        return await self._write(delete_user, user_id)
-
-    async def has_credentials(self) -> bool:
-        return await self._read(has_credentials)
-
-    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow:
-        return await self._write(create_api_key, key, key_digest)
-
-    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
-        return await self._read(list_api_keys, user_id)
-
-    async def get_api_key(self, key_id: str) -> ApiKeyRow | None:
-        return await self._read(get_api_key, key_id)
-
-    async def delete_api_key(self, key_id: str) -> bool:
-        return await self._write(delete_api_key, key_id)
-
-    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
-        return await self._read(api_key_by_digest, key_digest)
-
-    async def delete_api_key_by_digest(self, key_digest: str) -> bool:
-        return await self._write(delete_api_key_by_digest, key_digest)
-
-    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
-        await self._write(touch_api_key, key_id, used_at_us)
-
-    async def create_session(self, token_digest: str, session: SessionRow) -> None:
-        await self._write(create_session, token_digest, session)
-
-    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
-        return await self._read(session_by_digest, token_digest)
-
-    async def delete_session(self, token_digest: str) -> bool:
-        return await self._write(delete_session, token_digest)
-
-    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
-        await self._write(create_ticket, ticket_digest, ticket)
-
-    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
-        return await self._write(take_ticket, ticket_digest)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,19 +21,20 @@ from threadloom.store.base import (
     ThreadRow,
     ThreadStats,
 )
-from threadloom.store.sqlite.rows import (
+from threadloom.store.core.codec import (
     KEY_SPAN,
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
     THREAD_SUMMARY,
-    Tx,
     dump_json,
     registry_from_row,
     thread_from_row,
 )
+from threadloom.store.core.conn import Conn
+from threadloom.store.core.tx import Tx
 
 
-def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> ThreadRow:
+def create_thread(conn: Conn, clock: Clock, new: NewThread) -> ThreadRow:
     if new.parent_id is not None and get_thread(conn, new.parent_id) is None:
         raise ThreadNotFound(new.parent_id)
     now = clock()
@@ -42,7 +42,7 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
         "INSERT INTO threads(id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments,"
         " created_at_us, status_state, status_since, overlap, last_activity_us, tnum)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?,"
-        " (SELECT COALESCE(MAX(tnum), 0) + 1 FROM threads))",
+        f" {conn.sql.next_tnum})",
         (
             new.id,
             new.agent_id,
@@ -63,7 +63,7 @@ def create_thread(conn: sqlite3.Connection, clock: Clock, new: NewThread) -> Thr
 
 
 def create_child(
-    conn: sqlite3.Connection, clock: Clock, new: NewThread, entry: SubagentRegistryEntry
+    conn: Conn, clock: Clock, new: NewThread, entry: SubagentRegistryEntry
 ) -> tuple[ThreadRow, StoredEvent]:
     if new.parent_id is None:
         raise StoreError("create_child needs a parent thread")
@@ -74,7 +74,7 @@ def create_child(
     return row, event
 
 
-def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRow | None:
+def get_thread(conn: Conn, thread_id: str) -> ThreadRow | None:
     row = conn.execute(
         f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
         " WHERE parent_thread_id = threads.id) FROM threads WHERE id = ?",
@@ -83,7 +83,7 @@ def get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRow | None:
     return thread_from_row(row, has_children=True) if row else None
 
 
-def get_threads(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
+def get_threads(conn: Conn, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
     out: dict[str, ThreadRow] = {}
     ids = list(dict.fromkeys(thread_ids))
     for start in range(0, len(ids), 500):
@@ -98,7 +98,7 @@ def get_threads(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> dict[str
 
 
 def list_threads(
-    conn: sqlite3.Connection,
+    conn: Conn,
     user_id: str | None,
     agent_id: str | None,
     parent_id: str | None,
@@ -144,7 +144,7 @@ def _like_escape(text: str) -> str:
     return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
-def query_threads(conn: sqlite3.Connection, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
+def query_threads(conn: Conn, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
     clauses: list[str] = []
     params: list[Any] = []
     if q.user_id is not None:
@@ -169,10 +169,7 @@ def query_threads(conn: sqlite3.Connection, q: ThreadQuery) -> tuple[list[Thread
         clauses.append("parent_id IS NULL")
     if q.search:
         needle = "%" + _like_escape(q.search.lower()) + "%"
-        clauses.append(
-            "(lower(id) LIKE ? ESCAPE '!' OR EXISTS (SELECT 1 FROM json_each(threads.tags)"
-            " WHERE lower(json_each.value) LIKE ? ESCAPE '!'))"
-        )
+        clauses.append(f"(lower(id) LIKE ? ESCAPE '!' OR {conn.sql.tag_like('threads.tags')})")
         params.extend((needle, needle))
     if q.created_from_us is not None:
         clauses.append("created_at_us >= ?")
@@ -197,7 +194,7 @@ def query_threads(conn: sqlite3.Connection, q: ThreadQuery) -> tuple[list[Thread
     return [thread_from_row(r, summary=True) for r in rows], total
 
 
-def thread_owners(conn: sqlite3.Connection, user_id: str | None) -> list[OwnerCount]:
+def thread_owners(conn: Conn, user_id: str | None) -> list[OwnerCount]:
     where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
     rows = conn.execute(
         f"SELECT user_id, COUNT(*) AS n FROM threads {where} GROUP BY user_id"
@@ -207,9 +204,7 @@ def thread_owners(conn: sqlite3.Connection, user_id: str | None) -> list[OwnerCo
     return [OwnerCount(user_id=r[0], thread_count=int(r[1])) for r in rows]
 
 
-def update_thread(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, patch: ThreadPatch
-) -> ThreadRow:
+def update_thread(conn: Conn, clock: Clock, thread_id: str, patch: ThreadPatch) -> ThreadRow:
     found = conn.execute("SELECT env, env_types FROM threads WHERE id = ?", (thread_id,)).fetchone()
     if found is None:
         raise ThreadNotFound(thread_id)
@@ -246,17 +241,17 @@ def update_thread(
     return row
 
 
-def descendants(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> list[ThreadRow]:
+def descendants(conn: Conn, thread_id: str, limit: int | None) -> list[ThreadRow]:
     rows = conn.execute(
         f"{_TREE} SELECT {', '.join('t.' + c.strip() for c in THREAD_COLUMNS.split(','))}"
         " FROM tree JOIN threads t ON t.id = tree.id WHERE tree.level > 0"
-        " ORDER BY t.created_at_us, t.rowid LIMIT ?",
-        (thread_id, -1 if limit is None else limit),
+        " ORDER BY t.created_at_us, t.tnum LIMIT ?",
+        (thread_id, conn.sql.no_limit if limit is None else limit),
     )
     return [thread_from_row(r) for r in rows]
 
 
-def delete_thread(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> list[str]:
+def delete_thread(conn: Conn, clock: Clock, thread_id: str) -> list[str]:
     rows = conn.execute(
         f"{_TREE} SELECT tree.id, tree.level, t.tnum FROM tree JOIN threads t ON t.id = tree.id",
         (thread_id,),
@@ -273,7 +268,7 @@ def delete_thread(conn: sqlite3.Connection, clock: Clock, thread_id: str) -> lis
     return [r[0] for r in rows]
 
 
-def thread_stats(conn: sqlite3.Connection, thread_id: str) -> ThreadStats:
+def thread_stats(conn: Conn, thread_id: str) -> ThreadStats:
     messages = conn.execute(
         "SELECT COALESCE(SUM(count), 0)"
         " + COALESCE((SELECT top_visible_count FROM threads WHERE id = ?), 0)"
@@ -287,11 +282,11 @@ def thread_stats(conn: sqlite3.Connection, thread_id: str) -> ThreadStats:
     return ThreadStats(int(messages), int(logs), int(queued))
 
 
-def threads_with_status(conn: sqlite3.Connection, state: str) -> list[str]:
+def threads_with_status(conn: Conn, state: str) -> list[str]:
     return [r[0] for r in conn.execute("SELECT id FROM threads WHERE status_state = ?", (state,))]
 
 
-def threads_with_queue(conn: sqlite3.Connection) -> list[str]:
+def threads_with_queue(conn: Conn) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM message_queue")]
 
 
@@ -304,18 +299,14 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     return tx.event("status", tx.thread_id, data=data)
 
 
-def set_status(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, status: ThreadStatus
-) -> StoredEvent:
+def set_status(conn: Conn, clock: Clock, thread_id: str, status: ThreadStatus) -> StoredEvent:
     tx = Tx(conn, thread_id, clock)
     event = write_status(tx, status)
     tx.flush()
     return event
 
 
-def terminate(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str
-) -> tuple[int, list[StoredEvent]]:
+def terminate(conn: Conn, clock: Clock, thread_id: str) -> tuple[int, list[StoredEvent]]:
     tx = Tx(conn, thread_id, clock)
     if tx.terminated is not None:
         return int(tx.terminated), []
@@ -333,7 +324,7 @@ def terminate(
 # -- registry -------------------------------------------------------------------------
 
 
-def get_registry(conn: sqlite3.Connection, thread_id: str) -> list[SubagentRegistryEntry]:
+def get_registry(conn: Conn, thread_id: str) -> list[SubagentRegistryEntry]:
     return [
         registry_from_row(r)
         for r in conn.execute(
@@ -344,14 +335,22 @@ def get_registry(conn: sqlite3.Connection, thread_id: str) -> list[SubagentRegis
     ]
 
 
+_REGISTRY_REPLACE = "ON CONFLICT(parent_thread_id, reference) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}"
+    for c in (c.strip() for c in REGISTRY_COLUMNS.split(","))
+    if c != "reference"
+)
+"""An entry written again replaces every column of the stored one."""
+
+
 def upsert_registry_entry(
-    conn: sqlite3.Connection, clock: Clock, parent_id: str, entry: SubagentRegistryEntry
+    conn: Conn, clock: Clock, parent_id: str, entry: SubagentRegistryEntry
 ) -> StoredEvent:
     tx = Tx(conn, parent_id, clock)
     created = entry.created_at or tx.now
     conn.execute(
-        f"INSERT OR REPLACE INTO subagent_registry(parent_thread_id, {REGISTRY_COLUMNS})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO subagent_registry(parent_thread_id, {REGISTRY_COLUMNS})"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_REGISTRY_REPLACE}",
         (
             parent_id,
             entry.reference,
@@ -376,7 +375,7 @@ def upsert_registry_entry(
 
 
 def set_registry_status(
-    conn: sqlite3.Connection, clock: Clock, parent_id: str, reference: str, status: str
+    conn: Conn, clock: Clock, parent_id: str, reference: str, status: str
 ) -> StoredEvent | None:
     tx = Tx(conn, parent_id, clock)
     cur = conn.execute(
@@ -390,7 +389,7 @@ def set_registry_status(
     return event
 
 
-def threads_with_open_children(conn: sqlite3.Connection) -> list[str]:
+def threads_with_open_children(conn: Conn) -> list[str]:
     return [
         r[0]
         for r in conn.execute(
@@ -400,9 +399,7 @@ def threads_with_open_children(conn: sqlite3.Connection) -> list[str]:
     ]
 
 
-def read_events(
-    conn: sqlite3.Connection, thread_id: str, after_seq: int, limit: int
-) -> list[StoredEvent]:
+def read_events(conn: Conn, thread_id: str, after_seq: int, limit: int) -> list[StoredEvent]:
     after = max(after_seq, 0)  # seq starts at 1
     if after >= KEY_SPAN - 1:
         return []

@@ -11,14 +11,13 @@ Prefix queries are byte ranges on ``path`` (``path >= 'd/' AND path < 'd0'`` —
 character after ``/``), which SQLite's BINARY collation compares exactly and
 case-sensitively: no ``LIKE``, no wildcard leakage (spec 07 §7.8 rule 6).
 
-Every write goes through :class:`~threadloom.store.sqlite.rows.Tx` and records one
+Every write goes through :class:`~threadloom.store.core.tx.Tx` and records one
 ``thread_events`` row per change (kind ``file``, the path, the published data as payload).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -35,7 +34,9 @@ from threadloom.errors import (
 from threadloom.file_records import name_of, parent_of
 from threadloom.records import DIRECTORY_MIME, FileRecord, FileStats, json_compact
 from threadloom.store.base import Clock, FileContent, NewFile, StoredEvent
-from threadloom.store.sqlite.rows import THREAD_RANGE, Tx, dump_json
+from threadloom.store.core.codec import THREAD_RANGE, dump_json
+from threadloom.store.core.conn import Conn
+from threadloom.store.core.tx import Tx
 
 CHUNK_BYTES = 1_835_008
 """Largest content chunk kept in one row: 1.75 MiB (spec 07 §7.8 rule 7)."""
@@ -101,14 +102,14 @@ def _directory(path: str, created_at: int) -> FileRecord:
     )
 
 
-def _entry(conn: sqlite3.Connection, thread_id: str, path: str) -> tuple[Any, ...] | None:
+def _entry(conn: Conn, thread_id: str, path: str) -> tuple[Any, ...] | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM files WHERE thread_id = ? AND path = ?", (thread_id, path)
     ).fetchone()
     return tuple(row) if row else None
 
 
-def _oldest_below(conn: sqlite3.Connection, thread_id: str, path: str) -> int | None:
+def _oldest_below(conn: Conn, thread_id: str, path: str) -> int | None:
     """The smallest ``created_at`` below directory ``path``; ``None`` when nothing is below
     it (so an implicit directory exists exactly when this is not ``None``)."""
     where, params = _below(path)
@@ -118,7 +119,7 @@ def _oldest_below(conn: sqlite3.Connection, thread_id: str, path: str) -> int | 
     return None if row[0] is None else int(row[0])
 
 
-def _ancestor_file(conn: sqlite3.Connection, thread_id: str, path: str) -> str | None:
+def _ancestor_file(conn: Conn, thread_id: str, path: str) -> str | None:
     """The highest proper ancestor of ``path`` that is a file or link, if any."""
     segments = path.split("/")[1:-1]
     ancestors = ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
@@ -140,7 +141,7 @@ def _file_event(tx: Tx, event_type: str, path: str, data: dict[str, Any]) -> Sto
 # -- reads ---------------------------------------------------------------------------------
 
 
-def stat_file(conn: sqlite3.Connection, thread_id: str, path: str) -> FileRecord | None:
+def stat_file(conn: Conn, thread_id: str, path: str) -> FileRecord | None:
     if path != "/":
         row = _entry(conn, thread_id, path)
         if row is not None:
@@ -156,7 +157,7 @@ def stat_file(conn: sqlite3.Connection, thread_id: str, path: str) -> FileRecord
     return _directory("/", int(created[0]) // 1000 if created else 0)
 
 
-def list_dir(conn: sqlite3.Connection, thread_id: str, path: str) -> list[FileRecord]:
+def list_dir(conn: Conn, thread_id: str, path: str) -> list[FileRecord]:
     """Explicit children through the ``parent`` index, then implicit child directories
     from one pass over the deeper entries (each one's smallest ``created_at``)."""
     if path != "/":
@@ -185,7 +186,7 @@ def list_dir(conn: sqlite3.Connection, thread_id: str, path: str) -> list[FileRe
     return out
 
 
-def list_entries(conn: sqlite3.Connection, thread_id: str, prefix: str) -> list[FileRecord]:
+def list_entries(conn: Conn, thread_id: str, prefix: str) -> list[FileRecord]:
     where, params = _prefix_range(prefix)
     return [
         _record(r)
@@ -196,7 +197,7 @@ def list_entries(conn: sqlite3.Connection, thread_id: str, prefix: str) -> list[
     ]
 
 
-def file_stats(conn: sqlite3.Connection, thread_id: str, path: str) -> FileStats:
+def file_stats(conn: Conn, thread_id: str, path: str) -> FileStats:
     where, params = _below(path)
     row = conn.execute(
         "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM files WHERE thread_id = ?"
@@ -206,7 +207,7 @@ def file_stats(conn: sqlite3.Connection, thread_id: str, path: str) -> FileStats
     return FileStats(total_size=int(row[0]), file_count=int(row[1]))
 
 
-def _content_id(conn: sqlite3.Connection, thread_id: str, path: str) -> tuple[int, int] | None:
+def _content_id(conn: Conn, thread_id: str, path: str) -> tuple[int, int] | None:
     row = conn.execute(
         "SELECT id, size FROM files WHERE thread_id = ? AND path = ? AND kind = 'file'",
         (thread_id, path),
@@ -214,7 +215,7 @@ def _content_id(conn: sqlite3.Connection, thread_id: str, path: str) -> tuple[in
     return (int(row[0]), int(row[1])) if row else None
 
 
-def read_file(conn: sqlite3.Connection, thread_id: str, path: str) -> bytes | None:
+def read_file(conn: Conn, thread_id: str, path: str) -> bytes | None:
     found = _content_id(conn, thread_id, path)
     if found is None:
         return None
@@ -224,13 +225,13 @@ def read_file(conn: sqlite3.Connection, thread_id: str, path: str) -> bytes | No
     return b"".join(bytes(c[0]) for c in chunks)
 
 
-def open_file(conn: sqlite3.Connection, thread_id: str, path: str) -> FileContent | None:
+def open_file(conn: Conn, thread_id: str, path: str) -> FileContent | None:
     found = _content_id(conn, thread_id, path)
     return FileContent(version=found[0], size=found[1]) if found else None
 
 
 def read_file_range(
-    conn: sqlite3.Connection, thread_id: str, version: int, offset: int, length: int
+    conn: Conn, thread_id: str, version: int, offset: int, length: int
 ) -> bytes | None:
     """Bytes ``[offset, offset + length)`` of content ``version``, slicing the one or more
     stored chunks the range spans inside SQLite (``substr`` on a BLOB counts bytes)."""
@@ -256,7 +257,7 @@ def read_file_range(
     return b"".join(parts)
 
 
-def get_file_thumbnail(conn: sqlite3.Connection, thread_id: str, path: str) -> bytes | None:
+def get_file_thumbnail(conn: Conn, thread_id: str, path: str) -> bytes | None:
     row = conn.execute(
         "SELECT t.data FROM file_thumbnails t JOIN files f ON f.id = t.file_id"
         " WHERE f.thread_id = ? AND f.path = ?",
@@ -269,7 +270,7 @@ def get_file_thumbnail(conn: sqlite3.Connection, thread_id: str, path: str) -> b
 
 
 def write_file(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     entry: NewFile,
@@ -307,7 +308,7 @@ def write_file(
     cur = conn.execute(
         "INSERT INTO files(thread_id, path, parent, name, kind, mime_type, location, size,"
         " metadata, width, height, created_at, chunk_count)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             thread_id,
             path,
@@ -324,7 +325,7 @@ def write_file(
             chunks,
         ),
     )
-    file_id = cur.lastrowid
+    file_id = cur.fetchone()[0]
     view = memoryview(data)
     conn.executemany(
         "INSERT INTO file_chunks(file_id, idx, data) VALUES (?, ?, ?)",
@@ -343,9 +344,7 @@ def write_file(
     return record, event
 
 
-def unlink_file(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, path: str
-) -> StoredEvent | None:
+def unlink_file(conn: Conn, clock: Clock, thread_id: str, path: str) -> StoredEvent | None:
     tx = Tx(conn, thread_id, clock)
     row = _entry(conn, thread_id, path) if path != "/" else None
     if row is None:
@@ -361,7 +360,7 @@ def unlink_file(
 
 
 def mkdir_file(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, path: str
+    conn: Conn, clock: Clock, thread_id: str, path: str
 ) -> tuple[FileRecord, StoredEvent | None]:
     tx = Tx(conn, thread_id, clock)
     if path == "/":
@@ -390,7 +389,7 @@ def mkdir_file(
 
 
 def rmdir_file(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, path: str, recursive: bool
+    conn: Conn, clock: Clock, thread_id: str, path: str, recursive: bool
 ) -> list[StoredEvent]:
     if path == "/":
         raise FileError("Cannot remove the root directory")
@@ -417,7 +416,7 @@ def rmdir_file(
 
 
 def move_file(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, source: str, destination: str
+    conn: Conn, clock: Clock, thread_id: str, source: str, destination: str
 ) -> tuple[FileRecord, StoredEvent | None]:
     if source == "/":
         raise FileError("Cannot move the root directory")
@@ -475,17 +474,19 @@ def move_file(
 # -- attachment files of deleted messages (spec 01 §1.11.3 rule 4, spec 07 §7.7.2) ---------
 
 
-def _still_referenced(conn: sqlite3.Connection, thread_id: str, path: str) -> bool:
+def _still_referenced(conn: Conn, thread_id: str, path: str) -> bool:
     """Whether a remaining message or queue entry of the thread has a ref to ``path``.
 
-    ``instr`` on the stored JSON text (written by ``json_compact``) skips rows that cannot
-    match; ``json_each`` then compares the ``path`` of each ref exactly."""
+    A substring search on the stored JSON text (written by ``json_compact``) skips rows that cannot
+    match; the join over its refs then compares the ``path`` of each ref exactly."""
     needle = json_compact(path)
+    sql = conn.sql
+    refs, ref_path = sql.attachment_path_join("r")
     for table, own in (("messages", THREAD_RANGE), ("message_queue", "thread_id = ?")):
         found = conn.execute(
-            f"SELECT 1 FROM {table} AS r, json_each(r.attachments) AS j"
+            f"SELECT 1 FROM {table} AS r, {refs}"
             f" WHERE {own} AND r.attachments IS NOT NULL"
-            " AND instr(r.attachments, ?) > 0 AND json_extract(j.value, '$.path') = ? LIMIT 1",
+            f" AND {sql.position}(r.attachments, ?) > 0 AND {ref_path} = ? LIMIT 1",
             (*(thread_id,) * own.count("?"), needle, path),
         ).fetchone()
         if found is not None:

@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
 from threadloom.records import Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
-from threadloom.store.sqlite.files import drop_unreferenced_attachments
-from threadloom.store.sqlite.nulls import NullFree
-from threadloom.store.sqlite.rows import (
+from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     THREAD_RANGE,
-    Tx,
-    adjust_count,
     copy_with,
     dump_attachments,
     dump_json,
     message_from_row,
     queue_entry_from_row,
 )
+from threadloom.store.core.conn import Conn
+from threadloom.store.core.files import drop_unreferenced_attachments
+from threadloom.store.core.null_literals import NullFree
+from threadloom.store.core.tx import Tx, adjust_count
 from threadloom.stored_fields import MESSAGE_FIELDS_SET
 
 _CHUNK = 500
@@ -44,30 +43,31 @@ def _write_tool_calls(tx: Tx, message: Message) -> None:
         (tx.thread_id, call.id, message.id, call.function.name, call.function.arguments, tx.now)
         for call in decode_tool_calls(message.tool_calls)
     ]
-    try:
-        tx.conn.executemany(
-            "INSERT INTO tool_calls(thread_id, id, message_id, name, arguments, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
+    # a call id another message of the thread holds is skipped, not an error (that would
+    # abort a PostgreSQL transaction), and then reported
+    inserted = tx.conn.executemany(
+        "INSERT INTO tool_calls(thread_id, id, message_id, name, arguments, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        rows,
+    ).rowcount
+    if inserted == len(rows):
+        return
+    taken = [
+        r[0]
+        for r in tx.conn.execute(
+            f"SELECT id FROM tool_calls WHERE thread_id = ? AND id IN ({_marks(len(rows))})"
+            " AND message_id != ?",
+            (tx.thread_id, *(r[1] for r in rows), message.id),
         )
-    except sqlite3.IntegrityError:
-        taken = [
-            r[0]
-            for r in tx.conn.execute(
-                f"SELECT id FROM tool_calls WHERE thread_id = ? AND id IN ({_marks(len(rows))})"
-                " AND message_id != ?",
-                (tx.thread_id, *(r[1] for r in rows), message.id),
-            )
-        ]
-        if not taken:  # not a taken id (a trigger, a check …): the database's own reason
-            raise
-        raise InvalidMessage(
-            f"tool_calls: call id '{taken[0]}' is already used by another message of this thread"
-        ) from None
+    ]
+    call_id = taken[0] if taken else rows[0][1]
+    raise InvalidMessage(
+        f"tool_calls: call id '{call_id}' is already used by another message of this thread"
+    )
 
 
 def insert_message(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, message: Message, require_live: bool
+    conn: Conn, clock: Clock, thread_id: str, message: Message, require_live: bool
 ) -> tuple[Message, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     if require_live and tx.terminated is not None:
@@ -118,8 +118,8 @@ def insert_in_tx(tx: Tx, message: Message) -> Message:
                 ),
             )
         )
-    except sqlite3.IntegrityError as exc:
-        if "messages.id" not in str(exc):  # a CHECK, a trigger …: not a taken id
+    except tx.sql.integrity_error as exc:
+        if tx.sql.unique_violation(exc) != "messages.id":  # a CHECK, a trigger …
             raise
         raise InvalidMessage(f"message id '{stored.id}' already exists") from exc
     _write_tool_calls(tx, stored)
@@ -128,7 +128,7 @@ def insert_in_tx(tx: Tx, message: Message) -> Message:
 
 
 def update_message(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, message: Message
+    conn: Conn, clock: Clock, thread_id: str, message: Message
 ) -> tuple[Message, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     stored = update_in_tx(tx, message)
@@ -192,7 +192,7 @@ def update_in_tx(tx: Tx, message: Message) -> Message:
     return message_from_row(fresh)
 
 
-def _cascade_ids(conn: sqlite3.Connection, thread_id: str, root_id: str) -> list[str]:
+def _cascade_ids(conn: Conn, thread_id: str, root_id: str) -> list[str]:
     """The message and everything that goes with it (spec 01 §1.11.3 rules 1 and 2)."""
     doomed = {root_id}
     call_ids = [
@@ -223,9 +223,7 @@ def _cascade_ids(conn: sqlite3.Connection, thread_id: str, root_id: str) -> list
     return list(doomed)
 
 
-def delete_message(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, message_id: str
-) -> list[StoredEvent]:
+def delete_message(conn: Conn, clock: Clock, thread_id: str, message_id: str) -> list[StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     exists = conn.execute(
         "SELECT 1 FROM messages WHERE id = ? AND thread_id = ?", (message_id, thread_id)
@@ -265,7 +263,7 @@ def delete_message(
     return tx.flush()
 
 
-def get_stored(conn: sqlite3.Connection, thread_id: str, message_id: str) -> Message | None:
+def get_stored(conn: Conn, thread_id: str, message_id: str) -> Message | None:
     row = conn.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND thread_id = ?",
         (message_id, thread_id),
@@ -273,12 +271,12 @@ def get_stored(conn: sqlite3.Connection, thread_id: str, message_id: str) -> Mes
     return message_from_row(row) if row else None
 
 
-def _terminated(conn: sqlite3.Connection, thread_id: str) -> bool:
+def _terminated(conn: Conn, thread_id: str) -> bool:
     row = conn.execute("SELECT terminated FROM threads WHERE id = ?", (thread_id,)).fetchone()
     return row is not None and row[0] is not None
 
 
-def get_message(conn: sqlite3.Connection, thread_id: str, message_id: str) -> Message | None:
+def get_message(conn: Conn, thread_id: str, message_id: str) -> Message | None:
     stored = get_stored(conn, thread_id, message_id)
     if stored is not None:
         return stored
@@ -304,9 +302,7 @@ def _filter(include_silent: bool, max_depth: int | None) -> tuple[str, tuple[Any
 _TOP_VISIBLE_COUNT = "(SELECT top_visible_count FROM threads WHERE id = ?)"
 
 
-def _count_stored(
-    conn: sqlite3.Connection, thread_id: str, include_silent: bool, max_depth: int | None
-) -> int:
+def _count_stored(conn: Conn, thread_id: str, include_silent: bool, max_depth: int | None) -> int:
     sql = "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?"
     params: list[Any] = [thread_id]
     if max_depth is not None:
@@ -321,7 +317,7 @@ def _count_stored(
 
 
 def read_page(
-    conn: sqlite3.Connection,
+    conn: Conn,
     thread_id: str,
     limit: int | None,
     offset: int,
@@ -378,7 +374,7 @@ def _is_work(message: Message) -> bool:
 
 
 def _walk(
-    conn: sqlite3.Connection,
+    conn: Conn,
     thread_id: str,
     key: int,
     forward: bool,
@@ -407,7 +403,7 @@ def _walk(
 
 
 def read_by_ids(
-    conn: sqlite3.Connection,
+    conn: Conn,
     thread_id: str,
     ids: Sequence[str],
     include_silent: bool,
@@ -444,7 +440,7 @@ def read_by_ids(
     return out
 
 
-def newest_top_level_id(conn: sqlite3.Connection, thread_id: str) -> str | None:
+def newest_top_level_id(conn: Conn, thread_id: str) -> str | None:
     row = conn.execute(
         f"SELECT id FROM messages WHERE {THREAD_RANGE} AND depth = 0 ORDER BY rid DESC LIMIT 1",
         (thread_id, thread_id),
@@ -452,7 +448,7 @@ def newest_top_level_id(conn: sqlite3.Connection, thread_id: str) -> str | None:
     return row[0] if row else None
 
 
-def top_level_history(conn: sqlite3.Connection, thread_id: str) -> list[Message]:
+def top_level_history(conn: Conn, thread_id: str) -> list[Message]:
     return [
         message_from_row(r)
         for r in conn.execute(

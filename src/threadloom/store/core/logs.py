@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from threadloom.records import LogRow
 from threadloom.store.base import Clock, CostSummary, CostSums, StoredEvent
-from threadloom.store.sqlite.bodies import RequestReader, inline_response, insert_bodies
-from threadloom.store.sqlite.bodies import write_bodies as write_bodies
-from threadloom.store.sqlite.messages import newest_top_level_id
-from threadloom.store.sqlite.nulls import NullFree
-from threadloom.store.sqlite.rows import (
+from threadloom.store.core.bodies import RequestReader, inline_response, insert_bodies
+from threadloom.store.core.bodies import write_bodies as write_bodies
+from threadloom.store.core.codec import (
     LOG_COLUMNS,
     LOG_SELECT,
     ROW_FIELDS,
-    Tx,
     copy_with,
     log_from_row,
     log_values,
 )
+from threadloom.store.core.conn import Conn
+from threadloom.store.core.messages import newest_top_level_id
+from threadloom.store.core.null_literals import NullFree
+from threadloom.store.core.tx import Tx
 
 _INSERT = NullFree(
     f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS}, response_body)"
@@ -29,7 +29,7 @@ _INSERT = NullFree(
 
 
 def insert_log(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
+    conn: Conn, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
 ) -> tuple[LogRow, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     stored, event = insert_log_in(tx, row, anchor_newest)
@@ -52,7 +52,7 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     return stored, tx.event("log", stored.id)
 
 
-def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | None:
+def get_log(conn: Conn, thread_id: str, log_id: str) -> LogRow | None:
     row = conn.execute(
         f"SELECT {LOG_SELECT} WHERE l.id = ? AND l.thread_id = ?", (log_id, thread_id)
     ).fetchone()
@@ -60,7 +60,7 @@ def get_log(conn: sqlite3.Connection, thread_id: str, log_id: str) -> LogRow | N
 
 
 def list_logs(
-    conn: sqlite3.Connection, thread_id: str, limit: int | None, offset: int, kind: str | None
+    conn: Conn, thread_id: str, limit: int | None, offset: int, kind: str | None
 ) -> list[LogRow]:
     sql = f"SELECT {LOG_SELECT} WHERE l.thread_id = ?"
     params: list[Any] = [thread_id]
@@ -68,7 +68,7 @@ def list_logs(
         sql += " AND l.kind = ?"
         params.append(kind)
     sql += " ORDER BY l.created_at, l.lseq LIMIT ? OFFSET ?"
-    params.extend((-1 if limit is None else limit, offset))
+    params.extend((conn.sql.no_limit if limit is None else limit, offset))
     rebuild = RequestReader(conn).text  # one per call: the rows of a chain share work
     return [log_from_row(r, rebuild) for r in conn.execute(sql, params)]
 
@@ -92,7 +92,7 @@ def _sums(values: Sequence[Any]) -> CostSums:
     )
 
 
-def cost_summary(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> CostSummary:
+def cost_summary(conn: Conn, thread_ids: Sequence[str]) -> CostSummary:
     summary = CostSummary()
     ids = list(dict.fromkeys(thread_ids))
     for start in range(0, len(ids), 500):

@@ -24,13 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from threadloom.errors import StoreError
 from threadloom.records import LogRow, RequestDelta
+from threadloom.store.core.conn import Conn
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def inline_response(row: LogRow) -> str | None:
 
 
 def write_bodies(
-    conn: sqlite3.Connection,
+    conn: Conn,
     row: LogRow,
     *,
     insert: bool,
@@ -100,12 +100,12 @@ def write_bodies(
         conn.execute(  # no write when the stored body is the same text
             "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)"
             " ON CONFLICT(log_id, part) DO UPDATE SET body = excluded.body"
-            " WHERE body IS NOT excluded.body",
+            " WHERE log_bodies.body <> excluded.body",
             (row.id, part, body),
         )
 
 
-def insert_bodies(conn: sqlite3.Connection, thread_id: str, row: LogRow) -> None:
+def insert_bodies(conn: Conn, thread_id: str, row: LogRow) -> None:
     """Store a new row's bodies: the request as a delta or a root when the row carries a
     ``request_delta`` that adds up, otherwise (and the response) as plain text."""
     delta = row.request_delta
@@ -143,7 +143,7 @@ class _Base(NamedTuple):
     suffix_hash: bytes
 
 
-def _lookup(conn: sqlite3.Connection, thread_id: str, log_id: str) -> _Base | None:
+def _lookup(conn: Conn, thread_id: str, log_id: str) -> _Base | None:
     found = conn.execute(_BASE, (log_id, thread_id)).fetchone()
     return _Base(log_id, *found) if found else None
 
@@ -163,7 +163,7 @@ def _joined_size(lengths: Sequence[int]) -> int:
 
 
 def _insert_request(
-    conn: sqlite3.Connection, thread_id: str, log_id: str, body: str | None, delta: RequestDelta
+    conn: Conn, thread_id: str, log_id: str, body: str | None, delta: RequestDelta
 ) -> bool:
     """Store ``body`` as a delta row or a root; ``False`` (nothing written) when the delta
     does not describe ``body``. ``body`` ``None``: the delta's lazy body (``whole``,
@@ -249,7 +249,7 @@ def _insert_request(
     return True
 
 
-def _kept_size(conn: sqlite3.Connection, thread_id: str, base: _Base, keep: int) -> int | None:
+def _kept_size(conn: Conn, thread_id: str, base: _Base, keep: int) -> int | None:
     """The text length of the first ``keep`` messages of ``base``'s request, joined;
     ``None`` when the chain is broken."""
     while keep < base.keep:  # they all come from further up the chain
@@ -282,7 +282,7 @@ _CHAIN = (
 root), at most ``MAX_CHAIN_DEPTH + 1`` rows, fewer when a base is missing."""
 
 
-def _chain_lengths(conn: sqlite3.Connection, log_id: str, need: int) -> list[int] | None:
+def _chain_lengths(conn: Conn, log_id: str, need: int) -> list[int] | None:
     """The lengths of the first ``need`` messages of row ``log_id``'s request, from its
     chain (each row's own lengths, as the reader takes its text); ``None`` when broken.
     One statement for the whole chain (it was one per row: 65 at the depth cap)."""
@@ -346,7 +346,7 @@ class RequestReader:
     the suffix: a few slices and one join, never a list of every message. Each stored row
     is fetched once per reader, so the rows of a chain listed together share the fetches."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Conn) -> None:
         self.conn = conn
         self._stored: dict[str, _Stored] = {}
         self._lengths: dict[str, list[int]] = {}

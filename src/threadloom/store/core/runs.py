@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import sqlite3
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -26,22 +25,23 @@ from threadloom.store.base import (
     ThreadRow,
     delivered_message,
 )
-from threadloom.store.sqlite.bodies import inline_response
-from threadloom.store.sqlite.logs import insert_log_in, write_bodies
-from threadloom.store.sqlite.messages import insert_in_tx, update_in_tx
-from threadloom.store.sqlite.nulls import NullFree
-from threadloom.store.sqlite.queue import enqueue, enqueue_in, insert_entry
-from threadloom.store.sqlite.rows import (
+from threadloom.store.core.bodies import inline_response
+from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     ROW_FIELDS,
-    Tx,
     dump_attachments,
     dump_json,
     message_from_row,
     queue_entry_from_row,
 )
-from threadloom.store.sqlite.threads import get_thread, set_registry_status, write_status
+from threadloom.store.core.conn import Conn, Dialect
+from threadloom.store.core.logs import insert_log_in, write_bodies
+from threadloom.store.core.messages import insert_in_tx, update_in_tx
+from threadloom.store.core.null_literals import NullFree
+from threadloom.store.core.queue import enqueue, enqueue_in, insert_entry
+from threadloom.store.core.threads import get_thread, set_registry_status, write_status
+from threadloom.store.core.tx import Tx
 
 
 def _deliver_waiting(tx: Tx) -> list[tuple[Message, StoredEvent]]:
@@ -88,7 +88,7 @@ def _begin_in(
 
 
 def begin_run(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     status: ThreadStatus | None,
@@ -112,7 +112,7 @@ def begin_run(
 
 
 def enqueue_and_begin_run(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     entry: QueueEntry,
@@ -166,9 +166,7 @@ def _as_read(entry: QueueEntry) -> QueueEntry:
     )
 
 
-def deliver_queue(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str
-) -> list[tuple[Message, StoredEvent]]:
+def deliver_queue(conn: Conn, clock: Clock, thread_id: str) -> list[tuple[Message, StoredEvent]]:
     tx = Tx(conn, thread_id, clock)
     if tx.terminated is not None:
         raise ThreadTerminated(thread_id, tx.terminated)
@@ -179,7 +177,7 @@ def deliver_queue(
 
 
 def deliver_queue_entry(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry_id: str, message: Message
+    conn: Conn, clock: Clock, thread_id: str, entry_id: str, message: Message
 ) -> tuple[Message, StoredEvent] | None:
     tx = Tx(conn, thread_id, clock)
     if tx.terminated is not None:
@@ -272,7 +270,7 @@ def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -
 
 
 def settle_run(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, settlement: Settlement
+    conn: Conn, clock: Clock, thread_id: str, settlement: Settlement
 ) -> list[StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
@@ -311,9 +309,7 @@ def settle_run(
     return events
 
 
-def deliver_to_parent(
-    conn: sqlite3.Connection, clock: Clock, delivery: ParentDelivery
-) -> list[StoredEvent]:
+def deliver_to_parent(conn: Conn, clock: Clock, delivery: ParentDelivery) -> list[StoredEvent]:
     """The parent's side of a session result (spec 06 §6.8.3), inside the caller's
     transaction: the registry status, then the queue entry unless the parent is
     terminated; nothing when the parent is gone."""
@@ -333,15 +329,13 @@ def deliver_to_parent(
     return events
 
 
-def set_stopped(conn: sqlite3.Connection, clock: Clock, thread_id: str, stopped: bool) -> None:
+def set_stopped(conn: Conn, clock: Clock, thread_id: str, stopped: bool) -> None:
     tx = Tx(conn, thread_id, clock)
     tx.stopped = stopped
     tx.flush()
 
 
-def set_session_turns(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, side_a: int, side_b: int
-) -> None:
+def set_session_turns(conn: Conn, clock: Clock, thread_id: str, side_a: int, side_b: int) -> None:
     cur = conn.execute(
         "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
         (side_a, side_b, thread_id),
@@ -350,7 +344,7 @@ def set_session_turns(
         raise ThreadNotFound(thread_id)
 
 
-def set_agent(conn: sqlite3.Connection, clock: Clock, thread_id: str, agent_id: str) -> ThreadRow:
+def set_agent(conn: Conn, clock: Clock, thread_id: str, agent_id: str) -> ThreadRow:
     cur = conn.execute("UPDATE threads SET agent_id = ? WHERE id = ?", (agent_id, thread_id))
     if cur.rowcount == 0:
         raise ThreadNotFound(thread_id)
@@ -368,7 +362,7 @@ _PLAIN_VALUES = operator.attrgetter(*_LOG_PLAIN)
 _INDEXED_VALUES = operator.attrgetter(*_LOG_INDEXED)
 
 
-def _log_updates(sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
+def _log_updates(sql: Dialect, sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
     """The row update that returns the indexed columns, and the one matched on them."""
     assignments = ", ".join(f"{c} = ?" for c in sets)
     return (
@@ -378,17 +372,26 @@ def _log_updates(sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
         ),
         NullFree(
             f"UPDATE logs SET {assignments} WHERE id = ? AND thread_id = ?"
-            f" AND {' AND '.join(f'{c} IS ?' for c in _LOG_INDEXED)}"
+            f" AND {' AND '.join(f'{c} {sql.is_same} ?' for c in _LOG_INDEXED)}"
         ),
     )
 
 
-_UPDATE_LOG, _UPDATE_LOG_SAME = _log_updates(_LOG_PLAIN)
-"""The second is the common update: the indexed columns keep their values. No
-``RETURNING`` (which costs as much as a second statement): the row is matched on them."""
-_UPDATE_LOG_RESPONSE, _UPDATE_LOG_RESPONSE_SAME = _log_updates((*_LOG_PLAIN, "response_body"))
-"""The same with the response body's column (``bodies.inline_response``), for an update
-that writes the response."""
+class _LogUpdates(NamedTuple):
+    """A dialect's log row updates (``_log_updates``)."""
+
+    plain: tuple[NullFree, NullFree]
+    """The second is the common update: the indexed columns keep their values. No
+    ``RETURNING`` (which costs as much as a second statement): the row is matched on them."""
+    response: tuple[NullFree, NullFree]
+    """The same with the response body's column (``bodies.inline_response``), for an
+    update that writes the response."""
+
+
+def _log_statements(sql: Dialect) -> _LogUpdates:
+    return _LogUpdates(
+        _log_updates(sql, _LOG_PLAIN), _log_updates(sql, (*_LOG_PLAIN, "response_body"))
+    )
 
 
 def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
@@ -398,11 +401,12 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
     values, and those that change are written (a third statement), so an update leaves the
     indexes of the columns it does not change alone."""
     plain: tuple[object, ...] = _PLAIN_VALUES(row)
+    statements = tx.sql.statements(_log_statements)
     if "response" in bodies:
         plain += (inline_response(row),)
-        update, update_same = _UPDATE_LOG_RESPONSE, _UPDATE_LOG_RESPONSE_SAME
+        update, update_same = statements.response
     else:
-        update, update_same = _UPDATE_LOG, _UPDATE_LOG_SAME
+        update, update_same = statements.plain
     same = tx.conn.execute(*update_same.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row))))
     if same.rowcount == 1:
         write_bodies(tx.conn, row, insert=False, parts=bodies)
@@ -425,7 +429,7 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
 
 
 def update_log(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     row: LogRow,
@@ -449,7 +453,7 @@ def _end_in(tx: Tx, end: RunEnd) -> bool:
 
 
 def end_run(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     reason: str,
@@ -470,7 +474,7 @@ def end_run(
 
 
 def update_message_and_log(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     message: Message,
@@ -486,7 +490,7 @@ def update_message_and_log(
 
 
 def finish_run(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     message: Message,
@@ -508,7 +512,7 @@ def finish_run(
 
 
 def insert_message_and_log(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     thread_id: str,
     message: Message,

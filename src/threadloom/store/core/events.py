@@ -17,10 +17,9 @@ have all aged out, passes skip it until it changes again.
 
 from __future__ import annotations
 
-import sqlite3
-
+from threadloom.store.core.codec import KEY_SPAN
+from threadloom.store.core.conn import Conn
 from threadloom.store.shapes import Clock, PruneChunk
-from threadloom.store.sqlite.rows import KEY_SPAN
 
 MAX_ROWS = 5_000
 """Event rows one transaction deletes at most: a chunk holds the write lock a few ms."""
@@ -35,7 +34,7 @@ _FIRST_YOUNG = (
 
 
 def prune_chunk(
-    conn: sqlite3.Connection,
+    conn: Conn,
     clock: Clock,
     older_than_us: int,
     keep: int,

@@ -6,7 +6,8 @@ most of them NULL, and binding them cost more than writing the row. A :class:`Nu
 statement keeps one text per pattern of ``None`` values, with ``NULL`` in place of the
 ``?`` of each ``None``, and binds only the other values. A table sees a handful of
 patterns (a user message, a pending model message, a tool result …), so the texts stay
-few and the connection's statement cache (``CACHED_STATEMENTS``) keeps them prepared.
+few and the connection's statement cache keeps them prepared. The texts are plain SQL,
+so the PostgreSQL store runs them as they are.
 """
 
 from __future__ import annotations
@@ -14,11 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
-
-CACHED_STATEMENTS = 512
-"""Prepared statements a connection keeps (``sqlite3.connect(cached_statements=…)``);
-Python's default, 128, is close to what the store's statements and their NULL patterns
-need."""
 
 
 class NullFree:

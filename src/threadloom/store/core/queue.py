@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from threadloom.errors import DuplicateMessage, ThreadTerminated
 from threadloom.records import QueueEntry
 from threadloom.store.base import Clock, StoredEvent
-from threadloom.store.sqlite.rows import (
+from threadloom.store.core.codec import (
     QUEUE_COLUMNS,
-    Tx,
     copy_with,
     dump_attachments,
     dump_json,
     queue_entry_from_row,
 )
+from threadloom.store.core.conn import Conn
+from threadloom.store.core.tx import Tx
 
 
 def enqueue(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry: QueueEntry, clear_stop: bool
+    conn: Conn, clock: Clock, thread_id: str, entry: QueueEntry, clear_stop: bool
 ) -> tuple[QueueEntry, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     stored, qseq, event = enqueue_in(tx, entry, clear_stop)
@@ -63,19 +62,19 @@ def insert_entry(tx: Tx, stored: QueueEntry, qseq: int) -> None:
     )
 
 
-def _refuse_duplicate(conn: sqlite3.Connection, thread_id: str, client_id: str) -> None:
+def _refuse_duplicate(conn: Conn, thread_id: str, client_id: str) -> None:
     """Spec 08 §8.4.2 step 3: one message per ``client_message_id`` in a thread."""
     for table, queued in (("message_queue", True), ("messages", False)):
         found = conn.execute(
             f"SELECT id FROM {table} WHERE thread_id = ?"
-            " AND json_extract(metadata, '$.client_message_id') = ? LIMIT 1",
+            f" AND {conn.sql.json_text('metadata', 'client_message_id')} = ? LIMIT 1",
             (thread_id, client_id),
         ).fetchone()
         if found is not None:
             raise DuplicateMessage(found[0], queued)
 
 
-def get_entry(conn: sqlite3.Connection, thread_id: str, entry_id: str) -> QueueEntry | None:
+def get_entry(conn: Conn, thread_id: str, entry_id: str) -> QueueEntry | None:
     row = conn.execute(
         f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND thread_id = ?",
         (entry_id, thread_id),
@@ -84,7 +83,7 @@ def get_entry(conn: sqlite3.Connection, thread_id: str, entry_id: str) -> QueueE
 
 
 def update_entry(
-    conn: sqlite3.Connection, clock: Clock, thread_id: str, entry: QueueEntry
+    conn: Conn, clock: Clock, thread_id: str, entry: QueueEntry
 ) -> tuple[QueueEntry, StoredEvent] | None:
     tx = Tx(conn, thread_id, clock)
     cur = conn.execute(
@@ -108,7 +107,7 @@ def update_entry(
     return fresh, event
 
 
-def list_entries(conn: sqlite3.Connection, thread_id: str) -> list[QueueEntry]:
+def list_entries(conn: Conn, thread_id: str) -> list[QueueEntry]:
     return [
         queue_entry_from_row(r)
         for r in conn.execute(

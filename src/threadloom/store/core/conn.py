@@ -1,0 +1,107 @@
+"""The connection the backend-neutral transaction logic runs on, and the dialect it carries.
+
+Every store method is a sync function ``fn(conn, clock, *args)`` (a write) or
+``fn(conn, *args)`` (a read) that a backend's runner calls inside one transaction
+(``runner.TxStore``). ``conn`` is DB-API shaped — ``sqlite3.Connection`` as it is, or the
+PostgreSQL store's thin wrapper of a psycopg connection — and carries the backend's
+:class:`Dialect` as ``conn.sql``: the few SQL texts and fragments that differ between the
+backends. Everything else is one SQL text, written with ``?`` parameters, for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    """What the logic uses of a cursor: its rows and its row count."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection inside an open transaction, with its backend's dialect."""
+
+    @property
+    def sql(self) -> Dialect: ...
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+class Dialect:
+    """What differs between the SQL of two backends (a backend's subclass sets each).
+
+    The texts are fragments the logic splices into its statements; ``statements(build)``
+    keeps texts built from them once per dialect, so the drivers' statement caches find
+    them by a string made once."""
+
+    name: str = ""
+    greatest: str = ""
+    """The scalar maximum of two values: ``MAX`` (SQLite), ``GREATEST`` (PostgreSQL)."""
+    is_same: str = ""
+    """A null-safe equality operator: ``IS`` (SQLite), ``IS NOT DISTINCT FROM``."""
+    lock_thread: str = ""
+    """What follows the ``SELECT … FROM threads WHERE id = ?`` a write transaction starts
+    with: nothing on SQLite (its write lock is the database's), a row lock on PostgreSQL,
+    so the writes of one thread are serialised (spec 01 §1.11.2 rule 3)."""
+    lock_accounts: str | None = None
+    """A statement that serialises the account writes checking "another admin remains"
+    (no write skew between two demotions); ``None`` where every write is serialised."""
+    no_limit: int | None = None
+    """The ``LIMIT`` value that means no limit: ``-1`` (SQLite), ``NULL`` (PostgreSQL)."""
+    position: str = ""
+    """``position(haystack, needle)`` as a function name: ``instr``, ``strpos``."""
+    next_tnum: str = ""
+    """The expression a new thread's ``tnum`` (the key prefix of its rows) is taken from."""
+    integrity_error: type[Exception] | tuple[type[Exception], ...] = ()
+    """The driver's exception class(es) for a violated constraint."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Callable[[Dialect], Any], Any] = {}
+
+    def statements(self, build: Callable[[Dialect], T]) -> T:
+        """``build(self)``, made once per dialect (statement texts and their caches)."""
+        found = self._memo.get(build)
+        if found is None:
+            found = self._memo[build] = build(self)
+        result: T = found
+        return result
+
+    def json_text(self, column: str, key: str) -> str:
+        """The string at top-level ``key`` of the JSON object text in ``column``."""
+        raise NotImplementedError
+
+    def tag_like(self, column: str) -> str:
+        """A predicate: some element of the JSON string array in ``column``, lower-cased,
+        matches the ``LIKE`` pattern bound to its one ``?`` (escape character ``!``)."""
+        raise NotImplementedError
+
+    def attachment_path_join(self, alias: str) -> tuple[str, str]:
+        """``(from, expr)``: a join of each ref of the JSON array in ``alias.attachments``
+        and the expression of that ref's ``path``."""
+        raise NotImplementedError
+
+    def unique_violation(self, exc: BaseException) -> str | None:
+        """``table.column`` of the unique key ``exc`` violated; ``None`` for another
+        error (a CHECK, a foreign key …)."""
+        raise NotImplementedError
+
+    def guard(self, conn: Conn) -> AbstractContextManager[None]:
+        """A block after whose failure the transaction goes on (a statement whose
+        violation the logic reports with a query of its own): PostgreSQL aborts a
+        transaction at its first error unless a savepoint holds the statement."""
+        return contextlib.nullcontext()

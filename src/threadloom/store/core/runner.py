@@ -1,0 +1,458 @@
+"""``TxStore``: the Store protocol once, over the two calls a backend supplies.
+
+Each method is one transaction: a write runs ``fn(conn, clock, *args)`` of the
+backend-neutral modules of ``store/core`` through the backend's ``_write``, a read
+``fn(conn, *args)`` through its ``_read``. A backend (``SqliteStore``, ``PostgresStore``)
+supplies those two, its connection and dialect, its lifecycle and ``claim_runner``; it
+writes none of the logic a second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from threadloom.errors import StoreError
+from threadloom.records import (
+    FileRecord,
+    FileStats,
+    LogRow,
+    Message,
+    QueueEntry,
+    SubagentRegistryEntry,
+    ThreadStatus,
+)
+from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
+from threadloom.store.shapes import (
+    ApiKeyRow,
+    Clock,
+    CostSummary,
+    FileContent,
+    NewFile,
+    NewThread,
+    Order,
+    OwnerCount,
+    ParentDelivery,
+    PruneChunk,
+    RunBegin,
+    RunEnd,
+    SessionRow,
+    Settlement,
+    StoredEvent,
+    ThreadPatch,
+    ThreadQuery,
+    ThreadRow,
+    ThreadStats,
+    TicketRow,
+    UserPatch,
+    UserRow,
+)
+
+T = TypeVar("T")
+
+
+class TxStore:
+    """The :class:`~threadloom.store.base.Store` methods, each one transaction of the
+    shared logic run by the backend's ``_read`` / ``_write``."""
+
+    url: str
+    clock: Clock
+    kind: str = ""
+    """The backend: ``"sqlite"`` or ``"postgresql"`` (for diagnostics, never for logic)."""
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` in a read transaction (one consistent snapshot)."""
+        raise NotImplementedError
+
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        """Run ``fn(conn, clock, *args)`` in a write transaction; returns after it
+        committed (``durable=False``: the commit need not wait for the disk)."""
+        raise NotImplementedError
+
+    # -- threads -----------------------------------------------------------------------
+    async def create_thread(self, new: NewThread) -> ThreadRow:
+        return await self._write(threads.create_thread, new)
+
+    async def create_child(
+        self, new: NewThread, entry: SubagentRegistryEntry
+    ) -> tuple[ThreadRow, StoredEvent]:
+        return await self._write(threads.create_child, new, entry)
+
+    async def get_thread(self, thread_id: str) -> ThreadRow | None:
+        return await self._read(threads.get_thread, thread_id)
+
+    async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
+        return await self._read(threads.get_threads, list(thread_ids))
+
+    async def list_threads(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        parent_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ThreadRow], int]:
+        return await self._read(
+            threads.list_threads, user_id, agent_id, parent_id, roots_only, limit, offset
+        )
+
+    async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
+        return await self._read(threads.query_threads, query)
+
+    async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
+        return await self._read(threads.thread_owners, user_id)
+
+    async def update_thread(self, thread_id: str, patch: ThreadPatch) -> ThreadRow:
+        return await self._write(threads.update_thread, thread_id, patch)
+
+    async def descendants(self, thread_id: str, limit: int | None = None) -> list[ThreadRow]:
+        return await self._read(threads.descendants, thread_id, limit)
+
+    async def delete_thread(self, thread_id: str) -> list[str]:
+        return await self._write(threads.delete_thread, thread_id)
+
+    async def thread_stats(self, thread_id: str) -> ThreadStats:
+        return await self._read(threads.thread_stats, thread_id)
+
+    async def threads_with_status(self, state: str) -> list[str]:
+        return await self._read(threads.threads_with_status, state)
+
+    async def threads_with_queue(self) -> list[str]:
+        return await self._read(threads.threads_with_queue)
+
+    async def threads_with_open_children(self) -> list[str]:
+        return await self._read(threads.threads_with_open_children)
+
+    async def terminate(self, thread_id: str) -> tuple[int, list[StoredEvent]]:
+        return await self._write(threads.terminate, thread_id)
+
+    # -- messages ----------------------------------------------------------------------
+    async def insert_message(
+        self, thread_id: str, message: Message, *, require_live: bool = True
+    ) -> tuple[Message, StoredEvent]:
+        return await self._write(messages.insert_message, thread_id, message, require_live)
+
+    async def update_message(self, thread_id: str, message: Message) -> tuple[Message, StoredEvent]:
+        return await self._write(messages.update_message, thread_id, message)
+
+    async def delete_message(self, thread_id: str, message_id: str) -> list[StoredEvent]:
+        return await self._write(messages.delete_message, thread_id, message_id)
+
+    async def get_message(self, thread_id: str, message_id: str) -> Message | None:
+        return await self._read(messages.get_message, thread_id, message_id)
+
+    async def read_page(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+    ) -> tuple[list[Message], int]:
+        return await self._read(
+            messages.read_page, thread_id, limit, offset, order, include_silent, max_depth
+        )
+
+    async def read_by_ids(
+        self,
+        thread_id: str,
+        ids: Sequence[str],
+        *,
+        include_silent: bool,
+        max_depth: int | None,
+        include_workblocks: bool = False,
+    ) -> list[Message]:
+        return await self._read(
+            messages.read_by_ids,
+            thread_id,
+            list(ids),
+            include_silent,
+            max_depth,
+            include_workblocks,
+        )
+
+    async def newest_top_level_id(self, thread_id: str) -> str | None:
+        return await self._read(messages.newest_top_level_id, thread_id)
+
+    async def top_level_history(self, thread_id: str) -> list[Message]:
+        return await self._read(messages.top_level_history, thread_id)
+
+    # -- queue -------------------------------------------------------------------------
+    async def enqueue(
+        self, thread_id: str, entry: QueueEntry, *, clear_stop: bool
+    ) -> tuple[QueueEntry, StoredEvent]:
+        return await self._write(queue.enqueue, thread_id, entry, clear_stop)
+
+    async def get_queue_entry(self, thread_id: str, entry_id: str) -> QueueEntry | None:
+        return await self._read(queue.get_entry, thread_id, entry_id)
+
+    async def update_queue_entry(
+        self, thread_id: str, entry: QueueEntry
+    ) -> tuple[QueueEntry, StoredEvent] | None:
+        return await self._write(queue.update_entry, thread_id, entry)
+
+    async def list_queue(self, thread_id: str) -> list[QueueEntry]:
+        return await self._read(queue.list_entries, thread_id)
+
+    # -- registry ----------------------------------------------------------------------
+    async def get_registry(self, thread_id: str) -> list[SubagentRegistryEntry]:
+        return await self._read(threads.get_registry, thread_id)
+
+    async def upsert_registry_entry(
+        self, parent_id: str, entry: SubagentRegistryEntry
+    ) -> StoredEvent:
+        return await self._write(threads.upsert_registry_entry, parent_id, entry)
+
+    async def set_registry_status(
+        self, parent_id: str, reference: str, status: str
+    ) -> StoredEvent | None:
+        return await self._write(threads.set_registry_status, parent_id, reference, status)
+
+    # -- logs and cost -----------------------------------------------------------------
+    async def insert_log(
+        self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
+    ) -> tuple[LogRow, StoredEvent]:
+        return await self._write(logs.insert_log, thread_id, row, anchor_newest)
+
+    async def get_log(self, thread_id: str, log_id: str) -> LogRow | None:
+        return await self._read(logs.get_log, thread_id, log_id)
+
+    async def list_logs(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = 100,
+        offset: int = 0,
+        kind: str | None = None,
+    ) -> list[LogRow]:
+        return await self._read(logs.list_logs, thread_id, limit, offset, kind)
+
+    async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary:
+        return await self._read(logs.cost_summary, list(thread_ids))
+
+    # -- events ------------------------------------------------------------------------
+    async def read_events(
+        self, thread_id: str, after_seq: int, limit: int = 1000
+    ) -> list[StoredEvent]:
+        return await self._read(threads.read_events, thread_id, after_seq, limit)
+
+    async def prune_events(
+        self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200
+    ) -> PruneChunk:
+        if keep < 0 or max_threads < 1:
+            raise StoreError("prune_events: keep must be 0 or more, max_threads 1 or more")
+        # not synced on its own: losing a prune to a power cut loses nothing
+        return await self._write(
+            events.prune_chunk, older_than_us, keep, after, max_threads, durable=False
+        )
+
+    # -- files (spec 07) ---------------------------------------------------------------
+    async def write_file(
+        self,
+        thread_id: str,
+        entry: NewFile,
+        content: bytes | None,
+        *,
+        thumbnail: bytes | None = None,
+        max_thread_bytes: int | None = None,
+    ) -> tuple[FileRecord, StoredEvent]:
+        return await self._write(
+            files.write_file, thread_id, entry, content, thumbnail, max_thread_bytes
+        )
+
+    async def read_file(self, thread_id: str, path: str) -> bytes | None:
+        return await self._read(files.read_file, thread_id, path)
+
+    async def open_file(self, thread_id: str, path: str) -> FileContent | None:
+        return await self._read(files.open_file, thread_id, path)
+
+    async def read_file_range(
+        self, thread_id: str, version: int, offset: int, length: int
+    ) -> bytes | None:
+        return await self._read(files.read_file_range, thread_id, version, offset, length)
+
+    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
+        return await self._read(files.stat_file, thread_id, path)
+
+    async def list_dir(self, thread_id: str, path: str) -> list[FileRecord]:
+        return await self._read(files.list_dir, thread_id, path)
+
+    async def list_entries(self, thread_id: str, prefix: str) -> list[FileRecord]:
+        return await self._read(files.list_entries, thread_id, prefix)
+
+    async def file_stats(self, thread_id: str, path: str) -> FileStats:
+        return await self._read(files.file_stats, thread_id, path)
+
+    async def get_file_thumbnail(self, thread_id: str, path: str) -> bytes | None:
+        return await self._read(files.get_file_thumbnail, thread_id, path)
+
+    async def unlink_file(self, thread_id: str, path: str) -> StoredEvent | None:
+        return await self._write(files.unlink_file, thread_id, path)
+
+    async def mkdir_file(self, thread_id: str, path: str) -> tuple[FileRecord, StoredEvent | None]:
+        return await self._write(files.mkdir_file, thread_id, path)
+
+    async def rmdir_file(self, thread_id: str, path: str, recursive: bool) -> list[StoredEvent]:
+        return await self._write(files.rmdir_file, thread_id, path, recursive)
+
+    async def move_file(
+        self, thread_id: str, source: str, destination: str
+    ) -> tuple[FileRecord, StoredEvent | None]:
+        return await self._write(files.move_file, thread_id, source, destination)
+
+    # -- runs ----------------------------------------------------------------------------
+    async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
+        return await self._write(threads.set_status, thread_id, status)
+
+    async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
+        return await self._write(runs.settle_run, thread_id, settlement)
+
+    async def end_run(
+        self,
+        thread_id: str,
+        reason: str,
+        session: tuple[int, int],
+        allow_continue: bool,
+        delivery: ParentDelivery | None = None,
+    ) -> tuple[bool, list[StoredEvent]]:
+        return await self._write(runs.end_run, thread_id, reason, session, allow_continue, delivery)
+
+    async def begin_run(
+        self,
+        thread_id: str,
+        *,
+        status: ThreadStatus | None,
+        force: bool,
+        deliver: bool,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> RunBegin | None:
+        return await self._write(runs.begin_run, thread_id, status, force, deliver, runnable)
+
+    async def enqueue_and_begin_run(
+        self,
+        thread_id: str,
+        entry: QueueEntry,
+        *,
+        clear_stop: bool,
+        status: ThreadStatus,
+        runnable: Callable[[str], bool] | None = None,
+    ) -> tuple[QueueEntry, StoredEvent, RunBegin | None]:
+        return await self._write(
+            runs.enqueue_and_begin_run, thread_id, entry, clear_stop, status, runnable
+        )
+
+    async def deliver_queue(self, thread_id: str) -> list[tuple[Message, StoredEvent]]:
+        return await self._write(runs.deliver_queue, thread_id)
+
+    async def finish_run(
+        self, thread_id: str, message: Message, log: LogRow, end: RunEnd, *, new: bool = False
+    ) -> tuple[Message, LogRow, bool, list[StoredEvent]]:
+        return await self._write(runs.finish_run, thread_id, message, log, end, new)
+
+    async def set_stopped(self, thread_id: str, stopped: bool) -> None:
+        await self._write(runs.set_stopped, thread_id, stopped)
+
+    async def set_session_turns(self, thread_id: str, side_a: int, side_b: int) -> None:
+        await self._write(runs.set_session_turns, thread_id, side_a, side_b)
+
+    async def set_agent(self, thread_id: str, agent_id: str) -> ThreadRow:
+        return await self._write(runs.set_agent, thread_id, agent_id)
+
+    async def deliver_queue_entry(
+        self, thread_id: str, entry_id: str, message: Message
+    ) -> tuple[Message, StoredEvent] | None:
+        return await self._write(runs.deliver_queue_entry, thread_id, entry_id, message)
+
+    async def update_log(
+        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+    ) -> StoredEvent:
+        return await self._write(runs.update_log, thread_id, row, tuple(bodies))
+
+    async def insert_message_and_log(
+        self,
+        thread_id: str,
+        message: Message,
+        log: LogRow,
+        *,
+        require_live: bool = True,
+        new_log: bool = False,
+        durable: bool = True,
+    ) -> tuple[Message, LogRow, list[StoredEvent]]:
+        return await self._write(
+            runs.insert_message_and_log,
+            thread_id,
+            message,
+            log,
+            require_live,
+            new_log,
+            durable=durable,
+        )
+
+    async def update_message_and_log(
+        self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
+    ) -> tuple[Message, list[StoredEvent]]:
+        return await self._write(
+            runs.update_message_and_log, thread_id, message, log, tuple(bodies)
+        )
+
+    # -- accounts (spec 10) --------------------------------------------------------------
+    async def create_user(self, user: UserRow) -> UserRow:
+        return await self._write(auth.create_user, user)
+
+    async def get_user(self, user_id: str) -> UserRow | None:
+        return await self._read(auth.get_user, user_id)
+
+    async def get_user_by_name(self, username: str) -> UserRow | None:
+        return await self._read(auth.get_user_by_name, username)
+
+    async def list_users(self) -> list[UserRow]:
+        return await self._read(auth.list_users)
+
+    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
+        return await self._write(auth.update_user, user_id, patch)
+
+    async def delete_user(self, user_id: str) -> bool:
+        return await self._write(auth.delete_user, user_id)
+
+    async def has_credentials(self) -> bool:
+        return await self._read(auth.has_credentials)
+
+    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow:
+        return await self._write(auth.create_api_key, key, key_digest)
+
+    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
+        return await self._read(auth.list_api_keys, user_id)
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRow | None:
+        return await self._read(auth.get_api_key, key_id)
+
+    async def delete_api_key(self, key_id: str) -> bool:
+        return await self._write(auth.delete_api_key, key_id)
+
+    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
+        return await self._read(auth.api_key_by_digest, key_digest)
+
+    async def delete_api_key_by_digest(self, key_digest: str) -> bool:
+        return await self._write(auth.delete_api_key_by_digest, key_digest)
+
+    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
+        await self._write(auth.touch_api_key, key_id, used_at_us)
+
+    async def create_session(self, token_digest: str, session: SessionRow) -> None:
+        await self._write(auth.create_session, token_digest, session)
+
+    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
+        return await self._read(auth.session_by_digest, token_digest)
+
+    async def delete_session(self, token_digest: str) -> bool:
+        return await self._write(auth.delete_session, token_digest)
+
+    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
+        await self._write(auth.create_ticket, ticket_digest, ticket)
+
+    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
+        return await self._write(auth.take_ticket, ticket_digest)

@@ -1,0 +1,322 @@
+"""The per-thread write transaction of the store (``Tx``) and the row helpers around it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.errors import StoreError, ThreadNotFound
+from threadloom.records import ThreadStatus
+from threadloom.store.core.codec import KEY_SPAN, THREAD_COLUMNS, dump_json, thread_with_state
+from threadloom.store.core.conn import Conn, Dialect
+from threadloom.store.shapes import Clock, StoredEvent, ThreadRow
+
+_TX_STATE = (
+    "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
+    " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b,"
+    " tnum, top_visible_count"
+)
+_TX_ROW = (
+    f", {THREAD_COLUMNS},"
+    " EXISTS(SELECT 1 FROM subagent_registry WHERE parent_thread_id = threads.id)"
+)
+_TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
+
+
+def _tx_selects(sql: Dialect) -> dict[tuple[bool, bool], str]:
+    """The texts ``Tx`` reads (and, where the backend needs it, locks) a thread with, by
+    (row, waiting): made once per dialect, so the statement cache finds them without
+    hashing a new string each time."""
+    return {
+        (row, waiting): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}"
+        f"{_TX_WAITING if waiting else ''} FROM threads WHERE id = ?{sql.lock_thread}"
+        for row in (False, True)
+        for waiting in (False, True)
+    }
+
+
+_EVENT_INSERT = (
+    "INSERT INTO thread_events(key, thread_id, seq, kind, entity_id, payload, created_at) VALUES "
+)
+_EVENT_ROWS_PER_INSERT = 500
+
+
+class Tx:
+    """One write transaction on one thread: loads the thread's counters and state once,
+    hands out sequence numbers, clock stamps and event numbers, and writes them back in
+    ``flush`` with one ``UPDATE`` of the thread row (the counters and the visible
+    top-level count, and the status, the activity time and the session counters when
+    they changed) and one ``INSERT`` of the event rows.
+
+    ``row=True`` also loads the whole thread row (``thread_row``); ``waiting=True``
+    whether the thread's queue holds an entry (``waiting``)."""
+
+    def __init__(
+        self,
+        conn: Conn,
+        thread_id: str,
+        clock: Clock,
+        *,
+        row: bool = False,
+        waiting: bool = False,
+    ) -> None:
+        sql = conn.sql
+        found = conn.execute(sql.statements(_tx_selects)[row, waiting], (thread_id,)).fetchone()
+        if found is None:
+            raise ThreadNotFound(thread_id)
+        self.conn = conn
+        self.sql = sql
+        self.thread_id = thread_id
+        self.clock = clock
+        self.msg_seq, self.clock_us, self.queue_seq, self.event_seq, self.log_seq = found[:5]
+        self.terminated: int | None = found[5]
+        self.stopped = bool(found[6])
+        self.status_state: str = found[7]
+        self.status_since: int = found[8]
+        self.status: ThreadStatus | None = None
+        """The status written by this transaction, if any."""
+        self.parent_id: str | None = found[10]
+        self.activity: int | None = found[11]
+        self.session: tuple[int, int] = (found[12], found[13])
+        self._loaded_activity = self.activity
+        self._loaded_session = self.session
+        self._touched_at: int | None = None
+        self.key_base: int = found[14] * KEY_SPAN
+        """The thread's first key (``tnum * KEY_SPAN``) of messages and event rows."""
+        self.top_visible_count: int = found[15]
+        """Visible top-level messages (migration 7); the other counts are in message_counts."""
+        self._loaded_top_visible_count = self.top_visible_count
+        self._row: Sequence[Any] | None = found[16:37] if row else None
+        self.waiting: bool | None = bool(found[-1]) if waiting else None
+        self.now = clock()
+        self.events: list[StoredEvent] = []
+
+    def renew_clock(self) -> None:
+        """Read the clock again: the writes that follow are stamped as of now."""
+        self.now = self.clock()
+
+    def stamp(self) -> int:
+        """The next stamp of the thread clock: ``max(now, last + 1)`` (spec 01 §1.3.3)."""
+        self.clock_us = max(self.now, self.clock_us + 1)
+        return int(self.clock_us)
+
+    def next_msg_seq(self) -> int:
+        self.msg_seq += 1
+        if self.msg_seq >= KEY_SPAN:
+            raise StoreError(f"thread {self.thread_id} has used every message number")
+        return int(self.msg_seq)
+
+    def key_range(self) -> tuple[int, int]:
+        """``rid > low AND rid < high``: the thread's messages."""
+        return self.key_base, self.key_base + KEY_SPAN
+
+    def next_queue_seq(self) -> int:
+        self.queue_seq += 1
+        return int(self.queue_seq)
+
+    def next_log_seq(self) -> int:
+        self.log_seq += 1
+        return int(self.log_seq)
+
+    def set_status(self, status: ThreadStatus) -> None:
+        """The thread's new status, written by ``flush``."""
+        self.status = status
+        self.status_state = status.state
+
+    def touch(self, now: int) -> None:
+        """Bump ``last_activity_us`` of the thread (and, in ``flush``, of every ancestor) to
+        at least ``now`` (spec 08 §8.2.2)."""
+        self.activity = max(self.activity or 0, now)
+        self._touched_at = max(self._touched_at or 0, now)
+
+    def agent_id(self) -> str:
+        """The thread's agent (``row=True`` only)."""
+        assert self._row is not None
+        agent_id: str = self._row[1]
+        return agent_id
+
+    def thread_row(self, last_activity_us: int | None) -> ThreadRow:
+        """The thread row as this transaction has changed it so far, with the activity
+        time given (``row=True`` only)."""
+        row = self._row
+        assert row is not None
+        status = self.status
+        if status is None:
+            status = ThreadStatus(state=row[9], since=row[10], reason=row[11])
+        return thread_with_state(
+            row,
+            terminated=self.terminated,
+            status=status,
+            stopped=self.stopped,
+            event_seq=int(self.event_seq),
+            session=self.session,
+            has_children=bool(row[20]),
+            last_activity_us=last_activity_us,
+        )
+
+    def event(
+        self,
+        kind: str,
+        entity_id: str | None,
+        payload: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> StoredEvent:
+        """The next event of the thread (``data``: what to publish, never stored)."""
+        self.event_seq += 1
+        event = StoredEvent(
+            self.thread_id, int(self.event_seq), kind, entity_id, payload, self.now, data
+        )
+        self.events.append(event)
+        return event
+
+    def flush(self) -> list[StoredEvent]:
+        """Write the thread row and the event rows; returns the events in order."""
+        params: list[Any] = [
+            self.msg_seq,
+            self.clock_us,
+            self.queue_seq,
+            self.event_seq,
+            self.log_seq,
+            int(self.stopped),
+        ]
+        status = self.status
+        if status is not None:
+            params += (status.state, status.since, status.reason)
+        activity = self.activity != self._loaded_activity  # only then: the column is indexed
+        if activity:
+            params.append(self.activity)
+        session = self.session != self._loaded_session
+        if session:
+            params += self.session
+        top = self.top_visible_count != self._loaded_top_visible_count
+        if top:
+            params.append(self.top_visible_count)
+        params.append(self.thread_id)
+        self.conn.execute(
+            _thread_update(self.sql, status is not None, activity, session, top), params
+        )
+        if self._touched_at is not None and self.parent_id is not None:
+            touch_activity(self.conn, self.parent_id, self._touched_at)
+        events = self.events
+        if 0 < len(events) <= _NULL_FREE_EVENTS:
+            self._insert_events_null_free(events)
+            return events
+        for start in range(0, len(events), _EVENT_ROWS_PER_INSERT):
+            chunk = events[start : start + _EVENT_ROWS_PER_INSERT]
+            if chunk[-1].seq >= KEY_SPAN:
+                raise StoreError(f"thread {self.thread_id} has used every event number")
+            values: list[Any] = []
+            for e in chunk:
+                values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
+                values += (dump_json(e.payload), e.created_at)
+            self.conn.execute(_event_insert(len(chunk)), values)
+        return events
+
+    def _insert_events_null_free(self, events: list[StoredEvent]) -> None:
+        """The few event rows of a common transaction in one INSERT whose text holds
+        ``NULL`` for each ``None`` entity id and payload (``nulls.NullFree``: a bound
+        ``None`` costs ``sqlite3`` its adaptation protocol); the same rows."""
+        if events[-1].seq >= KEY_SPAN:
+            raise StoreError(f"thread {self.thread_id} has used every event number")
+        values: list[Any] = []
+        pattern: list[int] = []
+        for e in events:
+            entity, payload = e.entity_id, dump_json(e.payload)
+            values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind)
+            if entity is not None:
+                values.append(entity)
+            if payload is not None:
+                values.append(payload)
+            values.append(e.created_at)
+            pattern.append((entity is None) + 2 * (payload is None))
+        key = tuple(pattern)
+        text = _NULL_FREE_EVENT_INSERTS.get(key)
+        if text is None:
+            text = _EVENT_INSERT + ",".join([_EVENT_ROW_TEXTS[code] for code in key])
+            if len(_NULL_FREE_EVENT_INSERTS) < _NULL_FREE_TEXTS:
+                _NULL_FREE_EVENT_INSERTS[key] = text
+        self.conn.execute(text, values)
+
+
+_EVENT_INSERTS: dict[int, str] = {}
+_NULL_FREE_EVENTS = 8
+"""Up to this many events a transaction writes them with ``NULL`` in the text (a turn's
+transactions write 2 or 3); more (a bulk delivery …) bind their ``None`` values."""
+_NULL_FREE_TEXTS = 256
+"""Texts kept by pattern of ``None`` values (a workload sees a handful); past that a
+new pattern's text is made for its statement only."""
+_NULL_FREE_EVENT_INSERTS: dict[tuple[int, ...], str] = {}
+_EVENT_ROW_TEXTS = (
+    "(?,?,?,?,?,?,?)",
+    "(?,?,?,?,NULL,?,?)",
+    "(?,?,?,?,?,NULL,?)",
+    "(?,?,?,?,NULL,NULL,?)",
+)
+"""An event row's values by code: 1 when its entity id is ``None``, + 2 when its payload is."""
+
+
+def _thread_updates(sql: Dialect) -> dict[tuple[bool, bool, bool, bool], str]:
+    """The texts of ``_thread_update`` of a dialect, filled as they are first made."""
+    return {}
+
+
+def _thread_update(sql: Dialect, status: bool, activity: bool, session: bool, top: bool) -> str:
+    """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
+    changed. Each text is made once (the statement cache then finds it by a string whose
+    hash is known)."""
+    texts = sql.statements(_thread_updates)
+    key = (status, activity, session, top)
+    text = texts.get(key)
+    if text is None:
+        sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
+        if status:
+            sets += ", status_state = ?, status_since = ?, status_reason = ?"
+        if activity:
+            sets += f", last_activity_us = {sql.greatest}(COALESCE(last_activity_us, 0), ?)"
+        if session:
+            sets += ", session_turns_a = ?, session_turns_b = ?"
+        if top:
+            sets += ", top_visible_count = ?"
+        text = texts[key] = f"UPDATE threads SET {sets} WHERE id = ?"
+    return text
+
+
+def _event_insert(rows: int) -> str:
+    """The INSERT of ``rows`` event rows (made once per count)."""
+    text = _EVENT_INSERTS.get(rows)
+    if text is None:
+        text = _EVENT_INSERTS[rows] = _EVENT_INSERT + ",".join(["(?,?,?,?,?,?,?)"] * rows)
+    return text
+
+
+def _touch_text(sql: Dialect) -> str:
+    return (
+        f"UPDATE threads SET last_activity_us = {sql.greatest}(COALESCE(last_activity_us, 0), ?)"
+        " WHERE id = ? RETURNING parent_id"
+    )
+
+
+def touch_activity(conn: Conn, thread_id: str, now: int) -> None:
+    """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2): one
+    primary-key update per level (a root thread, the common case, costs one)."""
+    text = conn.sql.statements(_touch_text)
+    current: str | None = thread_id
+    seen: set[str] = set()
+    while current is not None and current not in seen:
+        seen.add(current)
+        row = conn.execute(text, (now, current)).fetchone()
+        current = row[0] if row is not None else None
+
+
+def adjust_count(tx: Tx, depth: int, silent: bool, delta: int) -> None:
+    """Count a message in (or out of) its thread's counts: visible top-level messages in
+    the thread row (written by ``flush``), the others in ``message_counts``."""
+    if depth == 0 and not silent:
+        tx.top_visible_count += delta
+        return
+    tx.conn.execute(
+        "INSERT INTO message_counts(thread_id, depth, silent, count) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT(thread_id, depth, silent)"
+        " DO UPDATE SET count = message_counts.count + excluded.count",
+        (tx.thread_id, depth, int(silent), delta),
+    )
