@@ -1,20 +1,69 @@
-"""Shared fixtures: a real Runtime on a real SQLite file in a temporary directory."""
+"""Shared fixtures: a real Runtime on a real store — every test that takes ``db_url`` runs
+on SQLite (a file in a temporary directory) and on PostgreSQL (a schema of its own).
+
+PostgreSQL is ``THREADLOOM_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``).
+When it cannot be reached, the PostgreSQL half is skipped with the reason; under
+``CI=true`` such a skip is a failure. A test about SQLite itself (its pragmas, WAL,
+migrations, process lock) is marked ``sqlite_only`` and runs on SQLite alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fakes import FakeClock  # noqa: F401 - re-exported for older imports
+from pg_support import PG_URL, create_schema, drop_schema, pg_unreachable, schema_url
 from threadloom import Runtime
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only: about SQLite itself; runs on the SQLite store only"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_url" in metafunc.fixturenames:
+        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        backends = ["sqlite"] if sqlite_only else ["sqlite", "postgresql"]
+        metafunc.parametrize("db_url", backends, indirect=True)
+
+
+def require_postgres() -> None:
+    """Skip (or, under ``CI=true``, fail) when PostgreSQL cannot be reached."""
+    reason = pg_unreachable()
+    if reason is None:
+        return
+    message = f"PostgreSQL at {PG_URL} is unreachable: {reason}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
+    pytest.skip(message)
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'threadloom.db'}"
+def backend(db_url: str) -> str:
+    """``"sqlite"`` or ``"postgresql"``: the store under ``db_url``."""
+    return "postgresql" if db_url.startswith("postgresql://") else "sqlite"
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield f"sqlite:///{tmp_path / 'threadloom.db'}"
+        return
+    require_postgres()
+    name = f"tl_{uuid.uuid4().hex[:16]}"
+    create_schema(name)
+    try:
+        yield schema_url(name)
+    finally:
+        drop_schema(name)
 
 
 @pytest.fixture
@@ -26,7 +75,7 @@ async def runtime(db_url: str) -> AsyncIterator[Runtime]:
 
 @pytest.fixture
 def open_runtime(db_url: str) -> Callable[..., Any]:
-    """Open further Runtimes on the same file (closed by the test)."""
+    """Open further Runtimes on the same store (closed by the test)."""
 
     async def opener(**options: Any) -> Runtime:
         return await Runtime.open(db_url, **options)

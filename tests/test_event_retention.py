@@ -5,17 +5,18 @@ C09-030 (resume across a pruned window) is in tests/server/test_c09_resume.py.""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from store_probe import StoreProbe
 from threadloom import EventRetention, Runtime
 from threadloom.errors import InvalidArgument
 from threadloom.server.app import serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
+from threadloom.store import open_store
 from threadloom.store.core.events import prune_chunk
-from threadloom.store.sqlite.store import path_from_url
 
 HOUR_US = 3_600_000_000
 
@@ -122,31 +123,29 @@ async def test_a_pass_works_in_bounded_chunks_and_ends_where_one_step_would(
     threads = [await thread_with_events(runtime, 12) for _ in range(5)]
     head = (await window(runtime, threads[0]))[0]
     await runtime.close()
-    path = path_from_url(db_url)
-    conn = sqlite3.connect(path, isolation_level=None)
+    store: Any = await open_store(db_url, clock=clock)
     try:
         cursor: int | None = 0
         steps, rows = 0, 0
         while cursor is not None:
-            conn.execute("BEGIN IMMEDIATE")
-            chunk = prune_chunk(conn, clock, 0, 3, cursor, 2, max_rows=7)
-            conn.execute("COMMIT")
+            chunk = await store._write(prune_chunk, 0, 3, cursor, 2, 7)
             assert chunk.rows <= 7
             rows += chunk.rows
             cursor, steps = chunk.cursor, steps + 1
         assert rows == 5 * (head - 4)
         assert steps >= rows // 7  # the row budget split threads across chunks
+        tables = StoreProbe(db_url)
         for thread in threads:
-            left = conn.execute(
+            left = tables.rows(
                 "SELECT seq FROM thread_events WHERE thread_id = ? ORDER BY seq", (thread,)
-            ).fetchall()
+            )
             assert [s for (s,) in left] == list(range(head - 3, head + 1))
-            (through,) = conn.execute(
+            (through,) = tables.rows(
                 "SELECT events_pruned_through FROM threads WHERE id = ?", (thread,)
-            ).fetchone()
+            )[0]
             assert through == head - 4
     finally:
-        conn.close()
+        await store.close()
 
 
 async def test_deleting_a_pruned_thread_still_deletes_its_rows(db_url: str) -> None:
@@ -236,18 +235,18 @@ async def test_a_budget_spent_at_a_thread_boundary_starts_the_next_chunk_there(
     threads = [await thread_with_events(runtime, 6) for _ in range(3)]
     head = (await window(runtime, threads[0]))[0]
     await runtime.close()
-    conn = sqlite3.connect(path_from_url(db_url), isolation_level=None)
+    store: Any = await open_store(db_url, clock=clock)
     try:
         per = head - 4  # what keep=3 prunes of each thread: the budget of one chunk
         chunks = []
         cursor: int | None = 0
         while cursor is not None:
-            chunk = prune_chunk(conn, clock, 0, 3, cursor, 10, max_rows=per)
+            chunk = await store._write(prune_chunk, 0, 3, cursor, 10, per)
             chunks.append((chunk.rows, chunk.threads))
             cursor = chunk.cursor
         assert chunks == [(per, 1), (per, 1), (per, 1)]  # no thread counted for nothing
     finally:
-        conn.close()
+        await store.close()
 
 
 async def test_the_served_runtime_prunes_with_the_servers_window(tmp_path: Path) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any
 
+import pytest
+
+from store_probe import probe
 from threadloom import Runtime
 from threadloom.records import LogRow, json_compact, new_id
 from threadloom.store.base import RequestDelta
@@ -22,16 +25,8 @@ PREFIX = '{"model":"m","messages":['
 SUFFIX = '],"tools":[{"name":"look","parameters":{"type":"object"}}],"_metadata":{"p":"x"}}'
 
 
-@contextmanager
-def raw(rt: Runtime) -> Iterator[sqlite3.Connection]:
-    with closing(sqlite3.connect(str(rt.store.path))) as conn:  # type: ignore[attr-defined]
-        conn.execute("PRAGMA foreign_keys = ON")
-        yield conn
-
-
 def q(rt: Runtime, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with raw(rt) as conn:
-        return conn.execute(sql, params).fetchall()
+    return probe(rt).rows(sql, params)
 
 
 def fragment(n: int, text: str = "") -> str:
@@ -226,18 +221,28 @@ async def test_updates_never_rewrite_the_request(runtime: Runtime) -> None:
     """The success, failure and after-tools updates (whatever ``bodies`` they name) leave
     the request as inserted and write no request storage at all; the response is written."""
     tid = (await runtime.create_thread("a")).thread_id
-    with raw(runtime) as conn:
-        conn.executescript(
-            """
-            CREATE TABLE request_writes (log_id TEXT);
-            CREATE TRIGGER body_update AFTER UPDATE ON log_bodies WHEN old.part = 'request'
-                BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
-            CREATE TRIGGER body_delete AFTER DELETE ON log_bodies WHEN old.part = 'request'
-                BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
-            CREATE TRIGGER request_update AFTER UPDATE ON log_requests
-                BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
-            """
-        )
+    probe(runtime).script(
+        """
+        CREATE TABLE request_writes (log_id TEXT);
+        CREATE TRIGGER body_update AFTER UPDATE ON log_bodies WHEN old.part = 'request'
+            BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
+        CREATE TRIGGER body_delete AFTER DELETE ON log_bodies WHEN old.part = 'request'
+            BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
+        CREATE TRIGGER request_update AFTER UPDATE ON log_requests
+            BEGIN INSERT INTO request_writes VALUES (old.log_id); END;
+        """,
+        """
+        CREATE TABLE request_writes (log_id TEXT);
+        CREATE FUNCTION note_write() RETURNS trigger LANGUAGE plpgsql AS
+            $$BEGIN INSERT INTO request_writes VALUES (OLD.log_id); RETURN NULL; END$$;
+        CREATE TRIGGER body_update AFTER UPDATE ON log_bodies FOR EACH ROW
+            WHEN (OLD.part = 'request') EXECUTE FUNCTION note_write();
+        CREATE TRIGGER body_delete AFTER DELETE ON log_bodies FOR EACH ROW
+            WHEN (OLD.part = 'request') EXECUTE FUNCTION note_write();
+        CREATE TRIGGER request_update AFTER UPDATE ON log_requests FOR EACH ROW
+            EXECUTE FUNCTION note_write();
+        """,
+    )
     root, _ = await runtime.store.insert_log(tid, row([fragment(1)], None, 0))
     delta, _ = await runtime.store.insert_log(tid, row([fragment(1), fragment(2)], root.id, 1))
     plain = row([fragment(1)], None, 0).model_copy(update={"request_delta": None})
@@ -276,7 +281,8 @@ async def test_the_delta_is_never_serialised_nor_a_column(runtime: Runtime) -> N
     assert "request_delta" not in with_delta.model_dump()
     assert "request_delta" not in with_delta.model_dump_json()
     assert "request_delta" not in repr(with_delta)
-    columns = [c[1] for c in q(runtime, "PRAGMA table_info(logs)")]
+    columns = probe(runtime).columns("logs")
+    assert "request_headers" in columns
     assert "request_delta" not in columns
 
 
@@ -309,6 +315,7 @@ async def test_deleting_a_thread_deletes_every_body(runtime: Runtime) -> None:
     assert len(got) == MAX_CHAIN_DEPTH + 5
 
 
+@pytest.mark.sqlite_only
 async def test_migration_from_version_4_keeps_every_body(db_url: str) -> None:
     """Migration 5 rebuilds log_bodies as a rowid table: the bodies of a database at
     version 4 read back unchanged, and new rows are stored as deltas on the old ones'

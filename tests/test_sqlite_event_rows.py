@@ -7,9 +7,13 @@ import sqlite3
 from contextlib import closing
 from typing import Any
 
+import pytest
+
 from threadloom import Runtime
 from threadloom.store.core.codec import dump_json
 from threadloom.store.core.tx import Tx
+
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
 
 _PATTERNS: list[tuple[str | None, dict[str, Any] | None]] = [
     ("e1", None),

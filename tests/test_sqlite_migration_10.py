@@ -13,6 +13,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from sqlite_versions import make_version, populated_old_file
 from threadloom import Runtime
 from threadloom.store.core import threads
@@ -20,6 +22,8 @@ from threadloom.store.core.codec import THREAD_COLUMNS, THREAD_SUMMARY
 from threadloom.store.shapes import ThreadQuery
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import path_from_url
+
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
 
 
 def _old_order(conn: sqlite3.Connection) -> list[str]:

@@ -25,6 +25,8 @@ from threadloom.store.core.bodies import INLINE_RESPONSE_MAX
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import SqliteStore, path_from_url
 
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
+
 SHORT = '{"content":"done"}'
 LONG = '{"content":"' + "x" * INLINE_RESPONSE_MAX + '"}'
 EDGE = "y" * INLINE_RESPONSE_MAX  # the longest kept in the row

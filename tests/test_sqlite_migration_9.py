@@ -22,6 +22,8 @@ from threadloom.store.sqlite import schema, schema_checks
 from threadloom.store.sqlite.schema_checks import checks_as_comparisons
 from threadloom.store.sqlite.store import path_from_url
 
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
+
 _TABLES = ("threads", "messages", "message_queue")
 
 

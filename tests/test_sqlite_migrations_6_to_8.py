@@ -15,10 +15,14 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sqlite_versions import copy_at_version, populated_old_file, snapshot
 from threadloom import Runtime
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import path_from_url
+
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
 
 
 def _make_version_5(source: str, target: str) -> None:

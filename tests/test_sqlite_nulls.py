@@ -9,6 +9,8 @@ import pytest
 
 from threadloom.store.core.null_literals import NullFree
 
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
+
 _COLUMNS = ("a", "b", "c", "d")
 
 

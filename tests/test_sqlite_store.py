@@ -13,6 +13,8 @@ from threadloom import Runtime
 from threadloom.errors import InvalidMessage, StoreError
 from threadloom.store.sqlite.store import path_from_url
 
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
+
 
 def test_url_forms() -> None:
     """SQLAlchemy's convention: three slashes relative, four absolute; plain paths as given."""

@@ -21,6 +21,8 @@ from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.store.sqlite.store import WAL_AUTOCHECKPOINT_PAGES, SqliteStore
 from threadloom.store.sqlite.wal_prefill import wal_size
 
+pytestmark = pytest.mark.sqlite_only  # about the SQLite store itself
+
 
 def definitions() -> Definitions:
     return Definitions().add(

@@ -15,8 +15,7 @@ import json
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fakes import FakeClock
+from store_probe import probe
 from thread_content import fill_thread
 from threadloom import Agent, Definitions, Runtime
 from threadloom.errors import InvalidMessage, StoreError, ThreadNotFound
@@ -122,17 +122,9 @@ def db_path(rt: Runtime) -> str:
     return str(rt.store.path)  # type: ignore[attr-defined]
 
 
-@contextmanager
-def raw(rt: Runtime) -> Iterator[sqlite3.Connection]:
-    """A separate sqlite3 connection on the store's file (assertions about storage only)."""
-    with closing(sqlite3.connect(db_path(rt))) as conn:
-        conn.execute("PRAGMA foreign_keys = ON")
-        yield conn
-
-
 def q(rt: Runtime, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with raw(rt) as conn:
-        return conn.execute(sql, params).fetchall()
+    """Rows of the store's tables, read by a probe of its backend (storage assertions)."""
+    return probe(rt).rows(sql, params)
 
 
 def counters(rt: Runtime, tid: str) -> tuple[Any, ...]:
@@ -920,6 +912,7 @@ async def test_c01_031_delete_thread_cascades(runtime: Runtime) -> None:
             await runtime.thread(tid)
 
 
+@pytest.mark.sqlite_only
 async def test_c01_032_sqlite_pragmas_on_every_connection(runtime: Runtime) -> None:
     """C01-032: SQLite store opened with defaults → on every connection ``foreign_keys`` = 1,
     ``journal_mode`` = wal, ``synchronous`` = 2 (FULL). Checked on a connection the store
@@ -995,6 +988,7 @@ def _plan(path: str, sql: str) -> list[str]:
         return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
 
 
+@pytest.mark.sqlite_only
 async def test_c01_033_default_page_uses_partial_index(runtime: Runtime) -> None:
     """C01-033: SQLite, thread with 100,000 top-level messages → the query plan of the
     default page read uses the partial index (no full scan of ``messages``), and ``total``
@@ -1044,23 +1038,23 @@ def _count_mismatch(rt: Runtime, tid: str) -> tuple[dict[Any, int], dict[Any, in
     """The kept counts per (depth, silent) and the counts recomputed from ``messages``. The
     visible top-level count is kept in the thread row (SQLite migration 7), the others in
     ``message_counts``."""
-    with raw(rt) as conn:
-        kept = {
-            (d, s): c
-            for d, s, c in conn.execute(
-                "SELECT depth, silent, count FROM message_counts WHERE thread_id = ?", (tid,)
-            )
-        }
-        top = conn.execute("SELECT top_visible_count FROM threads WHERE id = ?", (tid,))
-        kept[(0, 0)] = kept.get((0, 0), 0) + top.fetchone()[0]
-        real = {
-            (d, s): c
-            for d, s, c in conn.execute(
-                "SELECT depth, silent, COUNT(*) FROM messages WHERE thread_id = ?"
-                " GROUP BY depth, silent",
-                (tid,),
-            )
-        }
+    kept = {
+        (d, s): c
+        for d, s, c in q(
+            rt, "SELECT depth, silent, count FROM message_counts WHERE thread_id = ?", tid
+        )
+    }
+    top = q(rt, "SELECT top_visible_count FROM threads WHERE id = ?", tid)
+    kept[(0, 0)] = kept.get((0, 0), 0) + top[0][0]
+    real = {
+        (d, s): c
+        for d, s, c in q(
+            rt,
+            "SELECT depth, silent, COUNT(*) FROM messages WHERE thread_id = ?"
+            " GROUP BY depth, silent",
+            tid,
+        )
+    }
     return kept, real
 
 

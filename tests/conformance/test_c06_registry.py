@@ -8,13 +8,13 @@ are set through the real store, as the engine would leave them.
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from pathlib import Path
 
 import pytest
 
 from fakes import FakeClock
+from pg_support import integrity_errors
 from threadloom import Runtime, ThreadState
 from threadloom.errors import StoreError, ThreadNotFound
 from threadloom.records import QueueEntry, SubagentRegistryEntry, ThreadStatus
@@ -162,7 +162,7 @@ async def test_create_child_writes_thread_and_entry_together(runtime: Runtime) -
 
     # the entry violates the registry's CHECK after the thread row was inserted: rolled back
     bad_new, bad_entry = child_of(parent.thread_id, owner="c")
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_errors()):
         await runtime.store.create_child(bad_new, bad_entry)
     assert await runtime.store.get_thread(bad_new.id) is None
     assert [e.reference for e in await runtime.store.get_registry(parent.thread_id)] == [new.id]

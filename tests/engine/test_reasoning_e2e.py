@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -33,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from store_probe import StoreProbe
 from threadloom import Agent, Definitions, Runtime, Side, hook
 from threadloom.define import Model, Prompt, Reasoning, tool
 from threadloom.providers.anthropic import AnthropicProvider
@@ -405,14 +405,14 @@ async def two_turns(stack: AsyncExitStack, db_url: str, adapter: Adapter, **defs
 
 
 def raw_details(db_url: str, message_id: str) -> bytes | None:
-    """The ``reasoning_details`` column as bytes, read from the SQLite file directly."""
-    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-        row = db.execute(
-            "SELECT CAST(reasoning_details AS BLOB) FROM messages WHERE id = ?", (message_id,)
-        ).fetchone()
-    assert row is not None
-    value: bytes | None = row[0]
-    return value
+    """The ``reasoning_details`` column as the UTF-8 bytes stored, read by a probe of the
+    database (not through the store)."""
+    rows = StoreProbe(db_url).rows(
+        "SELECT reasoning_details FROM messages WHERE id = ?", (message_id,)
+    )
+    assert rows
+    text: str | None = rows[0][0]
+    return None if text is None else text.encode()
 
 
 # --------------------------------------------------------------------------------------

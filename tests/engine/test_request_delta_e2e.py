@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import sqlite3
-from contextlib import closing
 from typing import Any
 
+from store_probe import probe
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 
 
 def storage(runtime: Any) -> dict[str, tuple[str | None, int]]:
     """log id → (base id, keep) of every structured request body."""
-    with closing(sqlite3.connect(str(runtime.store.path))) as conn:
-        rows = conn.execute("SELECT log_id, base_id, keep FROM log_requests").fetchall()
+    rows = probe(runtime).rows("SELECT log_id, base_id, keep FROM log_requests")
     return {log_id: (base, keep) for log_id, base, keep in rows}
 
 

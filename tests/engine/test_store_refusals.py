@@ -3,20 +3,19 @@ refuses, the run ends ``failed``/``step_error`` with its runtime log row, nothin
 ``pending`` or ``running``, the records are the same whether the step's pending message
 was held back or not (engine/pending.py), and the thread's next message runs normally.
 
-The refusal is the database's own: a trigger on the real file raises, as a full disk, a
+The refusal is the database's own: a trigger in the real database raises, as a full disk, a
 constraint or a broken file would (no store is mocked).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 from test_c04_control import _logs, _messages, _status
 
+from store_probe import StoreProbe
 from threadloom.engine.runs import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 from threadloom.providers.types import ProviderRequest, ToolMessage
@@ -27,30 +26,17 @@ REFUSED = {
     "tool call": ("messages", "NEW.role = 'assistant' AND NEW.tool_calls IS NOT NULL"),
     "tool result": ("messages", "NEW.role = 'tool'"),
     "final answer": ("messages", "NEW.role = 'assistant' AND NEW.tool_calls IS NULL"),
-    "log row": ("logs", "1"),
+    "log row": ("logs", "1 = 1"),
 }
 _COMPLETED = " AND NEW.status = 'completed'"
 REFUSAL = "refused by the database"
 
 
-@contextmanager
-def refusing(db_url: str, table: str, when: str) -> Iterator[None]:
+def refusing(db_url: str, table: str, when: str) -> AbstractContextManager[None]:
     """The database refuses every insert into and update of ``table`` whose new row
     matches ``when`` (an SQL condition on ``NEW``) until the block ends, with the error
     :data:`REFUSAL`."""
-    path = db_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as conn:
-        for event in ("INSERT", "UPDATE"):
-            conn.execute(
-                f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON {table}"
-                f" WHEN {when} BEGIN SELECT RAISE(ABORT, '{REFUSAL}'); END"
-            )
-    try:
-        yield
-    finally:
-        with sqlite3.connect(path) as conn:
-            conn.execute("DROP TRIGGER refuse_insert")
-            conn.execute("DROP TRIGGER refuse_update")
+    return StoreProbe(db_url).refusing(table, when, REFUSAL)
 
 
 def _answer(request: ProviderRequest) -> Reply:

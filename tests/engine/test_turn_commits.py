@@ -18,6 +18,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_c04_control import _crash, _raw_state
 
 from threadloom import Runtime, ThreadState
@@ -194,6 +195,7 @@ async def test_completed_turns_survive_a_kill_during_the_next_request(
     assert (status.state, status.reason) == ("failed", "execution_lost")
 
 
+@pytest.mark.sqlite_only
 async def test_the_unsynced_write_leaves_full_sync_in_place(make_chat: Any) -> None:
     """The pending message's commit runs with synchronous=NORMAL; every connection the
     store writes with is back at FULL afterwards, so the next commit is synced."""
@@ -229,6 +231,7 @@ def _drop_last_commit(wal: Path) -> None:
         f.truncate(ends[-2])
 
 
+@pytest.mark.sqlite_only  # the crash is made by cutting the last commit from the WAL file
 async def test_event_numbers_an_os_crash_lost_are_never_given_again(
     make_chat: Any, db_url: str, tmp_path: Path
 ) -> None:

@@ -5,12 +5,12 @@ C07-026, C07-028."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from store_probe import StoreProbe
 from threadloom import Runtime
 from threadloom.errors import (
     DirectoryNotEmpty,
@@ -20,7 +20,6 @@ from threadloom.errors import (
     IsADirectory,
     NotADirectory,
 )
-from threadloom.store.sqlite.store import path_from_url
 from threadloom.thread.events import Subscription
 from threadloom.thread.state import ThreadState
 
@@ -251,12 +250,9 @@ async def test_c07_023_threads_isolated(runtime: Runtime, db_url: str) -> None:
     assert await b.read_file("/shared/name.txt") == b"b"
     assert [e.path for e in await b.find_files("**")] == ["/shared", "/shared/name.txt"]
     await runtime.delete_thread(a.thread_id)
-    conn = sqlite3.connect(path_from_url(db_url))
-    try:
-        rows = conn.execute("SELECT thread_id, path FROM files").fetchall()
-        chunks = conn.execute("SELECT COUNT(*) FROM file_chunks").fetchone()[0]
-    finally:
-        conn.close()
+    store = StoreProbe(db_url)
+    rows = store.rows("SELECT thread_id, path FROM files")
+    chunks = store.rows("SELECT COUNT(*) FROM file_chunks")[0][0]
     assert rows == [(b.thread_id, "/shared/name.txt")]
     assert chunks == 1
     assert await b.read_file("/shared/name.txt") == b"b"

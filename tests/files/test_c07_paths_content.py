@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import uuid
 from collections.abc import Callable
 
 import pytest
 
+from store_probe import StoreProbe
 from threadloom import Runtime
 from threadloom.errors import (
     FileTooLarge,
@@ -24,7 +24,6 @@ from threadloom.errors import (
     NotADirectory,
 )
 from threadloom.records import FileRecord
-from threadloom.store.sqlite.store import path_from_url
 from threadloom.thread.files import FileLimits, configure_file_limits
 from threadloom.thread.state import ThreadState
 
@@ -34,11 +33,7 @@ def paths(records: list[FileRecord]) -> list[str]:
 
 
 def count_rows(db_url: str, table: str) -> int:
-    conn = sqlite3.connect(path_from_url(db_url))
-    try:
-        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-    finally:
-        conn.close()
+    return int(StoreProbe(db_url).rows(f"SELECT COUNT(*) FROM {table}")[0][0])
 
 
 async def three_files(state: ThreadState) -> None:

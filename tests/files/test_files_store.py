@@ -10,6 +10,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from threadloom import Runtime
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.store import path_from_url
@@ -159,6 +161,7 @@ async def test_files_survive_restart(open_runtime: Callable[..., Any]) -> None:
         await rt2.close()
 
 
+@pytest.mark.sqlite_only
 async def test_migration_from_version_1(db_url: str) -> None:
     """A database with only migration 1 applied (and a thread in it) opens: migration 2
     adds the file tables, and the thread is intact and can store files."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from conftest import USERS, Api
+from store_probe import probe
 from threadloom.server.settings import ServerSettings
 
 PASSWORD = "correct horse battery"
@@ -163,12 +163,11 @@ async def test_c10_034_api_key_shown_once_and_stored_as_digest(api: Api) -> None
     assert {k["user_id"] for k in listed} == {USERS["alice"].id}
     used = await api.client(None, Authorization=f"Bearer {key}").get("/api/auth/me")
     assert used.json()["user"]["username"] == "alice"
-    path = api.runtime.store.url.removeprefix("sqlite:///")  # type: ignore[attr-defined]
-    with sqlite3.connect(path) as conn:
-        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
-            for row in conn.execute(f"SELECT * FROM {table}"):
-                assert not any(isinstance(v, str) and key in v for v in row), table
-                assert not any(isinstance(v, str) and key[4:] in v for v in row), table
+    store = probe(api.runtime)
+    for table in store.tables():
+        for row in store.rows(f"SELECT * FROM {table}"):
+            assert not any(isinstance(v, str) and key in v for v in row), table
+            assert not any(isinstance(v, str) and key[4:] in v for v in row), table
 
 
 async def test_api_key_last_used_and_expiry(api: Api) -> None:

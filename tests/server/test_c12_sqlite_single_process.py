@@ -31,7 +31,10 @@ from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.server.settings import ServerSettings
 from threadloom.store.sqlite.store import SqliteStore
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses POSIX signals")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="uses POSIX signals"),
+    pytest.mark.sqlite_only,
+]
 
 # A project whose model holds a request that says "hold" for ten minutes and answers any
 # other at once: a run can be caught mid-request, and the turn after a restart completes.

@@ -9,7 +9,8 @@ from threadloom.store.base import NewThread, Store, StoredEvent, ThreadRow, syst
 
 
 async def open_store(url: str, **options: Any) -> Store:
-    """Open the store named by ``url``: ``sqlite:///path.db`` (or a plain path)."""
+    """Open the store named by ``url``: ``sqlite:///path.db`` (or a plain path), or
+    ``postgresql://user@host:5432/database`` (the ``postgres`` extra)."""
     if not isinstance(url, str) or not url:
         raise StoreError("a store URL is required, e.g. sqlite:///threadloom.db")
     scheme = url.split("://", 1)[0] if "://" in url else ""
@@ -18,8 +19,17 @@ async def open_store(url: str, **options: Any) -> Store:
 
         return await SqliteStore.open(url, **options)
     if scheme in ("postgresql", "postgres"):
-        raise StoreError(f"the PostgreSQL store is not available yet: {url!r}")
-    raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path/to/file.db")
+        try:
+            from threadloom.store.postgres.store import PostgresStore
+        except ImportError as exc:
+            raise StoreError(
+                f"the PostgreSQL store needs psycopg: pip install 'threadloom[postgres]' ({exc})"
+            ) from exc
+        return await PostgresStore.open(url, **options)
+    raise StoreError(
+        f"unsupported store URL {url!r}: use sqlite:///path/to/file.db"
+        " or postgresql://user@host:5432/database"
+    )
 
 
 __all__ = ["NewThread", "Store", "StoredEvent", "ThreadRow", "open_store", "system_clock_us"]

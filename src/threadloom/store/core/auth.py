@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from threadloom.errors import LastAdmin, UsernameTaken
+from threadloom.errors import LastAdmin, StoreError, UsernameTaken
 from threadloom.store.base import (
     ApiKeyRow,
     Clock,
@@ -75,27 +75,27 @@ def _other_admins(conn: Conn, user_id: str) -> int:
 
 
 def create_user(conn: Conn, clock: Clock, user: UserRow) -> UserRow:
-    try:
-        conn.execute(
-            f"INSERT INTO users({USER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                user.id,
-                user.username,
-                user.role,
-                user.created_at_us,
-                user.password_hash,
-                _json_list(user.permissions),
-                json.dumps(list(user.roles)),
-                user.display_name,
-                user.email,
-                user.avatar_url,
-            ),
-        )
-    except conn.sql.integrity_error as exc:
-        if conn.sql.unique_violation(exc) == "users.username":
-            raise UsernameTaken(f"username {user.username!r} already exists") from None
-        raise
-    return user
+    inserted = conn.execute(
+        f"INSERT INTO users({USER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+        (
+            user.id,
+            user.username,
+            user.role,
+            user.created_at_us,
+            user.password_hash,
+            _json_list(user.permissions),
+            json.dumps(list(user.roles)),
+            user.display_name,
+            user.email,
+            user.avatar_url,
+        ),
+    ).rowcount
+    if inserted:
+        return user
+    # a key is taken: the username (whatever the id), else the id
+    if get_user_by_name(conn, user.username) is not None:
+        raise UsernameTaken(f"username {user.username!r} already exists")
+    raise StoreError(f"a user with id {user.id!r} already exists")
 
 
 def update_user(conn: Conn, clock: Clock, user_id: str, patch: UserPatch) -> UserRow | None:

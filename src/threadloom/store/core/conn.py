@@ -10,9 +10,7 @@ backends. Everything else is one SQL text, written with ``?`` parameters, for bo
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -99,9 +97,3 @@ class Dialect:
         """``table.column`` of the unique key ``exc`` violated; ``None`` for another
         error (a CHECK, a foreign key …)."""
         raise NotImplementedError
-
-    def guard(self, conn: Conn) -> AbstractContextManager[None]:
-        """A block after whose failure the transaction goes on (a statement whose
-        violation the logic reports with a query of its own): PostgreSQL aborts a
-        transaction at its first error unless a savepoint holds the statement."""
-        return contextlib.nullcontext()

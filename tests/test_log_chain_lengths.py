@@ -6,7 +6,8 @@ raw SQL only to break the chain and to assert the storage."""
 
 from __future__ import annotations
 
-from test_log_request_delta import body, fragment, q, raw, row, storage
+from store_probe import probe
+from test_log_request_delta import body, fragment, q, row, storage
 from threadloom import Runtime
 from threadloom.store.core.bodies import MAX_CHAIN_DEPTH
 
@@ -61,9 +62,7 @@ async def test_a_root_at_the_cap_keeping_nothing(runtime: Runtime) -> None:
 async def test_a_broken_chain_at_the_cap_stores_plain_text(runtime: Runtime) -> None:
     tid = (await runtime.create_thread("a")).thread_id
     ids, messages = await _chain_to_the_cap(runtime, tid)
-    with raw(runtime) as conn:
-        conn.execute("DELETE FROM log_requests WHERE log_id = ?", (ids[30],))
-        conn.commit()
+    probe(runtime).execute("DELETE FROM log_requests WHERE log_id = ?", (ids[30],))
     grown = [*messages, fragment(9000)]
     stored, _ = await runtime.store.insert_log(tid, row(grown, ids[-1], len(messages)))
     assert storage(runtime, stored.id) is None  # plain text in log_bodies

@@ -8,10 +8,9 @@ a real SQLite file; raw SQL only to assert the storage."""
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from typing import Any
 
+from store_probe import probe
 from threadloom import Runtime
 from threadloom.records import QueueEntry, ThreadStatus, new_id
 
@@ -27,10 +26,9 @@ def _running(rt: Runtime) -> ThreadStatus:
 
 
 def _queue_rows(rt: Runtime, thread_id: str) -> list[tuple[Any, ...]]:
-    with closing(sqlite3.connect(str(rt.store.path))) as conn:  # type: ignore[attr-defined]
-        return conn.execute(
-            "SELECT id FROM message_queue WHERE thread_id = ? ORDER BY qseq", (thread_id,)
-        ).fetchall()
+    return probe(rt).rows(
+        "SELECT id FROM message_queue WHERE thread_id = ? ORDER BY qseq", (thread_id,)
+    )
 
 
 async def test_a_send_to_an_idle_thread_is_delivered_without_a_queue_row(

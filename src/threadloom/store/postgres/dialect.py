@@ -1,0 +1,113 @@
+"""The PostgreSQL dialect of the shared transaction logic, and the connection wrapper that
+runs its ``?`` statements on psycopg (``PgConn``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from threadloom.store.core.conn import Cursor, Dialect
+
+ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
+
+UNIQUE_KEYS = {
+    "messages_pkey": "messages.rid",
+    "messages_id_key": "messages.id",
+    "users_pkey": "users.id",
+    "users_username_key": "users.username",
+    "api_keys_pkey": "api_keys.id",
+    "api_keys_key_digest_key": "api_keys.key_digest",
+    "threads_pkey": "threads.id",
+    "message_queue_pkey": "message_queue.id",
+    "tool_calls_pkey": "tool_calls.thread_id, tool_calls.id",
+    "files_thread_id_path_key": "files.thread_id, files.path",
+    "sessions_pkey": "sessions.token_digest",
+    "auth_tickets_pkey": "auth_tickets.ticket_digest",
+    "logs_pkey": "logs.id",
+}
+"""The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
+logic compares (SQLite's own)."""
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL's texts. Booleans are stored as ``smallint`` 0/1, as in SQLite, so the
+    predicates (``silent = 0``) are one text for both; JSON is stored as text and read
+    through ``::json``."""
+
+    name = "postgresql"
+    greatest = "GREATEST"
+    is_same = "IS NOT DISTINCT FROM"
+    lock_thread = " FOR NO KEY UPDATE"
+    lock_accounts = f"SELECT pg_advisory_xact_lock({ACCOUNTS_LOCK})"
+    no_limit = None
+    position = "strpos"
+    next_tnum = "nextval('threads_tnum_seq')"
+    integrity_error = psycopg.errors.IntegrityError
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"({column}::json ->> '{key}')"
+
+    def tag_like(self, column: str) -> str:
+        return (
+            f"EXISTS (SELECT 1 FROM json_array_elements_text({column}::json) AS tag(value)"
+            " WHERE lower(tag.value) LIKE ? ESCAPE '!')"
+        )
+
+    def attachment_path_join(self, alias: str) -> tuple[str, str]:
+        return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"
+
+    def unique_violation(self, exc: BaseException) -> str | None:
+        """By SQLSTATE (23505) and the constraint's name, never by the message."""
+        if not isinstance(exc, psycopg.errors.UniqueViolation):
+            return None
+        name = exc.diag.constraint_name
+        return UNIQUE_KEYS.get(name or "", name)
+
+
+POSTGRES = PostgresDialect()
+
+
+@lru_cache(maxsize=8192)
+def translate(sql: str) -> str:
+    """A statement of the shared logic in psycopg's parameter style: each ``?`` outside a
+    string literal becomes ``%s``, each ``%`` becomes ``%%``."""
+    if "?" not in sql and "%" not in sql:
+        return sql
+    out: list[str] = []
+    quoted = False
+    for ch in sql:
+        if ch == "'":
+            quoted = not quoted
+            out.append(ch)
+        elif ch == "?" and not quoted:
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PgConn:
+    """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
+    ``execute`` and ``executemany`` of ``?`` statements, and the dialect."""
+
+    __slots__ = ("raw",)
+    sql: Dialect = POSTGRES
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+        cursor: Cursor = self.raw.execute(translate(sql), parameters)
+        return cursor
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
+        cursor = self.raw.cursor()
+        cursor.executemany(translate(sql), parameters)
+        result: Cursor = cursor
+        return result

@@ -1,0 +1,383 @@
+"""The PostgreSQL schema, created and migrated on open under an advisory lock (spec 12
+§12.8 rule 5: several nodes may start at once; one migrates, the others wait for it).
+
+The tables are those of the SQLite store as its migrations left them (spec 01 §1.11's
+logical model in the physical layout the shared logic queries): messages and event rows
+keyed ``tnum · 2³² + seq``, so a thread's rows are one key range in ``seq`` order, and the
+same column types — booleans as ``smallint`` 0/1, JSON as text — so each statement is one
+text for both stores. Every text column is ``COLLATE "C"``: ids, paths and the prefix
+ranges of the file system compare bytewise, as SQLite's BINARY does, whatever the
+database's locale. Added for spec 12: the lease columns of ``threads`` and ``nodes``.
+
+The tables live in the connection's current schema (the first of its ``search_path``),
+so one database can hold several Threadloom stores (the tests give each its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+T = 'TEXT COLLATE "C"'
+
+_V1 = f"""
+CREATE SEQUENCE threads_tnum_seq;
+CREATE TABLE threads (
+    id                    {T} PRIMARY KEY,
+    agent_id              {T} NOT NULL,
+    origin_agent_id       {T} NOT NULL,
+    user_id               {T},
+    tags                  {T} NOT NULL DEFAULT '[]',
+    parent_id             {T} REFERENCES threads(id) ON DELETE CASCADE,
+    arguments             {T},
+    created_at_us         BIGINT NOT NULL,
+    terminated            BIGINT,
+    status_state          {T} NOT NULL
+                          CHECK (status_state IN ('idle', 'running', 'failed')),
+    status_since          BIGINT NOT NULL,
+    status_reason         {T},
+    msg_seq               BIGINT NOT NULL DEFAULT 0,
+    clock_us              BIGINT NOT NULL DEFAULT 0,
+    queue_seq             BIGINT NOT NULL DEFAULT 0,
+    event_seq             BIGINT NOT NULL DEFAULT 0,
+    log_seq               BIGINT NOT NULL DEFAULT 0,
+    events_pruned_through BIGINT NOT NULL DEFAULT 0,
+    stopped               SMALLINT NOT NULL DEFAULT 0,
+    session_turns_a       BIGINT NOT NULL DEFAULT 0,
+    session_turns_b       BIGINT NOT NULL DEFAULT 0,
+    overlap               {T},
+    env                   {T},
+    env_types             {T},
+    properties            {T},
+    last_activity_us      BIGINT,
+    tnum                  BIGINT NOT NULL CONSTRAINT threads_tnum_key UNIQUE,
+    top_visible_count     BIGINT NOT NULL DEFAULT 0,
+    lease_node            {T},
+    lease_token           BIGINT NOT NULL DEFAULT 0,
+    lease_acquired_at     TIMESTAMPTZ
+);
+ALTER SEQUENCE threads_tnum_seq OWNED BY threads.tnum;
+CREATE INDEX threads_user ON threads(user_id, created_at_us);
+CREATE INDEX threads_parent ON threads(parent_id);
+CREATE INDEX threads_agent ON threads(agent_id);
+CREATE INDEX threads_created ON threads(created_at_us);
+CREATE INDEX threads_activity_order ON threads(last_activity_us DESC, created_at_us DESC, id);
+CREATE INDEX threads_user_activity
+    ON threads(user_id, last_activity_us DESC, created_at_us DESC, id);
+CREATE INDEX threads_running ON threads(status_state) WHERE status_state = 'running';
+
+CREATE TABLE messages (
+    rid                   BIGINT CONSTRAINT messages_pkey PRIMARY KEY,
+    id                    {T} NOT NULL CONSTRAINT messages_id_key UNIQUE,
+    thread_id             {T} NOT NULL,
+    seq                   BIGINT NOT NULL,
+    role                  {T} NOT NULL
+                          CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    content               {T},
+    name                  {T},
+    tool_calls            {T},
+    tool_call_id          {T},
+    tool_status           {T} CHECK (tool_status IN ('success', 'error')),
+    status                {T} NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+    attachments           {T},
+    reasoning_content     {T},
+    reasoning_details     {T},
+    prompt                {T},
+    created_at            BIGINT NOT NULL,
+    parent_id             {T},
+    depth                 BIGINT NOT NULL DEFAULT 0,
+    silent                SMALLINT NOT NULL DEFAULT 0,
+    metadata              {T},
+    subagent_id           {T},
+    log_id                {T},
+    request_sent_at       BIGINT,
+    response_completed_at BIGINT
+);
+CREATE INDEX messages_top_visible ON messages(rid) WHERE depth = 0 AND silent = 0;
+CREATE INDEX messages_tool_call ON messages(thread_id, tool_call_id)
+    WHERE tool_call_id IS NOT NULL;
+CREATE INDEX messages_parent ON messages(thread_id, parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX messages_subagent ON messages(thread_id, subagent_id, seq)
+    WHERE subagent_id IS NOT NULL;
+CREATE INDEX messages_client_id ON messages(thread_id, (metadata::json ->> 'client_message_id'))
+    WHERE (metadata::json ->> 'client_message_id') IS NOT NULL;
+
+CREATE TABLE message_counts (
+    thread_id {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    depth     BIGINT NOT NULL,
+    silent    SMALLINT NOT NULL,
+    count     BIGINT NOT NULL,
+    PRIMARY KEY (thread_id, depth, silent)
+);
+CREATE TABLE tool_calls (
+    thread_id  {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    id         {T} NOT NULL,
+    message_id {T} NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    name       {T} NOT NULL,
+    arguments  {T} NOT NULL,
+    created_at BIGINT NOT NULL,
+    CONSTRAINT tool_calls_pkey PRIMARY KEY (thread_id, id)
+);
+CREATE INDEX tool_calls_message ON tool_calls(message_id);
+
+CREATE TABLE message_queue (
+    id          {T} CONSTRAINT message_queue_pkey PRIMARY KEY,
+    thread_id   {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    qseq        BIGINT NOT NULL,
+    role        {T} NOT NULL CHECK (role IN ('user', 'assistant', 'system')),
+    content     {T} NOT NULL,
+    attachments {T},
+    silent      SMALLINT NOT NULL DEFAULT 0,
+    metadata    {T},
+    source      {T} NOT NULL,
+    created_at  BIGINT NOT NULL,
+    UNIQUE (thread_id, qseq)
+);
+
+CREATE TABLE logs (
+    id                          {T} CONSTRAINT logs_pkey PRIMARY KEY,
+    thread_id                   {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    message_id                  {T} REFERENCES messages(id) ON DELETE SET NULL,
+    lseq                        BIGINT NOT NULL,
+    kind                        {T},
+    provider                    {T} NOT NULL,
+    model                       {T} NOT NULL,
+    created_at                  BIGINT NOT NULL,
+    is_complete                 SMALLINT NOT NULL,
+    error                       {T},
+    error_type                  {T},
+    error_origin                {T},
+    endpoint                    {T},
+    model_name                  {T},
+    actual_provider             {T},
+    standard_agents_router_used SMALLINT,
+    prompt_name                 {T},
+    parent_log_id               {T},
+    retry_of_log_id             {T},
+    request_headers             {T},
+    response_headers            {T},
+    status_code                 BIGINT,
+    input_tokens                BIGINT,
+    cached_tokens               BIGINT,
+    output_tokens               BIGINT,
+    reasoning_tokens            BIGINT,
+    total_tokens                BIGINT,
+    latency_ms                  BIGINT,
+    time_to_first_token_ms      BIGINT,
+    generation_ms               BIGINT,
+    finish_reason               {T},
+    errors                      {T},
+    cost_input                  DOUBLE PRECISION,
+    cost_cached                 DOUBLE PRECISION,
+    cost_output                 DOUBLE PRECISION,
+    cost_router_fee             DOUBLE PRECISION,
+    router_fee_percent          DOUBLE PRECISION,
+    cost_total                  DOUBLE PRECISION,
+    message_history_length      BIGINT,
+    tools_available             BIGINT,
+    tools_called                {T},
+    tools_schema                {T},
+    system_prompt               {T},
+    reasoning_content           {T},
+    tool_results                {T},
+    provider_tools              {T},
+    queued_tools                {T},
+    app_level                   {T},
+    app_message                 {T},
+    app_status                  {T},
+    app_error                   {T},
+    app_duration_ms             DOUBLE PRECISION,
+    app_cost                    DOUBLE PRECISION,
+    app_request                 {T},
+    app_response                {T},
+    app_trigger                 {T},
+    app_data                    {T},
+    response_body               {T}
+);
+CREATE INDEX logs_order ON logs(thread_id, created_at, lseq);
+CREATE INDEX logs_message ON logs(message_id);
+CREATE INDEX logs_parent ON logs(parent_log_id) WHERE parent_log_id IS NOT NULL;
+CREATE INDEX logs_retry ON logs(retry_of_log_id) WHERE retry_of_log_id IS NOT NULL;
+CREATE INDEX logs_kind ON logs(thread_id, kind) WHERE kind IS NOT NULL;
+CREATE TABLE log_bodies (
+    log_id {T} NOT NULL REFERENCES logs(id) ON DELETE CASCADE,
+    part   {T} NOT NULL CHECK (part IN ('request', 'response')),
+    body   {T} NOT NULL,
+    PRIMARY KEY (log_id, part)
+);
+CREATE TABLE log_requests (
+    log_id      {T} PRIMARY KEY REFERENCES logs(id) ON DELETE CASCADE,
+    thread_id   {T} NOT NULL,
+    base_id     {T},
+    depth       BIGINT NOT NULL,
+    keep        BIGINT NOT NULL,
+    count       BIGINT NOT NULL,
+    size        BIGINT NOT NULL,
+    lengths     {T} NOT NULL,
+    prefix      {T} NOT NULL,
+    suffix      {T},
+    suffix_hash BYTEA NOT NULL,
+    fragments   {T}
+);
+
+CREATE TABLE subagent_registry (
+    parent_thread_id     {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    reference            {T} NOT NULL,
+    relationship         {T} NOT NULL,
+    owner                {T} NOT NULL CHECK (owner IN ('a', 'b')),
+    name                 {T} NOT NULL,
+    title                {T},
+    description          {T},
+    blocking             SMALLINT NOT NULL,
+    resumable            SMALLINT NOT NULL,
+    parent_communication {T} NOT NULL,
+    status               {T} NOT NULL,
+    initial_arguments    {T},
+    thread_name          {T},
+    spawn_group_id       {T},
+    created_at           BIGINT NOT NULL,
+    PRIMARY KEY (parent_thread_id, reference)
+);
+
+CREATE TABLE files (
+    id          BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    thread_id   {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    path        {T} NOT NULL,
+    parent      {T} NOT NULL,
+    name        {T} NOT NULL,
+    kind        {T} NOT NULL CHECK (kind IN ('file', 'link', 'dir')),
+    mime_type   {T} NOT NULL,
+    location    {T},
+    size        BIGINT NOT NULL DEFAULT 0,
+    metadata    {T},
+    width       BIGINT,
+    height      BIGINT,
+    created_at  BIGINT NOT NULL,
+    chunk_count BIGINT NOT NULL DEFAULT 0,
+    CONSTRAINT files_thread_id_path_key UNIQUE (thread_id, path)
+);
+CREATE INDEX files_parent ON files(thread_id, parent, name);
+CREATE TABLE file_chunks (
+    file_id BIGINT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    idx     BIGINT NOT NULL,
+    data    BYTEA NOT NULL,
+    PRIMARY KEY (file_id, idx)
+);
+CREATE TABLE file_thumbnails (
+    file_id BIGINT PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    data    BYTEA NOT NULL
+);
+
+CREATE TABLE users (
+    id            {T} CONSTRAINT users_pkey PRIMARY KEY,
+    username      {T} NOT NULL CONSTRAINT users_username_key UNIQUE,
+    password_hash {T},
+    role          {T} NOT NULL CHECK (role IN ('admin', 'user', 'api')),
+    permissions   {T},
+    roles         {T} NOT NULL DEFAULT '[]',
+    display_name  {T},
+    email         {T},
+    avatar_url    {T},
+    created_at_us BIGINT NOT NULL
+);
+CREATE TABLE api_keys (
+    id              {T} CONSTRAINT api_keys_pkey PRIMARY KEY,
+    user_id         {T} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name            {T} NOT NULL,
+    key_digest      {T} NOT NULL CONSTRAINT api_keys_key_digest_key UNIQUE,
+    key_prefix      {T} NOT NULL,
+    last_five       {T} NOT NULL,
+    created_at_us   BIGINT NOT NULL,
+    last_used_at_us BIGINT,
+    expires_at_us   BIGINT
+);
+CREATE INDEX api_keys_user ON api_keys(user_id, created_at_us);
+CREATE TABLE sessions (
+    token_digest  {T} CONSTRAINT sessions_pkey PRIMARY KEY,
+    user_id       {T} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at_us BIGINT NOT NULL,
+    expires_at_us BIGINT NOT NULL
+);
+CREATE INDEX sessions_user ON sessions(user_id);
+CREATE TABLE auth_tickets (
+    ticket_digest     {T} CONSTRAINT auth_tickets_pkey PRIMARY KEY,
+    pathname          {T} NOT NULL,
+    auth_type         {T} NOT NULL,
+    principal_id      {T} NOT NULL,
+    credential_digest {T},
+    expires_at_us     BIGINT NOT NULL
+);
+CREATE INDEX auth_tickets_expiry ON auth_tickets(expires_at_us);
+
+CREATE TABLE thread_events (
+    key        BIGINT PRIMARY KEY,
+    thread_id  {T} NOT NULL,
+    seq        BIGINT NOT NULL,
+    kind       {T} NOT NULL,
+    entity_id  {T},
+    payload    {T},
+    created_at BIGINT NOT NULL
+);
+
+CREATE TABLE nodes (
+    node_id      {T} PRIMARY KEY,
+    host         {T} NOT NULL,
+    pid          BIGINT NOT NULL,
+    started_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    draining     BOOLEAN NOT NULL DEFAULT false
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "initial schema", _V1),)
+"""(version, name, SQL): applied in order, each in its own transaction."""
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+class SchemaTooNew(Exception):
+    """The database was migrated by a newer Threadloom."""
+
+
+def _lock_key(conn: psycopg.Connection[Any]) -> int:
+    """The advisory lock of this schema's migrations (one per schema of the database)."""
+    row = conn.execute("SELECT hashtext('threadloom-migrate:' || current_schema())").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def migrate(conn: psycopg.Connection[Any]) -> int:
+    """Apply the migrations not yet recorded, holding the schema's advisory lock so that
+    nodes starting at once migrate once (the others wait, then find nothing to do);
+    returns the schema version. ``conn`` is in autocommit mode."""
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    if schema is None or schema[0] is None:
+        raise psycopg.errors.InvalidSchemaName(
+            "no schema to create the tables in: the search_path names none that exists"
+        )
+    key = _lock_key(conn)
+    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS threadloom_migrations ("
+            " version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        done = {int(r[0]) for r in conn.execute("SELECT version FROM threadloom_migrations")}
+        if done and max(done) > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"database schema version {max(done)} is newer than this Threadloom"
+                f" ({LATEST_VERSION})"
+            )
+        for version, name, sql in MIGRATIONS:
+            if version in done:
+                continue
+            with conn.transaction():
+                conn.execute(sql.encode())
+                conn.execute(
+                    "INSERT INTO threadloom_migrations(version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
+        return max(done | {v for v, _, _ in MIGRATIONS})
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

@@ -1,0 +1,255 @@
+"""The PostgreSQL store: the shared transaction logic on psycopg 3 (``threadloom[postgres]``).
+
+Each store method is one transaction of ``store/core``, run on a worker thread with a
+connection of its own (``THREADLOOM_DB_POOL_SIZE`` threads, 10 by default): writes at READ
+COMMITTED, serialised per thread by the row lock their first statement takes
+(``Dialect.lock_thread``); reads in one REPEATABLE READ READ ONLY snapshot. A write that
+loses a serialization race or a deadlock is run again, a bounded number of times with a
+jittered pause; a connection that breaks before its commit is replaced and the write run
+again on the new one. A write with ``durable=False`` commits without waiting for the WAL
+flush (``synchronous_commit = off`` for that transaction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg.errors
+from psycopg.adapt import Dumper
+
+from threadloom.errors import StoreError
+from threadloom.store.core.runner import TxStore
+from threadloom.store.postgres import schema
+from threadloom.store.postgres.dialect import PgConn
+from threadloom.store.shapes import Clock, system_clock_us
+
+T = TypeVar("T")
+
+DEFAULT_POOL_SIZE = 10
+RETRIES = 8
+"""Times a write that lost a serialization race or a deadlock is run again."""
+_RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+_SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class _BoolAsSmallint(Dumper):
+    """Python ``bool`` bound as ``smallint`` 0/1: the schema's booleans are 0/1 columns,
+    as in SQLite, so the shared statements compare them with ``= 0``."""
+
+    oid = psycopg.adapters.types["int2"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (in the authority or as a ``password`` parameter)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://…"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver error, without libpq's connection preamble."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for marker in ("failed: ", "FATAL:  "):
+        if marker in text:
+            text = text.rsplit(marker, 1)[1]
+    return text.strip()
+
+
+class PostgresStore(TxStore):
+    """The :class:`~threadloom.store.base.Store` on a PostgreSQL database (its current
+    schema)."""
+
+    kind = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = system_clock_us,
+        pool_size: int | None = None,
+        synchronous: str = "FULL",
+        write_mode: str = "auto",
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        if synchronous not in _SYNC_LEVELS:
+            raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
+        if write_mode != "auto":
+            raise StoreError(f"write_mode {write_mode!r} is a setting of the SQLite store")
+        if pool_size is None:
+            raw = os.environ.get("THREADLOOM_DB_POOL_SIZE", str(DEFAULT_POOL_SIZE))
+            try:
+                pool_size = int(raw)
+            except ValueError:
+                raise StoreError(
+                    f"THREADLOOM_DB_POOL_SIZE must be an integer, not {raw!r}"
+                ) from None
+        if pool_size < 1:
+            raise StoreError("the PostgreSQL pool size must be at least 1")
+        self.url = url
+        self.safe_url = redacted(url)
+        self.clock = clock
+        self.pool_size = pool_size
+        self._always_relaxed = synchronous in ("OFF", "NORMAL")
+        self._connect_timeout_s = connect_timeout_s
+        self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="threadloom-pg")
+        self._local = threading.local()
+        self._connections: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.commits = 0
+        """Write transactions committed."""
+        self.retries = 0
+        """Writes run again after a serialization failure, a deadlock or a lost connection."""
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> PostgresStore:
+        """Connect, then create or migrate the schema (under an advisory lock); a clear
+        ``StoreError`` naming the URL (without its password) otherwise."""
+        store = cls(url, **options)
+        try:
+            await asyncio.get_running_loop().run_in_executor(store._executor, store._migrate)
+        except BaseException as exc:
+            await store.close()
+            if isinstance(exc, psycopg.Error | schema.SchemaTooNew):
+                raise StoreError(
+                    f"cannot open PostgreSQL database {store.safe_url}: {_reason(exc)}"
+                ) from exc
+            raise
+        return store
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout_s))
+        )
+        conn.adapters.register_dumper(bool, _BoolAsSmallint)
+        if self._always_relaxed:
+            conn.execute("SET synchronous_commit = off")
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """This worker thread's connection (a new one when it has none, or it broke)."""
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                self._discard(conn)
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def _discard(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        conn.close()
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def _migrate(self) -> int:
+        return schema.migrate(self._connection())
+
+    async def claim_runner(self) -> None:
+        """Several processes share a PostgreSQL database: nothing to claim here."""
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self._executor.shutdown(wait=True)
+        )
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+
+    # -- execution ---------------------------------------------------------------------
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._run_read, fn, args
+        )
+
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._run_write, fn, args, durable
+        )
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    return fn(PgConn(conn), *args)
+                finally:
+                    if not conn.broken:
+                        conn.execute("COMMIT")
+            except psycopg.OperationalError:
+                if not conn.broken or attempt:
+                    raise
+                self._discard(conn)  # a connection that broke: once more on a new one
+        raise AssertionError("unreachable")
+
+    def _run_write(self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool) -> T:
+        begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit = off"
+        attempt = 0
+        while True:
+            conn = self._connection()
+            committing = False
+            try:
+                conn.execute(begin)
+                try:
+                    result = fn(PgConn(conn), self.clock, *args)
+                except BaseException:
+                    if not conn.broken:
+                        conn.execute("ROLLBACK")
+                    raise
+                committing = True
+                conn.execute("COMMIT")
+                self.commits += 1
+                return result
+            except _RETRYABLE:
+                if attempt >= RETRIES:
+                    raise
+            except psycopg.OperationalError as exc:
+                if not conn.broken:
+                    raise
+                self._discard(conn)
+                if committing:
+                    raise StoreError(
+                        f"the connection to {self.safe_url} broke during a commit: whether"
+                        f" the write was stored is unknown ({_reason(exc)})"
+                    ) from exc
+                if attempt >= 1:
+                    raise StoreError(
+                        f"lost the connection to {self.safe_url}: {_reason(exc)}"
+                    ) from exc
+            attempt += 1
+            self.retries += 1
+            time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))

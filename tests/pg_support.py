@@ -1,0 +1,70 @@
+"""PostgreSQL for the tests: is it reachable, and a schema of its own per test.
+
+Each store URL names its schema twice: in ``search_path`` (where the store creates its
+tables) and as ``application_name``, so the teardown can end the connections a test left
+open before it drops the schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+from urllib.parse import quote
+
+PG_URL = os.environ.get("THREADLOOM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _admin() -> Any:
+    import psycopg
+
+    return psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+
+
+@functools.cache
+def pg_unreachable() -> str | None:
+    """Why PostgreSQL cannot be used (``None`` when it can), checked once a session."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        return f"psycopg is not installed ({exc})"
+    try:
+        with _admin() as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def schema_url(name: str, url: str = PG_URL) -> str:
+    """``url`` whose connections use schema ``name`` (and are named after it)."""
+    options = quote(f"-csearch_path={name}")
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}options={options}&application_name={name}"
+
+
+def create_schema(name: str) -> None:
+    with _admin() as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+
+
+def drop_schema(name: str) -> None:
+    """End the connections still open on schema ``name``, then drop it with its tables."""
+    with _admin() as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def integrity_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes of a violated constraint, on either store."""
+    import sqlite3
+
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.IntegrityError,)
+    return (sqlite3.IntegrityError, psycopg.errors.IntegrityError)
