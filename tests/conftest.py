@@ -2,14 +2,14 @@
 on SQLite (a file in a temporary directory) and on PostgreSQL (a schema of its own).
 
 PostgreSQL is ``THREADLOOM_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``).
-When it cannot be reached, the PostgreSQL half is skipped with the reason; under
-``CI=true`` such a skip is a failure. A test about SQLite itself (its pragmas, WAL,
-migrations, process lock) is marked ``sqlite_only`` and runs on SQLite alone.
+When it cannot be reached, the PostgreSQL half is skipped with the reason
+(``pg_support.require_postgres``); under ``CI=true`` such a skip is a failure. A test
+about SQLite itself (its pragmas, WAL, migrations, process lock) is marked
+``sqlite_only`` and runs on SQLite alone.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fakes import FakeClock  # noqa: F401 - re-exported for older imports
-from pg_support import PG_URL, create_schema, drop_schema, pg_unreachable, schema_url
+from pg_support import create_schema, drop_schema, require_postgres, schema_url
 from threadloom import Runtime
 
 
@@ -33,17 +33,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
         backends = ["sqlite"] if sqlite_only else ["sqlite", "postgresql"]
         metafunc.parametrize("db_url", backends, indirect=True)
-
-
-def require_postgres() -> None:
-    """Skip (or, under ``CI=true``, fail) when PostgreSQL cannot be reached."""
-    reason = pg_unreachable()
-    if reason is None:
-        return
-    message = f"PostgreSQL at {PG_URL} is unreachable: {reason}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
-    pytest.skip(message)
 
 
 @pytest.fixture

@@ -36,6 +36,19 @@ def pg_unreachable() -> str | None:
     return None
 
 
+def require_postgres() -> None:
+    """Skip (or, under ``CI=true``, fail) when PostgreSQL cannot be reached."""
+    import pytest
+
+    reason = pg_unreachable()
+    if reason is None:
+        return
+    message = f"PostgreSQL at {PG_URL} is unreachable: {reason}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
+    pytest.skip(message)
+
+
 def schema_url(name: str, url: str = PG_URL) -> str:
     """``url`` whose connections use schema ``name`` (and are named after it)."""
     options = quote(f"-csearch_path={name}")
@@ -68,3 +81,10 @@ def integrity_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         return (sqlite3.IntegrityError,)
     return (sqlite3.IntegrityError, psycopg.errors.IntegrityError)
+
+
+def admin_execute(*statements: str) -> None:
+    """Run statements as the test server's administrator (roles, schemas)."""
+    with _admin() as conn:
+        for statement in statements:
+            conn.execute(statement)

@@ -168,7 +168,10 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
     store: Annotated[
         str | None,
-        typer.Option(help="Store URL (default THREADLOOM_STORE or sqlite:///./threadloom.db)"),
+        typer.Option(
+            help="Store URL: sqlite:///file.db or postgresql://user@host:5432/db"
+            " (default THREADLOOM_DATABASE_URL, THREADLOOM_STORE, sqlite:///./threadloom.db)"
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
 ) -> None:

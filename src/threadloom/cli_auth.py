@@ -30,7 +30,12 @@ keys_app = typer.Typer(add_completion=False, help="API keys (spec 10).")
 err = Console(stderr=True, highlight=False)
 
 StoreOption = Annotated[
-    str, typer.Option("--store", envvar="THREADLOOM_STORE", help="Store URL of the server")
+    str,
+    typer.Option(
+        "--store",
+        envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
+        help="Store URL of the server",
+    ),
 ]
 
 

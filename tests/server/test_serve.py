@@ -67,9 +67,11 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], node: str) -> bool:
     raise AssertionError("server did not become ready")
 
 
-def serve_command(project: Path, db: Path, port: int, log_level: str = "warning") -> list[str]:
-    """``threadloom serve PROJECT`` on the SQLite file ``db`` and ``port`` (``info`` logs
-    uvicorn's start-up lines, which the refusal tests look for)."""
+def serve_command(
+    project: Path, db: Path | str, port: int, log_level: str = "warning"
+) -> list[str]:
+    """``threadloom serve PROJECT`` on the SQLite file ``db`` (or the store URL ``db``) and
+    ``port`` (``info`` logs uvicorn's start-up lines, which the refusal tests look for)."""
     return [
         *THREADLOOM,
         "serve",
@@ -77,14 +79,14 @@ def serve_command(project: Path, db: Path, port: int, log_level: str = "warning"
         "--port",
         str(port),
         "--store",
-        f"sqlite:///{db}",
+        db if isinstance(db, str) else f"sqlite:///{db}",
         "--log-level",
         log_level,
     ]
 
 
 def spawn_server(
-    project: Path, db: Path, log_level: str = "warning", **settings: str
+    project: Path, db: Path | str, log_level: str = "warning", **settings: str
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A ready ``threadloom serve`` child on a free port, without provider keys (the demo
     model), with only the ``THREADLOOM_*`` ``settings`` given plus a node id of its own (by
@@ -132,10 +134,10 @@ def run_on_free_port(command: Callable[[int], list[str]]) -> subprocess.Complete
 
 
 @contextmanager
-def serving(tmp_path: Path) -> Iterator[str]:
-    """``threadloom serve examples`` (``spawn_server``); its base URL. Stopped with SIGTERM:
-    it must exit cleanly, without a traceback."""
-    proc, base = spawn_server(ROOT / "examples", tmp_path / "serve.db")
+def serving(tmp_path: Path, store: str | None = None) -> Iterator[str]:
+    """``threadloom serve examples`` (``spawn_server``) on ``store`` (else an SQLite file);
+    its base URL. Stopped with SIGTERM: it must exit cleanly, without a traceback."""
+    proc, base = spawn_server(ROOT / "examples", store or tmp_path / "serve.db")
     try:
         yield base
     finally:
@@ -164,20 +166,23 @@ def ask(base: str, agent: str, text: str) -> tuple[str, list[dict[str, Any]]]:
     return thread, messages["messages"]
 
 
-def test_serve_examples_answers_a_message_and_stops_on_sigterm(tmp_path: Path) -> None:
-    with serving(tmp_path) as base:
+def test_serve_examples_answers_a_message_and_stops_on_sigterm(
+    tmp_path: Path, db_url: str, backend: str
+) -> None:
+    with serving(tmp_path, db_url) as base:
         health = httpx.get(f"{base}/api/health").json()
-        assert health["status"] == "ok" and health["store"] == "sqlite"
+        wire = {"sqlite": "sqlite", "postgresql": "postgres"}[backend]
+        assert health["status"] == "ok" and health["store"] == wire
         _, messages = ask(base, "support", "Where is order A-1001?")
         roles = [m["role"] for m in messages]
         assert roles[0] == "user" and roles[-1] == "assistant"
         assert "A-1001" in (messages[-1]["content"] or "")
 
 
-def test_serve_examples_support_runs_the_research_subagent(tmp_path: Path) -> None:
+def test_serve_examples_support_runs_the_research_subagent(tmp_path: Path, db_url: str) -> None:
     """The example's blocking ``research`` relationship over HTTP: the child is in the
     support thread's registry, finished its session, and the answer carries its result."""
-    with serving(tmp_path) as base:
+    with serving(tmp_path, db_url) as base:
         thread, messages = ask(base, "support", "Research the warranty for order A-1002")
         (entry,) = httpx.get(f"{base}/api/threads/{thread}/subagents").json()["subagents"]
         assert (entry["relationship"], entry["agent_name"], entry["status"]) == (

@@ -184,8 +184,9 @@ class ServerSettings:
             values["replay_events"] = int(events)
         if env.get("THREADLOOM_NODE_ID"):
             values["node_id"] = env["THREADLOOM_NODE_ID"]
-        if env.get("THREADLOOM_STORE"):
-            values["store"] = env["THREADLOOM_STORE"]
+        store = env.get("THREADLOOM_DATABASE_URL") or env.get("THREADLOOM_STORE")
+        if store:  # spec 12 §12.8 rule 7 names the first; the second is older
+            values["store"] = store
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()

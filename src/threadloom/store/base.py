@@ -87,6 +87,8 @@ class Store(Protocol):
     """Persistence of threads, messages, queue entries, logs, registry, events and files."""
 
     url: str
+    kind: str
+    """The backend, ``"sqlite"`` or ``"postgres"`` (health and diagnostics; never logic)."""
 
     async def close(self) -> None:
         """Close the store; releases what ``claim_runner`` claimed."""

@@ -221,7 +221,7 @@ async def health(request: Request) -> JSONResponse:
     ctx = deps.context(request)
     node = ctx.settings.node_id
     store = ctx.runtime.store
-    kind = "postgres" if "postgres" in type(store).__name__.lower() else "sqlite"
+    kind = store.kind
     if ctx.draining:
         reason = "draining"
     else:

@@ -58,7 +58,7 @@ class TxStore:
     url: str
     clock: Clock
     kind: str = ""
-    """The backend: ``"sqlite"`` or ``"postgresql"`` (for diagnostics, never for logic)."""
+    """The backend: ``"sqlite"`` or ``"postgres"`` (for diagnostics, never for logic)."""
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in a read transaction (one consistent snapshot)."""

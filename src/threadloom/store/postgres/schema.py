@@ -354,6 +354,7 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
     if schema is None or schema[0] is None:
         raise psycopg.errors.InvalidSchemaName(
             "no schema to create the tables in: the search_path names none that exists"
+            " and that this role may use (USAGE)"
         )
     key = _lock_key(conn)
     conn.execute("SELECT pg_advisory_lock(%s)", (key,))

@@ -78,7 +78,7 @@ class PostgresStore(TxStore):
     """The :class:`~threadloom.store.base.Store` on a PostgreSQL database (its current
     schema)."""
 
-    kind = "postgresql"
+    kind = "postgres"
 
     def __init__(
         self,
