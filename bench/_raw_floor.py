@@ -43,6 +43,47 @@ RAW_INSERT = (
 )
 
 
+def turn_rows(seqs: dict[str, int], thread_id: str, i: int) -> list[tuple[object, ...]]:
+    """The four rows of turn ``i`` in ``thread_id``, as Threadloom stores them (ids, seq,
+    JSON calls), in the order of :data:`RAW_INSERT`'s columns; ``seqs`` holds each thread's
+    last sequence number and is advanced by four."""
+    call_id = "call_" + uuid.uuid4().hex[:8]
+    calls = json.dumps(
+        [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "echo", "arguments": _ARGUMENTS},
+            }
+        ],
+        separators=(",", ":"),
+    )
+    shapes: list[tuple[str, str | None, str | None, str | None, str | None, str | None]] = [
+        ("user", question(i), None, None, None, None),
+        ("assistant", None, "Agent", calls, None, None),
+        ("tool", "echo 1", "echo", None, call_id, "success"),
+        ("assistant", "done", "Agent", None, None, None),
+    ]
+    out: list[tuple[object, ...]] = []
+    for role, content, name, tool_calls, tool_call_id, tool_status in shapes:
+        seqs[thread_id] += 1
+        out.append(
+            (
+                str(uuid.uuid4()),
+                thread_id,
+                seqs[thread_id],
+                role,
+                content,
+                name,
+                tool_calls,
+                tool_call_id,
+                tool_status,
+                time.time_ns() // 1000,
+            )
+        )
+    return out
+
+
 class RawTurns:
     """The floor: the four rows of a turn with plain ``sqlite3``, WAL, ``synchronous=FULL``;
     ``commits`` is 4 (one transaction per row) or 1 (one transaction per turn).
@@ -86,41 +127,7 @@ class RawTurns:
 
     def rows(self, thread_id: str, i: int) -> list[tuple[object, ...]]:
         """The four rows of turn ``i``, as Threadloom stores them (ids, seq, JSON calls)."""
-        call_id = "call_" + uuid.uuid4().hex[:8]
-        calls = json.dumps(
-            [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "echo", "arguments": _ARGUMENTS},
-                }
-            ],
-            separators=(",", ":"),
-        )
-        shapes: list[tuple[str, str | None, str | None, str | None, str | None, str | None]] = [
-            ("user", question(i), None, None, None, None),
-            ("assistant", None, "Agent", calls, None, None),
-            ("tool", "echo 1", "echo", None, call_id, "success"),
-            ("assistant", "done", "Agent", None, None, None),
-        ]
-        out: list[tuple[object, ...]] = []
-        for role, content, name, tool_calls, tool_call_id, tool_status in shapes:
-            self.seqs[thread_id] += 1
-            out.append(
-                (
-                    str(uuid.uuid4()),
-                    thread_id,
-                    self.seqs[thread_id],
-                    role,
-                    content,
-                    name,
-                    tool_calls,
-                    tool_call_id,
-                    tool_status,
-                    time.time_ns() // 1000,
-                )
-            )
-        return out
+        return turn_rows(self.seqs, thread_id, i)
 
     def turn(self, thread_id: str, i: int) -> None:
         """One turn's rows, durable: four transactions, or one."""

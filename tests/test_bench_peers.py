@@ -1,5 +1,7 @@
 """The peer benchmark's own logic (bench/peers): the runner protocol on Threadloom and the
-raw floor at a tiny size, and the goals it judges. No peer package is needed."""
+raw floors at a tiny size (SQLite, and PostgreSQL where a server is reachable: skipped
+with the reason otherwise, a failure under CI=true), the two-node run, and the goals and
+tables it prints. No peer package is needed."""
 
 from __future__ import annotations
 
@@ -7,15 +9,25 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+
+from pg_support import PG_URL, create_schema, drop_schema, require_postgres, schema_url
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path[:0] = [str(BENCH / "peers"), str(BENCH)]
 
 from _common import Result  # noqa: E402
-from _tables import goals, goals_table, growth_table, information, scenario_table  # noqa: E402
+from _tables import (  # noqa: E402
+    goals,
+    goals_table,
+    growth_table,
+    information,
+    scenario_table,
+    server_table,
+)
 
 
 def fake(system: str, scenario: str, median_ms: float, rows: int = 4) -> Result:
@@ -156,3 +168,155 @@ def test_tuned_gc_runner_runs_the_concurrent_scenario_only(tmp_path: Path) -> No
     assert r.ok, r.error
     assert r.turns == 8 and r.messages_timed == 32
     assert any("objects frozen" in n for n in r.notes)
+
+
+# -- PostgreSQL ------------------------------------------------------------------------
+
+
+def test_postgres_goals_judge_threadloom_pg_against_its_own_floor_and_peers() -> None:
+    """The PostgreSQL goals compare threadloom-pg with raw-psycopg and the -pg peers only;
+    SQLite's goals keep their names and judge the SQLite rows alone."""
+    history = [
+        fake("threadloom", "history", 2.0),
+        fake("raw-sqlite3", "history", 1.0),
+        fake("openai-agents", "history", 25.0),
+        fake("threadloom-pg", "history", 6.0),
+        fake("raw-psycopg", "history", 2.5),
+        fake("langgraph-pg", "history", 30.0),
+        fake("openai-agents-pg", "history", 90.0),
+    ]
+    empty = [fake("threadloom-pg", "empty", 5.0, rows=5), fake("raw-psycopg", "empty", 1.0)]
+    judged = {g.name: g for g in goals({"history": history, "empty": empty}, 2000)}
+    sqlite_peer = judged["Threadloom ≥ 10× faster per turn than the fastest peer at 2,000"]
+    assert sqlite_peer.ok is True and "(openai-agents) median 12.50×" in sqlite_peer.measured
+    pg_peer = judged["PostgreSQL: Threadloom ≥ 10× faster per turn than the fastest peer at 2,000"]
+    assert pg_peer.ok is False and "(langgraph-pg) median 5.00×" in pg_peer.measured
+    assert judged["history: Threadloom within 2.5× of the raw sqlite3 floor"].ok is True
+    pg_history = judged["history (PostgreSQL): Threadloom within 3× of the raw psycopg floor"]
+    assert pg_history.ok is True and "median 2.40×" in pg_history.measured
+    pg_empty = judged["empty (PostgreSQL): Threadloom within 3× of the raw psycopg floor"]
+    assert pg_empty.ok is False and "median 5.00×" in pg_empty.measured
+    pg_rows = judged[
+        "PostgreSQL: Threadloom stores O(1) rows per message (the same from empty and at 2,000)"
+    ]
+    assert pg_rows.ok is False  # 5 rows a message from empty, 4 at the long history
+    nodes = next(g for g in judged.values() if "two Threadloom nodes" in g.name)
+    assert nodes.ok is None and nodes.measured == "not measured"
+
+
+def test_postgres_goals_are_left_out_of_a_run_without_postgres_systems() -> None:
+    names = [g.name for g in goals({"empty": [fake("threadloom", "empty", 1.0)]}, 2000)]
+    assert names and not any("PostgreSQL" in n or "nodes" in n for n in names)
+
+
+@pytest.mark.parametrize(("two_wall_s", "ok"), [(10.5, True), (12.5, False)])
+def test_two_nodes_goal_compares_turns_per_second(two_wall_s: float, ok: bool) -> None:
+    """Two nodes may lose up to 15% of one node's turns/s: the same 3,000 turns in 10 s on
+    one node, in 10.5 s (−4.8%) or 12.5 s (−20%) on two."""
+    one = fake("threadloom-pg", "concurrent", 500.0)
+    two = fake("threadloom-pg-2-nodes", "concurrent", 600.0)
+    one.turns = two.turns = 3000
+    one.wall_s, two.wall_s = 10.0, two_wall_s
+    nodes = next(g for g in goals({"concurrent": [one, two]}, 2000) if "nodes" in g.name)
+    assert nodes.ok is ok
+    assert "one node 300 turns/s" in nodes.measured
+    line = next(x for x in scenario_table([one, two]).splitlines() if "2-nodes" in x)
+    assert "1.20×" in line.split()  # its latency against the one-node row
+
+
+def test_table_puts_postgres_rows_against_threadloom_pg() -> None:
+    text = scenario_table(
+        [
+            fake("threadloom", "empty", 2.0),
+            fake("raw-sqlite3", "empty", 1.0),
+            fake("threadloom-pg", "empty", 8.0),
+            fake("raw-psycopg", "empty", 2.0),
+        ]
+    )
+    rows = {x.split()[0]: x.split() for x in text.splitlines()[2:]}
+    assert "0.50×" in rows["raw-sqlite3"] and "0.25×" in rows["raw-psycopg"]
+    pg = fake("threadloom-pg", "empty", 8.0)
+    pg.server_cpu_s = 0.05  # over its 10 turns
+    assert "5.00" in server_table({"empty": [pg]}).splitlines()[-1].split()
+
+
+@pytest.mark.parametrize("system", ["threadloom-pg", "raw-psycopg"])
+def test_postgres_runner_stores_four_messages_a_turn_in_constant_rows(
+    system: str, tmp_path: Path
+) -> None:
+    """The runner protocol on PostgreSQL: each scenario on a schema of its own, its rows
+    and bytes read from the schema by the probe, the server's CPU from its processes."""
+    require_postgres()
+    out = {}
+    for scenario, extra in (
+        ("empty", ["--turns", "3"]),
+        ("history", ["--history", "40", "--history-turns", "3"]),
+        ("concurrent", ["--threads", "4", "--turns-per-thread", "2", "--latency", "0.01"]),
+    ):
+        name = f"bench_test_{uuid.uuid4().hex[:10]}"
+        create_schema(name)
+        try:
+            r = run_one(system, scenario, tmp_path, "--database", schema_url(name), *extra)
+        finally:
+            drop_schema(name)
+        assert r.ok, r.error
+        assert r.backend == "postgresql"
+        turns = 8 if scenario == "concurrent" else 3
+        assert len(r.latencies_ns) == turns and r.messages_timed == 4 * turns
+        # (bytes may not grow: a few rows fit in the pages the table has)
+        assert r.rows_timed >= r.messages_timed and r.db_bytes > 0
+        assert r.server_cpu_s is None or r.server_cpu_s > 0
+        assert "synchronous_commit=on" in r.persistence
+        out[scenario] = r.rows_timed / r.messages_timed
+    assert out["empty"] == pytest.approx(out["history"], rel=0.05)
+    if system == "raw-psycopg":
+        assert out["empty"] == 1.0  # one row a message, nothing else
+
+
+def test_postgres_runner_without_a_database_fails_with_the_reason(tmp_path: Path) -> None:
+    r = run_one("raw-psycopg", "empty", tmp_path, "--turns", "1")
+    assert not r.ok and r.error and "--database" in r.error
+
+
+def test_two_nodes_run_on_one_schema_and_drop_it(tmp_path: Path) -> None:
+    """The driver's two-node run: two threadloom-pg processes, two threads each, one
+    result with both nodes' turns; its schema is gone afterwards."""
+    require_postgres()
+    import bench_peers
+
+    args = bench_peers.parse_args(
+        [
+            *("--systems", "threadloom-pg-2-nodes", "--threads", "4"),
+            *("--turns-per-thread", "2", "--latency", "0.01", "--pg-url", PG_URL),
+        ]
+    )
+    before = set(schemas("bench_threadloom_pg_2_nodes"))
+    r = bench_peers.run_two_nodes(args, str(tmp_path))
+    assert r.ok, r.error
+    assert r.system == "threadloom-pg-2-nodes" and r.turns == 8 and r.messages_timed == 32
+    assert len(r.notes) == 2 and all("4 turns" in n for n in r.notes)
+    assert r.rows_timed >= 32 and r.wall_s > 0
+    assert set(schemas("bench_threadloom_pg_2_nodes")) == before
+
+
+def test_unreachable_postgres_marks_its_systems_not_run(tmp_path: Path) -> None:
+    """Without a server the PostgreSQL systems print as not run, with the reason."""
+    import bench_peers
+
+    args = bench_peers.parse_args(
+        ["--systems", "raw-psycopg", "--pg-url", "postgresql://postgres@127.0.0.1:1/none"]
+    )
+    assert args.pg_unreachable
+    r = bench_peers.run_alone("raw-psycopg", "empty", args, str(tmp_path))
+    assert not r.ok and r.unsupported and "unreachable" in r.unsupported
+
+
+def schemas(prefix: str) -> list[str]:
+    """The server's schemas whose names start with ``prefix``."""
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)", (prefix,)
+        )
+        return [str(r[0]) for r in rows]

@@ -1,6 +1,7 @@
 """What every runner of the peer benchmark shares: the workload's parameters, the timing
-loop, the database measurements and the JSON result. Standard library only, so it runs in
-the project's ``.venv`` (Threadloom, the raw floor) and in ``.venv-bench`` (the peers)."""
+loop, the database measurements and the JSON result. Standard library only (psycopg, for
+the PostgreSQL probe of _pg.py, only when a system runs on PostgreSQL), so it runs in the
+project's ``.venv`` (Threadloom, the raw floors) and in ``.venv-bench`` (the peers)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from _pg import PgProbe, cpu_between, describe, server_facts
 
 SCENARIOS = ("empty", "history", "concurrent")
 MESSAGES_PER_TURN = 4  # user, assistant (tool call), tool result, assistant (text)
@@ -55,6 +58,7 @@ class Params:
     latency: float = 0.1
     timeout: float = 180.0
     workdir: str = ""
+    database: str = ""  # PostgreSQL systems: the URL of the run's own schema (_pg.schema_url)
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Result:
 
     system: str
     scenario: str
+    backend: str = "sqlite"  # or "postgresql"
     ok: bool = True
     unsupported: str | None = None
     error: str | None = None
@@ -74,7 +79,8 @@ class Result:
     rows_timed: int = 0  # rows (all tables) the timed turns added
     bytes_timed: int = 0  # database bytes the timed turns added
     rows_total: int = 0
-    db_bytes: int = 0  # files on disk after close (db + wal + shm)
+    db_bytes: int = 0  # files on disk after close (db + wal + shm); PostgreSQL: the schema
+    server_cpu_s: float | None = None  # PostgreSQL: its server processes' CPU, timed turns
     peak_rss_mib: float = 0.0
     persistence: str = ""
     versions: dict[str, str] = field(default_factory=dict)
@@ -197,6 +203,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[str, Params]:
     p.add_argument("--latency", type=float, default=0.1)
     p.add_argument("--timeout", type=float, default=180.0)
     p.add_argument("--workdir", required=True, help="an empty directory for the database")
+    p.add_argument("--database", default="", help="PostgreSQL systems: the schema's URL")
     a = p.parse_args(argv)
     return a.system, Params(
         scenario=a.scenario,
@@ -208,6 +215,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[str, Params]:
         latency=a.latency,
         timeout=a.timeout,
         workdir=a.workdir,
+        database=a.database,
     )
 
 
@@ -233,6 +241,8 @@ class System:
     a scenario the same way for every system."""
 
     name = "?"
+    backend = "sqlite"
+    """``"postgresql"``: :meth:`open` gets the URL of the run's schema instead of a file path."""
     packages: tuple[str, ...] = ()
     persistence = ""
     concurrent_unsupported: str | None = None  # why the concurrent scenario cannot run
@@ -266,7 +276,8 @@ class System:
 
 
 class Scenario:
-    """One system through one scenario on a fresh database in ``params.workdir``, in three
+    """One system through one scenario on a fresh database in ``params.workdir`` (on
+    PostgreSQL: in the fresh schema of ``params.database``, made by the driver), in three
     stages so that a driver can interleave the timed turns of several systems, each in its
     own process: :meth:`prepare` (open, warm up or seed, then :meth:`System.started`;
     untimed), :meth:`block` (timed turns, any number of times), :meth:`finish` (measure,
@@ -275,10 +286,18 @@ class Scenario:
     def __init__(self, system: System, params: Params) -> None:
         self.system = system
         self.params = params
-        self.result = Result(system=system.name, scenario=params.scenario)
+        self.result = Result(system=system.name, scenario=params.scenario, backend=system.backend)
         self.result.versions = versions(*system.packages)
-        self.path = os.path.join(params.workdir, f"{system.name}.db")
-        self.probe = DbProbe(self.path)
+        self.probe: DbProbe | PgProbe
+        if system.backend == "postgresql":
+            if not params.database:
+                raise RuntimeError(f"{system.name} runs on PostgreSQL: give it --database URL")
+            self.path = params.database
+            self.probe = PgProbe(params.database)
+        else:
+            self.path = os.path.join(params.workdir, f"{system.name}.db")
+            self.probe = DbProbe(self.path)
+        self.cpu0: dict[int, float] | None = None
         self.thread: Any = None
         self.first = 0  # the index of the first timed turn
         self.before = 0  # messages the timed thread held before the timed turns
@@ -323,6 +342,8 @@ class Scenario:
         if note := system.started():
             self.result.notes.append(note)
         self.rows0, self.bytes0 = self.probe.measure()
+        if isinstance(self.probe, PgProbe):
+            self.cpu0 = self.probe.server_cpu()
         return True
 
     async def block(self, start: int, count: int) -> list[int]:
@@ -356,6 +377,8 @@ class Scenario:
         try:
             if not self.opened or not r.ok:
                 return r
+            if isinstance(self.probe, PgProbe):
+                r.server_cpu_s = cpu_between(self.cpu0, self.probe.server_cpu())
             rows1, bytes1 = self.probe.measure()
             if params.scenario == "concurrent":
                 sample = self.thread[:: max(1, len(self.thread) // 20)]
@@ -379,6 +402,11 @@ class Scenario:
             if self.opened:
                 await system.close()
                 self.opened = False
+        if isinstance(self.probe, PgProbe):
+            r.rows_total, r.db_bytes = self.probe.measure()
+            r.persistence = f"{system.persistence}; {describe(self.probe.url)}"
+            r.versions["postgresql"] = server_facts(self.probe.url).get("server_version", "?")
+            return r
         r.rows_total, _ = self.probe.measure()
         r.db_bytes = files_bytes(params.workdir)
         r.persistence = f"{system.persistence}; journal_mode={self.probe.pragmas()}"
@@ -418,7 +446,9 @@ def main(system: System, argv: Sequence[str] | None = None) -> int:
     try:
         result = asyncio.run(serve(system, params) if serving else run(system, params))
     except Exception as exc:  # a failed system is reported, not a crashed benchmark
-        result = Result(system=system.name, scenario=params.scenario, ok=False)
+        result = Result(
+            system=system.name, scenario=params.scenario, backend=system.backend, ok=False
+        )
         result.error = f"{type(exc).__name__}: {exc}"
         result.versions = versions(*system.packages)
     emit(result)

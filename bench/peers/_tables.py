@@ -17,13 +17,49 @@ TUNED_GC = "threadloom-tuned-gc"
 no goal judges it, nor is it a peer."""
 FLOOR = "raw-sqlite3"
 PEERS = ("langgraph", "openai-agents", "pydantic-ai")
-SYSTEMS = (THREADLOOM, TUNED_GC, FLOOR, *PEERS)
+PG_THREADLOOM = "threadloom-pg"
+TWO_NODES = "threadloom-pg-2-nodes"
+"""Two Threadloom processes on one PostgreSQL schema, half of the threads each (concurrent
+only): judged against one node's turns/s, not a peer."""
+PG_FLOOR = "raw-psycopg"
+PG_PEERS = ("langgraph-pg", "openai-agents-pg")
+SYSTEMS = (THREADLOOM, TUNED_GC, FLOOR, *PEERS, PG_THREADLOOM, TWO_NODES, PG_FLOOR, *PG_PEERS)
+BENCH_VENV = (*PEERS, *PG_PEERS)
+"""The systems that run on the peers' venv (.venv-bench); the others on the project's."""
 PEER_GOAL = 10.0  # Threadloom at least this many times faster than the fastest peer
 FLOOR_GOAL = 2.5  # Threadloom within this many times the raw floor
+PG_FLOOR_GOAL = 3.0  # on PostgreSQL: within this many times the raw psycopg floor
+NODES_GOAL = 0.15  # two nodes lose at most this share of one node's turns/s
 ROWS_SPREAD = 1.1  # rows per message may vary this much between scenarios and still be O(1)
 ROWS_SCENARIOS = ("empty", "history")
 """The scenarios whose rows per message the O(1) goal compares: the same zero-latency model,
 histories of 0–1,200 and 2,000+ messages."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One store's systems and goals: Threadloom, its floor, its peers."""
+
+    label: str
+    threadloom: str
+    floor: str
+    floor_name: str
+    peers: tuple[str, ...]
+    floor_goal: float
+    prefix: str  # before each goal's name ("" for SQLite: its goals read as they always have)
+
+
+SQLITE = Backend("SQLite", THREADLOOM, FLOOR, "raw sqlite3", PEERS, FLOOR_GOAL, "")
+POSTGRES = Backend(
+    "PostgreSQL", PG_THREADLOOM, PG_FLOOR, "raw psycopg", PG_PEERS, PG_FLOOR_GOAL, "PostgreSQL"
+)
+BACKENDS = (SQLITE, POSTGRES)
+_PG_SYSTEMS = (PG_THREADLOOM, TWO_NODES, PG_FLOOR, *PG_PEERS)
+
+
+def backend_of(system: str) -> Backend:
+    return POSTGRES if system in _PG_SYSTEMS else SQLITE
+
 
 TITLES = {
     "empty": "turns from empty (one thread, sequential turns, zero-latency model)",
@@ -75,9 +111,10 @@ def why_not(result: Result) -> str:
 
 
 def scenario_table(results: Sequence[Result]) -> str:
-    """One scenario: a row per system, ratios to Threadloom (>1 = slower than Threadloom)."""
+    """One scenario: a row per system, ratios to Threadloom on the same store (>1 = slower
+    than Threadloom; the PostgreSQL rows against ``threadloom-pg``)."""
     by = {r.system: r for r in results}
-    tl = stats(by[THREADLOOM]) if THREADLOOM in by else None
+    refs = {b.threadloom: stats(by[b.threadloom]) for b in BACKENDS if b.threadloom in by}
     concurrent = bool(results) and results[0].scenario == "concurrent"
     headers = ["system", "median ms", "p90 ms", "median ÷ TL", "p90 ÷ TL", "CPU ms/turn"]
     if concurrent:
@@ -92,6 +129,7 @@ def scenario_table(results: Sequence[Result]) -> str:
             rows.append([r.system, *blank])
             notes.append(f"{r.system}: {why_not(r)}")
             continue
+        tl = refs.get(backend_of(r.system).threadloom)
         row = [
             r.system,
             ms(s.median_ns),
@@ -123,12 +161,27 @@ class Goal:
 
 
 def goals(by_scenario: Mapping[str, Sequence[Result]], history: int) -> list[Goal]:
-    """The issue's goals, judged on the medians and p90s of this run."""
+    """The issue's goals, judged on the medians and p90s of this run: SQLite's always, and
+    PostgreSQL's (with the two-node goal) when any PostgreSQL system was part of the run."""
+    out = backend_goals(SQLITE, by_scenario, history)
+    ran = {r.system for results in by_scenario.values() for r in results}
+    if ran & set(_PG_SYSTEMS):
+        out += backend_goals(POSTGRES, by_scenario, history)
+        out.append(nodes_goal(by_scenario))
+    return out
+
+
+def backend_goals(
+    backend: Backend, by_scenario: Mapping[str, Sequence[Result]], history: int
+) -> list[Goal]:
+    """One store's goals: the fastest peer at ``history`` messages, the floor in each
+    scenario, O(1) rows per message."""
     out: list[Goal] = []
+    lead = f"{backend.prefix}: " if backend.prefix else ""
     hist = {r.system: stats(r) for r in by_scenario.get("history", [])}
-    tl = hist.get(THREADLOOM)
-    peers = {name: s for name, s in hist.items() if name in PEERS and s is not None}
-    name = f"Threadloom ≥ {PEER_GOAL:g}× faster per turn than the fastest peer at {history:,}"
+    tl = hist.get(backend.threadloom)
+    peers = {name: s for name, s in hist.items() if name in backend.peers and s is not None}
+    name = f"{lead}Threadloom ≥ {PEER_GOAL:g}× faster per turn than the fastest peer at {history:,}"
     if tl is None or not peers:
         out.append(Goal(name, "not measured", None))
     else:
@@ -144,27 +197,27 @@ def goals(by_scenario: Mapping[str, Sequence[Result]], history: int) -> list[Goa
         )
     for scenario, results in by_scenario.items():
         by = {r.system: stats(r) for r in results}
-        tl_s, floor = by.get(THREADLOOM), by.get(FLOOR)
-        name = f"{scenario}: Threadloom within {FLOOR_GOAL:g}× of the raw sqlite3 floor"
+        tl_s, floor = by.get(backend.threadloom), by.get(backend.floor)
+        where = f"{scenario} ({backend.prefix})" if backend.prefix else scenario
+        goal = backend.floor_goal
+        name = f"{where}: Threadloom within {goal:g}× of the {backend.floor_name} floor"
         if tl_s is None or floor is None:
             out.append(Goal(name, "not measured", None))
             continue
         m = ratio(tl_s.median_ns, floor.median_ns)
         p = ratio(tl_s.p90_ns, floor.p90_ns)
-        out.append(
-            Goal(name, f"median {m:.2f}×, p90 {p:.2f}×", m <= FLOOR_GOAL and p <= FLOOR_GOAL)
-        )
+        out.append(Goal(name, f"median {m:.2f}×, p90 {p:.2f}×", m <= goal and p <= goal))
     per_msg = [
         (scenario, s.rows_per_message)
         for scenario, results in by_scenario.items()
         for r in results
-        if r.system == THREADLOOM and (s := stats(r)) is not None
+        if r.system == backend.threadloom and (s := stats(r)) is not None
     ]
     # O(1): a message costs the same rows whatever the history holds. The zero-latency
     # scenarios differ only in the history; in the concurrent one every model call
     # outlasts the engine's pending hold (docs/engine.md, "The pending message is held"),
     # so each also stores its pending message's two events: a constant of its own
-    name = "Threadloom stores O(1) rows per message (the same from empty and at 2,000)"
+    name = f"{lead}Threadloom stores O(1) rows per message (the same from empty and at 2,000)"
     same_model = [v for sc, v in per_msg if sc in ROWS_SCENARIOS]
     if not same_model:
         out.append(Goal(name, "not measured", None))
@@ -178,6 +231,49 @@ def goals(by_scenario: Mapping[str, Sequence[Result]], history: int) -> list[Goa
             )
         )
     return out
+
+
+def turns_per_s(result: Result | None) -> float | None:
+    """Turns a second over the whole timed run; ``None`` for one that did not run."""
+    if result is None or stats(result) is None or result.wall_s <= 0:
+        return None
+    return result.turns / result.wall_s
+
+
+def nodes_goal(by_scenario: Mapping[str, Sequence[Result]]) -> Goal:
+    """Two Threadloom nodes on one PostgreSQL schema against one node, in turns/s."""
+    name = (
+        f"concurrent (PostgreSQL): two Threadloom nodes lose ≤ {NODES_GOAL:.0%} of one"
+        " node's turns/s"
+    )
+    by = {r.system: r for r in by_scenario.get("concurrent", [])}
+    one, two = turns_per_s(by.get(PG_THREADLOOM)), turns_per_s(by.get(TWO_NODES))
+    if one is None or two is None:
+        return Goal(name, "not measured", None)
+    change = two / one - 1
+    return Goal(
+        name,
+        f"one node {one:,.0f} turns/s, two nodes {two:,.0f} ({change:+.1%})",
+        change >= -NODES_GOAL,
+    )
+
+
+def server_table(by_scenario: Mapping[str, Sequence[Result]]) -> str:
+    """The PostgreSQL systems' server-side CPU per turn beside their own process's: what the
+    server processes serving each system's connections used over its timed turns."""
+    rows = []
+    for scenario, results in by_scenario.items():
+        for r in results:
+            s = stats(r)
+            if backend_of(r.system) is not POSTGRES or s is None:
+                continue
+            server = "—"
+            if r.server_cpu_s is not None:
+                server = ms(r.server_cpu_s * 1e9 / max(1, r.turns))
+            rows.append([r.system, scenario, ms(s.cpu_ns_per_turn), server])
+    if not rows:
+        return ""
+    return table(["system", "scenario", "process CPU ms/turn", "server CPU ms/turn"], rows)
 
 
 def information(by_scenario: Mapping[str, Sequence[Result]]) -> list[str]:

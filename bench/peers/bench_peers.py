@@ -44,18 +44,25 @@ from collections.abc import Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
+import _pg  # noqa: E402
 from _common import SCENARIOS, Result, result_from  # noqa: E402
 from _tables import (  # noqa: E402
-    PEERS,
+    BENCH_VENV,
+    PG_THREADLOOM,
+    POSTGRES,
     SYSTEMS,
     TITLES,
+    TWO_NODES,
+    backend_of,
     goals,
     goals_table,
     growth_table,
     information,
     persistence_table,
     scenario_table,
+    server_table,
     versions_table,
+    why_not,
 )
 
 from _report import cpu_model, filesystem_of, progress  # noqa: E402
@@ -84,8 +91,29 @@ def load() -> str:
         return "?"
 
 
+def postgres_line(args: argparse.Namespace) -> str:
+    """The PostgreSQL server the PostgreSQL systems run on, or why they cannot."""
+    if args.pg_unreachable:
+        return f"{args.pg_url} unreachable: {args.pg_unreachable}"
+    facts = _pg.server_facts(args.pg_url)
+    with _pg._connect(args.pg_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            " AND pid <> pg_backend_pid()"
+        ).fetchone()
+    others = int(row[0]) if row else 0
+    return (
+        f"{facts.get('server_version', '?')} at {args.pg_url}, a schema per system run;\n"
+        f"            synchronous_commit={facts.get('synchronous_commit', '?')},"
+        f" fsync={facts.get('fsync', '?')}, wal_sync_method={facts.get('wal_sync_method', '?')},"
+        f" commit_delay={facts.get('commit_delay', '?')}; {others} other client connections"
+        " at the start"
+    )
+
+
 def header(args: argparse.Namespace, workdir: str) -> str:
     now = dt.datetime.now(dt.UTC).astimezone()
+    pg = any(backend_of(s) is POSTGRES for s in args.systems)
     return "\n".join(
         [
             "Threadloom vs peers (bench/peers/bench_peers.py)",
@@ -94,12 +122,14 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f" {memory_gib()}",
             f"python      {platform.python_implementation()} {platform.python_version()},"
             f" sqlite {sqlite3.sqlite_version}",
+            *([f"postgresql {postgres_line(args)}"] if pg else []),
             f"temp dir    {workdir}",
             f"filesystem  {filesystem_of(workdir)}",
             f"parameters  empty: --turns {args.turns}; history: --history {args.history}"
             f" --history-turns {args.history_turns};",
             f"            concurrent: --threads {args.threads} --turns-per-thread"
-            f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)",
+            f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)"
+            + ("; two nodes: half of the threads each" if TWO_NODES in args.systems else ""),
             f"            empty, history: the systems' timed turns interleaved in {BLOCKS}"
             " blocks; concurrent: one system at a time",
             f"load        {load()} (1, 5, 15 min) at the start",
@@ -116,10 +146,19 @@ def failed(system: str, scenario: str, why: str, unsupported: bool = False) -> R
     return r
 
 
-def command(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> list[str]:
-    """The runner's command line for one system on one scenario, on a fresh directory."""
-    python = args.peer_python if system in PEERS else sys.executable
+def command(
+    system: str,
+    scenario: str,
+    args: argparse.Namespace,
+    workdir: str,
+    database: str = "",
+    threads: int | None = None,
+) -> list[str]:
+    """The runner's command line for one system on one scenario, on a fresh directory (and
+    on PostgreSQL the schema of ``database``); ``threads`` instead of ``--threads``."""
+    python = args.peer_python if system in BENCH_VENV else sys.executable
     directory = tempfile.mkdtemp(prefix=f"{system}-{scenario}-", dir=workdir)
+    threads = args.threads if threads is None else threads
     return [
         python,
         os.path.join(HERE, "run_one.py"),
@@ -128,26 +167,54 @@ def command(system: str, scenario: str, args: argparse.Namespace, workdir: str) 
         "--workdir",
         directory,
         *("--turns", str(args.turns), "--history", str(args.history)),
-        *("--history-turns", str(args.history_turns), "--threads", str(args.threads)),
+        *("--history-turns", str(args.history_turns), "--threads", str(threads)),
         *("--turns-per-thread", str(args.turns_per_thread), "--latency", str(args.latency)),
         *("--timeout", str(args.timeout)),
+        *(("--database", database) if database else ()),
     ]
 
 
 def missing(system: str, args: argparse.Namespace) -> str | None:
-    python = args.peer_python if system in PEERS else sys.executable
+    """Why ``system`` cannot run at all here (its interpreter, or PostgreSQL, missing)."""
+    if backend_of(system) is POSTGRES and args.pg_unreachable:
+        return f"PostgreSQL at {args.pg_url} unreachable: {args.pg_unreachable}"
+    python = args.peer_python if system in BENCH_VENV else sys.executable
     return None if os.path.exists(python) else f"{python} missing (make bench-peers builds it)"
+
+
+class Schema:
+    """A fresh PostgreSQL schema for one system run (``None`` for a SQLite system): made
+    on entry, dropped on exit with any connection left on it."""
+
+    def __init__(self, system: str, scenario: str, args: argparse.Namespace) -> None:
+        self.base = args.pg_url
+        self.name = ""
+        if backend_of(system) is POSTGRES:
+            self.name = _pg.new_schema_name(system, scenario)
+            _pg.create_schema(self.name, self.base)
+
+    @property
+    def url(self) -> str:
+        return _pg.schema_url(self.name, self.base) if self.name else ""
+
+    def drop(self) -> None:
+        if self.name:
+            _pg.drop_schema(self.name, self.base)
+            self.name = ""
 
 
 def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> Result:
     """One system on one scenario, the only process running (the concurrent scenario)."""
     if why := missing(system, args):
         return failed(system, scenario, why, unsupported=True)
+    if system == TWO_NODES:
+        return run_two_nodes(args, workdir)
     started = time.perf_counter()
     limit = args.timeout + 300
+    schema = Schema(system, scenario, args)
     try:
         done = subprocess.run(
-            command(system, scenario, args, workdir),
+            command(system, scenario, args, workdir, schema.url),
             stdout=subprocess.PIPE,
             text=True,
             check=False,
@@ -155,6 +222,8 @@ def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str
         )
     except subprocess.TimeoutExpired:
         return failed(system, scenario, f"process killed after {limit:g} s")
+    finally:
+        schema.drop()
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return failed(system, scenario, f"runner exited {done.returncode} without a result")
@@ -168,16 +237,34 @@ def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str
 
 
 class Runner:
-    """A runner process in ``--serve`` mode: prepared once, then driven block by block."""
+    """A runner process in ``--serve`` mode: prepared once, then driven block by block. A
+    system on PostgreSQL runs on a fresh schema of its own, dropped when it finishes, or on
+    ``database`` (a schema the caller owns)."""
 
-    def __init__(self, system: str, scenario: str, args: argparse.Namespace, workdir: str):
+    def __init__(
+        self,
+        system: str,
+        scenario: str,
+        args: argparse.Namespace,
+        workdir: str,
+        database: str = "",
+        threads: int | None = None,
+    ):
         self.system, self.scenario = system, scenario
         self.result: Result | None = None
+        self.schema: Schema | None = None
+        if system == TWO_NODES:
+            only = "runs the concurrent scenario only (two processes, half of the threads each)"
+            self.result = failed(system, scenario, only, unsupported=True)
+            return
         if why := missing(system, args):
             self.result = failed(system, scenario, why, unsupported=True)
             return
+        if not database:
+            self.schema = Schema(system, scenario, args)
+            database = self.schema.url
         self.proc = subprocess.Popen(
-            [*command(system, scenario, args, workdir), "--serve"],
+            [*command(system, scenario, args, workdir, database, threads), "--serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -206,21 +293,93 @@ class Runner:
                 self._read()  # the result follows: unsupported
 
     def block(self, start: int, count: int) -> None:
+        self.send_block(start, count)
+        self.receive()
+
+    def send_block(self, start: int, count: int) -> None:
+        """Start a block of timed turns; :meth:`receive` waits for it."""
         if self.result is not None:
             return
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"block {start} {count}\n")
         self.proc.stdin.flush()
-        self._read()
+
+    def receive(self) -> None:
+        if self.result is None:
+            self._read()
 
     def finish(self) -> Result:
-        if self.result is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("finish\n")
-            self.proc.stdin.flush()
-            self._read()
+        try:
+            if self.result is None:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("finish\n")
+                self.proc.stdin.flush()
+                self._read()
+        finally:
+            if self.schema is not None:
+                self.schema.drop()
         assert self.result is not None
         return self.result
+
+
+def run_two_nodes(args: argparse.Namespace, workdir: str) -> Result:
+    """The concurrent scenario on two Threadloom nodes: two processes of ``threadloom-pg``,
+    each its own Runtime on one schema, each creating half of the threads and sending to
+    them itself; both prepared, then started at once. One result: both nodes' turns, the
+    longer wall time, both processes' CPU; rows, bytes and the server's CPU read by the
+    driver on a connection of its own around the timed turns."""
+    scenario = "concurrent"
+    started = time.perf_counter()
+    schema = Schema(TWO_NODES, scenario, args)
+    combined = Result(system=TWO_NODES, scenario=scenario, backend="postgresql")
+    try:
+        half = args.threads // 2
+        nodes = [
+            Runner(PG_THREADLOOM, scenario, args, workdir, schema.url, threads=n)
+            for n in (half, args.threads - half)
+        ]
+        for node in nodes:
+            node.ready()
+        probe = _pg.PgProbe(schema.url)
+        rows0, bytes0 = probe.measure()
+        cpu0 = probe.server_cpu()
+        for node in nodes:
+            node.send_block(0, 0)
+        for node in nodes:
+            node.receive()
+        cpu1 = probe.server_cpu()
+        rows1, bytes1 = probe.measure()
+        results = [node.finish() for node in nodes]
+        combined.rows_total, combined.db_bytes = probe.measure()
+    finally:
+        schema.drop()
+    bad = [r for r in results if not r.ok]
+    if bad:
+        combined.ok = False
+        combined.error = "; ".join(f"node {results.index(r) + 1}: {why_not(r)}" for r in bad)
+    for r in results:
+        combined.latencies_ns += r.latencies_ns
+        combined.turns += r.turns
+        combined.cpu_s += r.cpu_s
+        combined.messages_timed += r.messages_timed
+        combined.wall_s = max(combined.wall_s, r.wall_s)
+        combined.peak_rss_mib = max(combined.peak_rss_mib, r.peak_rss_mib)
+        combined.versions = combined.versions or r.versions
+        combined.persistence = combined.persistence or r.persistence
+    combined.rows_timed, combined.bytes_timed = rows1 - rows0, bytes1 - bytes0
+    combined.server_cpu_s = _pg.cpu_between(cpu0, cpu1)
+    combined.persistence = f"two processes of threadloom-pg on one schema: {combined.persistence}"
+    combined.notes = [
+        f"node {i + 1}: {r.turns:,} turns in {r.wall_s:.1f} s, CPU {r.cpu_s:.1f} s,"
+        f" peak RSS {r.peak_rss_mib:.0f} MiB"
+        for i, r in enumerate(results)
+    ]
+    progress(
+        f"  {scenario:<10} {TWO_NODES:<{max(map(len, SYSTEMS))}}"
+        f" {time.perf_counter() - started:6.1f} s"
+        + ("" if combined.ok else f"  ({combined.error})")
+    )
+    return combined
 
 
 def run_interleaved(
@@ -267,7 +426,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     p.add_argument("--tmpdir", default=None, help="where the databases go (system temp dir)")
     p.add_argument("--json", default=None, help="also write every result to this file")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--pg-url",
+        default=_pg.DEFAULT_URL,
+        help="the PostgreSQL database of the PostgreSQL systems, a schema per system run"
+        " (THREADLOOM_BENCH_PG_URL, else postgresql://postgres@127.0.0.1:5432/test)",
+    )
+    args = p.parse_args(argv)
+    pg = any(backend_of(s) is POSTGRES for s in args.systems)
+    args.pg_unreachable = _pg.unreachable(args.pg_url) if pg else None
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -305,8 +473,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if scenario == "empty":
                 print("\n  median ms per block of turns (the thread holds 4 × turn messages):\n")
                 print(growth_table(results, args.turns), flush=True)
+        if server := server_table(by_scenario):
+            print(
+                "\nPostgreSQL: CPU per turn of each system's own process and of the server"
+                " processes serving\nits connections (read from /proc; a connection closed"
+                " during the turns is not counted)\n"
+            )
+            print(server, flush=True)
         print(
-            "\n÷ TL: the system's per-turn time divided by Threadloom's (above 1: slower than"
+            "\n÷ TL: the system's per-turn time divided by Threadloom's on the same store"
+            " (threadloom-pg\nfor the PostgreSQL rows; above 1: slower than"
             " Threadloom).\nCPU ms/turn: the process's CPU time (all its threads) over the"
             " timed turns, per turn; less\nsensitive than wall time to other load on the"
             " machine.\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"

@@ -1,8 +1,9 @@
 """Run one system on one scenario in this process and print the result as one JSON line:
 ``python bench/peers/run_one.py SYSTEM SCENARIO --workdir DIR [options]``.
 
-Threadloom and the raw floor run on the project's ``.venv``; the peers on ``.venv-bench``
-(``make bench-peers`` builds it from ``bench/peers/requirements.txt``)."""
+Threadloom and the raw floors run on the project's ``.venv``; the peers on ``.venv-bench``
+(``make bench-peers`` builds it from ``bench/peers/requirements.txt``). A system on
+PostgreSQL also takes ``--database URL``: a schema of its own (``_pg.schema_url``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ MODULES = {
     "langgraph": "sys_langgraph",
     "openai-agents": "sys_openai_agents",
     "pydantic-ai": "sys_pydantic_ai",
+    "threadloom-pg": "sys_threadloom_pg",
+    "raw-psycopg": "sys_raw_pg",
+    "langgraph-pg": "sys_langgraph_pg",
+    "openai-agents-pg": "sys_openai_agents_pg",
 }
 
 

@@ -53,16 +53,20 @@ def answer(messages: list[AnyMessage]) -> AIMessage:
     return AIMessage("", tool_calls=calls, usage_metadata=usage)
 
 
-def build(latency: float) -> StateGraph[Any]:
+def build(latency: float, async_node: bool = False) -> StateGraph[Any]:
+    """The graph; its model node is a coroutine when there is a latency to sleep or
+    ``async_node`` (a graph driven by ``ainvoke`` only)."""
+
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [answer(state["messages"])]}
 
     async def agent_async(state: MessagesState) -> dict[str, Any]:
-        await asyncio.sleep(latency)
+        if latency:
+            await asyncio.sleep(latency)
         return {"messages": [answer(state["messages"])]}
 
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent_async if latency else agent)
+    builder.add_node("agent", agent_async if latency or async_node else agent)
     builder.add_node("tools", ToolNode([echo]))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
@@ -83,7 +87,7 @@ def turn_messages(i: int) -> list[AnyMessage]:
 
 class LangGraph(System):
     name = "langgraph"
-    packages = ("langgraph", "langgraph-checkpoint-sqlite", "langchain-core")
+    packages: tuple[str, ...] = ("langgraph", "langgraph-checkpoint-sqlite", "langchain-core")
     persistence = (
         "SqliteSaver on a file (WAL, sqlite3 default synchronous=FULL), durability=async (default)"
     )

@@ -97,7 +97,7 @@ def turn_items(i: int) -> list[Any]:
 
 class OpenAIAgents(System):
     name = "openai-agents"
-    packages = ("openai-agents", "openai")
+    packages: tuple[str, ...] = ("openai-agents", "openai")
     persistence = "SQLiteSession on a file (WAL, sqlite3 default synchronous=FULL)"
 
     async def open(self, path: str, latency: float, concurrent: bool) -> None:

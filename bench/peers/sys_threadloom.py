@@ -45,18 +45,24 @@ def turn_rows(i: int) -> list[dict[str, Any]]:
 
 class Threadloom(System):
     name = "threadloom"
-    packages = ("threadloom",)
+    packages: tuple[str, ...] = ("threadloom",)
 
     async def open(self, path: str, latency: float, concurrent: bool) -> None:
         self.runtime = await Runtime.open(
-            f"sqlite:///{path}", definitions=make_definitions(latency, fixed_usage=True)
+            self.store_url(path), definitions=make_definitions(latency, fixed_usage=True)
         )
+        self.persistence = self.describe()
+
+    def store_url(self, path: str) -> str:
+        """What ``Runtime.open`` is given: the file ``path`` as a SQLite URL."""
+        return f"sqlite:///{path}"
+
+    def describe(self) -> str:
+        """How the opened runtime persists (its store's durability setting)."""
         store = self.runtime.store
         assert isinstance(store, SqliteStore)
         sync = _SYNC.get(store.pragma("synchronous"), "?")
-        self.persistence = (
-            f"Runtime.open defaults, synchronous={sync}, each message committed as it is stored"
-        )
+        return f"Runtime.open defaults, synchronous={sync}, each message committed as it is stored"
 
     async def new_thread(self) -> Any:
         return await self.runtime.create_thread("chat")
