@@ -84,6 +84,35 @@ def memory_gib() -> str:
     return "RAM unknown"
 
 
+def source() -> str:
+    """Which Threadloom the runners import (a PYTHONPATH can point them at another tree)
+    and the checkout's revision, with the count of uncommitted changes under src/."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import threadloom; print(threadloom.__file__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    where = os.path.dirname(done.stdout.strip()) if done.returncode == 0 else "not importable"
+    root = os.path.dirname(os.path.dirname(HERE))
+    try:
+        rev = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return where
+    return f"{where}; checkout at {rev}, {len(dirty)} uncommitted paths under src/"
+
+
 def load() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -123,6 +152,7 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f"python      {platform.python_implementation()} {platform.python_version()},"
             f" sqlite {sqlite3.sqlite_version}",
             *([f"postgresql {postgres_line(args)}"] if pg else []),
+            f"threadloom  {source()}",
             f"temp dir    {workdir}",
             f"filesystem  {filesystem_of(workdir)}",
             f"parameters  empty: --turns {args.turns}; history: --history {args.history}"
