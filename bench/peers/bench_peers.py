@@ -1,23 +1,31 @@
 """Threadloom side by side with LangGraph, the OpenAI Agents SDK, pydantic-ai and a raw
-``sqlite3`` floor: the same workload, each system in its own process on a fresh database.
+``sqlite3`` floor, and on PostgreSQL with LangGraph, the Agents SDK and a raw psycopg
+floor: the same workload, each system in its own process on a fresh database.
 
 Run with ``make bench-peers`` (it builds ``.venv-bench`` from bench/peers/requirements.txt
-for the peers; Threadloom and the floor run on the project's ``.venv``). It is a
+for the peers; Threadloom and the floors run on the project's ``.venv``). It is a
 benchmark, not a test: it prints its tables and exits 0 even when a goal is missed.
 
 One turn = user message → one tool call → tool result → final text, on a zero-latency
 fake model in every system (100 ms per model call in the concurrent scenario). Each
-system persists with its own durable SQLite persistence on a file; see the docstring of
-each ``sys_*.py``. Scenarios: ``empty`` (300 turns from an empty thread, after 10 warm-up
-turns on another thread), ``history`` (a thread seeded with 2,000 messages through the
-system's own API, untimed, 3 warm-up turns, then 50 timed turns), ``concurrent`` (1,000
-threads × 3 turns at once, each thread's turns sequential). In ``empty`` and ``history``
-all systems' processes are prepared first and their timed turns then run in blocks, one
-system at a time, the order rotating (so load from elsewhere falls on all alike);
-``concurrent`` runs one system at a time. Measured per system: per-turn median and p90,
-CPU time per turn, rows and bytes the timed turns added per stored message (read from the
-database on a separate connection), the database files' size after close and the
-process's peak RSS. docs/benchmarks.md has a run and what it says.
+SQLite system persists with its own durable SQLite persistence on a file; each
+PostgreSQL system (``-pg``, ``raw-psycopg``) with its own PostgreSQL persistence in a
+fresh schema of the database of ``--pg-url``, dropped after the run (printed as not run
+when the server cannot be reached); see the docstring of each ``sys_*.py``. Scenarios:
+``empty`` (300 turns from an empty thread, after 10 warm-up turns on another thread),
+``history`` (a thread seeded with 2,000 messages through the system's own API, untimed,
+3 warm-up turns, then 50 timed turns), ``concurrent`` (1,000 threads × 3 turns at once,
+each thread's turns sequential). In ``empty`` and ``history`` all systems' processes of
+one store are prepared first and their timed turns then run in blocks, one system at a
+time, the order rotating (so load from elsewhere falls on all alike), the SQLite systems
+first, then the PostgreSQL ones; ``concurrent`` runs one system at a time, and once more
+on two Threadloom nodes (``threadloom-pg-2-nodes``: two processes on one schema, each
+creating half of the threads and sending to them, started at once). Measured per system:
+per-turn median and p90, CPU time per turn, rows and bytes the timed turns added per
+stored message (read from the database on a separate connection), the database's size
+after close and the process's peak RSS; on PostgreSQL also the CPU time of the server
+processes serving the system's connections. docs/benchmarks.md has a run and what it
+says.
 
 One more row, for information, in the concurrent scenario only: ``threadloom-tuned-gc``,
 the Threadloom system in a process that tunes CPython's garbage collector as ``threadloom
@@ -47,6 +55,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import _pg  # noqa: E402
 from _common import SCENARIOS, Result, result_from  # noqa: E402
 from _tables import (  # noqa: E402
+    BACKENDS,
     BENCH_VENV,
     PG_THREADLOOM,
     POSTGRES,
@@ -161,7 +170,7 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)"
             + ("; two nodes: half of the threads each" if TWO_NODES in args.systems else ""),
             f"            empty, history: the systems' timed turns interleaved in {BLOCKS}"
-            " blocks; concurrent: one system at a time",
+            " blocks (SQLite's, then PostgreSQL's); concurrent: one system at a time",
             f"load        {load()} (1, 5, 15 min) at the start",
         ]
     )
@@ -483,8 +492,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if scenario == "concurrent":
                 results = [run_alone(s, scenario, args, workdir) for s in systems]
             else:
+                # the SQLite systems interleaved among themselves, then the PostgreSQL
+                # ones: no server process's preparation or background work (its seeding,
+                # its checkpoints) falls on the SQLite systems' timed turns
                 turns = args.turns if scenario == "empty" else args.history_turns
-                results = run_interleaved(systems, scenario, turns, args, workdir)
+                results = []
+                for backend in BACKENDS:
+                    group = [s for s in systems if backend_of(s) is backend]
+                    if group:
+                        results += run_interleaved(group, scenario, turns, args, workdir)
             by_scenario[scenario] = results
         everything = [r for rs in by_scenario.values() for r in rs]
         print("\nversions (each system's own process)\n")
