@@ -12,6 +12,18 @@ import os
 from typing import Any
 from urllib.parse import quote
 
+# Nodes on PostgreSQL with short liveness timings (spec 12 §12.9 rule 2), so a test that
+# kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 2 s, sweep 1 s.
+# Runtime.open reads them (NodeTimings.from_env); so do the child processes tests start.
+NODE_TIMINGS = {
+    "THREADLOOM_NODE_HEARTBEAT_SECONDS": "0.5",
+    "THREADLOOM_NODE_TTL_SECONDS": "2",
+    "THREADLOOM_SWEEP_SECONDS": "1",
+}
+for _key, _value in NODE_TIMINGS.items():
+    os.environ.setdefault(_key, _value)
+NODE_TTL_S = float(os.environ["THREADLOOM_NODE_TTL_SECONDS"])
+
 PG_URL = os.environ.get("THREADLOOM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 

@@ -88,6 +88,16 @@ class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""
 
 
+class LeaseLost(StoreError):
+    """An execution's fenced write found the thread's lease no longer its own (spec 12
+    §12.3.3): another node took the thread over, or the thread was deleted. Nothing was
+    written; the execution stops at once and writes nothing more."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"this node no longer holds the lease of thread {thread_id}")
+        self.thread_id = thread_id
+
+
 class StoreLocked(StoreError):
     """Another process runs this SQLite file's threads (spec 12 §12.1 rule 4); ``pid`` is
     the holder's process id when it has written it."""

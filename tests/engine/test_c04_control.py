@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from pg_support import NODE_TTL_S
 from threadloom import Agent, HookBlocked, Side, ThreadState, hook
 from threadloom.define import Prompt, Reasoning, tool
 from threadloom.engine.runs import EngineOptions
@@ -803,8 +804,11 @@ async def test_c04_093_no_prices_no_cost(make_chat: Any) -> None:
 class Child:
     """A ``crash_child.py`` process on the test's database."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, db_url: str = "") -> None:
         self.proc = proc
+        self.shared = db_url.startswith("postgresql://")
+        """A store several nodes share: the killed child's node must be dead (its
+        heartbeat older than the TTL) before a restart may take its runs as lost."""
 
     async def line(self, tag: str, timeout: float = 20.0) -> dict[str, Any]:
         """The JSON of the first ``<tag> {...}`` line the child prints."""
@@ -823,10 +827,13 @@ class Child:
                     return data
 
     async def kill(self) -> None:
-        if self.proc.returncode is None:
+        killed = self.proc.returncode is None
+        if killed:
             self.proc.send_signal(signal.SIGKILL)
         async with asyncio.timeout(10):
             await self.proc.wait()
+        if killed and self.shared:
+            await asyncio.sleep(NODE_TTL_S + 0.3)
 
 
 async def _child(db_url: str, scenario: str, *args: str) -> Child:
@@ -839,7 +846,7 @@ async def _child(db_url: str, scenario: str, *args: str) -> Child:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    return Child(proc)
+    return Child(proc, db_url)
 
 
 async def _crash(db_url: str, scenario: str, *args: str) -> dict[str, Any]:

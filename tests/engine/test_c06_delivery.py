@@ -27,6 +27,7 @@ from test_c06_create import (
     worker,
 )
 
+from pg_support import NODE_TTL_S
 from threadloom import Agent, Side, ThreadState
 from threadloom.define import Prompt, SessionBinding, Subagent, tool
 from threadloom.providers.scripted import Call, Reply
@@ -524,6 +525,8 @@ async def crash(db_url: str, *args: str) -> dict[str, Any]:
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    if db_url.startswith("postgresql://"):  # until the killed node is dead (TTL)
+        await asyncio.sleep(NODE_TTL_S + 0.3)
     return ready
 
 

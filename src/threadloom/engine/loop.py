@@ -23,8 +23,10 @@ from threadloom.engine.results import SessionResult, ended_result, final_message
 from threadloom.engine.step import StepEnv, model_step, role_of
 from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
+from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, new_id
-from threadloom.store.base import ThreadRow, delivered_message
+from threadloom.store.base import Fence, ThreadRow, delivered_message
+from threadloom.store.fence import current_fence
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.state import ThreadState
@@ -76,6 +78,8 @@ class Run:
         """``(reason, settled)`` once the end-of-run check committed with the run's last
         message (``RunManager.finish_run``)."""
         self.rewake = False
+        self.fence: Fence | None = None
+        """The lease this run's writes are checked against (a store several nodes share)."""
         """Work was queued after that check: start the next run once this one is gone."""
         self._reset()
 
@@ -158,6 +162,8 @@ class Run:
 
     # -- the run -----------------------------------------------------------------------
     async def execute(self) -> None:
+        if self.fence is not None:  # this task's writes of the thread are the execution's
+            current_fence.set(self.fence)
         history = self.hub.warm_history(self.thread_id, self.event_seq)
         if history is None:
             history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
@@ -188,6 +194,9 @@ class Run:
                 self._reset()
         except asyncio.CancelledError:
             return
+        except LeaseLost:
+            self.manager.lease_lost(self)
+            return
         finally:
             self.execution.step = None  # the run's last step, which points back at the run
             self.hub.warm_grown(self.thread_id, history)
@@ -203,7 +212,7 @@ class Run:
         while True:
             try:
                 reason = await self._step()
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, LeaseLost):
                 raise
             except Exception as exc:
                 await self._step_error(exc)

@@ -22,9 +22,16 @@ from threadloom.engine import results
 from threadloom.engine.loop import Run
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
-from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.errors import (
+    InvalidArgument,
+    LeaseLost,
+    ThreadBusy,
+    ThreadNotFound,
+    ThreadTerminated,
+)
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
-from threadloom.store.base import RunEnd, Settlement, StoredEvent, ThreadRow
+from threadloom.store.base import Fence, RunBegin, RunEnd, Settlement, StoredEvent
+from threadloom.store.fence import current_fence
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
@@ -100,6 +107,14 @@ ABORTS: Mapping[str, AbortKind] = {
 }
 
 
+def _unfence(run: Run) -> None:
+    """Stop fencing the current task's writes with ``run``'s lease, now released (the
+    writes that follow a run's end — a hand-off note, a one-shot child's end — are no
+    execution's)."""
+    if run.fence is not None and current_fence.get() is run.fence:
+        current_fence.set(None)
+
+
 def _wake(waiter: asyncio.Future[None], _task: object) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -136,6 +151,8 @@ class RunManager:
         self._background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
+        self.fenced = False
+        """True while this node has fenced itself (``engine/liveness.py``): no run starts."""
         self.runs_threads = True
         """False in a runtime opened ``exclusive=False``: it never starts a run (the process
         that owns the file does); what it queues waits for that process."""
@@ -160,7 +177,7 @@ class RunManager:
 
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
-        if self.closing or not self.runs_threads or thread_id in self._starting:
+        if self.closing or self.fenced or not self.runs_threads or thread_id in self._starting:
             return
         run = self._runs.get(thread_id)
         if run is not None:
@@ -230,7 +247,7 @@ class RunManager:
         if not self.runs_threads or not self._registry()[0]:
             return None  # thread-core use, or a shared runtime: queues just wait
         async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing:
+            if thread_id in self._runs or self.closing or self.fenced:
                 return None
             status = (
                 None
@@ -247,13 +264,16 @@ class RunManager:
                 delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
                 if deliver:
                     self.hub.note_queue_empty(thread_id)
-            return self._launch(begun.row, side, delivered if deliver else None, spawn)
+            return self._launch(begun, side, delivered if deliver else None, spawn)
 
     def _launch(
-        self, row: ThreadRow, side: str, delivered: list[Message] | None, spawn: bool
+        self, begun: RunBegin, side: str, delivered: list[Message] | None, spawn: bool
     ) -> Run:
         """Register the run that ``begin_run`` started (inside the start gate)."""
+        row = begun.row
         run = Run(self, row, self.hub.definitions.agent(row.agent_id), "b" if side == "b" else "a")
+        if begun.lease is not None:
+            run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
         run.started_at = row.status.since
         run.event_seq = row.event_seq
@@ -321,6 +341,7 @@ class RunManager:
         if run.ended is not None:  # committed with the run's last message (finish_run)
             settled = run.ended[1]
             if settled:
+                _unfence(run)
                 self.release(run)
             else:
                 run.ended = None
@@ -340,6 +361,7 @@ class RunManager:
             if settled:
                 run.finished = True
                 self._runs.pop(tid, None)
+                _unfence(run)  # the lease is released: later writes are no execution's
         await results.finish(self, run.row, prepared)
         return not settled
 
@@ -428,9 +450,17 @@ class RunManager:
         )
         async with self.hub.lock(tid):
             async with self._parent_lock(prepared):
-                events = await self.hub.store.settle_run(tid, settlement)
+                fence = current_fence.set(run.fence)  # the owner's writes, from any task
+                try:
+                    events = await self.hub.store.settle_run(tid, settlement)
+                except LeaseLost:  # taken over meanwhile: the new owner settles it
+                    events = []
+                    prepared = None
+                finally:
+                    current_fence.reset(fence)
                 await self.hub.publish_events(events)
             self._runs.pop(tid, None)
+        _unfence(run)
         await results.finish(self, run.row, prepared)
         if run.listened:
             run.publish_telemetry("stopped", reason=reason, side=run.side)
@@ -442,6 +472,25 @@ class RunManager:
                     tid, ThreadStatus.settled("interrupted", self.hub.clock())
                 )
                 await self.hub.publish_events([event])
+
+    def lease_lost(self, run: Run) -> None:
+        """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3): another node
+        took the thread over, or it was deleted. The run ends here, writing nothing more."""
+        logger.warning("thread %s: lease lost, its execution stops here", run.thread_id)
+        run.finished = True
+        if self._runs.get(run.thread_id) is run:
+            del self._runs[run.thread_id]
+
+    def drop_all(self) -> None:
+        """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it (the
+        node cannot write; another node settles it as lost) and start none until
+        ``fenced`` is lifted."""
+        self.fenced = True
+        for run in list(self._runs.values()):
+            run.finished = True
+            if run.task is not None:
+                run.task.cancel()
+        self._runs.clear()
 
     async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
         run = self._runs.get(thread_id)
@@ -527,7 +576,7 @@ class RunManager:
     def _fast_start(self) -> bool:
         """Whether a send may start its run in its own transaction: not shutting down, an
         agent that can run, no create hook (deliveries then need the create lifecycle)."""
-        if self.closing or not self.runs_threads:
+        if self.closing or self.fenced or not self.runs_threads:
             return False
         runnable, create_hooks = self._registry()
         return runnable and not create_hooks
@@ -539,7 +588,7 @@ class RunManager:
         and the delivery, and the run starts on its own task."""
         hub = self.hub
         async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing:  # a run started meanwhile
+            if thread_id in self._runs or self.closing or self.fenced:  # a run started meanwhile
                 return await enqueue(hub, thread_id, fields, "api")
             status = ThreadStatus(state="running", since=hub.clock(), reason=None)
             # validated construction: about half the cost of model_construct here, and the
@@ -561,7 +610,7 @@ class RunManager:
                     )
                     hub.note_queue_empty(thread_id)
             if begun is not None:
-                self._launch(begun.row, "a", delivered, spawn=True)
+                self._launch(begun, "a", delivered, spawn=True)
         if begun is None:
             hub.signal_work(thread_id)
         return view

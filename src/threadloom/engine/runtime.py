@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
 from threadloom.engine import results
+from threadloom.engine.liveness import Liveness, NodeTimings
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.providers.base import ProviderRegistry
@@ -31,6 +34,8 @@ from threadloom.thread.hub import ThreadHub
 from threadloom.thread.retention import EventPruner, EventRetention, PruneReport, prune_events
 from threadloom.thread.state import ThreadState, load_state
 from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
+
+logger = logging.getLogger("threadloom.engine")
 
 
 class Runtime:
@@ -47,6 +52,8 @@ class Runtime:
         self.runs = RunManager(hub, self.providers, options or EngineOptions())
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
+        self.liveness: Liveness | None = None
+        """The node's heartbeat and sweeper, on a store several processes share."""
         self._closed = False
 
     @classmethod
@@ -71,6 +78,8 @@ class Runtime:
         exclusive: bool = True,
         warm_messages: int | None = None,
         event_retention: EventRetention | None = None,
+        node_id: str | None = None,
+        node_timings: NodeTimings | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -83,6 +92,13 @@ class Runtime:
         ``EventRetention()``: one hour, 10,000 rows a thread, a pass a minute) bounds the
         event rows kept for stream resumption (spec 09 §9.6.1, ``thread/retention.py``);
         the pruner runs in the runtime that claims the store.
+
+        On a store several processes share (PostgreSQL), the runtime is a node (spec 12):
+        ``node_id`` (default ``<hostname>-<8 hex>``) names it in its leases and heartbeats,
+        and ``node_timings`` (default: ``THREADLOOM_NODE_HEARTBEAT_SECONDS``,
+        ``THREADLOOM_NODE_TTL_SECONDS``, ``THREADLOOM_SWEEP_SECONDS``, else 5, 15 and 5 s)
+        set its liveness loop (``engine/liveness.py``); recovery then settles only the
+        runs of dead nodes.
 
         The runtime claims the store for this process first (``Store.claim_runner``: on an
         SQLite file, a lock that a second process is refused with ``StoreLocked``), then
@@ -110,8 +126,15 @@ class Runtime:
         if users is not None and not isinstance(users, IdentityAuthority):
             users = StaticUsers(users)
         the_clock = clock or system_clock_us
+        timings = node_timings or NodeTimings.from_env(os.environ)
+        timings.check()
         opened = store or await open_store(
-            url, clock=the_clock, synchronous=synchronous, write_mode=write_mode
+            url,
+            clock=the_clock,
+            synchronous=synchronous,
+            write_mode=write_mode,
+            node_id=node_id,
+            node_ttl_s=timings.ttl_s,
         )
         if exclusive:
             try:  # before recovery: it would settle the live runs of another process
@@ -135,10 +158,13 @@ class Runtime:
         if event_retention is not None:
             runtime.retention = event_retention
         if exclusive:
+            if opened.shared:  # a node: live before it settles the runs of dead ones
+                runtime.liveness = Liveness(runtime, timings)
+                await runtime.liveness.start()
             await runtime.recover()
             for parent_id in await opened.threads_with_open_children():
                 await reconcile_registry(hub, parent_id, force=True)
-            for thread_id in await opened.threads_with_queue():
+            for thread_id in await opened.claimable_queues(limit=1_000_000):
                 runtime.runs.wake(thread_id)
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
@@ -161,10 +187,11 @@ class Runtime:
         self.hub.definitions.add(fn)
 
     async def recover(self) -> list[str]:
-        """Settle every ``running`` thread that no live execution owns; returns their ids."""
+        """Settle every ``running`` thread that no live execution owns (no live node's,
+        where several share the store); returns their ids."""
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
-        for thread_id in await self.store.threads_with_status("running"):
+        for thread_id in await self.store.lost_runs(limit=1_000_000):
             row = await self.store.get_thread(thread_id)
             if row is None:
                 continue
@@ -185,10 +212,28 @@ class Runtime:
             await results.finish(self.runs, row, prepared)
         return settled
 
+    async def _node_step(self, step: Callable[[], Awaitable[None]], what: str) -> None:
+        """A write of the node's own row at shutdown: one that fails (the database went
+        away first) is logged, and the shutdown goes on."""
+        try:
+            await step()
+        except Exception as exc:
+            logger.warning("node %s: %s failed: %s", self.store.node_id, what, exc)
+
     async def prune_events(self) -> PruneReport:
         """Prune the event rows the replay window no longer holds, now (one pass; the
         runtime's pruner does this every ``event_retention.interval`` seconds)."""
         return await prune_events(self.hub.store, self.retention, self.hub.clock)
+
+    async def drain(self, grace: float | None = None) -> None:
+        """Stop taking work and let running steps finish for ``grace`` seconds (default
+        ``EngineOptions.drain_seconds``), then settle the runs left ``failed``/``aborted``
+        (spec 04 §4.20.5); on a shared store the node is marked draining first (spec 12
+        §12.6.4), so other nodes run what is queued. The runtime stays open (reads,
+        writes); ``close`` ends it."""
+        if self.liveness is not None and not self.runs.closing:
+            await self._node_step(self.store.set_draining, "marking the node draining")
+        await self.runs.close(grace)
 
     async def close(self, drain: float | None = None) -> None:
         """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
@@ -197,7 +242,10 @@ class Runtime:
             self._closed = True
             if self._pruner is not None:
                 await self._pruner.stop()
-            await self.runs.close(drain)
+            await self.drain(drain)  # the node still beats while it drains
+            if self.liveness is not None:
+                await self.liveness.stop()
+                await self._node_step(self.store.remove_node, "removing the node's row")
             await self.providers.aclose()
             await self.store.close()
 

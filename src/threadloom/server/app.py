@@ -93,6 +93,16 @@ class ThreadloomApp:
         if ctx is not None:
             ctx.begin_shutdown()
 
+    async def drain(self) -> None:
+        """Drain (spec 12 §12.6.4): health answers 503 ``draining`` from now on, the node
+        takes no new lease, and its running executions get ``THREADLOOM_DRAIN_SECONDS``
+        before those left are aborted; requests that arrive meanwhile are still served."""
+        ctx: ServerContext | None = getattr(self.app.state, "ctx", None)
+        if ctx is None:
+            return
+        ctx.draining = True
+        await ctx.runtime.drain(self.settings.drain_seconds)
+
     async def streams_closed(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the streams ended by ``begin_shutdown`` to
         close; True when none is left."""
@@ -138,6 +148,8 @@ def serve_app(
         options.setdefault(
             "event_retention", EventRetention(settings.replay_seconds, settings.replay_events)
         )
+        options.setdefault("node_id", settings.node_id)
+        options.setdefault("node_timings", settings.node_timings())
         runtime = await Runtime.open(settings.store, project=project, **options)
         creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)

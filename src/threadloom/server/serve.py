@@ -8,6 +8,7 @@ import asyncio
 import os
 import socket
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -62,11 +63,35 @@ class ThreadloomServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: ThreadloomApp) -> None:
         super().__init__(config)
         self.threadloom = app
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:  # the app, its definitions and its runtime are up
+            self._loop = asyncio.get_running_loop()
             tune_gc()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The first SIGTERM or SIGINT drains (spec 12 §12.6.4): health answers 503 and no
+        run starts while the node still serves what arrives and its runs get their grace
+        period; then uvicorn shuts down. A second signal shuts down at once."""
+        loop = self._loop
+        if self._drain is None and loop is not None and not self.should_exit:
+            self._captured_signals.append(sig)  # re-raised at the end, as uvicorn does
+            loop.call_soon_threadsafe(self._start_drain)
+            return
+        super().handle_exit(sig, frame)
+
+    def _start_drain(self) -> None:
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().create_task(self._drain_then_exit())
+
+    async def _drain_then_exit(self) -> None:
+        try:
+            await self.threadloom.drain()
+        finally:
+            self.should_exit = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.threadloom.begin_shutdown()

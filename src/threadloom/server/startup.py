@@ -55,7 +55,9 @@ async def open_checked_store(settings: ServerSettings) -> Store:
     """The store of ``settings``, claimed for this process (a second process on an SQLite
     file is refused: ``StoreLocked``, spec 12 §12.1 rule 4) and checked (``check_startup``);
     closed again when the server must not start. The server's Runtime then opens on it."""
-    store = await open_store(settings.store)
+    store = await open_store(
+        settings.store, node_id=settings.node_id, node_ttl_s=settings.node_ttl_s
+    )
     try:
         await store.claim_runner()
         await check_startup(settings, store)

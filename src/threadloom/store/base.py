@@ -26,7 +26,9 @@ from threadloom.store.shapes import (
     Clock,
     CostSummary,
     CostSums,
+    Fence,
     FileContent,
+    Lease,
     NewFile,
     NewThread,
     Order,
@@ -56,7 +58,9 @@ __all__ = [
     "Clock",
     "CostSummary",
     "CostSums",
+    "Fence",
     "FileContent",
+    "Lease",
     "NewFile",
     "NewThread",
     "Order",
@@ -89,6 +93,11 @@ class Store(Protocol):
     url: str
     kind: str
     """The backend, ``"sqlite"`` or ``"postgres"`` (health and diagnostics; never logic)."""
+    node_id: str | None
+    """This process's node id where several processes share the store (spec 12 §12.2)."""
+    shared: bool
+    """Whether several processes may run this store's threads at once (spec 12): their
+    leases decide who runs a thread, and a lost run is one whose node is not live."""
 
     async def close(self) -> None:
         """Close the store; releases what ``claim_runner`` claimed."""
@@ -158,6 +167,33 @@ class Store(Protocol):
     async def threads_with_status(self, state: str) -> list[str]: ...
 
     async def threads_with_queue(self) -> list[str]: ...
+
+    async def lost_runs(self, limit: int = 100) -> list[str]:
+        """Threads ``running`` that no live node runs: runs lost with their process (spec
+        12 §12.6.1), to settle with ``LOST_RUN``; on a store one process runs, all of them."""
+        ...
+
+    async def claimable_queues(self, limit: int = 100) -> list[str]:
+        """Threads with queued entries, neither stopped nor terminated, no live node runs
+        (spec 12 §12.4 rule 4)."""
+        ...
+
+    async def register_node(self) -> None:
+        """Insert (or revive) this node's row (spec 12 §12.2); nothing on a store one
+        process runs."""
+        ...
+
+    async def heartbeat(self) -> bool:
+        """Refresh this node's heartbeat; ``False`` when the database could not be written."""
+        ...
+
+    async def set_draining(self) -> None:
+        """Mark this node draining (spec 12 §12.6.4)."""
+        ...
+
+    async def remove_node(self) -> None:
+        """Delete this node's row, and those of nodes dead for an hour."""
+        ...
 
     # -- run status and termination ---------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:

@@ -189,6 +189,25 @@ class RunBegin:
     row: ThreadRow
     delivered: list[Message]
     events: list[StoredEvent]
+    lease: Lease | None = None
+    """The lease the run holds (a store several nodes share; ``None`` on SQLite)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A node's ownership of a thread's execution (spec 12 §12.3): the node and the
+    fencing token of this ownership, which only ever grows per thread."""
+
+    node_id: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lease an execution's writes of ``thread_id`` are checked against."""
+
+    thread_id: str
+    lease: Lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +257,9 @@ class Settlement:
     delivery: ParentDelivery | None = None
     """A child's session result for its parent, committed with the settlement (its events
     follow the child's)."""
+    take_over: bool = False
+    """Settle a lost run: the node takes the lease first unless a live node holds it (then
+    nothing is written), and releases it after (spec 12 §12.6.3)."""
     skip_events: int = 0
     """Event numbers left unused before the settlement's own events and recorded as
     pruned (``events_pruned_through``): the numbers a lost unsynced tail may have
@@ -256,6 +278,7 @@ LOST_RUN = Settlement(
     reason="execution_lost",
     logs_first=True,
     only_if_running=True,
+    take_over=True,
     skip_events=LOST_TAIL_EVENTS,
 )
 """Settlement of a run lost in a crash (spec 04 §4.24.1): only while the status is running.

@@ -11,7 +11,10 @@ backends. Everything else is one SQL text, written with ``?`` parameters, for bo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from threadloom.store.shapes import Fence
 
 T = TypeVar("T")
 
@@ -34,6 +37,16 @@ class Conn(Protocol):
 
     @property
     def sql(self) -> Dialect: ...
+
+    @property
+    def node_id(self) -> str | None:
+        """The node this transaction runs on (where ``sql.leases``)."""
+        ...
+
+    @property
+    def fence(self) -> Fence | None:
+        """The execution lease this transaction's writes of its thread are checked against."""
+        ...
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
 
@@ -67,6 +80,16 @@ class Dialect:
     """The expression a new thread's ``tnum`` (the key prefix of its rows) is taken from."""
     integrity_error: type[Exception] | tuple[type[Exception], ...] = ()
     """The driver's exception class(es) for a violated constraint."""
+    leases: bool = False
+    """Whether threads carry leases (spec 12 §12.3: several nodes share the database)."""
+    lease_columns: str = ""
+    """Columns ``Tx`` reads after the others where ``leases``: the lease's node, its token
+    and whether that node is live."""
+    fenced: str = ""
+    """The condition on the thread row of a fenced write (binds the node and the token)."""
+    wake_notify: str = ""
+    """What follows ``Tx.flush``'s UPDATE of a thread that has new queued work, so the
+    other nodes learn of it at commit (binds the thread id); empty: no one else listens."""
 
     def __init__(self) -> None:
         self._memo: dict[Callable[[Dialect], Any], Any] = {}
@@ -78,6 +101,11 @@ class Dialect:
             found = self._memo[build] = build(self)
         result: T = found
         return result
+
+    def unowned(self, alias: str) -> str:
+        """A predicate: no live node holds the lease of thread row ``alias`` (always true
+        where threads carry no leases: one process runs them all)."""
+        return "1 = 1"
 
     def json_text(self, column: str, key: str) -> str:
         """The string at top-level ``key`` of the JSON object text in ``column``."""

@@ -40,6 +40,7 @@ def enqueue_in(tx: Tx, entry: QueueEntry, clear_stop: bool) -> tuple[QueueEntry,
     if clear_stop:
         tx.stopped = False
     tx.touch(stored.created_at)
+    tx.wake = True
     return stored, qseq, tx.event("message", stored.id)
 
 

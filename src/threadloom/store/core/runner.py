@@ -59,6 +59,11 @@ class TxStore:
     clock: Clock
     kind: str = ""
     """The backend: ``"sqlite"`` or ``"postgres"`` (for diagnostics, never for logic)."""
+    node_id: str | None = None
+    """This process's node id (spec 12 §12.2), where several processes share the store."""
+    shared = False
+    """Whether several processes (nodes) may run this store's threads at once: their
+    leases, heartbeats and sweeps then decide who runs what (spec 12)."""
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in a read transaction (one consistent snapshot)."""
@@ -118,6 +123,26 @@ class TxStore:
 
     async def threads_with_status(self, state: str) -> list[str]:
         return await self._read(threads.threads_with_status, state)
+
+    async def lost_runs(self, limit: int = 100) -> list[str]:
+        return await self._read(threads.lost_runs, limit)
+
+    async def claimable_queues(self, limit: int = 100) -> list[str]:
+        return await self._read(threads.claimable_queues, limit)
+
+    # the node's row (spec 12 §12.2): nothing to keep where one process runs the store
+    async def register_node(self) -> None:
+        """Insert (or revive) this node's row."""
+
+    async def heartbeat(self) -> bool:
+        """Refresh this node's heartbeat; ``False`` when the store could not be written."""
+        return True
+
+    async def set_draining(self) -> None:
+        """Mark this node draining (spec 12 §12.6.4): it takes no new lease."""
+
+    async def remove_node(self) -> None:
+        """Delete this node's row (its last act), and rows of nodes dead an hour."""
 
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)

@@ -17,6 +17,7 @@ from threadloom.records import (
 )
 from threadloom.store.base import (
     Clock,
+    Lease,
     ParentDelivery,
     RunBegin,
     RunEnd,
@@ -65,6 +66,17 @@ class _Started(NamedTuple):
     activity: int | None
     """The thread's activity time before the start: the one its started row reports (the
     caller builds the row once the transaction's events are in: ``Tx.thread_row``)."""
+    lease: Lease | None
+    """The lease the run took (where threads carry leases)."""
+
+
+def _may_run_here(tx: Tx) -> bool:
+    """Whether this node may take the thread's lease to run it (spec 12 §12.3.2): no live
+    node holds it but maybe this one (whose own runs the engine keeps to one a thread), and
+    no run lost with a dead node waits for its settlement (the sweeper's, §12.6)."""
+    if tx.lease_node is None or tx.lease_node == tx.conn.node_id:
+        return True
+    return not tx.lease_live and tx.status_state != "running"
 
 
 def _begin_in(
@@ -81,10 +93,16 @@ def _begin_in(
         return None
     if runnable is not None and not runnable(tx.agent_id()):
         return None
+    lease = None
+    if tx.sql.leases:
+        node_id = tx.conn.node_id
+        if node_id is None or not _may_run_here(tx):
+            return None
+        lease = tx.acquire(node_id)
     activity = tx.activity
     if status is not None:
         write_status(tx, status)
-    return _Started(activity)
+    return _Started(activity, lease)
 
 
 def begin_run(
@@ -105,10 +123,11 @@ def begin_run(
     if started is None:
         return None
     delivered = _deliver_waiting(tx) if deliver else []
-    if not tx.events:
+    if not tx.events and started.lease is None:
         return RunBegin(tx.thread_row(started.activity), [], [])
     events = tx.flush()
-    return RunBegin(tx.thread_row(started.activity), [m for m, _ in delivered], events)
+    row = tx.thread_row(started.activity)
+    return RunBegin(row, [m for m, _ in delivered], events, started.lease)
 
 
 def enqueue_and_begin_run(
@@ -143,7 +162,7 @@ def enqueue_and_begin_run(
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
     row = tx.thread_row(started.activity)
-    return stored, event, RunBegin(row, [m for m, _ in delivered], events)
+    return stored, event, RunBegin(row, [m for m, _ in delivered], events, started.lease)
 
 
 def _as_read(entry: QueueEntry) -> QueueEntry:
@@ -275,6 +294,11 @@ def settle_run(
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
         return []
+    if settlement.take_over and tx.sql.leases:  # a lost run: only if no live node runs it
+        node_id = tx.conn.node_id
+        if node_id is None or (tx.lease_live and tx.lease_node != node_id):
+            return []
+        tx.acquire(node_id)
     if settlement.skip_events:
         tx.event_seq += settlement.skip_events
         conn.execute(
@@ -303,6 +327,7 @@ def settle_run(
         tx.event("message", note.id)
     if settlement.reason is not None:
         write_status(tx, ThreadStatus.settled(settlement.reason, tx.now))
+        tx.release()  # an interrupted run (no reason) is started again by the same node
     events = tx.flush()
     if settlement.delivery is not None:
         events += deliver_to_parent(conn, clock, settlement.delivery)
@@ -449,6 +474,7 @@ def _end_in(tx: Tx, end: RunEnd) -> bool:
     settled = not (end.allow_continue and waiting and not tx.stopped and tx.terminated is None)
     if settled:
         write_status(tx, ThreadStatus.settled(end.reason, tx.now))
+        tx.release()
     return settled
 
 

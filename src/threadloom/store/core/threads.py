@@ -286,6 +286,34 @@ def threads_with_status(conn: Conn, state: str) -> list[str]:
     return [r[0] for r in conn.execute("SELECT id FROM threads WHERE status_state = ?", (state,))]
 
 
+def lost_runs(conn: Conn, limit: int) -> list[str]:
+    """Threads whose status is ``running`` with no live node holding their lease: runs
+    lost with their process (spec 12 §12.6.1; on a store one process runs, every one)."""
+    return [
+        r[0]
+        for r in conn.execute(
+            f"SELECT id FROM threads t WHERE t.status_state = 'running' AND {conn.sql.unowned('t')}"
+            " ORDER BY t.tnum LIMIT ?",
+            (limit,),
+        )
+    ]
+
+
+def claimable_queues(conn: Conn, limit: int) -> list[str]:
+    """Threads with queued entries, neither stopped nor terminated, that no live node runs
+    (spec 12 §12.4 rule 4: the queue's safety net)."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT t.id FROM threads t WHERE t.stopped = 0 AND t.terminated IS NULL"
+            f" AND {conn.sql.unowned('t')}"
+            " AND EXISTS (SELECT 1 FROM message_queue q WHERE q.thread_id = t.id)"
+            " ORDER BY t.tnum LIMIT ?",
+            (limit,),
+        )
+    ]
+
+
 def threads_with_queue(conn: Conn) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM message_queue")]
 

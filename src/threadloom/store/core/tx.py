@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.errors import StoreError, ThreadNotFound
+from threadloom.errors import LeaseLost, StoreError, ThreadNotFound
 from threadloom.records import ThreadStatus
 from threadloom.store.core.codec import KEY_SPAN, THREAD_COLUMNS, dump_json, thread_with_state
 from threadloom.store.core.conn import Conn, Dialect
-from threadloom.store.shapes import Clock, StoredEvent, ThreadRow
+from threadloom.store.shapes import Clock, Lease, StoredEvent, ThreadRow
 
 _TX_STATE = (
     "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
@@ -23,15 +23,17 @@ _TX_ROW = (
 _TX_WAITING = ", EXISTS(SELECT 1 FROM message_queue WHERE thread_id = threads.id)"
 
 
-def _tx_selects(sql: Dialect) -> dict[tuple[bool, bool], str]:
+def _tx_selects(sql: Dialect) -> dict[tuple[bool, bool, bool], str]:
     """The texts ``Tx`` reads (and, where the backend needs it, locks) a thread with, by
-    (row, waiting): made once per dialect, so the statement cache finds them without
-    hashing a new string each time."""
+    (row, waiting, fenced): made once per dialect, so the statement cache finds them
+    without hashing a new string each time."""
     return {
-        (row, waiting): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}"
-        f"{_TX_WAITING if waiting else ''} FROM threads WHERE id = ?{sql.lock_thread}"
+        (row, waiting, fenced): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}"
+        f"{_TX_WAITING if waiting else ''}{sql.lease_columns} FROM threads"
+        f" WHERE id = ?{sql.fenced if fenced else ''}{sql.lock_thread}"
         for row in (False, True)
         for waiting in (False, True)
+        for fenced in (False, True)
     }
 
 
@@ -61,9 +63,20 @@ class Tx:
         waiting: bool = False,
     ) -> None:
         sql = conn.sql
-        found = conn.execute(sql.statements(_tx_selects)[row, waiting], (thread_id,)).fetchone()
-        if found is None:
-            raise ThreadNotFound(thread_id)
+        fence = conn.fence if sql.leases else None
+        if fence is not None and fence.thread_id == thread_id:  # an execution's own write
+            lease = fence.lease
+            text = sql.statements(_tx_selects)[row, waiting, True]
+            found = conn.execute(text, (thread_id, lease.node_id, lease.token)).fetchone()
+            if found is None:
+                if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
+                    raise LeaseLost(thread_id)
+                raise ThreadNotFound(thread_id)
+        else:
+            text = sql.statements(_tx_selects)[row, waiting, False]
+            found = conn.execute(text, (thread_id,)).fetchone()
+            if found is None:
+                raise ThreadNotFound(thread_id)
         self.conn = conn
         self.sql = sql
         self.thread_id = thread_id
@@ -87,9 +100,20 @@ class Tx:
         """Visible top-level messages (migration 7); the other counts are in message_counts."""
         self._loaded_top_visible_count = self.top_visible_count
         self._row: Sequence[Any] | None = found[16:37] if row else None
-        self.waiting: bool | None = bool(found[-1]) if waiting else None
+        self.waiting: bool | None = bool(found[37 if row else 16]) if waiting else None
         self.now = clock()
         self.events: list[StoredEvent] = []
+        self.wake = False
+        """Whether this transaction queued work for the thread (other nodes are told)."""
+        self.lease_node: str | None = None
+        """The node whose execution holds the thread (where ``sql.leases``)."""
+        self.lease_token = 0
+        self.lease_live = False
+        """Whether ``lease_node`` is live (its heartbeat within the TTL)."""
+        self._lease_changed = False
+        if sql.leases:
+            self.lease_node, self.lease_token, live = found[-3:]
+            self.lease_live = bool(live)
 
     def renew_clock(self) -> None:
         """Read the clock again: the writes that follow are stamped as of now."""
@@ -117,6 +141,20 @@ class Tx:
     def next_log_seq(self) -> int:
         self.log_seq += 1
         return int(self.log_seq)
+
+    def acquire(self, node_id: str) -> Lease:
+        """Take the thread's lease for ``node_id`` with a new fencing token (spec 12
+        §12.3.2; the caller checked that no other live node holds it)."""
+        self.lease_node, self.lease_token = node_id, self.lease_token + 1
+        self.lease_live = True
+        self._lease_changed = True
+        return Lease(node_id, int(self.lease_token))
+
+    def release(self) -> None:
+        """Give the thread's lease up (spec 12 §12.3.4); the token is kept."""
+        if self.lease_node is not None:
+            self.lease_node = None
+            self._lease_changed = True
 
     def set_status(self, status: ThreadStatus) -> None:
         """The thread's new status, written by ``flush``."""
@@ -191,10 +229,15 @@ class Tx:
         top = self.top_visible_count != self._loaded_top_visible_count
         if top:
             params.append(self.top_visible_count)
+        lease = self._lease_changed
+        if lease:
+            params += (self.lease_node, self.lease_token)
         params.append(self.thread_id)
-        self.conn.execute(
-            _thread_update(self.sql, status is not None, activity, session, top), params
-        )
+        wake = self.wake and bool(self.sql.wake_notify)
+        if wake:
+            params.append(self.thread_id)
+        key = (status is not None, activity, session, top, lease, wake)
+        self.conn.execute(_thread_update(self.sql, key), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         events = self.events
@@ -255,19 +298,20 @@ _EVENT_ROW_TEXTS = (
 """An event row's values by code: 1 when its entity id is ``None``, + 2 when its payload is."""
 
 
-def _thread_updates(sql: Dialect) -> dict[tuple[bool, bool, bool, bool], str]:
+def _thread_updates(sql: Dialect) -> dict[tuple[bool, ...], str]:
     """The texts of ``_thread_update`` of a dialect, filled as they are first made."""
     return {}
 
 
-def _thread_update(sql: Dialect, status: bool, activity: bool, session: bool, top: bool) -> str:
+def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, bool]) -> str:
     """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
-    changed. Each text is made once (the statement cache then finds it by a string whose
-    hash is known)."""
+    changed (``key``: status, activity, session counters, top-level count, lease), and
+    the notification of new work (``wake``). Each text is made once (the statement cache
+    then finds it by a string whose hash is known)."""
     texts = sql.statements(_thread_updates)
-    key = (status, activity, session, top)
     text = texts.get(key)
     if text is None:
+        status, activity, session, top, lease, wake = key
         sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
         if status:
             sets += ", status_state = ?, status_since = ?, status_reason = ?"
@@ -277,7 +321,10 @@ def _thread_update(sql: Dialect, status: bool, activity: bool, session: bool, to
             sets += ", session_turns_a = ?, session_turns_b = ?"
         if top:
             sets += ", top_visible_count = ?"
-        text = texts[key] = f"UPDATE threads SET {sets} WHERE id = ?"
+        if lease:
+            sets += ", lease_node = ?, lease_token = ?, lease_acquired_at = now()"
+        tail = sql.wake_notify if wake else ""
+        text = texts[key] = f"UPDATE threads SET {sets} WHERE id = ?{tail}"
     return text
 
 

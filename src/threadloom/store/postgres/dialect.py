@@ -11,6 +11,7 @@ import psycopg
 import psycopg.errors
 
 from threadloom.store.core.conn import Cursor, Dialect
+from threadloom.store.shapes import Fence
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
 
@@ -39,6 +40,8 @@ class PostgresDialect(Dialect):
     through ``::json``."""
 
     name = "postgresql"
+    leases = True
+    fenced = " AND lease_node = ? AND lease_token = ?"
     greatest = "GREATEST"
     is_same = "IS NOT DISTINCT FROM"
     lock_thread = " FOR NO KEY UPDATE"
@@ -47,6 +50,23 @@ class PostgresDialect(Dialect):
     position = "strpos"
     next_tnum = "nextval('threads_tnum_seq')"
     integrity_error = psycopg.errors.IntegrityError
+
+    def __init__(self, node_ttl_s: float = 15.0) -> None:
+        super().__init__()
+        self.node_ttl_s = node_ttl_s
+        self.live_node = (
+            "EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = {owner}"
+            f" AND n.heartbeat_at >= now() - interval '{float(node_ttl_s)} seconds')"
+        )
+        """Whether the node in column ``owner`` is live: its heartbeat within the TTL, by
+        the database's clock (spec 12 §12.2 rule 3)."""
+        self.lease_columns = ", lease_node, lease_token, " + self.live_node.format(
+            owner="threads.lease_node"
+        )
+
+    def unowned(self, alias: str) -> str:
+        owner = f"{alias}.lease_node"
+        return f"({owner} IS NULL OR NOT {self.live_node.format(owner=owner)})"
 
     def json_text(self, column: str, key: str) -> str:
         return f"({column}::json ->> '{key}')"
@@ -66,9 +86,6 @@ class PostgresDialect(Dialect):
             return None
         name = exc.diag.constraint_name
         return UNIQUE_KEYS.get(name or "", name)
-
-
-POSTGRES = PostgresDialect()
 
 
 @lru_cache(maxsize=8192)
@@ -96,11 +113,19 @@ class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute`` and ``executemany`` of ``?`` statements, and the dialect."""
 
-    __slots__ = ("raw",)
-    sql: Dialect = POSTGRES
+    __slots__ = ("fence", "node_id", "raw", "sql")
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self,
+        raw: psycopg.Connection[Any],
+        sql: Dialect,
+        node_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> None:
         self.raw = raw
+        self.sql = sql
+        self.node_id = node_id
+        self.fence = fence
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         cursor: Cursor = self.raw.execute(translate(sql), parameters)

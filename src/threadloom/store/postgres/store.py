@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +30,10 @@ from psycopg.adapt import Dumper
 
 from threadloom.errors import StoreError
 from threadloom.store.core.runner import TxStore
-from threadloom.store.postgres import schema
-from threadloom.store.postgres.dialect import PgConn
-from threadloom.store.shapes import Clock, system_clock_us
+from threadloom.store.fence import current_fence
+from threadloom.store.postgres import cluster, schema
+from threadloom.store.postgres.dialect import PgConn, PostgresDialect
+from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
 
@@ -49,6 +52,11 @@ class _BoolAsSmallint(Dumper):
 
     def dump(self, obj: Any) -> bytes:
         return b"1" if obj else b"0"
+
+
+def new_node_id() -> str:
+    """``<hostname>-<8 random hex>`` (spec 12 §12.2 rule 1): a restarted process is a new node."""
+    return f"{socket.gethostname()}-{secrets.token_hex(4)}"
 
 
 def redacted(url: str) -> str:
@@ -79,6 +87,7 @@ class PostgresStore(TxStore):
     schema)."""
 
     kind = "postgres"
+    shared = True
 
     def __init__(
         self,
@@ -89,6 +98,8 @@ class PostgresStore(TxStore):
         synchronous: str = "FULL",
         write_mode: str = "auto",
         connect_timeout_s: float = 10.0,
+        node_id: str | None = None,
+        node_ttl_s: float = 15.0,
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
@@ -105,6 +116,8 @@ class PostgresStore(TxStore):
         if pool_size < 1:
             raise StoreError("the PostgreSQL pool size must be at least 1")
         self.url = url
+        self.node_id = node_id or new_node_id()
+        self.sql = PostgresDialect(node_ttl_s)
         self.safe_url = redacted(url)
         self.clock = clock
         self.pool_size = pool_size
@@ -169,9 +182,27 @@ class PostgresStore(TxStore):
         return schema.migrate(self._connection())
 
     async def claim_runner(self) -> None:
-        """Several processes share a PostgreSQL database: nothing to claim here."""
+        """Several processes share a PostgreSQL database: nothing to claim here (each
+        runs the threads whose leases it holds)."""
         if self._closed:
             raise StoreError("store is closed")
+
+    # -- this node's row (spec 12 §12.2) ---------------------------------------------------
+    async def register_node(self) -> None:
+        await self._write(cluster.register_node, self.node_id, socket.gethostname(), os.getpid())
+
+    async def heartbeat(self) -> bool:
+        try:
+            await self._write(cluster.heartbeat, self.node_id, socket.gethostname(), os.getpid())
+        except (psycopg.Error, StoreError, OSError):
+            return False
+        return True
+
+    async def set_draining(self) -> None:
+        await self._write(cluster.set_draining, self.node_id)
+
+    async def remove_node(self) -> None:
+        await self._write(cluster.remove_node, self.node_id)
 
     async def close(self) -> None:
         if self._closed:
@@ -196,8 +227,9 @@ class PostgresStore(TxStore):
     async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
         if self._closed:
             raise StoreError("store is closed")
+        fence = current_fence.get()  # the caller's: an execution's writes are fenced
         return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run_write, fn, args, durable
+            self._executor, self._run_write, fn, args, durable, fence
         )
 
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -206,7 +238,7 @@ class PostgresStore(TxStore):
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 try:
-                    return fn(PgConn(conn), *args)
+                    return fn(PgConn(conn, self.sql, self.node_id), *args)
                 finally:
                     if not conn.broken:
                         conn.execute("COMMIT")
@@ -216,7 +248,9 @@ class PostgresStore(TxStore):
                 self._discard(conn)  # a connection that broke: once more on a new one
         raise AssertionError("unreachable")
 
-    def _run_write(self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool) -> T:
+    def _run_write(
+        self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool, fence: Fence | None
+    ) -> T:
         begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit = off"
         attempt = 0
         while True:
@@ -225,7 +259,7 @@ class PostgresStore(TxStore):
             try:
                 conn.execute(begin)
                 try:
-                    result = fn(PgConn(conn), self.clock, *args)
+                    result = fn(PgConn(conn, self.sql, self.node_id, fence), self.clock, *args)
                 except BaseException:
                     if not conn.broken:
                         conn.execute("ROLLBACK")

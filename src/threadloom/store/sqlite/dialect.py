@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from threadloom.store.core.conn import Dialect
+from threadloom.store.shapes import Fence
 
 
 class SqliteDialect(Dialect):
@@ -54,3 +55,5 @@ class SqliteConnection(sqlite3.Connection):
     """``sqlite3.Connection`` with the dialect the shared logic reads (``conn.sql``)."""
 
     sql: Dialect = SQLITE
+    node_id: str | None = None
+    fence: Fence | None = None

@@ -98,12 +98,17 @@ class SqliteStore(Transactions, TxStore):
         readers: int = 4,
         busy_timeout_ms: int = 10_000,
         write_mode: WriteMode = "auto",
+        node_id: str | None = None,
+        node_ttl_s: float = 15.0,
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
         if write_mode not in _WRITE_MODES:
             raise StoreError(f"write_mode must be one of {_WRITE_MODES}, not {write_mode!r}")
         self.write_mode = write_mode
+        self.node_id = node_id
+        """Kept for diagnostics only: one process runs an SQLite file (no leases, no
+        heartbeat; ``node_ttl_s`` is accepted and unused)."""
         self.path = path
         self.url = url or f"sqlite:///{path}"
         self.synchronous = synchronous
