@@ -45,8 +45,17 @@ class Window:
             return None
         return max(1, math.ceil(events[0] + self.seconds - self.clock()))
 
-    def hit(self, key: str) -> None:
-        self._live(key).append(self.clock())
+    def hit(self, key: str) -> float:
+        """Count one event for ``key`` now; its time stamp (for ``give_back``)."""
+        stamp = self.clock()
+        self._live(key).append(stamp)
+        return stamp
+
+    def give_back(self, key: str, stamp: float) -> None:
+        """Uncount the event ``hit`` counted at ``stamp`` (a no-op once it left the window)."""
+        events = self._events.get(key)
+        if events is not None and stamp in events:
+            events.remove(stamp)
 
     def take(self, key: str) -> None:
         """Count one event for ``key``, or raise the 429 of ``rate_limited`` when the window
@@ -67,6 +76,25 @@ def rate_limited(retry_after: int) -> ApiError:
     )
 
 
+class LoginAttempt:
+    """One login attempt counted in both login windows, from before the password is checked
+    until it is known to have failed; ``succeeded()`` gives the slots back."""
+
+    def __init__(self, limits: AuthLimits, address: str, username: str | None) -> None:
+        self._taken: list[tuple[Window, str, float]] = [
+            (limits.login_by_address, address, limits.login_by_address.hit(address))
+        ]
+        if username:
+            stamp = limits.login_by_username.hit(username)
+            self._taken.append((limits.login_by_username, username, stamp))
+
+    def succeeded(self) -> None:
+        """A successful login is not counted (spec 10 §10.11)."""
+        for window, key, stamp in self._taken:
+            window.give_back(key, stamp)
+        self._taken = []
+
+
 class AuthLimits:
     """The four limits of spec 10 §10.11."""
 
@@ -76,16 +104,15 @@ class AuthLimits:
         self.bearer_failures = Window(100, 60, clock)
         self.tickets = Window(60, 60, clock)
 
-    def check_login(self, address: str, username: str | None) -> None:
-        """429 when either login window is full (checked before any work is done)."""
+    def begin_login(self, address: str, username: str | None) -> LoginAttempt:
+        """Reserve this attempt's place in the address and username windows, or raise the 429
+        of the fuller one. Checking and counting are one step with no ``await`` between them,
+        so concurrent attempts cannot all pass a check made before any of them was counted;
+        the caller does the password work only after this returns."""
         waits = [self.login_by_address.retry_after(address)]
         if username:
             waits.append(self.login_by_username.retry_after(username))
         worst = max((w for w in waits if w is not None), default=None)
         if worst is not None:
             raise rate_limited(worst)
-
-    def login_failed(self, address: str, username: str | None) -> None:
-        self.login_by_address.hit(address)
-        if username:
-            self.login_by_username.hit(username)
+        return LoginAttempt(self, address, username)

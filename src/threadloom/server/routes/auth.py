@@ -45,14 +45,15 @@ async def login(request: Request) -> JSONResponse:
         raise bad_field("password", "is required", "Password is required")
     if not username:
         raise bad_field("username", "is required", "Username is required")
-    address = client_address(request)
-    ctx.limits.check_login(address, username)
+    # Counted before the first await: a burst of concurrent guesses cannot all pass the
+    # check while none is counted yet (spec 10 §10.11); a success gives its slot back.
+    attempt = ctx.limits.begin_login(client_address(request), username)
     store = ctx.runtime.store
     user = await store.get_user_by_name(username)
     ok = await verify_password_async(password, user.password_hash if user else None)
     if user is None or not ok:
-        ctx.limits.login_failed(address, username)
         raise INVALID_LOGIN
+    attempt.succeeded()
     token, _ = await open_session(store, user.id)
     return JSONResponse(
         {"token": token, "user": {"id": user.id, "username": user.username, "role": user.role}},
