@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import HTTPConnection
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from threadloom.server import deps
@@ -55,17 +56,35 @@ def check_open_limit(app: Any, who: Principal) -> None:
         raise ApiError(429, "rate_limited", "Too many open streams", headers={"Retry-After": "1"})
 
 
-@contextlib.contextmanager
-def counted(app: Any, who: Principal) -> Iterator[None]:
-    """Count one open socket (or SSE response) of ``who`` while the block runs."""
+def hold_slot(app: Any, who: Principal) -> Callable[[], None]:
+    """Count one open socket (or SSE response) of ``who`` now; the returned function
+    uncounts it (once, however often it is called). Call it in the same step as the
+    ``check_open_limit`` that allowed it, with no ``await`` in between, or concurrent
+    handshakes can all pass the check before any of them is counted."""
     counts = open_counts(app)
     counts[who.id] = counts.get(who.id, 0) + 1
-    try:
-        yield
-    finally:
+    held = True
+
+    def release() -> None:
+        nonlocal held
+        if not held:
+            return
+        held = False
         counts[who.id] -= 1
         if counts[who.id] <= 0:
             counts.pop(who.id, None)
+
+    return release
+
+
+@contextlib.contextmanager
+def counted(app: Any, who: Principal) -> Iterator[None]:
+    """Count one open socket of ``who`` while the block runs."""
+    release = hold_slot(app, who)
+    try:
+        yield
+    finally:
+        release()
 
 
 async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
@@ -263,29 +282,49 @@ async def stream_sse(id: str, request: Request) -> Any:
     finally:
         redact_query(request)
     app = request.app
+    # authorize() checked the limit last; counting now, before any await, makes the check
+    # and the count one step, as for sockets (§9.2.4). The response gives the slot back.
+    release = hold_slot(app, grant.principal)
 
     async def body() -> AsyncIterator[bytes]:
-        with counted(app, grant.principal):
-            session = Session(app.state.ctx, grant, stream_settings(app))
-            revalidate = asyncio.create_task(session.revalidate())
-            try:
-                yield b"retry: 1000\n\n"
-                async for item in session.frames():
-                    if isinstance(item, Close):
-                        if item.code == 1000:
-                            data = {"type": "thread_deleted", "thread_id": id}
-                            yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
-                        return
-                    yield _sse(item.seq, item.type, item.text)
-            finally:
-                revalidate.cancel()
-                session.close()
+        session = Session(app.state.ctx, grant, stream_settings(app))
+        revalidate = asyncio.create_task(session.revalidate())
+        try:
+            yield b"retry: 1000\n\n"
+            async for item in session.frames():
+                if isinstance(item, Close):
+                    if item.code == 1000:
+                        data = {"type": "thread_deleted", "thread_id": id}
+                        yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
+                    return
+                yield _sse(item.seq, item.type, item.text)
+        finally:
+            revalidate.cancel()
+            session.close()
 
-    return StreamingResponse(
+    return CountedStream(
         body(),
+        release,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+class CountedStream(StreamingResponse):
+    """A streaming response that holds a stream slot until it has been sent or abandoned
+    (also when the body never started: the client left before the first byte)."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], release: Callable[[], None], **kwargs: Any
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
 
 
 def _sse(seq: int, event: str, data: str) -> bytes:
