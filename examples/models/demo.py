@@ -123,4 +123,6 @@ def demo(request: ProviderRequest) -> Reply:
     return _support(request)
 
 
-demo_provider = ScriptedProvider(demo, name="demo")
+# A served demo never reads what its model was sent, so it keeps no copy of the requests
+# (a scripted provider keeps the last 100 by default, for tests).
+demo_provider = ScriptedProvider(demo, name="demo", record=False)

@@ -12,9 +12,15 @@ Modes:
 - **function** — ``ScriptedProvider(fn)``: ``fn(request)`` returns the reply (or raises
   ``ProviderError``); ``ScriptedProvider.echo()`` is one such function.
 
-Every request is recorded (``requests``, ``last_request``) as a deep copy of what was
+Requests are recorded (``requests``, ``last_request``) as deep copies of what was
 received — including assistant reasoning, which this provider accepts in every form —
-so tests see exactly what the engine sent.
+so tests see exactly what the engine sent. The record is bounded: ``requests`` keeps the
+most recent ``max_records`` (default 100, ``DEFAULT_MAX_RECORDS``) and drops the oldest, so
+a scripted model that serves for hours (an offline demo, a soak) holds a fixed amount of
+memory; ``request_count`` counts every request since the last ``reset()``, kept or not.
+``max_records=None`` keeps every request (a test that needs all of a long run), and
+``record=False`` keeps none and skips the copy (benchmarks, served demos that never read
+them).
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ from threadloom.providers.types import (
 )
 
 DEFAULT_TEXT = "Test response received."
+DEFAULT_MAX_RECORDS = 100
+"""How many recent requests a ``ScriptedProvider`` keeps by default."""
 
 ScriptedMode = Literal["default", "sequence", "function"]
 ScriptInput = Script | Sequence[ReplySource] | Reply | ReplyFunction | None
@@ -106,13 +114,26 @@ class ScriptedProvider:
     """A provider whose answers are scripted (spec 05 §5.7). See the module docstring."""
 
     def __init__(
-        self, script: ScriptInput = None, *, name: str = "scripted", record: bool = True
+        self,
+        script: ScriptInput = None,
+        *,
+        name: str = "scripted",
+        record: bool = True,
+        max_records: int | None = DEFAULT_MAX_RECORDS,
     ) -> None:
+        if max_records is not None and (isinstance(max_records, bool) or max_records < 1):
+            raise ValueError(
+                f"max_records must be a positive integer or None, got {max_records!r} "
+                "(record=False keeps no request)"
+            )
         self.name = name
         self.requests: list[ProviderRequest] = []
+        """Deep copies of the most recent requests, oldest first (see ``max_records``)."""
         self.record = record
+        """Whether requests are recorded at all (``False``: no copy is made)."""
+        self.max_records = max_records
+        """How many recent requests ``requests`` keeps; ``None``: all of them."""
         self._served = 0
-        """Keep a deep copy of every request (tests); benchmarks turn it off."""
         self.index = 0
         self.mode: ScriptedMode = "default"
         self._replies: list[ReplySource] = []
@@ -156,6 +177,11 @@ class ScriptedProvider:
         return self.requests[-1] if self.requests else None
 
     @property
+    def request_count(self) -> int:
+        """Requests received since construction or the last ``reset()``, recorded or not."""
+        return self._served
+
+    @property
     def remaining(self) -> int:
         """Unconsumed replies (sequence mode; always 0 in the other modes)."""
         return len(self._replies) - self.index if self.mode == "sequence" else 0
@@ -186,6 +212,9 @@ class ScriptedProvider:
         """Answer one request per spec 05 §5.7.4."""
         if self.record:
             self.requests.append(request.model_copy(deep=True))
+            excess = len(self.requests) - (self.max_records or len(self.requests))
+            if excess > 0:
+                del self.requests[:excess]
         self._served += 1
         number = self._served
         reply = await self._pick(request)
@@ -277,6 +306,7 @@ class ScriptedProvider:
 
 
 __all__ = [
+    "DEFAULT_MAX_RECORDS",
     "DEFAULT_TEXT",
     "Call",
     "CallLike",
