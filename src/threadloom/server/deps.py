@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -14,7 +15,7 @@ from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
-from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.errors import ApiError, bad_field, invalid
 from threadloom.server.pipeline import origin_guard_fails, own_origin
 from threadloom.server.principal import (
     LOCAL_PRINCIPAL,
@@ -235,6 +236,8 @@ async def accessible_thread(request: HTTPConnection, thread_id: str, who: Princi
     when it is not accessible (spec 10 §10.6 rules 3–5). A pending message held back
     from the store (``engine/pending.py``) is committed first: the caller is about to look."""
     the_runtime = runtime(request)
+    if not storable(thread_id):
+        raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     await the_runtime.hub.commit_deferred(thread_id)
     row = await the_runtime.store.get_thread(thread_id)
     if row is None:
@@ -318,33 +321,95 @@ async def json_object(
         raise too_deep() from None
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_json", "Request body must be a JSON object")
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise too_deep()
+    problems = json_problems(value)
+    if problems:
+        raise invalid(f"{problems[0][0]} {problems[0][1]}", problems)
     return value
 
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of arrays and objects a JSON body may have. Deeper values would blow
 the stack of the code that stores or renders them (a 500), so they are refused up front."""
+MAX_JSON_PROBLEMS = 20
+_LONE_SURROGATE = "must not contain a lone UTF-16 surrogate"
+_NUL = "must not contain a NUL character"
+_NOT_FINITE = "must be a finite number (not NaN or Infinity)"
+
+_Path = tuple[Any, str | int] | None
+"""A point of a JSON value as a chain ``(parent, key)``, rendered only for a problem."""
 
 
-def json_depth(value: Any) -> int:
-    """The nesting depth of arrays and objects in ``value`` (a scalar is 0), iteratively."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
+def json_problems(value: Any) -> list[tuple[str, str]]:
+    """The points of a parsed JSON body that no route can take, as ``(field, problem)``
+    in document order (at most ``MAX_JSON_PROBLEMS``): strings and keys holding a lone
+    UTF-16 surrogate (valid JSON escapes, but not Unicode text: no store can encode them)
+    or a NUL character (PostgreSQL text cannot hold one, so neither store takes it), and
+    numbers that are not finite (``NaN``, ``Infinity``, or a literal past the double range
+    such as ``1e400``). Nesting deeper than ``MAX_JSON_DEPTH`` is a 400 at once. One
+    iterative walk, whatever the route: the routes then check types and ranges."""
+    problems: list[tuple[str, str]] = []
+    stack: list[tuple[Any, int, _Path]] = [(value, 0, None)]
+    while stack and len(problems) < MAX_JSON_PROBLEMS:
+        item, depth, at = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                problems.append((json_path(at), problem))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                problems.append((json_path(at), _NOT_FINITE))
+        elif isinstance(item, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                raise too_deep()
+            children: list[tuple[Any, int, _Path]] = []
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    problem = text_problem(key)
+                    if problem is not None:
+                        problems.append((json_path((at, key)), problem))
+                    children.append((child, depth + 1, (at, key)))
+            else:
+                children = [(child, depth + 1, (at, i)) for i, child in enumerate(item)]
+            stack.extend(reversed(children))
+    return problems[:MAX_JSON_PROBLEMS]
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be compared with stored text: a path id with a NUL (``%00``)
+    is never found, and is answered as such before it reaches a store that cannot take
+    it (PostgreSQL refuses NUL in text)."""
+    return text_problem(text) is None
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored as text (None: it can)."""
+    if "\x00" in text:
+        return _NUL
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return _LONE_SURROGATE
+    return None
+
+
+def json_path(at: _Path) -> str:
+    """``initial_messages[0].metadata.key`` (spec 08 §8.1.3 rule 3); ``body`` for the root.
+    Unprintable characters of keys (NUL, lone surrogates) are written as ``\\uXXXX``
+    and long keys are cut, so the answer can always be encoded and stays short."""
+    parts: list[str | int] = []
+    while at is not None:
+        at, key = at
+        parts.append(key)
+    out = ""
+    for part in reversed(parts):
+        if isinstance(part, int):
+            out += f"[{part}]"
         else:
-            continue
-        deepest = max(deepest, depth + 1)
-        if deepest > MAX_JSON_DEPTH:
-            return deepest
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+            name = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in part[:64])
+            name += "…" if len(part) > 64 else ""
+            out += f".{name}" if out else name
+    return out or "body"
 
 
 def too_deep() -> ApiError:
@@ -365,19 +430,37 @@ class Query:
         self._params = request.query_params
 
     def raw(self, name: str) -> str | None:
+        """The last value of ``name``. A NUL character is a 400 here, for every parameter
+        alike: no store can compare text with one (lone surrogates cannot occur: the query
+        string is decoded with replacement characters)."""
         values = self._params.getlist(name)
-        return values[-1] if values else None
+        if not values:
+            return None
+        if "\x00" in values[-1]:
+            raise bad_field(name, _NUL)
+        return values[-1]
 
     def has(self, name: str) -> bool:
         return name in self._params
 
-    def int(self, name: str, default: int | None = None, *, cap: int | None = None) -> int | None:
+    def int(
+        self,
+        name: str,
+        default: int | None = None,
+        *,
+        cap: int | None = None,
+        maximum: int = MAX_INT - 1,
+    ) -> int | None:
+        """Decimal digits below 2^63 (§8.1.5 rule 1); values above ``cap`` are read as
+        ``cap``, values above ``maximum`` (a bound the store needs) are a 400."""
         value = self.raw(name)
         if value is None or value == "":
             return default
-        if not value.isascii() or not value.isdigit() or int(value) >= MAX_INT:
+        if not value.isascii() or not value.isdigit() or len(value) > 19 or int(value) >= MAX_INT:
             raise bad_field(name, "must be a non-negative integer")
         number = int(value)
+        if number > maximum:
+            raise bad_field(name, f"must be a non-negative integer of at most {maximum}")
         return min(number, cap) if cap is not None else number
 
     def bool(self, name: str, default: bool | None = None) -> bool | None:

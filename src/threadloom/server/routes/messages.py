@@ -19,6 +19,7 @@ from threadloom.thread.messages import delete_with_cascade
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
 
 MAX_IDS = 200
+MESSAGE_NOT_FOUND = ApiError(404, "message_not_found", "Message not found")
 
 
 @router.get("", summary="Read messages (queued entries appear as pending)")
@@ -149,10 +150,12 @@ async def patch_message(
     state = deps.state_of(request, row)
     if patch_meta is not None:
         updates["metadata"] = patch_meta  # merged one level deep by update_message
+    if not deps.storable(message_id):
+        raise MESSAGE_NOT_FOUND
     try:
         updated = await state.update_message(message_id, updates)
     except MessageNotFound:
-        raise ApiError(404, "message_not_found", "Message not found") from None
+        raise MESSAGE_NOT_FOUND from None
     return {"success": True, "message": updated.to_wire()}
 
 
@@ -160,8 +163,10 @@ async def patch_message(
 async def delete_message(
     message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
+    if not deps.storable(message_id):
+        raise MESSAGE_NOT_FOUND
     state = deps.state_of(request, row)
     deleted = await delete_with_cascade(state, message_id)
     if not deleted:
-        raise ApiError(404, "message_not_found", "Message not found")
+        raise MESSAGE_NOT_FOUND
     return {"success": True, "deletedIds": deleted}

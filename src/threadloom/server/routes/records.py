@@ -139,7 +139,8 @@ def _with_relatives(rows: list[LogRow], picked: list[LogRow]) -> list[LogRow]:
 async def get_log(
     log_id: str, request: Request, row: ThreadRow = Depends(deps.logs_permission)
 ) -> dict[str, Any]:
-    found = await deps.runtime(request).store.get_log(row.id, log_id)
+    store = deps.runtime(request).store
+    found = await store.get_log(row.id, log_id) if deps.storable(log_id) else None
     if found is None:
         raise ApiError(404, "log_not_found", f"Log not found: {log_id}")
     return log_detail(found)

@@ -22,6 +22,9 @@ router = APIRouter(prefix="/api/threads", tags=["threads"])
 RESERVED_METADATA = ("queued", "queue_status", "queue_source")
 OVERLAPS = ("enqueue", "reject", "interrupt")
 MAX_METADATA = 16 * 1024
+MAX_DATE_S = (2**63 - 1 - 999_999) // 1_000_000
+"""The largest ``startDate``/``endDate`` (seconds) whose microseconds, ``end`` with its
+last µs, still fit the stores' 64-bit integers (year 294,000 or so)."""
 _NOT_ACCEPTED = (
     "id",
     "created_at",
@@ -215,8 +218,8 @@ async def list_threads(
     ctx: ServerContext = deps.context(request)
     limit = q.int("limit", 50, cap=1000)
     offset = q.int("offset", 0)
-    start = q.int("startDate")
-    end = q.int("endDate")
+    start = q.int("startDate", maximum=MAX_DATE_S)
+    end = q.int("endDate", maximum=MAX_DATE_S)
     parent = q.raw("parent") or None
     user_filter = q.raw("user_id") or None
     query = ThreadQuery(

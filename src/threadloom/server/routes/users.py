@@ -102,7 +102,7 @@ async def delete_key(
     key_id: str, request: Request, who: Principal = Depends(deps.principal)
 ) -> dict[str, Any]:
     store = deps.runtime(request).store
-    row = await store.get_api_key(key_id)
+    row = await store.get_api_key(key_id) if deps.storable(key_id) else None
     if row is None or (not who.is_admin and row.user_id != who.id):
         raise ApiError(404, "not_found", "API key not found")
     await store.delete_api_key(key_id)
@@ -205,7 +205,7 @@ async def patch_user(
     fields = _check_user_fields(body, problems)
     problems.raise_if_any()
     store = deps.runtime(request).store
-    if await store.get_user(user_id) is None:
+    if not deps.storable(user_id) or await store.get_user(user_id) is None:
         raise USER_NOT_FOUND
     password = fields.get("password")
     patch = UserPatch(
@@ -231,6 +231,8 @@ async def patch_user(
 async def delete_user(
     user_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
+    if not deps.storable(user_id):
+        raise USER_NOT_FOUND
     try:
         deleted = await deps.runtime(request).store.delete_user(user_id)
     except E.LastAdmin:

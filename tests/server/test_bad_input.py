@@ -1,0 +1,223 @@
+"""Bad input is a 400 naming the field, never a 5xx, and changes nothing (issue 23;
+spec 08 §8.1.3 rule 6, §8.1.5): the requests the attack of issue 23 answered with 500.
+Nothing may move: every table of the store (read on a connection of its own,
+``store_probe``) and the thread's event sequence (read through the API) are the same after
+the requests as before them. The server runs with authentication on (login, API keys,
+users and tickets exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import USERS, Api
+from store_probe import StoreProbe, probe
+from threadloom.server.settings import ServerSettings
+
+UPLOADS = 1024 * 1024
+VOLATILE_COLUMNS = {"last_used_at_us"}
+VOLATILE_TABLES = {"nodes"}
+
+
+@dataclass(frozen=True)
+class Ids:
+    """What the URLs and bodies of the samples refer to."""
+
+    thread: str
+    message: str
+    user: str
+    key: str
+
+    def url(self, template: str, path: str = "a.txt") -> str:
+        return (
+            template.replace("{id}", self.thread)
+            .replace("{message_id}", self.message)
+            .replace("{user_id}", self.user)
+            .replace("{key_id}", self.key)
+            .replace("{path:fspath}", path)
+        )
+
+
+class Snapshots:
+    """Every row of every table but heartbeats and last-use times, read on one connection
+    of the probe's own (opened once: a connection per read would be most of the suite's
+    time on PostgreSQL)."""
+
+    def __init__(self, store: StoreProbe) -> None:
+        self.tables = [t for t in store.tables() if t not in VOLATILE_TABLES]
+        self.conn: Any
+        if store.backend == "sqlite":
+            import sqlite3
+
+            from threadloom.store.sqlite.store import path_from_url
+
+            self.conn = sqlite3.connect(
+                path_from_url(store.url), isolation_level=None, check_same_thread=False
+            )
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(store.url, autocommit=True)
+
+    def take(self) -> dict[str, list[tuple[Any, ...]]]:
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for table in self.tables:
+            cur = self.conn.execute(f"SELECT * FROM {table}")
+            out[table] = _rows(cur.description, cur.fetchall())
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _rows(description: Any, rows: list[Any]) -> list[tuple[Any, ...]]:
+    keep = [i for i, d in enumerate(description) if d[0] not in VOLATILE_COLUMNS]
+    return sorted((tuple(repr(r[i]) for i in keep) for r in rows), key=repr)
+
+
+class World:
+    """A server with authentication on, a thread with one message and one file, and the
+    fixture users; ``root`` (an admin) sends everything but logins."""
+
+    def __init__(self, api: Api, ids: Ids) -> None:
+        self.api = api
+        self.ids = ids
+        self.snapshots = Snapshots(probe(api.runtime))
+        self._clients: dict[str | None, httpx.AsyncClient] = {}
+
+    def client(self, user: str | None) -> httpx.AsyncClient:
+        """One client per user, kept (a new client per request is slow)."""
+        if user not in self._clients:
+            self._clients[user] = self.api.client(user)
+        return self._clients[user]
+
+    async def seq(self) -> int:
+        response = await self.client("root").get(f"/api/threads/{self.ids.thread}")
+        assert response.status_code == 200, response.text
+        value: int = response.json()["seq"]
+        return value
+
+    async def state(self) -> tuple[int, dict[str, list[tuple[Any, ...]]]]:
+        return await self.seq(), await asyncio.to_thread(self.snapshots.take)
+
+
+@pytest.fixture
+async def world(make_api: Callable[..., Any]) -> AsyncIterator[World]:
+    made = await make_world(make_api)
+    yield made
+    made.snapshots.close()
+
+
+async def make_world(make_api: Callable[..., Any]) -> World:
+    api: Api = await make_api(ServerSettings(auth="required", max_upload_bytes=UPLOADS))
+    root = api.client("root")
+    created = await root.post(
+        "/api/threads",
+        json={"agent_id": "echo", "initial_messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert created.status_code == 200, created.text
+    thread = created.json()["threadId"]
+    wrote = await root.post(f"/api/threads/{thread}/fs/a.txt", json={"data": "aGk="})
+    assert wrote.status_code == 201, wrote.text
+    keys = (await root.get("/api/api-keys", params={"all": "true"})).json()["keys"]
+    ids = Ids(
+        thread=thread,
+        message=created.json()["initialMessageIds"][0],
+        user=USERS["bob"].id,
+        key=keys[0]["id"],
+    )
+    return World(api, ids)
+
+
+# -- the fields of issue 23 ----------------------------------------------------------------
+
+S = "\ud800"
+
+
+def issue_23_requests(ids: Ids) -> list[tuple[str, str, dict[str, Any], str, str | None]]:
+    """The requests that answered 500 in the attack of issue 23 (a lone surrogate in 14
+    fields, NaN in ``properties``): method, URL, body, the field to name, the user."""
+    thread, messages = f"/api/threads/{ids.thread}", f"/api/threads/{ids.thread}/messages"
+    upload = {"name": f"a{S}.txt", "mimeType": "text/plain", "data": "aGk="}
+    return [
+        ("POST", messages, {"content": f"hi {S}"}, "content", "root"),
+        ("POST", messages, {"content": "hi", "metadata": {"k": S}}, "metadata.k", "root"),
+        (
+            "POST",
+            messages,
+            {"content": "hi", "attachments": [upload]},
+            "attachments[0].name",
+            "root",
+        ),
+        ("PATCH", f"{messages}/{ids.message}", {"content": S}, "content", "root"),
+        ("POST", "/api/threads", {"agent_id": "echo", "tags": [S]}, "tags[0]", "root"),
+        ("POST", "/api/threads", {"agent_id": f"echo{S}"}, "agent_id", "root"),
+        (
+            "POST",
+            "/api/threads",
+            {"agent_id": "echo", "initial_messages": [{"role": "user", "content": S}]},
+            "initial_messages[0].content",
+            "root",
+        ),
+        ("POST", "/api/threads", {"agent_id": "echo", "env": {"K": S}}, "env.K", "root"),
+        (
+            "POST",
+            "/api/threads",
+            {"agent_id": "echo", "arguments": {"a": S}},
+            "arguments.a",
+            "root",
+        ),
+        ("POST", "/api/api-keys", {"name": f"key {S}"}, "name", "root"),
+        (
+            "POST",
+            "/api/auth/websocket-ticket",
+            {"pathname": f"{thread}/stream{S}"},
+            "pathname",
+            "root",
+        ),
+        ("PATCH", f"/api/users/{ids.user}", {"display_name": S}, "display_name", "root"),
+        ("POST", "/api/auth/login", {"username": S, "password": "a password"}, "username", None),
+        ("POST", "/api/auth/login", {"username": "alice", "password": S}, "password", None),
+        (
+            "POST",
+            "/api/threads",
+            {"agent_id": "echo", "properties": {"p": float("nan")}},
+            "properties.p",
+            "root",
+        ),
+    ]
+
+
+async def test_issue_23_surrogates_and_nan_are_a_400_naming_the_field(world: World) -> None:
+    before = await world.state()
+    for method, url, body, field, user in issue_23_requests(world.ids):
+        response = await world.client(user).request(
+            method,
+            url,
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 400, (method, url, response.text)
+        answer = response.json()
+        assert answer["code"] == "invalid_request"
+        assert answer["details"][0]["field"] == field, (url, answer)
+        assert answer["error"].startswith(f"{field} must "), answer
+    assert await world.state() == before
+
+
+async def test_issue_23_dates_past_the_stores_range_are_a_400(world: World) -> None:
+    client = world.client("root")
+    for name in ("startDate", "endDate"):  # seconds whose µs no longer fit 64 bits
+        for value in ("9223372036854", str(2**63 - 1)):
+            response = await client.get(f"/api/threads?{name}={value}")
+            assert response.status_code == 400, response.text
+            assert response.json()["details"][0]["field"] == name
+    listed = await client.get("/api/threads?startDate=0&endDate=9223372036853")
+    assert listed.status_code == 200 and listed.json()["total"] == 1
