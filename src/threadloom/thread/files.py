@@ -11,6 +11,7 @@ here checks ``terminated``: files keep working on terminated threads [seed].
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -38,7 +39,6 @@ from threadloom.thread.filetypes import (
     attachment_extension,
     content_snippet,
     find_folded,
-    glob_regex,
     image_size,
     is_text_mime,
     literal_prefix,
@@ -46,6 +46,7 @@ from threadloom.thread.filetypes import (
     name_snippet,
     normalize_path,
 )
+from threadloom.thread.pathglob import Glob
 
 if TYPE_CHECKING:
     from threadloom.store.base import Store
@@ -423,7 +424,9 @@ async def find_files(
     state: ThreadState, pattern: str, *, type: FindType = "all", limit: int = 100
 ) -> list[FileRecord]:
     """Glob over every path (implicit directories included), ordered by path. The store
-    scans only the pattern's literal prefix; the glob itself is matched here."""
+    scans only the pattern's literal prefix; the glob itself is matched here, in a worker
+    thread: the pattern and the paths are the user's, and however cheap each match is
+    (:mod:`threadloom.thread.pathglob` is linear in the path), a thread may hold many."""
     if not isinstance(pattern, str):
         raise InvalidArgument("pattern must be a string")
     if not pattern:
@@ -431,15 +434,31 @@ async def find_files(
     if type not in ("file", "directory", "all"):
         raise InvalidArgument("type must be 'file', 'directory' or 'all'")
     wanted = _limit(limit)
-    regex = glob_regex(pattern)
+    glob = Glob.compile(pattern)
+    if glob.impossible:
+        return []
     entries = await state.hub.store.list_entries(state.thread_id, literal_prefix(pattern))
-    found = [
+    return await asyncio.to_thread(_matching, entries, glob, type, wanted)
+
+
+def _matching(
+    entries: list[FileRecord], glob: Glob, type: FindType, wanted: int
+) -> list[FileRecord]:
+    """The first ``wanted`` entries (and implicit directories) by path that are of ``type``
+    and match ``glob``; matching stops once they are found."""
+    candidates = [
         e
         for e in _with_implicit(entries)
-        if (type == "all" or e.is_directory == (type == "directory")) and regex.fullmatch(e.path)
+        if type == "all" or e.is_directory == (type == "directory")
     ]
-    found.sort(key=lambda e: e.path)
-    return found[:wanted]
+    candidates.sort(key=lambda e: e.path)
+    found: list[FileRecord] = []
+    for entry in candidates:
+        if glob.match(entry.path):
+            found.append(entry)
+            if len(found) >= wanted:
+                break
+    return found
 
 
 async def grep_files(

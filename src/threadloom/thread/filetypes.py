@@ -1,5 +1,6 @@
 """Pure helpers of the thread file system: path normalisation (spec 07 §7.2), MIME types
-and text detection (§7.4), image dimensions (§7.7.3), find globs and grep snippets (§7.5).
+and text detection (§7.4), image dimensions (§7.7.3), the literal prefix of find patterns
+and grep snippets (§7.5; the globs themselves are matched by ``pathglob.py``).
 
 No I/O here: ``thread/files.py`` uses these before and after it talks to the store.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from functools import lru_cache
 
 from threadloom.errors import InvalidPath
 
@@ -254,30 +254,6 @@ def image_size(mime_type: str, data: bytes) -> tuple[int | None, int | None]:
 
 
 # -- find and grep (spec 07 §7.5) ------------------------------------------------------------
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """``**`` any run of characters, ``*`` any run without ``/``, ``?`` one character other
-    than ``/``; everything else literal. Without a leading ``/`` the pattern matches any
-    trailing part of a path that starts after a ``/``."""
-    parts: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**", i):
-            parts.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            parts.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            parts.append("[^/]")
-            i += 1
-        else:
-            parts.append(re.escape(pattern[i]))
-            i += 1
-    anchor = "" if pattern.startswith("/") else ".*/"
-    return re.compile(anchor + "".join(parts), re.DOTALL)
 
 
 def literal_prefix(pattern: str) -> str:
