@@ -9,6 +9,7 @@ users and tickets exist).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -221,3 +222,98 @@ async def test_issue_23_dates_past_the_stores_range_are_a_400(world: World) -> N
             assert response.json()["details"][0]["field"] == name
     listed = await client.get("/api/threads?startDate=0&endDate=9223372036853")
     assert listed.status_code == 200 and listed.json()["total"] == 1
+
+
+# -- a refused send writes nothing (issue 23 item 6) ----------------------------------------
+
+
+def upload(name: str, data: bytes = b"hi") -> dict[str, Any]:
+    return {"name": name, "mimeType": "text/plain", "data": base64.b64encode(data).decode()}
+
+
+async def test_issue_23_a_refused_send_writes_no_attachment(world: World) -> None:
+    """The second item is refused only after the first would have been written: nothing
+    is written, no file event is committed (seq stays)."""
+    messages = f"/api/threads/{world.ids.thread}/messages"
+    client = world.client("root")
+    before = await world.state()
+    for second, field in (
+        (upload("   "), "attachments[1].name"),
+        (upload(f"b{S}.txt"), "attachments[1].name"),
+        ({**upload("b.png"), "mimeType": "image/png"} | {"width": 0}, "attachments[1].width"),
+    ):
+        body = {"content": "two files", "attachments": [upload("a.txt"), second]}
+        response = await client.post(
+            messages,
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["details"][0]["field"] == field
+    assert await world.state() == before
+
+
+async def test_issue_23_sizes_and_quota_are_checked_before_any_write(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api(max_file_size=64, max_thread_file_bytes=100)
+    client = api.client("alice")
+    thread = await api.thread()
+    assert (await client.post(f"/api/threads/{thread}/fs/a.txt", json={"data": "aGk="})).is_success
+    snapshots = Snapshots(probe(api.runtime))
+    try:
+        before = snapshots.take()
+        messages = f"/api/threads/{thread}/messages"
+        over_size = {"content": "x", "attachments": [upload("a.txt"), upload("b.txt", b"x" * 65)]}
+        response = await client.post(messages, json=over_size)
+        assert response.status_code == 413, response.text
+        assert response.json()["details"][0]["field"] == "attachments[1].data"
+        over_quota = {
+            "content": "x",
+            "attachments": [upload("a", b"x" * 60), upload("b", b"y" * 60)],
+        }
+        response = await client.post(messages, json=over_quota)
+        assert response.status_code == 413, response.text
+        assert response.json()["code"] == "payload_too_large"
+        created = {
+            "agent_id": "echo",
+            "initial_messages": [
+                {"role": "user", "content": "a", "attachments": [upload("a.txt")]},
+                {"role": "user", "content": "b", "attachments": [upload("b", b"x" * 65)]},
+            ],
+        }
+        response = await client.post("/api/threads", json=created)
+        assert response.status_code == 413, response.text
+        assert response.json()["details"][0]["field"] == "initial_messages[1].attachments[0].data"
+        assert snapshots.take() == before
+        fits = {"content": "x", "attachments": [upload("a", b"x" * 40), upload("b", b"y" * 40)]}
+        assert (await client.post(messages, json=fits)).status_code == 202
+    finally:
+        snapshots.close()
+
+
+def file_rows(tables: dict[str, list[tuple[Any, ...]]]) -> list[Any]:
+    """The rows of the file tables and the ``file`` events."""
+    events = [r for r in tables["thread_events"] if "'file'" in r]
+    return [tables["files"], tables["file_chunks"], events]
+
+
+async def test_issue_23_a_rejected_send_while_running_writes_nothing(
+    make_api: Callable[..., Any],
+) -> None:
+    api: Api = await make_api()
+    client = api.client("alice")
+    thread = await api.thread("gate", overlap="reject")
+    assert (await client.post(f"/api/threads/{thread}/messages", json={"content": "go"})).is_success
+    await asyncio.wait_for(api.gate.entered.wait(), 10)
+    snapshots = Snapshots(probe(api.runtime))
+    try:
+        before = file_rows(snapshots.take())  # the run itself writes its log meanwhile
+        body = {"content": "more", "attachments": [upload("a.txt"), upload("b.txt")]}
+        response = await client.post(f"/api/threads/{thread}/messages", json=body)
+        assert response.status_code == 409, response.text
+        assert response.json()["code"] == "thread_running"
+        assert file_rows(snapshots.take()) == before
+    finally:
+        snapshots.close()
+        api.gate.open()

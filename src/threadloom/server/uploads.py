@@ -1,5 +1,12 @@
 """Attachment upload items of request bodies (spec 08 §8.2.5): validated first, stored only
-when the whole request is valid, removed again when the request fails after storing."""
+when the whole request is valid, removed again when the request fails after storing.
+
+Everything the file layer would refuse is checked here, before the first item is written:
+a refused request must not leave ``file_created``/``file_deleted`` events behind (each
+item is its own commit, so a late refusal would have written and removed the ones before
+it). ``parse_uploads`` checks the items as ``ThreadState.write_attachment`` does (a name
+that is not blank, a MIME type, data), ``check_uploads_fit`` the size limits of spec 07.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,15 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadloom.records import AttachmentRef
-from threadloom.server.errors import Problems
+from threadloom.server.errors import ApiError, Problems
+from threadloom.thread.files import file_limits
 from threadloom.thread.state import ThreadState
+
+if TYPE_CHECKING:
+    from threadloom.thread.hub import ThreadHub
 
 MAX_ITEMS = 20
 MAX_DATA = 20 * 1024 * 1024
@@ -77,9 +88,12 @@ def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
         if (
             not isinstance(name, str)
             or not 1 <= len(name) <= 255
+            or not name.strip()
             or any(c in name for c in "/\\\x00")
         ):
-            problems.add(f"{here}.name", "must be 1-255 characters without '/', '\\' or NUL")
+            problems.add(
+                f"{here}.name", "must be 1-255 characters, not blank, without '/', '\\' or NUL"
+            )
             name = None
         mime = item.get("mimeType")
         if not isinstance(mime, str) or not is_mime_type(mime):
@@ -108,6 +122,41 @@ def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
         if name is not None and mime is not None and data is not None:
             out.append(Upload(name, mime, data, width, height, description))
     return out
+
+
+def too_large(field: str, message: str) -> ApiError:
+    return ApiError(
+        413, "payload_too_large", message, details=[{"field": field, "problem": message}]
+    )
+
+
+async def check_uploads_fit(
+    hub: ThreadHub, groups: list[tuple[str, list[Upload]]], state: ThreadState | None = None
+) -> None:
+    """413 before anything is written when an item is larger than ``max_file_size``, or
+    when the items together would pass ``max_thread_file_bytes`` (spec 07 §7.4). ``groups``
+    are the items of each body field (``attachments``, ``initial_messages[2].attachments``);
+    ``state`` is the thread they go to (None: a thread about to be created, empty).
+
+    With two or more items the thread's current total is read first (files and links,
+    ``get_file_stats``: a thread holding links may be refused slightly early); a single
+    item is left to the store, whose check and write are one commit."""
+    limits = file_limits(hub)
+    for at, uploads in groups:
+        for i, up in enumerate(uploads):
+            if len(up.data) > limits.max_file_size:
+                raise too_large(
+                    f"{at}[{i}].data",
+                    f"{at}[{i}] exceeds the maximum file size of {limits.max_file_size} bytes",
+                )
+    quota = limits.max_thread_file_bytes
+    every = [up for _, uploads in groups for up in uploads]
+    if quota is None or len(every) < 2:
+        return
+    used = 0 if state is None else (await state.get_file_stats("/")).total_size
+    if used + sum(len(up.data) for up in every) > quota:
+        field = groups[0][0] if len(groups) == 1 else "initial_messages"
+        raise too_large(field, f"Thread files would exceed the maximum total size of {quota} bytes")
 
 
 async def store_uploads(state: ThreadState, uploads: list[Upload]) -> list[AttachmentRef]:

@@ -7,12 +7,18 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadTerminated
+from threadloom.engine.runtime import Runtime
+from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, ThreadTerminated
 from threadloom.server import deps, schemas
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.routes.threads import check_metadata
-from threadloom.server.uploads import parse_uploads, remove_uploads, store_uploads
+from threadloom.server.uploads import (
+    check_uploads_fit,
+    parse_uploads,
+    remove_uploads,
+    store_uploads,
+)
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import delete_with_cascade
 
@@ -52,6 +58,13 @@ async def get_messages(
     return JSONResponse(out)
 
 
+def overlap_policy(runtime: Runtime, row: ThreadRow) -> str:
+    """The thread's overlap policy, else its agent's (spec 04 §4.7.4), as the Runtime reads
+    it for a send while the thread runs."""
+    agent = runtime.definitions.agent(row.agent_id)
+    return row.overlap or (agent.overlap if agent else "enqueue")
+
+
 @router.post("", status_code=202, summary="Send a message", openapi_extra=schemas.SEND_MESSAGE)
 async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
     ctx = deps.context(request)
@@ -86,6 +99,10 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
         raise ThreadTerminated(row.id, row.terminated)  # 423, nothing stored
     runtime = ctx.runtime
     state = deps.state_of(request, row)
+    if uploads:  # every refusal known before the first write (spec 08 §8.4.2 step 1)
+        await check_uploads_fit(runtime.hub, [("attachments", uploads)], state)
+        if runtime.running(row.id) and overlap_policy(runtime, row) == "reject":
+            raise ThreadBusy("Thread is running (overlap policy: reject)", row.id)
     refs = await store_uploads(state, uploads)
     try:
         view = await runtime.send_message(

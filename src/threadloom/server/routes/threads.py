@@ -13,7 +13,13 @@ from threadloom.server import deps, schemas
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
-from threadloom.server.uploads import Upload, parse_uploads, remove_uploads, store_uploads
+from threadloom.server.uploads import (
+    Upload,
+    check_uploads_fit,
+    parse_uploads,
+    remove_uploads,
+    store_uploads,
+)
 from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 
@@ -294,6 +300,8 @@ async def create_thread(
         raise ApiError(403, "forbidden", "Forbidden: cannot create a thread for another user")
     assert isinstance(agent_id, str)
     runtime = ctx.runtime
+    groups = [(f"initial_messages[{i}].attachments", m.uploads) for i, m in enumerate(initial)]
+    await check_uploads_fit(runtime.hub, [g for g in groups if g[1]])
     state = await runtime.create_thread(
         agent_id, user_id=owner, tags=tags or (), arguments=arguments, overlap=overlap
     )
