@@ -5,7 +5,8 @@ schema, with the test project (agents ``echo`` and ``gate``) and short liveness 
 (heartbeat 0.5 s, TTL 2 s, sweep 1 s), and waits for every node's ``/api/health``. The
 tests drive them through the public API only and read the database (``probe``) where a
 time or an owner must be seen exactly; faults are signals: SIGKILL (a crash), SIGSTOP /
-SIGCONT (a partition), SIGTERM (a drain).
+SIGCONT (a partition), SIGTERM (a drain), and a paused TCP proxy between one node and the
+database (its connections stall).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -61,6 +63,9 @@ class Node:
     def post(self, path: str, body: Any = None) -> httpx.Response:
         return httpx.post(f"{self.base}{path}", json=body, timeout=20)
 
+    def patch(self, path: str, body: Any = None) -> httpx.Response:
+        return httpx.patch(f"{self.base}{path}", json=body, timeout=20)
+
     def delete(self, path: str) -> httpx.Response:
         return httpx.delete(f"{self.base}{path}", timeout=20)
 
@@ -88,6 +93,7 @@ class Cluster:
     nodes: list[Node]
     gate_dir: Path
     probe: StoreProbe = field(init=False)
+    proxies: dict[str, Proxy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.probe = StoreProbe(self.url)
@@ -121,6 +127,10 @@ class Cluster:
         (self.gate_dir / name).touch()
 
     # -- the database, where timing or ownership must be seen exactly ---------------------
+    def event_seq(self, thread: str) -> int:
+        ((seq,),) = self.probe.rows("SELECT event_seq FROM threads WHERE id = ?", (thread,))
+        return int(seq)
+
     def lease(self, thread: str) -> tuple[str | None, int]:
         ((node, token),) = self.probe.rows(
             "SELECT lease_node, lease_token FROM threads WHERE id = ?", (thread,)
@@ -184,6 +194,11 @@ def _spawn(node_id: str, url: str, gate_dir: Path, log: Path, env: dict[str, str
     return Node(node_id, f"http://127.0.0.1:{port}", proc, log)
 
 
+def spawn_node(cluster: Cluster, node_id: str, log: Path, **env: str) -> Node:
+    """Start one more node on the cluster's schema (a restart, or a new node)."""
+    return _spawn(node_id, cluster.url, cluster.gate_dir, log, env)
+
+
 def wait_healthy(node: Node, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -212,9 +227,58 @@ def stop_node(node: Node) -> None:
         node.proc.wait(timeout=10)
 
 
+@dataclass
+class Proxy:
+    """A TCP proxy between one node and PostgreSQL (``tcp_proxy.py``): ``pause`` stalls
+    the node's every connection without an error, ``resume`` lets them flow again."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        self.resume()
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def _start_proxy(url: str) -> tuple[Proxy, str]:
+    """A proxy to ``url``'s server, and ``url`` through it."""
+    parts = urlsplit(url)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parent / "tcp_proxy.py"),
+            str(port),
+            parts.hostname or "127.0.0.1",
+            str(parts.port or 5432),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{port}"
+    proxied = urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) > 1 else host))
+    return Proxy(proc, port), proxied
+
+
 @contextmanager
-def start_cluster(tmp_path: Path, n: int = 3, **env: str) -> Iterator[Cluster]:
-    """``n`` nodes on a new schema, all healthy; stopped and the schema dropped after."""
+def start_cluster(
+    tmp_path: Path,
+    n: int = 3,
+    proxied: tuple[str, ...] = (),
+    node_env: dict[str, dict[str, str]] | None = None,
+    **env: str,
+) -> Iterator[Cluster]:
+    """``n`` nodes on a new schema, all healthy; stopped and the schema dropped after.
+    ``env`` is given to every node, ``node_env[node_id]`` to one; the nodes named in
+    ``proxied`` reach PostgreSQL through a proxy of their own (``Cluster.proxies``)."""
     require_postgres()
     schema = f"tl_mn_{uuid.uuid4().hex[:12]}"
     create_schema(schema)
@@ -222,13 +286,24 @@ def start_cluster(tmp_path: Path, n: int = 3, **env: str) -> Iterator[Cluster]:
     gate_dir = tmp_path / "gates"
     gate_dir.mkdir(exist_ok=True)
     nodes: list[Node] = []
+    proxies: dict[str, Proxy] = {}
     try:
         for i in range(1, n + 1):
-            nodes.append(_spawn(f"n{i}", url, gate_dir, tmp_path / f"n{i}.log", env))
+            node_id, node_url = f"n{i}", url
+            if node_id in proxied:
+                proxies[node_id], node_url = _start_proxy(url)
+            own = {**env, **(node_env or {}).get(node_id, {})}
+            nodes.append(_spawn(node_id, node_url, gate_dir, tmp_path / f"{node_id}.log", own))
         for node in nodes:
             wait_healthy(node)
-        yield Cluster(url, nodes, gate_dir)
+        cluster = Cluster(url, nodes, gate_dir)
+        cluster.proxies = proxies
+        yield cluster
     finally:
+        for proxy in proxies.values():
+            proxy.resume()  # a node waiting on a paused proxy could not drain
         for node in nodes:
             stop_node(node)
+        for proxy in proxies.values():
+            proxy.stop()
         drop_schema(schema)

@@ -215,3 +215,22 @@ def _health_status(node: object) -> int | None:
         return httpx.get(f"{base}/api/health", timeout=1).status_code
     except httpx.TransportError:
         return None
+
+
+def test_a_node_restarted_with_its_id_settles_the_runs_it_left(tmp_path: Path) -> None:
+    """§12.6.5 with a reused node id: n1 dies running G and a new process starts as n1
+    before the TTL ends (its heartbeat makes the old lease look live to the others) → the
+    new process settles G ``failed``/``execution_lost`` before serving."""
+    from cluster_harness import spawn_node, wait_healthy
+
+    with start_cluster(tmp_path, n=2, THREADLOOM_SWEEP_SECONDS="20") as cluster:
+        n1, n2 = cluster.nodes
+        thread = cluster.create_thread(n1, "gate")
+        cluster.send(n1, thread, "gate-reused")
+        cluster.wait_running(n1, thread, owner="n1")
+        n1.kill()
+        again = spawn_node(cluster, "n1", tmp_path / "n1-again.log")
+        cluster.nodes[0] = again  # stopped with the others
+        wait_healthy(again)
+        assert cluster.status(n2, thread) == ("failed", "execution_lost")
+        assert cluster.lease(thread)[0] is None

@@ -313,6 +313,8 @@ def test_c12_021_liveness_timers_that_break_the_30_s_bound_are_refused(tmp_path:
         ),
         ({"THREADLOOM_SWEEP_SECONDS": "soon"}, "THREADLOOM_SWEEP_SECONDS must be"),
         ({"THREADLOOM_DRAIN_SECONDS": "-1"}, "THREADLOOM_DRAIN_SECONDS must be"),
+        ({"THREADLOOM_CHUNK_COALESCE_MS": "-5"}, "THREADLOOM_CHUNK_COALESCE_MS must be"),
+        ({"THREADLOOM_CHUNK_COALESCE_MS": "soon"}, "THREADLOOM_CHUNK_COALESCE_MS must be"),
     ]
     for env, says in refused:
         done = serve_refused(tmp_path, **env)
@@ -325,10 +327,13 @@ def test_c12_021_liveness_timers_that_break_the_30_s_bound_are_refused(tmp_path:
             "THREADLOOM_SWEEP_SECONDS": "4",
             "THREADLOOM_NODE_HEARTBEAT_SECONDS": "4",
             "THREADLOOM_DRAIN_SECONDS": "0",
+            "THREADLOOM_CHUNK_COALESCE_MS": "0",
         }
     )
     assert (settings.node_ttl_s, settings.sweep_s, settings.node_heartbeat_s) == (12, 4, 4)
     assert settings.drain_seconds == 0
+    assert settings.node_timings().chunk_coalesce_ms == 0
+    assert ServerSettings.from_env({}).node_timings().chunk_coalesce_ms == 50
 
 
 async def test_sigterm_aborts_a_running_step_after_the_drain_seconds(tmp_path: Path) -> None:

@@ -16,12 +16,13 @@ replaces all of this (§12.6.5).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import InvalidArgument
 
@@ -35,6 +36,7 @@ _ENV = {
     "heartbeat_s": "THREADLOOM_NODE_HEARTBEAT_SECONDS",
     "ttl_s": "THREADLOOM_NODE_TTL_SECONDS",
     "sweep_s": "THREADLOOM_SWEEP_SECONDS",
+    "chunk_coalesce_ms": "THREADLOOM_CHUNK_COALESCE_MS",
 }
 
 
@@ -45,6 +47,9 @@ class NodeTimings:
     heartbeat_s: float = 5.0
     ttl_s: float = 15.0
     sweep_s: float = 5.0
+    chunk_coalesce_ms: float = 50.0
+    """How long a run's owner gathers the deltas of one message before it sends them to
+    the other nodes as one notification (spec 12 §12.7.2 rule 2; 0: each at once)."""
 
     def check(
         self,
@@ -56,6 +61,11 @@ class NodeTimings:
         names are those the message gives the three settings)."""
         if min(self.heartbeat_s, self.ttl_s, self.sweep_s) <= 0:
             raise InvalidArgument(f"{heartbeat}, {ttl} and {sweep} must be positive")
+        if not 0 <= self.chunk_coalesce_ms <= 60_000:
+            raise InvalidArgument(
+                "THREADLOOM_CHUNK_COALESCE_MS must be a number of milliseconds from 0 to"
+                f" 60000, not {self.chunk_coalesce_ms:g}"
+            )
         if self.ttl_s + self.sweep_s + 3 >= 30:
             raise InvalidArgument(
                 f"{ttl} + {sweep} + 3 s must stay under 30 s (now {self.ttl_s:g} +"
@@ -70,8 +80,9 @@ class NodeTimings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> NodeTimings:
-        """The timings ``THREADLOOM_NODE_HEARTBEAT_SECONDS``, ``THREADLOOM_NODE_TTL_SECONDS``
-        and ``THREADLOOM_SWEEP_SECONDS`` give (spec 12 §12.8 rule 7), else the defaults."""
+        """The timings ``THREADLOOM_NODE_HEARTBEAT_SECONDS``, ``THREADLOOM_NODE_TTL_SECONDS``,
+        ``THREADLOOM_SWEEP_SECONDS`` and ``THREADLOOM_CHUNK_COALESCE_MS`` give (spec 12
+        §12.8 rule 7), else the defaults."""
         values: dict[str, float] = {}
         for name, key in _ENV.items():
             raw = (env.get(key) or "").strip()
@@ -79,8 +90,9 @@ class NodeTimings:
                 try:
                     values[name] = float(raw)
                 except ValueError:
+                    unit = "milliseconds" if key.endswith("_MS") else "seconds"
                     raise InvalidArgument(
-                        f"{key} must be a number of seconds, not {raw!r}"
+                        f"{key} must be a number of {unit}, not {raw!r}"
                     ) from None
         return cls(**values)
 
@@ -101,20 +113,29 @@ class Liveness:
         self.sweeps = 0
         self._last_ok = time.monotonic()
         self._task: asyncio.Task[None] | None = None
+        self._beating: asyncio.Task[None] | None = None
+        """The heartbeat in flight (it may hang on a stalled connection)."""
+        self._sweeping: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.runtime.store.register_node()
+        await self.runtime.store.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
     async def stop(self) -> None:
         """End the loops (the node row stays until ``leave``)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in (self._task, self._beating, self._sweeping):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._beating = self._sweeping = None
 
     async def _loop(self) -> None:
+        """Heartbeats and sweeps run as tasks of their own, never awaited here: a write on
+        a connection that stalls (packets dropped, the database paused) blocks without an
+        error, and the loop must still see the heartbeat is late and fence the node
+        (spec 12 §12.2 rule 4). A heartbeat or sweep still in flight is not started twice."""
         t = self.timings
         now = time.monotonic()
         next_beat = now + t.heartbeat_s
@@ -124,23 +145,20 @@ class Liveness:
             now = time.monotonic()
             if now >= next_beat:
                 next_beat = now + t.heartbeat_s
-                await self.beat()
+                if self._beating is None or self._beating.done():
+                    self._beating = self._spawn(self.beat(), "heartbeat")
+                self._fence_if_late()
             if now >= next_sweep:
                 next_sweep = now + t.sweep_s * random.uniform(0.8, 1.2)
-                try:
-                    await self.sweep()
-                except Exception:  # a failed sweep is retried at the next
-                    logger.exception("sweep failed")
+                if self._sweeping is None or self._sweeping.done():
+                    self._sweeping = self._spawn(self.sweep(), "sweep")
 
-    async def beat(self) -> None:
-        """One heartbeat; fences the node, or lifts its fence, by the outcome."""
-        if await self.runtime.store.heartbeat():
-            self._last_ok = time.monotonic()
-            if self.fenced:
-                logger.warning("node %s: heartbeat restored, running again", self.node_id)
-                self.fenced = False
-                self.runtime.runs.fenced = False
-            return
+    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=what)
+        task.add_done_callback(functools.partial(_report, what))
+        return task
+
+    def _fence_if_late(self) -> None:
         if not self.fenced and time.monotonic() - self._last_ok >= self.timings.fence_after_s:
             logger.error(
                 "node %s: no heartbeat for %.1f s, aborting its executions (self-fencing)",
@@ -149,6 +167,23 @@ class Liveness:
             )
             self.fenced = True
             self.runtime.runs.drop_all()
+
+    async def beat(self) -> None:
+        """One heartbeat; fences the node, or lifts its fence, by the outcome."""
+        started = time.monotonic()  # the row says when the write began, not when it ended
+        if await self.runtime.store.heartbeat():
+            self._last_ok = started
+            if self.fenced:
+                logger.warning("node %s: heartbeat restored, running again", self.node_id)
+                try:  # the runs it dropped still name it: nobody else would settle them
+                    await self.runtime.recover(mine=True)
+                except Exception:
+                    logger.exception("settling the runs dropped while fenced failed")
+                    return  # still fenced: tried again at the next heartbeat
+                self.fenced = False
+                self.runtime.runs.fenced = False
+            return
+        self._fence_if_late()
 
     async def sweep(self) -> None:
         """Settle the runs lost with dead nodes, then start the queues no live node runs."""
@@ -162,3 +197,9 @@ class Liveness:
     @property
     def node_id(self) -> str | None:
         return self.runtime.store.node_id
+
+
+def _report(what: str, task: asyncio.Task[None]) -> None:
+    """A failed heartbeat or sweep is logged; the next one tries again."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("%s failed", what, exc_info=task.exception())

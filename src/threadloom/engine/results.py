@@ -40,6 +40,14 @@ ABORT_TEXTS = {
 }
 """Rules 4-6 of §6.8.1: failures whatever the agent binds."""
 
+RETURNED = "has returned the following result"
+FAILED = "has reported a failure"
+ATTACHMENT_MARKERS = (
+    "\n\nThe subagent also returned the following attachment:\n\n",
+    "\n\nThe subagent also returned the following attachments:\n\n",
+)
+"""The parts of the parent's queued result message (§6.8.3)."""
+
 FAILED_CODES = frozenset(("step_error", "repeated_tool_error", "aborted"))
 """Rule 9: failures of an agent without terminal session tools."""
 
@@ -130,14 +138,27 @@ def final_message(history: Sequence[Message], since: int) -> Message | None:
 
 def result_text(reference: str, result: SessionResult, paths: Sequence[str]) -> str:
     """The parent's queued message (§6.8.3)."""
-    head = "has returned the following result" if result.success else "has reported a failure"
+    head = RETURNED if result.success else FAILED
     text = f"Subagent (reference: {reference}) {head}:\n\n{result.text}"
     if len(paths) == 1:
-        text += f"\n\nThe subagent also returned the following attachment:\n\n{paths[0]}"
+        text += f"{ATTACHMENT_MARKERS[0]}{paths[0]}"
     elif paths:
         listing = "\n".join(paths)
-        text += f"\n\nThe subagent also returned the following attachments:\n\n{listing}"
+        text += f"{ATTACHMENT_MARKERS[1]}{listing}"
     return text
+
+
+def parse_result_text(reference: str, content: str) -> tuple[bool, str] | None:
+    """``result_text``'s inverse: (success, the result's text) from a queued message that
+    delivers the session result of child ``reference``; ``None`` when it is not one."""
+    head = f"Subagent (reference: {reference}) "
+    for success, said in ((True, RETURNED), (False, FAILED)):
+        prefix = f"{head}{said}:\n\n"
+        if content.startswith(prefix):
+            text = content[len(prefix) :]
+            cut = max(text.rfind(marker) for marker in ATTACHMENT_MARKERS)
+            return success, text[:cut] if cut >= 0 else text
+    return None
 
 
 def waited_result(reference: str, result: SessionResult, copied: list[AttachmentRef]) -> ToolResult:
@@ -253,7 +274,11 @@ async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | Non
     if prepared.delivery.entry is not None:
         hub.signal_work(parent_id)
     waiter = prepared.waiter
-    if waiter is not None and not waiter.done():
+    if waiter is None:
+        if prepared.entry.blocking and manager.on_unwaited is not None:
+            # a blocking call may wait on the node that runs the parent (spec 12)
+            manager.on_unwaited(child, prepared)
+    elif not waiter.done():
         waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
     elif waiter is not None and prepared.fallback is not None:
         # the call was cancelled between preparing and committing: deliver as if
@@ -275,6 +300,7 @@ __all__ = [
     "ended_result",
     "final_message",
     "finish",
+    "parse_result_text",
     "prepare",
     "result_text",
     "waited_result",

@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.threads import ToolThreads
@@ -30,7 +30,15 @@ from threadloom.errors import (
     ThreadTerminated,
 )
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
-from threadloom.store.base import Fence, RunBegin, RunEnd, Settlement, StoredEvent
+from threadloom.store.base import (
+    LOST_RUN,
+    Fence,
+    RunBegin,
+    RunEnd,
+    Settlement,
+    StoredEvent,
+    ThreadRow,
+)
 from threadloom.store.fence import current_fence
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
@@ -160,6 +168,14 @@ class RunManager:
         """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
+        self.on_refused_wake: Callable[[str], None] | None = None
+        """Set with ``remote_abort``: this node will not run a woken thread (draining)."""
+        self.on_unwaited: Callable[[ThreadRow, results.Prepared], None] | None = None
+        """Set with ``remote_abort``: a child's session result for a blocking
+        relationship that no call here waits for (one on another node may)."""
+        self.remote_abort: Callable[[str, str], Awaitable[bool]] | None = None
+        """Set where several nodes share the store (``engine/relay.py``): abort a run of
+        another node (spec 12 §12.5)."""
         self.threads = ToolThreads()
         """The worker threads of plain ``def`` tools, ended by :meth:`close`."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)
@@ -178,6 +194,8 @@ class RunManager:
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
         if self.closing or self.fenced or not self.runs_threads or thread_id in self._starting:
+            if (self.closing or self.fenced) and self.on_refused_wake is not None:
+                self.on_refused_wake(thread_id)  # another node should run it
             return
         run = self._runs.get(thread_id)
         if run is not None:
@@ -417,9 +435,13 @@ class RunManager:
 
     # -- aborting ----------------------------------------------------------------------
     async def abort(self, thread_id: str, reason: str) -> bool:
-        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled."""
+        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled. Where
+        several nodes share the store, a run of another node is aborted by its owner (or,
+        when the owner is dead, settled here) as spec 12 §12.5 says."""
         run = self._runs.get(thread_id)
         if run is None or run.task is None:
+            if self.hub.store.shared and self.remote_abort is not None:
+                return await self.remote_abort(thread_id, reason)
             return False
         if run.abort_reason is None:
             run.abort_reason = reason
@@ -473,6 +495,42 @@ class RunManager:
                 )
                 await self.hub.publish_events([event])
 
+    async def settle_lost(
+        self, thread_id: str, reason: str = "execution_lost"
+    ) -> tuple[Any, results.Prepared | None] | None:
+        """Settle the thread's run when no live node runs it (spec 12 §12.6.3), taking
+        its lease: ``execution_lost``, or the abort a user asked for (spec 12 §12.5 rule
+        4); returns what ``results.finish`` then delivers, ``None`` when nothing was
+        settled (not running, or a live node holds it)."""
+        row = await self.hub.store.get_thread(thread_id)
+        if row is None:
+            return None
+        settlement = LOST_RUN
+        if reason != "execution_lost":
+            kind = ABORTS[reason]
+            settlement = replace(
+                LOST_RUN,
+                tool_result_text=kind.note,
+                log_error=kind.log_error,
+                log_error_type=kind.log_error_type,
+                note=kind.note if kind.write_note else None,
+                note_status_kind=kind.status_kind,
+                reason=reason,
+            )
+        # a lost child run's session result reaches its parent (spec 06 §6.11)
+        prepared = await results.prepare(self, row, results.abort_result(reason))
+        delivery = prepared.delivery if prepared is not None else None
+        async with self.hub.lock(thread_id):
+            events = await self.hub.store.settle_run(
+                thread_id, replace(settlement, delivery=delivery)
+            )
+            await self.hub.publish_events(events)
+        if not events:
+            return None
+        if reason == "aborted_by_user":
+            self.hub.publish(thread_id, "stopped_by_user", None, {})
+        return row, prepared
+
     def lease_lost(self, run: Run) -> None:
         """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3): another node
         took the thread over, or it was deleted. The run ends here, writing nothing more."""
@@ -495,6 +553,8 @@ class RunManager:
     async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
         run = self._runs.get(thread_id)
         if run is None:
+            if self.hub.store.shared and self.remote_abort is not None:
+                await self.remote_abort(thread_id, reason)
             return
         if from_inside:
             run.terminate_requested = True  # the run ends at its next checkpoint

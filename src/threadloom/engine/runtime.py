@@ -21,12 +21,13 @@ from typing import Any
 from threadloom.define.registry import Definitions
 from threadloom.engine import results
 from threadloom.engine.liveness import Liveness, NodeTimings
+from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.providers.base import ProviderRegistry
 from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
-from threadloom.store.base import LOST_RUN, Clock, NewThread, Store, system_clock_us
+from threadloom.store.base import Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus
 from threadloom.thread.family import reconcile_registry, set_registry_status
 from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
@@ -53,6 +54,8 @@ class Runtime:
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
         self.liveness: Liveness | None = None
+        self.relay: Relay | None = None
+        """Where several nodes share the store: the notifications (``engine/relay.py``)."""
         """The node's heartbeat and sweeper, on a store several processes share."""
         self._closed = False
 
@@ -157,11 +160,14 @@ class Runtime:
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention
+        if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
+            runtime.relay = Relay(runtime, coalesce_s=timings.chunk_coalesce_ms / 1000)
+            await runtime.relay.start()
         if exclusive:
             if opened.shared:  # a node: live before it settles the runs of dead ones
                 runtime.liveness = Liveness(runtime, timings)
                 await runtime.liveness.start()
-            await runtime.recover()
+            await runtime.recover(mine=True)  # a process that died with this node id
             for parent_id in await opened.threads_with_open_children():
                 await reconcile_registry(hub, parent_id, force=True)
             for thread_id in await opened.claimable_queues(limit=1_000_000):
@@ -186,26 +192,17 @@ class Runtime:
         """Register a ``@hook`` function (the same one twice is a no-op)."""
         self.hub.definitions.add(fn)
 
-    async def recover(self) -> list[str]:
+    async def recover(self, *, mine: bool = False) -> list[str]:
         """Settle every ``running`` thread that no live execution owns (no live node's,
-        where several share the store); returns their ids."""
+        where several share the store; ``mine``: this node's too, when it runs none:
+        at start-up, or after it fenced itself); returns their ids."""
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
-        for thread_id in await self.store.lost_runs(limit=1_000_000):
-            row = await self.store.get_thread(thread_id)
-            if row is None:
-                continue
-            # a lost child run's session result reaches its parent (spec 06 §6.11)
-            prepared = await results.prepare(self.runs, row, results.abort_result("execution_lost"))
-            delivery = prepared.delivery if prepared is not None else None
-            async with self.hub.lock(thread_id):
-                events = await self.store.settle_run(
-                    thread_id, replace(LOST_RUN, delivery=delivery)
-                )
-                await self.hub.publish_events(events)
-            if events:
+        for thread_id in await self.store.lost_runs(limit=1_000_000, mine=mine):
+            done = await self.runs.settle_lost(thread_id)
+            if done is not None:
                 settled.append(thread_id)
-                delivered.append((row, prepared))
+                delivered.append(done)
         # only once every lost run is settled: waking a parent earlier could start a run
         # that the settlement of the parent's own lost run would then fail
         for row, prepared in delivered:
@@ -234,6 +231,13 @@ class Runtime:
         if self.liveness is not None and not self.runs.closing:
             await self._node_step(self.store.set_draining, "marking the node draining")
         await self.runs.close(grace)
+        if self.relay is not None and self.liveness is not None:
+            # the queues this node let go of: a live node picks them up at once (§12.6.4)
+            await self._node_step(self._hand_over, "handing queued work over")
+
+    async def _hand_over(self) -> None:
+        for thread_id in await self.store.claimable_queues():
+            await self.store.notify("wake", {"t": thread_id, "n": self.store.node_id, "d": 1})
 
     async def close(self, drain: float | None = None) -> None:
         """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
@@ -246,6 +250,8 @@ class Runtime:
             if self.liveness is not None:
                 await self.liveness.stop()
                 await self._node_step(self.store.remove_node, "removing the node's row")
+            if self.relay is not None:
+                await self.relay.close()
             await self.providers.aclose()
             await self.store.close()
 
@@ -392,11 +398,11 @@ class Runtime:
         if row is None:
             raise ThreadNotFound(thread_id)
         owners = {thread_id: row.user_id}
-        owners.update((d.id, d.user_id) for d in await self.store.descendants(thread_id))
-        tree = list(owners)
-        for tid in tree:
-            if self.runs.running(tid):
-                await self.runs.abort(tid, "aborted")
+        rows = [row, *await self.store.descendants(thread_id)]
+        owners.update((d.id, d.user_id) for d in rows)
+        for found in rows:  # a run of another node: its owner aborts it (spec 12 §12.5)
+            if self.runs.running(found.id) or found.status.state == "running":
+                await self.runs.abort(found.id, "aborted")
         deleted = await self.store.delete_thread(thread_id)
         if not deleted:
             raise ThreadNotFound(thread_id)
@@ -404,6 +410,8 @@ class Runtime:
             self.hub.forget(tid)
             data = {"thread_id": tid, "user_id": owners.get(tid)}
             self.hub.publish(tid, "thread_deleted", None, data)
+        if self.relay is not None:
+            await self.relay.announce_deleted(deleted, owners)
         if row.parent_id is not None:
             await set_registry_status(self.hub, row.parent_id, thread_id, "terminated")
         return deleted

@@ -129,6 +129,7 @@ class ServerSettings:
     node_heartbeat_s: float = 5.0
     node_ttl_s: float = 15.0
     sweep_s: float = 5.0
+    chunk_coalesce_ms: float = 50.0
     """Liveness timers of several nodes on PostgreSQL (spec 12 §12.2, §12.6): checked at
     start-up on every store so that a deployment's settings are refused before they
     matter."""
@@ -180,6 +181,15 @@ class ServerSettings:
             if not warm.isdigit():
                 raise SettingsError("THREADLOOM_WARM_MESSAGES must be a whole number, 0 or more")
             values["warm_messages"] = int(warm)
+        coalesce = (env.get("THREADLOOM_CHUNK_COALESCE_MS") or "").strip()
+        if coalesce:
+            try:
+                values["chunk_coalesce_ms"] = float(coalesce)
+            except ValueError:
+                raise SettingsError(
+                    "THREADLOOM_CHUNK_COALESCE_MS must be a number of milliseconds,"
+                    f" not {coalesce!r}"
+                ) from None
         events = (env.get("THREADLOOM_STREAM_REPLAY_EVENTS") or "").strip()
         if events:
             if not events.isdigit() or int(events) < 1:
@@ -197,7 +207,9 @@ class ServerSettings:
 
     def node_timings(self) -> NodeTimings:
         """The liveness timings of spec 12 §12.6.1."""
-        return NodeTimings(self.node_heartbeat_s, self.node_ttl_s, self.sweep_s)
+        return NodeTimings(
+            self.node_heartbeat_s, self.node_ttl_s, self.sweep_s, self.chunk_coalesce_ms
+        )
 
     def check(self) -> None:
         """Refuse combinations spec 10 and spec 12 forbid (exit code 2 at start-up)."""

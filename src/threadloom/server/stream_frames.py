@@ -232,6 +232,13 @@ class Framer:
                     "timestamp": data.get("timestamp", at_us // 1000),
                 }
             return {**data, "type": name, "seq": seq}
+        if kind == "resync":  # continuity lost on a live socket (spec 09 §9.7.3)
+            return {
+                "type": "resync",
+                "seq": data.get("seq", seq),
+                "since": data.get("since"),
+                "reason": data.get("reason", "expired"),
+            }
         return None  # thread_updated and other bus-only kinds
 
     def heartbeat(self) -> Frame:

@@ -8,8 +8,8 @@ database is underneath: the SQLite store and the PostgreSQL store pass one contr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from threadloom.records import (
     FileRecord,
@@ -168,14 +168,19 @@ class Store(Protocol):
 
     async def threads_with_queue(self) -> list[str]: ...
 
-    async def lost_runs(self, limit: int = 100) -> list[str]:
+    async def lost_runs(self, limit: int = 100, mine: bool = False) -> list[str]:
         """Threads ``running`` that no live node runs: runs lost with their process (spec
-        12 §12.6.1), to settle with ``LOST_RUN``; on a store one process runs, all of them."""
+        12 §12.6.1), to settle with ``LOST_RUN``; on a store one process runs, all of them.
+        ``mine``: also those whose lease names this node (it runs none of them)."""
         ...
 
     async def claimable_queues(self, limit: int = 100) -> list[str]:
         """Threads with queued entries, neither stopped nor terminated, no live node runs
         (spec 12 §12.4 rule 4)."""
+        ...
+
+    async def live_owner(self, thread_id: str) -> str | None:
+        """The live node holding the thread's lease (``None``: none, or no leases)."""
         ...
 
     async def register_node(self) -> None:
@@ -193,6 +198,26 @@ class Store(Protocol):
 
     async def remove_node(self) -> None:
         """Delete this node's row, and those of nodes dead for an hour."""
+        ...
+
+    peers: bool
+    """Whether another node was live at the last heartbeat: only then do transactions
+    notify what they wrote (spec 12 §12.7.1)."""
+
+    async def listen(
+        self,
+        on_notice: Callable[[str, dict[str, Any]], None],
+        on_connected: Callable[[bool], Awaitable[None]],
+    ) -> None:
+        """Hear the other nodes' notifications (topics ``wake``, ``events``, ``chunks``,
+        ``control``, ``registry``): ``on_notice(topic, payload)`` each, and
+        ``on_connected(first)`` after each (re)connection; nothing on a store one process
+        runs."""
+        ...
+
+    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
+        """Send a notification to the other nodes now, outside any data transaction;
+        ``False`` when there is nobody to tell or it could not be sent."""
         ...
 
     # -- run status and termination ---------------------------------------------------

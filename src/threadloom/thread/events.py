@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +126,11 @@ class EventBus:
         """The subscriptions themselves (one table, never replaced): false while nobody
         listens to any thread. A publisher tests it before it builds an event, at the
         cost of an attribute, not a call; ``wants`` is the exact answer for a thread."""
+        self.on_first_subscriber: Callable[[str], None] | None = None
+        """Called when a thread gets its first subscription of its own (not counting
+        the subscriptions to every thread)."""
+        self.on_last_subscriber: Callable[[str], None] | None = None
+        """Called when a thread's last subscription of its own closes."""
 
     def subscribe(
         self,
@@ -138,8 +143,17 @@ class EventBus:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         sub = Subscription(self, thread_id, frozenset(kinds) if kinds else None, max_queue)
-        self._subscriptions.setdefault(thread_id, set()).add(sub)
+        group = self._subscriptions.get(thread_id)
+        if group is None:
+            group = self._subscriptions[thread_id] = set()
+            if thread_id is not None and self.on_first_subscriber is not None:
+                self.on_first_subscriber(thread_id)
+        group.add(sub)
         return sub
+
+    def has_thread_subscribers(self, thread_id: str) -> bool:
+        """True when some subscription is to ``thread_id`` itself."""
+        return thread_id in self._subscriptions
 
     def wants(self, thread_id: str) -> bool:
         """True when some subscription would receive an event of ``thread_id``: publishers
@@ -164,6 +178,8 @@ class EventBus:
             group.discard(sub)
             if not group:
                 del self._subscriptions[sub.thread_id]
+                if sub.thread_id is not None and self.on_last_subscriber is not None:
+                    self.on_last_subscriber(sub.thread_id)
 
     @property
     def subscriber_count(self) -> int:

@@ -17,6 +17,7 @@ from threadloom.define.hook import HookContext, HookDefinition, HookRegistry
 from threadloom.define.registry import Definitions
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
 from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
+from threadloom.thread.delivery import OrderedDelivery
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hooks import HookRunner, format_hook_error
@@ -46,6 +47,11 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
         "createdAt": entry.created_at,
         "spawnGroupId": entry.spawn_group_id,
     }
+
+
+LISTED = frozenset(("thread_created", "thread_updated"))
+"""Thread-list events that have no row of their own in ``thread_events`` (a deletion is
+relayed with the thread's end, a status change with its event row)."""
 
 
 class ThreadHub:
@@ -104,6 +110,48 @@ class ThreadHub:
         """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
+        self.delivery: OrderedDelivery | None = None
+        """Where several nodes share the store: the per-thread ordering of this node's
+        own events and the relayed ones (``order_delivery``)."""
+        self._emit: Callable[[ThreadEvent], None] = self.bus.publish
+        self.on_listed: Callable[[str, str, dict[str, Any]], None] | None = None
+        """Where several nodes share the store: told of each thread-list event this node
+        publishes (``LISTED``), for the other nodes' ``/api/events`` (spec 12 §12.7.5)."""
+
+    def order_delivery(self) -> OrderedDelivery:
+        """Deliver each subscribed thread's events in ``seq`` order, whichever node wrote
+        them (spec 12 §12.7.1 rule 4): for a store several nodes share."""
+        if self.delivery is None:
+            self.delivery = OrderedDelivery(
+                self.bus,
+                self._event_head,
+                self.store.read_events,
+                self.relayed_event,
+                lambda: not self.store.peers,
+            )
+            self._emit = self.delivery.offer
+        return self.delivery
+
+    async def _event_head(self, thread_id: str) -> int | None:
+        row = await self.store.get_thread(thread_id)
+        return row.event_seq if row is not None else None
+
+    async def relayed_event(self, event: StoredEvent) -> ThreadEvent:
+        """The published form of an event another node committed (read from its row)."""
+        if event.kind == "message_deleted" and event.entity_id:
+            self.reflect_delete(event.thread_id, [event.entity_id])
+        data = await self.event_data(event)
+        self._track(event.thread_id, event.seq)
+        return ThreadEvent(event.thread_id, event.kind, event.seq, data, event.created_at)
+
+    def note_foreign(self, thread_id: str) -> None:
+        """Another node wrote to the thread: a warm history may miss the change, and its
+        queue may hold entries this node did not write."""
+        self._stale_warm.add(thread_id)
+        self._queue_empty.discard(thread_id)
+
+    def has_live_history(self, thread_id: str) -> bool:
+        return bool(self._histories.get(thread_id))
 
     # -- locks and live state --------------------------------------------------------
     def lock(self, thread_id: str, *, run_deferred: bool = True) -> ThreadLock:
@@ -241,7 +289,9 @@ class ThreadHub:
     def publish(self, thread_id: str, kind: str, seq: int | None, data: dict[str, Any]) -> None:
         self._track(thread_id, seq)
         if self.bus.wants(thread_id):
-            self.bus.publish(ThreadEvent(thread_id, kind, seq, data, self.clock()))
+            self._emit(ThreadEvent(thread_id, kind, seq, data, self.clock()))
+        if self.on_listed is not None and kind in LISTED:
+            self.on_listed(thread_id, kind, data)
 
     def _track(self, thread_id: str, seq: int | None) -> None:
         """Note a published event number of ``thread_id``."""
@@ -268,14 +318,14 @@ class ThreadHub:
         self._track(tid, event.seq)
         if self.bus.wants(tid):
             data = {"message": message.to_wire()}
-            self.bus.publish(ThreadEvent(tid, "message", event.seq, data, self.clock()))
+            self._emit(ThreadEvent(tid, "message", event.seq, data, self.clock()))
 
     def publish_log(self, thread_id: str, seq: int | None, log: LogRow) -> None:
         """Publish a committed log row (its list wire form only when someone listens)."""
         self._track(thread_id, seq)
         if self.bus.wants(thread_id):
             data = {"log": log.to_list_wire()}
-            self.bus.publish(ThreadEvent(thread_id, "log", seq, data, self.clock()))
+            self._emit(ThreadEvent(thread_id, "log", seq, data, self.clock()))
 
     async def publish_events(self, events: Sequence[StoredEvent]) -> None:
         """Publish committed events, reading each entity's state now (spec 09 §9.6.6), and

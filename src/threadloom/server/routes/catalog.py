@@ -222,8 +222,11 @@ async def health(request: Request) -> JSONResponse:
     node = ctx.settings.node_id
     store = ctx.runtime.store
     kind = store.kind
+    liveness = ctx.runtime.liveness
     if ctx.draining:
         reason = "draining"
+    elif liveness is not None and liveness.fenced:
+        reason = "fenced: no heartbeat reached the database"
     else:
         try:
             await asyncio.wait_for(store.get_thread("00000000-0000-0000-0000-000000000000"), 2.0)

@@ -66,13 +66,16 @@ async def stop_thread(
 ) -> dict[str, Any]:
     cascade = _cascade(await deps.json_object(request))
     runtime = deps.runtime(request)
-    was_running = runtime.running(row.id)
+    was_running = runtime.running(row.id) or row.status.state == "running"
     await runtime.stop(row.id, cascade=cascade)
+    # a run of another node is settled by its owner (spec 12 §12.5 rule 3): whether the
+    # status left ``running`` within the wait
+    after = await runtime.store.get_thread(row.id) if was_running else None
     return {
         "status": "stopped",
         "message": "Thread execution stopped",
         "wasRunning": was_running,
-        "settled": True,
+        "settled": after is None or after.status.state != "running",
     }
 
 

@@ -48,6 +48,12 @@ class Conn(Protocol):
         """The execution lease this transaction's writes of its thread are checked against."""
         ...
 
+    @property
+    def announce(self) -> bool:
+        """Whether this transaction tells the other nodes what it wrote (``Dialect
+        .notify_tail``): only while some other node is live (spec 12 §12.7.1)."""
+        ...
+
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
@@ -87,9 +93,13 @@ class Dialect:
     and whether that node is live."""
     fenced: str = ""
     """The condition on the thread row of a fenced write (binds the node and the token)."""
-    wake_notify: str = ""
-    """What follows ``Tx.flush``'s UPDATE of a thread that has new queued work, so the
-    other nodes learn of it at commit (binds the thread id); empty: no one else listens."""
+
+    def notify_tail(self, events: bool, wake: bool) -> str:
+        """What follows ``Tx.flush``'s UPDATE of the thread row so the other nodes learn at
+        commit that it wrote event rows (``events``: binds the notification's payload) or
+        queued work (``wake``: binds its payload, after the events'); the backend's
+        connections announce only where other nodes listen (spec 12 §12.4, §12.7.1)."""
+        return ""
 
     def __init__(self) -> None:
         self._memo: dict[Callable[[Dialect], Any], Any] = {}

@@ -9,7 +9,7 @@ writes none of the logic a second time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from threadloom.errors import StoreError
@@ -124,11 +124,14 @@ class TxStore:
     async def threads_with_status(self, state: str) -> list[str]:
         return await self._read(threads.threads_with_status, state)
 
-    async def lost_runs(self, limit: int = 100) -> list[str]:
-        return await self._read(threads.lost_runs, limit)
+    async def lost_runs(self, limit: int = 100, mine: bool = False) -> list[str]:
+        return await self._read(threads.lost_runs, limit, mine)
 
     async def claimable_queues(self, limit: int = 100) -> list[str]:
         return await self._read(threads.claimable_queues, limit)
+
+    async def live_owner(self, thread_id: str) -> str | None:
+        return await self._read(threads.live_owner, thread_id)
 
     # the node's row (spec 12 §12.2): nothing to keep where one process runs the store
     async def register_node(self) -> None:
@@ -143,6 +146,20 @@ class TxStore:
 
     async def remove_node(self) -> None:
         """Delete this node's row (its last act), and rows of nodes dead an hour."""
+
+    peers = False
+    """Whether another node is live (its transactions then notify what they wrote)."""
+
+    async def listen(
+        self,
+        on_notice: Callable[[str, dict[str, Any]], None],
+        on_connected: Callable[[bool], Awaitable[None]],
+    ) -> None:
+        """Hear the other nodes' notifications; nothing where one process runs the store."""
+
+    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
+        """Tell the other nodes something now; ``False``: nobody to tell, or it failed."""
+        return False
 
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)

@@ -286,17 +286,36 @@ def threads_with_status(conn: Conn, state: str) -> list[str]:
     return [r[0] for r in conn.execute("SELECT id FROM threads WHERE status_state = ?", (state,))]
 
 
-def lost_runs(conn: Conn, limit: int) -> list[str]:
+def lost_runs(conn: Conn, limit: int, mine: bool = False) -> list[str]:
     """Threads whose status is ``running`` with no live node holding their lease: runs
-    lost with their process (spec 12 §12.6.1; on a store one process runs, every one)."""
+    lost with their process (spec 12 §12.6.1; on a store one process runs, every one);
+    ``mine``: also those whose lease is this node's (it runs none of them: it is starting
+    with the id of a process that died, or it dropped its runs when it fenced itself)."""
+    owner = conn.sql.unowned("t")
+    params: list[Any] = []
+    if mine and conn.sql.leases:
+        owner = f"({owner} OR t.lease_node = ?)"
+        params.append(conn.node_id)
     return [
         r[0]
         for r in conn.execute(
-            f"SELECT id FROM threads t WHERE t.status_state = 'running' AND {conn.sql.unowned('t')}"
+            f"SELECT id FROM threads t WHERE t.status_state = 'running' AND {owner}"
             " ORDER BY t.tnum LIMIT ?",
-            (limit,),
+            (*params, limit),
         )
     ]
+
+
+def live_owner(conn: Conn, thread_id: str) -> str | None:
+    """The live node that holds the thread's lease, if any (none where threads carry no
+    leases: one process runs them all)."""
+    if not conn.sql.leases:
+        return None
+    found = conn.execute(
+        f"SELECT t.lease_node FROM threads t WHERE t.id = ? AND NOT {conn.sql.unowned('t')}",
+        (thread_id,),
+    ).fetchone()
+    return str(found[0]) if found else None
 
 
 def claimable_queues(conn: Conn, limit: int) -> list[str]:

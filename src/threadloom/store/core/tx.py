@@ -233,14 +233,18 @@ class Tx:
         if lease:
             params += (self.lease_node, self.lease_token)
         params.append(self.thread_id)
-        wake = self.wake and bool(self.sql.wake_notify)
+        events = self.events
+        announce = self.conn.announce
+        notify = announce and bool(events)
+        if notify:
+            params.append(events_notice(self.thread_id, events, self.conn))
+        wake = announce and self.wake
         if wake:
-            params.append(self.thread_id)
-        key = (status is not None, activity, session, top, lease, wake)
+            params.append(wake_notice(self.thread_id, self.conn))
+        key = (status is not None, activity, session, top, lease, notify, wake)
         self.conn.execute(_thread_update(self.sql, key), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
-        events = self.events
         if 0 < len(events) <= _NULL_FREE_EVENTS:
             self._insert_events_null_free(events)
             return events
@@ -303,15 +307,31 @@ def _thread_updates(sql: Dialect) -> dict[tuple[bool, ...], str]:
     return {}
 
 
-def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, bool]) -> str:
+def events_notice(thread_id: str, events: Sequence[StoredEvent], conn: Conn) -> str:
+    """The payload of the notification that a transaction wrote the thread's event rows
+    ``events`` (spec 12 §12.7.1): the thread, the first and last ``seq``, the writing node,
+    and ``"a":1`` when one is a status change (thread-list subscribers elsewhere show it
+    as ``thread_activity``, spec 12 §12.7.5)."""
+    activity = ',"a":1' if any(e.kind == "status" for e in events) else ""
+    first, last = events[0].seq, events[-1].seq
+    return f'{{"t":"{thread_id}","f":{first},"s":{last},"n":"{conn.node_id}"{activity}}}'
+
+
+def wake_notice(thread_id: str, conn: Conn) -> str:
+    """The payload of the notification that a transaction queued work for the thread
+    (spec 12 §12.4 rule 1)."""
+    return f'{{"t":"{thread_id}","n":"{conn.node_id}"}}'
+
+
+def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, bool, bool]) -> str:
     """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
     changed (``key``: status, activity, session counters, top-level count, lease), and
-    the notification of new work (``wake``). Each text is made once (the statement cache
-    then finds it by a string whose hash is known)."""
+    the notifications of its events and of new work (``notify``, ``wake``). Each text
+    is made once (the statement cache then finds it by a string whose hash is known)."""
     texts = sql.statements(_thread_updates)
     text = texts.get(key)
     if text is None:
-        status, activity, session, top, lease, wake = key
+        status, activity, session, top, lease, notify, wake = key
         sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
         if status:
             sets += ", status_state = ?, status_since = ?, status_reason = ?"
@@ -323,7 +343,7 @@ def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, bool])
             sets += ", top_visible_count = ?"
         if lease:
             sets += ", lease_node = ?, lease_token = ?, lease_acquired_at = now()"
-        tail = sql.wake_notify if wake else ""
+        tail = sql.notify_tail(notify, wake) if notify or wake else ""
         text = texts[key] = f"UPDATE threads SET {sets} WHERE id = ?{tail}"
     return text
 

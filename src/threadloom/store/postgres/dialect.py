@@ -54,6 +54,7 @@ class PostgresDialect(Dialect):
     def __init__(self, node_ttl_s: float = 15.0) -> None:
         super().__init__()
         self.node_ttl_s = node_ttl_s
+        self.channels: dict[str, str] = {}
         self.live_node = (
             "EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = {owner}"
             f" AND n.heartbeat_at >= now() - interval '{float(node_ttl_s)} seconds')"
@@ -63,6 +64,19 @@ class PostgresDialect(Dialect):
         self.lease_columns = ", lease_node, lease_token, " + self.live_node.format(
             owner="threads.lease_node"
         )
+
+    def use_channels(self, channels: dict[str, str]) -> None:
+        """Name the notification channels of this store's schema (``notify.channels``),
+        before any write is flushed."""
+        self.channels = channels
+
+    def notify_tail(self, events: bool, wake: bool) -> str:
+        calls = []
+        if events:
+            calls.append(f"pg_notify('{self.channels['events']}', ?)")
+        if wake:
+            calls.append(f"pg_notify('{self.channels['wake']}', ?)")
+        return " RETURNING " + ", ".join(calls)
 
     def unowned(self, alias: str) -> str:
         owner = f"{alias}.lease_node"
@@ -113,7 +127,7 @@ class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute`` and ``executemany`` of ``?`` statements, and the dialect."""
 
-    __slots__ = ("fence", "node_id", "raw", "sql")
+    __slots__ = ("announce", "fence", "node_id", "raw", "sql")
 
     def __init__(
         self,
@@ -121,11 +135,13 @@ class PgConn:
         sql: Dialect,
         node_id: str | None = None,
         fence: Fence | None = None,
+        announce: bool = False,
     ) -> None:
         self.raw = raw
         self.sql = sql
         self.node_id = node_id
         self.fence = fence
+        self.announce = announce
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         cursor: Cursor = self.raw.execute(translate(sql), parameters)

@@ -31,7 +31,7 @@ from psycopg.adapt import Dumper
 from threadloom.errors import StoreError
 from threadloom.store.core.runner import TxStore
 from threadloom.store.fence import current_fence
-from threadloom.store.postgres import cluster, schema
+from threadloom.store.postgres import cluster, notify, schema
 from threadloom.store.postgres.dialect import PgConn, PostgresDialect
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
@@ -128,6 +128,11 @@ class PostgresStore(TxStore):
         self._connections: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.peers = False
+        """Whether another node was live at the last heartbeat (or announced itself since):
+        only then do transactions notify what they wrote (a NOTIFY serialises the commits
+        of every notifying transaction of the database, spec 12 §12.7.1)."""
+        self.notifications: notify.Notifications | None = None
         self.commits = 0
         """Write transactions committed."""
         self.retries = 0
@@ -179,7 +184,12 @@ class PostgresStore(TxStore):
             self._local.conn = None
 
     def _migrate(self) -> int:
-        return schema.migrate(self._connection())
+        conn = self._connection()
+        version = schema.migrate(conn)
+        found = conn.execute("SELECT current_schema()").fetchone()
+        self.schema = str(found[0]) if found else "public"
+        self.sql.use_channels(notify.channels(self.schema))
+        return version
 
     async def claim_runner(self) -> None:
         """Several processes share a PostgreSQL database: nothing to claim here (each
@@ -193,10 +203,29 @@ class PostgresStore(TxStore):
 
     async def heartbeat(self) -> bool:
         try:
-            await self._write(cluster.heartbeat, self.node_id, socket.gethostname(), os.getpid())
+            others = await self._write(
+                cluster.heartbeat, self.node_id, socket.gethostname(), os.getpid()
+            )
         except (psycopg.Error, StoreError, OSError):
             return False
+        self.peers = others > 0
         return True
+
+    # -- notifications (spec 12 §12.4, §12.5, §12.7) ------------------------------------
+    async def listen(self, on_notice: notify.OnNotice, on_connected: notify.OnConnected) -> None:
+        """LISTEN on this schema's channels until ``close``; ``on_notice(topic, payload)``
+        for each notification, ``on_connected(first)`` after each (re)connection."""
+        if self.notifications is None:
+            self.notifications = notify.Notifications(
+                self.url, self.sql.channels, self.safe_url, str(self.node_id)
+            )
+            await self.notifications.start(on_notice, on_connected)
+
+    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
+        """Send a notification now, outside data transactions (``False`` if it failed)."""
+        if self.notifications is None:
+            return False
+        return await self.notifications.notify(topic, payload)
 
     async def set_draining(self) -> None:
         await self._write(cluster.set_draining, self.node_id)
@@ -208,6 +237,8 @@ class PostgresStore(TxStore):
         if self._closed:
             return
         self._closed = True
+        if self.notifications is not None:
+            await self.notifications.close()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._executor.shutdown(wait=True)
         )
@@ -259,7 +290,8 @@ class PostgresStore(TxStore):
             try:
                 conn.execute(begin)
                 try:
-                    result = fn(PgConn(conn, self.sql, self.node_id, fence), self.clock, *args)
+                    pg = PgConn(conn, self.sql, self.node_id, fence, self.peers)
+                    result = fn(pg, self.clock, *args)
                 except BaseException:
                     if not conn.broken:
                         conn.execute("ROLLBACK")

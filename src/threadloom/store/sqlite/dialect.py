@@ -57,3 +57,4 @@ class SqliteConnection(sqlite3.Connection):
     sql: Dialect = SQLITE
     node_id: str | None = None
     fence: Fence | None = None
+    announce = False  # one process runs an SQLite store: nobody to tell

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from threadloom.define import Model
-from threadloom.providers.script import Reply
+from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider
 from threadloom.providers.types import ProviderRequest
 
@@ -27,18 +27,51 @@ def _echo(request: ProviderRequest) -> Reply:
 
 async def _gate(request: ProviderRequest) -> Reply:
     """Wait until the gate file named by the last user message exists (at most 120 s),
-    then answer with the gate's name; a message that is no gate name is echoed."""
+    then answer with the gate's name; a message that is no gate name is echoed. A wait that
+    is cancelled (the run aborted) leaves a file ``<gate>.cancelled`` behind."""
     name = _last_user(request)
     folder = os.environ.get("THREADLOOM_TEST_GATE_DIR")
     if folder and name.startswith("gate-"):
         gate = Path(folder) / name
-        for _ in range(2400):
-            if gate.exists():
-                break
-            await asyncio.sleep(0.05)
+        try:
+            for _ in range(2400):
+                if gate.exists():
+                    break
+                await asyncio.sleep(0.05)
+        except asyncio.CancelledError:  # the run was aborted: the test sees when
+            (Path(folder) / f"{name}.cancelled").touch()
+            raise
+        if name.endswith("-slow"):  # a generation long enough to join midway
+            return Reply.text(f"passed {name}", chunk_size=2, chunk_delay=0.2)
         return Reply.text(f"passed {name}", chunk_size=4, chunk_delay=0.01)
     return Reply.text(f"echo: {name}")
 
 
+async def _worker(request: ProviderRequest) -> Reply:
+    """The gate's wait, then ``report`` with ``passed <gate>`` (``echo: <text>`` for a
+    message that is no gate name)."""
+    waited = await _gate(request)
+    return Reply.tool_calls(Call("report", {"summary": waited.content or ""}))
+
+
+def _boss(request: ProviderRequest) -> Reply:
+    """``create <text>``: a blocking ``helper`` with that message; ``ask <reference>
+    <text>``: a blocking message to it; a call's result is answered ``got: <result>``."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return Reply.text(f"got: {last.text}")
+    words = _last_user(request).split(" ", 2)
+    if words[0] == "create" and len(words) > 1:
+        message = " ".join(words[1:])
+        create = {"agent": "helper", "name": "w", "message": message, "attachments": []}
+        return Reply.tool_calls(Call("subagent_create", create))
+    if words[0] == "ask" and len(words) == 3:
+        ask = {"referenceId": words[1], "message": words[2], "attachments": []}
+        return Reply.tool_calls(Call("subagent_message", ask))
+    return Reply.text(f"echo: {_last_user(request)}")
+
+
 echo_model = Model(name="echo_model", provider=ScriptedProvider(_echo), model="echo-1")
 gate_model = Model(name="gate_model", provider=ScriptedProvider(_gate), model="gate-1")
+boss_model = Model(name="boss_model", provider=ScriptedProvider(_boss), model="boss-1")
+worker_model = Model(name="worker_model", provider=ScriptedProvider(_worker), model="worker-1")
