@@ -187,12 +187,15 @@ async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves on this path (Starlette reports only one route's)."""
+    """Every method some route serves on this path (Starlette reports only one route's);
+    ``HEAD`` wherever ``GET`` is (the pipeline serves it as a ``GET``)."""
     allowed: list[str] = []
-    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
         probe = {**request.scope, "method": method}
         if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
             allowed.append(method)
+    if "GET" in allowed:
+        allowed.insert(1, "HEAD")
     return allowed
 
 

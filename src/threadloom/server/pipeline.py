@@ -1,8 +1,9 @@
 """The outer request pipeline (spec 08 §8.1.1 rule 7, §8.1.4 steps 1–2, spec 10 §10.7–10.8).
 
 A plain ASGI middleware, outermost: it gives every response its request id and fixed
-headers, answers CORS preflights, applies the local-development origin guard, and turns an
-unhandled exception into the ``internal_error`` body (never a stack trace).
+headers, answers CORS preflights, applies the local-development origin guard, serves
+``HEAD`` as the ``GET`` of the same URL without its body, and turns an unhandled exception
+into the ``internal_error`` body (never a stack trace).
 """
 
 from __future__ import annotations
@@ -68,6 +69,29 @@ def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]])
         },
         {"type": "http.response.body", "body": payload},
     ]
+
+
+def head_as_get(scope: Scope, receive: Receive, send: Send) -> tuple[Scope, Receive, Send]:
+    """``HEAD`` answered as ``GET`` without the body (RFC 9110 §9.3.2): the same status and
+    headers, ``Content-Length`` included. The first body message ends the answer; later
+    ones are dropped and the app's ``receive`` reports a disconnect, so a streaming answer
+    (SSE) stops instead of producing a body nobody reads."""
+    done = False
+
+    async def head_send(message: Message) -> None:
+        nonlocal done
+        if message["type"] != "http.response.body":
+            await send(message)
+        elif not done:
+            done = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def head_receive() -> Message:
+        if done:
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return {**scope, "method": "GET"}, head_receive, head_send
 
 
 class Pipeline:
@@ -146,6 +170,8 @@ class Pipeline:
             return
 
         started = False
+        if scope.get("method") == "HEAD":
+            scope, receive, send = head_as_get(scope, receive, send)
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started

@@ -17,9 +17,9 @@ router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
 
 
 def _cascade(body: dict[str, Any]) -> bool:
+    """``cascade``: absent is false; anything but a boolean, ``null`` included, is a 400
+    (spec 08 §8.5.2 "400 (``cascade`` not boolean)"; unlike ``side``, no ``null`` rule)."""
     value = body.get("cascade", False)
-    if value is None:
-        return False
     if not isinstance(value, bool):
         raise bad_field("cascade", "must be a boolean", "cascade must be a boolean")
     return value

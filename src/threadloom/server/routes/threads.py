@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.errors import ThreadloomError
 from threadloom.records import normalize_tool_calls
@@ -22,6 +23,18 @@ from threadloom.server.uploads import (
 )
 from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
+
+
+class ThreadIdConvertor(StringConvertor):
+    """A thread id in ``/api/threads/{id}``: any segment but ``owners``, which is the owner
+    facet's own path, so ``PATCH``/``DELETE /api/threads/owners`` are 405s (``Allow: GET,
+    HEAD``) rather than a thread lookup of ``owners`` (issue 23 item 10)."""
+
+    regex = "(?!owners$)[^/]+"
+
+
+register_url_convertor("thread_id", ThreadIdConvertor())
+THREAD = "/{id:thread_id}"
 
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
@@ -363,7 +376,7 @@ async def owners(request: Request, who: Principal = Depends(deps.principal)) -> 
     }
 
 
-@router.get("/{id}", summary="A thread with its agent, stats and run status")
+@router.get(THREAD, summary="A thread with its agent, stats and run status")
 async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> dict[str, Any]:
     runtime = deps.runtime(request)
     stats = await runtime.store.thread_stats(row.id)
@@ -392,7 +405,7 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
 
 
 @router.patch(
-    "/{id}",
+    THREAD,
     summary="Update tags, agent, variables or overlap policy",
     openapi_extra=schemas.PATCH_THREAD,
 )
@@ -522,7 +535,7 @@ async def patch_thread(
     }
 
 
-@router.delete("/{id}", summary="Delete a thread and its descendants")
+@router.delete(THREAD, summary="Delete a thread and its descendants")
 async def delete_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
