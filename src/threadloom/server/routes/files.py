@@ -11,10 +11,8 @@ files. File exceptions become answers through ``errors.from_threadloom`` (§8.8'
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal, cast
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -25,6 +23,7 @@ from threadloom.records import AttachmentRef, FileChunk, FileRecord
 from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found
+from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposition
 from threadloom.server.uploads import decode_base64, is_mime_type
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
@@ -48,9 +47,6 @@ MAX_LIMIT = 1000
 MAX_PIXELS = 100_000  # as for upload items (§8.2.5); also keeps values inside SQLite's range
 CHUNK_SIZE = 1_048_576
 OCTET_STREAM = "application/octet-stream"
-# Types a browser would run as a document on our origin: downloaded, never shown inline.
-DOWNLOAD_TYPES = frozenset({"text/html", "image/svg+xml", "application/xhtml+xml"})
-_UNSAFE_NAME = re.compile(r'["\\\r\n]')
 _RETRIES = 3
 
 
@@ -127,19 +123,6 @@ def header_mime(mime: str) -> str:
     return mime if valid_mime(mime) else OCTET_STREAM
 
 
-def content_disposition(name: str, mime: str) -> str:
-    """``inline`` or (for types a browser would run) ``attachment``, with ``"``, ``\\``,
-    CR and LF in the name replaced by ``_``; a name that is not plain ASCII also gets an
-    RFC 6266 ``filename*`` with its UTF-8 form, the ASCII fallback using ``_`` for the rest."""
-    kind = "attachment" if mime.split(";", 1)[0].strip().lower() in DOWNLOAD_TYPES else "inline"
-    safe = _UNSAFE_NAME.sub("_", name)
-    if safe.isascii() and safe.isprintable():
-        return f'{kind}; filename="{safe}"'
-    fallback = "".join(c if c.isascii() and c.isprintable() else "_" for c in safe)
-    encoded = quote(name, safe="!#$&+-.^_`|~")
-    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
-
-
 async def _close(stream: AsyncIterator[FileChunk]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
@@ -190,7 +173,7 @@ async def path_answer(state: ThreadState, path: str) -> Response | dict[str, Any
             "Content-Type": mime,
             "Content-Length": str(record.size),
             "Content-Disposition": content_disposition(record.name, mime),
-            # X-Content-Type-Options: nosniff is set on every answer by the pipeline.
+            **USER_CONTENT_HEADERS,  # nosniff: set on every answer by the pipeline
         }
         return StreamingResponse(_body(first, stream, record.size, path), headers=headers)
     raise ApiError(409, "conflict", f"File changed while reading: {path}")
@@ -252,7 +235,11 @@ async def read_path(
             raise not_found("Thumbnail not found")
         return Response(
             data,
-            headers={"Content-Type": "image/jpeg", "Cache-Control": "private, max-age=31536000"},
+            headers={
+                "Content-Type": "image/jpeg",
+                "Cache-Control": "private, max-age=31536000",
+                **USER_CONTENT_HEADERS,
+            },
         )
     if as_json:
         record = await state.stat_file(target)
