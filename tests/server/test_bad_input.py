@@ -1,9 +1,18 @@
-"""Bad input is a 400 naming the field, never a 5xx, and changes nothing (issue 23;
-spec 08 §8.1.3 rule 6, §8.1.5): the requests the attack of issue 23 answered with 500.
-Nothing may move: every table of the store (read on a connection of its own,
-``store_probe``) and the thread's event sequence (read through the API) are the same after
-the requests as before them. The server runs with authentication on (login, API keys,
-users and tickets exist).
+"""The bad-input suite (issue 23, "Keep it attacked"; spec 08 §8.1.3 rule 6, §8.1.5).
+
+Every route that reads a body gets each family of bad values — lone UTF-16 surrogates,
+NUL characters, NaN and Infinity, integer extremes, wrong types, deep nesting, bodies over
+the limit — at every point of a valid sample body (``badinput.SAMPLES``); every route with
+an id in its path gets ids holding NUL and the like; every GET route gets out-of-range
+integers and NUL in the query string. Each answer must be a 4xx with the ``{error, code}``
+body, naming the field where the family has one, and nothing may move: every table of the
+store (read on a connection of its own, ``store_probe``) and the thread's event sequence
+(read through the API) are the same after the requests as before them. The server runs
+with authentication on (login, API keys, users and tickets exist; a local-mode server is
+checked too); the routes are enumerated from the app's route table, so a new route without
+a sample fails ``test_every_route_is_in_the_tables``. The requests of the attack of issue
+23 (items 5 and 6) are kept as tests of their own. One server per store for all families:
+the whole module runs in seconds.
 """
 
 from __future__ import annotations
@@ -12,11 +21,24 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
+from badinput import (
+    FAMILIES,
+    NO_BODY,
+    QUERY_INTEGERS,
+    SAMPLES,
+    STREAM_TWINS,
+    STREAMS,
+    Case,
+    Ids,
+    Mutator,
+    Sample,
+    encode,
+    served_routes,
+)
 
 from conftest import USERS, Api
 from store_probe import StoreProbe, probe
@@ -25,25 +47,6 @@ from threadloom.server.settings import ServerSettings
 UPLOADS = 1024 * 1024
 VOLATILE_COLUMNS = {"last_used_at_us"}
 VOLATILE_TABLES = {"nodes"}
-
-
-@dataclass(frozen=True)
-class Ids:
-    """What the URLs and bodies of the samples refer to."""
-
-    thread: str
-    message: str
-    user: str
-    key: str
-
-    def url(self, template: str, path: str = "a.txt") -> str:
-        return (
-            template.replace("{id}", self.thread)
-            .replace("{message_id}", self.message)
-            .replace("{user_id}", self.user)
-            .replace("{key_id}", self.key)
-            .replace("{path:fspath}", path)
-        )
 
 
 class Snapshots:
@@ -137,6 +140,47 @@ async def make_world(make_api: Callable[..., Any]) -> World:
     return World(api, ids)
 
 
+def check_answer(sample: Sample, case: Case, response: httpx.Response) -> str | None:
+    """What is wrong with the answer to ``case`` (None: it is right)."""
+    where = f"{sample.method} {sample.path} [{case.label}]"
+    if response.status_code not in case.status:
+        return f"{where}: {response.status_code} {response.text[:300]}"
+    try:
+        body = response.json()
+    except ValueError:
+        return f"{where}: not JSON: {response.text[:200]}"
+    if not (isinstance(body.get("error"), str) and isinstance(body.get("code"), str)):
+        return f"{where}: not an error body: {body}"
+    if case.code is not None and body["code"] != case.code:
+        return f"{where}: code {body['code']} ({body['error']})"
+    if case.field is None:
+        return None
+    fields = [d.get("field", "") for d in body.get("details") or []]
+    if case.exact:
+        ok = case.field in fields
+    else:
+        ok = any(_related(case.field, f) for f in fields) or (
+            bool(sample.form) and "body" in fields
+        )
+    return None if ok else f"{where}: names {fields}, not {case.field!r} ({body['error']})"
+
+
+def _related(expected: str, named: str) -> bool:
+    """``named`` is ``expected``, one of its parents or one of its children."""
+    if expected == named:
+        return True
+    shorter, longer = sorted((expected, named), key=len)
+    return bool(shorter) and longer.startswith(shorter) and longer[len(shorter)] in ".["
+
+
+async def send(world: World, sample: Sample, case: Case) -> httpx.Response:
+    client = world.client(sample.user)
+    url = world.ids.url(sample.path, sample.url_path)
+    return await client.request(
+        sample.method, url, content=case.body, headers={"Content-Type": case.content_type}
+    )
+
+
 # -- the fields of issue 23 ----------------------------------------------------------------
 
 S = "\ud800"
@@ -222,6 +266,205 @@ async def test_issue_23_dates_past_the_stores_range_are_a_400(world: World) -> N
             assert response.json()["details"][0]["field"] == name
     listed = await client.get("/api/threads?startDate=0&endDate=9223372036853")
     assert listed.status_code == 200 and listed.json()["total"] == 1
+
+
+# -- the route table ------------------------------------------------------------------------
+
+
+def test_every_route_is_in_the_tables() -> None:
+    http, sockets = served_routes()
+    gets = {("GET", path) for path in QUERY_INTEGERS}
+    known = set(SAMPLES) | NO_BODY | gets
+    assert sorted(http - known) == [], "a route without a bad-input sample: add it to badinput.py"
+    assert sorted(known - http) == [], "a table row names a route the app no longer serves"
+    assert sockets <= set(STREAM_TWINS), "a WebSocket route without its GET twin"
+
+
+# -- bodies ---------------------------------------------------------------------------------
+
+
+async def test_bad_bodies_are_refused_and_change_nothing(world: World) -> None:
+    """Every family at every route, on one server (a server per family would be most of
+    the time): the problems of all of them are reported together."""
+    problems: list[str] = []
+    sent = 0
+    after = await world.state()
+    for family, mutate in FAMILIES.items():
+        for samples in SAMPLES.values():
+            for sample in samples:
+                mutator = Mutator(sample, sample.body(world.ids))
+                mutate(mutator)
+                before = after
+                for case in mutator.cases:
+                    response = await send(world, sample, case)
+                    sent += 1
+                    problem = check_answer(sample, case, response)
+                    if problem is not None:
+                        problems.append(f"{family}: {problem}")
+                after = await world.state()
+                if after != before:
+                    moved = [t for t in before[1] if before[1][t] != after[1].get(t)]
+                    problems.append(
+                        f"{family}: {sample.method} {sample.path}: state moved (seq "
+                        f"{before[0]} → {after[0]}, tables {moved})"
+                    )
+    assert sent > 1000
+    assert problems == [], "\n".join(problems[:60]) + f"\n({len(problems)} problems)"
+
+
+# -- path parameters ------------------------------------------------------------------------
+
+BAD_IDS = ("%00", "a%00b", "%ED%A0%80", "x" * 5000, "%20", "9" * 40)
+
+
+async def test_bad_path_parameters_are_refused_and_change_nothing(world: World) -> None:
+    """Every route with an id in its path, each id in turn replaced: 4xx, nothing moves."""
+    http, _ = served_routes()
+    problems: list[str] = []
+    before = await world.state()
+    for method, path in sorted(http):
+        params = [
+            p for p in ("{id}", "{message_id}", "{log_id}", "{key_id}", "{user_id}") if p in path
+        ]
+        samples = SAMPLES.get((method, path))
+        body = encode(samples[0].body(world.ids)) if samples else None
+        user = samples[0].user if samples else "root"
+        for param in params:
+            for bad in BAD_IDS:
+                url = world.ids.url(path.replace(param, bad))
+                response = await world.client(user).request(
+                    method, url, content=body, headers={"Content-Type": "application/json"}
+                )
+                where = f"{method} {path} with {param}={bad[:12]}"
+                if not 400 <= response.status_code < 500:
+                    problems.append(f"{where}: {response.status_code} {response.text[:200]}")
+                elif not isinstance(response.json().get("code"), str):
+                    problems.append(f"{where}: {response.text[:200]}")
+    assert await world.state() == before
+    assert problems == [], "\n".join(problems)
+
+
+# -- query parameters -----------------------------------------------------------------------
+
+NOT_INTEGERS = ("-1", "1.5", "1e3", " 1", "0x10", "١", "9" * 30, str(2**63), "", "+1")
+STRING_PARAMETERS = (  # every name a route reads (grep q.raw/q.enum/q.bool/… in server/)
+    "agent_id", "all", "find", "format", "grep", "ids", "includeSilent", "include_children",
+    "kind", "logs", "messageIds", "order", "parent", "path", "q", "reasoning", "scope",
+    "search", "sort", "status", "terminated", "executing", "type", "user_id", "token",
+    "ticket", "includeWorkblocks", "includeDescendants",
+)  # fmt: skip
+EXTREME_INTEGERS = (str(2**63 - 1), "9200000000000", "9223372036854", "0")
+
+
+async def _get(world: World, path: str, query: str) -> httpx.Response:
+    url = world.ids.url(path)
+    client = world.client("root")
+    if path not in STREAMS:
+        return await client.get(f"{url}?{query}")
+    headers = {"Accept": "text/event-stream"}
+    async with client.stream("GET", f"{url}?{query}", headers=headers) as response:
+        if response.status_code < 400:
+            return httpx.Response(response.status_code, json={})
+        await response.aread()
+        return response
+
+
+def _error_body(response: httpx.Response) -> bool:
+    body = response.json()
+    return isinstance(body.get("error"), str) and isinstance(body.get("code"), str)
+
+
+async def test_query_parameters_are_bounded_and_checked(world: World) -> None:
+    problems: list[str] = []
+    before = await world.state()
+    for path, (base, names) in QUERY_INTEGERS.items():
+        for name in names:
+            for value in NOT_INTEGERS + EXTREME_INTEGERS:
+                query = "&".join(q for q in (base, f"{name}={value}") if q)
+                response = await _get(world, path, query)
+                where = f"GET {path}?{query}"
+                if response.status_code >= 500:
+                    problems.append(f"{where}: {response.status_code} {response.text[:200]}")
+                elif response.status_code >= 400:
+                    body = response.json()
+                    fields = [d["field"] for d in body.get("details", [])]
+                    if body.get("code") != "invalid_request" or name not in fields:
+                        problems.append(f"{where}: {response.status_code} {body}")
+                elif value in NOT_INTEGERS and value != "":
+                    problems.append(f"{where}: accepted ({response.status_code})")
+    for path, (base, _) in QUERY_INTEGERS.items():  # NUL in any parameter a route may read
+        for name in STRING_PARAMETERS:
+            for value in ("a%00", "%ED%A0%80") if name in ("search", "find") else ("a%00",):
+                query = "&".join(q for q in (base, f"{name}={value}") if q)
+                response = await _get(world, path, query)
+                if response.status_code >= 500:
+                    problems.append(f"GET {path}?{query[:80]}: {response.status_code}")
+                elif response.status_code >= 400 and not _error_body(response):
+                    problems.append(f"GET {path}?{query[:80]}: {response.text[:200]}")
+    stream = world.ids.url("/api/threads/{id}/stream")
+    for last_id in ("9" * 30, str(2**63), str(2**63 - 1), "-1", "1e3"):  # SSE resume header
+        headers = {"Accept": "text/event-stream", "Last-Event-ID": last_id}
+        async with world.client("root").stream("GET", stream, headers=headers) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                if response.status_code >= 500 or not _error_body(response):
+                    problems.append(f"Last-Event-ID {last_id}: {response.status_code}")
+    assert await world.state() == before
+    assert problems == [], "\n".join(problems)
+
+
+# -- values that are valid JSON text and stored as given -----------------------------------
+
+
+async def test_extreme_numbers_in_free_form_values_round_trip(world: World) -> None:
+    client = world.api.client("root")
+    numbers = [2**63, -(2**63) - 1, 2**64, 10**30, 1e300, -1e-300, 0]
+    sent = await client.post(
+        "/api/threads",
+        content=encode(
+            {
+                "agent_id": "echo",
+                "arguments": {"n": numbers},
+                "properties": {"n": numbers},
+                "initial_messages": [
+                    {"role": "user", "content": "😀 \ud83d\ude00", "metadata": {"n": numbers}}
+                ],
+            }
+        ),
+        headers={"Content-Type": "application/json"},
+    )
+    assert sent.status_code == 200, sent.text
+    thread = sent.json()["threadId"]
+    detail = (await client.get(f"/api/threads/{thread}")).json()
+    assert detail["thread"]["arguments"] == {"n": numbers}
+    page = (await client.get(f"/api/threads/{thread}/messages")).json()
+    assert page["messages"][0]["metadata"]["n"] == numbers
+    assert page["messages"][0]["content"] == "😀 😀"
+
+
+async def test_local_mode_refuses_surrogates_and_nan_too(make_api: Callable[..., Any]) -> None:
+    api: Api = await make_api(ServerSettings(auth="auto"), with_keys=False)
+    client = httpx.AsyncClient(base_url=api.base, timeout=30)
+    api.clients.append(client)
+    thread = (await client.post("/api/threads", json={"agent_id": "echo"})).json()["threadId"]
+    for url, body, field in (
+        ("/api/threads", {"agent_id": "echo\ud800"}, "agent_id"),
+        ("/api/threads", {"agent_id": "echo", "properties": {"p": float("nan")}}, "properties.p"),
+        (f"/api/threads/{thread}/messages", {"content": "a\ud800"}, "content"),
+        (
+            f"/api/threads/{thread}/messages",
+            {"content": "a", "metadata": {"x": float("inf")}},
+            "metadata.x",
+        ),
+    ):
+        response = await client.post(
+            url, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 400, (url, body, response.text)
+        assert response.json()["details"][0]["field"] == field
+    listed = (await client.get("/api/threads")).json()
+    assert listed["total"] == 1
+    assert (await client.get(f"/api/threads/{thread}")).json()["seq"] == 0
 
 
 # -- a refused send writes nothing (issue 23 item 6) ----------------------------------------
