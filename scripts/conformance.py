@@ -1,6 +1,6 @@
 """Which conformance cases of the spec the test suite holds.
 
-Reads every case id (``C02-017``) and its tags from ``../shared/spec/*.md`` and every test
+Reads every case id (``C02-017``) and its tags from ``docs/spec/*.md`` (the specification, kept in the repository) and every test
 whose function name carries a case (``test_c02_017_…``; a test that holds two cases with
 the same behaviour names both, ``test_c02_083_c06_011_…``), and writes a table to
 ``docs/conformance.md``. Run with ``make conformance``.
@@ -45,7 +45,7 @@ def test_refs(tests_dir: Path) -> dict[str, set[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spec", type=Path, default=ROOT.parent / "shared" / "spec")
+    parser.add_argument("--spec", type=Path, default=ROOT / "docs" / "spec")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "conformance.md")
     args = parser.parse_args()
     if not args.spec.is_dir():

@@ -66,8 +66,8 @@ async def test_events_after_a_subscription_wait_for_its_head(runtime: Runtime) -
     subscription.close()
 
 
-async def test_rows_pruned_before_they_were_relayed_give_a_resync(runtime: Runtime) -> None:
-    """Spec 12 §12.7.4: events another node committed are pruned before this node reads
+async def test_c12_026_rows_pruned_before_they_were_relayed_give_a_resync(runtime: Runtime) -> None:
+    """C12-026: events another node committed are pruned before this node reads
     them → the subscribers get one ``resync`` (reason ``expired``, from the last delivered
     ``seq``), then the events still there, in order."""
     hub = runtime.hub

@@ -137,10 +137,10 @@ def test_c12_022_skewed_clocks_never_reorder_a_thread(tmp_path: Path) -> None:
         assert users == [f"m{i}" for i in range(10)]
 
 
-def test_200_concurrent_sends_over_two_nodes_are_stored_once_in_one_order(
+def test_c12_025_200_concurrent_sends_over_two_nodes_are_stored_once_in_one_order(
     tmp_path: Path,
 ) -> None:
-    """Issue 22: 200 concurrent sends to one thread, half through each of two nodes →
+    """C12-025: 200 concurrent sends to one thread, half through each of two nodes →
     each stored exactly once, and both nodes' streams show the messages in the one order
     the history has."""
     with start_cluster(tmp_path, n=2) as cluster:

@@ -377,8 +377,8 @@ class ListFrames(Frames):
         ]
 
 
-def test_thread_list_events_reach_every_node(tmp_path: Path) -> None:
-    """§12.7.5: an ``/api/events`` socket on n2 sees what n1 does — a thread created, its
+def test_c12_024_thread_list_events_reach_every_node(tmp_path: Path) -> None:
+    """C12-024: an ``/api/events`` socket on n2 sees what n1 does — a thread created, its
     run's activity (running, then idle), a PATCH, a deletion."""
     with start_cluster(tmp_path, n=2) as cluster:
         n1, n2 = cluster.nodes
@@ -422,8 +422,10 @@ def test_thread_list_events_reach_every_node(tmp_path: Path) -> None:
             listing.close()
 
 
-def test_a_blocking_call_gets_the_result_of_a_child_run_on_another_node(tmp_path: Path) -> None:
-    """Issue 22: child C (a blocking, resumable ``helper``) runs on n2; its parent P, on
+def test_c12_023_a_blocking_call_gets_the_result_of_a_child_run_on_another_node(
+    tmp_path: Path,
+) -> None:
+    """C12-023: child C (a blocking, resumable ``helper``) runs on n2; its parent P, on
     n1, sends it a blocking ``subagent_message`` → the call waits for C's next session
     result, which C's run on n2 produces: it answers the call on n1 (its tool result), and
     P does not get it a second time as a queued message."""
