@@ -84,8 +84,10 @@ class ListSession:
         self.settings = settings
         self.outbox = Outbox(settings.buffer_frames, settings.buffer_bytes)
         self.subscription: Subscription = ctx.runtime.events.subscribe(
-            None, kinds=KINDS, max_queue=settings.buffer_frames
+            None, kinds=KINDS, max_queue=settings.buffer_frames, max_bytes=settings.buffer_bytes
         )
+        self.subscription.on_overflow = self.slow_consumer
+        self.dropped = False
         self._owners: OrderedDict[str, str | None] = OrderedDict()
         self._terminated: set[str] = set()
         self._unregister = ctx.on_shutdown(lambda: self.outbox.put(SHUTTING_DOWN))
@@ -170,6 +172,11 @@ class ListSession:
             self.slow_consumer()
 
     def slow_consumer(self) -> None:
+        """Cut the subscriber off (§9.10.2): its subscription ends and its queue is
+        discarded now, not once a write stuck on its socket times out."""
+        if self.dropped:
+            return
+        self.dropped = True
         self._fail(
             "slow_consumer",
             "Send buffer overflow; list the threads again",
@@ -193,6 +200,7 @@ class ListSession:
                 return
 
     def _fail(self, code: str, message: str, close: Close) -> None:
+        self.subscription.close()
         error = {"type": "error", "code": code, "error": message}
         self.outbox.fail(Frame("error", 0, _dumps(error)), close)
 
@@ -244,6 +252,7 @@ async def _write(websocket: WebSocket, session: ListSession) -> None:
             async with asyncio.timeout(session.settings.write_timeout_s):
                 await websocket.send_text(item.text)
         except TimeoutError:
+            session.slow_consumer()
             await close_socket(websocket, Close(4008, "Slow consumer"))
             return
         except Exception:

@@ -13,13 +13,13 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any, cast
 
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import HTTPConnection
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from threadloom.server import deps
@@ -206,7 +206,9 @@ async def close_socket(websocket: WebSocket, close: Close) -> None:
 
 
 async def _drive(websocket: WebSocket, session: Session) -> None:
-    """Write the session's frames; a write stuck for ``write_timeout_s`` is a slow consumer."""
+    """Write the session's frames; a write stuck for ``write_timeout_s`` is a slow consumer.
+    A subscriber cut off while a write is in flight holds only that frame meanwhile: the
+    session ended its subscription and discarded its queue at once."""
     timeout = session.settings.write_timeout_s
     try:
         async for item in session.frames():
@@ -286,8 +288,10 @@ async def stream_sse(id: str, request: Request) -> Any:
     # and the count one step, as for sockets (§9.2.4). The response gives the slot back.
     release = hold_slot(app, grant.principal)
 
-    async def body() -> AsyncIterator[bytes]:
-        session = Session(app.state.ctx, grant, stream_settings(app))
+    settings = stream_settings(app)
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        session = Session(app.state.ctx, grant, settings)
         revalidate = asyncio.create_task(session.revalidate())
         try:
             yield b"retry: 1000\n\n"
@@ -305,6 +309,7 @@ async def stream_sse(id: str, request: Request) -> Any:
     return CountedStream(
         body(),
         release,
+        settings.write_timeout_s,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
@@ -312,19 +317,35 @@ async def stream_sse(id: str, request: Request) -> Any:
 
 class CountedStream(StreamingResponse):
     """A streaming response that holds a stream slot until it has been sent or abandoned
-    (also when the body never started: the client left before the first byte)."""
+    (also when the body never started: the client left before the first byte). A write
+    the peer has not taken within ``write_timeout_s`` ends the response (§9.10.2 rule 4),
+    and the body's session with it."""
 
     def __init__(
-        self, content: AsyncIterator[bytes], release: Callable[[], None], **kwargs: Any
+        self,
+        content: AsyncGenerator[bytes, None],
+        release: Callable[[], None],
+        write_timeout_s: float,
+        **kwargs: Any,
     ) -> None:
         super().__init__(content, **kwargs)
+        self._content = content
         self._release = release
+        self._write_timeout_s = write_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def timed_send(message: Message) -> None:
+            async with asyncio.timeout(self._write_timeout_s):
+                await send(message)
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, timed_send)
+        except* TimeoutError:
+            pass  # the peer stopped reading: the response ends unfinished
         finally:
             self._release()
+            with contextlib.suppress(Exception):
+                await self._content.aclose()
 
 
 def _sse(seq: int, event: str, data: str) -> bytes:

@@ -7,13 +7,12 @@ WebSocket and SSE.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.errors import EventOverflow
 from threadloom.server.deps import ServerContext
 from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
@@ -32,6 +31,8 @@ from threadloom.thread.events import ThreadEvent
 from threadloom.thread.hub import registry_wire
 
 REPLAY_PAGE = 1000
+
+log = logging.getLogger("threadloom.server.stream")
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,34 @@ class Session:
         self.thread_id = grant.thread_id
         self.framer = Framer(grant.thread_id, grant.filters, 0)
         self.outbox = Outbox(settings.buffer_frames, settings.buffer_bytes)
-        # step 1: frames produced from now on are held for this subscriber
+        # step 1: frames produced from now on are held for this subscriber (bounded like
+        # the outbox) until the opening sequence is sent; then each is framed into the
+        # outbox as it is published (``_live``), and nothing waits in the bus
         self.subscription = self.runtime.events.subscribe(
-            grant.thread_id, max_queue=settings.buffer_frames
+            grant.thread_id, max_queue=settings.buffer_frames, max_bytes=settings.buffer_bytes
         )
-        self._pump: asyncio.Task[None] | None = None
+        self.subscription.on_overflow = self.slow_consumer
+        self.dropped = False
+        """Cut off as a slow consumer."""
         self._unregister = ctx.on_shutdown(lambda: self.outbox.put(SHUTTING_DOWN))
 
     def close(self) -> None:
         self._unregister()
         self.subscription.close()
-        if self._pump is not None:
-            self._pump.cancel()
 
     def fail(self, code: str, message: str, close: Close) -> None:
+        """End the session: no more events, the queue discarded, an ``error`` frame and
+        ``close`` next."""
+        self.subscription.close()
         self.outbox.fail(self.framer.error(code, message), close)
 
     def slow_consumer(self) -> None:
+        """Cut the subscriber off (§9.10.2): its subscription ends and its queue is
+        discarded now, not once a write stuck on its socket times out; the transport
+        sends the ``error`` frame and the close after the write in flight."""
+        if self.dropped:
+            return
+        self.dropped = True
         self.fail(
             "slow_consumer",
             f"Send buffer overflow; reconnect with since={self.framer.head}",
@@ -111,13 +123,15 @@ class Session:
             body = {"type": "resync", "seq": head, "since": since, "reason": resync}
             yield Frame("resync", head, json.dumps(body, separators=(",", ":")))
         for event in replay:  # step 4
+            if self.outbox.finished:
+                break  # cut off (or closing) meanwhile: its queue says how it ends
             item = framer.convert(event.kind, event.seq, event.data, event.at)
             if isinstance(item, Frame):
                 yield item
+        replay.clear()
         framer.head = head
-        for item in await self._catch_up(head):  # steps 5 and 6
-            yield item
-        self._pump = asyncio.get_running_loop().create_task(self._forward())
+        if not self.outbox.finished:
+            await self._catch_up(head)  # steps 5 and 6, then live
         while True:
             next_item = await self.outbox.get(self.settings.heartbeat_s)
             if next_item is None:
@@ -186,8 +200,10 @@ class Session:
             return {"reference": entity}
         return dict(event.payload or {})
 
-    async def _catch_up(self, head: int) -> list[Out]:
-        """Step 5 (text generated so far) and step 6 (held frames after ``head``)."""
+    async def _catch_up(self, head: int) -> None:
+        """Step 5 (text generated so far) and step 6 (held frames after ``head``) into the
+        outbox, then live: from the same moment on, each event is framed into the outbox
+        as it is published."""
         run = self.runtime.runs.run_of(self.thread_id)
         known: dict[str, tuple[int, bool]] = {}
         for message_id in list(run.partial) if run is not None else []:
@@ -196,6 +212,8 @@ class Session:
                 known[message_id] = (message.depth, message.silent is True)
         # no await from here on: the partial texts and the held frames are one moment
         held = self.subscription.drain()
+        if self.outbox.finished:
+            return  # cut off (its buffer overflowed) or closing
         partial = dict(run.partial) if run is not None else {}
         reasoning = dict(run.partial_reasoning) if run is not None else {}
         created_live = {
@@ -234,23 +252,31 @@ class Session:
             item = framer.convert(event.kind, event.seq, event.data, event.at)
             if item is not None:
                 out.append(item)
-        return out
+        for item in out:
+            if not self.outbox.put(item):
+                self.slow_consumer()
+                return
+        if self.outbox.finished:  # a held Close (the thread was deleted)
+            self.subscription.close()
+        else:
+            self.subscription.forward(self._live)
 
-    async def _forward(self) -> None:
-        """Live frames: bus → outbox, never waiting for the socket (§9.10.2 rule 2)."""
-        framer = self.framer
+    def _live(self, event: ThreadEvent) -> None:
+        """One live event: framed into the outbox now, in the publisher's call, never
+        waiting for the socket (§9.10.2 rule 2); a frame that does not fit cuts the
+        subscriber off at once."""
         try:
-            async for event in self.subscription:
-                item = framer.convert(event.kind, event.seq, event.data, event.at)
-                if item is None:
-                    continue
-                if not self.outbox.put(item):
-                    self.slow_consumer()
-                    return
-                if isinstance(item, Close):
-                    return
-        except EventOverflow:
+            item = self.framer.convert(event.kind, event.seq, event.data, event.at)
+        except Exception:
+            log.exception("stream of thread %s: event %s not framed", self.thread_id, event.kind)
+            self.fail("internal_error", "Internal error", Close(1011, "Internal error"))
+            return
+        if item is None:
+            return
+        if not self.outbox.put(item):
             self.slow_consumer()
+        elif isinstance(item, Close):
+            self.subscription.close()  # the last frame: nothing more is wanted
 
     async def revalidate(self) -> None:
         """Re-check the credential and the access at least every ``revalidate_s``, and at once
