@@ -81,6 +81,7 @@ class HeldPending:
         "publishes",
         "row",
         "stored_row",
+        "writing",
     )
 
     def __init__(self, env: StepEnv, message: Message, row: LogRow) -> None:
@@ -89,6 +90,8 @@ class HeldPending:
         self.row = row
         self.held = True
         """Still held: neither committed nor claimed back."""
+        self.writing = False
+        """The pair is being committed: what the step publishes meanwhile still waits."""
         self.stored_row: LogRow | None = None
         """The row as committed, once the pair was."""
         self.error: BaseException | None = None
@@ -130,9 +133,11 @@ class HeldPending:
         return self.stored_row is not None
 
     def publish(self, kind: str, data: dict[str, Any]) -> bool:
-        """Hold a publish of the step back until the pair is committed: ``True`` when it
-        was held (the caller then does not publish it)."""
-        if not self.held:
+        """Hold a publish of the step back until the pair is committed and published:
+        ``True`` when it was held (the caller then does not publish it). A chunk that
+        comes while the pair is being written waits too, or it would reach subscribers
+        before the message it belongs to (spec 09 §9.8 rule 2)."""
+        if not self.held and not self.writing:
             return False
         self.publishes.append((kind, data))
         self.commit_soon()
@@ -150,15 +155,19 @@ class HeldPending:
         in a task of its own (``ThreadLock``), which no lock holder's cancellation cuts."""
         self._end_hold()
         env = self.env
+        self.writing = True
         try:
             stored, row = await thread_messages.insert_locked(
                 env.state, self.message, self.row, new_log=True, durable=False
             )
         except BaseException as exc:  # kept for the step; a cancellation (the loop closing)
             self.error = exc  # also goes on up
+            self.writing = False
+            self.publishes.clear()  # chunks of a message that was not stored
             if not isinstance(exc, Exception):
                 raise
             return
+        self.writing = False
         env.pending = stored
         self.stored_row = row
         if env.current_log is not None and row is not None and env.current_log.id == row.id:
