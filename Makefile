@@ -11,7 +11,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench-store bench-turn bench-instructions bench-api bench-peers conformance clean
+.PHONY: serve test lint typecheck pytest browser bench-ui bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -32,8 +32,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) browser
 	$(BIN)/pytest
+
+# The web UI's browser tests (tests/ui) drive Debian's chromium: installed here when it is
+# missing and we are root; otherwise those tests skip and say why (under CI=true they fail).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium with apt-get (the browser tests need it)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "note: $(CHROMIUM) is missing and we are not root: the browser tests will be skipped"; \
+	  fi; \
+	fi
 
 bench-store: $(STAMP)
 	$(BIN)/python bench/store_bench.py
@@ -46,6 +59,14 @@ bench-instructions: $(STAMP)
 
 bench-api: $(STAMP)
 	$(BIN)/python bench/api_bench.py
+
+bench-ui: $(STAMP)
+	$(BIN)/python bench/ui_bench.py
+
+# SOAK_MINUTES=10 make bench-soak for a longer soak
+SOAK_MINUTES ?= 2
+bench-soak: $(STAMP)
+	$(BIN)/python bench/soak_bench.py --minutes $(SOAK_MINUTES)
 
 $(BENCH_STAMP): bench/peers/requirements.txt
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors, list_events, redact, stream
+from threadloom.server import errors, list_events, redact, stream, ui
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
@@ -52,7 +52,7 @@ def _build(
         version=threadloom.__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs" if settings.public_docs else None,
+        docs_url=None,  # /docs is the UI's, with its assets served locally
         openapi_url="/openapi.json",
         redoc_url=None,
     )
@@ -66,6 +66,7 @@ def _build(
         app.include_router(router, responses=ERRORS)
     app.include_router(stream.router)
     app.include_router(list_events.router)
+    ui.install(app, settings)
     return app
 
 

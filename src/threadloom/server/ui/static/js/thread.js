@@ -1,0 +1,467 @@
+// A thread: the conversation read over HTTP (newest page first, older pages on demand),
+// kept live by the thread's WebSocket stream (spec 09) from the `seq` of that read, and
+// resumed from the last `seq` applied after a dropped connection or a server restart.
+import { api, el, clear, statusPill, threadName, toast, fullTime } from "./api.js";
+import { LiveSocket } from "./socket.js";
+import { renderMessage, parseCalls, isQueued } from "./messages.js";
+import { Panels } from "./panels.js";
+
+const PAGE = 100;
+const page = document.getElementById("thread-page");
+const threadId = page.dataset.threadId;
+const who = document.getElementById("who").dataset;
+const list = document.getElementById("messages");
+const scroller = document.getElementById("conversation");
+const olderButton = document.getElementById("load-older");
+const banner = document.getElementById("thread-error");
+const composer = document.getElementById("composer");
+const textarea = document.getElementById("composer-text");
+const sendButton = document.getElementById("composer-send");
+const note = document.getElementById("composer-note");
+const buttons = {
+  stop: document.getElementById("action-stop"),
+  continue: document.getElementById("action-continue"),
+  terminate: document.getElementById("action-terminate"),
+};
+const options = {
+  silent: document.getElementById("show-silent"),
+  subprompts: document.getElementById("show-subprompts"),
+  reasoning: document.getElementById("show-reasoning"),
+};
+
+const view = {
+  threadId,
+  labels: { user: "User", assistant: "Assistant" },
+  toolResults: new Map(), // tool_call_id -> tool message
+  toolLive: new Map(), // tool_call_id -> "running" | "success" | "error" (stream events)
+  streaming: new Map(), // message id -> {text, reasoning} while generating
+};
+const records = new Map();
+const callOwner = new Map(); // tool_call_id -> id of the assistant message that made it
+let order = []; // message ids in canonical order (spec 08 §8.2.4)
+let firstIndex = 0; // position of the oldest loaded message in the ascending order
+let seq = null; // the last stream position applied
+let socket = null;
+let generation = 0;
+let status = null;
+let terminated = null;
+let loaded = false;
+
+const panels = new Panels(threadId, who);
+window.threadloom = { records, get seq() { return seq; }, get status() { return status; } };
+
+// ---- ordering and DOM placement ------------------------------------------------------
+
+function key(m) {
+  return [isQueued(m) ? 1 : 0, m.created_at || 0];
+}
+
+function before(a, b) {
+  const ka = key(a);
+  const kb = key(b);
+  return ka[0] !== kb[0] ? ka[0] < kb[0] : ka[1] < kb[1];
+}
+
+function place(m) {
+  let lo = 0;
+  let hi = order.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (before(records.get(order[mid]), m)) lo = mid + 1;
+    else hi = mid;
+  }
+  order.splice(lo, 0, m.id);
+  return lo;
+}
+
+function node(id) {
+  return document.getElementById(`m-${id}`);
+}
+
+function hiddenTool(m) {
+  return m.role === "tool" && m.tool_call_id && records.has(callOwner.get(m.tool_call_id));
+}
+
+function draw(m) {
+  const li = renderMessage(m, view);
+  if (hiddenTool(m)) li.hidden = true; // shown inside its call's fold
+  const old = node(m.id);
+  if (old) {
+    // keep the folds a reader opened
+    const open = [...old.querySelectorAll("details")].map((d) => d.open);
+    li.querySelectorAll("details").forEach((d, i) => { if (open[i]) d.open = true; });
+    old.replaceWith(li);
+  }
+  return li;
+}
+
+function insertNode(li, index) {
+  const nextId = order[index + 1];
+  const nextNode = nextId ? node(nextId) : null;
+  list.insertBefore(li, nextNode);
+}
+
+function atBottom() {
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+}
+
+function toBottom() {
+  scroller.scrollTop = scroller.scrollHeight;
+}
+
+function redrawOwner(callId) {
+  const owner = records.get(callOwner.get(callId));
+  if (owner) draw(owner);
+}
+
+function upsert(m) {
+  const old = records.get(m.id);
+  records.set(m.id, m);
+  if (m.status !== "pending") view.streaming.delete(m.id);
+  for (const call of parseCalls(m)) callOwner.set(call.id, m.id);
+  const moved = !old || key(old)[0] !== key(m)[0] || key(old)[1] !== key(m)[1];
+  if (moved) {
+    if (old) {
+      order.splice(order.indexOf(m.id), 1);
+      node(m.id)?.remove();
+    }
+    const index = place(m);
+    insertNode(draw(m), index);
+  } else {
+    draw(m);
+  }
+  if (m.role === "tool" && m.tool_call_id) {
+    view.toolResults.set(m.tool_call_id, m);
+    redrawOwner(m.tool_call_id);
+  }
+  if (parseCalls(m).length) {
+    // results that arrived before their call: fold them in now
+    for (const call of parseCalls(m)) {
+      const result = view.toolResults.get(call.id);
+      if (result && node(result.id)) node(result.id).hidden = true;
+    }
+  }
+}
+
+function remove(id) {
+  const m = records.get(id);
+  if (!m) return;
+  records.delete(id);
+  view.streaming.delete(id);
+  order.splice(order.indexOf(id), 1);
+  node(id)?.remove();
+  if (m.role === "tool" && m.tool_call_id) {
+    view.toolResults.delete(m.tool_call_id);
+    redrawOwner(m.tool_call_id);
+  }
+}
+
+// ---- header, status and composer ----------------------------------------------------
+
+function applyThread(info) {
+  const t = info.thread;
+  const agent = info.agent;
+  const name = threadName(t);
+  const title = name || (agent && agent.title) || t.agent_id;
+  document.getElementById("thread-title").textContent = title;
+  document.title = `${title} · Threadloom`;
+  document.getElementById("thread-agent").textContent = `agent ${(agent && agent.title) || t.agent_id}`;
+  if (agent) {
+    view.labels.user = agent.side_b_label || "User";
+    view.labels.assistant = agent.side_a_label || agent.title || "Assistant";
+  }
+  if (t.parent) {
+    document.getElementById("thread-parent").hidden = false;
+    const link = document.getElementById("thread-parent-link");
+    link.href = `/threads/${t.parent}`;
+    link.textContent = t.parent.slice(0, 8);
+  }
+  applyStatus(info.status, t.terminated);
+}
+
+function applyStatus(next, term) {
+  status = next || status;
+  terminated = term ?? null;
+  const pill = document.getElementById("run-status");
+  clear(pill).append(...statusPill(status, terminated).childNodes);
+  pill.className = `status status-${status ? status.state : "idle"}`;
+  pill.dataset.state = status ? status.state : "idle";
+  pill.dataset.reason = (status && status.reason) || "";
+  const running = status && status.state === "running";
+  buttons.stop.disabled = !running;
+  buttons.continue.disabled = running || terminated !== null;
+  buttons.terminate.disabled = terminated !== null;
+  if (terminated !== null) {
+    textarea.disabled = true;
+    sendButton.disabled = true;
+    composer.dataset.disabled = "terminated";
+    note.hidden = false;
+    note.textContent = `This thread was terminated on ${fullTime(terminated / 1000)}: it accepts no new messages. Reading, logs and files still work.`;
+  } else {
+    textarea.disabled = false;
+    sendButton.disabled = false;
+    delete composer.dataset.disabled;
+    if (note.dataset.kind !== "error") note.hidden = true;
+  }
+  panels.statusChanged();
+}
+
+function showError(text) {
+  banner.textContent = text;
+  banner.hidden = false;
+}
+
+// ---- reading over HTTP -----------------------------------------------------------------
+
+function filterQuery() {
+  return {
+    includeSilent: options.silent.checked ? "true" : undefined,
+    depth: options.subprompts.checked ? 10 : undefined,
+  };
+}
+
+function reset() {
+  records.clear();
+  callOwner.clear();
+  view.toolResults.clear();
+  view.toolLive.clear();
+  view.streaming.clear();
+  order = [];
+  clear(list);
+}
+
+async function loadAll() {
+  const mine = ++generation;
+  if (socket) socket.stop();
+  socket = null;
+  let info;
+  let pageData;
+  try {
+    [info, pageData] = await Promise.all([
+      api(`/api/threads/${threadId}`),
+      api(`/api/threads/${threadId}/messages`, { query: { limit: PAGE, order: "desc", ...filterQuery() } }),
+    ]);
+  } catch (err) {
+    if (mine !== generation) return;
+    if (err.status === 403 || err.status === 404) {
+      showError(err.message);
+      page.classList.add("unavailable");
+      composer.hidden = true;
+      document.querySelector(".tabs").hidden = true;
+      for (const b of Object.values(buttons)) b.disabled = true;
+      document.getElementById("run-status").textContent = "unavailable";
+      return;
+    }
+    showError(`Could not load the thread: ${err.message}. Retrying…`);
+    setTimeout(() => { if (mine === generation) loadAll(); }, 2000);
+    return;
+  }
+  if (mine !== generation) return;
+  banner.hidden = true;
+  reset();
+  applyThread(info);
+  for (const m of pageData.messages) upsert(m);
+  firstIndex = pageData.total - pageData.messages.length;
+  olderButton.hidden = firstIndex <= 0;
+  seq = pageData.seq;
+  loaded = true;
+  toBottom();
+  openStream();
+}
+
+async function loadOlder() {
+  if (firstIndex <= 0) return;
+  const start = Math.max(0, firstIndex - PAGE);
+  const mine = generation;
+  olderButton.disabled = true;
+  try {
+    const older = await api(`/api/threads/${threadId}/messages`, {
+      query: { order: "asc", offset: start, limit: firstIndex - start, ...filterQuery() },
+    });
+    if (mine !== generation) return;
+    const height = scroller.scrollHeight;
+    const top = scroller.scrollTop;
+    for (const m of older.messages) if (!records.has(m.id)) upsert(m);
+    // tool results whose call just arrived fold into it
+    for (const m of records.values()) if (hiddenTool(m) && node(m.id)) node(m.id).hidden = true;
+    firstIndex = start;
+    olderButton.hidden = firstIndex <= 0;
+    scroller.scrollTop = top + (scroller.scrollHeight - height);
+  } catch (err) {
+    toast(err.message, "error");
+  } finally {
+    olderButton.disabled = false;
+  }
+}
+
+// ---- the stream ------------------------------------------------------------------------
+
+function streamUrl() {
+  const q = new URLSearchParams();
+  if (seq !== null) q.set("since", String(seq));
+  if (options.silent.checked) q.set("includeSilent", "true");
+  if (options.subprompts.checked) q.set("depth", "10");
+  if (options.reasoning.checked) q.set("reasoning", "true");
+  return `/api/threads/${threadId}/stream?${q}`;
+}
+
+function applyChunk(frame, field) {
+  const m = records.get(frame.message_id);
+  if (m && m.status !== "pending") return; // late chunk of a finished message
+  const live = view.streaming.get(frame.message_id) || { text: "", reasoning: "" };
+  const chars = Array.from(live[field] || "");
+  if (frame.offset <= chars.length) {
+    live[field] = chars.slice(0, frame.offset).join("") + frame.chunk;
+  }
+  view.streaming.set(frame.message_id, live);
+  if (m) draw(m);
+}
+
+function onFrame(frame) {
+  if (typeof frame.seq === "number" && (seq === null || frame.seq > seq)) seq = frame.seq;
+  const bottom = atBottom();
+  switch (frame.type) {
+    case "thread_status":
+      applyStatus(frame.status, frame.terminated);
+      break;
+    case "message_data":
+      upsert(frame.data);
+      break;
+    case "message_chunk":
+      applyChunk(frame, "text");
+      break;
+    case "reasoning_chunk":
+      applyChunk(frame, "reasoning");
+      break;
+    case "message_deleted":
+      remove(frame.message_id);
+      break;
+    case "resync":
+      loadAll();
+      return;
+    case "subagent_updated":
+      panels.subagentUpdated(frame.data);
+      break;
+    case "event":
+      if (frame.eventType === "tool_call_started" || frame.eventType === "tool_call_done") {
+        const d = frame.data || {};
+        view.toolLive.set(d.id, frame.eventType === "tool_call_started" ? "running" : d.status || "success");
+        redrawOwner(d.id);
+      } else if ((frame.eventType || "").startsWith("file_")) {
+        panels.filesChanged();
+      }
+      break;
+    case "error":
+      toast(frame.error || "Stream error", "error");
+      break;
+    default:
+      break;
+  }
+  if (bottom) toBottom();
+}
+
+function openStream() {
+  const liveText = document.getElementById("stream-live-text");
+  const live = document.getElementById("stream-live");
+  socket = new LiveSocket({
+    url: streamUrl,
+    onFrame,
+    onState: (state) => {
+      liveText.textContent = state;
+      live.dataset.state = state;
+      if (state === "closed") showError("This thread was deleted.");
+      if (state === "revoked") showError("Your access to this thread was revoked.");
+    },
+  }).start();
+}
+
+// ---- acting on the thread ------------------------------------------------------------
+
+function composerNote(text, kind) {
+  note.textContent = text;
+  note.dataset.kind = kind || "";
+  note.hidden = !text;
+}
+
+composer.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const content = textarea.value;
+  if (!content.trim() || textarea.disabled) return;
+  sendButton.disabled = true;
+  try {
+    await api(`/api/threads/${threadId}/messages`, {
+      method: "POST",
+      body: {
+        content,
+        role: document.getElementById("composer-role").value,
+        metadata: { client_message_id: crypto.randomUUID() },
+      },
+    });
+    textarea.value = "";
+    composerNote("");
+    textarea.focus();
+  } catch (err) {
+    if (err.status === 423) applyStatus(status, err.body.terminated);
+    else composerNote(`Not sent: ${err.message}`, "error");
+  } finally {
+    sendButton.disabled = terminated !== null;
+  }
+});
+
+textarea.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+async function act(name, body) {
+  buttons[name].disabled = true;
+  try {
+    const path = name === "continue" ? "continue" : name;
+    const result = await api(`/api/threads/${threadId}/${path}`, { method: "POST", body: body || {} });
+    if (name === "terminate") applyStatus(status, result.terminated);
+  } catch (err) {
+    toast(err.message, "error");
+    applyStatus(status, terminated);
+  }
+}
+
+buttons.stop.addEventListener("click", () => act("stop"));
+buttons.continue.addEventListener("click", () => act("continue"));
+buttons.terminate.addEventListener("click", () => {
+  if (confirm("Terminate this thread? It will accept no new messages.")) act("terminate");
+});
+olderButton.addEventListener("click", loadOlder);
+scroller.addEventListener("scroll", () => {
+  if (scroller.scrollTop < 40 && loaded && firstIndex > 0 && !olderButton.disabled) loadOlder();
+});
+for (const box of Object.values(options)) box.addEventListener("change", () => { seq = null; loadAll(); });
+
+// ---- tabs ------------------------------------------------------------------------------
+
+const tabs = [...document.querySelectorAll("[role=tab]")];
+function select(tab) {
+  for (const t of tabs) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", on ? "true" : "false");
+    t.tabIndex = on ? 0 : -1;
+    document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  panels.show(tab.id.replace("tab-", ""));
+}
+for (const tab of tabs) {
+  tab.addEventListener("click", () => select(tab));
+  tab.addEventListener("keydown", (event) => {
+    const i = tabs.indexOf(tab);
+    if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
+      const next = tabs[(i + (event.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length];
+      next.focus();
+      select(next);
+    }
+  });
+}
+const wanted = tabs.find((t) => `#${t.id.replace("tab-", "")}` === location.hash);
+if (wanted) select(wanted);
+
+loadAll();

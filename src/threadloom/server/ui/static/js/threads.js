@@ -1,0 +1,214 @@
+// The threads list: GET /api/threads a page at a time with the filters of the form (kept
+// in the URL), live from the /api/events socket (spec 09 §9.14), and "new thread".
+import { api, el, clear, timeEl, statusPill, threadName, toast } from "./api.js";
+import { LiveSocket } from "./socket.js";
+
+const PAGE = 50;
+const who = document.getElementById("who").dataset;
+const isAdmin = who.admin === "true";
+const body = document.getElementById("threads-body");
+const filters = document.getElementById("filters");
+const count = document.getElementById("threads-count");
+const prev = document.getElementById("page-prev");
+const next = document.getElementById("page-next");
+const agentTitles = new Map();
+const owners = new Map();
+let offset = 0;
+let total = 0;
+let loading = null;
+let reloadTimer = null;
+
+function readUrl() {
+  const params = new URLSearchParams(location.search);
+  for (const name of ["agent_id", "status", "search", "user_id", "parent"]) {
+    const field = filters.elements[name];
+    if (field) field.value = params.get(name) || "";
+  }
+  offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0);
+}
+
+function query() {
+  const q = { limit: PAGE, offset, sort: "activity" };
+  for (const name of ["agent_id", "status", "search", "user_id", "parent"]) {
+    const value = filters.elements[name]?.value;
+    if (value) q[name] = value;
+  }
+  return q;
+}
+
+function writeUrl() {
+  const q = query();
+  delete q.limit;
+  delete q.sort;
+  if (!q.offset) delete q.offset;
+  const text = new URLSearchParams(q).toString();
+  history.replaceState(null, "", text ? `/?${text}` : "/");
+}
+
+function userCell(userId) {
+  if (userId === null || userId === undefined) return el("span", { class: "muted" }, "—");
+  if (userId === who.userId) return el("span", {}, "you");
+  const owner = owners.get(userId);
+  return el("span", { title: userId }, owner ? owner.display_name || owner.username || userId : userId.slice(0, 8));
+}
+
+function row(t) {
+  const name = threadName(t);
+  const agentName = t.agent_id || t.agent_name;
+  const title = (t.agent && t.agent.title) || agentTitles.get(agentName) || agentName;
+  const failed = t.status && t.status.state === "failed";
+  const tr = el("tr", { id: `t-${t.id}`, class: failed ? "failed" : "", dataset: { threadId: t.id } });
+  const link = el("a", { href: `/threads/${t.id}`, class: "thread-link" }, name || t.id.slice(0, 8));
+  const first = el("td", {}, link);
+  if (t.parent) first.append(el("span", { class: "badge", title: `child of ${t.parent}` }, "child"));
+  tr.append(
+    first,
+    el("td", {}, title),
+    el("td", { class: "status-cell" }, statusPill(t.status, t.terminated)),
+    el("td", { class: "preview" }, t.last_message_preview || el("span", { class: "muted" }, "no message yet")),
+    el("td", {}, userCell(t.user_id)),
+    el("td", {}, (t.tags || []).map((tag) => el("span", { class: "tag" }, tag))),
+    el("td", {}, timeEl(t.created_at, "s")),
+    el("td", { class: "activity" }, timeEl(t.last_activity_at, "s", true)),
+  );
+  return tr;
+}
+
+async function load() {
+  writeUrl();
+  const mine = (loading = api("/api/threads", { query: query() }));
+  let page;
+  try {
+    page = await mine;
+  } catch (err) {
+    if (mine !== loading) return;
+    clear(body).append(el("tr", {}, el("td", { colspan: 8, class: "error-text" }, err.message)));
+    return;
+  }
+  if (mine !== loading) return; // a newer load was started meanwhile
+  total = page.total;
+  clear(body);
+  if (!page.threads.length) {
+    body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No threads match.")));
+  }
+  for (const t of page.threads) body.append(row(t));
+  const last = offset + page.threads.length;
+  count.textContent = total ? `${offset + 1}–${last} of ${total}` : "0 threads";
+  prev.disabled = offset === 0;
+  next.disabled = !page.hasMore;
+}
+
+function reloadSoon() {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(load, 250);
+}
+
+function activity(frame) {
+  const tr = document.getElementById(`t-${frame.threadId}`);
+  if (!tr) {
+    if (offset === 0) reloadSoon();
+    return;
+  }
+  if (frame.status) {
+    const cell = tr.querySelector(".status-cell");
+    const terminated = cell.querySelector(".badge-terminated") !== null;
+    clear(cell).append(statusPill(frame.status, terminated));
+    tr.classList.toggle("failed", frame.status.state === "failed");
+  }
+  if (frame.last_activity_at) {
+    clear(tr.querySelector(".activity")).append(timeEl(frame.last_activity_at, "s", true));
+  }
+  if ("last_message_preview" in frame && frame.last_message_preview) {
+    tr.querySelector(".preview").textContent = frame.last_message_preview;
+  }
+  // the order (by activity) or a status filter may have changed
+  if (offset === 0 || filters.elements.status.value) reloadSoon();
+}
+
+function onFrame(frame) {
+  if (frame.type === "thread_activity") activity(frame);
+  else if (["thread_created", "thread_updated", "thread_deleted"].includes(frame.type)) reloadSoon();
+}
+
+async function setup() {
+  readUrl();
+  const agents = await api("/api/agents").catch(() => ({ agents: [] }));
+  const newAgent = document.getElementById("new-agent");
+  const filterAgent = filters.elements.agent_id;
+  const selected = filterAgent.value;
+  for (const a of agents.agents) {
+    agentTitles.set(a.id, a.title);
+    const label = a.primary ? a.title : `${a.title} (subagent)`;
+    newAgent.append(el("option", { value: a.id }, label));
+    filterAgent.append(el("option", { value: a.id }, a.title));
+  }
+  filterAgent.value = selected;
+  if (!agents.agents.length) {
+    newAgent.append(el("option", { value: "" }, "no agents"));
+    document.getElementById("new-thread-button").disabled = true;
+  }
+  if (isAdmin) {
+    const facet = await api("/api/threads/owners").catch(() => ({ owners: [] }));
+    const select = filters.elements.user_id;
+    const chosen = new URLSearchParams(location.search).get("user_id") || "";
+    for (const o of facet.owners) {
+      if (o.user_id === null) continue;
+      owners.set(o.user_id, o);
+      select.append(el("option", { value: o.user_id }, `${o.display_name || o.username || o.user_id} (${o.thread_count})`));
+    }
+    select.value = chosen;
+    document.getElementById("filter-user-field").hidden = owners.size === 0;
+  }
+  await load();
+  const liveText = document.getElementById("list-live-text");
+  const live = document.getElementById("list-live");
+  new LiveSocket({
+    url: () => `/api/events?scope=${isAdmin ? "all" : "user"}`,
+    onFrame,
+    onState: (state) => {
+      liveText.textContent = state;
+      live.dataset.state = state;
+    },
+    onOpen: () => reloadSoon(), // no resume on this socket: list again (spec 09 §9.14)
+  }).start();
+}
+
+filters.addEventListener("change", () => {
+  offset = 0;
+  load();
+});
+filters.addEventListener("submit", (event) => {
+  event.preventDefault();
+  offset = 0;
+  load();
+});
+let typing = null;
+filters.elements.search.addEventListener("input", () => {
+  clearTimeout(typing);
+  typing = setTimeout(() => {
+    offset = 0;
+    load();
+  }, 300);
+});
+prev.addEventListener("click", () => {
+  offset = Math.max(0, offset - PAGE);
+  load();
+});
+next.addEventListener("click", () => {
+  offset += PAGE;
+  load();
+});
+
+document.getElementById("new-thread").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const agent = document.getElementById("new-agent").value;
+  if (!agent) return;
+  try {
+    const created = await api("/api/threads", { method: "POST", body: { agent_id: agent } });
+    location.assign(`/threads/${created.threadId}`);
+  } catch (err) {
+    toast(err.message, "error");
+  }
+});
+
+setup();

@@ -1,0 +1,235 @@
+"""The web UI in a real browser (issue 25): Debian's chromium, driven by Playwright,
+against real ``threadloom serve`` processes of the test project (``tests/ui/project``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.sync_api import expect
+from ui_harness import Server
+
+
+def new_thread(v: Any, agent: str = "chat") -> str:
+    """Start a thread from the list page's "New thread" button; its id."""
+    page = v.page
+    page.goto("/")
+    page.get_by_label("Start a thread with").select_option(agent)
+    page.get_by_role("button", name="New thread").click()
+    page.wait_for_url(re.compile(r"/threads/[0-9a-f-]{36}$"))
+    expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")
+    return page.url.rsplit("/", 1)[1]
+
+
+def send(v: Any, text: str) -> None:
+    box = v.page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def last_assistant(v: Any) -> Any:
+    return v.page.locator("li.msg-assistant").last
+
+
+def test_send_message_shows_streamed_reply_and_tool_call(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    new_thread(v)
+    # Shift+Enter is a new line, not a send
+    box = page.get_by_label("Message", exact=True)
+    box.fill("first line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    assert box.input_value() == "first line\nsecond line"
+    expect(page.locator("li.msg")).to_have_count(0)
+    box.fill("")
+    # a plain message: its reply arrives in chunks while it is generated
+    send(v, "hello there")
+    expect(page.locator("li.msg-user").first).to_contain_text("hello there")
+    generating = page.locator("li.msg-assistant.msg-pending .msg-text")
+    expect(generating).to_contain_text("echo")  # partial text, before completion
+    expect(last_assistant(v)).to_have_attribute("data-status", "completed")
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("echo: hello there")
+    expect(last_assistant(v).locator("details.reasoning")).to_contain_text("Reasoning")
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "idle")
+    # a tool call, folded with its result and status
+    send(v, "order A-7")
+    call = page.locator("details.tool").first
+    expect(call).to_have_attribute("data-status", "success")
+    expect(call.locator(".tool-name")).to_have_text("lookup_order")
+    call.locator("summary").click()
+    expect(call.locator("pre.json")).to_contain_text('"order_id": "A-7"')
+    expect(call.locator(".tool-body")).to_contain_text('"status": "shipped"')
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("Order A-7 has shipped.")
+    # the tool message is shown inside its call, not a second time
+    expect(page.locator("li.msg-tool")).to_be_hidden()
+    assert page.locator("li.msg-user").count() == 2
+
+
+def test_stop_a_long_run(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    new_thread(v)
+    send(v, "slow")
+    status = page.locator("#run-status")
+    expect(status).to_have_attribute("data-state", "running")
+    expect(page.locator("li.msg-assistant.msg-pending .msg-text")).to_contain_text("This reply")
+    page.get_by_role("button", name="Stop").click()
+    expect(status).to_have_attribute("data-state", "idle")
+    expect(status).to_have_attribute("data-reason", "aborted_by_user")
+    expect(status).to_contain_text("stopped by user")
+    expect(page.locator("li.msg-stopped_by_user")).to_contain_text("Execution stopped by user")
+    expect(last_assistant(v)).to_have_attribute("data-status", "failed")
+    expect(page.get_by_role("button", name="Stop")).to_be_disabled()
+    expect(page.get_by_role("button", name="Continue")).to_be_enabled()
+
+
+def test_terminate_disables_the_composer(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    send(v, "hi")
+    expect(last_assistant(v)).to_have_attribute("data-status", "completed")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Terminate").click()
+    box = page.get_by_label("Message", exact=True)
+    expect(box).to_be_disabled()
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    note = page.locator("#composer-note")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("terminated")
+    expect(note).to_contain_text("accepts no new messages")
+    # it stays so after a reload: the state comes from the server
+    page.reload()
+    expect(page.get_by_label("Message", exact=True)).to_be_disabled()
+    expect(page.locator("#composer-note")).to_contain_text("terminated")
+    response = local_server.api("POST", f"/api/threads/{thread}/messages", json={"content": "x"})
+    assert response.status_code == 423
+
+
+def test_a_second_user_cannot_open_the_first_users_thread(server_factory: Any, visit: Any) -> None:
+    server = server_factory()
+    for name in ("alice", "bob"):
+        password = f"{name} password 1234\n"
+        server.cli("users", "create", name, "--role", "user", "--password-stdin", stdin=password)
+    server.start()
+    alice = visit(server.base)
+    alice.page.goto("/")
+    alice.page.wait_for_url(re.compile(r"/login\?next="))  # credentials are required
+    login(alice, "alice")
+    thread = new_thread(alice)
+    send(alice, "secret plans")
+    expect(last_assistant(alice)).to_have_attribute("data-status", "completed")
+
+    bob = visit(server.base)
+    bob.page.goto(f"/threads/{thread}")
+    bob.page.wait_for_url(re.compile(r"/login\?next="))
+    login(bob, "bob")
+    bob.page.wait_for_url(re.compile(rf"/threads/{thread}$"))
+    banner = bob.page.locator("#thread-error")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("don't have access to this thread")
+    expect(bob.page.locator("li.msg")).to_have_count(0)
+    assert "secret plans" not in bob.page.content()
+    # bob's list does not show it; alice's does
+    bob.page.goto("/")
+    expect(bob.page.locator("#threads-count")).to_have_text("0 threads")
+    alice.page.goto("/")
+    expect(alice.page.locator(f"#t-{thread}")).to_contain_text("secret plans")
+
+
+def login(v: Any, name: str) -> None:
+    page = v.page
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(f"{name} password 1234")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/login" not in url)
+
+
+def test_page_catches_up_after_a_server_restart(server_factory: Any, visit: Any) -> None:
+    server = server_factory().start()
+    v = visit(server.base)
+    page = v.page
+    thread = new_thread(v)
+    send(v, "before the crash")
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("echo: before the crash")
+    live = page.locator("#stream-live")
+
+    server.kill()
+    expect(live).to_have_attribute("data-state", re.compile("reconnecting|connecting"))
+    # while the page cannot reach it, the same store is served on another port and changes
+    aside = Server(server.db, server.gate_dir).start()
+    try:
+        for text in ("while you were away", "and once more"):
+            sent = aside.api("POST", f"/api/threads/{thread}/messages", json={"content": text})
+            assert sent.status_code == 202
+            wait_idle(aside, thread)
+    finally:
+        aside.stop()
+    server.start()  # the page's own origin again
+
+    expect(live).to_have_attribute("data-state", "live", timeout=20000)
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("echo: and once more")
+    api = server.api("GET", f"/api/threads/{thread}/messages", params={"limit": 100}).json()
+    expected = [m["id"] for m in api["messages"]]
+    shown = page.locator("li.msg").evaluate_all("nodes => nodes.map(n => n.dataset.id)")
+    assert shown == expected  # every message once, in order
+    send(v, "after the restart")
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("echo: after the restart")
+
+
+def wait_idle(server: Server, thread: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        info = server.api("GET", f"/api/threads/{thread}").json()
+        if info["status"]["state"] == "idle" and info["stats"]["queued_count"] == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the thread did not settle")
+
+
+def test_logs_panel_shows_an_llm_calls_request_body(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    new_thread(v)
+    send(v, "order B-2")
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("Order B-2 has shipped.")
+    page.get_by_role("tab", name="Logs & cost").click()
+    rows = page.locator("#logs-body tr.log-row[data-kind=llm]")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#logs-body tr.log-row[data-kind=app]")).to_contain_text("orders.lookup")
+    rows.last.get_by_role("button", name=re.compile("Details")).click()  # the first call
+    request_body = page.locator('pre[data-field="Request body"]')
+    expect(request_body).to_contain_text("order B-2")
+    expect(request_body).to_contain_text("You are a helpful shop assistant.")
+    expect(page.locator('pre[data-field="Response body"]')).to_contain_text("lookup_order")
+    expect(page.locator("#cost")).to_contain_text("Total cost")
+    expect(page.locator("#cost table[aria-label='Cost per model']")).to_contain_text("chat-1")
+
+
+def test_every_request_goes_to_the_servers_own_origin(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    send(v, "order C-3")
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("Order C-3 has shipped.")
+    for tab in ("Logs & cost", "Subagents", "Files", "Conversation"):
+        page.get_by_role("tab", name=tab).click()
+    page.get_by_role("tab", name="Files").click()
+    page.get_by_role("button", name="📁 orders").click()
+    page.get_by_role("button", name=re.compile("C-3.json")).click()
+    expect(page.locator("#file-preview pre")).to_contain_text('"order_id": "C-3"')
+    page.goto("/")
+    expect(page.locator(f"#t-{thread}")).to_be_visible()
+    page.goto("/docs")
+    expect(page.locator(".swagger-ui .title").first).to_contain_text("Threadloom", timeout=20000)
+    page.goto("/login")  # local mode: straight back to the list
+    page.wait_for_url(re.compile(r"/$"))
+    own = urlsplit(local_server.base).netloc
+    assert v.requests and v.sockets
+    foreign = [u for u in v.requests + v.sockets if urlsplit(u).netloc != own]
+    assert foreign == [], foreign
+    assert {urlsplit(u).scheme for u in v.requests} <= {"http", "data"}
