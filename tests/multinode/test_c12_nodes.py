@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 from cluster_harness import SWEEP_S, TTL_S, Cluster, start_cluster
 
+from threadloom.store.postgres.schema import MIGRATIONS
+
 
 def _texts(cluster: Cluster, node_index: int, thread: str, role: str) -> list[str]:
     node = cluster.nodes[node_index]
@@ -21,7 +23,8 @@ def test_c12_018_nodes_started_at_once_migrate_once(tmp_path: Path) -> None:
     """C12-018: two nodes started at once against an empty schema → the migrations ran
     once (the advisory lock); both are healthy and each names itself."""
     with start_cluster(tmp_path, n=2) as cluster:
-        assert cluster.probe.rows("SELECT version FROM threadloom_migrations") == [(1,)]
+        versions = cluster.probe.rows("SELECT version FROM threadloom_migrations ORDER BY 1")
+        assert versions == [(version,) for version, _, _ in MIGRATIONS]  # each applied once
         for node in cluster.nodes:
             health = node.get("/api/health")
             assert health.status_code == 200
