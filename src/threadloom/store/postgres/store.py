@@ -124,6 +124,9 @@ class PostgresStore(TxStore):
         self._always_relaxed = synchronous in ("OFF", "NORMAL")
         self._connect_timeout_s = connect_timeout_s
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="threadloom-pg")
+        self._beats = ThreadPoolExecutor(1, thread_name_prefix="threadloom-pg-heartbeat")
+        """The heartbeat's own thread and connection: a heartbeat queued behind the node's
+        data work would be late under load and fence a node whose database is fine."""
         self._local = threading.local()
         self._connections: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
@@ -202,9 +205,16 @@ class PostgresStore(TxStore):
         await self._write(cluster.register_node, self.node_id, socket.gethostname(), os.getpid())
 
     async def heartbeat(self) -> bool:
+        if self._closed:
+            return False
         try:
-            others = await self._write(
-                cluster.heartbeat, self.node_id, socket.gethostname(), os.getpid()
+            others = await asyncio.get_running_loop().run_in_executor(
+                self._beats,
+                self._run_write,
+                cluster.heartbeat,
+                (self.node_id, socket.gethostname(), os.getpid()),
+                False,  # no wait for the WAL flush: a heartbeat lost in a crash is no loss
+                None,
             )
         except (psycopg.Error, StoreError, OSError):
             return False
@@ -242,6 +252,7 @@ class PostgresStore(TxStore):
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._executor.shutdown(wait=True)
         )
+        self._beats.shutdown(wait=False)  # a heartbeat may hang on a stalled connection
         with self._lock:
             connections, self._connections = self._connections, []
         for conn in connections:
