@@ -1426,6 +1426,51 @@ async def test_c03_048_finalisation_hooks(make_env: Any) -> None:
     assert (updated[0].id, updated[0].content) == (assistant.id, "HI THERE")
 
 
+async def test_a_create_hook_returning_the_message_it_got_keeps_every_message(
+    make_env: Any,
+) -> None:
+    """Spec 03 §3.6.6: a ``before_create_message`` hook that returns the message it was given
+    changes nothing — also for the pending model message, whose content is ``None`` until it
+    is finalised (spec 01 §1.4.13 rule 10); no hook error is recorded. A content a hook
+    gives a pending message is not kept: it is published and stored without one, and the
+    stored answer is the model's."""
+    seen: list[tuple[str, str]] = []
+
+    @hook("before_create_message")
+    def same(state: Any, message: Message) -> Message:
+        seen.append((message.role, message.status))
+        return message
+
+    @hook("before_create_message")
+    def fill(state: Any, message: Message) -> dict[str, str] | None:
+        return {"content": "not while pending"} if message.status == "pending" else None
+
+    env = await make_env(
+        [Reply.tool_calls(Call("echo", {"v": 1})), Reply.text("done")],
+        same,
+        fill,
+        agent={"hooks": ("same", "fill")},
+    )
+    state = await env.thread()
+    published = env.rt.events.subscribe(state.thread_id, kinds=["message"])
+    await env.turn(state, "go")
+    assert seen.count(("assistant", "pending")) == 2
+    assert [(m.role, m.content, m.status) for m in await stored(state)] == [
+        ("user", "go", "completed"),
+        ("assistant", None, "completed"),
+        ("tool", "echo 1", "completed"),
+        ("assistant", "done", "completed"),
+    ]
+    pending = [
+        m
+        for m in (e.data["message"] for e in published.drain())
+        if m["role"] == "assistant" and m["status"] == "pending"
+    ]
+    assert len(pending) == 2 and all(m["content"] is None for m in pending), pending
+    rows = await env.rt.store.list_logs(state.thread_id, limit=None)
+    assert not [r for r in rows if r.error_type == "hook_error"], [r.error for r in rows]
+
+
 async def test_c03_049_concurrent_results_stored_in_call_order(make_env: Any) -> None:
     """C03-049: two concurrent tool calls where the second finishes first → results are
     stored in call order and their create hooks run in call order."""

@@ -141,11 +141,18 @@ def merge_created(original: Message, returned: object, hook_id: str) -> Message:
         fields["attachments"] = [
             a.model_dump() if hasattr(a, "model_dump") else a for a in fields["attachments"]
         ]
+    owned = {k: getattr(original, k) for k in _OWNED}
+    if original.status == "pending":
+        # a pending model message has no content until it is finalised (spec 01 §1.4.13
+        # rule 10): the rule of caller input (content or calls or attachments) does not
+        # apply to it, and what a hook returns as its content is not kept
+        fields["content"] = ""
+        owned["content"] = None
     try:
         checked = check_inject(fields, "before_create_message")
     except InvalidMessage as exc:
         raise InvalidMessage(f"before_create_message hook '{hook_id}': {exc}") from None
-    return checked.model_copy(update={k: getattr(original, k) for k in _OWNED})
+    return checked.model_copy(update=owned)
 
 
 def derive_subagent_id(message: Message) -> Message:
