@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from threadloom.define import DROP, Agent, Definitions, ParentHook, Side, hook
+from threadloom.define import DROP, Agent, Definitions, MCPServer, ParentHook, Side, hook
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import FileError, HookBlocked
 from threadloom.gc_tuning import tune_gc
@@ -20,6 +20,7 @@ __all__ = [
     "EventRetention",
     "FileError",
     "HookBlocked",
+    "MCPServer",
     "Message",
     "ParentHook",
     "Runtime",

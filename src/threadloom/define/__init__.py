@@ -12,6 +12,7 @@ from threadloom.define.hook import (
     HookRegistry,
     hook,
 )
+from threadloom.define.mcp import MCPServer, MCPTool
 from threadloom.define.model import Model
 from threadloom.define.prompt import (
     Immediate,
@@ -48,6 +49,8 @@ __all__ = [
     "HookRegistry",
     "Immediate",
     "IncludePart",
+    "MCPServer",
+    "MCPTool",
     "Model",
     "ParentHook",
     "Prompt",

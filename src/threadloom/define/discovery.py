@@ -3,9 +3,10 @@
 Folders are visited in the order models, tools, hooks, prompts, agents; in each, every
 ``*.py`` not starting with ``_`` is imported in file-name order as the module
 ``threadloom_project.<folder>.<stem>``, so project files can import each other by those
-names. Every module-level ``Model``, ``Prompt``, ``Agent``, ``@tool`` and ``@hook`` object is
-registered with its file as origin. A file that fails to import is recorded as a load error
-and discovery goes on, so that every error of the project is reported at once.
+names. Every module-level ``Model``, ``Prompt``, ``Agent``, ``MCPServer``, ``@tool`` and
+``@hook`` object is registered with its file as origin. A file that fails to import is
+recorded as a load error and discovery goes on, so that every error of the project is
+reported at once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from threadloom.define.agent import Agent
 from threadloom.define.hook import hook_definition_of
+from threadloom.define.mcp import MCPServer
 from threadloom.define.model import Model
 from threadloom.define.prompt import Prompt
 from threadloom.define.tool import tool_definition_of
@@ -99,7 +101,7 @@ def register_module(
 ) -> None:
     """Register the module-level definitions of ``module`` (§4.2.2 step 2)."""
     for value in list(vars(module).values()):
-        if isinstance(value, Model | Prompt | Agent):
+        if isinstance(value, Model | Prompt | Agent | MCPServer):
             definitions.add(value, origin=origin)
             continue
         tool = tool_definition_of(value)

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from threadloom.define.agent import Agent
 from threadloom.define.hook import HookDefinition, HookRegistry, hook_definition_of
+from threadloom.define.mcp import MCPServer, split_entry
 from threadloom.define.model import Model
 from threadloom.define.prompt import (
     Lookup,
@@ -34,9 +35,9 @@ from threadloom.errors import AgentNotFound, DefinitionError, UnknownHookError
 
 EXPLICIT: Final = "explicit"
 
-Kind = Literal["model", "prompt", "tool", "agent"]
+Kind = Literal["model", "prompt", "tool", "agent", "mcp"]
 ToolKind = Literal["tool", "subprompt", "handoff", "subagent"]
-Definition = Model | Prompt | Agent | ToolDefinition
+Definition = Model | Prompt | Agent | ToolDefinition | MCPServer
 
 _DIRECT_PARAMETERS: Final = {
     "type": "object",
@@ -78,11 +79,18 @@ class ResolvedTool:
     direct: bool = True
 
 
+def _offered(tool: ToolDefinition) -> ResolvedTool:
+    """A tool as offered (fresh copies of its parameters: the caller may change them)."""
+    return ResolvedTool(tool.name, "tool", tool.description, copy.deepcopy(tool.parameters), tool)
+
+
 def _kind_of(obj: Definition) -> Kind:
     if isinstance(obj, Model):
         return "model"
     if isinstance(obj, Prompt):
         return "prompt"
+    if isinstance(obj, MCPServer):
+        return "mcp"
     return "agent" if isinstance(obj, Agent) else "tool"
 
 
@@ -101,6 +109,10 @@ class Definitions:
         self._resolved: dict[str, tuple[Prompt, tuple[ResolvedTool, ...]]] = {}
         """``offered_tools`` per prompt name; any ``add`` clears it, since a prompt's entries
         name definitions by name."""
+        self._mcp_tools: dict[str, tuple[ToolDefinition, ...]] = {}
+        """The tools each MCP server listed, bound by the runtime that opened its session."""
+        self._mcp_findings: dict[str, str] = {}
+        """Why an MCP server could not be opened (reported by ``validate``, V22)."""
 
     # -- adding ------------------------------------------------------------------------
     def add(
@@ -108,7 +120,7 @@ class Definitions:
         *definitions: Definition | HookDefinition | Callable[..., Any],
         origin: str = EXPLICIT,
     ) -> Definitions:
-        """Register models, prompts, agents, ``@tool`` and ``@hook`` functions.
+        """Register models, prompts, agents, MCP servers, ``@tool`` and ``@hook`` functions.
 
         The same object twice is a no-op; another object under a used name is kept aside
         and reported by ``validate()`` (V2). Hook id conflicts raise ``HookIdConflict``
@@ -117,7 +129,9 @@ class Definitions:
         for item in definitions:
             found = False
             obj: Definition | None = (
-                item if isinstance(item, Model | Prompt | Agent) else tool_definition_of(item)
+                item
+                if isinstance(item, Model | Prompt | Agent | MCPServer)
+                else tool_definition_of(item)
             )
             if obj is not None:
                 self._add_named(_Entry(_kind_of(obj), obj, origin))
@@ -180,6 +194,9 @@ class Definitions:
     def agent(self, name: str) -> Agent | None:
         return self._get("agent", name)  # type: ignore[no-any-return]
 
+    def mcp_server(self, name: str) -> MCPServer | None:
+        return self._get("mcp", name)  # type: ignore[no-any-return]
+
     def _all(self, kind: Kind) -> list[Any]:
         table = self._models if kind == "model" else self._named
         return [e.obj for e in table.values() if e.kind == kind]
@@ -195,6 +212,47 @@ class Definitions:
 
     def agents(self) -> Iterator[Agent]:
         return iter(self._all("agent"))
+
+    def mcp_servers(self) -> Iterator[MCPServer]:
+        return iter(self._all("mcp"))
+
+    # -- MCP servers (docs/interop.md) ---------------------------------------------------
+    def bind_mcp_tools(self, server: str, tools: Collection[ToolDefinition]) -> None:
+        """The tools ``server`` listed, as the runtime that opened its session calls them."""
+        self.generation += 1
+        self._resolved.clear()
+        self._mcp_tools[server] = tuple(tools)
+        self._mcp_findings.pop(server, None)
+
+    def mcp_failed(self, server: str, message: str) -> None:
+        """``server`` could not be opened: ``validate`` reports ``message`` (V22)."""
+        self._mcp_tools.pop(server, None)
+        self._resolved.clear()
+        self._mcp_findings[server] = message
+
+    def mcp_tools(self, server: str) -> tuple[ToolDefinition, ...] | None:
+        """The tools bound for ``server`` (``None`` while no runtime opened it)."""
+        return self._mcp_tools.get(server)
+
+    def mcp_entry(self, entry: ToolEntry) -> tuple[MCPServer, str | None] | None:
+        """A prompt entry naming an MCP server (``"calc"``) or one of its tools
+        (``"calc:add"``): the server and the tool's name; ``None`` for other entries."""
+        if not isinstance(entry, str):
+            return None
+        name, tool = split_entry(entry)
+        server = self.mcp_server(name)
+        return (server, tool) if server is not None else None
+
+    def _mcp_resolve(self, server: MCPServer, tool: str | None) -> list[ResolvedTool] | None:
+        """The offered tools of an MCP entry; ``None`` when they are not known (the
+        server is not bound, or has no such tool)."""
+        bound = self._mcp_tools.get(server.name)
+        if bound is None:
+            return None
+        chosen = [t for t in bound if tool is None or getattr(t, "remote_name", None) == tool]
+        if tool is not None and not chosen:
+            return None
+        return [_offered(t) for t in chosen]
 
     @property
     def has_agents(self) -> bool:
@@ -267,6 +325,16 @@ class Definitions:
         found = self._require_prompt(prompt)
         resolved: list[ResolvedTool] = []
         for entry in found.tools:
+            mcp = self.mcp_entry(entry)
+            if mcp is not None:
+                tools = self._mcp_resolve(*mcp)
+                if tools is None:
+                    raise DefinitionError(
+                        f'Prompt "{found.name}": tool "{entry}" is not defined'
+                        f' (MCP server "{mcp[0].name}" is not open or has no such tool)'
+                    )
+                resolved.extend(tools)
+                continue
             item = self._resolve(entry)
             if item is None:
                 raise DefinitionError(
@@ -288,8 +356,22 @@ class Definitions:
 
     def resolve_name(self, name: str) -> ResolvedTool | None:
         """The tool, prompt or agent named ``name`` as an offered tool, whatever prompt
-        lists it (``queue_tool``/``invoke_tool`` bypass the allow-list, spec 04 §4.14.6)."""
-        return self._resolve(name)
+        lists it (``queue_tool``/``invoke_tool`` bypass the allow-list, spec 04 §4.14.6); an
+        MCP tool by ``"server:tool"`` or by the name it is offered under."""
+        mcp = self.mcp_entry(name)
+        if mcp is not None and mcp[1] is not None:
+            found = self._mcp_resolve(*mcp)
+            return found[0] if found else None
+        item = self._resolve(name)
+        if item is not None or not self._mcp_tools:
+            return item
+        for tools in self._mcp_tools.values():
+            for t in tools:
+                if t.name == name:
+                    return ResolvedTool(
+                        t.name, "tool", t.description, copy.deepcopy(t.parameters), t
+                    )
+        return None
 
     def _resolve(self, entry: ToolEntry) -> ResolvedTool | None:
         if isinstance(entry, Subagent):
@@ -356,6 +438,10 @@ class Definitions:
         names: list[str] = []
         relationships: list[Subagent] = []
         for entry in prompt.tools:
+            mcp = self.mcp_entry(entry)
+            if mcp is not None:
+                names += [t.name for t in self._mcp_resolve(*mcp) or ()]
+                continue
             item = self._resolve(entry)
             if item is not None and isinstance(item.options, Subagent):
                 relationships.append(item.options)
@@ -388,4 +474,9 @@ class Definitions:
         raise error("\n".join(lines), problems=lines)
 
     def _findings(self, providers: Collection[str] | None) -> list[Finding]:
-        return [*self._load_findings, *cross_checks(self, providers)]
+        mcp: list[Finding] = [
+            (self.origin_of(server) or EXPLICIT, "V22", self._mcp_findings[server.name])
+            for server in self.mcp_servers()
+            if server.name in self._mcp_findings
+        ]
+        return [*self._load_findings, *cross_checks(self, providers), *mcp]

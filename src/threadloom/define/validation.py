@@ -12,6 +12,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Final
 
 from threadloom.define.agent import NAME_PATTERN, Agent
+from threadloom.define.mcp import MCPServer
 from threadloom.define.model import Model
 from threadloom.define.prompt import Prompt, Subagent, Subprompt, entry_name, include_problems
 from threadloom.define.tool import ToolDefinition
@@ -29,7 +30,7 @@ Finding = tuple[str, str, str]
 def cross_checks(defs: Definitions, providers: Collection[str] | None) -> list[Finding]:
     """All findings of ``defs``: names, then models, tools, prompts and agents."""
 
-    def origin(obj: Model | Prompt | Agent | ToolDefinition) -> str:
+    def origin(obj: Model | Prompt | Agent | ToolDefinition | MCPServer) -> str:
         return defs.origin_of(obj) or "explicit"
 
     findings: list[Finding] = _name_findings(defs)
@@ -38,6 +39,8 @@ def cross_checks(defs: Definitions, providers: Collection[str] | None) -> list[F
         findings.extend((origin(model), code, message) for code, message in found)
     for tool in defs.tools():
         findings.extend((origin(tool), code, message) for code, message in tool.self_problems())
+    for server in defs.mcp_servers():
+        findings.extend((origin(server), code, text) for code, text in server.self_problems())
     prompts = {p.name: p for p in defs.prompts()}
     includes = include_problems(prompts)
     for prompt in prompts.values():
@@ -128,6 +131,8 @@ def _entry_problems(
     elif isinstance(entry, Subprompt):
         if defs.prompt(entry.name) is None:
             problems.append(("V5", f'{where}: tool "{entry.name}" is not defined'))
+    elif defs.mcp_entry(entry) is not None:
+        return _mcp_entry_problems(defs, where, entry, seen)
     elif defs.tool(entry) is None and defs.prompt(entry) is None:
         agent = defs.agent(entry)
         if agent is None:
@@ -148,6 +153,30 @@ def _entry_problems(
     elif name in seen:
         problems.append(("V5", f'{where}: tool "{name}" is listed twice'))
     seen.add(name)
+    return problems
+
+
+def _mcp_entry_problems(
+    defs: Definitions, where: str, entry: str, seen: set[str]
+) -> list[tuple[str, str]]:
+    """V5 for an entry naming an MCP server or one of its tools: checked against what the
+    server listed once a runtime opened it (before that, only the server's name is)."""
+    found = defs.mcp_entry(entry)
+    assert found is not None
+    server, tool = found
+    listed = defs.mcp_tools(server.name)
+    if listed is None:
+        return []
+    names = [t.name for t in listed if tool is None or getattr(t, "remote_name", None) == tool]
+    if tool is not None and not names:
+        return [("V5", f'{where}: MCP server "{server.name}" has no tool "{tool}"')]
+    problems: list[tuple[str, str]] = []
+    for name in names:
+        if name in seen:
+            problems.append(("V5", f'{where}: tool "{name}" is listed twice (from "{entry}")'))
+        elif name in RESERVED_NAMES:
+            problems.append(("V5", f'{where}: tool "{name}" (from "{entry}") is reserved'))
+        seen.add(name)
     return problems
 
 

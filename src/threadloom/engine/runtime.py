@@ -21,6 +21,7 @@ from typing import Any
 from threadloom.define.registry import Definitions
 from threadloom.engine import results
 from threadloom.engine.liveness import Liveness, NodeTimings
+from threadloom.engine.mcp import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
@@ -58,6 +59,8 @@ class Runtime:
         """Where several nodes share the store: the notifications (``engine/relay.py``)."""
         """The node's heartbeat and sweeper, on a store several processes share."""
         self._closed = False
+        self.mcp: MCPSessions | None = None
+        """The sessions with the project's MCP servers (``engine/mcp.py``)."""
 
     @classmethod
     async def open(
@@ -157,6 +160,12 @@ class Runtime:
             hub.warm_messages = warm_messages
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
+        try:  # MCP servers: one session each, their tools bound, then validated
+            runtime.mcp = await open_sessions(defs, lambda: defs.validate(registry.names()))
+        except BaseException:
+            if store is None:
+                await opened.close()
+            raise
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention
@@ -247,6 +256,8 @@ class Runtime:
             if self._pruner is not None:
                 await self._pruner.stop()
             await self.drain(drain)  # the node still beats while it drains
+            if self.mcp is not None:
+                await self.mcp.aclose()
             if self.liveness is not None:
                 await self.liveness.stop()
                 await self._node_step(self.store.remove_node, "removing the node's row")

@@ -1,0 +1,317 @@
+"""MCP servers as tool sources (spec 13 §13.4), against real MCP servers written with the
+SDK's own server API (``mcp_servers/calc.py``), over stdio and over streamable HTTP, with a
+real Runtime on SQLite and PostgreSQL and the scripted model calling the tools."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from threadloom import Agent, Definitions, MCPServer, Runtime, Side
+from threadloom.define import Model, Prompt
+from threadloom.errors import DefinitionError
+from threadloom.providers.script import Call
+from threadloom.providers.scripted import Reply, ScriptedProvider
+from threadloom.providers.types import ProviderRequest, ToolMessage
+
+CALC = Path(__file__).resolve().parent / "mcp_servers" / "calc.py"
+
+
+def stdio(name: str = "calc", **options: Any) -> MCPServer:
+    return MCPServer(name=name, command=sys.executable, args=(str(CALC),), **options)
+
+
+def agent_defs(server: MCPServer, tools: list[str], model: ScriptedProvider) -> Definitions:
+    return Definitions().add(
+        server,
+        Model(name="m", provider=model, model="scripted"),
+        Prompt(name="p", model="m", system="You compute.", tools=tools),
+        Agent(name="calc_agent", side_a=Side(prompt="p"), side_b=Side(label="User")),
+    )
+
+
+def tool_messages(request: ProviderRequest) -> list[ToolMessage]:
+    return [m for m in request.messages if isinstance(m, ToolMessage)]
+
+
+def calls_then_text(*calls: Call) -> ScriptedProvider:
+    """A model that makes ``calls`` in its first answer, then answers with the results."""
+
+    def reply(request: ProviderRequest) -> Reply:
+        results = tool_messages(request)
+        if results:
+            return Reply.text("results: " + " | ".join(m.text for m in results))
+        return Reply.tool_calls(*calls)
+
+    return ScriptedProvider(reply, max_records=None)
+
+
+async def one_turn(runtime: Runtime, text: str = "go") -> list[Any]:
+    """A thread of ``calc_agent``, one message, the run awaited: its messages, oldest first."""
+    state = await runtime.create_thread("calc_agent")
+    await runtime.send_message(state.thread_id, text)
+    await runtime.wait_idle(state.thread_id, 30)
+    page = await state.get_messages(limit=100)
+    return list(reversed(page.messages))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_calc() -> Iterator[str]:
+    """``calc.py`` serving streamable HTTP (token ``s3cret``); its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(CALC), "http", str(port)],
+        env={**_env(), "CALC_TOKEN": "s3cret"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            break
+        except httpx.TransportError:
+            if proc.poll() is not None:
+                raise AssertionError("the MCP HTTP server exited") from None
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH")}
+
+
+async def test_c13_020_c13_023_stdio_server_tools_in_a_full_turn(db_url: str) -> None:
+    """All of a stdio server's tools by the server's name, each with the server's input
+    schema; the model calls one, the result is stored and reaches the next request."""
+    model = calls_then_text(Call("greet", {"name": "Ada"}))
+    server = stdio(env={"CALC_GREETING": "Good morning"})
+    runtime = await Runtime.open(db_url, definitions=agent_defs(server, ["calc"], model))
+    try:
+        messages = await one_turn(runtime)
+    finally:
+        await runtime.close()
+    first, second = model.requests
+    offered = {tool.name: tool for tool in first.tools}
+    assert list(offered) == ["add", "divide", "greet", "wait", "crash"]
+    assert offered["add"].parameters["properties"] == {
+        "a": {"title": "A", "type": "integer"},
+        "b": {"title": "B", "type": "integer"},
+    }
+    assert offered["add"].parameters["required"] == ["a", "b"]
+    assert offered["greet"].description == "Greet someone with the server's greeting."
+    (result,) = tool_messages(second)
+    assert result.text == "Good morning, Ada!" and not result.is_error
+    roles = [(m.role, m.content, m.tool_status) for m in messages]
+    assert roles[0] == ("user", "go", None)
+    assert roles[2] == ("tool", "Good morning, Ada!", "success")
+    assert roles[3] == ("assistant", "results: Good morning, Ada!", None)
+
+
+async def test_c13_021_c13_022_http_server_with_headers_and_one_tool(
+    db_url: str, http_calc: str
+) -> None:
+    """A streamable HTTP server reached with the declared headers; ``server:tool`` offers
+    that tool alone."""
+    model = calls_then_text(Call("add", {"a": 20, "b": 22}))
+    server = MCPServer(name="calc", url=http_calc, headers={"Authorization": "Bearer s3cret"})
+    runtime = await Runtime.open(db_url, definitions=agent_defs(server, ["calc:add"], model))
+    try:
+        messages = await one_turn(runtime)
+    finally:
+        await runtime.close()
+    first, second = model.requests
+    assert [tool.name for tool in first.tools] == ["add"]
+    assert [m.text for m in tool_messages(second)] == ["42"]
+    assert messages[-1].content == "results: 42"
+
+
+async def test_c13_022_an_unknown_tool_of_a_server_is_a_definition_error(db_url: str) -> None:
+    model = calls_then_text()
+    defs = agent_defs(stdio(), ["calc:cube"], model)
+    with pytest.raises(DefinitionError) as raised:
+        await Runtime.open(db_url, definitions=defs)
+    assert 'Prompt "p": MCP server "calc" has no tool "cube"' in str(raised.value)
+
+
+async def test_c13_024_c13_026_error_results_and_the_call_timeout(db_url: str) -> None:
+    """An MCP error result is a tool result with tool_status "error" (its text kept); a call
+    that outlasts the server's timeout is an error result saying so."""
+    model = calls_then_text(Call("divide", {"a": 1, "b": 0}), Call("wait", {"seconds": 30}))
+    defs = agent_defs(stdio(timeout=1.0), ["calc"], model)
+    runtime = await Runtime.open(db_url, definitions=defs)
+    started = time.monotonic()
+    try:
+        messages = await one_turn(runtime)
+    finally:
+        await runtime.close()
+    assert time.monotonic() - started < 20
+    results = [(m.name, m.tool_status, m.content) for m in messages if m.role == "tool"]
+    (divide, wait) = results
+    assert divide[:2] == ("divide", "error") and "division by zero" in divide[2]
+    assert wait == (
+        "wait",
+        "error",
+        'Failed to execute tool: MCP server "calc": tool wait timed out after 1 s',
+    )
+    assert [m.is_error for m in tool_messages(model.requests[-1])] == [True, True]
+
+
+async def test_c13_025_a_server_that_cannot_start_is_a_definition_error(db_url: str) -> None:
+    """Both failures are reported at once, each naming its server; nothing is left open."""
+    broken = MCPServer(name="broken", command="/nonexistent/threadloom-mcp-server")
+    silent = MCPServer(name="silent", command=sys.executable, args=("-c", "pass"))
+    defs = Definitions().add(
+        broken,
+        silent,
+        Model(name="m", provider=ScriptedProvider(), model="scripted"),
+        Prompt(name="p", model="m", system="s", tools=["broken", "silent"]),
+        Agent(name="a", side_a=Side(prompt="p"), side_b=Side(label="User")),
+    )
+    with pytest.raises(DefinitionError) as raised:
+        await Runtime.open(db_url, definitions=defs)
+    lines = raised.value.problems
+    assert any(
+        line.startswith('explicit: MCP server "broken" could not start: FileNotFoundError')
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith('explicit: MCP server "silent" could not start:') for line in lines
+    ), lines
+
+
+async def test_c13_027_one_session_per_runtime_reopened_after_a_failure(db_url: str) -> None:
+    """Calls share the session the runtime opened; when the server dies the call that saw
+    it is an error result, and the next call opens a new session."""
+    answers = iter(
+        [
+            Reply.tool_calls(Call("add", {"a": 1, "b": 1})),
+            Reply.tool_calls(Call("crash", {})),
+            Reply.tool_calls(Call("add", {"a": 2, "b": 2})),
+            Reply.text("done"),
+        ]
+    )
+    model = ScriptedProvider(lambda request: next(answers), max_records=None)
+    runtime = await Runtime.open(db_url, definitions=agent_defs(stdio(), ["calc"], model))
+    try:
+        assert runtime.mcp is not None
+        session = runtime.mcp.sessions["calc"]
+        assert session.opened == 1
+        messages = await one_turn(runtime)
+        opened = session.opened
+    finally:
+        await runtime.close()
+    results = [(m.name, m.tool_status, m.content) for m in messages if m.role == "tool"]
+    assert results[0] == ("add", "success", "2")
+    assert results[1][:2] == ("crash", "error")
+    assert "the connection was lost" in results[1][2]
+    assert results[2] == ("add", "success", "4")
+    assert opened == 2
+
+
+async def test_c13_028_an_mcp_server_found_in_a_project_folder(db_url: str, tmp_path: Path) -> None:
+    """``MCPServer`` is importable from ``threadloom`` and a module-level one in a project
+    file is registered like a tool."""
+    project = tmp_path / "project"
+    for folder in ("models", "tools", "prompts", "agents"):
+        (project / folder).mkdir(parents=True)
+    (project / "tools" / "calc.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            from threadloom import MCPServer
+
+            calc = MCPServer(name="calc", command=sys.executable, args=[{str(CALC)!r}])
+            """
+        )
+    )
+    (project / "models" / "m.py").write_text(
+        "from threadloom.define import Model\n"
+        "from threadloom.providers.scripted import ScriptedProvider\n"
+        "m = Model(name='m', provider=ScriptedProvider(), model='scripted')\n"
+    )
+    (project / "prompts" / "p.py").write_text(
+        "from threadloom.define import Prompt\n"
+        "p = Prompt(name='p', model='m', system='s', tools=['calc:greet', 'calc:add'])\n"
+    )
+    (project / "agents" / "a.py").write_text(
+        "from threadloom import Agent, Side\n"
+        "a = Agent(name='a', side_a=Side(prompt='p'), side_b=Side(label='User'))\n"
+    )
+    runtime = await Runtime.open(db_url, project=project)
+    try:
+        defs = runtime.definitions
+        server = defs.mcp_server("calc")
+        assert server is not None and defs.origin_of(server) == "tools/calc.py"
+        assert [t.name for t in defs.offered_tools("p")] == ["greet", "add"]
+    finally:
+        await runtime.close()
+
+
+def test_c13_029_declaration_problems_are_reported_with_the_others() -> None:
+    defs = Definitions().add(
+        MCPServer(name="both", command="x", url="http://h/mcp"),
+        MCPServer(name="neither"),
+        MCPServer(name="bad url", url="ftp://h"),
+        MCPServer(name="slow", command="x", timeout=0),
+        Model(name="m", provider=ScriptedProvider(), model="scripted"),
+        Prompt(name="p", model="m", system="s", tools=["nowhere:add"]),
+    )
+    problems = defs.problems()
+    assert 'explicit: MCP server "both": give either command (stdio) or url (HTTP)' in problems
+    assert 'explicit: MCP server "neither": give either command (stdio) or url (HTTP)' in problems
+    assert 'explicit: MCP server name "bad url" is invalid' in problems
+    assert 'explicit: MCP server "bad url": url must start with http:// or https://' in problems
+    assert 'explicit: MCP server "slow": timeout must be a number of seconds > 0' in problems
+    assert 'explicit: Prompt "p": tool "nowhere:add" is not defined' in problems
+
+
+def test_c13_024_a_result_of_blocks_becomes_text_and_files() -> None:
+    """The conversion of an MCP result: text blocks joined, images as attachments,
+    structured content when there is no text, isError as an error result."""
+    from mcp import types
+
+    from threadloom.engine.mcp import tool_result
+
+    image = types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png")
+    both = types.CallToolResult(
+        content=[types.TextContent(type="text", text="one"), image],
+        structured_content={"ignored": True},
+    )
+    converted = tool_result("draw", both)
+    assert (converted.status, converted.result) == ("success", "one")
+    (attachment,) = converted.attachments
+    assert (attachment.name, attachment.mime_type) == ("draw-2.png", "image/png")
+    only_data = types.CallToolResult(content=[], structured_content={"total": 3})
+    assert json.loads(tool_result("sum", only_data).result or "") == {"total": 3}
+    failed = types.CallToolResult(
+        content=[types.TextContent(type="text", text="no such order")], is_error=True
+    )
+    assert (tool_result("find", failed).status, tool_result("find", failed).error) == (
+        "error",
+        "no such order",
+    )
