@@ -49,6 +49,19 @@ def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
     }
 
 
+class _Capped(dict[str, int]):
+    """A dict that drops its oldest entry when a new key would take it past ``cap``."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def __setitem__(self, key: str, value: int) -> None:
+        if key not in self and len(self) >= self.cap:
+            del self[next(iter(self))]
+        super().__setitem__(key, value)
+
+
 LISTED = frozenset(("thread_created", "thread_updated"))
 """Thread-list events that have no row of their own in ``thread_events`` (a deletion is
 relayed with the thread's end, a status change with its event row)."""
@@ -85,6 +98,8 @@ class ThreadHub:
         self._queue_empty: set[str] = set()
         """Threads whose queue this process knows to be empty: its engine delivered every
         entry and nothing was queued since (see :meth:`queue_known_empty`)."""
+        self._seq_cap = self.IDLE_KEPT
+        """When ``_seq`` grows past this, the entries of idle threads go (``_evict_idle``)."""
         self._child_hook_cache: dict[
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
         ] = {}
@@ -97,8 +112,9 @@ class ThreadHub:
         self._hook_definitions: Definitions | None = None
         self._hook_generation = -1
         self._hook_version = -1
-        self.registry_checked: dict[str, int] = {}
-        """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11)."""
+        self.registry_checked: dict[str, int] = _Capped(self.IDLE_KEPT)
+        """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11);
+        the oldest entries go past ``IDLE_KEPT`` (a parent reconciled again sooner)."""
         self.children_starting: set[str] = set()
         """Children being created whose first message is not queued yet: the reconciler
         leaves their entries alone (spec 06 §6.6, §6.11)."""
@@ -201,6 +217,42 @@ class ThreadHub:
     def set_terminated(self, thread_id: str, at: int) -> None:
         self._terminated[thread_id] = at
 
+    # -- what is kept per thread ------------------------------------------------------
+    IDLE_KEPT = 1024
+    """How many threads' entries of the per-thread maps (event number, known-empty queue,
+    stale flag, registry check) are kept beyond those of busy threads before the idle
+    ones are dropped (``_evict_idle``)."""
+
+    def _busy(self, thread_id: str) -> bool:
+        """True while something of the thread lives here that the per-thread entries
+        keep correct: a warm or live history, a held or awaited write lock, a deferred
+        write, a subscription to the thread."""
+        return (
+            thread_id in self._warm
+            or thread_id in self._histories
+            or thread_id in self._locks
+            or thread_id in self._deferred
+            or self.bus.has_thread_subscribers(thread_id)
+        )
+
+    def _evict_idle(self) -> None:
+        """Drop the per-thread entries of idle threads: ``_seq`` (a gap can only matter
+        to a warm history or a known-empty queue, and both go with it), ``_queue_empty``
+        (the next run reads the queue), ``_stale_warm`` (only a warm history reads it)
+        and ``registry_checked`` (reconciled again sooner). Runs when ``_seq`` doubled
+        since the last pass, so each thread's first event pays for it once."""
+        idle = [
+            tid
+            for tid in {*self._seq, *self._queue_empty, *self._stale_warm, *self.registry_checked}
+            if not self._busy(tid)
+        ]
+        for tid in idle:
+            self._seq.pop(tid, None)
+            self._queue_empty.discard(tid)
+            self._stale_warm.discard(tid)
+            self.registry_checked.pop(tid, None)
+        self._seq_cap = max(self.IDLE_KEPT, 2 * len(self._seq))
+
     def forget(self, thread_id: str) -> None:
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
@@ -247,15 +299,18 @@ class ThreadHub:
             evicted_id, evicted = self._warm.popitem(last=False)
             self.detach_history(evicted_id, evicted)
             self._warm_total -= self._warm_sizes.pop(evicted_id, 0)
+            self._stale_warm.discard(evicted_id)
 
     def attach_history(self, thread_id: str, history: MessageHistory) -> None:
         """Keep ``history`` live: every write through this hub is reflected in it."""
         self._histories.setdefault(thread_id, []).append(history)
 
     def detach_history(self, thread_id: str, history: MessageHistory) -> None:
-        histories = self._histories.get(thread_id, [])
-        if history in histories:
+        histories = self._histories.get(thread_id)
+        if histories is not None and history in histories:
             histories.remove(history)
+            if not histories:
+                del self._histories[thread_id]
 
     def reflect_upsert(self, thread_id: str, message: Message) -> None:
         for history in self._histories.get(thread_id, ()):
@@ -297,7 +352,10 @@ class ThreadHub:
         """Note a published event number of ``thread_id``."""
         if seq is not None:
             last = self._seq.get(thread_id)
-            if last is not None and seq != last + 1:
+            if last is None:  # the thread's first event here
+                if len(self._seq) >= self._seq_cap:
+                    self._evict_idle()
+            elif seq != last + 1:
                 # a gap: another process wrote to the thread (or events of this one were
                 # published out of order): the warm history may miss a change, so the
                 # next run reloads (a running one keeps its history attached), and the
