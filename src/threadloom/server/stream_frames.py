@@ -21,7 +21,6 @@ LOG_SOCKET_TYPES = frozenset(
 )
 SETTLED_KEPT = 1024
 CHUNK_TYPES = ("message_chunk", "reasoning_chunk")
-KEEP_BODY = (*CHUNK_TYPES, "message_data")
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,9 @@ class Frame:
     seq: int
     text: str
     body: dict[str, Any] | None = None
-    """Kept for chunk and ``message_data`` frames: the outbox may merge chunks (§9.10.2)."""
+    """What the outbox needs to merge queued chunks (§9.10.2): a chunk frame's body, a
+    ``message_data`` frame's ``message_id`` alone (not its record: the outbox bounds the
+    encoded text, and a kept record would hold the content a second time)."""
 
 
 def _encode(body: dict[str, Any]) -> str:
@@ -100,8 +101,13 @@ class Framer:
     def frame(self, body: dict[str, Any]) -> Frame | None:
         if self.filters.log_socket and body["type"] not in LOG_SOCKET_TYPES:
             return None
-        kept = body["type"] in KEEP_BODY
-        return Frame(body["type"], body["seq"], _encode(body), body if kept else None)
+        kind = body["type"]
+        kept: dict[str, Any] | None = None
+        if kind in CHUNK_TYPES:
+            kept = body
+        elif kind == "message_data":
+            kept = {"message_id": body["message_id"]}
+        return Frame(kind, body["seq"], _encode(body), kept)
 
     def _visible(self, depth: Any, silent: Any) -> bool:
         deep = isinstance(depth, int) and depth > self.filters.depth
