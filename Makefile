@@ -11,7 +11,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint typecheck pytest browser bench-ui bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
+.PHONY: serve test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -60,8 +60,11 @@ bench-instructions: $(STAMP)
 bench-api: $(STAMP)
 	$(BIN)/python bench/api_bench.py
 
-bench-ui: $(STAMP)
+bench-ui: $(STAMP) browser
 	$(BIN)/python bench/ui_bench.py
+
+ui-screenshots: $(STAMP) browser
+	$(BIN)/python scripts/ui_screenshots.py
 
 # SOAK_MINUTES=10 make bench-soak for a longer soak
 SOAK_MINUTES ?= 2

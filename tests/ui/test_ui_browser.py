@@ -219,7 +219,7 @@ def test_every_request_goes_to_the_servers_own_origin(local_server: Server, visi
     for tab in ("Logs & cost", "Subagents", "Files", "Conversation"):
         page.get_by_role("tab", name=tab).click()
     page.get_by_role("tab", name="Files").click()
-    page.get_by_role("button", name="📁 orders").click()
+    page.get_by_role("button", name="orders/").click()
     page.get_by_role("button", name=re.compile("C-3.json")).click()
     expect(page.locator("#file-preview pre")).to_contain_text('"order_id": "C-3"')
     page.goto("/")
@@ -233,3 +233,51 @@ def test_every_request_goes_to_the_servers_own_origin(local_server: Server, visi
     foreign = [u for u in v.requests + v.sockets if urlsplit(u).netloc != own]
     assert foreign == [], foreign
     assert {urlsplit(u).scheme for u in v.requests} <= {"http", "data"}
+
+
+def test_the_list_is_live_and_a_failed_run_stands_out(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    page.goto("/")
+    expect(page.locator("#list-live")).to_have_attribute("data-state", "live")
+    # another client starts a thread and its run fails: the open list shows both
+    created = local_server.api(
+        "POST", "/api/threads", json={"agent_id": "chat", "tags": ["name:doomed"]}
+    ).json()
+    thread = created["threadId"]
+    row = page.locator(f"#t-{thread}")
+    expect(row).to_contain_text("doomed")
+    local_server.api("POST", f"/api/threads/{thread}/messages", json={"content": "fail"})
+    expect(row.locator(".status")).to_have_attribute("data-state", "failed")
+    expect(row).to_have_class(re.compile(r"\bfailed\b"))
+    expect(row.locator(".status-reason")).not_to_be_empty()
+    # the status filter, kept in the URL
+    page.get_by_label("Status").select_option("failed")
+    expect(page).to_have_url(re.compile(r"status=failed"))
+    for state in page.locator("#threads-body .status").all():
+        expect(state).to_have_attribute("data-state", "failed")
+    # the thread page says why, in its header
+    row.get_by_role("link").click()
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "failed")
+    expect(page.locator("li.msg-user")).to_contain_text("fail")
+
+
+def test_subagents_tab_links_the_child_and_the_child_links_back(
+    local_server: Server, visit: Any
+) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    parent = new_thread(v)
+    send(v, "help with the invoice")
+    expect(last_assistant(v).locator(".msg-text")).to_contain_text("The helper said")
+    page.get_by_role("tab", name="Subagents").click()
+    child = page.locator("#subagents-body a").first
+    expect(child).to_be_visible()
+    expect(page.locator("#subagents-body")).to_contain_text("helper")
+    child.click()
+    page.wait_for_url(re.compile(r"/threads/[0-9a-f-]{36}$"))
+    assert parent not in page.url
+    back = page.locator("#thread-parent-link")
+    expect(back).to_be_visible()
+    expect(back).to_have_attribute("href", f"/threads/{parent}")
+    expect(page.locator("li.msg-user").first).to_contain_text("with the invoice")

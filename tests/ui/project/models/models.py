@@ -6,6 +6,7 @@
 - ``gate-<name>``: waits until the file ``<name>`` exists in ``THREADLOOM_TEST_GATE_DIR``,
   then answers ``passed gate-<name>``;
 - ``help <text>``: starts the ``helper`` subagent (blocking) with ``<text>``;
+- ``fail``: the model call fails (not retryable), so the run settles ``failed``;
 - anything else: ``echo: <text>``, streamed in small chunks with reasoning first.
 """
 
@@ -43,6 +44,8 @@ async def _chat(request: ProviderRequest) -> Reply:
     if text.startswith("help "):
         create = {"agent": "helper", "name": "h", "message": text[5:], "attachments": []}
         return Reply.tool_calls(Call("subagent_create", create))
+    if text == "fail":
+        return Reply.error("The model is unavailable", retryable=False)
     if text == "slow":
         return Reply.text(SLOW_TEXT, chunk_size=2, chunk_delay=0.15)
     if text.startswith("gate-"):

@@ -55,7 +55,7 @@ function attachment(a, view) {
     return el("a", { href, class: "attachment image", target: "_blank", rel: "noopener" },
       el("img", { src: href, alt: a.name, loading: "lazy", class: "thumb" }));
   }
-  return el("a", { href, class: "attachment file", download: a.name }, `📎 ${a.name}`, el("span", { class: "muted" }, ` ${bytes(a.size)}`));
+  return el("a", { href, class: "attachment file", download: a.name }, a.name, el("span", { class: "muted" }, ` ${bytes(a.size)}`));
 }
 
 function toolCall(call, view) {

@@ -228,7 +228,7 @@ export class Panels {
   fileItem(f) {
     const li = el("li", { role: "treeitem", dataset: { path: f.path } });
     if (f.isDirectory) {
-      const toggle = el("button", { type: "button", class: "ghost tree-dir", "aria-expanded": "false" }, `📁 ${f.name}`);
+      const toggle = el("button", { type: "button", class: "ghost tree-dir", "aria-expanded": "false" }, `${f.name}/`);
       const children = el("ul", { role: "group", hidden: true });
       toggle.addEventListener("click", async () => {
         const open = toggle.getAttribute("aria-expanded") === "true";
@@ -243,7 +243,7 @@ export class Panels {
       });
       li.append(toggle, children);
     } else {
-      const button = el("button", { type: "button", class: "ghost tree-file" }, `📄 ${f.name}`, el("span", { class: "muted small" }, ` ${bytes(f.size)}`));
+      const button = el("button", { type: "button", class: "ghost tree-file" }, f.name, el("span", { class: "muted small" }, ` ${bytes(f.size)}`));
       button.addEventListener("click", () => this.preview(f));
       li.append(button);
     }

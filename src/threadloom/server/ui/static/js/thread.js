@@ -52,14 +52,27 @@ window.threadloom = { records, get seq() { return seq; }, get status() { return 
 
 // ---- ordering and DOM placement ------------------------------------------------------
 
+// canonical order (stored messages by created_at, then queue entries), except that a
+// sub-prompt message follows the top-level message it descends from, so it is shown
+// nested under it
+function anchor(m) {
+  let root = m;
+  for (let i = 0; i < 16 && root.parent_id && records.has(root.parent_id); i++) {
+    root = records.get(root.parent_id);
+  }
+  return root;
+}
+
 function key(m) {
-  return [isQueued(m) ? 1 : 0, m.created_at || 0];
+  const root = anchor(m);
+  return [isQueued(m) ? 1 : 0, root.created_at || 0, root === m ? 0 : m.created_at || 0];
 }
 
 function before(a, b) {
   const ka = key(a);
   const kb = key(b);
-  return ka[0] !== kb[0] ? ka[0] < kb[0] : ka[1] < kb[1];
+  for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i];
+  return false;
 }
 
 function place(m) {
@@ -116,10 +129,12 @@ function redrawOwner(callId) {
 
 function upsert(m) {
   const old = records.get(m.id);
+  const oldKey = old ? key(old) : null;
   records.set(m.id, m);
   if (m.status !== "pending") view.streaming.delete(m.id);
   for (const call of parseCalls(m)) callOwner.set(call.id, m.id);
-  const moved = !old || key(old)[0] !== key(m)[0] || key(old)[1] !== key(m)[1];
+  const newKey = key(m);
+  const moved = !oldKey || oldKey.some((v, i) => v !== newKey[i]);
   if (moved) {
     if (old) {
       order.splice(order.indexOf(m.id), 1);

@@ -1,0 +1,188 @@
+"""Screenshots of the web UI's main views, for docs/ui.md (``make ui-screenshots``).
+
+Starts ``threadloom serve`` on the browser tests' project (``tests/ui/project``: a
+scripted model with a tool, a subagent, a failing and a slow request) and a fresh SQLite
+file, makes a few threads through the API, and photographs each view with Debian's
+chromium (Playwright, launched as the browser tests launch it) into ``docs/ui/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT / "tests" / "ui" / "project"
+CHROMIUM = os.environ.get("THREADLOOM_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def serve(db: Path, **settings: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("THREADLOOM_")
+    }
+    env["THREADLOOM_DRAIN_SECONDS"] = "1"  # the slow run is not waited for at the end
+    env.update(settings)
+    env["THREADLOOM_NODE_ID"] = f"screenshots-{uuid.uuid4().hex[:8]}"
+    command = [sys.executable, "-m", "threadloom.cli", "serve", str(PROJECT), "--port", str(port)]
+    command += ["--store", f"sqlite:///{db}", "--log-level", "warning"]
+    proc = subprocess.Popen(command, env=env)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the server did not become ready")
+
+
+def settle(client: httpx.Client, thread: str) -> None:
+    for _ in range(300):
+        info = client.get(f"/api/threads/{thread}").json()
+        if info["status"]["state"] != "running" and info["stats"]["queued_count"] == 0:
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"thread {thread} did not settle")
+
+
+def thread(client: httpx.Client, name: str, *messages: str, wait: bool = True) -> str:
+    created = client.post("/api/threads", json={"agent_id": "chat", "tags": [f"name:{name}"]})
+    created.raise_for_status()
+    tid: str = created.json()["threadId"]
+    for text in messages:
+        client.post(f"/api/threads/{tid}/messages", json={"content": text}).raise_for_status()
+        if wait:
+            settle(client, tid)
+    return tid
+
+
+def seed(base: str) -> dict[str, str]:
+    with httpx.Client(base_url=base, timeout=30) as client:
+        threads = {
+            "terminated": thread(client, "Closed ticket", "hello", "order Z-9"),
+            "subagent": thread(client, "Invoice question", "help with the invoice of May"),
+            "failed": thread(client, "Model outage", "fail"),
+            "main": thread(client, "Order A-1001", "hello there", "order A-1001"),
+        }
+        client.post(f"/api/threads/{threads['terminated']}/terminate").raise_for_status()
+        threads["running"] = thread(client, "Long answer", "slow", wait=False)
+        return threads
+
+
+def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list[Path]:
+    from playwright.sync_api import expect, sync_playwright
+
+    made: list[Path] = []
+
+    def save(page: Any, name: str) -> None:
+        path = out / f"{name}.png"
+        page.screenshot(path=str(path))
+        made.append(path)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for scheme in ("light", "dark"):
+            context = browser.new_context(
+                viewport={"width": 1280, "height": 800}, base_url=base, color_scheme=scheme
+            )
+            page = context.new_page()
+            page.goto("/")
+            expect(page.locator("#list-live")).to_have_attribute("data-state", "live")
+            expect(page.locator(f"#t-{threads['failed']} .status-failed")).to_be_visible()
+            suffix = "" if scheme == "light" else "-dark"
+            save(page, f"threads{suffix}")
+            page.goto(f"/threads/{threads['main']}")
+            expect(page.locator("li.msg-assistant").last).to_have_attribute(
+                "data-status", "completed"
+            )
+            page.locator("details.tool summary").first.click()
+            save(page, f"thread{suffix}")
+            if scheme == "dark":
+                context.close()
+                continue
+            page.get_by_role("tab", name="Logs & cost").click()
+            page.locator("#logs-body tr.log-row[data-kind=llm]").last.get_by_role("button").click()
+            expect(page.locator('pre[data-field="Request body"]')).to_be_visible()
+            save(page, "logs")
+            page.get_by_role("tab", name="Files").click()
+            page.get_by_role("button", name="orders/").click()
+            page.get_by_role("button", name=re.compile("A-1001.json")).click()
+            expect(page.locator("#file-preview pre")).to_be_visible()
+            save(page, "files")
+            page.goto(f"/threads/{threads['subagent']}#subagents")
+            expect(page.locator("#subagents-body a").first).to_be_visible()
+            save(page, "subagents")
+            page.goto(f"/threads/{threads['running']}")
+            expect(page.locator("#run-status")).to_have_attribute("data-state", "running")
+            expect(page.locator("li.msg-pending .msg-text")).to_contain_text("streams slowly")
+            save(page, "streaming")
+            page.goto(f"/threads/{threads['terminated']}")
+            expect(page.locator("#composer-note")).to_be_visible()
+            save(page, "terminated")
+            context.close()
+        context = browser.new_context(viewport={"width": 1280, "height": 600}, base_url=auth_base)
+        page = context.new_page()
+        page.goto("/")
+        page.wait_for_url("**/login?next=*")
+        save(page, "login")
+        context.close()
+        browser.close()
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "ui")
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get install -y chromium (as root)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ui-shots-") as folder:
+        proc, base = serve(Path(folder) / "ui.db")
+        auth_proc, auth_base = serve(Path(folder) / "auth.db", THREADLOOM_AUTH="required")
+        try:
+            threads = seed(base)
+            for path in shoot(base, auth_base, threads, args.out):
+                print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+        finally:
+            for p in (proc, auth_proc):
+                p.terminate()
+                p.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
