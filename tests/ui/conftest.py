@@ -12,11 +12,12 @@ import pytest
 from ui_harness import CHROMIUM, CHROMIUM_ARGS, Server, chromium_or_skip
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     chromium_or_skip()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=15000)  # a loaded CI machine is slower than a laptop
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser

@@ -4,6 +4,7 @@ against real ``threadloom serve`` processes of the test project (``tests/ui/proj
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -281,3 +282,66 @@ def test_subagents_tab_links_the_child_and_the_child_links_back(
     expect(back).to_be_visible()
     expect(back).to_have_attribute("href", f"/threads/{parent}")
     expect(page.locator("li.msg-user").first).to_contain_text("with the invoice")
+
+
+def tiny_png() -> bytes:
+    """A 2×2 red PNG, made here."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_files_tab_uploads_previews_and_downloads(local_server: Server, visit: Any) -> None:
+    import base64
+
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    # an image attachment of a message is shown in the conversation
+    picture = base64.b64encode(tiny_png()).decode()
+    attachment = {"name": "red.png", "mimeType": "image/png", "data": picture}
+    sent = local_server.api(
+        "POST",
+        f"/api/threads/{thread}/messages",
+        json={"content": "see the picture", "attachments": [attachment]},
+    )
+    assert sent.status_code == 202
+    image = page.locator("li.msg-user .attachment img")
+    expect(image).to_be_visible()
+    assert image.evaluate("img => img.complete && img.naturalWidth") == 2
+    # upload two files into a folder, then preview and download them
+    page.get_by_role("tab", name="Files").click()
+    page.get_by_label("Folder").fill("/notes")
+    page.locator("#upload-input").set_input_files(
+        [
+            {"name": "hello.txt", "mimeType": "text/plain", "buffer": b"hello from the browser"},
+            {"name": "dot.png", "mimeType": "image/png", "buffer": tiny_png()},
+        ]
+    )
+    page.get_by_role("button", name="Upload", exact=True).click()
+    page.get_by_role("button", name="notes/").click()
+    page.get_by_role("button", name=re.compile("hello.txt")).click()
+    expect(page.locator("#file-preview pre")).to_have_text("hello from the browser")
+    download = page.locator("#file-preview a", has_text="Download")
+    expect(download).to_have_attribute("href", f"/api/threads/{thread}/fs/notes/hello.txt")
+    with page.expect_download() as fetched:
+        download.click()
+    assert Path(fetched.value.path()).read_bytes() == b"hello from the browser"
+    page.get_by_role("button", name=re.compile("dot.png")).click()
+    preview = page.locator("#file-preview img")
+    expect(preview).to_be_visible()
+    assert preview.evaluate("img => img.complete && img.naturalWidth") == 2
+    listed = local_server.api("GET", f"/api/threads/{thread}/fs/notes").json()
+    assert sorted(f["name"] for f in listed["files"]) == ["dot.png", "hello.txt"]

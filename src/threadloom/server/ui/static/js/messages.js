@@ -51,9 +51,11 @@ function reasoning(m, view) {
 
 function attachment(a, view) {
   const href = `/api/threads/${view.threadId}/fs${a.path.split("/").map(encodeURIComponent).join("/")}`;
-  if ((a.mimeType || "").startsWith("image/")) {
-    return el("a", { href, class: "attachment image", target: "_blank", rel: "noopener" },
-      el("img", { src: href, alt: a.name, loading: "lazy", class: "thumb" }));
+  if ((a.mimeType || "").startsWith("image/") && a.mimeType !== "image/svg+xml") {
+    // the stored thumbnail when there is one (spec 07), else the image itself
+    const img = el("img", { src: `${href}?thumbnail`, alt: a.name, loading: "lazy", class: "thumb" });
+    img.addEventListener("error", () => { if (img.src.endsWith("?thumbnail")) img.src = href; }, { once: true });
+    return el("a", { href, class: "attachment image", target: "_blank", rel: "noopener", title: a.name }, img);
   }
   return el("a", { href, class: "attachment file", download: a.name }, a.name, el("span", { class: "muted" }, ` ${bytes(a.size)}`));
 }

@@ -18,6 +18,7 @@ export class Panels {
     this.logOffset = 0;
     this.refreshTimer = null;
     this.subagents = new Map();
+    this.expanded = new Set(); // directories open in the file tree
     document.getElementById("logs-refresh").addEventListener("click", () => this.loadLogs());
     document.getElementById("logs-kind").addEventListener("change", () => { this.logOffset = 0; this.loadLogs(); });
     document.getElementById("logs-errors").addEventListener("change", () => { this.logOffset = 0; this.loadLogs(); });
@@ -230,18 +231,26 @@ export class Panels {
     if (f.isDirectory) {
       const toggle = el("button", { type: "button", class: "ghost tree-dir", "aria-expanded": "false" }, `${f.name}/`);
       const children = el("ul", { role: "group", hidden: true });
-      toggle.addEventListener("click", async () => {
-        const open = toggle.getAttribute("aria-expanded") === "true";
-        toggle.setAttribute("aria-expanded", open ? "false" : "true");
-        children.hidden = open;
-        if (!open) {
-          const data = await api(fsUrl(this.threadId, f.path));
-          clear(children);
-          for (const c of data.files) children.append(this.fileItem(c));
-          if (!data.files.length) children.append(el("li", { class: "muted" }, "empty"));
+      const open = async () => {
+        toggle.setAttribute("aria-expanded", "true");
+        children.hidden = false;
+        this.expanded.add(f.path);
+        const data = await api(fsUrl(this.threadId, f.path));
+        clear(children);
+        for (const c of data.files) children.append(this.fileItem(c));
+        if (!data.files.length) children.append(el("li", { class: "muted" }, "empty"));
+      };
+      toggle.addEventListener("click", () => {
+        if (toggle.getAttribute("aria-expanded") === "true") {
+          toggle.setAttribute("aria-expanded", "false");
+          children.hidden = true;
+          this.expanded.delete(f.path);
+        } else {
+          open();
         }
       });
       li.append(toggle, children);
+      if (this.expanded.has(f.path)) open(); // kept open across refreshes
     } else {
       const button = el("button", { type: "button", class: "ghost tree-file" }, f.name, el("span", { class: "muted small" }, ` ${bytes(f.size)}`));
       button.addEventListener("click", () => this.preview(f));
