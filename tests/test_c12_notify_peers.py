@@ -53,7 +53,11 @@ async def _heard(listener: psycopg.AsyncConnection[object], wait: float) -> list
     return heard
 
 
-async def test_c12_027_a_lone_node_notifies_nothing_until_another_joins(schema: str) -> None:
+async def test_c12_027_a_node_notifies_only_what_another_node_watches(schema: str) -> None:
+    """C12-027: one node alone → a turn sends no notification; a second node joins but
+    watches nothing → still none (the first node runs the thread itself); the second node
+    subscribes to the thread → the first node's turn notifies its events, in commit order,
+    the status as committed (``running`` too); the second node unsubscribes → none again."""
     url = schema_url(schema)
     first = await Runtime.open(url, definitions=_definitions(), node_id="first")
     listener = await psycopg.AsyncConnection.connect(PG_URL, autocommit=True)
@@ -61,22 +65,31 @@ async def test_c12_027_a_lone_node_notifies_nothing_until_another_joins(schema: 
         events = channels(schema)["events"]
         await listener.execute(f'LISTEN "{events}"')
         thread = await first.create_thread("a")
-        await first.send_message(thread.thread_id, "alone")
-        await first.wait_idle(thread.thread_id)
-        assert await _heard(listener, 0.5) == []  # a turn's transactions, no NOTIFY
+        tid = thread.thread_id
 
+        async def turn(text: str) -> list[dict[str, object]]:
+            await first.send_message(tid, text)
+            await first.wait_idle(tid)
+            return await _heard(listener, 0.5)
+
+        assert await turn("alone") == []  # a turn's transactions, no NOTIFY
         second = await Runtime.open(url, definitions=_definitions(), node_id="second")
         try:
             await asyncio.sleep(0.3)  # "joined" reaches the first node
             assert first.store.peers is True
-            await first.send_message(thread.thread_id, "together")
-            await first.wait_idle(thread.thread_id)
-            heard = await _heard(listener, 0.5)
+            assert await turn("unwatched") == []
+            watching = second.events.subscribe(tid)
+            await asyncio.sleep(0.3)  # the watch reaches the first node
+            heard = await turn("watched")
             assert heard and {h["n"] for h in heard} == {"first"}
-            assert all(h["t"] == thread.thread_id for h in heard)
+            assert all(h["t"] == tid for h in heard)
             seqs = [(h["f"], h["s"]) for h in heard]
             assert seqs == sorted(seqs)  # in commit order, ranges one after another
-            assert any(h.get("a") == 1 for h in heard)  # the run's status changes
+            states = [h["a"]["status"]["state"] for h in heard if isinstance(h.get("a"), dict)]
+            assert states[0] == "running" and states[-1] == "idle"
+            watching.close()
+            await asyncio.sleep(0.3)
+            assert await turn("unwatched again") == []
         finally:
             await second.close()
     finally:

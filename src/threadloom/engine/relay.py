@@ -67,6 +67,12 @@ FORWARDED = frozenset(
 )
 """Ephemeral kinds a run's owner forwards to the nodes with subscribers."""
 CHUNKS = ("message_chunk", "reasoning_chunk")
+WATCH_BATCH = 150
+"""Thread ids per ``watch`` notification (each ~40 bytes of the 8,000 a payload may have)."""
+WATCH_SETTLE_S = 1.0
+"""After a watch is announced, how long until its threads are read up to their heads."""
+RECHECK_S = 5.0
+"""How often the streamed threads are read up to their heads (``THREADLOOM_SWEEP_SECONDS``)."""
 RESULT_TEXT_LIMIT = 3_000
 """Characters of a session result's fixed text sent to the node whose call waits."""
 RESULT_REFS_LIMIT = 3_000
@@ -77,10 +83,18 @@ call's result names none)."""
 class Relay:
     """One node's side of the notifications."""
 
-    def __init__(self, runtime: Runtime, coalesce_s: float = COALESCE_S) -> None:
+    def __init__(
+        self, runtime: Runtime, coalesce_s: float = COALESCE_S, recheck_s: float = RECHECK_S
+    ) -> None:
         self.runtime = runtime
         self.coalesce_s = coalesce_s
         """How long deltas of one message are gathered before they are sent."""
+        self.recheck_s = recheck_s
+        """How often the streamed threads are read up to their heads (missed notices)."""
+        self._watching: set[str] = set()
+        """Threads this node told the others it streams (spec 12 §12.7.6)."""
+        self._listing = False
+        """Whether this node told the others it has thread-list sockets."""
         self.hub = runtime.hub
         self.store = runtime.store
         self.node_id = runtime.store.node_id
@@ -92,15 +106,25 @@ class Relay:
 
     def delivery_hook(self) -> None:
         bus = self.hub.bus
-        first = bus.on_first_subscriber
+        first, last = bus.on_first_subscriber, bus.on_last_subscriber
 
         def subscribed(thread_id: str) -> None:
             if first is not None:
                 first(thread_id)
             if thread_id not in self._forwarders:  # a socket here, not this node's forwarder
-                self._spawn(self._ask_catchup(thread_id))
+                self._watching.add(thread_id)
+                self._spawn(self._announce([thread_id], True))
+
+        def unsubscribed(thread_id: str) -> None:
+            if last is not None:
+                last(thread_id)
+            if thread_id in self._watching:
+                self._watching.discard(thread_id)
+                self._spawn(self._announce([thread_id], False))
 
         bus.on_first_subscriber = subscribed
+        bus.on_last_subscriber = unsubscribed
+        bus.on_listeners = self._listeners
 
     async def start(self) -> None:
         self.runtime.runs.remote_abort = self.remote_abort
@@ -109,6 +133,7 @@ class Relay:
         self.hub.on_listed = self._listed
         await self.store.listen(self._notice, self._connected)
         await self.store.notify("control", {"a": "joined", "n": self.node_id})
+        self._spawn(self._rechecking())
 
     async def close(self) -> None:
         for task in [*self._tasks, *self._forwarders.values()]:
@@ -141,8 +166,13 @@ class Relay:
                 return
             if self.hub.has_live_history(tid):
                 self._spawn(self._reflect(tid, first, last))
-            if payload.get("a") and self.hub.bus.wants(tid):  # a status change, listed here
-                self._spawn(self._relay_status(tid, first, last))
+            shown = payload.get("a")
+            if shown and self.hub.bus.wants(tid):  # a status change, listed here
+                if isinstance(shown, dict):  # as committed: a quick run's "running" too
+                    event = ThreadEvent(tid, "status", None, shown, self.hub.clock())
+                    self.hub.bus.publish(event)
+                else:
+                    self._spawn(self._relay_status(tid, first, last))
         elif topic == "registry":
             kind = payload.get("k")
             if kind in LISTED and self.hub.bus.wants(tid):
@@ -172,6 +202,16 @@ class Relay:
             waiter = runs.waiters.get(str(payload.get("c") or ""))
             if waiter is not None and not waiter.done():
                 self._spawn(self._take_result(tid, payload))
+        elif action == "watch":  # a node streams these threads: tell it their events
+            threads = [str(t) for t in payload.get("ts") or ()]
+            self.store.watch(str(payload.get("n")), threads, bool(payload.get("on")))
+            if payload.get("on"):
+                for thread_id in threads:  # its text so far, if it runs here
+                    self._spawn(self._catchup_requested(thread_id))
+        elif action == "lists":
+            self.store.watch_lists(str(payload.get("n")), bool(payload.get("on")))
+        elif action == "joined":  # it knows nothing of what this node watches yet
+            self._spawn(self._announce_all())
         elif action == "catchup":
             self._spawn(self._catchup_requested(tid))
         elif action == "deleted":
@@ -191,6 +231,7 @@ class Relay:
             if not waiter.done():  # its ``result`` may have been missed
                 self._spawn(self._recheck_waiter(child_id))
         self.delivery.resync()
+        await self._announce_all()  # the others may have missed a watch meanwhile
         for tid in self.delivery.threads:
             await self._ask_catchup(tid)
         if self.runtime.liveness is not None:
@@ -224,6 +265,44 @@ class Relay:
     def _refused_wake(self, thread_id: str) -> None:
         """This node could not start the thread's run (draining): another node should."""
         self._spawn(self.store.notify("wake", {"t": thread_id, "n": self.node_id, "d": 1}))
+
+    # -- what this node watches (spec 12 §12.7.6) ----------------------------------------
+    async def _announce(self, threads: list[str], on: bool) -> None:
+        """Tell the other nodes this node streams ``threads`` (or no longer does), so
+        they notify their events; the rows of a watched thread are read again a moment
+        later, for what was committed before every node had heard."""
+        if not self.store.peers or not threads:
+            return
+        for start in range(0, len(threads), WATCH_BATCH):
+            batch = threads[start : start + WATCH_BATCH]
+            await self.store.notify(
+                "control", {"a": "watch", "ts": batch, "on": on, "n": self.node_id}
+            )
+        if on:
+            await asyncio.sleep(WATCH_SETTLE_S)
+            for tid in threads:
+                self.delivery.resync_thread(tid)
+
+    async def _announce_all(self) -> None:
+        await self._announce(sorted(self._watching), True)
+        if self._listing:
+            await self.store.notify("control", {"a": "lists", "on": True, "n": self.node_id})
+
+    def _listeners(self, present: bool) -> None:
+        """Thread-list sockets opened here (the first) or all closed: the others notify
+        status changes of every thread while some node has them (spec 12 §12.7.5)."""
+        self._listing = present
+        if self.store.peers:
+            payload = {"a": "lists", "on": present, "n": self.node_id}
+            self._spawn(self.store.notify("control", payload))
+
+    async def _rechecking(self) -> None:
+        """Every ``recheck_s``, the streamed threads are read up to their heads: what a
+        lost or late notification left out reaches the subscribers within that time."""
+        while True:
+            await asyncio.sleep(self.recheck_s)
+            if self.store.peers and self.delivery.threads:
+                self.delivery.resync()
 
     async def _ask_catchup(self, tid: str) -> None:
         if self.store.peers and self.runtime.runs.run_of(tid) is None:

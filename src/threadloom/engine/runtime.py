@@ -170,7 +170,9 @@ class Runtime:
         if event_retention is not None:
             runtime.retention = event_retention
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
-            runtime.relay = Relay(runtime, coalesce_s=timings.chunk_coalesce_ms / 1000)
+            runtime.relay = Relay(
+                runtime, coalesce_s=timings.chunk_coalesce_ms / 1000, recheck_s=timings.sweep_s
+            )
             await runtime.relay.start()
         if exclusive:
             if opened.shared:  # a node: live before it settles the runs of dead ones

@@ -220,6 +220,17 @@ class Store(Protocol):
         ``False`` when there is nobody to tell or it could not be sent."""
         ...
 
+    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
+        """Node ``node`` streams ``thread_ids`` (``on``) or no longer does: this node's
+        transactions tell it their events (spec 12 §12.7.6); nothing on a store one
+        process runs."""
+        ...
+
+    def watch_lists(self, node: str, on: bool) -> None:
+        """Node ``node`` has thread-list sockets (``on``) or no longer has: this node's
+        status changes are told to it."""
+        ...
+
     # -- run status and termination ---------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         """Persist a ThreadStatus change with its ``status`` event."""

@@ -141,6 +141,13 @@ class OrderedDelivery:
             state.held.append(_Expect(0, -1))  # -1: up to the head read then
             self._run(thread_id, state)
 
+    def resync_thread(self, thread_id: str) -> None:
+        """Read one subscribed thread up to its head now (what a late notice missed)."""
+        state = self._threads.get(thread_id)
+        if state is not None:
+            state.held.append(_Expect(0, -1))
+            self._run(thread_id, state)
+
     async def idle(self, thread_id: str) -> None:
         """Return once nothing of the thread waits (tests, shutdown)."""
         while (state := self._threads.get(thread_id)) is not None and state.task is not None:

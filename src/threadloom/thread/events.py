@@ -242,6 +242,9 @@ class EventBus:
         the subscriptions to every thread)."""
         self.on_last_subscriber: Callable[[str], None] | None = None
         """Called when a thread's last subscription of its own closes."""
+        self.on_listeners: Callable[[bool], None] | None = None
+        """Called with ``True`` when the first subscription to every thread opens, with
+        ``False`` when the last one closes (thread lists, spec 09 §9.14)."""
 
     def subscribe(
         self,
@@ -263,7 +266,10 @@ class EventBus:
         group = self._subscriptions.get(thread_id)
         if group is None:
             group = self._subscriptions[thread_id] = set()
-            if thread_id is not None and self.on_first_subscriber is not None:
+            if thread_id is None:
+                if self.on_listeners is not None:
+                    self.on_listeners(True)
+            elif self.on_first_subscriber is not None:
                 self.on_first_subscriber(thread_id)
         group.add(sub)
         return sub
@@ -295,7 +301,10 @@ class EventBus:
             group.discard(sub)
             if not group:
                 del self._subscriptions[sub.thread_id]
-                if sub.thread_id is not None and self.on_last_subscriber is not None:
+                if sub.thread_id is None:
+                    if self.on_listeners is not None:
+                        self.on_listeners(False)
+                elif self.on_last_subscriber is not None:
                     self.on_last_subscriber(sub.thread_id)
 
     @property

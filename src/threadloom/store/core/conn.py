@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from threadloom.store.shapes import Fence
+    from threadloom.store.shapes import Fence, StoredEvent
 
 T = TypeVar("T")
 
@@ -54,9 +54,21 @@ class Conn(Protocol):
         .notify_tail``): only while some other node is live (spec 12 §12.7.1)."""
         ...
 
+    def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
+        """Whether another node watches what ``events`` of ``thread_id`` show: a stream of
+        the thread, or (a status change among them) a thread list (spec 12 §12.7.6). When
+        not, the events are told only to a node that runs the thread."""
+        ...
+
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+ELSEWHERE = 1
+"""``notify_tail``: notify the events only when another node runs the thread."""
+WATCHED = 2
+"""``notify_tail``: notify the events whoever runs the thread (another node watches it)."""
 
 
 class Dialect:
@@ -94,11 +106,13 @@ class Dialect:
     fenced: str = ""
     """The condition on the thread row of a fenced write (binds the node and the token)."""
 
-    def notify_tail(self, events: bool, wake: bool) -> str:
+    def notify_tail(self, events: int, wake: bool) -> str:
         """What follows ``Tx.flush``'s UPDATE of the thread row so the other nodes learn at
-        commit that it wrote event rows (``events``: binds the notification's payload) or
-        queued work (``wake``: binds its payload, after the events'); the backend's
-        connections announce only where other nodes listen (spec 12 §12.4, §12.7.1)."""
+        commit that it wrote event rows (``events``: ``WATCHED``, whoever runs the thread,
+        binds the payload; ``ELSEWHERE``, only when another node runs it, binds this node's
+        id, then the payload) or queued work (``wake``: only when another node runs the
+        thread; binds the node's id, then the payload, after the events'). The backend's
+        connections announce only where other nodes listen (spec 12 §12.4, §12.7)."""
         return ""
 
     def __init__(self) -> None:

@@ -161,6 +161,12 @@ class TxStore:
         """Tell the other nodes something now; ``False``: nobody to tell, or it failed."""
         return False
 
+    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
+        """What another node streams; nothing to keep where one process runs the store."""
+
+    def watch_lists(self, node: str, on: bool) -> None:
+        """Whether another node has thread-list sockets; nothing to keep here either."""
+
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)
 

@@ -8,7 +8,7 @@ from typing import Any
 from threadloom.errors import LeaseLost, StoreError, ThreadNotFound
 from threadloom.records import ThreadStatus
 from threadloom.store.core.codec import KEY_SPAN, THREAD_COLUMNS, dump_json, thread_with_state
-from threadloom.store.core.conn import Conn, Dialect
+from threadloom.store.core.conn import ELSEWHERE, WATCHED, Conn, Dialect
 from threadloom.store.shapes import Clock, Lease, StoredEvent, ThreadRow
 
 _TX_STATE = (
@@ -234,13 +234,17 @@ class Tx:
             params += (self.lease_node, self.lease_token)
         params.append(self.thread_id)
         events = self.events
-        announce = self.conn.announce
-        notify = announce and bool(events)
-        if notify:
-            params.append(events_notice(self.thread_id, events, self.conn))
+        conn = self.conn
+        announce = conn.announce
+        notify = 0
+        if announce and events:  # told to the nodes that watch, or to the one that runs it
+            notify = WATCHED if conn.watched(self.thread_id, events) else ELSEWHERE
+            if notify == ELSEWHERE:
+                params.append(conn.node_id)
+            params.append(events_notice(self.thread_id, events, conn))
         wake = announce and self.wake
-        if wake:
-            params.append(wake_notice(self.thread_id, self.conn))
+        if wake:  # to the node that runs it (the sweep is the safety net)
+            params += (conn.node_id, wake_notice(self.thread_id, conn))
         key = (status is not None, activity, session, top, lease, notify, wake)
         self.conn.execute(_thread_update(self.sql, key), params)
         if self._touched_at is not None and self.parent_id is not None:
@@ -310,9 +314,19 @@ def _thread_updates(sql: Dialect) -> dict[tuple[bool, ...], str]:
 def events_notice(thread_id: str, events: Sequence[StoredEvent], conn: Conn) -> str:
     """The payload of the notification that a transaction wrote the thread's event rows
     ``events`` (spec 12 §12.7.1): the thread, the first and last ``seq``, the writing node,
-    and ``"a":1`` when one is a status change (thread-list subscribers elsewhere show it
-    as ``thread_activity``, spec 12 §12.7.5)."""
-    activity = ',"a":1' if any(e.kind == "status" for e in events) else ""
+    and ``"a"`` when one is a status change: the last one's status and termination as
+    committed (``1`` when the event does not carry them), which thread-list subscribers
+    elsewhere show as ``thread_activity`` (spec 12 §12.7.5) without reading the row."""
+    activity = ""
+    for event in reversed(events):
+        if event.kind == "status":  # the last one, as it was committed, when it is known
+            data = event.data
+            if data:
+                shown = {"status": data.get("status"), "terminated": data.get("terminated")}
+                activity = f',"a":{dump_json(shown)}'
+            else:
+                activity = ',"a":1'
+            break
     first, last = events[0].seq, events[-1].seq
     return f'{{"t":"{thread_id}","f":{first},"s":{last},"n":"{conn.node_id}"{activity}}}'
 
@@ -323,11 +337,11 @@ def wake_notice(thread_id: str, conn: Conn) -> str:
     return f'{{"t":"{thread_id}","n":"{conn.node_id}"}}'
 
 
-def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, bool, bool]) -> str:
+def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, int, bool]) -> str:
     """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
     changed (``key``: status, activity, session counters, top-level count, lease), and
-    the notifications of its events and of new work (``notify``, ``wake``). Each text
-    is made once (the statement cache then finds it by a string whose hash is known)."""
+    the notifications of its events (``notify``: 0, ``ELSEWHERE`` or ``WATCHED``) and of
+    new work (``wake``). Each text is made once (the statement cache then finds it by a string whose hash is known)."""
     texts = sql.statements(_thread_updates)
     text = texts.get(key)
     if text is None:

@@ -19,19 +19,21 @@ def register_node(conn: Conn, clock: Clock, node_id: str, host: str, pid: int) -
     )
 
 
-def heartbeat(conn: Conn, clock: Clock, node_id: str, host: str, pid: int) -> int:
+def heartbeat(conn: Conn, clock: Clock, node_id: str, host: str, pid: int) -> set[str]:
     """Refresh the heartbeat; a row that others deleted (the node was dead an hour, then
-    came back) is inserted again. Returns how many other nodes are live."""
+    came back) is inserted again. Returns the other nodes that are live."""
     updated = conn.execute(
         "UPDATE nodes SET heartbeat_at = now() WHERE node_id = ?", (node_id,)
     ).rowcount
     if not updated:
         register_node(conn, clock, node_id, host, pid)
     live = conn.sql.live_node.format(owner="n0.node_id")  # type: ignore[attr-defined]
-    found = conn.execute(
-        f"SELECT count(*) FROM nodes n0 WHERE n0.node_id <> ? AND {live}", (node_id,)
-    ).fetchone()
-    return int(found[0]) if found else 0
+    return {
+        str(r[0])
+        for r in conn.execute(
+            f"SELECT n0.node_id FROM nodes n0 WHERE n0.node_id <> ? AND {live}", (node_id,)
+        )
+    }
 
 
 def set_draining(conn: Conn, clock: Clock, node_id: str) -> None:

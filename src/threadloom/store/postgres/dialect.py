@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from threadloom.store.core.conn import Cursor, Dialect
-from threadloom.store.shapes import Fence
+from threadloom.store.core.conn import ELSEWHERE, WATCHED, Cursor, Dialect
+from threadloom.store.shapes import Fence, StoredEvent
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
 
@@ -70,12 +70,17 @@ class PostgresDialect(Dialect):
         before any write is flushed."""
         self.channels = channels
 
-    def notify_tail(self, events: bool, wake: bool) -> str:
+    def notify_tail(self, events: int, wake: bool) -> str:
+        elsewhere = "threads.lease_node IS NOT NULL AND threads.lease_node <> ?"
         calls = []
-        if events:
+        if events == WATCHED:
             calls.append(f"pg_notify('{self.channels['events']}', ?)")
+        elif events == ELSEWHERE:
+            calls.append(
+                f"CASE WHEN {elsewhere} THEN pg_notify('{self.channels['events']}', ?) END"
+            )
         if wake:
-            calls.append(f"pg_notify('{self.channels['wake']}', ?)")
+            calls.append(f"CASE WHEN {elsewhere} THEN pg_notify('{self.channels['wake']}', ?) END")
         return " RETURNING " + ", ".join(calls)
 
     def unowned(self, alias: str) -> str:
@@ -123,11 +128,50 @@ def translate(sql: str) -> str:
     return "".join(out)
 
 
+class Watches:
+    """What the other nodes watch (spec 12 §12.7.6), as they announced it: the threads
+    some node streams, by thread, the nodes watching; the nodes with thread-list sockets.
+    Read by this node's transactions on worker threads (a set lookup), changed on the
+    event loop (a whole set replaced or one member added or removed at a time)."""
+
+    def __init__(self) -> None:
+        self.threads: dict[str, set[str]] = {}
+        self.lists: set[str] = set()
+
+    def watch(self, node: str, thread_ids: Iterable[str], on: bool) -> None:
+        for tid in thread_ids:
+            nodes = self.threads.get(tid)
+            if on:
+                if nodes is None:
+                    self.threads[tid] = {node}
+                else:
+                    nodes.add(node)
+            elif nodes is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self.threads[tid]
+
+    def watch_lists(self, node: str, on: bool) -> None:
+        if on:
+            self.lists.add(node)
+        else:
+            self.lists.discard(node)
+
+    def keep_only(self, live: set[str]) -> None:
+        """Forget what nodes no longer live watched."""
+        for tid, nodes in list(self.threads.items()):
+            if not nodes <= live:
+                nodes &= live
+                if not nodes:
+                    del self.threads[tid]
+        self.lists &= live
+
+
 class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute`` and ``executemany`` of ``?`` statements, and the dialect."""
 
-    __slots__ = ("announce", "fence", "node_id", "raw", "sql")
+    __slots__ = ("announce", "fence", "node_id", "raw", "sql", "watches")
 
     def __init__(
         self,
@@ -136,12 +180,22 @@ class PgConn:
         node_id: str | None = None,
         fence: Fence | None = None,
         announce: bool = False,
+        watches: Watches | None = None,
     ) -> None:
         self.raw = raw
         self.sql = sql
         self.node_id = node_id
         self.fence = fence
         self.announce = announce
+        self.watches = watches
+
+    def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
+        watches = self.watches
+        if watches is None:
+            return False
+        if thread_id in watches.threads:
+            return True
+        return bool(watches.lists) and any(e.kind == "status" for e in events)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         cursor: Cursor = self.raw.execute(translate(sql), parameters)

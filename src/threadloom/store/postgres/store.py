@@ -32,7 +32,7 @@ from threadloom.errors import StoreError
 from threadloom.store.core.runner import TxStore
 from threadloom.store.fence import current_fence
 from threadloom.store.postgres import cluster, notify, schema
-from threadloom.store.postgres.dialect import PgConn, PostgresDialect
+from threadloom.store.postgres.dialect import PgConn, PostgresDialect, Watches
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
@@ -136,6 +136,9 @@ class PostgresStore(TxStore):
         only then do transactions notify what they wrote (a NOTIFY serialises the commits
         of every notifying transaction of the database, spec 12 §12.7.1)."""
         self.notifications: notify.Notifications | None = None
+        self.watches = Watches()
+        """What the other nodes watch: the events of those threads are told to every node,
+        the others' only to a node that runs the thread (spec 12 §12.7.6)."""
         self.commits = 0
         """Write transactions committed."""
         self.retries = 0
@@ -218,7 +221,8 @@ class PostgresStore(TxStore):
             )
         except (psycopg.Error, StoreError, OSError):
             return False
-        self.peers = others > 0
+        self.peers = bool(others)
+        self.watches.keep_only(others)
         return True
 
     # -- notifications (spec 12 §12.4, §12.5, §12.7) ------------------------------------
@@ -236,6 +240,12 @@ class PostgresStore(TxStore):
         if self.notifications is None:
             return False
         return await self.notifications.notify(topic, payload)
+
+    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
+        self.watches.watch(node, thread_ids, on)
+
+    def watch_lists(self, node: str, on: bool) -> None:
+        self.watches.watch_lists(node, on)
 
     async def set_draining(self) -> None:
         await self._write(cluster.set_draining, self.node_id)
@@ -301,7 +311,7 @@ class PostgresStore(TxStore):
             try:
                 conn.execute(begin)
                 try:
-                    pg = PgConn(conn, self.sql, self.node_id, fence, self.peers)
+                    pg = PgConn(conn, self.sql, self.node_id, fence, self.peers, self.watches)
                     result = fn(pg, self.clock, *args)
                 except BaseException:
                     if not conn.broken:

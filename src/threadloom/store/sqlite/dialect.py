@@ -4,9 +4,10 @@ carries it (``conn.sql``)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from threadloom.store.core.conn import Dialect
-from threadloom.store.shapes import Fence
+from threadloom.store.shapes import Fence, StoredEvent
 
 
 class SqliteDialect(Dialect):
@@ -58,3 +59,6 @@ class SqliteConnection(sqlite3.Connection):
     node_id: str | None = None
     fence: Fence | None = None
     announce = False  # one process runs an SQLite store: nobody to tell
+
+    def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
+        return False
