@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine import results
-from threadloom.errors import ThreadNotFound
+from threadloom.errors import EventOverflow, ThreadNotFound
 from threadloom.records import AttachmentRef
 from threadloom.store.base import ThreadRow
 from threadloom.thread.events import ThreadEvent
@@ -326,7 +326,7 @@ class Relay:
     def _forward(self, tid: str) -> None:
         task = self._forwarders.get(tid)
         if task is None or task.done():
-            subscription = self.hub.bus.subscribe(tid, max_queue=10_000)
+            subscription = self.hub.bus.subscribe(tid, kinds=FORWARDED, max_queue=10_000)
             self._forwarders[tid] = asyncio.get_running_loop().create_task(
                 self._forwarding(tid, subscription)
             )
@@ -364,6 +364,9 @@ class Relay:
                         await self._send_chunk(tid, pending_kind, pending)
                         pending = None
                     continue
+                except EventOverflow:  # the notifications fell behind: their text is
+                    logger.warning("thread %s: forwarding fell behind, stopped", tid)
+                    return  # repaired by the completing message_data (spec 12 §12.7.2)
                 if event.seq is not None or event.kind not in FORWARDED:
                     continue
                 data = dict(event.data)
