@@ -261,6 +261,17 @@ def test_the_list_is_live_and_a_failed_run_stands_out(local_server: Server, visi
     row.get_by_role("link").click()
     expect(page.locator("#run-status")).to_have_attribute("data-state", "failed")
     expect(page.locator("li.msg-user")).to_contain_text("fail")
+    failure = page.locator("#run-failure")
+    expect(failure).to_be_visible()
+    expect(failure).to_contain_text(re.compile("failed|unavailable"))
+    # with the status's error (spec 08 §8.2.1), the log row that says why is one click away
+    status = local_server.api("GET", f"/api/threads/{thread}").json()["status"]
+    if status.get("error") and status["error"].get("log_id"):
+        expect(failure).to_contain_text("The model is unavailable")
+        page.get_by_role("button", name="Show the log row").click()
+        log_id = status["error"]["log_id"]
+        detail = page.locator(f'#logs-body tr.log-detail[data-log-id="{log_id}"]')
+        expect(detail).to_contain_text("The model is unavailable")
 
 
 def test_subagents_tab_links_the_child_and_the_child_links_back(
@@ -345,3 +356,32 @@ def test_files_tab_uploads_previews_and_downloads(local_server: Server, visit: A
     assert preview.evaluate("img => img.complete && img.naturalWidth") == 2
     listed = local_server.api("GET", f"/api/threads/{thread}/fs/notes").json()
     assert sorted(f["name"] for f in listed["files"]) == ["dot.png", "hello.txt"]
+
+
+def test_queued_and_silent_messages(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    send(v, "gate-q1")  # the model waits for this gate
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "running")
+    send(v, "while it runs")
+    queued = page.locator("li.msg-user", has_text="while it runs")
+    expect(queued.locator(".badge-pending")).to_have_text("queued")
+    expect(queued).to_have_attribute("data-status", "pending")
+    local_server.open_gate("gate-q1")
+    # delivered into the running execution: no longer pending, and answered
+    expect(queued).to_have_attribute("data-status", "completed")
+    expect(queued.locator(".badge-pending")).to_have_count(0)
+    expect(last_assistant(v).locator(".msg-text")).to_have_text("echo: while it runs")
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "idle")
+    # a silent message is behind the toggle
+    silent = {"content": "a note for the record", "role": "system", "silent": True}
+    assert local_server.api("POST", f"/api/threads/{thread}/messages", json=silent).is_success
+    expect(page.locator("#run-status")).to_have_attribute("data-state", "idle")
+    note = page.locator("li.msg", has_text="a note for the record")
+    expect(note).to_have_count(0)
+    page.get_by_label("Show silent messages").check()
+    expect(note).to_be_visible()
+    expect(note.locator(".badge", has_text="silent")).to_be_visible()
+    page.get_by_label("Show silent messages").uncheck()
+    expect(note).to_have_count(0)

@@ -155,7 +155,18 @@ export function statusPill(status, terminated) {
     pill.append(el("span", { class: "status-reason", title: reason }, ` · ${REASONS[reason] || reason}`));
   }
   if (terminated) pill.append(el("span", { class: "badge badge-terminated" }, "terminated"));
+  const why = failureText(status);
+  if (why) pill.title = why;
   return pill;
+}
+
+// why a run failed, in a sentence: the status's `error` (a Threadloom addition) when the
+// server gives one, else the reason code
+export function failureText(status) {
+  if (!status || status.state !== "failed") return null;
+  const error = status.error;
+  if (error && error.message) return error.message;
+  return `The run failed (${REASONS[status.reason] || status.reason || "no reason given"}).`;
 }
 
 export function pretty(text) {

@@ -168,6 +168,22 @@ export class Panels {
         el("summary", {}, k), el("pre", { class: "json wrap", "data-field": k }, pretty(v)))));
   }
 
+  // open one log row's details (the row that says why a run failed)
+  async openLog(logId) {
+    if (!logId) return;
+    this.logOffset = 0;
+    document.getElementById("logs-kind").value = "";
+    document.getElementById("logs-errors").checked = false;
+    await this.loadLogs();
+    const tr = document.querySelector(`#logs-body tr.log-row[data-log-id="${CSS.escape(logId)}"]`);
+    if (tr) {
+      if (!tr.nextElementSibling || !tr.nextElementSibling.classList.contains("log-detail")) {
+        await this.toggleDetail({ id: logId }, tr);
+      }
+      tr.scrollIntoView({ block: "center" });
+    }
+  }
+
   // ---- subagents -----------------------------------------------------------------------
 
   async loadSubagents() {

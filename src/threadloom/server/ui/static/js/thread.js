@@ -1,7 +1,7 @@
 // A thread: the conversation read over HTTP (newest page first, older pages on demand),
 // kept live by the thread's WebSocket stream (spec 09) from the `seq` of that read, and
 // resumed from the last `seq` applied after a dropped connection or a server restart.
-import { api, el, clear, statusPill, threadName, toast, fullTime } from "./api.js";
+import { api, el, clear, statusPill, threadName, toast, fullTime, failureText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
 import { Panels } from "./panels.js";
@@ -203,6 +203,13 @@ function applyStatus(next, term) {
   pill.dataset.state = status ? status.state : "idle";
   pill.dataset.reason = (status && status.reason) || "";
   const running = status && status.state === "running";
+  const why = failureText(status);
+  document.getElementById("run-failure").hidden = !why;
+  document.getElementById("run-failure-text").textContent = why || "";
+  const logId = status && status.error && status.error.log_id;
+  const logButton = document.getElementById("run-failure-log");
+  logButton.hidden = !(why && logId && who.logs === "true");
+  logButton.dataset.logId = logId || "";
   buttons.stop.disabled = !running;
   buttons.continue.disabled = running || terminated !== null;
   buttons.terminate.disabled = terminated !== null;
@@ -442,6 +449,11 @@ async function act(name, body) {
   }
 }
 
+document.getElementById("run-failure-log").addEventListener("click", (event) => {
+  const logs = document.getElementById("tab-logs");
+  select(logs);
+  panels.openLog(event.currentTarget.dataset.logId);
+});
 buttons.stop.addEventListener("click", () => act("stop"));
 buttons.continue.addEventListener("click", () => act("continue"));
 buttons.terminate.addEventListener("click", () => {

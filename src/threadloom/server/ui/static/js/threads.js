@@ -1,6 +1,6 @@
 // The threads list: GET /api/threads a page at a time with the filters of the form (kept
 // in the URL), live from the /api/events socket (spec 09 §9.14), and "new thread".
-import { api, el, clear, timeEl, statusPill, threadName, toast } from "./api.js";
+import { api, el, clear, timeEl, statusPill, threadName, toast, failureText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 
 const PAGE = 50;
@@ -52,6 +52,11 @@ function userCell(userId) {
   return el("span", { title: userId }, owner ? owner.display_name || owner.username || userId : userId.slice(0, 8));
 }
 
+function failureLine(status) {
+  const why = failureText(status);
+  return why ? el("div", { class: "failure-line small" }, why) : null;
+}
+
 function row(t) {
   const name = threadName(t);
   const agentName = t.agent_id || t.agent_name;
@@ -64,7 +69,7 @@ function row(t) {
   tr.append(
     first,
     el("td", {}, title),
-    el("td", { class: "status-cell" }, statusPill(t.status, t.terminated)),
+    el("td", { class: "status-cell" }, statusPill(t.status, t.terminated), failureLine(t.status)),
     el("td", { class: "preview" }, t.last_message_preview || el("span", { class: "muted" }, "no message yet")),
     el("td", {}, userCell(t.user_id)),
     el("td", {}, (t.tags || []).map((tag) => el("span", { class: "tag" }, tag))),
@@ -113,6 +118,8 @@ function activity(frame) {
     const cell = tr.querySelector(".status-cell");
     const terminated = cell.querySelector(".badge-terminated") !== null;
     clear(cell).append(statusPill(frame.status, terminated));
+    const why = failureLine(frame.status);
+    if (why) cell.append(why);
     tr.classList.toggle("failed", frame.status.state === "failed");
   }
   if (frame.last_activity_at) {
