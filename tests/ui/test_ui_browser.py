@@ -385,3 +385,14 @@ def test_queued_and_silent_messages(local_server: Server, visit: Any) -> None:
     expect(note.locator(".badge", has_text="silent")).to_be_visible()
     page.get_by_label("Show silent messages").uncheck()
     expect(note).to_have_count(0)
+
+
+def test_a_thread_deleted_while_open_says_so(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    assert local_server.api("DELETE", f"/api/threads/{thread}").is_success
+    expect(page.locator("#thread-error")).to_have_text("This thread was deleted.")
+    expect(page.locator("#stream-live")).to_have_attribute("data-state", "closed")
+    page.reload()  # the page of a thread that is gone: the API's 404 text
+    expect(page.locator("#thread-error")).to_contain_text(f"Thread not found: {thread}")

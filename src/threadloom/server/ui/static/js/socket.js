@@ -6,11 +6,14 @@
 const FINAL = new Set([1000, 4003]);
 
 export class LiveSocket {
-  constructor({ url, onFrame, onState, onOpen }) {
+  constructor({ url, onFrame, onState, onOpen, onRefused }) {
     this.url = url;
     this.onFrame = onFrame;
     this.onState = onState || (() => {});
     this.onOpen = onOpen || (() => {});
+    // a browser cannot see why a handshake was refused (401, 403, 404 all read as 1006):
+    // the page asks the API, which can say, before the next attempt
+    this.onRefused = onRefused || (() => {});
     this.delay = 500;
     this.ws = null;
     this.stopped = false;
@@ -69,6 +72,7 @@ export class LiveSocket {
         return;
       }
       if (openedAt && Date.now() - openedAt > 10000) this.delay = 500;
+      if (!openedAt) this.onRefused();
       // a server going away (1001) is reconnected to at once; anything else waits
       const wait = event.code === 1001 ? 100 : this.delay * (0.75 + Math.random() * 0.5);
       this.delay = Math.min(this.delay * 2, 8000);

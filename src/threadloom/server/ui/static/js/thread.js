@@ -394,6 +394,17 @@ function openStream() {
       if (state === "closed") showError("This thread was deleted.");
       if (state === "revoked") showError("Your access to this thread was revoked.");
     },
+    onRefused: async () => {
+      // 401 sends the page to the login (api.js); 403 and 404 end the stream
+      try {
+        await api(`/api/threads/${threadId}`);
+      } catch (err) {
+        if (err.status === 403 || err.status === 404) {
+          if (socket) socket.stop();
+          showError(err.message);
+        }
+      }
+    },
   }).start();
 }
 
