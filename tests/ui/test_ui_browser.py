@@ -201,6 +201,11 @@ def test_logs_panel_shows_an_llm_calls_request_body(local_server: Server, visit:
     page.get_by_role("tab", name="Logs & cost").click()
     rows = page.locator("#logs-body tr.log-row[data-kind=llm]")
     expect(rows).to_have_count(2)
+    for row in rows.all():  # model, tokens, latency and cost of every call
+        expect(row).to_contain_text("chat-1")
+        expect(row.locator("td").nth(3)).to_have_text(re.compile(r"^\d+ / \d+$"))
+        expect(row.locator("td").nth(4)).to_have_text(re.compile(r"^\d+ ms$"))
+        expect(row.locator("td").nth(5)).to_have_text(re.compile(r"^\$0\.\d+$"))
     expect(page.locator("#logs-body tr.log-row[data-kind=app]")).to_contain_text("orders.lookup")
     rows.last.get_by_role("button", name=re.compile("Details")).click()  # the first call
     request_body = page.locator('pre[data-field="Request body"]')

@@ -59,6 +59,18 @@ def log_detail(row: LogRow) -> dict[str, Any]:
     return out
 
 
+TIMING_KEYS = ("latency_ms", "time_to_first_token_ms", "finish_reason")
+
+
+def _list_row(row: LogRow, timing: bool) -> dict[str, Any]:
+    """A list row; with ``timing=true`` also the timing keys of its detail (§8.6.1)."""
+    out = row.to_list_wire()
+    if timing:
+        for key in TIMING_KEYS:
+            out[key] = getattr(row, key, None)
+    return out
+
+
 def _is_error(row: LogRow) -> bool:
     return row.error is not None or row.app_status == "error"
 
@@ -84,6 +96,7 @@ async def list_logs(
         raise bad_field("messageIds", "has more than 200 ids", "Too many message IDs requested")
     workblocks = bool(q.bool("includeWorkblocks", False))
     descendants = bool(q.bool("includeDescendants", False))
+    timing = bool(q.bool("timing", False))
     runtime = deps.runtime(request)
     rows = await runtime.store.list_logs(row.id, limit=None)
     rows = [r for r in rows if _kind_matches(r, kinds)]
@@ -104,13 +117,14 @@ async def list_logs(
             picked = [r for r in rows if r.id in wanted]
         if descendants:
             picked = _with_relatives(rows, picked)
-        return {"logs": [r.to_list_wire() for r in picked], "total": len(picked), "hasMore": False}
+        logs = [_list_row(r, timing) for r in picked]
+        return {"logs": logs, "total": len(picked), "hasMore": False}
     total = len(rows)
     if order == "desc":
         rows = rows[::-1]
     page = rows[offset : offset + limit] if limit is not None else rows[offset:]
     return {
-        "logs": [r.to_list_wire() for r in page],
+        "logs": [_list_row(r, timing) for r in page],
         "total": total,
         "hasMore": offset + len(page) < total,
     }

@@ -9,6 +9,12 @@ function fsUrl(threadId, path) {
   return `/api/threads/${threadId}/fs${path.split("/").map(encodeURIComponent).join("/")}`;
 }
 
+function latency(row) {
+  if (row.latency_ms !== null && row.latency_ms !== undefined) return `${row.latency_ms} ms`;
+  if (row.app_duration_ms !== null && row.app_duration_ms !== undefined) return `${row.app_duration_ms} ms`;
+  return "";
+}
+
 export class Panels {
   constructor(threadId, who) {
     this.threadId = threadId;
@@ -79,7 +85,7 @@ export class Panels {
   async loadLogs() {
     const body = document.getElementById("logs-body");
     if (!this.canLogs) {
-      clear(body).append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "Your account has no access to logs ('logs' permission).")));
+      clear(body).append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "Your account has no access to logs ('logs' permission).")));
       return;
     }
     const kind = document.getElementById("logs-kind").value;
@@ -87,15 +93,15 @@ export class Panels {
     let page;
     try {
       page = await api(`/api/threads/${this.threadId}/logs`, {
-        query: { limit: LOG_PAGE, offset: this.logOffset, order: "desc", kind: kind || undefined, error: errors ? "true" : undefined },
+        query: { limit: LOG_PAGE, offset: this.logOffset, order: "desc", timing: "true", kind: kind || undefined, error: errors ? "true" : undefined },
       });
     } catch (err) {
-      clear(body).append(el("tr", {}, el("td", { colspan: 7, class: "error-text" }, err.message)));
+      clear(body).append(el("tr", {}, el("td", { colspan: 8, class: "error-text" }, err.message)));
       return;
     }
     const open = new Set([...body.querySelectorAll("tr.log-detail")].map((tr) => tr.dataset.logId));
     clear(body);
-    if (!page.logs.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No log rows.")));
+    if (!page.logs.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No log rows.")));
     for (const row of page.logs) {
       body.append(this.logRow(row));
       if (open.has(row.id)) this.toggleDetail(row, body.lastChild);
@@ -121,6 +127,7 @@ export class Panels {
       el("td", {}, el("span", { class: `badge badge-kind-${kind}` }, kind)),
       el("td", {}, name || "", row.app_message ? el("div", { class: "muted small" }, row.app_message) : null),
       el("td", {}, tokens),
+      el("td", {}, latency(row)),
       el("td", {}, cost === null || cost === undefined ? "" : money(cost)),
       el("td", { class: failed ? "error-text" : "" }, state),
       el("td", {}, button));
@@ -137,7 +144,7 @@ export class Panels {
       return;
     }
     button.setAttribute("aria-expanded", "true");
-    const cell = el("td", { colspan: 7 }, el("p", { class: "muted" }, "Loading…"));
+    const cell = el("td", { colspan: 8 }, el("p", { class: "muted" }, "Loading…"));
     tr.after(el("tr", { class: "log-detail", dataset: { logId: row.id } }, cell));
     let d;
     try {
