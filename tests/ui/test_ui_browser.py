@@ -319,6 +319,21 @@ def tiny_png() -> bytes:
     )
 
 
+def decoded_width(image: Any) -> int:
+    """The image's decoded width once it has loaded (the page's CSP forbids
+    ``wait_for_function``'s string evaluation, so this polls)."""
+    import time
+
+    deadline = time.monotonic() + 15
+    width = 0
+    while time.monotonic() < deadline:
+        width = image.evaluate("img => (img.complete && img.naturalWidth) || 0")
+        if width:
+            break
+        time.sleep(0.1)
+    return int(width)
+
+
 def test_files_tab_uploads_previews_and_downloads(local_server: Server, visit: Any) -> None:
     import base64
 
@@ -336,7 +351,7 @@ def test_files_tab_uploads_previews_and_downloads(local_server: Server, visit: A
     assert sent.status_code == 202
     image = page.locator("li.msg-user .attachment img")
     expect(image).to_be_visible()
-    assert image.evaluate("img => img.complete && img.naturalWidth") == 2
+    assert decoded_width(image) == 2
     # upload two files into a folder, then preview and download them
     page.get_by_role("tab", name="Files").click()
     page.get_by_label("Folder").fill("/notes")
@@ -358,7 +373,7 @@ def test_files_tab_uploads_previews_and_downloads(local_server: Server, visit: A
     page.get_by_role("button", name=re.compile("dot.png")).click()
     preview = page.locator("#file-preview img")
     expect(preview).to_be_visible()
-    assert preview.evaluate("img => img.complete && img.naturalWidth") == 2
+    assert decoded_width(preview) == 2
     listed = local_server.api("GET", f"/api/threads/{thread}/fs/notes").json()
     assert sorted(f["name"] for f in listed["files"]) == ["dot.png", "hello.txt"]
 
@@ -401,3 +416,35 @@ def test_a_thread_deleted_while_open_says_so(local_server: Server, visit: Any) -
     expect(page.locator("#stream-live")).to_have_attribute("data-state", "closed")
     page.reload()  # the page of a thread that is gone: the API's 404 text
     expect(page.locator("#thread-error")).to_contain_text(f"Thread not found: {thread}")
+
+
+UNLABELLED = """() => [...document.querySelectorAll('button, input, select, textarea')]
+  .filter((c) => !c.closest('[hidden]'))
+  .filter((c) => !((c.labels && c.labels.length) || c.getAttribute('aria-label')
+                   || c.getAttribute('aria-labelledby') || c.textContent.trim()))
+  .map((c) => c.outerHTML.slice(0, 80))"""
+
+
+def test_colour_schemes_and_labelled_controls(local_server: Server, visit: Any) -> None:
+    v = visit(local_server.base)
+    page = v.page
+    new_thread(v)
+    for tab in ("Conversation", "Logs & cost", "Subagents", "Files"):
+        page.get_by_role("tab", name=tab).click()
+        assert page.evaluate(UNLABELLED) == [], tab
+    page.goto("/")
+    expect(page.locator("#list-live")).to_have_attribute("data-state", "live")
+    assert page.evaluate(UNLABELLED) == []
+    html = page.locator("html")
+    toggle = page.get_by_role("button", name=re.compile("^Colour scheme"))
+    expect(toggle).to_have_attribute("aria-label", "Colour scheme: follow the system")
+    toggle.click()
+    expect(html).to_have_attribute("data-theme", "light")
+    toggle.click()
+    expect(html).to_have_attribute("data-theme", "dark")
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(21, 23, 27)"
+    page.reload()  # remembered
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.get_by_role("button", name=re.compile("^Colour scheme")).click()
+    expect(page.locator("html")).not_to_have_attribute("data-theme", re.compile("."))
