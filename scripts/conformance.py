@@ -1,9 +1,10 @@
 """Which conformance cases of the spec the test suite holds.
 
-Reads every case id (``C02-017``) and its tags from ``docs/spec/*.md`` (the specification, kept in the repository) and every test
-whose function name carries a case (``test_c02_017_…``; a test that holds two cases with
-the same behaviour names both, ``test_c02_083_c06_011_…``), and writes a table to
-``docs/conformance.md``. Run with ``make conformance``.
+Reads every case id (``C02-017``) and its tags from ``docs/spec/*.md`` (the specification,
+kept in the repository) and every test whose function name carries a case
+(``test_c02_017_…``; a test that holds two cases with the same behaviour names both,
+``test_c02_083_c06_011_…``), and writes a table to ``docs/conformance.md``. Run with
+``make conformance``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,6 +40,8 @@ class Renderer:
         self.agent = agent
         self.streaming: str | None = None
         self.streamed: set[str] = set()
+        self.failure: str | None = None
+        """Why the last run failed (its status's error), ``None`` when it did not."""
 
     def _end_stream(self) -> None:
         if self.streaming is not None:
@@ -82,9 +86,26 @@ class Renderer:
                     console.print(content)
         elif kind == "status":
             status = data.get("status") or {}
-            if status.get("state") != "running":
+            state = status.get("state")
+            if state == "running":
+                self.failure = None
+            elif state == "failed":
                 self._end_stream()
-                console.print(Text(f"[{status.get('state')}: {status.get('reason')}]", style="dim"))
+                self.failure = failure_text(status)
+                errors.print(Text(f"The run failed: {self.failure}", style="bold red"))
+                log_id = (status.get("error") or {}).get("log_id")
+                if log_id:
+                    errors.print(Text(f"  details: log row {log_id}", style="dim"))
+            else:
+                self._end_stream()
+                console.print(Text(f"[{state}: {status.get('reason')}]", style="dim"))
+
+
+def failure_text(status: dict[str, Any]) -> str:
+    """The one line that says why a failed run failed: its error's message, else (a store
+    written before failures kept their cause) the reason code."""
+    error = status.get("error") or {}
+    return str(error.get("message") or status.get("reason") or "unknown cause")
 
 
 async def _pump(subscription: Subscription, renderer: Renderer, done: asyncio.Event) -> None:
@@ -95,13 +116,25 @@ async def _pump(subscription: Subscription, renderer: Renderer, done: asyncio.Ev
 
 
 async def _chat(
-    project: Path, agent: str, store: str, thread_id: str | None, message: str | None
-) -> None:
+    project: Path, agent: str | None, store: str, thread_id: str | None, message: str | None
+) -> str | None:
+    """The chat; returns why the last run failed, ``None`` when it did not."""
     runtime = await Runtime.open(store, project=project)
     try:
+        names = sorted(a.name for a in runtime.definitions.agents())
+        if agent is None:
+            if len(names) != 1:
+                listed = ", ".join(names) or "none"
+                raise typer.BadParameter(
+                    f"the project has {len(names)} agents ({listed}): choose one with --agent"
+                )
+            agent = names[0]
         definition = runtime.definitions.agent(agent)
         if definition is None:
-            raise typer.BadParameter(f"agent {agent!r} is not defined in {project}")
+            listed = ", ".join(names) or "none"
+            raise typer.BadParameter(
+                f"agent {agent!r} is not defined in {project} (its agents: {listed})"
+            )
         state = await runtime.thread(thread_id) if thread_id else await runtime.create_thread(agent)
         console.print(
             Text(f"thread {state.thread_id} · agent {agent} · store {store}", style="dim")
@@ -111,7 +144,7 @@ async def _chat(
         while True:
             text = message if message is not None else await asyncio.to_thread(_ask)
             if text is None or text.strip() in ("/quit", "/exit"):
-                return
+                return renderer.failure
             if not text.strip():
                 continue
             done = asyncio.Event()
@@ -124,7 +157,7 @@ async def _chat(
                 await pump
             renderer._end_stream()
             if message is not None:
-                return
+                return renderer.failure
     finally:
         await runtime.close(drain=5)
 
@@ -139,16 +172,21 @@ def _ask() -> str | None:
 @app.command()
 def run(
     project: Annotated[Path, typer.Argument(help="Project folder (agents/, prompts/, …)")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="Agent to chat with")],
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", "-a", help="Agent to chat with (default: the project's only one)"),
+    ] = None,
     store: Annotated[str, typer.Option(help="Store URL")] = "sqlite:///threadloom.db",
     thread: Annotated[str | None, typer.Option(help="Resume this thread id")] = None,
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="Send one message and exit")
     ] = None,
 ) -> None:
-    """Chat with AGENT of the project in PROJECT in the terminal."""
+    """Chat with AGENT of the project in PROJECT in the terminal; exits with 1 when the
+    last run failed (the cause is printed)."""
+    configure_logging("warning", hide_run_failures=True)
     try:
-        asyncio.run(_chat(project, agent, store, thread, message))
+        failure = asyncio.run(_chat(project, agent, store, thread, message))
     except DefinitionError as exc:
         console.print(Text(f"The project does not load:\n{exc}", style="red"))
         raise typer.Exit(2) from None
@@ -157,6 +195,31 @@ def run(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    if failure is not None:
+        raise typer.Exit(1)
+
+
+class _NotRunFailures(logging.Filter):
+    """Leaves out the records of failed runs (the chat shows them itself)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "threadloom_run_failed", False)
+
+
+def configure_logging(level: str, *, hide_run_failures: bool = False) -> None:
+    """Show the ``threadloom.*`` loggers on stderr at ``level`` (warnings: missing
+    credentials, tool exceptions with their traceback, failed runs), unless the
+    application configured logging itself."""
+    root = logging.getLogger()
+    package = logging.getLogger("threadloom")
+    if root.handlers or package.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    if hide_run_failures:
+        handler.addFilter(_NotRunFailures())
+    package.addHandler(handler)
+    package.setLevel(level.upper() if level.upper() in logging._nameToLevel else "INFO")
 
 
 @app.command()
@@ -178,6 +241,7 @@ def serve(
     """Serve the REST API and the thread stream for PROJECT (spec 08–10)."""
     from threadloom.server.serve import ServeError, run_server
 
+    configure_logging(log_level)
     try:
         run_server(project, host=host, port=port, store=store, log_level=log_level)
     except ServeError as exc:  # refused before listening (spec 10 §10.1)

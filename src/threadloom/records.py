@@ -370,21 +370,113 @@ class MessagesPage(BaseModel):
 # Threads and run status
 
 
+class StatusError(BaseModel):
+    """Why a run failed: kept with its ``failed`` status (spec 01 §1.7.4, a Threadloom
+    addition beside the seed's ``{state, since, reason}``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    """What failed: the exception's class name (``ProviderError``, ``KeyError`` …), or
+    ``RepeatedToolError``, ``ExecutionLost``, ``Shutdown`` for the failures that are not
+    one exception."""
+    message: str
+    """One line that says why, in the words a user acts on."""
+    log_id: str | None = None
+    """The log row with the details (the failed model request, or the step's runtime row
+    with its traceback)."""
+    code: str | None = None
+    """A provider error's code (``authentication``, ``rate_limit`` …, spec 05 §5.4)."""
+    retryable: bool = False
+    """Whether sending again (or continuing) may succeed without changing anything."""
+
+    @staticmethod
+    def of_exception(
+        exc: BaseException, log_id: str | None = None, message: str | None = None
+    ) -> StatusError:
+        """The error of a run ended by ``exc`` (a ``ProviderError`` gives its code and
+        whether it is retryable)."""
+        code = getattr(exc, "code", None)
+        retryable = getattr(exc, "retryable", None)
+        return StatusError(
+            type=type(exc).__name__,
+            message=one_line(message if message is not None else str(exc)) or type(exc).__name__,
+            log_id=log_id,
+            code=code if isinstance(code, str) else None,
+            retryable=retryable if isinstance(retryable, bool) else False,
+        )
+
+
+ERROR_LINE_MAX = 300
+"""The longest ``StatusError.message``: longer first lines are cut (… at the end)."""
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of ``text``, whitespace collapsed, at most
+    ``ERROR_LINE_MAX`` characters."""
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            if len(line) > ERROR_LINE_MAX:
+                return line[: ERROR_LINE_MAX - 1] + "…"
+            return line
+    return ""
+
+
+#: The error a ``failed`` status carries when the failure was not one exception (or its
+#: cause is not known: a status written before the column existed is read without one).
+REASON_ERRORS: Mapping[str, tuple[str, str, bool]] = {
+    "step_error": ("StepError", "A step of the run failed", True),
+    "repeated_tool_error": (
+        "RepeatedToolError",
+        "The same tool error happened 8 times in a row",
+        False,
+    ),
+    "execution_lost": (
+        "ExecutionLost",
+        "The run was lost: the process running it stopped before it finished",
+        True,
+    ),
+    "aborted": (
+        "Shutdown",
+        "The runtime shut down before the run finished",
+        True,
+    ),
+}
+
+
 class ThreadStatus(BaseModel):
-    """The thread's authoritative run status (spec 01 §1.7)."""
+    """The thread's authoritative run status (spec 01 §1.7); ``error`` says why a
+    ``failed`` run failed (§1.7.4), ``None`` otherwise."""
 
     model_config = ConfigDict(frozen=True)
 
     state: RunState
     since: int
     reason: str | None = None
+    error: StatusError | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """``model_dump()``, built directly (a status is published at every run start and
+        end)."""
+        error = self.error
+        return {
+            "state": self.state,
+            "since": self.since,
+            "reason": self.reason,
+            "error": None if error is None else error.model_dump(),
+        }
 
     @staticmethod
-    def settled(reason: str, since: int) -> ThreadStatus:
-        """The status a run ending with ``reason`` settles to (spec 01 §1.7.2 rule 4)."""
-        return ThreadStatus(
-            state="failed" if reason in FAILED_REASONS else "idle", since=since, reason=reason
-        )
+    def settled(reason: str, since: int, error: StatusError | None = None) -> ThreadStatus:
+        """The status a run ending with ``reason`` settles to (spec 01 §1.7.2 rule 4); a
+        failed one carries ``error``, or the reason's own (``REASON_ERRORS``)."""
+        if reason not in FAILED_REASONS:
+            return ThreadStatus(state="idle", since=since, reason=reason)
+        if error is None:
+            kind, text, retryable = REASON_ERRORS[reason]
+            error = StatusError(type=kind, message=text, retryable=retryable)
+        return ThreadStatus(state="failed", since=since, reason=reason, error=error)
 
 
 class ThreadRecord(BaseModel):

@@ -675,6 +675,7 @@ async def test_c01_022_new_thread_status_and_created_at(db_url: str) -> None:
             "state": "idle",
             "since": 1_700_000_123_456_789,
             "reason": None,
+            "error": None,  # a Threadloom addition: why a failed run failed (§1.7.4)
         }
         record = await rt.get_thread_record(state.thread_id)
         assert record.created_at == 1_700_000_123
@@ -1235,6 +1236,7 @@ async def test_c01_035_records_survive_restart(open_runtime: Any) -> None:
             "state": "idle",
             "since": 1_700_000_000_000_001,
             "reason": "stop_on_response",
+            "error": None,
         }
     finally:
         await reopened.close()

@@ -188,6 +188,7 @@ async def test_c09_002_frames_of_a_send_arrive_in_commit_order(api: Api) -> None
         "state": "idle",
         "since": last["status"]["since"],
         "reason": "stop_on_response",
+        "error": None,
     }
     assert completed < len(frames) - 1
 

@@ -307,11 +307,13 @@ def _status(work: _Work, frame_status: ThreadStatus, terminated: int | None) -> 
     if frame_status.state == "running" and not was_running:
         work.fields["error"] = None
     if frame_status.state == "failed":
+        cause = frame_status.error  # why it failed (spec 01 §1.7.4); None from older servers
         work.fields["error"] = AgentError(
             kind="server",
-            message=frame_status.reason or "failed",
-            retryable=True,
-            recovery="check",
+            message=cause.message if cause is not None else frame_status.reason or "failed",
+            retryable=cause.retryable if cause is not None else True,
+            recovery="retry" if cause is not None and cause.retryable else "check",
+            detail=cause,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -18,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.engine.children import spawn_immediate
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelResult, StepError, format_exception
+from threadloom.engine.model_call import ModelFailed, ModelResult, StepError, format_exception
 from threadloom.engine.results import SessionResult, ended_result, final_message
 from threadloom.engine.step import StepEnv, model_step, role_of
 from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
 from threadloom.errors import LeaseLost
-from threadloom.records import LogRow, Message, new_id
+from threadloom.records import LogRow, Message, StatusError, new_id, one_line
 from threadloom.store.base import Fence, ThreadRow, delivered_message
 from threadloom.store.fence import current_fence
 from threadloom.thread import messages as thread_messages
@@ -33,6 +34,11 @@ from threadloom.thread.state import ThreadState
 
 if TYPE_CHECKING:
     from threadloom.engine.runs import RunManager
+
+logger = logging.getLogger("threadloom.engine")
+RUN_FAILED = {"threadloom_run_failed": True}
+"""``extra`` of the log records of failed runs: a front end that shows the failure itself
+(``threadloom run``) leaves them out."""
 
 BREAKER_SIZE = 8
 BREAKER_NOTE = (
@@ -96,6 +102,8 @@ class Run:
         """When this run began: rule 10 of a child's session result looks from here."""
         self.ending: Message | None = None
         """The stored result of the successful session_stop/session_fail call."""
+        self.failure: StatusError | None = None
+        """Why the run failed, kept with its ``failed`` status (spec 01 §1.7.4)."""
         history = getattr(self, "execution", None)
         self.execution = ExecutionState(
             run_id=self.run_id,
@@ -478,6 +486,29 @@ class Run:
             propagate=False,
             require_live=False,
         )
+        last = rows[-1]
+        log_id = last.log_id
+        call_id = last.tool_call_id
+        if log_id is None and call_id:  # the row of the model message that made the call
+            for message in reversed(self.execution.message_history.raw()):
+                if message.tool_calls and call_id in message.tool_calls:
+                    log_id = message.log_id
+                    break
+        self.failure = StatusError(
+            type="RepeatedToolError",
+            message=one_line(
+                f'Tool "{last.name}" failed 8 times in a row: '
+                + (last.content or "").removeprefix("Failed to execute tool: ")
+            ),
+            log_id=log_id,
+        )
+        logger.error(
+            "thread %s (agent %s): the run failed: %s",
+            self.thread_id,
+            self.agent.name,
+            self.failure.message,
+            extra=RUN_FAILED,
+        )
         return True
 
     async def _step_error(self, exc: BaseException) -> None:
@@ -494,10 +525,11 @@ class Run:
                 pass
         self.partial.clear()
         self.partial_reasoning.clear()
-        await self.hub.write_runtime_log(
+        row_id = new_id()
+        stored = await self.hub.write_runtime_log(
             self.thread_id,
             LogRow(
-                id=new_id(),
+                id=row_id,
                 kind=None,
                 provider="system",
                 model=f"Step {self.run_steps + 1}, Side {self.side}",
@@ -509,6 +541,29 @@ class Run:
             ),
             self.root_message_id,
         )
+        log_id = stored.id if stored is not None else None
+        if isinstance(exc, ModelFailed):  # the cause is the model's: its request's row
+            self.failure = StatusError.of_exception(exc.error, exc.log_id, exc.summary)
+            logger.error(
+                "thread %s (agent %s): the run failed: %s (log row %s)",
+                self.thread_id,
+                self.agent.name,
+                exc.summary,
+                exc.log_id,
+                extra=RUN_FAILED,
+            )
+        else:
+            self.failure = StatusError.of_exception(exc, log_id)
+            logger.error(
+                "thread %s (agent %s): the run failed: %s: %s (log row %s)",
+                self.thread_id,
+                self.agent.name,
+                type(exc).__name__,
+                self.failure.message,
+                log_id,
+                exc_info=exc,
+                extra=RUN_FAILED,
+            )
 
 
 _QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")

@@ -5,6 +5,7 @@ cost (spec 04 §4.12, §4.25). The stream of one attempt is read by ``stream.py`
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import traceback
 from collections.abc import Sequence
@@ -32,10 +33,23 @@ if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
+logger = logging.getLogger("threadloom.engine")
 
 
 class StepError(Exception):
     """A step failed (spec 04 §4.21); the run ends with ``step_error``."""
+
+
+class ModelFailed(StepError):
+    """Every attempt on every model of a request failed (spec 04 §4.12.3): ``error`` is the
+    last attempt's provider error, ``log_id`` its LLM row, ``summary`` the one line the
+    run's status keeps (``Model "fast" (openai): OPENAI_API_KEY is not set``)."""
+
+    def __init__(self, message: str, *, error: ProviderError, log_id: str, summary: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.log_id = log_id
+        self.summary = summary
 
 
 def cut_error(text: str) -> str:
@@ -147,6 +161,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             models.append(fallback)
     started = time.monotonic()
     previous_log: str | None = None
+    failure: tuple[Any, str, ProviderError] | None = None  # the last (model, provider, error)
     for position, model in enumerate(models):
         if position:
             run.publish_telemetry(
@@ -208,6 +223,17 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     )
                 )
                 await _record_failure(env, row, error, started)
+                failure = (model, str(provider_name), error)
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug(
+                        "thread %s: model %s (%s) attempt %d failed: %s; the request: %s",
+                        run.thread_id,
+                        model.name,
+                        provider_name,
+                        attempt,
+                        error.message,
+                        body.text,
+                    )
                 if not error.retryable or error.code == "timeout":
                     break
                 if attempt < attempts:
@@ -230,9 +256,15 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     latency=int((time.monotonic() - started) * 1000),
                 )
             return result
-    raise StepError(
-        f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"
-    )
+    text = f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"
+    if failure is None or previous_log is None:  # no attempt was made
+        raise StepError(text)
+    model, provider_name, error = failure
+    cause = error.message or str(error)
+    summary = f'Model "{model.name}" ({provider_name}): {cause}'
+    if model is not primary:
+        summary = f'Model "{primary.name}" and its fallbacks failed; the last, {summary}'
+    raise ModelFailed(f"{text}: {cause}", error=error, log_id=previous_log, summary=summary)
 
 
 def _backoff(options: Any, attempt: int, retry_after: float | None) -> float:
@@ -368,4 +400,4 @@ def format_exception(exc: BaseException) -> str:
     return cut_error(f"{exc}\n\nStack trace:\n{trace}")
 
 
-__all__ = ["ModelResult", "StepError", "build_request", "call_model", "price"]
+__all__ = ["ModelFailed", "ModelResult", "StepError", "build_request", "call_model", "price"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
 from threadloom.engine import results
-from threadloom.engine.loop import Run
+from threadloom.engine.loop import RUN_FAILED, Run
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import (
@@ -374,6 +374,7 @@ class RunManager:
                     (run.session["a"], run.session["b"]),
                     not (self.closing or one_shot),
                     prepared.delivery if prepared is not None else None,
+                    run.failure,
                 )
                 await self.hub.publish_events(events)
             if settled:
@@ -483,6 +484,14 @@ class RunManager:
                 await self.hub.publish_events(events)
             self._runs.pop(tid, None)
         _unfence(run)
+        if reason == "aborted" and events:
+            logger.error(
+                "thread %s (agent %s): the run failed: the runtime shut down before it"
+                " finished; settled failed/aborted",
+                tid,
+                run.agent.name,
+                extra=RUN_FAILED,
+            )
         await results.finish(self, run.row, prepared)
         if run.listened:
             run.publish_telemetry("stopped", reason=reason, side=run.side)
@@ -527,6 +536,14 @@ class RunManager:
             await self.hub.publish_events(events)
         if not events:
             return None
+        if reason == "execution_lost":
+            logger.error(
+                "thread %s (agent %s): the run failed: it was lost when the process running"
+                " it stopped; settled failed/execution_lost",
+                thread_id,
+                row.agent_id,
+                extra=RUN_FAILED,
+            )
         if reason == "aborted_by_user":
             self.hub.publish(thread_id, "stopped_by_user", None, {})
         return row, prepared

@@ -25,7 +25,7 @@ from threadloom.engine.mcp import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
-from threadloom.providers.base import ProviderRegistry
+from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, system_clock_us
@@ -38,6 +38,7 @@ from threadloom.thread.state import ThreadState, load_state
 from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
 
 logger = logging.getLogger("threadloom.engine")
+provider_logger = logging.getLogger("threadloom.providers")
 
 
 class Runtime:
@@ -61,6 +62,9 @@ class Runtime:
         self._closed = False
         self.mcp: MCPSessions | None = None
         """The sessions with the project's MCP servers (``engine/mcp.py``)."""
+        self.missing_credentials: list[MissingCredential] = []
+        """The models whose provider had no credential when the definitions were loaded
+        (each was logged as a warning on ``threadloom.providers``)."""
 
     @classmethod
     async def open(
@@ -129,6 +133,9 @@ class Runtime:
             defs.add(fn)
         registry = ProviderRegistry(dict(providers or {}))
         defs.validate(providers=registry.names())
+        missing = registry.missing_credentials(defs.models())
+        for problem in missing:  # reported now; the first request fails with the same words
+            provider_logger.warning("%s", problem)
         if users is not None and not isinstance(users, IdentityAuthority):
             users = StaticUsers(users)
         the_clock = clock or system_clock_us
@@ -166,6 +173,7 @@ class Runtime:
             if store is None:
                 await opened.close()
             raise
+        runtime.missing_credentials = missing
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention

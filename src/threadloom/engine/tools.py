@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import traceback
 from collections.abc import Mapping
@@ -33,6 +34,10 @@ from threadloom.thread import messages as thread_messages
 
 if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv
+
+logger = logging.getLogger("threadloom.tools")
+"""Every exception a tool raises is logged here with its traceback, at WARNING (the model
+gets the message, spec 04 §4.14.4; the developer gets the trace)."""
 
 NOT_OFFERED = (
     'Tool "{name}" is not available for this prompt. You can only use tools that were '
@@ -189,6 +194,14 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     except Exception as exc:
         result = ToolResult(status="error", error=str(exc) or type(exc).__name__)
         detail = "".join(traceback.format_exception(exc))
+        logger.warning(
+            "tool %s raised %s in thread %s: %s",
+            name,
+            type(exc).__name__,
+            env.state.thread_id,
+            exc,
+            exc_info=exc,
+        )
     outcome = CallOutcome(
         call,
         result,
@@ -381,6 +394,14 @@ class ToolInvoker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            logger.warning(
+                "tool %s raised %s in thread %s: %s",
+                name,
+                type(exc).__name__,
+                state.thread_id,
+                exc,
+                exc_info=exc,
+            )
             return ToolResult(status="error", error=str(exc) or type(exc).__name__)
 
     def queue(self, state: Any, name: str, arguments: dict[str, Any]) -> str:

@@ -521,6 +521,13 @@ class AnthropicProvider:
         """Entries to add to the logged request's ``_metadata`` (``thinkingDisabled``)."""
         return self.build_request(request).metadata
 
+    def missing_credential(self) -> str | None:
+        """The environment variable to set when this adapter has no API key (none given,
+        the variable unset): reported when definitions are loaded (spec 05 §5.2.3)."""
+        if self._client is not None or self.api_key or os.environ.get(API_KEY_ENV):
+            return None
+        return API_KEY_ENV
+
     def client(self) -> anthropic.AsyncAnthropic:
         """The SDK client, created on first use; raises ``authentication`` without a key."""
         if self._client is None:

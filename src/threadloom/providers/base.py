@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from threadloom.errors import InvalidArgument, ProviderError
@@ -235,6 +236,22 @@ BUILTIN_PROVIDERS: dict[str, Callable[[], Provider]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class MissingCredential:
+    """A model whose provider has no credential: ``variable`` is the environment variable
+    to set (``OPENAI_API_KEY``)."""
+
+    model: str
+    provider: str
+    variable: str
+
+    def __str__(self) -> str:
+        return (
+            f'Model "{self.model}" (provider {self.provider}): {self.variable} is not set;'
+            f" its requests will fail until it is"
+        )
+
+
 class ProviderRegistry:
     """Provider instances by name: the built-ins (created lazily) plus registered ones.
 
@@ -288,6 +305,26 @@ class ProviderRegistry:
         self._instances[name] = provider
         return provider
 
+    def missing_credentials(self, models: Iterable[Any]) -> list[MissingCredential]:
+        """The models whose provider has no credential (spec 05 §5.2.3): for each model
+        whose provider — named or an instance — has ``missing_credential()`` and answers
+        a variable name. A named provider that cannot be created is left to the first
+        request (its error says why)."""
+        found: list[MissingCredential] = []
+        for model in models:
+            provider = model.provider
+            name = provider if isinstance(provider, str) else getattr(provider, "name", "?")
+            if isinstance(provider, str):
+                try:
+                    provider = self.get(provider)
+                except ProviderError:
+                    continue
+            check = getattr(provider, "missing_credential", None)
+            variable = check() if callable(check) else None
+            if isinstance(variable, str) and variable:
+                found.append(MissingCredential(model.name, str(name), variable))
+        return found
+
     def created(self) -> dict[str, Provider]:
         """The instances that exist now (registered or already created built-ins)."""
         return dict(self._instances)
@@ -313,6 +350,7 @@ class ProviderRegistry:
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "MissingCredential",
     "Provider",
     "ProviderRegistry",
     "ResponseBuilder",

@@ -95,6 +95,13 @@ class OpenAIClientOwner:
             return str(self._client.base_url)
         return self._base_url or os.environ.get("OPENAI_BASE_URL") or None
 
+    def missing_credential(self) -> str | None:
+        """The environment variable to set when this adapter has no API key (none given,
+        the variable unset): reported when definitions are loaded (spec 05 §5.2.3)."""
+        if self._client is not None or self._api_key or os.environ.get(self.key_env):
+            return None
+        return self.key_env
+
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, created at the first call (the first request)."""
         if self._client is None:

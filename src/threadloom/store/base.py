@@ -17,6 +17,7 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
 )
@@ -248,9 +249,11 @@ class Store(Protocol):
         session: tuple[int, int],
         allow_continue: bool,
         delivery: ParentDelivery | None = None,
+        error: StatusError | None = None,
     ) -> tuple[bool, list[StoredEvent]]:
         """The end-of-run check (spec 04 §4.7.3) in one transaction: persist the session
-        counters and commit ``delivery`` (a child's session result, spec 06 §6.8.3).
+        counters and commit ``delivery`` (a child's session result, spec 06 §6.8.3);
+        ``error`` is the cause a failed status keeps (spec 01 §1.7.4).
         Returns ``(False, events)`` when entries wait and the thread may run again (status
         left ``running``), else ``(True, events)`` with the settled status's event first;
         the delivery's events (on the parent) follow."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from threadloom.log_records import RequestDelta as RequestDelta
-from threadloom.records import Message, QueueEntry, ThreadRecord, ThreadStatus
+from threadloom.records import Message, QueueEntry, StatusError, ThreadRecord, ThreadStatus
 
 Clock = Callable[[], int]
 """Returns the current time in µs since the epoch; injectable for tests."""
@@ -219,6 +219,8 @@ class RunEnd:
     reason: str
     session: tuple[int, int]
     allow_continue: bool
+    error: StatusError | None = None
+    """Why the run failed (its ``failed`` status keeps it, spec 01 §1.7.4)."""
 
 
 @dataclass(frozen=True, slots=True)

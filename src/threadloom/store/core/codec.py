@@ -12,6 +12,7 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
     json_compact,
@@ -29,7 +30,8 @@ QUEUE_COLUMNS = "id, role, content, attachments, silent, metadata, source, creat
 THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
-    "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us"
+    "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
+    "status_error"
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
@@ -70,6 +72,27 @@ LOG_SELECT = (
 )
 _LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
+
+
+THREAD_COLUMN_COUNT = 21
+"""The columns of ``THREAD_COLUMNS``: extra columns of a query follow them."""
+
+
+def status_from_row(row: Sequence[Any]) -> ThreadStatus:
+    """The ``ThreadStatus`` of a ``THREAD_COLUMNS`` row (its error, spec 01 §1.7.4, is a
+    JSON object in ``status_error``)."""
+    error = row[20]
+    return ThreadStatus(
+        state=row[9],
+        since=row[10],
+        reason=row[11],
+        error=None if error is None else StatusError.model_validate_json(error),
+    )
+
+
+def dump_status_error(error: StatusError) -> str:
+    """The ``status_error`` column of a status's error."""
+    return json_compact(error.model_dump())
 
 
 def dump_json(value: Any) -> str | None:
@@ -164,7 +187,7 @@ def thread_from_row(
     row: Sequence[Any], *, has_children: bool = False, summary: bool = False
 ) -> ThreadRow:
     """A ``threads`` row; ``has_children`` / ``summary`` say which extra columns follow."""
-    extra = 20
+    extra = THREAD_COLUMN_COUNT
     children: bool | None = None
     if has_children:
         children = bool(row[extra])
@@ -172,7 +195,7 @@ def thread_from_row(
     return thread_with_state(
         row,
         terminated=row[8],
-        status=ThreadStatus(state=row[9], since=row[10], reason=row[11]),
+        status=status_from_row(row),
         stopped=bool(row[12]),
         event_seq=row[14],
         session=(row[16], row[17]),

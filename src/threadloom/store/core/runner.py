@@ -19,6 +19,7 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
 )
@@ -366,8 +367,11 @@ class TxStore:
         session: tuple[int, int],
         allow_continue: bool,
         delivery: ParentDelivery | None = None,
+        error: StatusError | None = None,
     ) -> tuple[bool, list[StoredEvent]]:
-        return await self._write(runs.end_run, thread_id, reason, session, allow_continue, delivery)
+        return await self._write(
+            runs.end_run, thread_id, reason, session, allow_continue, delivery, error
+        )
 
     async def begin_run(
         self,

@@ -11,6 +11,7 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    StatusError,
     ThreadStatus,
     decode_tool_calls,
     new_id,
@@ -473,7 +474,7 @@ def _end_in(tx: Tx, end: RunEnd) -> bool:
     waiting = tx.waiting
     settled = not (end.allow_continue and waiting and not tx.stopped and tx.terminated is None)
     if settled:
-        write_status(tx, ThreadStatus.settled(end.reason, tx.now))
+        write_status(tx, ThreadStatus.settled(end.reason, tx.now, end.error))
         tx.release()
     return settled
 
@@ -486,13 +487,14 @@ def end_run(
     session: tuple[int, int],
     allow_continue: bool,
     delivery: ParentDelivery | None = None,
+    error: StatusError | None = None,
 ) -> tuple[bool, list[StoredEvent]]:
     """The end-of-run check in one transaction (spec 04 §4.7.3): persist the session
     counters and commit the delivery; when entries wait and the thread is neither stopped
     nor terminated, leave the status ``running`` and return ``False`` (the caller runs
     again); otherwise settle it and return ``True``."""
     tx = Tx(conn, thread_id, clock, waiting=True)
-    settled = _end_in(tx, RunEnd(reason, session, allow_continue))
+    settled = _end_in(tx, RunEnd(reason, session, allow_continue, error))
     events: list[StoredEvent] = tx.flush()  # none unless settled
     if delivery is not None:
         events += deliver_to_parent(conn, clock, delivery)

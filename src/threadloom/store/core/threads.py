@@ -342,7 +342,7 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
         tx.touch(status.since)
     tx.set_status(status)
     # the committed state, for publishing without a read (never stored)
-    data = {"status": status.model_dump(), "terminated": tx.terminated}
+    data = {"status": status.to_wire(), "terminated": tx.terminated}
     return tx.event("status", tx.thread_id, data=data)
 
 

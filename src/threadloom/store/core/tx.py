@@ -7,7 +7,15 @@ from typing import Any
 
 from threadloom.errors import LeaseLost, StoreError, ThreadNotFound
 from threadloom.records import ThreadStatus
-from threadloom.store.core.codec import KEY_SPAN, THREAD_COLUMNS, dump_json, thread_with_state
+from threadloom.store.core.codec import (
+    KEY_SPAN,
+    THREAD_COLUMN_COUNT,
+    THREAD_COLUMNS,
+    dump_json,
+    dump_status_error,
+    status_from_row,
+    thread_with_state,
+)
 from threadloom.store.core.conn import ELSEWHERE, WATCHED, Conn, Dialect
 from threadloom.store.shapes import Clock, Lease, StoredEvent, ThreadRow
 
@@ -99,8 +107,10 @@ class Tx:
         self.top_visible_count: int = found[15]
         """Visible top-level messages (migration 7); the other counts are in message_counts."""
         self._loaded_top_visible_count = self.top_visible_count
-        self._row: Sequence[Any] | None = found[16:37] if row else None
-        self.waiting: bool | None = bool(found[37 if row else 16]) if waiting else None
+        self._row: Sequence[Any] | None = found[16 : 17 + THREAD_COLUMN_COUNT] if row else None
+        self.waiting: bool | None = (
+            bool(found[17 + THREAD_COLUMN_COUNT if row else 16]) if waiting else None
+        )
         self.now = clock()
         self.events: list[StoredEvent] = []
         self.wake = False
@@ -180,7 +190,7 @@ class Tx:
         assert row is not None
         status = self.status
         if status is None:
-            status = ThreadStatus(state=row[9], since=row[10], reason=row[11])
+            status = status_from_row(row)
         return thread_with_state(
             row,
             terminated=self.terminated,
@@ -188,7 +198,7 @@ class Tx:
             stopped=self.stopped,
             event_seq=int(self.event_seq),
             session=self.session,
-            has_children=bool(row[20]),
+            has_children=bool(row[THREAD_COLUMN_COUNT]),
             last_activity_us=last_activity_us,
         )
 
@@ -218,8 +228,13 @@ class Tx:
             int(self.stopped),
         ]
         status = self.status
+        status_key = 0
         if status is not None:
             params += (status.state, status.since, status.reason)
+            status_key = 1
+            if status.error is not None:  # else NULL in the text: no bound None
+                params.append(dump_status_error(status.error))
+                status_key = 2
         activity = self.activity != self._loaded_activity  # only then: the column is indexed
         if activity:
             params.append(self.activity)
@@ -245,7 +260,7 @@ class Tx:
         wake = announce and self.wake
         if wake:  # to the node that runs it (the sweep is the safety net)
             params += (conn.node_id, wake_notice(self.thread_id, conn))
-        key = (status is not None, activity, session, top, lease, notify, wake)
+        key = (status_key, activity, session, top, lease, notify, wake)
         self.conn.execute(_thread_update(self.sql, key), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
@@ -306,7 +321,7 @@ _EVENT_ROW_TEXTS = (
 """An event row's values by code: 1 when its entity id is ``None``, + 2 when its payload is."""
 
 
-def _thread_updates(sql: Dialect) -> dict[tuple[bool, ...], str]:
+def _thread_updates(sql: Dialect) -> dict[tuple[int, ...], str]:
     """The texts of ``_thread_update`` of a dialect, filled as they are first made."""
     return {}
 
@@ -337,11 +352,12 @@ def wake_notice(thread_id: str, conn: Conn) -> str:
     return f'{{"t":"{thread_id}","n":"{conn.node_id}"}}'
 
 
-def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, int, bool]) -> str:
+def _thread_update(sql: Dialect, key: tuple[int, bool, bool, bool, bool, int, bool]) -> str:
     """``Tx.flush``'s UPDATE of the thread row: the counters, then the columns that
-    changed (``key``: status, activity, session counters, top-level count, lease), and
-    the notifications of its events (``notify``: 0, ``ELSEWHERE`` or ``WATCHED``) and of
-    new work (``wake``). Each text is made once (the statement cache then finds it by a string whose hash is known)."""
+    changed (``key``: status — 1 without an error, 2 with one —, activity, session
+    counters, top-level count, lease), and the notifications of its events (``notify``:
+    0, ``ELSEWHERE`` or ``WATCHED``) and of new work (``wake``). Each text is made once
+    (the statement cache then finds it by a string whose hash is known)."""
     texts = sql.statements(_thread_updates)
     text = texts.get(key)
     if text is None:
@@ -349,6 +365,7 @@ def _thread_update(sql: Dialect, key: tuple[bool, bool, bool, bool, bool, int, b
         sets = "msg_seq = ?, clock_us = ?, queue_seq = ?, event_seq = ?, log_seq = ?, stopped = ?"
         if status:
             sets += ", status_state = ?, status_since = ?, status_reason = ?"
+            sets += ", status_error = ?" if status == 2 else ", status_error = NULL"
         if activity:
             sets += f", last_activity_us = {sql.greatest}(COALESCE(last_activity_us, 0), ?)"
         if session:

@@ -330,7 +330,16 @@ CREATE TABLE nodes (
 );
 """
 
-MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "initial schema", _V1),)
+_V2 = f"""
+ALTER TABLE threads ADD COLUMN status_error {T};
+"""
+"""The cause of a failed run, kept with its status (spec 01 §1.7.4): a JSON object, NULL
+unless the status is failed (SQLite's migration 12)."""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "initial schema", _V1),
+    (2, "the cause of a failed run with its status", _V2),
+)
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
 

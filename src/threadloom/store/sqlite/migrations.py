@@ -547,4 +547,16 @@ CREATE INDEX threads_user_activity
 ALTER TABLE logs ADD COLUMN response_body TEXT;
 """,
     ),
+    (
+        12,
+        "the cause of a failed run with its status",
+        # A failed run kept only its reason code (step_error …); the cause (the error's
+        # type, one line, the log row with the details) was in a log row only. It is now
+        # kept with the status (spec 01 §1.7.4) as a JSON object, written with the status
+        # in the same UPDATE; NULL unless the status is failed. Statuses written before
+        # this column read without an error.
+        """
+ALTER TABLE threads ADD COLUMN status_error TEXT;
+""",
+    ),
 ]
