@@ -140,7 +140,7 @@ class PostgresStore(TxStore):
         """What the other nodes watch: the events of those threads are told to every node,
         the others' only to a node that runs the thread (spec 12 §12.7.6)."""
         self.commits = 0
-        """Write transactions committed."""
+        """Write transactions committed (the heartbeat's not counted)."""
         self.retries = 0
         """Writes run again after a serialization failure, a deadlock or a lost connection."""
 
@@ -218,6 +218,7 @@ class PostgresStore(TxStore):
                 (self.node_id, socket.gethostname(), os.getpid()),
                 False,  # no wait for the WAL flush: a heartbeat lost in a crash is no loss
                 None,
+                False,
             )
         except (psycopg.Error, StoreError, OSError):
             return False
@@ -301,7 +302,12 @@ class PostgresStore(TxStore):
         raise AssertionError("unreachable")
 
     def _run_write(
-        self, fn: Callable[..., T], args: tuple[Any, ...], durable: bool, fence: Fence | None
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        durable: bool,
+        fence: Fence | None,
+        counted: bool = True,
     ) -> T:
         begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit = off"
         attempt = 0
@@ -319,7 +325,8 @@ class PostgresStore(TxStore):
                     raise
                 committing = True
                 conn.execute("COMMIT")
-                self.commits += 1
+                if counted:  # the data's commits, not the heartbeat's
+                    self.commits += 1
                 return result
             except _RETRYABLE:
                 if attempt >= RETRIES:
