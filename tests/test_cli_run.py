@@ -47,11 +47,11 @@ def write_project(root: Path, provider: str) -> Path:
     """A one-agent project whose model is ``provider`` (``openai`` or ``scripted``)."""
     files = {
         "models/models.py": f"""
-            from threadloom.define import Model
+            from threadloom import Model
             fast = Model(name="fast", provider="{provider}", model="gpt-4o-mini")
         """,
         "prompts/prompts.py": """
-            from threadloom.define import Prompt
+            from threadloom import Prompt
             helper_prompt = Prompt(name="helper_prompt", model="fast", system="You help.")
         """,
         "agents/agents.py": """

@@ -20,7 +20,7 @@ FLOORS: list[tuple[str, ...]] = [
         "unvalidated",
     ),
     ("store",),
-    ("providers",),
+    ("providers", "testing"),
     ("define",),
     ("thread",),
     ("engine",),

@@ -1,8 +1,7 @@
 """The example agents: a support chat (ai_human), a writer/critic pair (dual_ai) and a
 researcher/reviewer pair (dual_ai) that the support agent runs as a subagent."""
 
-from threadloom import Agent, Side
-from threadloom.define import SessionBinding
+from threadloom import Agent, SessionBinding, Side
 
 support = Agent(
     name="support",

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from threadloom.providers.script import Call, Reply
-from threadloom.providers.scripted import ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
+from threadloom.testing import Call, ProviderRequest, Reply, ScriptedProvider, ToolMessage
 
 ORDER = re.compile(r"\b([A-Z]-?\d{3,})\b")
 

@@ -10,7 +10,7 @@ import os
 
 from threadloom_project.models.demo import demo_provider
 
-from threadloom.define import Model
+from threadloom import Model
 
 if os.environ.get("OPENAI_API_KEY"):
     assistant = Model(

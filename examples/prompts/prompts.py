@@ -1,6 +1,6 @@
 """Prompts of the example agents."""
 
-from threadloom.define import Prompt, Reasoning, Subagent
+from threadloom import Prompt, Reasoning, Subagent
 
 support_prompt = Prompt(
     name="support_prompt",

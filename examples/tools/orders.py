@@ -6,8 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from threadloom import ThreadState
-from threadloom.define import tool
+from threadloom import ThreadState, tool
 
 ORDERS = {
     "A-1001": {"status": "shipped", "item": "Walnut desk", "total": 349.0},

@@ -7,8 +7,7 @@ from typing import Annotated
 from pydantic import Field
 from threadloom_project.tools.orders import ORDERS, normalise
 
-from threadloom import ThreadState
-from threadloom.define import tool
+from threadloom import ThreadState, tool
 
 #: Warranty terms per item: (years, what is covered, what is not).
 WARRANTIES = {

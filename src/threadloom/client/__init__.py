@@ -1,7 +1,8 @@
 """Threadloom's Python client (spec 11): HTTP client (async and sync), errors, the chat model.
 
 The client talks HTTP/WebSocket only; of the server side it imports ``threadloom.records`` (the
-wire shapes) and nothing else, so it can be used against a remote server.
+wire shapes) and ``threadloom.errors`` (its errors derive from ``threadloom.ThreadloomError``,
+the base of every Threadloom error), nothing else, so it can be used against a remote server.
 """
 
 from threadloom.client import chat

@@ -2,6 +2,8 @@
 
 ``APIError`` subclasses carry the server's error body of spec 08 §8.1.3: ``code`` and
 ``details`` as sent, ``message`` = the body's ``error``. The credential never appears in them.
+Every error derives from ``threadloom.ThreadloomError``, the base of every error Threadloom
+raises, in-process or over HTTP: one ``except`` catches them all.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ from typing import Any
 
 import httpx
 
-
-class ThreadloomError(Exception):
-    """Base of every error the client raises."""
+from threadloom.errors import ThreadloomError as ThreadloomError
 
 
 class TransportError(ThreadloomError):

@@ -14,10 +14,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from threadloom.define.agent import NAME_PATTERN
+from threadloom.define.agent import NAME_PATTERN, Agent
+from threadloom.define.mcp import MCPServer
 from threadloom.define.schema import model_schema
+from threadloom.define.tool import tool_definition_of
 from threadloom.errors import DefinitionError
 
 Problem = tuple[str, str]
@@ -145,8 +147,45 @@ def entry_name(entry: ToolEntry) -> str:
     return entry
 
 
+def given_name(entry: object) -> str | None:
+    """The name of a definition given as an entry of ``Prompt.tools`` itself — a ``@tool``
+    function, a prompt, an agent, an MCP server — else ``None`` (a name, ``Subprompt``,
+    ``Subagent`` or a value the field's type check reports)."""
+    if isinstance(entry, str | Subprompt | Subagent):
+        return None
+    if isinstance(entry, Prompt | Agent | MCPServer):
+        return entry.name
+    definition = tool_definition_of(entry)
+    return definition.name if definition is not None else None
+
+
 class Prompt(_Definition):
-    """What a side says and can do: model, system text, tools and request options (§4.4)."""
+    """What a side says and can do: model, system text, tools and request options (§4.4).
+
+    An entry of ``tools`` is a name, a ``Subprompt``, a ``Subagent``, or the definition
+    itself — the ``@tool`` function, a ``Prompt``, an ``Agent``, an ``MCPServer`` — which
+    stands for its name; ``Definitions.add`` of the prompt adds those definitions too."""
+
+    _given: tuple[Any, ...] = PrivateAttr(default=())
+
+    def __init__(self, **data: Any) -> None:
+        tools = data.get("tools")
+        given: list[Any] = []
+        if isinstance(tools, list | tuple):
+            entries: list[Any] = []
+            for entry in tools:
+                name = given_name(entry)
+                entries.append(entry if name is None else name)
+                if name is not None:
+                    given.append(entry)
+            data["tools"] = tuple(entries)
+        super().__init__(**data)
+        self._given = tuple(given)
+
+    @property
+    def given_definitions(self) -> tuple[Any, ...]:
+        """The definitions ``tools`` was given as objects (not names), in order."""
+        return self._given
 
     name: str
     model: str

@@ -136,6 +136,8 @@ class Definitions:
             if obj is not None:
                 self._add_named(_Entry(_kind_of(obj), obj, origin))
                 found = True
+                if isinstance(obj, Prompt) and obj.given_definitions:
+                    self.add(*obj.given_definitions, origin=origin)  # tools=[fn] adds fn
             hook_def = item if isinstance(item, HookDefinition) else hook_definition_of(item)
             if hook_def is not None:
                 self.hooks.register(hook_def)

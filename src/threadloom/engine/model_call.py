@@ -16,7 +16,7 @@ from threadloom.engine.presentation import normalize, provider_message
 from threadloom.engine.request_body import RequestBody, request_body
 from threadloom.engine.request_head import SLOT, head_for
 from threadloom.engine.stream import ModelResult, stream_model
-from threadloom.errors import ProviderError
+from threadloom.errors import ProviderError, ThreadloomError
 from threadloom.providers.types import (
     ProviderRequest,
     SystemMessage,
@@ -36,7 +36,7 @@ MAX_ERROR_LINES = 100
 logger = logging.getLogger("threadloom.engine")
 
 
-class StepError(Exception):
+class StepError(ThreadloomError):
     """A step failed (spec 04 §4.21); the run ends with ``step_error``."""
 
 

@@ -12,14 +12,14 @@ from types import FrameType
 
 import uvicorn
 
-from threadloom.errors import StoreError
+from threadloom.errors import StoreError, ThreadloomError
 from threadloom.gc_tuning import tune_gc
 from threadloom.server.app import ThreadloomApp, serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.server.startup import open_checked_store
 
 
-class ServeError(Exception):
+class ServeError(ThreadloomError):
     """The server refuses to start; the message says why and what to do (exit code 2)."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from threadloom.engine.liveness import NodeTimings
-from threadloom.errors import InvalidArgument
+from threadloom.errors import InvalidArgument, ThreadloomError
 
 AuthMode = Literal["auto", "required", "local"]
 
@@ -24,7 +24,7 @@ DEFAULT_MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 JSON_BODY_LIMIT = 1024 * 1024
 
 
-class SettingsError(ValueError):
+class SettingsError(ThreadloomError, ValueError):
     """A setting has a value the server cannot start with (exit code 2)."""
 
 

@@ -1,0 +1,202 @@
+"""One obvious import place: what a user writes comes from ``threadloom``, the scripted test
+model from ``threadloom.testing``, and every error derives from ``threadloom.ThreadloomError``
+(issue 24 item 2). A prompt's ``tools`` takes the decorated function itself."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import threadloom
+import threadloom.testing
+
+TOP_LEVEL = {
+    # definitions
+    "Model",
+    "Prompt",
+    "tool",
+    "hook",
+    "Agent",
+    "Side",
+    "Subagent",
+    "Subprompt",
+    "SessionBinding",
+    "Reasoning",
+    "Immediate",
+    "MCPServer",
+    "ToolResult",
+    "Attachment",
+    "HookContext",
+    "ParentHook",
+    "DROP",
+    "Definitions",
+    # running
+    "Runtime",
+    "ThreadState",
+    "EventRetention",
+    "StaticUsers",
+    "tune_gc",
+    # records
+    "Message",
+    "ThreadStatus",
+    "StatusError",
+    # errors
+    "ThreadloomError",
+    "DefinitionError",
+    "ProviderError",
+    "ToolArgumentsError",
+    "AgentNotFound",
+    "ThreadNotFound",
+    "MessageNotFound",
+    "ThreadTerminated",
+    "ThreadBusy",
+    "InvalidArgument",
+    "StoreError",
+    "StoreLocked",
+    "FileError",
+    "HookBlocked",
+    "__version__",
+}
+
+TESTING = {
+    "ScriptedProvider",
+    "Reply",
+    "Call",
+    "Expect",
+    "Fail",
+    "Script",
+    "ProviderError",
+    "ProviderRequest",
+    "SystemMessage",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolMessage",
+}
+
+
+def test_the_top_level_names() -> None:
+    assert set(threadloom.__all__) == TOP_LEVEL
+    assert len(threadloom.__all__) == len(TOP_LEVEL)  # no name twice
+    for name in threadloom.__all__:
+        assert getattr(threadloom, name) is not None, name
+    namespace: dict[str, Any] = {}
+    exec("from threadloom import *", namespace)
+    assert TOP_LEVEL - {"__version__"} <= set(namespace)
+
+
+def test_the_top_level_names_are_the_definitions_themselves() -> None:
+    from threadloom import define, errors, records
+
+    for name in ("Model", "Prompt", "tool", "hook", "Agent", "Side", "ToolResult", "Attachment"):
+        assert getattr(threadloom, name) is getattr(define, name)
+    assert threadloom.ThreadloomError is errors.ThreadloomError
+    assert threadloom.StatusError is records.StatusError
+
+
+def test_the_version_is_the_package_version() -> None:
+    assert threadloom.__version__ == version("threadloom")
+
+
+def test_the_scripted_model_lives_in_threadloom_testing() -> None:
+    assert set(threadloom.testing.__all__) == TESTING
+    from threadloom.providers.scripted import ScriptedProvider
+
+    assert threadloom.testing.ScriptedProvider is ScriptedProvider
+    assert "ScriptedProvider" in (threadloom.testing.__doc__ or "")
+
+
+def _public_exceptions() -> list[type[BaseException]]:
+    """Every exception class a user can import: the public modules' names."""
+    modules = [
+        "threadloom",
+        "threadloom.errors",
+        "threadloom.testing",
+        "threadloom.define",
+        "threadloom.client",
+        "threadloom.client.errors",
+        "threadloom.providers",
+        "threadloom.server.settings",
+        "threadloom.server.serve",
+        "threadloom.engine.model_call",
+    ]
+    found: dict[int, type[BaseException]] = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__.startswith("threadloom")
+            ):
+                found[id(value)] = value
+    return list(found.values())
+
+
+def test_every_error_derives_from_one_base() -> None:
+    classes = _public_exceptions()
+    assert len(classes) > 40
+    strays = [c.__qualname__ for c in classes if not issubclass(c, threadloom.ThreadloomError)]
+    assert strays == []
+    from threadloom import client
+    from threadloom.client.errors import NotFoundError
+
+    assert client.ThreadloomError is threadloom.ThreadloomError
+    assert issubclass(NotFoundError, threadloom.ThreadloomError)
+
+
+def test_no_module_defines_a_second_base() -> None:
+    root = Path(threadloom.__file__).parent
+    defining = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "class ThreadloomError" in path.read_text(encoding="utf-8")
+    ]
+    assert defining == ["errors.py"]
+
+
+# -- tools=[the function] ---------------------------------------------------------------------
+
+
+@threadloom.tool
+def lookup_order(order_id: str) -> str:
+    """Look an order up."""
+    return f"{order_id}: shipped"
+
+
+def test_c04_112_a_prompt_takes_the_tool_function_itself() -> None:
+    prompt = threadloom.Prompt(name="p", model="m", tools=[lookup_order, "other"])
+    assert prompt.tools == ("lookup_order", "other")
+    assert prompt.given_definitions == (lookup_order,)
+    assert prompt == prompt.model_copy()
+    with pytest.raises(ValueError, match="tools"):
+        threadloom.Prompt(name="p", model="m", tools=[42])
+
+
+async def test_c04_112_a_tool_given_as_a_function_is_defined_and_called(db_url: str) -> None:
+    from threadloom.testing import Call, Reply, ScriptedProvider
+
+    model = ScriptedProvider(
+        [Reply.tool_calls(Call("lookup_order", {"order_id": "A-1"})), Reply.text("It shipped.")]
+    )
+    definitions = threadloom.Definitions().add(
+        threadloom.Model(name="m", provider=model, model="demo"),
+        threadloom.Prompt(name="p", model="m", tools=[lookup_order]),  # not added on its own
+        threadloom.Agent(name="a", side_a=threadloom.Side(prompt="p")),
+    )
+    runtime = await threadloom.Runtime.open(db_url, definitions=definitions)
+    try:
+        state = await runtime.create_thread("a")
+        await runtime.send_message(state.thread_id, "where is A-1?")
+        await runtime.wait_idle(state.thread_id, timeout=10)
+        page = await state.get_messages(order="asc")
+        assert [(m.role, m.content) for m in page.messages][-2:] == [
+            ("tool", "A-1: shipped"),
+            ("assistant", "It shipped."),
+        ]
+    finally:
+        await runtime.close()
