@@ -13,11 +13,14 @@ from typing import Any
 from urllib.parse import quote
 
 # Nodes on PostgreSQL with short liveness timings (spec 12 §12.9 rule 2), so a test that
-# kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 2 s, sweep 1 s.
-# Runtime.open reads them (NodeTimings.from_env); so do the child processes tests start.
+# kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 4 s, sweep 1 s.
+# A node fences itself when no heartbeat got through for half the TTL: 2 s, which a busy
+# test machine does not reach by accident (with a 2 s TTL, 1 s did: a loaded full run
+# fenced a test's runtime). Runtime.open reads them (NodeTimings.from_env); so do the
+# child processes tests start.
 NODE_TIMINGS = {
     "THREADLOOM_NODE_HEARTBEAT_SECONDS": "0.5",
-    "THREADLOOM_NODE_TTL_SECONDS": "2",
+    "THREADLOOM_NODE_TTL_SECONDS": "4",
     "THREADLOOM_SWEEP_SECONDS": "1",
 }
 for _key, _value in NODE_TIMINGS.items():

@@ -1,5 +1,5 @@
 """Spec 12 with real nodes: several ``threadloom serve`` processes on one PostgreSQL schema
-(``cluster_harness``), short timings (heartbeat 0.5 s, TTL 2 s, sweep 1 s)."""
+(``cluster_harness``), short timings (heartbeat 0.5 s, TTL 3 s, sweep 1 s)."""
 
 from __future__ import annotations
 
