@@ -223,6 +223,8 @@ def _real_ids(served: Served, case: Any) -> dict[str, str]:
             params["message_id"] = served.first_message(params["id"])
         else:
             params["message_id"] = served.message
+    if "{agent}" in path:
+        params["agent"] = AGENTS[0]
     if "{log_id}" in path:
         params["log_id"] = served.log
     if "{path}" in path:
