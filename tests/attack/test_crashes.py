@@ -19,7 +19,8 @@ every thread of the store:
   sequence has no gap, and (SQLite) ``PRAGMA integrity_check`` is ``ok``.
 
 PostgreSQL restarts the server under a new node id, as ``threadloom serve`` does by default:
-the dead node's runs are settled once its heartbeat is older than the TTL (2 s here).
+the dead node's runs are settled once its heartbeat is older than the TTL
+(``pg_support.NODE_TIMINGS``: 4 s).
 """
 
 from __future__ import annotations
