@@ -17,9 +17,10 @@ meets a run in flight. After every step the invariants of specs 01–04 are chec
 - every tool call has at most one result, exactly one once the run is settled;
 - the durable event sequence is 1…head without a gap (spec 02 §2.17.4).
 
-Found: deleting the message a live run answers fails that run (``KNOWN_BUG``); until it is
-fixed the ``delete`` rule leaves what the live run delivered alone, and
-``test_deleting_the_message_a_live_run_answers_leaves_the_run_to_finish`` is a strict xfail.
+Found: deleting the message a live run answers failed that run (its LLM row still named the
+deleted message, so finalising it broke the logs → messages foreign key); fixed in the
+store, held by ``test_deleting_the_message_a_live_run_answers_leaves_the_run_to_finish``,
+and the ``delete`` rule may now pick any message.
 
 Bounded: 25 machines of up to 20 steps per store, derandomized (``THREADLOOM_MACHINE_EXAMPLES``
 runs more, for a deeper look).
@@ -35,7 +36,6 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -56,11 +56,6 @@ from threadloom.providers.types import ProviderRequest
 from threadloom.records import Message
 
 T = TypeVar("T")
-KNOWN_BUG = (
-    "deleting the message a live run answers fails the run: its LLM row still names the "
-    "deleted message, so finalising it breaks the logs → messages foreign key "
-    "(IntegrityError, step_error)"
-)
 WAIT_S = 10.0
 MACHINES = settings(
     max_examples=int(os.environ.get("THREADLOOM_MACHINE_EXAMPLES", "25")),
@@ -214,9 +209,6 @@ def machine_for(
         @rule(data=st.data())
         def delete(self, data: st.DataObject) -> None:
             found = self.messages()
-            if runtime.running(self.tid):  # not what the live run answers (KNOWN_BUG)
-                since = run(runtime.store.get_thread(self.tid)).status.since
-                found = [m for m in found if m.role == "assistant" or m.created_at < since]
             if not found:
                 return
             target = data.draw(st.sampled_from(found))
@@ -336,7 +328,6 @@ def test_one_thread_under_interleaved_operations_keeps_its_invariants(db_url: st
             run(runtime.close(drain=0))
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUG)
 async def test_deleting_the_message_a_live_run_answers_leaves_the_run_to_finish(
     db_url: str,
 ) -> None:

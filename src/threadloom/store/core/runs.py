@@ -446,9 +446,16 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
         if new != old
     ]
     if changed:
+        # a message deleted while the row was out (ON DELETE SET NULL cleared it) stays
+        # unnamed: the row keeps NULL instead of naming a message that is gone (spec 02 §2.8)
+        sets = ", ".join(
+            "message_id = (SELECT id FROM messages WHERE id = ?)"
+            if c == "message_id" and new is not None
+            else f"{c} = ?"
+            for c, new in changed
+        )
         tx.conn.execute(
-            f"UPDATE logs SET {', '.join(f'{c} = ?' for c, _ in changed)} WHERE id = ?",
-            (*(v for _, v in changed), row.id),
+            f"UPDATE logs SET {sets} WHERE id = ?", (*(v for _, v in changed), row.id)
         )
     write_bodies(tx.conn, row, insert=False, parts=bodies)
     return tx.event("log", row.id)
