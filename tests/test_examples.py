@@ -131,8 +131,8 @@ def test_cli_run_one_message(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "refund" in result.output and "39.50" in result.output
-    assert "[idle: stop_on_response]" in result.output
+    assert "Support: Done. Refund of 39.50 for A-1002 issued." in result.output
+    assert "stop_on_response" not in result.output  # the end of a turn needs no code
 
 
 def test_cli_reports_an_unknown_agent(tmp_path: Path) -> None:

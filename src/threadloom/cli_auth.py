@@ -25,8 +25,8 @@ from threadloom.store.base import Store, UserPatch
 
 T = TypeVar("T")
 
-users_app = typer.Typer(add_completion=False, help="Users of the server (spec 10).")
-keys_app = typer.Typer(add_completion=False, help="API keys (spec 10).")
+users_app = typer.Typer(add_completion=False, help="Users who sign in to the server.")
+keys_app = typer.Typer(add_completion=False, help="API keys for programs that use the server.")
 err = Console(stderr=True, highlight=False)
 
 StoreOption = Annotated[
@@ -119,7 +119,7 @@ def users_set_roles(
     ] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Replace a user's application roles (spec 10 §10.10)."""
+    """Replace a user's application roles (what the user may do in your agents' code)."""
     wanted = _roles(roles or [])
 
     async def work(s: Store) -> bool:

@@ -1,26 +1,93 @@
-"""``threadloom serve``: settings from options and ``THREADLOOM_*``, the start-up refusals of
-spec 10 §10.1, then uvicorn with a graceful shutdown (SIGTERM: stop accepting, let running
-steps settle, close the store)."""
+"""``threadloom serve``: settings from options and ``THREADLOOM_*``, the project's
+definitions (a project that does not load is refused with its findings, before anything
+listens), the start-up refusals of spec 10 §10.1, a banner, then uvicorn with a graceful
+shutdown (SIGTERM: stop accepting, let running steps settle, close the store)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
+import threadloom
+from threadloom.define.registry import Definitions
 from threadloom.errors import StoreError, ThreadloomError
 from threadloom.gc_tuning import tune_gc
+from threadloom.providers.base import ProviderRegistry
 from threadloom.server.app import ThreadloomApp, serve_app
-from threadloom.server.settings import ServerSettings, SettingsError
+from threadloom.server.settings import ServerSettings, SettingsError, is_loopback_host
 from threadloom.server.startup import open_checked_store
+from threadloom.store.base import Store
 
 
 class ServeError(ThreadloomError):
     """The server refuses to start; the message says why and what to do (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class ServeInfo:
+    """What a starting server tells its operator (``threadloom serve``'s banner)."""
+
+    version: str
+    project: str
+    agents: tuple[str, ...]
+    store: str
+    auth: str
+    ui_url: str
+    docs_url: str | None
+
+
+_PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
+
+
+def shown_url(url: str) -> str:
+    """A store URL as it may be shown: without its password."""
+    url = _PASSWORD.sub(r"\1***@", url)
+    return re.sub(r"(password=)[^&]*", r"\1***", url)
+
+
+def _auth_text(settings: ServerSettings, has_credentials: bool) -> str:
+    """The server's authentication mode in words (spec 10 §10.1 rule 3)."""
+    if settings.auth == "local":
+        return "off: local development mode (THREADLOOM_AUTH=local)"
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    required = "required: users and API keys (threadloom users / threadloom keys)"
+    if settings.auth == "required" or has_credentials or settings.admin_token is not None:
+        return required
+    if is_loopback_host(host):
+        return "off: local development mode on this machine until a user or an API key exists"
+    return required
+
+
+def _base_url(settings: ServerSettings) -> str:
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}"
+
+
+def load_definitions(project: str | Path | None) -> Definitions:
+    """The project's definitions, checked as ``Runtime.open`` checks them: a project that
+    does not load raises ``DefinitionError`` with every finding, before the server starts."""
+    definitions = Definitions()
+    if project is not None:
+        definitions.load_project(project)
+    definitions.validate(providers=ProviderRegistry().names())
+    return definitions
+
+
+async def _open(settings: ServerSettings) -> tuple[Store, bool]:
+    store = await open_checked_store(settings)
+    return store, await store.has_credentials()
 
 
 def run_server(
@@ -30,15 +97,31 @@ def run_server(
     port: int = 8000,
     store: str | None = None,
     log_level: str = "info",
+    on_ready: Callable[[ServeInfo], None] | None = None,
 ) -> None:
+    """Serve ``project``; ``on_ready`` is told what is served just before it listens."""
     if project is not None and not Path(project).is_dir():
         raise ServeError(f"Project folder not found: {project}")
+    definitions = load_definitions(project)  # DefinitionError: the caller prints it
     try:
         settings = ServerSettings.from_env(os.environ, host=host, port=port, store=store)
-        opened = asyncio.run(open_checked_store(settings))
+        opened, has_credentials = asyncio.run(_open(settings))
     except (SettingsError, StoreError) as exc:
         raise ServeError(str(exc)) from None
-    app = serve_app(project, settings, store=opened)
+    app = serve_app(None, settings, store=opened, definitions=definitions)
+    if on_ready is not None:
+        base = _base_url(settings)
+        on_ready(
+            ServeInfo(
+                version=threadloom.__version__,
+                project=str(project) if project is not None else "(none)",
+                agents=tuple(sorted(agent.name for agent in definitions.agents())),
+                store=shown_url(settings.store),
+                auth=_auth_text(settings, has_credentials),
+                ui_url=f"{base}/",
+                docs_url=f"{base}/docs" if settings.public_docs else None,
+            )
+        )
     config = uvicorn.Config(
         app,
         host=settings.host,
