@@ -21,6 +21,7 @@ _at = 0
 _ids: list[str] = []
 """Ready UUIDs, made a pool's worth at a time (``new_id`` pops one)."""
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+_HEX = frozenset("0123456789abcdef")
 """The RFC 4122 variant digit for a random hex digit (its two low bits kept)."""
 
 
@@ -73,3 +74,13 @@ def _format(text: str) -> list[str]:
 def new_call_id() -> str:
     """A runtime-synthesised tool call id: ``call_`` + 32 hex characters (spec 01 §1.2.3)."""
     return "call_" + random_hex()
+
+
+def is_uuid(text: object) -> bool:
+    """Whether ``text`` is a UUID in canonical form (lowercase, hyphenated), as ids are."""
+    return (
+        isinstance(text, str)
+        and len(text) == 36
+        and text[8] == text[13] == text[18] == text[23] == "-"
+        and all(c in _HEX for c in text.replace("-", ""))
+    )

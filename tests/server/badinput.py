@@ -179,6 +179,17 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             raw=True,
         ),
     ],
+    ("POST", "/api/agui/{agent}"): [
+        Sample(
+            "POST",
+            "/api/agui/echo",  # a thread made on first use: a refused request makes none
+            lambda ids: {
+                "threadId": "8f1c6a52-0d9e-4b4a-9c1e-5d2f7a3b6c40",
+                "runId": "run-1",
+                "messages": [{"id": "m-1", "role": "user", "content": "hi"}],
+            },
+        )
+    ],
     ("POST", "/api/auth/login"): [
         Sample(
             "POST",

@@ -25,6 +25,7 @@ from threadloom.engine.mcp import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
+from threadloom.ids import is_uuid
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
@@ -346,10 +347,14 @@ class Runtime:
         parent: str | None = None,
         arguments: Mapping[str, Any] | None = None,
         overlap: str | None = None,
+        thread_id: str | None = None,
     ) -> ThreadState:
-        """Create a thread (status idle), run ``after_thread_created``, return it at rest."""
+        """Create a thread (status idle), run ``after_thread_created``, return it at rest;
+        ``thread_id`` is its id when the caller chose one (a UUID, canonical form)."""
         if not isinstance(agent_id, str) or not agent_id:
             raise InvalidArgument("agent_id must be a non-empty string")
+        if thread_id is not None and not is_uuid(thread_id):
+            raise InvalidArgument("thread_id must be a UUID in canonical form")
         if self.definitions.has_agents and self.definitions.agent(agent_id) is None:
             raise AgentNotFound(agent_id)
         if user_id is not None and not isinstance(user_id, str):
@@ -367,7 +372,7 @@ class Runtime:
             raise InvalidArgument("overlap must be 'enqueue', 'reject', 'interrupt' or None")
         row = await self.store.create_thread(
             NewThread(
-                id=new_id(),
+                id=thread_id or new_id(),
                 agent_id=agent_id,
                 user_id=user_id,
                 tags=tuple(tags),

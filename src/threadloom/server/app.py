@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import errors, list_events, mcp, redact, stream, ui
+from threadloom.server import agui, errors, list_events, mcp, redact, stream, ui
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
@@ -66,6 +66,7 @@ def _build(
         app.include_router(router, responses=ERRORS)
     app.include_router(stream.router)
     app.include_router(list_events.router)
+    agui.install(app)  # POST /api/agui/{agent}
     mcp.install(app)  # the agents as MCP tools at /mcp
     ui.install(app, settings)
     return app

@@ -134,26 +134,35 @@ async def _settled(runtime: Runtime, thread_id: str, timeout: float) -> str | No
 
 
 class McpEndpoint:
-    """The ASGI app at ``/mcp``: authenticate, then one stateless SDK exchange."""
+    """The ASGI app at ``/mcp``: authenticate, then one stateless SDK exchange. The SDK is
+    imported at the first request (importing it takes a good part of a second)."""
 
     def __init__(self) -> None:
-        from mcp.server import Server
+        self._server: Any = None
 
-        self.server: Any = Server(
-            SERVER_NAME,
-            instructions="The agents of this Threadloom project; each call runs a new thread.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
+    @property
+    def server(self) -> Any:
+        if self._server is None:
+            from mcp.server import Server
+
+            self._server = Server(
+                SERVER_NAME,
+                instructions="The agents of this Threadloom project; each call runs a thread.",
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+            )
+        return self._server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
         request = Request(scope, receive)
         try:
             await deps.principal(request)  # kept in scope["state"] for the handlers
+            from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         except ApiError as error:
             await error.response()(scope, receive, send)
+            return
+        except ImportError:
+            await _unavailable(request)(scope, receive, send)
             return
         manager = StreamableHTTPSessionManager(self.server, stateless=True)
         async with manager.run():
@@ -209,7 +218,7 @@ def _error(text: str) -> Any:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-async def _unavailable(request: Request) -> JSONResponse:
+def _unavailable(request: Request) -> JSONResponse:
     return ApiError(
         501,
         "not_implemented",
@@ -219,9 +228,5 @@ async def _unavailable(request: Request) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     """Serve ``/mcp`` on ``app`` (501 without the ``mcp`` extra)."""
-    try:
-        endpoint: Any = McpEndpoint()
-    except ImportError:
-        endpoint = _unavailable
-    route = Route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    route = Route(PATH, McpEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
     app.router.routes.append(route)

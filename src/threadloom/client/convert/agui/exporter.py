@@ -204,6 +204,11 @@ class AguiExporter:
             outcome = RunFinishedSuccessOutcome()
         return [RunFinishedEvent(thread_id=self.thread_id, run_id=run_id, outcome=outcome)]
 
+    def close(self) -> list[BaseEvent]:
+        """The END events of the text and reasoning streams still open, for a producer that
+        ends its event stream itself (AG-UI wants every START ended before RUN_FINISHED)."""
+        return self._close_all()
+
     def _close_all(self) -> list[BaseEvent]:
         """Ends the streams still open when a run ends (AG-UI wants every START ended)."""
         events: list[BaseEvent] = []

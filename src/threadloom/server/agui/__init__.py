@@ -1,0 +1,64 @@
+"""The AG-UI endpoint, ``POST /api/agui/{agent}`` (``routes.py``; docs/interop.md).
+
+The route is declared here and its implementation imported at its first request, so a
+server that is never asked pays nothing for the ``ag-ui-protocol`` package (the
+``threadloom[agui]`` extra); without the package the route answers 501 saying what to
+install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+
+from threadloom.server.errors import ApiError
+from threadloom.server.schemas import ERRORS
+
+router = APIRouter(tags=["ag-ui"])
+
+RUN_AGENT_INPUT: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["threadId", "runId", "messages"],
+                    "properties": {
+                        "threadId": {"type": "string", "format": "uuid"},
+                        "runId": {"type": "string"},
+                        "messages": {"type": "array", "items": {"type": "object"}},
+                        "tools": {"type": "array", "items": {"type": "object"}},
+                        "context": {"type": "array", "items": {"type": "object"}},
+                        "state": {},
+                        "forwardedProps": {},
+                    },
+                }
+            }
+        },
+    },
+    "responses": {"200": {"content": {"text/event-stream": {}}}},
+}
+
+
+@router.post(
+    "/api/agui/{agent}",
+    summary="Run an agent with the AG-UI protocol (RunAgentInput in, AG-UI events out)",
+    openapi_extra=RUN_AGENT_INPUT,
+)
+async def agui_run(agent: str, request: Request) -> Any:
+    try:
+        from threadloom.server.agui.routes import run_agent
+    except ImportError:
+        raise ApiError(
+            501,
+            "not_implemented",
+            "The AG-UI endpoint needs the AG-UI protocol package: pip install 'threadloom[agui]'",
+        ) from None
+    return await run_agent(agent, request)
+
+
+def install(app: FastAPI) -> None:
+    """Serve ``POST /api/agui/{agent}`` on ``app``."""
+    app.include_router(router, responses=ERRORS)

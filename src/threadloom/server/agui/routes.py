@@ -1,0 +1,261 @@
+"""``POST /api/agui/{agent}``: an AG-UI run of one of the project's agents (spec 13 §13.2).
+
+The body is a ``RunAgentInput``. Its ``threadId`` is the Threadloom thread: created on first
+use, for the agent and the caller, with that id (a UUID); afterwards the caller must be
+allowed to see it (spec 10 §10.6) and it must be that agent's. Of ``messages``, those the
+thread already has — by id, or by the AG-UI id a previous request stored them under
+(``metadata.client_message_id``) — are not stored again; the others are sent, in order, as
+any send (spec 04 §4.7.2): they join a running execution or start one. The answer is the
+run's AG-UI events as ``text/event-stream`` (``run.py``).
+
+A request carrying a cursor — the ``Last-Event-ID`` header, or ``forwardedProps.threadloom
+.lastEventId`` — resumes the stream of that run from the cursor: nothing is stored or run
+again. Credentials, errors and the per-principal stream limit are the API's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from fastapi import Request
+from pydantic import ValidationError
+
+from threadloom.engine.runtime import Runtime
+from threadloom.errors import AgentNotFound, DuplicateMessage
+from threadloom.ids import is_uuid
+from threadloom.server import deps
+from threadloom.server.agui.cursor import Cursor, CursorError
+from threadloom.server.agui.run import (
+    ID_KEY,
+    RUN_KEY,
+    SNAPSHOT_LIMIT,
+    AguiRun,
+    agui_id,
+    cost_now,
+)
+from threadloom.server.errors import ApiError, bad_field, invalid
+from threadloom.server.principal import Principal
+from threadloom.server.stream import CountedStream, check_open_limit, hold_slot, redact_query
+from threadloom.server.stream_auth import authenticate_stream
+from threadloom.server.stream_frames import Filters
+from threadloom.server.stream_session import Grant
+from threadloom.store.base import ThreadRow
+
+ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
+"""AG-UI roles a request may add to a thread, as the queue's roles (tool results,
+reasoning and activity messages are not stored)."""
+ID_LIMIT = 128
+IDS_PER_READ = 200
+RECENT_EXTRA = 20
+
+
+def field_path(body: Any, loc: Sequence[Any]) -> str:
+    """A validation error's location as the API names fields (``messages[0].content``,
+    spec 08 §8.1.3): the parts of ``loc`` that are keys or indexes of ``body`` (pydantic
+    adds the names of union members, which are not)."""
+    out, value = "", body
+    for part in loc:
+        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):
+            out, value = f"{out}[{part}]", value[part]
+        elif isinstance(part, str) and isinstance(value, dict) and part in value:
+            out, value = (f"{out}.{part}" if out else part), value[part]
+    return out or "body"
+
+
+def parse_input(body: dict[str, Any]) -> RunAgentInput:
+    """The body as a ``RunAgentInput``; a 400 naming every bad field."""
+    try:
+        parsed = RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        found: dict[str, str] = {}
+        for err in exc.errors():
+            loc = err["loc"]
+            if err["type"] == "missing" and loc and isinstance(loc[-1], str):
+                parent = field_path(body, loc[:-1])
+                where = loc[-1] if parent == "body" else f"{parent}.{loc[-1]}"
+            else:
+                where = field_path(body, loc)
+            found.setdefault(where, err["msg"])
+        details = list(found.items())[:20]
+        field, problem = details[0]
+        raise invalid(f"Invalid RunAgentInput: {field}: {problem}", details) from None
+    if not is_uuid(parsed.thread_id):
+        raise bad_field("threadId", "must be a UUID (the Threadloom thread id)")
+    if not parsed.run_id.strip() or len(parsed.run_id) > ID_LIMIT:
+        raise bad_field("runId", f"must be a non-empty string of at most {ID_LIMIT} characters")
+    return parsed
+
+
+def last_event_id(request: Request, run_input: RunAgentInput) -> str | None:
+    """The cursor to resume from: ``Last-Event-ID``, else ``forwardedProps.threadloom
+    .lastEventId``."""
+    header = request.headers.get("last-event-id", "").strip()
+    if header:
+        return header
+    props = run_input.forwarded_props
+    ours = props.get("threadloom") if isinstance(props, dict) else None
+    value = ours.get("lastEventId") if isinstance(ours, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise bad_field("forwardedProps.threadloom.lastEventId", "must be a string")
+    return value or None
+
+
+def checked_row(row: ThreadRow, who: Principal, agent: str | None) -> ThreadRow:
+    """``row`` when ``who`` may use it for ``agent`` (403, 409 otherwise)."""
+    if not who.may_access(row.user_id):
+        raise ApiError(403, "forbidden", "Forbidden: You don't have access to this thread")
+    if agent is not None and row.agent_id != agent:
+        raise ApiError(409, "conflict", f"Thread {row.id} is a thread of agent {row.agent_id!r}")
+    return row
+
+
+def _text(content: Any) -> str:
+    """The text of an AG-UI message's content (a string, or parts of which text counts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(part.text for part in content if getattr(part, "type", None) == "text")
+    return ""
+
+
+def client_id(message_id: str) -> str:
+    """The ``client_message_id`` a message is stored under (its AG-UI id, or a digest of
+    an id longer than the field holds)."""
+    if len(message_id) <= ID_LIMIT:
+        return message_id
+    return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message of the request the thread does not have: what is sent for it."""
+
+    agui_id: str
+    role: str
+    text: str
+
+
+async def unseen(
+    runtime: Runtime, row: ThreadRow | None, messages: Sequence[Any]
+) -> list[NewMessage]:
+    """The request's messages the thread does not have yet, in order, checked (a 400 for
+    one without text). A message is known by its id, or by the AG-UI id it was stored
+    under: read with the thread's newest messages, older ones by id; the send's own check
+    of ``client_message_id`` has the last word. Tool results, reasoning and activity
+    messages are never stored."""
+    known: set[str] = set()
+    if row is not None:
+        state = await runtime.thread(row.id)
+        window = min(len(messages) + RECENT_EXTRA, SNAPSHOT_LIMIT)
+        recent = await state.get_messages(limit=window, include_silent=True)
+        known.update(m.id for m in recent.messages)
+        known.update(i for m in recent.messages if (i := agui_id(m)) is not None)
+        ids = [m.id for m in messages if m.id not in known]
+        for start in range(0, len(ids), IDS_PER_READ):
+            chunk = ids[start : start + IDS_PER_READ]
+            page = await state.get_messages(
+                ids=chunk, limit=len(chunk), include_silent=True, max_depth=None
+            )
+            known.update(m.id for m in page.messages)
+    new: list[NewMessage] = []
+    for index, message in enumerate(messages):
+        role = ROLES.get(message.role)
+        if message.id in known or role is None:
+            continue
+        text = _text(getattr(message, "content", None))
+        if not text.strip():
+            raise bad_field(f"messages[{index}].content", "must hold text (a new message)")
+        new.append(NewMessage(message.id, role, text))
+    return new
+
+
+async def store(runtime: Runtime, thread_id: str, run_id: str, new: Sequence[NewMessage]) -> int:
+    """Send ``new`` in order, as any send; how many were stored."""
+    sent = 0
+    for message in new:
+        metadata = {
+            "client_message_id": client_id(message.agui_id),
+            RUN_KEY: run_id,
+            ID_KEY: message.agui_id,
+        }
+        try:
+            await runtime.send_message(
+                thread_id, message.text, role=message.role, metadata=metadata
+            )
+        except DuplicateMessage:
+            continue  # stored meanwhile by a concurrent request
+        sent += 1
+    return sent
+
+
+async def create_once(runtime: Runtime, who: Principal, agent: str, thread_id: str) -> ThreadRow:
+    """The thread, created for ``agent`` and ``who`` (or by a concurrent first request)."""
+    try:
+        await runtime.create_thread(agent, user_id=who.owner_id, thread_id=thread_id)
+    except Exception:
+        if await runtime.store.get_thread(thread_id) is None:
+            raise
+    row = await runtime.store.get_thread(thread_id)
+    assert row is not None
+    return checked_row(row, who, agent)
+
+
+async def run_agent(agent: str, request: Request) -> Any:
+    """The route (declared by ``threadloom.server.agui``). Everything that can refuse the
+    request is checked before anything is written."""
+    try:
+        auth = await authenticate_stream(request)
+    finally:
+        redact_query(request)
+    who = auth.principal
+    ctx = deps.context(request)
+    runtime = ctx.runtime
+    if runtime.definitions.agent(agent) is None:
+        raise AgentNotFound(agent)
+    body = await deps.json_object(request, ctx.settings.max_upload_bytes, required="Body required")
+    run_input = parse_input(body)
+    thread_id = run_input.thread_id
+    resume = last_event_id(request, run_input)
+    await runtime.hub.commit_deferred(thread_id)
+    row = await runtime.store.get_thread(thread_id)
+    if row is not None:
+        checked_row(row, who, agent)
+    cursor: Cursor | None = None
+    new: list[NewMessage] = []
+    if resume is not None:
+        try:
+            cursor = Cursor.decode(resume)
+        except CursorError as exc:
+            raise bad_field("Last-Event-ID", f"is not a cursor of this server ({exc})") from None
+        if row is None:
+            raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
+    else:
+        new = await unseen(runtime, row, run_input.messages)
+    app = request.app
+    check_open_limit(app, who)
+    release = hold_slot(app, who)  # counted with the check, before any await (§9.2.4)
+    try:
+        follow = True
+        if cursor is None:
+            if row is None:
+                row = await create_once(runtime, who, agent, thread_id)
+            total, requests, _ = await cost_now(runtime, thread_id)
+            cursor = Cursor(row.event_seq, cost=total, requests=requests)
+            sent = await store(runtime, thread_id, run_input.run_id, new)
+            follow = sent > 0 or runtime.running(thread_id) or row.status.state == "running"
+    except BaseException:
+        release()
+        raise
+    grant = Grant(who, auth, thread_id, Filters(reasoning=True), cursor.seq)
+    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow)
+    return CountedStream(
+        run.body(),
+        release,
+        ctx.settings.stream.write_timeout_s,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,269 @@
+"""The real AG-UI client against a real ``threadloom serve`` (spec 13 §13.2, §13.3, C13-013).
+
+``@ag-ui/client`` (its ``HttpAgent``, which verifies every event against the protocol before
+applying it) is installed from the npm registry with ``npm ci`` from the lock file kept
+beside this test (``agui_node/``), into a cache folder keyed by the lock file's digest, and
+driven by Node.js (``agui_node/run_agui.mjs``) against ``threadloom serve`` on a project
+written here, on SQLite and PostgreSQL. Without ``node`` and ``npm`` the tests are skipped
+with the reason; under ``CI=true`` that is a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+HERE = Path(__file__).resolve().parent / "agui_node"
+
+
+def _serve_harness() -> Any:
+    """``tests/server/test_serve.py`` (its ``spawn_server``), loaded under a name of its
+    own: no ``sys.path`` change that could make another folder's ``conftest`` shadow."""
+    path = Path(__file__).resolve().parents[1] / "server" / "test_serve.py"
+    spec = importlib.util.spec_from_file_location("threadloom_tests_serve_harness", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+spawn_server = _serve_harness().spawn_server
+
+TOKEN = "agui-node-test-admin-token-" + "x" * 16
+STORY = "Once upon a time there was a durable thread that never lost a message."
+NPM_TIMEOUT_S = 300
+
+
+def require_node() -> tuple[str, str]:
+    """``node`` and ``npm`` (20 or later): skipped without them, failing under CI=true."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    problem = None
+    if node is None or npm is None:
+        problem = "node and npm are needed to run the AG-UI TypeScript client"
+    else:
+        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+        if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
+            problem = f"node 20 or later is needed, this is {version.strip()}"
+    if problem is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(problem + " (CI=true: the AG-UI interop tests must run)")
+        pytest.skip(problem)
+    assert node is not None and npm is not None
+    return node, npm
+
+
+@pytest.fixture(scope="module")
+def agui_client() -> tuple[str, Path]:
+    """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
+    file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
+    node, npm = require_node()
+    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
+    digest = hashlib.sha256(lock).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    folder = cache / "threadloom-tests" / f"agui-node-{digest}"
+    stamp = folder / ".installed"
+    if not stamp.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(HERE / name, folder / name)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
+        stamp.write_text(digest)
+    shutil.copy(HERE / "run_agui.mjs", folder / "run_agui.mjs")
+    return node, folder
+
+
+def node_run(agui_client: tuple[str, Path], **config: Any) -> Any:
+    node, folder = agui_client
+    done = subprocess.run(
+        [node, "run_agui.mjs", json.dumps(config)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    print(f"--- node {config['scenario']} ---\n{done.stdout}")  # shown with -s
+    return json.loads(done.stdout)
+
+
+PROJECT = {
+    "models/models.py": f"""
+        from threadloom.define import Model
+        from threadloom.providers.script import Call
+        from threadloom.providers.scripted import Reply, ScriptedProvider
+
+        STORY = {STORY!r}
+
+        def calc(request):
+            last = request.messages[-1]
+            if last.role == "tool":
+                return Reply.text(f"The sum is {{last.text}}.", chunk_size=5)
+            return Reply.tool_calls(Call("add", {{"a": 2, "b": 3}}))
+
+        def story(request):
+            return Reply.text(STORY, chunk_size=4, chunk_delay=0.03)
+
+        calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
+        story_model = Model(name="story_model", provider=ScriptedProvider(story), model="story")
+    """,
+    "tools/add.py": """
+        from threadloom.define import tool
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+    """,
+    "prompts/prompts.py": """
+        from threadloom.define import Prompt
+
+        calc_prompt = Prompt(name="calc_prompt", model="calc_model", system="Add.", tools=["add"])
+        story_prompt = Prompt(name="story_prompt", model="story_model", system="Tell stories.")
+    """,
+    "agents/agents.py": """
+        from threadloom import Agent, Side
+
+        calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
+        story = Agent(name="story", side_a=Side(prompt="story_prompt"), side_b=Side(label="User"))
+    """,
+}
+
+
+@pytest.fixture
+def served(tmp_path: Path, db_url: str) -> Iterator[str]:
+    """``threadloom serve`` on the project above (credentials required: the admin token)."""
+    project = tmp_path / "project"
+    for name, text in PROJECT.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(textwrap.dedent(text))
+    proc, base = spawn_server(
+        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+        assert b"Traceback" not in output, output.decode(errors="replace")
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def thread_messages(base: str, thread: str) -> list[dict[str, Any]]:
+    got = httpx.get(
+        f"{base}/api/threads/{thread}/messages?order=asc",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert got.status_code == 200, got.text
+    messages: list[dict[str, Any]] = got.json()["messages"]
+    return messages
+
+
+def test_c13_013_the_ag_ui_client_runs_two_turns_with_a_tool_call(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """Event order as the client's verifier accepts it, the tool call and its result, the
+    final messages the client holds; the second turn stores only its new message."""
+    out = node_run(agui_client, base=served, token=TOKEN, scenario="turns")
+    first, second = out["first"], out["second"]
+    assert first["error"] is None and second["error"] is None
+    for turn in (first, second):
+        seen = [t for t in types(turn["events"]) if t != "CUSTOM"]
+        assert seen == [  # (all the events, when not: {turn["events"]})
+            "RUN_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "TOOL_CALL_RESULT",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "MESSAGES_SNAPSHOT",
+            "RUN_FINISHED",
+        ], turn["events"]
+        assert turn["events"][0]["threadId"] == out["threadId"]
+        assert turn["events"][-1]["outcome"] == {"type": "success"}
+        call = next(e for e in turn["events"] if e["type"] == "TOOL_CALL_START")
+        assert call["toolCallName"] == "add"
+        result = next(e for e in turn["events"] if e["type"] == "TOOL_CALL_RESULT")
+        assert (result["toolCallId"], result["content"]) == (call["toolCallId"], "5")
+    roles = [(m["role"], m["content"]) for m in second["messages"]]
+    assert roles == [
+        ("user", "What is 2 + 3?"),
+        ("assistant", None),
+        ("tool", "5"),
+        ("assistant", "The sum is 5."),
+        ("user", "And again?"),
+        ("assistant", None),
+        ("tool", "5"),
+        ("assistant", "The sum is 5."),
+    ]
+    assert second["messages"][1]["toolCalls"][0]["function"]["name"] == "add"
+    stored = thread_messages(served, out["threadId"])
+    assert [m["role"] for m in stored] == [m["role"] for m in second["messages"]]
+    # one message each: the client's user messages keep their AG-UI ids, the rest are ours
+    presented = [(m.get("metadata") or {}).get("agui_message_id", m["id"]) for m in stored]
+    assert presented == [m["id"] for m in second["messages"]]
+
+
+def test_c13_013_an_aborted_run_goes_on_and_the_client_resumes_it(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """The client aborts in the middle of the story; the run finishes without it; the same
+    runId with the cursor of the last event it saw brings the rest of the story, once."""
+    out = node_run(agui_client, base=served, token=TOKEN, scenario="abort")
+    first, resumed = out["first"], out["resumed"]
+    assert types(first["events"])[0] == "RUN_STARTED"
+    assert "RUN_FINISHED" not in types(first["events"])
+    # the client ends an aborted run itself: its own RUN_ERROR, not the server's
+    assert first["events"][-1] == {
+        "type": "RUN_ERROR",
+        "code": "abort",
+        "message": "This operation was aborted",
+        "cursor": None,
+    }
+    assert all(e["cursor"] for e in first["events"][:-1])
+    told = [e["delta"] for e in first["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    # aborted at the third piece (a piece already read may still be applied after it)
+    assert len(told) >= 3 and len("".join(told)) < len(STORY)
+    assert resumed["error"] is None
+    assert resumed["events"][0]["runId"] == out["runId"]
+    assert types(resumed["events"])[-1] == "RUN_FINISHED"
+    rest = [e["delta"] for e in resumed["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(told + rest) == STORY
+    final = [(m["role"], m["content"]) for m in resumed["messages"]]
+    assert final == [("user", "Tell me a story"), ("assistant", STORY)]
+    stored = thread_messages(served, out["threadId"])
+    assert [(m["role"], m["content"]) for m in stored] == final
+
+
+def test_c13_011_the_client_without_credentials_is_refused(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    out = node_run(agui_client, base=served, token=None, scenario="anonymous")
+    assert out["events"] == []
+    assert "401" in (out["error"] or ""), out["error"]
