@@ -121,7 +121,7 @@ PROJECT = {
             return Reply.tool_calls(Call("add", {{"a": 2, "b": 3}}))
 
         def story(request):
-            return Reply.text(STORY, chunk_size=4, chunk_delay=0.03)
+            return Reply.reasoning(STORY, "Think first.", chunk_size=4, chunk_delay=0.03)
 
         calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
         story_model = Model(name="story_model", provider=ScriptedProvider(story), model="story")
@@ -233,8 +233,9 @@ def test_c13_013_the_ag_ui_client_runs_two_turns_with_a_tool_call(
 def test_c13_013_an_aborted_run_goes_on_and_the_client_resumes_it(
     agui_client: tuple[str, Path], served: str
 ) -> None:
-    """The client aborts in the middle of the story; the run finishes without it; the same
-    runId with the cursor of the last event it saw brings the rest of the story, once."""
+    """The client aborts in the middle of the story (its reasoning streamed first); the run
+    finishes without it; the same runId with the cursor of the last event it saw brings the
+    rest of the story, once."""
     out = node_run(agui_client, base=served, token=TOKEN, scenario="abort")
     first, resumed = out["first"], out["resumed"]
     assert types(first["events"])[0] == "RUN_STARTED"
@@ -256,9 +257,16 @@ def test_c13_013_an_aborted_run_goes_on_and_the_client_resumes_it(
     rest = [e["delta"] for e in resumed["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert "".join(told + rest) == STORY
     final = [(m["role"], m["content"]) for m in resumed["messages"]]
-    assert final == [("user", "Tell me a story"), ("assistant", STORY)]
+    assert final == [
+        ("user", "Tell me a story"),
+        ("reasoning", "Think first."),  # a message of its own, as it streamed
+        ("assistant", STORY),
+    ]
     stored = thread_messages(served, out["threadId"])
-    assert [(m["role"], m["content"]) for m in stored] == final
+    assert [(m["role"], m["content"], m["reasoning_content"]) for m in stored] == [
+        ("user", "Tell me a story", None),
+        ("assistant", STORY, "Think first."),
+    ]
 
 
 def test_c13_011_the_client_without_credentials_is_refused(

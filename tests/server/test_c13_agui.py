@@ -175,7 +175,7 @@ async def test_c13_001_c13_004_a_run_in_protocol_order(make_api: Any) -> None:
     assert snapshot[1]["toolCalls"][0]["id"] == call["toolCallId"]
     assert snapshot[-1]["content"] == "The sum is 5."
     ids = [event_id for event_id, _ in events]
-    assert all(ids) and all(e["metadata"]["threadloom"]["cursor"] == i for i, e in events)
+    assert all(ids) and all(e["metadata"]["threadloomCursor"] == i for i, e in events)
 
 
 async def test_c13_002_the_thread_is_made_on_first_use_for_the_agent_and_the_caller(

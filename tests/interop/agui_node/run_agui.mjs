@@ -34,7 +34,7 @@ function summary(event) {
   }
   if (event.type === "CUSTOM") out.value = event.value;
   if (event.type === "MESSAGES_SNAPSHOT") out.count = event.messages.length;
-  out.cursor = event.metadata?.threadloom?.cursor ?? null;
+  out.cursor = event.metadata?.threadloomCursor ?? null;
   return out;
 }
 
@@ -84,7 +84,7 @@ async function abort() {
   let cursor = null;
   let texts = 0;
   const first = await run(client, { runId }, (event) => {
-    cursor = event.metadata?.threadloom?.cursor ?? cursor;
+    cursor = event.metadata?.threadloomCursor ?? cursor;
     if (event.type === "TEXT_MESSAGE_CONTENT" && ++texts === 3) client.abortRun();
   });
   const again = agent("story", threadId, client.messages);

@@ -1,7 +1,7 @@
 """Where an AG-UI stream stands, as its client saw it: the resume cursor (spec 13 §13.3).
 
 Every event of ``/api/agui/{agent}`` carries a cursor (the SSE ``id`` and
-``metadata.threadloom.cursor``). It says what the client has, in terms of the thread's
+``metadata.threadloomCursor``). It says what the client has, in terms of the thread's
 durable history rather than of the stream's bytes, so a stream resumed from it — on any
 node, after a restart — is rebuilt from the database:
 

@@ -12,7 +12,7 @@ the run's reason code when it failed. The records of the request's own input mes
 not sent back (the client has them).
 
 Each event carries its resume cursor (``cursor.py``) as the SSE ``id`` and in
-``metadata.threadloom.cursor``; a stream that starts from a cursor sends only what that
+``metadata.threadloomCursor``; a stream that starts from a cursor sends only what that
 client does not have.
 """
 
@@ -28,6 +28,11 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -36,6 +41,7 @@ from ag_ui.core import (
 )
 
 from threadloom.client.convert.agui import AguiExporter
+from threadloom.client.convert.agui.messages import REASONING_SUFFIX
 from threadloom.client.reduce import Snapshot, empty_view, reduce
 from threadloom.engine.runtime import Runtime
 from threadloom.records import ThreadStatus
@@ -58,8 +64,27 @@ RUN_KEY: Final = "agui_run_id"
 ID_KEY: Final = "agui_message_id"
 """``metadata`` of a message stored from an AG-UI request: its AG-UI id, which is the id
 AG-UI clients see it under (their own)."""
+CURSOR_KEY: Final = "threadloomCursor"
+"""The key of an event's ``metadata`` that holds its cursor."""
 SNAPSHOT_LIMIT: Final = 1000
 KEEP_ALIVE: Final = b": keep-alive\n\n"
+REASONING: Final = (
+    ReasoningStartEvent,
+    ReasoningMessageStartEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningEndEvent,
+)
+
+
+def served(event: BaseEvent) -> BaseEvent:
+    """An exporter event as this endpoint sends it: reasoning under the reasoning message's
+    own id (``<id>:reasoning``, the id of the snapshot's ``ReasoningMessage``), so a client
+    holds the reasoning and the assistant's text as two messages while they stream, as the
+    snapshot does (the exporter's events share the assistant message's id)."""
+    if isinstance(event, REASONING):
+        return event.model_copy(update={"message_id": event.message_id + REASONING_SUFFIX})
+    return event
 
 
 def agui_id(record: Mapping[str, Any] | Any) -> str | None:
@@ -70,9 +95,10 @@ def agui_id(record: Mapping[str, Any] | Any) -> str | None:
 
 
 def sse(event: BaseEvent, cursor: str) -> bytes:
-    """One SSE event: the cursor as its ``id`` and in ``metadata.threadloom.cursor``."""
+    """One SSE event: the cursor as its ``id`` and in ``metadata.threadloomCursor`` (a key
+    of its own: AG-UI clients fold an event's metadata into its message key by key)."""
     metadata = dict(event.metadata or {})
-    metadata["threadloom"] = {**metadata.get("threadloom", {}), "cursor": cursor}
+    metadata[CURSOR_KEY] = cursor
     data = event.model_copy(update={"metadata": metadata}).model_dump_json(by_alias=True)
     return f"id: {cursor}\ndata: {data}\n\n".encode()
 
@@ -165,7 +191,7 @@ class AguiRun:
             pass  # a replayed frame carries its entity as it is now, perhaps ahead of its
             # seq: the message's progress stays, so a resume from here never repeats it
         elif isinstance(record, Mapping) and record.get("status") != "pending":
-            done.append(str(record.get("id")))
+            done += [str(record.get("id")), f"{record.get('id')}{REASONING_SUFFIX}"]
         elif kind == "message_deleted":
             done.append(str(frame.get("message_id")))
         end: ThreadStatus | None = None
@@ -183,7 +209,7 @@ class AguiRun:
         for event in events:
             if isinstance(event, LIFECYCLE):
                 continue
-            admitted = self.tracker.admit(event)
+            admitted = self.tracker.admit(served(event))
             if admitted is not None:
                 kept.append((admitted, self.cursor.encode()))
         if durable:  # its last event carries the frame's seq (and the run's end)
@@ -219,7 +245,7 @@ class AguiRun:
             row = await self.runtime.store.get_thread(self.thread_id)
             end = row.status if row is not None else None
         for event in self.exporter.close():
-            admitted = self.tracker.admit(event)
+            admitted = self.tracker.admit(served(event))
             if admitted is not None:
                 yield self._out(admitted)
         if end is not None:
