@@ -309,6 +309,10 @@ async def test_c13_008_c13_009_c13_010_a_dropped_stream_resumes_from_its_last_ev
     assert [e for _, e in by_props[1:]] == [e for _, e in tail[1:]]
     bad, _ = await run(api, "story", body, **{"Last-Event-ID": "not-a-cursor"})
     assert bad.status_code == 400 and bad.json()["details"][0]["field"] == "Last-Event-ID"
+    other = {**body, "runId": str(uuid.uuid4())}
+    wrong_run, _ = await run(api, "story", other, **{"Last-Event-ID": last_id})
+    assert wrong_run.status_code == 400
+    assert "another run" in wrong_run.json()["details"][0]["problem"]
 
 
 async def test_c13_006_a_run_stopped_by_the_user_finishes_cancelled(make_api: Any) -> None:

@@ -16,12 +16,13 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from threadloom.server.agui.cursor import Cursor, CursorError, Progress, Tracker
+from threadloom.server.agui.cursor import Cursor, CursorError, Progress, Tracker, run_key
 
 
 def test_c13_008_a_cursor_round_trips_and_refuses_what_it_did_not_write() -> None:
     cursor = Cursor(
         12,
+        run_key("t", "r"),
         {"m1": Progress(5, False, 3, True, {"c1": 2})},
         cost=0.25,
         requests=3,
@@ -37,7 +38,7 @@ def test_c13_009_the_tracker_sends_only_what_the_client_lacks() -> None:
     """The client had 5 characters of m1's text, its closed reasoning and the start and
     arguments of call c1: a new stream opens the text again and sends the rest, ends c1
     without its arguments, and sends c2 whole."""
-    tracker = Tracker(Cursor(7, {"m1": Progress(5, False, 3, True, {"c1": 2})}))
+    tracker = Tracker(Cursor(7, "run", {"m1": Progress(5, False, 3, True, {"c1": 2})}))
     events = [
         ReasoningStartEvent(message_id="m1"),
         ReasoningMessageContentEvent(message_id="m1", delta="Hmm"),

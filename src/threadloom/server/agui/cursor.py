@@ -9,7 +9,8 @@ node, after a restart — is rebuilt from the database:
 - for each message whose events were only partly sent: how many characters of its text and
   of its reasoning, whether each was closed, and how far each of its tool calls got
   (``Progress``);
-- whether the run's end was sent (with its status), and the thread's cost when it began.
+- whether the run's end was sent (with its status), and the thread's cost when it began;
+- which run of which thread it belongs to (a digest of ``threadId`` and ``runId``).
 
 ``Tracker`` applies a cursor to a new stream: it lets through only what the client does not
 have — a text or reasoning stream it had begun is opened again and continued after the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +52,11 @@ CALL_STARTED, CALL_ARGS, CALL_ENDED = 1, 2, 3
 
 class CursorError(ValueError):
     """A cursor this server did not write (or cannot read any more)."""
+
+
+def run_key(thread_id: str, run_id: str) -> str:
+    """What binds a cursor to its run: a short digest of the thread and run ids."""
+    return hashlib.sha256(f"{thread_id}\n{run_id}".encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -89,6 +96,8 @@ class Cursor:
     """What the client of one AG-UI run has (the module docstring)."""
 
     seq: int
+    run: str = ""
+    """``run_key`` of the run the cursor belongs to."""
     partial: dict[str, Progress] = field(default_factory=dict)
     cost: float = 0.0
     requests: int = 0
@@ -96,7 +105,12 @@ class Cursor:
     """The thread status the run ended with, once the client was told."""
 
     def encode(self) -> str:
-        body: dict[str, Any] = {"v": VERSION, "s": self.seq, "b": [self.cost, self.requests]}
+        body: dict[str, Any] = {
+            "v": VERSION,
+            "r": self.run,
+            "s": self.seq,
+            "b": [self.cost, self.requests],
+        }
         if self.partial:
             body["p"] = {mid: p.wire() for mid, p in self.partial.items()}
         if self.end is not None:
@@ -116,8 +130,11 @@ class Cursor:
         if not isinstance(body, dict) or body.get("v") != VERSION:
             raise CursorError("not a cursor of this version")
         seq, base, partial, end = body.get("s"), body.get("b"), body.get("p", {}), body.get("e")
+        run = body.get("r")
         if type(seq) is not int or seq < 0:
             raise CursorError("bad seq")
+        if not isinstance(run, str):
+            raise CursorError("bad run")
         if not (isinstance(base, list) and len(base) == 2):
             raise CursorError("bad cost")
         cost, requests = base
@@ -128,7 +145,7 @@ class Cursor:
         if end is not None and not isinstance(end, dict):
             raise CursorError("bad end")
         progress = {mid: Progress.of(p) for mid, p in partial.items()}
-        return Cursor(seq, progress, float(cost), requests, end)
+        return Cursor(seq, run, progress, float(cost), requests, end)
 
 
 _TEXT = (TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent)

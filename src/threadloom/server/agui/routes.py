@@ -28,7 +28,7 @@ from threadloom.engine.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
 from threadloom.ids import is_uuid
 from threadloom.server import deps
-from threadloom.server.agui.cursor import Cursor, CursorError
+from threadloom.server.agui.cursor import Cursor, CursorError, run_key
 from threadloom.server.agui.run import (
     ID_KEY,
     RUN_KEY,
@@ -231,6 +231,8 @@ async def run_agent(agent: str, request: Request) -> Any:
             cursor = Cursor.decode(resume)
         except CursorError as exc:
             raise bad_field("Last-Event-ID", f"is not a cursor of this server ({exc})") from None
+        if cursor.run != run_key(thread_id, run_input.run_id):
+            raise bad_field("Last-Event-ID", "is the cursor of another run (threadId and runId)")
         if row is None:
             raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     else:
@@ -244,7 +246,8 @@ async def run_agent(agent: str, request: Request) -> Any:
             if row is None:
                 row = await create_once(runtime, who, agent, thread_id)
             total, requests, _ = await cost_now(runtime, thread_id)
-            cursor = Cursor(row.event_seq, cost=total, requests=requests)
+            key = run_key(thread_id, run_input.run_id)
+            cursor = Cursor(row.event_seq, key, cost=total, requests=requests)
             sent = await store(runtime, thread_id, run_input.run_id, new)
             follow = sent > 0 or runtime.running(thread_id) or row.status.state == "running"
     except BaseException:
