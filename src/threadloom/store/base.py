@@ -602,6 +602,12 @@ class Store(Protocol):
         transaction."""
         ...
 
+    async def rehash_password(self, user_id: str, old: str, new: str) -> bool:
+        """Replace the password hash ``old`` by ``new``, a new hash of the same password
+        (a login upgrading an old scheme), only while it is still ``old``: a password
+        changed meanwhile wins. Sessions are kept. Whether it was replaced."""
+        ...
+
     async def delete_user(self, user_id: str) -> bool:
         """Delete a user with their sessions and API keys (their threads keep ``user_id``).
         False for an unknown user; deleting the last admin → ``LastAdmin``."""

@@ -45,6 +45,7 @@ from threadloom.thread.filetypes import (
     mime_from_name,
     name_snippet,
     normalize_path,
+    sniff_mime,
 )
 from threadloom.thread.pathglob import Glob
 
@@ -176,7 +177,11 @@ async def write_file(
     given, else read from an image header; ``file_created`` or ``file_updated``."""
     target = _target(path)
     content, fallback = _content(data)
-    mime = _mime(mime_type) or mime_from_name(name_of(target), fallback)
+    mime = (
+        _mime(mime_type)
+        or (sniff_mime(content) if not isinstance(data, str) else None)
+        or mime_from_name(name_of(target), fallback)
+    )
     limits = file_limits(state.hub)
     if len(content) > limits.max_file_size:
         raise FileTooLarge(

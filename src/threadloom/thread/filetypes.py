@@ -7,6 +7,7 @@ No I/O here: ``thread/files.py`` uses these before and after it talks to the sto
 
 from __future__ import annotations
 
+import mimetypes
 import re
 import struct
 from collections.abc import Callable
@@ -72,6 +73,18 @@ MIME_BY_EXTENSION: dict[str, str] = {
     "zip": "application/zip",
     "tar": "application/x-tar",
     "gz": "application/gzip",
+    # beyond spec 07's first table: where Python's table has nothing or the wrong type
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "toml": "application/toml",
+    "jsonl": "application/jsonl",
+    "ndjson": "application/x-ndjson",
+    "sql": "application/sql",
+    "sh": "application/x-sh",
+    "rs": "text/x-rust",
+    "go": "text/x-go",
+    "log": "text/plain",
 }
 OCTET_STREAM = "application/octet-stream"
 TEXT_DEFAULT = "text/plain; charset=utf-8"
@@ -111,6 +124,8 @@ _TEXT_TYPES = frozenset(
         "application/x-tex",
         "application/x-latex",
         "application/rtf",
+        "application/jsonl",
+        "application/x-ndjson",
     )
 )
 _SHORT_SUBTYPE = re.compile(r"[a-z0-9]{1,10}")
@@ -123,10 +138,44 @@ def extension_of(name: str) -> str | None:
     return tail if dot and head and tail else None
 
 
+_STDLIB_TYPES = mimetypes.MimeTypes(filenames=())
+"""Python's own table of extensions (not the machine's files: the same on every machine),
+asked after ``MIME_BY_EXTENSION``, which overrides it where it is wrong for source files
+(``.ts`` is TypeScript here, not a Qt translation)."""
+
+
 def mime_from_name(name: str, default: str = OCTET_STREAM) -> str:
-    """The MIME type of a name by its extension, case-insensitively (spec 07 §7.4)."""
+    """The MIME type of a name by its extension, case-insensitively (spec 07 §7.4): the
+    table above, else Python's ``mimetypes`` table (``.docx``, ``.mp3``, ``.tsv`` …)."""
     ext = extension_of(name)
-    return MIME_BY_EXTENSION.get(ext.lower(), default) if ext else default
+    if not ext:
+        return default
+    ext = ext.lower()
+    known = MIME_BY_EXTENSION.get(ext)
+    if known is not None:
+        return known
+    guessed, _ = _STDLIB_TYPES.guess_type(f"file.{ext}", strict=False)
+    return guessed or default
+
+
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniff_mime(data: bytes) -> str | None:
+    """The MIME type the bytes announce themselves, for formats whose first bytes say so
+    unambiguously (PNG, JPEG, GIF, WebP, PDF); ``None`` otherwise (spec 07 §7.4)."""
+    for signature, mime in _SIGNATURES:
+        if data.startswith(signature):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def base_mime(mime_type: str) -> str:

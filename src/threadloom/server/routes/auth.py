@@ -12,7 +12,7 @@ from threadloom.server import deps
 from threadloom.server.accounts import SESSION_LIFETIME_S, open_session
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
 from threadloom.server.errors import ApiError, bad_field
-from threadloom.server.passwords import verify_password_async
+from threadloom.server.passwords import hash_password_async, needs_rehash, verify_password_async
 from threadloom.server.principal import Principal
 from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
 
@@ -54,6 +54,9 @@ async def login(request: Request) -> JSONResponse:
     if user is None or not ok:
         raise INVALID_LOGIN
     attempt.succeeded()
+    stored = user.password_hash
+    if stored is not None and needs_rehash(stored):  # an older scheme: upgraded now
+        await store.rehash_password(user.id, stored, await hash_password_async(password))
     token, _ = await open_session(store, user.id)
     return JSONResponse(
         {"token": token, "user": {"id": user.id, "username": user.username, "role": user.role}},

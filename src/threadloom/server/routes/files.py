@@ -17,8 +17,10 @@ from typing import Any, Literal, cast
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.convertors import PathConvertor, register_url_convertor
+from starlette.datastructures import UploadFile
 
 from threadloom.errors import FileError, InvalidPath
+from threadloom.file_records import name_of
 from threadloom.records import AttachmentRef, FileChunk, FileRecord
 from threadloom.server import deps
 from threadloom.server.deps import Query
@@ -27,7 +29,12 @@ from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposi
 from threadloom.server.uploads import decode_base64, is_mime_type
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
-from threadloom.thread.filetypes import normalize_path
+from threadloom.thread.filetypes import (
+    extension_of,
+    mime_from_name,
+    normalize_path,
+    sniff_mime,
+)
 from threadloom.thread.state import ThreadState
 
 
@@ -258,6 +265,50 @@ def _is_raw(content_type: str | None) -> bool:
     return content_type is None or not content_type.strip() or not deps.is_json_type(content_type)
 
 
+MULTIPART_OVERHEAD = 64 * 1024
+"""What a multipart form may hold beyond its file: boundaries, part headers, small fields."""
+
+
+async def _form_file(request: Request, limit: int) -> tuple[bytes, str | None, str | None]:
+    """The one file of a ``multipart/form-data`` body (any field name, ``file`` in
+    ``curl -F file=@notes.txt``): its bytes, its part's content type and its file name."""
+    body = await deps.read_body(request, limit + MULTIPART_OVERHEAD)
+
+    async def replay() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    problem = "must be a multipart form with one file, as curl -F file=@notes.txt sends"
+    try:
+        form = await Request(request.scope, replay).form(max_files=1, max_fields=16)
+    except Exception:  # python-multipart's parse errors, Starlette's limits
+        raise bad_field("body", problem) from None
+    try:
+        files = [value for _, value in form.multi_items() if isinstance(value, UploadFile)]
+        if len(files) != 1:
+            raise bad_field("body", problem)
+        upload = files[0]
+        data = await upload.read()
+        if len(data) > limit:
+            raise deps.too_large(limit)
+        return data, upload.content_type, upload.filename
+    finally:
+        await form.close()
+
+
+async def _multipart_upload(request: Request, state: ThreadState, target: str) -> JSONResponse:
+    """A file sent as a form: the file is stored, not the form. Its type is the part's,
+    when it names one; else what the bytes announce, else the extension of the path or,
+    when the path has none, of the uploaded file's name (spec 08 §8.8)."""
+    data, declared, filename = await _form_file(request, file_limits(state.hub).max_file_size)
+    media = (declared or "").split(";", 1)[0].strip().lower()
+    mime = declared if media and media != OCTET_STREAM and is_mime_type(media) else None
+    if mime is None and sniff_mime(data) is None and extension_of(name_of(target)) is None:
+        guessed = mime_from_name(filename or "", "")
+        mime = guessed or None
+    record = await state.write_file(target, data, mime)
+    return JSONResponse(ref_wire(record), status_code=201)
+
+
 async def _raw_upload(request: Request, state: ThreadState, target: str) -> JSONResponse:
     content_type = request.headers.get("content-type") or ""
     media = content_type.split(";", 1)[0].strip()
@@ -265,6 +316,8 @@ async def _raw_upload(request: Request, state: ThreadState, target: str) -> JSON
         raise bad_field("Content-Type", "must be a MIME type such as text/plain")
     if target == "/":
         raise bad_field("path", "is the root directory", "Cannot write to the root directory")
+    if media.lower() == "multipart/form-data":
+        return await _multipart_upload(request, state, target)
     data = await deps.read_body(request, file_limits(state.hub).max_file_size)
     mime = None if media.lower() in ("", OCTET_STREAM) else media
     record = await state.write_file(target, data, mime)

@@ -128,6 +128,16 @@ def update_user(conn: Conn, clock: Clock, user_id: str, patch: UserPatch) -> Use
     return get_user(conn, user_id)
 
 
+def rehash_password(conn: Conn, clock: Clock, user_id: str, old: str, new: str) -> bool:
+    """Replace the user's password hash ``old`` by ``new`` (the same password, hashed
+    anew), only while it is still ``old``; sessions are kept. Whether it was replaced."""
+    cur = conn.execute(
+        "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?",
+        (new, user_id, old),
+    )
+    return bool(cur.rowcount)
+
+
 def delete_user(conn: Conn, clock: Clock, user_id: str) -> bool:
     current = get_user(conn, user_id)
     if current is None:

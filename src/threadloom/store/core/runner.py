@@ -467,6 +467,9 @@ class TxStore:
     async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
         return await self._write(auth.update_user, user_id, patch)
 
+    async def rehash_password(self, user_id: str, old: str, new: str) -> bool:
+        return await self._write(auth.rehash_password, user_id, old, new)
+
     async def delete_user(self, user_id: str) -> bool:
         return await self._write(auth.delete_user, user_id)
 
