@@ -2,11 +2,12 @@
 
 ``start_cluster`` starts N nodes (``n1`` … ``nN``) on free loopback ports, all on one new
 schema, with the test project (agents ``echo`` and ``gate``) and short liveness timings
-(heartbeat 0.5 s, TTL 3 s, sweep 1 s: a node fences itself after 1.5 s without a heartbeat), and waits for every node's ``/api/health``. The
-tests drive them through the public API only and read the database (``probe``) where a
-time or an owner must be seen exactly; faults are signals: SIGKILL (a crash), SIGSTOP /
-SIGCONT (a partition), SIGTERM (a drain), and a paused TCP proxy between one node and the
-database (its connections stall).
+(heartbeat 0.5 s, TTL 3 s, sweep 1 s: a node fences itself after 1.5 s without a
+heartbeat), and waits for every node's ``/api/health``. The tests drive them through the
+public API only and read the database (``probe``) where a time or an owner must be seen
+exactly; faults are signals: SIGKILL (a crash), SIGSTOP / SIGCONT (a partition), SIGTERM
+(a drain), and a paused TCP proxy between one node and the database (its connections
+stall).
 """
 
 from __future__ import annotations

@@ -454,9 +454,7 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
             else f"{c} = ?"
             for c, new in changed
         )
-        tx.conn.execute(
-            f"UPDATE logs SET {sets} WHERE id = ?", (*(v for _, v in changed), row.id)
-        )
+        tx.conn.execute(f"UPDATE logs SET {sets} WHERE id = ?", (*(v for _, v in changed), row.id))
     write_bodies(tx.conn, row, insert=False, parts=bodies)
     return tx.event("log", row.id)
 
