@@ -50,6 +50,17 @@ BREAKER_NOTE = (
 class Run:
     """One run of the loop on one thread."""
 
+    # the run's trace (``engine/telemetry.py``), set only while the runtime traces: class
+    # defaults, so a run that is not traced pays nothing for them
+    span: Any = None
+    """The span of the run in progress."""
+    trace_token: Any = None
+    trace_links: tuple[Any, ...] = ()
+    """Callers whose sends joined the run while no span was open: linked at the next."""
+    trace_previous: Any = None
+    """The span context of this task's previous run (the next one links to it)."""
+    trace_cost: float = 0.0
+
     def __init__(self, manager: RunManager, row: ThreadRow, agent: Any, side: str) -> None:
         self.manager = manager
         self.hub = manager.hub
@@ -178,8 +189,12 @@ class Run:
             self.hub.attach_history(self.thread_id, history)
         self.hub.keep_warm(self.thread_id, history)
         self.execution.message_history = history
+        tracing = self.manager.tracing
+        reason: str | None = None
         try:
             while True:
+                if tracing is not None:
+                    tracing.start_run(self)
                 reason = await self._loop()
                 if self.ended is None and self.listened:
                     self.publish_telemetry("stopped", reason=reason, side=self.side)
@@ -196,16 +211,22 @@ class Run:
                     "max_session_turns",
                 ):
                     self._reset_session()
-                if not await self.manager.end_of_run(self, reason):
+                again = await self.manager.end_of_run(self, reason)
+                if tracing is not None:
+                    tracing.end_run(self, reason)
+                if not again:
                     return
                 self.side = "a"
                 self._reset()
+                reason = None
         except asyncio.CancelledError:
             return
         except LeaseLost:
             self.manager.lease_lost(self)
             return
         finally:
+            if tracing is not None:  # aborted, or lost: the reason its settlement records
+                tracing.end_run(self, reason or self.abort_reason or "execution_lost")
             self.execution.step = None  # the run's last step, which points back at the run
             self.hub.warm_grown(self.thread_id, history)
             if self.ended is not None and self.ended[1] and not self.finished:

@@ -160,6 +160,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
         if fallback is not None:
             models.append(fallback)
     started = time.monotonic()
+    tracing = run.manager.tracing
     previous_log: str | None = None
     failure: tuple[Any, str, ProviderError] | None = None  # the last (model, provider, error)
     for position, model in enumerate(models):
@@ -205,14 +206,19 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             env.current_log = row
             if run.listened:
                 run.publish_telemetry("llm_request", model=model.name, attempt=attempt)
+            span = token = None
+            if tracing is not None:
+                span, token = tracing.start_chat(
+                    env, str(provider_name), model, request, attempt, row.id
+                )
             sent = time.monotonic()
             try:
                 result, first_at, last_at = await stream_model(env, provider, request, pending_id)
             except asyncio.CancelledError:
+                if tracing is not None:
+                    tracing.cancel(span, token)
                 raise
             except Exception as exc:
-                await env.release_hold()  # the failure is recorded on the stored row
-                row = env.row_as_stored(row)
                 error = (
                     exc
                     if isinstance(exc, ProviderError)
@@ -222,6 +228,10 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                         provider=getattr(provider, "name", ""),
                     )
                 )
+                if tracing is not None:
+                    tracing.fail_chat(span, token, exc, error.code)
+                await env.release_hold()  # the failure is recorded on the stored row
+                row = env.row_as_stored(row)
                 await _record_failure(env, row, error, started)
                 failure = (model, str(provider_name), error)
                 if logger.isEnabledFor(logging.DEBUG):
@@ -249,6 +259,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             result.log_row = _record_success(
                 env, row, model, result, started, sent, first_at, last_at
             )
+            if tracing is not None:
+                tracing.end_chat(env, span, token, result, request.model)
             if run.listened:
                 run.publish_telemetry(
                     "llm_response",

@@ -46,6 +46,7 @@ from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
 
 if TYPE_CHECKING:
+    from threadloom.engine.telemetry import Tracing
     from threadloom.providers.base import ProviderRegistry
 
 logger = logging.getLogger("threadloom.engine")
@@ -178,6 +179,9 @@ class RunManager:
         another node (spec 12 §12.5)."""
         self.threads = ToolThreads()
         """The worker threads of plain ``def`` tools, ended by :meth:`close`."""
+        self.tracing: Tracing | None = None
+        """The runtime's OpenTelemetry spans; ``None`` (set once, by ``Runtime.open``) when
+        it does not trace (``engine/telemetry.py``)."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)
         self._registry_key: tuple[Any, int, int] | None = None
         self._registry_answers = (False, False)
@@ -591,8 +595,14 @@ class RunManager:
                 await self.abort(child.id, "aborted_by_user")
         return settled
 
-    async def continue_thread(self, thread_id: str, side: str = "a") -> Run:
-        """Clear the stop flag and start a run on ``side`` without a new message."""
+    async def continue_thread(
+        self, thread_id: str, side: str = "a", trace_headers: Mapping[str, str] | None = None
+    ) -> Run:
+        """Clear the stop flag and start a run on ``side`` without a new message;
+        ``trace_headers`` as for :meth:`send_message`."""
+        if trace_headers is not None and self.tracing is not None:
+            with self.tracing.incoming(trace_headers, None):
+                return await self.continue_thread(thread_id, side)
         if not self.runs_threads:
             raise InvalidArgument(
                 "this runtime shares its store (exclusive=False) and runs no threads"
@@ -619,8 +629,21 @@ class RunManager:
         attachments: Any = None,
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> Message:
-        """A send (spec 04 §4.7.2): the overlap policy, then the durable queue."""
+        """A send (spec 04 §4.7.2): the overlap policy, then the durable queue.
+        ``trace_headers``: the W3C trace context of the request that sent it
+        (``traceparent``), used when the runtime traces (spec 13 §13.6)."""
+        if trace_headers is not None and self.tracing is not None:
+            with self.tracing.incoming(trace_headers, self._runs.get(thread_id)):
+                return await self.send_message(
+                    thread_id,
+                    content,
+                    role=role,
+                    attachments=attachments,
+                    silent=silent,
+                    metadata=metadata,
+                )
         fields = check_queue(
             {
                 "role": role,

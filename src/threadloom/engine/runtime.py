@@ -24,6 +24,7 @@ from threadloom.engine.liveness import Liveness, NodeTimings
 from threadloom.engine.mcp import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
+from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.ids import is_uuid
 from threadloom.providers.base import MissingCredential, ProviderRegistry
@@ -91,6 +92,7 @@ class Runtime:
         event_retention: EventRetention | None = None,
         node_id: str | None = None,
         node_timings: NodeTimings | None = None,
+        tracing: TracingOptions | bool | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -134,6 +136,7 @@ class Runtime:
             defs.add(fn)
         registry = ProviderRegistry(dict(providers or {}))
         defs.validate(providers=registry.names())
+        tracer = open_tracing(tracing)  # decided once; None: the engine never calls it
         missing = registry.missing_credentials(defs.models())
         for problem in missing:  # reported now; the first request fails with the same words
             provider_logger.warning("%s", problem)
@@ -168,6 +171,7 @@ class Runtime:
             hub.warm_messages = warm_messages
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
+        runtime.runs.tracing = tracer
         try:  # MCP servers: one session each, their tools bound, then validated
             runtime.mcp = await open_sessions(defs, lambda: defs.validate(registry.names()))
         except BaseException:
@@ -287,9 +291,15 @@ class Runtime:
         attachments: Any = None,
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> Message:
         """Send a message: the overlap policy, then the durable queue; starts a run when
-        the thread is idle. Returns the pending view of the queued message."""
+        the thread is idle. Returns the pending view of the queued message.
+
+        ``trace_headers``: the W3C trace context of the request that sent it (a mapping
+        holding ``traceparent``, e.g. the HTTP request's headers); when the runtime traces,
+        the run this send starts is a child of that span, and a run it joins gets a link to
+        it (spec 13 §13.6)."""
         return await self.runs.send_message(
             thread_id,
             content,
@@ -297,13 +307,17 @@ class Runtime:
             attachments=attachments,
             silent=silent,
             metadata=metadata,
+            trace_headers=trace_headers,
         )
 
-    async def continue_thread(self, thread_id: str, side: str = "a") -> None:
-        """Start a run on ``side`` without a new message (``ThreadBusy`` while running)."""
+    async def continue_thread(
+        self, thread_id: str, side: str = "a", *, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Start a run on ``side`` without a new message (``ThreadBusy`` while running);
+        ``trace_headers`` as for :meth:`send_message`."""
         if side not in ("a", "b"):
             raise InvalidArgument("side must be 'a' or 'b'")
-        await self.runs.continue_thread(thread_id, side)
+        await self.runs.continue_thread(thread_id, side, trace_headers)
 
     async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
         """Stop a thread: set its stop flag and abort a running execution."""

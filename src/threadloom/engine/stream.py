@@ -51,6 +51,9 @@ class ModelResult:
     started_call_ids: set[str] = field(default_factory=set)
     log_row: LogRow | None = None
     """The attempt's completed LLM row, committed with the finalised message."""
+    response_id: str | None = None
+    response_model: str | None = None
+    """The provider's id of the response and the model it names, when it says (traces)."""
 
 
 _STRING = r'"((?:[^"\\]|\\.)*)"'
@@ -286,6 +289,8 @@ async def stream_model(
         model_name="",
         reasoning_duration_ms=duration,
         started_call_ids={c.id for c in tool_calls},
+        response_id=finish.response_id,
+        response_model=finish.response_model,
     )
     return result, first_at, last_at
 

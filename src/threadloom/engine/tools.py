@@ -253,6 +253,21 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     return outcome
 
 
+async def _traced(env: StepEnv, call: ToolCall, *, queued: bool = False) -> CallOutcome:
+    """:func:`_execute` inside the call's ``execute_tool`` span, the current span while
+    it runs (``engine/telemetry.py``; used only when the runtime traces)."""
+    tracing = env.run.manager.tracing
+    assert tracing is not None
+    span, token = tracing.start_tool(env, call)
+    try:
+        outcome = await _execute(env, call, queued=queued)
+    except BaseException:
+        tracing.cancel(span, token)
+        raise
+    tracing.end_tool(span, token, outcome)
+    return outcome
+
+
 async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     """Step 8: ``before_store_tool_result`` → create lifecycle; the log row's results."""
     if outcome.dropped:
@@ -305,32 +320,35 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
+    execute = _execute if env.run.manager.tracing is None else _traced
     if len(calls) == 1:  # the common case, sequential or not: no task to schedule and
         # wait for, and no _run_calls coroutine around it
         call = calls[0]
         if env.run.listened:
             env.run.publish_telemetry("tool_started", tool=call.function.name)
-        outcome = await _execute(env, call)
+        outcome = await execute(env, call)
         round_.outcomes.append(outcome)
         _finish(env, round_, outcome, await _store(env, outcome))
     elif calls:
-        await _run_calls(env, calls, round_)
+        await _run_calls(env, calls, round_, execute)
     while env.execution.queued_calls and not env.run.stop_requested():
         call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
         env.queued_tools.append(call.to_wire())
         env.run.publish_telemetry("tool_started", tool=call.function.name)
-        outcome = await _execute(env, call, queued=True)
+        outcome = await execute(env, call, queued=True)
         round_.outcomes.append(outcome)
         _finish(env, round_, outcome, await _store(env, outcome))
     return round_
 
 
-async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> None:
+async def _run_calls(
+    env: StepEnv, calls: list[ToolCall], round_: ToolRound, execute: Any = _execute
+) -> None:
     sequential = getattr(env.prompt, "parallel_tool_calls", None) is False
     if sequential:
         for call in calls:
             env.run.publish_telemetry("tool_started", tool=call.function.name)
-            outcome = await _execute(env, call)
+            outcome = await execute(env, call)
             round_.outcomes.append(outcome)
             stored = await _store(env, outcome)
             _finish(env, round_, outcome, stored)
@@ -340,7 +358,7 @@ async def _run_calls(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> 
     tasks = []
     for call in calls:
         env.run.publish_telemetry("tool_started", tool=call.function.name)
-        tasks.append(asyncio.create_task(_execute(env, call)))
+        tasks.append(asyncio.create_task(execute(env, call)))
     try:
         for task in tasks:
             outcome = await task

@@ -371,6 +371,7 @@ class StreamMapper:
         self.calls = 0
         self.reasoning_seen = False
         self.response_id: str | None = None
+        self.response_model: str | None = None
         self.stop_reason: str | None = None
         self.counts: dict[str, int] = {}
         self.finished = False
@@ -464,6 +465,8 @@ class StreamMapper:
         kind = getattr(event, "type", "")
         if kind == "message_start":
             self.response_id = getattr(event.message, "id", None) or None
+            model = getattr(event.message, "model", None)
+            self.response_model = model if isinstance(model, str) and model else None
             self._usage_counts(getattr(event.message, "usage", None))
         elif kind == "content_block_start":
             yield from self._start(event.index, event.content_block)
@@ -484,6 +487,7 @@ class StreamMapper:
                 usage=self.usage(),
                 reasoning_details=self.details(),
                 response_id=self.response_id,
+                response_model=self.response_model,
             )
 
 

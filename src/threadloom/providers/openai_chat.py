@@ -362,6 +362,7 @@ class ChatStreamState:
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.response_id: str | None = None
+        self.response_model: str | None = None
 
     def feed(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         """The events of one chunk; raises ``ProviderError`` for an embedded error."""
@@ -369,6 +370,8 @@ class ChatStreamState:
             raise embedded_error(chunk["error"], self.provider)
         if self.response_id is None and isinstance(chunk.get("id"), str) and chunk["id"]:
             self.response_id = chunk["id"]
+        if self.response_model is None and isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.response_model = chunk["model"]
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.usage = chat_usage(usage)
@@ -476,6 +479,7 @@ class ChatStreamState:
                 usage=self.usage,
                 reasoning_details=details or None,
                 response_id=self.response_id,
+                response_model=self.response_model,
             )
         )
         return events

@@ -276,6 +276,7 @@ class ResponsesStreamState:
         self._calls_by_key: dict[str, _Call] = {}
         self.details: list[dict[str, Any]] = []
         self.response_id: str | None = None
+        self.response_model: str | None = None
         self.finished = False
         self._part: tuple[str, str, int] | None = None
         self._streamed_items: set[str] = set()
@@ -317,6 +318,8 @@ class ResponsesStreamState:
         response = response if isinstance(response, Mapping) else {}
         if self.response_id is None and _str(response.get("id")):
             self.response_id = response["id"]
+        if _str(response.get("model")):
+            self.response_model = response["model"]
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             text = _str(event.get("delta"))
             return [TextDelta(text=text)] if text else []
@@ -403,6 +406,7 @@ class ResponsesStreamState:
             usage=responses_usage(usage if isinstance(usage, Mapping) else {}),
             reasoning_details=list(self.details) or None,
             response_id=self.response_id,
+            response_model=self.response_model,
         )
 
 

@@ -281,6 +281,9 @@ class Finish(_Event):
     usage: Usage = Field(default_factory=Usage)
     reasoning_details: list[dict[str, Any]] | None = None
     response_id: str | None = None
+    response_model: str | None = None
+    """The model the provider says produced the response (it may name a dated version of
+    the requested one)."""
 
 
 StreamEvent = Annotated[

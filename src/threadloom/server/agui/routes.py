@@ -16,7 +16,7 @@ again. Credentials, errors and the per-principal stream limit are the API's.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,8 +173,15 @@ async def unseen(
     return new
 
 
-async def store(runtime: Runtime, thread_id: str, run_id: str, new: Sequence[NewMessage]) -> int:
-    """Send ``new`` in order, as any send; how many were stored."""
+async def store(
+    runtime: Runtime,
+    thread_id: str,
+    run_id: str,
+    new: Sequence[NewMessage],
+    trace_headers: Mapping[str, str] | None = None,
+) -> int:
+    """Send ``new`` in order, as any send (with the request's trace context, spec 13
+    §13.6.7); how many were stored."""
     sent = 0
     for message in new:
         metadata = {
@@ -184,7 +191,11 @@ async def store(runtime: Runtime, thread_id: str, run_id: str, new: Sequence[New
         }
         try:
             await runtime.send_message(
-                thread_id, message.text, role=message.role, metadata=metadata
+                thread_id,
+                message.text,
+                role=message.role,
+                metadata=metadata,
+                trace_headers=trace_headers,
             )
         except DuplicateMessage:
             continue  # stored meanwhile by a concurrent request
@@ -248,7 +259,7 @@ async def run_agent(agent: str, request: Request) -> Any:
             total, requests, _ = await cost_now(runtime, thread_id)
             key = run_key(thread_id, run_input.run_id)
             cursor = Cursor(row.event_seq, key, cost=total, requests=requests)
-            sent = await store(runtime, thread_id, run_input.run_id, new)
+            sent = await store(runtime, thread_id, run_input.run_id, new, request.headers)
             follow = sent > 0 or runtime.running(thread_id) or row.status.state == "running"
     except BaseException:
         release()

@@ -47,7 +47,7 @@ async def continue_thread(
     if runtime.running(row.id):
         raise busy
     try:
-        await runtime.continue_thread(row.id, side)
+        await runtime.continue_thread(row.id, side, trace_headers=request.headers)
     except ThreadBusy:  # a run started between the check and the call
         raise busy from None
     return JSONResponse(

@@ -112,6 +112,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
             attachments=refs or None,
             silent=silent is True,
             metadata=metadata,
+            trace_headers=request.headers,  # a traceparent parents the run (spec 13 §13.6.7)
         )
     except DuplicateMessage as dup:
         await remove_uploads(state, refs)
