@@ -18,6 +18,7 @@ from otel_support import by_name, children, in_memory, tree
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.engine.telemetry import TracingOptions, open_tracing
+from threadloom.errors import InvalidArgument
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
@@ -330,8 +331,18 @@ def test_c13_044_tracing_is_decided_once_from_the_setting_and_the_provider() -> 
     assert open_tracing(options, {}) is not None  # a provider of its own
     forced = open_tracing(None, {"THREADLOOM_OTEL": "1"})  # spans reach a provider set later
     assert forced is not None and forced.capture_content is False
-    assert open_tracing(
-        True, {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
-    ).capture_content  # type: ignore[union-attr]
-    with pytest.raises(Exception, match="THREADLOOM_OTEL"):
+
+    def captures(**environ: str) -> bool:
+        tracing = open_tracing(True, environ)
+        assert tracing is not None
+        return tracing.capture_content
+
+    theirs = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    assert captures(**{theirs: "true"}) and captures(**{theirs: "SPAN_ONLY"})
+    assert not captures(**{theirs: "NO_CONTENT"})
+    assert not captures(**{theirs: "SPAN_ONLY", "THREADLOOM_OTEL_CAPTURE_CONTENT": "0"})
+    assert captures(THREADLOOM_OTEL_CAPTURE_CONTENT="1")
+    with pytest.raises(InvalidArgument, match="THREADLOOM_OTEL"):
         open_tracing(None, {"THREADLOOM_OTEL": "maybe"})
+    with pytest.raises(InvalidArgument, match="THREADLOOM_OTEL_CAPTURE_CONTENT"):
+        captures(THREADLOOM_OTEL_CAPTURE_CONTENT="sometimes")

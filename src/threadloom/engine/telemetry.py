@@ -75,6 +75,18 @@ def _flag(value: str | None, name: str) -> bool | None:
     raise InvalidArgument(f"{name} must be 1/true/on or 0/false/off, not {value!r}")
 
 
+def _capture_from(environ: Mapping[str, str]) -> bool:
+    """Whether the environment asks for message contents: ``THREADLOOM_OTEL_CAPTURE_CONTENT``
+    (a flag; another value is an error), or OpenTelemetry's own variable, which GenAI
+    instrumentations also set to ``SPAN_ONLY``, ``EVENT_ONLY`` or ``SPAN_AND_EVENT`` (all
+    asking for contents here; an unknown value asks for none)."""
+    ours = _flag(environ.get(CAPTURE_ENV[0]), CAPTURE_ENV[0])
+    if ours is not None:
+        return ours
+    theirs = (environ.get(CAPTURE_ENV[1]) or "").strip().lower()
+    return theirs in _ON or theirs in ("span_only", "event_only", "span_and_event")
+
+
 def open_tracing(
     setting: TracingOptions | bool | None, environ: Mapping[str, str] = os.environ
 ) -> Tracing | None:
@@ -111,7 +123,7 @@ def open_tracing(
             return None  # nobody configured a provider: every span would be dropped
     capture = options.capture_content
     if capture is None:
-        capture = any(_flag(environ.get(name), name) for name in CAPTURE_ENV)
+        capture = _capture_from(environ)
     from threadloom import __version__
 
     return Tracing(provider.get_tracer("threadloom", __version__), capture)
