@@ -280,9 +280,11 @@ class Message(BaseModel):
         """The message's tool calls as records (empty when it has none)."""
         return decode_tool_calls(self.tool_calls) if self.tool_calls else []
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self, *, copy_metadata: bool = True) -> dict[str, Any]:
         """The wire record (spec 01 §1.4.12): ``metadata`` omitted when ``None``, projected
-        ``subagent_*`` keys present only when ``subagent_id`` is set."""
+        ``subagent_*`` keys present only when ``subagent_id`` is set. ``metadata`` is a
+        detached JSON copy unless ``copy_metadata`` is false (a caller that encodes the
+        record at once and checked the metadata is plain JSON: the same bytes, no copy)."""
         out: dict[str, Any] = {
             "id": self.id,
             "role": self.role,
@@ -304,7 +306,9 @@ class Message(BaseModel):
             "silent": self.silent,
         }
         if self.metadata is not None:
-            out["metadata"] = json.loads(json_compact(self.metadata))
+            out["metadata"] = (
+                json.loads(json_compact(self.metadata)) if copy_metadata else self.metadata
+            )
         out["subagent_id"] = self.subagent_id
         if self.subagent_id is not None:
             for key in PROJECTED_FIELDS:

@@ -509,5 +509,7 @@ def _choices(allowed: Sequence[str], last: str = "or") -> str:
     return ", ".join(quoted[:-1]) + f" {last} " + quoted[-1]
 
 
-def query(request: Request) -> Query:
+async def query(request: Request) -> Query:
+    """The typed query string. ``async`` on purpose: FastAPI runs a plain ``def``
+    dependency in its thread pool, a thread hop per request for a few dict lookups."""
     return Query(request)

@@ -6,6 +6,7 @@ start-up; nothing below ``server/`` reads the environment.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
@@ -28,8 +29,11 @@ class SettingsError(ThreadloomError, ValueError):
     """A setting has a value the server cannot start with (exit code 2)."""
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback_host(host: str) -> bool:
-    """True for ``localhost``, ``*.localhost``, 127.0.0.0/8 and ``::1`` (spec 10 §10.8.1)."""
+    """True for ``localhost``, ``*.localhost``, 127.0.0.0/8 and ``::1`` (spec 10 §10.8.1).
+    Remembered per ``Host`` value (a few per deployment, bounded): the pipeline asks for
+    every request, and parsing an address with ``ipaddress`` is ~10 µs."""
     name = host.strip().lower()
     if name.startswith("[") and "]" in name:
         name = name[1 : name.index("]")]

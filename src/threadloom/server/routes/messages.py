@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, ThreadTerminated
-from threadloom.server import deps, schemas
+from threadloom.server import deps, json_body, schemas
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.routes.threads import check_metadata
@@ -29,9 +29,12 @@ MESSAGE_NOT_FOUND = ApiError(404, "message_not_found", "Message not found")
 
 
 @router.get("", summary="Read messages (queued entries appear as pending)")
-async def get_messages(
-    request: Request, row: ThreadRow = Depends(deps.thread_row), q: Query = Depends(deps.query)
-) -> JSONResponse:
+async def get_messages(id: str, request: Request) -> Response:
+    # The checks of spec 08 §8.1.4 called in their order rather than declared as three
+    # dependencies: FastAPI solves declared ones anew on every request (issue 23 item 9).
+    who = await deps.principal(request)
+    row = await deps.accessible_thread(request, id, who)
+    q = Query(request)
     limit = q.int("limit", 100, cap=1000)
     offset = q.int("offset", 0) or 0
     order = q.enum("order", ("asc", "desc"), "desc") or "desc"
@@ -51,11 +54,12 @@ async def get_messages(
         ids=ids or None,
         include_workblocks=include_workblocks,
     )
-    out = page.to_wire()
+    messages = page.messages
     if order == "desc" and not ids:
-        out["messages"].reverse()  # the wire page is chronological in both orders [seed]
-    out["seq"] = row.event_seq  # read just before the page: a resume may repeat, never miss
-    return JSONResponse(out)
+        messages = messages[::-1]  # the wire page is chronological in both orders [seed]
+    # seq: the stream head read just before the page; a resume may repeat, never miss
+    body = json_body.messages_page(messages, page.total, page.has_more, row.event_seq)
+    return json_body.JSONBody(body)
 
 
 def overlap_policy(runtime: Runtime, row: ThreadRow) -> str:

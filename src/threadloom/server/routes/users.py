@@ -43,7 +43,7 @@ def _invalidate(request: Request) -> None:
 
 @keys.get("", summary="The caller's API keys (admins: ?all=true for every key)")
 async def list_keys(request: Request, who: Principal = Depends(deps.principal)) -> dict[str, Any]:
-    every = deps.query(request).bool("all", False) and who.is_admin
+    every = deps.Query(request).bool("all", False) and who.is_admin
     if not every and not who.has_user_row:
         return {"keys": []}
     rows = await deps.runtime(request).store.list_api_keys(None if every else who.id)
