@@ -57,7 +57,18 @@ bench-turn: $(STAMP)
 bench-instructions: $(STAMP)
 	$(BIN)/python bench/instructions_bench.py
 
+# make bench-api loads the server from wrk (Debian's package): installed here when it is
+# missing and we are root; otherwise the benchmark falls back to a Python load generator
+# in a process of its own and says so.
 bench-api: $(STAMP)
+	@if ! command -v wrk >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing wrk with apt-get (bench-api's load generator)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
+	  else \
+	    echo "note: wrk is missing and we are not root: bench-api uses a Python load generator"; \
+	  fi; \
+	fi
 	$(BIN)/python bench/api_bench.py
 
 bench-ui: $(STAMP) browser
