@@ -285,35 +285,39 @@ class Message(BaseModel):
         ``subagent_*`` keys present only when ``subagent_id`` is set. ``metadata`` is a
         detached JSON copy unless ``copy_metadata`` is false (a caller that encodes the
         record at once and checked the metadata is plain JSON: the same bytes, no copy)."""
+        # Read from the instance dict: a pydantic model's attribute access goes through its
+        # __getattr__ hook, several times the cost of a dict lookup (a page renders 100).
+        d = self.__dict__
+        attachments = d["attachments"]
+        metadata = d["metadata"]
+        subagent_id = d["subagent_id"]
         out: dict[str, Any] = {
-            "id": self.id,
-            "role": self.role,
-            "content": self.content,
-            "name": self.name,
-            "tool_calls": self.tool_calls,
-            "tool_call_id": self.tool_call_id,
-            "tool_status": self.tool_status,
-            "status": self.status,
+            "id": d["id"],
+            "role": d["role"],
+            "content": d["content"],
+            "name": d["name"],
+            "tool_calls": d["tool_calls"],
+            "tool_call_id": d["tool_call_id"],
+            "tool_status": d["tool_status"],
+            "status": d["status"],
             "attachments": (
-                [a.to_wire() for a in self.attachments] if self.attachments is not None else None
+                [a.to_wire() for a in attachments] if attachments is not None else None
             ),
-            "reasoning_content": self.reasoning_content,
-            "reasoning_details": self.reasoning_details,
-            "prompt": self.prompt,
-            "created_at": self.created_at,
-            "parent_id": self.parent_id,
-            "depth": self.depth,
-            "silent": self.silent,
+            "reasoning_content": d["reasoning_content"],
+            "reasoning_details": d["reasoning_details"],
+            "prompt": d["prompt"],
+            "created_at": d["created_at"],
+            "parent_id": d["parent_id"],
+            "depth": d["depth"],
+            "silent": d["silent"],
         }
-        if self.metadata is not None:
-            out["metadata"] = (
-                json.loads(json_compact(self.metadata)) if copy_metadata else self.metadata
-            )
-        out["subagent_id"] = self.subagent_id
-        if self.subagent_id is not None:
+        if metadata is not None:
+            out["metadata"] = json.loads(json_compact(metadata)) if copy_metadata else metadata
+        out["subagent_id"] = subagent_id
+        if subagent_id is not None:
             for key in PROJECTED_FIELDS:
-                out[key] = getattr(self, key)
-        out["log_id"] = self.log_id
+                out[key] = d[key]
+        out["log_id"] = d["log_id"]
         return out
 
 

@@ -124,6 +124,74 @@ def test_messages_page_has_the_bytes_of_to_wire_and_json_response(
     assert json_body.messages_page(records, total, has_more, seq) == reference(wire)
 
 
+def test_the_wire_bytes_of_a_full_and_a_plain_record_are_pinned() -> None:
+    """The bytes the route wrote at c94d455 (JSONResponse over ``MessagesPage.to_wire()``),
+    as a literal: key order, escapes, ``1e-05``, projected fields, attachment keys."""
+    full = Message(
+        id="m-1",
+        role="tool",
+        content='Zürich "q"\n',
+        name="weather",
+        tool_call_id="call_1",
+        tool_status="success",
+        status="completed",
+        attachments=[
+            AttachmentRef(
+                id="/a.png",
+                path="/a.png",
+                name="a.png",
+                mimeType="image/png",
+                size=68,
+                width=1,
+                height=1,
+            )
+        ],
+        reasoning_content="why",
+        reasoning_details="[]",
+        prompt="p",
+        created_at=1796508275710544,
+        parent_id="m-0",
+        depth=1,
+        silent=True,
+        metadata={"client_message_id": "c-1", "tiny": 1e-05, "n": [1, 2.5, None, True]},
+        subagent_id="s-1",
+        log_id="l-1",
+    )
+    projected = ("scouting", "scout", "Scout", "d", "idle", False, "north", "m-0")
+    for key, value in zip(PROJECTED_FIELDS, projected, strict=True):
+        setattr(full, key, value)
+    plain = Message(
+        id="m-2",
+        role="assistant",
+        tool_calls='[{"id":"call_2","type":"function","function":{"name":"f","arguments":"{}"}}]',
+        created_at=1796508275710545,
+    )
+    expected = (
+        '{"messages":[{"id":"m-1","role":"tool","content":"Zürich \\"q\\"\\n","name":"weathe'
+        'r","tool_calls":null,"tool_call_id":"call_1","tool_status":"success","status":"c'
+        'ompleted","attachments":[{"id":"/a.png","type":"file","path":"/a.png","name":"a.'
+        'png","mimeType":"image/png","size":68,"width":1,"height":1}],"reasoning_content"'
+        ':"why","reasoning_details":"[]","prompt":"p","created_at":1796508275710544,"pare'
+        'nt_id":"m-0","depth":1,"silent":true,"metadata":{"client_message_id":"c-1","tiny'
+        '":1e-05,"n":[1,2.5,null,true]},"subagent_id":"s-1","subagent_relationship":"scou'
+        'ting","subagent_name":"scout","subagent_title":"Scout","subagent_description":"d'
+        '","subagent_status":"idle","subagent_blocking":false,"subagent_thread_name":"nor'
+        'th","subagent_spawn_group_id":"m-0","log_id":"l-1"},{"id":"m-2","role":"assistan'
+        't","content":null,"name":null,"tool_calls":"[{\\"id\\":\\"call_2\\",\\"type\\":\\"funct'
+        'ion\\",\\"function\\":{\\"name\\":\\"f\\",\\"arguments\\":\\"{}\\"}}]","tool_call_id":null,'
+        '"tool_status":null,"status":"completed","attachments":null,"reasoning_content":n'
+        'ull,"reasoning_details":null,"prompt":null,"created_at":1796508275710545,"parent'
+        '_id":null,"depth":0,"silent":false,"subagent_id":null,"log_id":null}],"total":2,'
+        '"hasMore":false,"seq":7}'
+    ).encode()
+    assert json_body.messages_page([full, plain], 2, False, 7) == expected
+    without_tiny = {k: v for k, v in (full.metadata or {}).items() if k != "tiny"}
+    full.metadata = without_tiny  # the pydantic-core path: the same bytes less that key
+    assert json_body.messages_page([full, plain], 2, False, 7) == expected.replace(
+        b',"tiny":1e-05', b""
+    )
+
+
 # -- over HTTP, on both stores ---------------------------------------------------------------
 
 PNG = base64.b64decode(
