@@ -404,3 +404,18 @@ async def test_last_activity_and_preview_follow_sends_and_runs(api: Api) -> None
     assert len(preview) == 140 and preview.endswith("…") and "  " not in preview
     assert item["last_message_at"] >= item["created_at"]
     assert item["last_activity_at"] >= item["created_at"]
+
+
+async def test_c08_134_tag_filter_is_exact_and_paged(api: Api) -> None:
+    exact = await api.thread(tags=["a"])
+    longer = await api.thread(tags=["a-b"])
+    await api.thread(tags=["A"])
+    client = api.client()
+    page = (await client.get("/api/threads?tag=a")).json()
+    assert [t["id"] for t in page["threads"]] == [exact] and page["total"] == 1
+    page = (await client.get("/api/threads?tag=a-b")).json()
+    assert [t["id"] for t in page["threads"]] == [longer]
+    await api.thread(tags=["x"])
+    await api.thread(tags=["x", "y"])
+    page = (await client.get("/api/threads?tag=x&limit=1")).json()
+    assert len(page["threads"]) == 1 and page["total"] == 2 and page["hasMore"] is True

@@ -65,6 +65,8 @@ class ThreadQuery:
     roots_only: bool = False
     search: str | None = None
     """Case-insensitive substring of the id or of a tag."""
+    tags: tuple[str, ...] = ()
+    """Tags the thread must have, each exactly (case-sensitive, whole tag)."""
     created_from_us: int | None = None
     created_to_us: int | None = None
     executing: bool | None = None

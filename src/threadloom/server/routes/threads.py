@@ -241,6 +241,7 @@ async def list_threads(
     end = q.int("endDate", maximum=MAX_DATE_S)
     parent = q.raw("parent") or None
     user_filter = q.raw("user_id") or None
+    tag = q.raw("tag")
     query = ThreadQuery(
         user_id=user_filter if who.is_admin else who.id,
         agent_id=q.raw("agent_id") or None,
@@ -248,6 +249,7 @@ async def list_threads(
         parent_id=None if parent in (None, "none") else parent,
         roots_only=parent == "none",
         search=q.raw("search") or None,
+        tags=(tag,) if tag else (),
         created_from_us=start * 1_000_000 if start is not None else None,
         created_to_us=end * 1_000_000 + 999_999 if end is not None else None,
         executing=q.bool("executing"),

@@ -135,9 +135,10 @@ class Dialect:
         """The string at top-level ``key`` of the JSON object text in ``column``."""
         raise NotImplementedError
 
-    def tag_like(self, column: str) -> str:
-        """A predicate: some element of the JSON string array in ``column``, lower-cased,
-        matches the ``LIKE`` pattern bound to its one ``?`` (escape character ``!``)."""
+    def tag_values(self, column: str) -> tuple[str, str]:
+        """``(from, expr)``: the elements of the JSON string array in ``column`` as a row
+        source for a subquery, and the expression of one element's text. The predicates
+        on tags (substring, exact) are written once over it, in ``core/threads.py``."""
         raise NotImplementedError
 
     def attachment_path_join(self, alias: str) -> tuple[str, str]:

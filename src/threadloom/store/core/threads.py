@@ -167,10 +167,16 @@ def query_threads(conn: Conn, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
         params.append(q.parent_id)
     if q.roots_only:
         clauses.append("parent_id IS NULL")
+    tags_from, tag = conn.sql.tag_values("threads.tags")
     if q.search:
         needle = "%" + _like_escape(q.search.lower()) + "%"
-        clauses.append(f"(lower(id) LIKE ? ESCAPE '!' OR {conn.sql.tag_like('threads.tags')})")
+        any_tag = f"EXISTS (SELECT 1 FROM {tags_from} WHERE lower({tag}) LIKE ? ESCAPE '!')"
+        clauses.append(f"(lower(id) LIKE ? ESCAPE '!' OR {any_tag})")
         params.extend((needle, needle))
+    for wanted in q.tags:
+        # exact: the tag itself, case and all (a filter `a` does not match `a-b` or `A`)
+        clauses.append(f"EXISTS (SELECT 1 FROM {tags_from} WHERE {tag} = ?)")
+        params.append(wanted)
     if q.created_from_us is not None:
         clauses.append("created_at_us >= ?")
         params.append(q.created_from_us)

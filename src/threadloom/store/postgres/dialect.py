@@ -90,11 +90,8 @@ class PostgresDialect(Dialect):
     def json_text(self, column: str, key: str) -> str:
         return f"({column}::json ->> '{key}')"
 
-    def tag_like(self, column: str) -> str:
-        return (
-            f"EXISTS (SELECT 1 FROM json_array_elements_text({column}::json) AS tag(value)"
-            " WHERE lower(tag.value) LIKE ? ESCAPE '!')"
-        )
+    def tag_values(self, column: str) -> tuple[str, str]:
+        return f"json_array_elements_text({column}::json) AS tag(value)", "tag.value"
 
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"

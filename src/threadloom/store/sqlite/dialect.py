@@ -28,11 +28,8 @@ class SqliteDialect(Dialect):
     def json_text(self, column: str, key: str) -> str:
         return f"json_extract({column}, '$.{key}')"
 
-    def tag_like(self, column: str) -> str:
-        return (
-            f"EXISTS (SELECT 1 FROM json_each({column})"
-            " WHERE lower(json_each.value) LIKE ? ESCAPE '!')"
-        )
+    def tag_values(self, column: str) -> tuple[str, str]:
+        return f"json_each({column})", "json_each.value"
 
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_each({alias}.attachments) AS j", "json_extract(j.value, '$.path')"
