@@ -56,10 +56,13 @@ async def _worker(request: ProviderRequest) -> Reply:
 
 def _boss(request: ProviderRequest) -> Reply:
     """``create <text>``: a blocking ``helper`` with that message; ``ask <reference>
-    <text>``: a blocking message to it; a call's result is answered ``got: <result>``."""
-    last = request.messages[-1]
-    if last.role == "tool":
-        return Reply.text(f"got: {last.text}")
+    <text>``: a blocking message to it; a call's result is answered ``got: <result>`` — also
+    when messages queued meanwhile (a later result of the child) follow it."""
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            return Reply.text(f"got: {message.text}")
+        if message.role == "assistant":
+            break
     words = _last_user(request).split(" ", 2)
     if words[0] == "create" and len(words) > 1:
         message = " ".join(words[1:])
