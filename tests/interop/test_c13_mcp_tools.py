@@ -315,3 +315,43 @@ def test_c13_024_a_result_of_blocks_becomes_text_and_files() -> None:
         "error",
         "no such order",
     )
+
+
+@pytest.mark.sqlite_only  # the command's own store: a file of the test
+@pytest.mark.parametrize("command", ["serve", "run"])
+def test_c13_048_the_cli_reports_a_server_that_cannot_start_in_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    """Not as a failed ASGI lifespan with uvicorn's traceback: the project's findings and
+    exit 2, and ``serve`` neither printed its banner nor listened."""
+    from test_cli_run import run_cli
+
+    project = tmp_path / "project"
+    files = {
+        "tools/servers.py": "from threadloom import MCPServer\n"
+        "calc = MCPServer(name='calc', command='/nonexistent/threadloom-mcp-server')\n",
+        "models/m.py": "from threadloom.define import Model\n"
+        "from threadloom.providers.scripted import ScriptedProvider\n"
+        "m = Model(name='m', provider=ScriptedProvider(), model='scripted')\n",
+        "prompts/p.py": "from threadloom.define import Prompt\n"
+        "p = Prompt(name='p', model='m', system='s', tools=['calc'])\n",
+        "agents/a.py": "from threadloom import Agent, Side\n"
+        "a = Agent(name='a', side_a=Side(prompt='p'), side_b=Side(label='User'))\n",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["--port", str(port)] if command == "serve" else ["-m", "hi"]
+    done = run_cli(command, str(project), *args, "--store", "sqlite:///c.db", cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert "Traceback" not in output and "lifespan" not in output, output
+    lines = done.stderr.splitlines()
+    assert lines[0] == "The project does not load:", output
+    assert lines[1].startswith(
+        '  tools/servers.py: MCP server "calc" could not start: FileNotFoundError'
+    ), output
+    assert "Uvicorn running" not in output and "web UI" not in output, output

@@ -8,7 +8,7 @@ it on shutdown, letting running steps settle (``threadloom serve``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -75,10 +75,24 @@ def _build(
 class ThreadloomApp:
     """The FastAPI app wrapped in the outer pipeline; ``.app`` is the FastAPI object."""
 
-    def __init__(self, app: FastAPI, settings: ServerSettings) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        settings: ServerSettings,
+        open_runtime: Callable[[], Awaitable[Runtime]] | None = None,
+    ) -> None:
         self.app = app
         self.settings = settings
         self._asgi = Pipeline(app, settings)
+        self._open_runtime = open_runtime
+
+    async def prepare(self) -> None:
+        """Open the runtime the app serves, if it opens its own (``serve_app``), before
+        the ASGI lifespan starts: a host calls it to get the start-up's refusal (an MCP
+        server that cannot start, a store that refuses) as the exception itself, not as
+        a failed lifespan. The lifespan then uses the runtime opened here."""
+        if self._open_runtime is not None:
+            await self._open_runtime()
 
     @property
     def context(self) -> ServerContext:
@@ -143,17 +157,25 @@ def serve_app(
 ) -> ThreadloomApp:
     """An app that opens the Runtime for ``project`` on start-up and closes it on shutdown."""
 
+    opened: list[Runtime] = []
+
+    async def open_runtime() -> Runtime:
+        if not opened:
+            options = dict(runtime_options)
+            if settings.warm_messages is not None:
+                options.setdefault("warm_messages", settings.warm_messages)
+            options.setdefault(
+                "event_retention", EventRetention(settings.replay_seconds, settings.replay_events)
+            )
+            options.setdefault("node_id", settings.node_id)
+            options.setdefault("node_timings", settings.node_timings())
+            opened.append(await Runtime.open(settings.store, project=project, **options))
+        return opened[0]
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        options = dict(runtime_options)
-        if settings.warm_messages is not None:
-            options.setdefault("warm_messages", settings.warm_messages)
-        options.setdefault(
-            "event_retention", EventRetention(settings.replay_seconds, settings.replay_events)
-        )
-        options.setdefault("node_id", settings.node_id)
-        options.setdefault("node_timings", settings.node_timings())
-        runtime = await Runtime.open(settings.store, project=project, **options)
+        runtime = await open_runtime()
+        opened.clear()  # a later start (a test's second client) opens a runtime of its own
         creds = credentials or StoreCredentials(runtime.store, admin_token=settings.admin_token)
         app.state.ctx = ServerContext(runtime, settings, creds)
         try:
@@ -162,4 +184,4 @@ def serve_app(
             app.state.ctx.draining = True
             await runtime.close(drain=settings.drain_seconds)
 
-    return ThreadloomApp(_build(settings, lifespan), settings)
+    return ThreadloomApp(_build(settings, lifespan), settings, open_runtime)

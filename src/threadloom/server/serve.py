@@ -18,7 +18,7 @@ import uvicorn
 
 import threadloom
 from threadloom.define.registry import Definitions
-from threadloom.errors import StoreError, ThreadloomError
+from threadloom.errors import DefinitionError, StoreError, ThreadloomError
 from threadloom.gc_tuning import tune_gc
 from threadloom.providers.base import ProviderRegistry
 from threadloom.server.app import ThreadloomApp, serve_app
@@ -109,19 +109,16 @@ def run_server(
     except (SettingsError, StoreError) as exc:
         raise ServeError(str(exc)) from None
     app = serve_app(None, settings, store=opened, definitions=definitions)
-    if on_ready is not None:
-        base = _base_url(settings)
-        on_ready(
-            ServeInfo(
-                version=threadloom.__version__,
-                project=str(project) if project is not None else "(none)",
-                agents=tuple(sorted(agent.name for agent in definitions.agents())),
-                store=shown_url(settings.store),
-                auth=_auth_text(settings, has_credentials),
-                ui_url=f"{base}/",
-                docs_url=f"{base}/docs" if settings.public_docs else None,
-            )
-        )
+    base = _base_url(settings)
+    info = ServeInfo(
+        version=threadloom.__version__,
+        project=str(project) if project is not None else "(none)",
+        agents=tuple(sorted(agent.name for agent in definitions.agents())),
+        store=shown_url(settings.store),
+        auth=_auth_text(settings, has_credentials),
+        ui_url=f"{base}/",
+        docs_url=f"{base}/docs" if settings.public_docs else None,
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -131,7 +128,13 @@ def run_server(
         ws="websockets-sansio",
         **settings.uvicorn_proxy_options(),  # type: ignore[arg-type]
     )
-    ThreadloomServer(config, app).run()
+    server = ThreadloomServer(config, app, (lambda: on_ready(info)) if on_ready else None)
+    server.run()
+    refusal = server.refusal
+    if isinstance(refusal, DefinitionError):
+        raise refusal  # the caller prints its findings, as for any definition error
+    if refusal is not None:
+        raise ServeError(str(refusal))
 
 
 class ThreadloomServer(uvicorn.Server):
@@ -143,11 +146,32 @@ class ThreadloomServer(uvicorn.Server):
 
     STREAMS_CLOSE_S = 2.0
 
-    def __init__(self, config: uvicorn.Config, app: ThreadloomApp) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: ThreadloomApp,
+        on_open: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self.threadloom = app
+        self._on_open = on_open
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
+        self.refusal: ThreadloomError | None = None
+        """Why the app's runtime did not open (then the server never listened)."""
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Open the runtime first, in the loop it serves from: a refusal (an MCP server
+        that cannot start, a store that refuses) ends the start here, for the caller to
+        say in one line, instead of as a failed ASGI lifespan with a traceback."""
+        try:
+            await self.threadloom.prepare()
+        except ThreadloomError as exc:
+            self.refusal = exc
+            return
+        if self._on_open is not None:  # the banner: what is served, just before it listens
+            self._on_open()
+        await super().serve(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
