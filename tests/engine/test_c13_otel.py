@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_support import by_name, children, in_memory, tree
 from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, tool
+from threadloom.define import Model, Prompt, SessionBinding, Subagent, tool
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import InvalidArgument
 from threadloom.providers.script import Call
@@ -30,6 +30,12 @@ USAGE = {"input_tokens": 120, "output_tokens": 30, "cached_tokens": 100, "reason
 async def lookup(order: str) -> str:
     """Look an order up."""
     return f"order {order} ships Friday"
+
+
+@tool
+def report(summary: str) -> str:
+    """Report the outcome and end the session."""
+    return "Reported."
 
 
 @tool
@@ -346,3 +352,85 @@ def test_c13_044_tracing_is_decided_once_from_the_setting_and_the_provider() -> 
         open_tracing(None, {"THREADLOOM_OTEL": "maybe"})
     with pytest.raises(InvalidArgument, match="THREADLOOM_OTEL_CAPTURE_CONTENT"):
         captures(THREADLOOM_OTEL_CAPTURE_CONTENT="sometimes")
+
+
+async def test_c13_049_what_a_tool_call_does_nests_under_its_span(
+    opened: Callable[..., Any],
+) -> None:
+    """C13-049: a sub-prompt's model call is a child of the sub-prompt's tool span, and the
+    run of a child thread that a blocking ``subagent_create`` starts is a child of that
+    call's tool span, in the parent run's trace (§13.6.4)."""
+
+    def boss(request: ProviderRequest) -> Reply:
+        last = request.messages[-1]
+        system = request.messages[0].text if request.messages else ""
+        if system == "You summarise.":
+            return Reply.text("summary", usage=USAGE)
+        if isinstance(last, ToolMessage):
+            if last.name == "S":
+                create = {"agent": "helper", "name": "h", "message": "go", "attachments": []}
+                return Reply.tool_calls(Call("subagent_create", create, id="call_2"))
+            return Reply.text("done", usage=USAGE)
+        return Reply.tool_calls(Call("S", {}, id="call_1"), usage=USAGE)
+
+    defs = Definitions().add(
+        Model(name="M", provider=ScriptedProvider(boss), model="boss-1", max_attempts=1),
+        Model(
+            name="C",
+            provider=ScriptedProvider(
+                lambda request: Reply.tool_calls(Call("report", {"summary": "child answer"}))
+            ),
+            model="child-1",
+        ),
+        Prompt(
+            name="P",
+            model="M",
+            system="You delegate.",
+            tools=["S", Subagent("child", relationship="helper", blocking=True)],
+        ),
+        Prompt(name="S", model="M", system="You summarise."),
+        Prompt(name="CP", model="C", system="You help.", tools=["report"]),
+        Agent(name="boss", side_a=Side(prompt="P"), side_b=Side(label="User")),
+        Agent(
+            name="child",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Helps",
+            max_session_turns=2,
+            side_a=Side(
+                prompt="CP",
+                session_stop=SessionBinding(name="report", message_property="summary"),
+            ),
+            side_b=Side(prompt="CP", label="Boss"),
+        ),
+        report,
+    )
+    options, exporter = in_memory()
+    runtime = await opened(defs, tracing=options)
+    state = await runtime.create_thread("boss")
+    await runtime.send_message(state.thread_id, "Delegate this.")
+    await runtime.wait_idle(state.thread_id, 10)
+    spans = exporter.get_finished_spans()
+    print("\n" + tree(spans))
+    (run,) = [s for s in spans if s.name == "invoke_agent boss"]
+    assert run.parent is None
+    assert [s.name for s in children(spans, run)] == [
+        "chat boss-1",
+        "execute_tool S",
+        "chat boss-1",
+        "execute_tool subagent_create",
+        "chat boss-1",
+    ]
+    subprompt_call = children(spans, run)[1]
+    assert [s.name for s in children(spans, subprompt_call)] == ["chat boss-1"]
+    assert subprompt_call.attributes is not None
+    assert subprompt_call.attributes["threadloom.tool.kind"] == "subprompt"
+    create_call = children(spans, run)[3]
+    assert create_call.attributes is not None
+    assert create_call.attributes["threadloom.tool.kind"] == "subagent"
+    (child_run,) = children(spans, create_call)
+    assert child_run.name == "invoke_agent child"
+    assert child_run.attributes is not None
+    assert child_run.attributes["threadloom.thread.parent_id"] == state.thread_id
+    assert [s.name for s in children(spans, child_run)] == ["chat child-1", "execute_tool report"]
+    assert {s.context.trace_id for s in spans if s.context} == {run.context.trace_id}

@@ -53,6 +53,10 @@ _ON = frozenset(("1", "true", "on", "yes"))
 _OFF = frozenset(("0", "false", "off", "no"))
 
 
+CHILD_TOOLS = frozenset(("subagent_create", "subagent_message"))
+"""The runtime tools of subagent relationships (names reserved, spec 06 §6.3.1)."""
+
+
 @dataclass(frozen=True)
 class TracingOptions:
     """``Runtime.open(tracing=…)``: ``enabled`` None traces when a tracer provider is
@@ -426,6 +430,8 @@ class Tracing:
         }
         offered = env.offered.get(name)
         kind = getattr(offered, "kind", None)
+        if name in CHILD_TOOLS:  # offered as runtime tools, they start or message a child
+            kind = "subagent"
         if isinstance(kind, str):
             attributes["threadloom.tool.kind"] = kind
         description = getattr(offered, "description", None)
