@@ -6,6 +6,11 @@
 - ``gate-<name>``: waits until the file ``<name>`` exists in ``THREADLOOM_TEST_GATE_DIR``,
   then answers ``passed gate-<name>``;
 - ``help <text>``: starts the ``helper`` subagent (blocking) with ``<text>``;
+- ``notes <text>``: runs the ``notes_prompt`` sub-prompt on ``<text>`` (its model answers
+  ``notes on <text>``, after waiting for a gate when ``<text>`` is ``gate-<name>``) and then
+  answers ``The notes say: …``;
+- ``log-steps <gate>``: calls ``log_steps``, which waits for ``<gate>-1``, logs a row,
+  waits for ``<gate>-2`` and logs another;
 - ``fail``: the model call fails (not retryable), so the run settles ``failed``;
 - anything else: ``echo: <text>``, streamed in small chunks with reasoning first.
 """
@@ -13,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -37,6 +43,10 @@ async def _chat(request: ProviderRequest) -> Reply:
     if last.role == "tool":
         if text.startswith("help "):
             return Reply.text(f"The helper said: {last.text}", chunk_size=6, chunk_delay=0.02)
+        if text.startswith("notes "):
+            return Reply.text(f"The notes say: {last.text}", chunk_size=6, chunk_delay=0.02)
+        if text.startswith("log-steps "):
+            return Reply.text("The steps are logged.")
         order = text.split(" ", 1)[1] if " " in text else "?"
         return Reply.text(f"Order {order} has shipped.", chunk_size=3, chunk_delay=0.03)
     if text.startswith("order "):
@@ -44,6 +54,10 @@ async def _chat(request: ProviderRequest) -> Reply:
     if text.startswith("help "):
         create = {"agent": "helper", "name": "h", "message": text[5:], "attachments": []}
         return Reply.tool_calls(Call("subagent_create", create))
+    if text.startswith("notes "):
+        return Reply.tool_calls(Call("notes_prompt", {"text": text[6:]}))
+    if text.startswith("log-steps "):
+        return Reply.tool_calls(Call("log_steps", {"gate": text[10:]}))
     if text == "fail":
         return Reply.error("The model is unavailable", retryable=False)
     if text == "slow":
@@ -65,6 +79,26 @@ async def _chat(request: ProviderRequest) -> Reply:
     )
 
 
+async def _notes(request: ProviderRequest) -> Reply:
+    text = _last_user(request).strip()
+    try:
+        text = json.loads(text)["text"]
+    except (ValueError, KeyError, TypeError):
+        pass
+    await _wait_for_gate(text)
+    return Reply.text(f"notes on {text}", chunk_size=4, chunk_delay=0.02)
+
+
+async def _wait_for_gate(text: str) -> None:
+    folder = os.environ.get("THREADLOOM_TEST_GATE_DIR")
+    if folder and text.startswith("gate-"):
+        gate = Path(folder) / text
+        for _ in range(1200):
+            if gate.exists():
+                break
+            await asyncio.sleep(0.05)
+
+
 def _helper(request: ProviderRequest) -> Reply:
     return Reply.tool_calls(Call("report", {"summary": f"helped with: {_last_user(request)}"}))
 
@@ -73,6 +107,13 @@ chat_model = Model(
     name="chat_model",
     provider=ScriptedProvider(_chat, record=False),
     model="chat-1",
+    input_price=1.0,
+    output_price=2.0,
+)
+notes_model = Model(
+    name="notes_model",
+    provider=ScriptedProvider(_notes, record=False),
+    model="notes-1",
     input_price=1.0,
     output_price=2.0,
 )

@@ -1,5 +1,9 @@
 """Tools of the browser tests' project."""
 
+import asyncio
+import os
+from pathlib import Path
+
 from threadloom import ThreadState
 from threadloom.define import tool
 
@@ -16,3 +20,23 @@ async def lookup_order(state: ThreadState, order_id: str) -> str:
 def report(summary: str) -> str:
     """Report the outcome and end the helper's session."""
     return "Reported."
+
+
+@tool
+async def log_steps(state: ThreadState, gate: str) -> str:
+    """Wait for the gate file ``<gate>-1``, write an application log row, wait for
+    ``<gate>-2``, write another."""
+    await _wait(f"{gate}-1")
+    await state.log({"name": "steps.first", "message": "first step"})
+    await _wait(f"{gate}-2")
+    await state.log({"name": "steps.second", "message": "second step"})
+    return "logged"
+
+
+async def _wait(gate: str) -> None:
+    folder = os.environ.get("THREADLOOM_TEST_GATE_DIR")
+    if folder:
+        for _ in range(1200):
+            if (Path(folder) / gate).exists():
+                return
+            await asyncio.sleep(0.05)

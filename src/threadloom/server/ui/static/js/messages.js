@@ -1,6 +1,7 @@
 // One message of the conversation as a person reads it (spec 08 §8.2.3): its role, text,
 // folded reasoning, each tool call folded together with its result and status, its
-// attachments, and badges for pending, queued, failed, silent and sub-prompt messages.
+// attachments, and badges for pending, queued, failed and silent messages (thread.js groups
+// sub-prompt messages under their parent).
 import { el, shortTime, fullTime, pretty, bytes } from "./api.js";
 
 export function parseCalls(m) {
@@ -35,7 +36,6 @@ function badges(m) {
     out.push(el("span", { class: "badge badge-failed" }, "failed"));
   }
   if (m.silent) out.push(el("span", { class: "badge" }, "silent"));
-  if (m.depth > 0) out.push(el("span", { class: "badge" }, `sub-prompt · depth ${m.depth}`));
   if (m.prompt) out.push(el("span", { class: "muted small" }, m.prompt));
   return out;
 }

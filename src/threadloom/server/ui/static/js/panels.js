@@ -1,6 +1,7 @@
 // The thread page's other tabs: logs and cost (spec 08 §8.6, §8.7), the child registry
 // (§8.9) and the thread's files (§8.8). Each loads when first shown and refreshes while
-// it is shown as the stream reports changes.
+// it is shown as the stream reports changes; log rows come in the stream itself
+// (`log_data`, spec 09 §9.9.2) and are applied in place.
 import { api, el, clear, timeEl, pretty, bytes, money, toast } from "./api.js";
 
 const LOG_PAGE = 50;
@@ -23,6 +24,8 @@ export class Panels {
     this.loaded = new Set();
     this.logOffset = 0;
     this.refreshTimer = null;
+    this.logRows = new Map(); // log id -> the row as last shown (with its timing)
+    this.logTotal = 0;
     this.subagents = new Map();
     this.expanded = new Set(); // directories open in the file tree
     document.getElementById("logs-refresh").addEventListener("click", () => this.loadLogs());
@@ -101,14 +104,63 @@ export class Panels {
     }
     const open = new Set([...body.querySelectorAll("tr.log-detail")].map((tr) => tr.dataset.logId));
     clear(body);
-    if (!page.logs.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No log rows.")));
+    this.logRows.clear();
+    if (!page.logs.length) body.append(el("tr", { class: "log-empty" }, el("td", { colspan: 8, class: "muted" }, "No log rows.")));
     for (const row of page.logs) {
+      this.logRows.set(row.id, row);
       body.append(this.logRow(row));
       if (open.has(row.id)) this.toggleDetail(row, body.lastChild);
     }
-    document.getElementById("logs-count").textContent = page.total ? `${this.logOffset + 1}–${this.logOffset + page.logs.length} of ${page.total}` : "";
+    this.logTotal = page.total;
+    this.countLogs();
     document.getElementById("logs-prev").disabled = this.logOffset === 0;
     document.getElementById("logs-next").disabled = !page.hasMore;
+  }
+
+  countLogs() {
+    const shown = this.logRows.size;
+    document.getElementById("logs-count").textContent = this.logTotal ? `${this.logOffset + 1}–${this.logOffset + shown} of ${this.logTotal}` : "";
+  }
+
+  // a log row from the stream (an upsert keyed by its id): changed in place, or — on the
+  // first page, when the filters take it — added on top; the timing columns, which the
+  // frame does not carry, are read again once a call completes
+  logChanged(row) {
+    if (!row || !row.id) return;
+    if (this.current !== "logs" || !this.canLogs) return; // read afresh when shown
+    const body = document.getElementById("logs-body");
+    const known = this.logRows.get(row.id);
+    const kindFilter = document.getElementById("logs-kind").value;
+    const kind = row.kind === null ? "llm" : row.kind;
+    const failed = Boolean(row.error || row.app_status === "error");
+    const errorsOnly = document.getElementById("logs-errors").checked;
+    const timing = known ? { latency_ms: known.latency_ms, time_to_first_token_ms: known.time_to_first_token_ms, finish_reason: known.finish_reason } : {};
+    const merged = { ...timing, ...row };
+    if (known) {
+      const tr = body.querySelector(`tr.log-row[data-log-id="${CSS.escape(row.id)}"]`);
+      this.logRows.set(row.id, merged);
+      if (tr) tr.replaceWith(this.logRow(merged));
+    } else if (this.logOffset === 0 && (!kindFilter || kindFilter === kind) && (!errorsOnly || failed)) {
+      body.querySelector("tr.log-empty")?.remove();
+      this.logRows.set(row.id, merged);
+      body.prepend(this.logRow(merged));
+      this.logTotal += 1;
+      this.countLogs();
+    } else {
+      return;
+    }
+    if (row.is_complete && kind === "llm" && merged.latency_ms == null) this.refreshLogsSoon();
+    if (row.is_complete) this.refreshCostSoon();
+  }
+
+  refreshLogsSoon() {
+    clearTimeout(this.logsTimer);
+    this.logsTimer = setTimeout(() => this.loadLogs(), 500);
+  }
+
+  refreshCostSoon() {
+    clearTimeout(this.costTimer);
+    this.costTimer = setTimeout(() => this.loadCost(), 500);
   }
 
   logRow(row) {

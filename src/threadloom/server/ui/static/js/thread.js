@@ -5,14 +5,21 @@ import { api, el, clear, statusPill, threadName, toast, fullTime, failureText } 
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
 import { Panels } from "./panels.js";
+import { Attachments } from "./attachments.js";
+import { Groups } from "./groups.js";
 
 const PAGE = 100;
+// at most this many messages are loaded (and in the DOM): paging back past it lets the
+// newest go, and "Load newer messages" brings them back, so a long history read from
+// end to start costs what a few pages cost
+const WINDOW = 500;
 const page = document.getElementById("thread-page");
 const threadId = page.dataset.threadId;
 const who = document.getElementById("who").dataset;
 const list = document.getElementById("messages");
 const scroller = document.getElementById("conversation");
 const olderButton = document.getElementById("load-older");
+const newerButton = document.getElementById("load-newer");
 const banner = document.getElementById("thread-error");
 const composer = document.getElementById("composer");
 const textarea = document.getElementById("composer-text");
@@ -40,6 +47,7 @@ const records = new Map();
 const callOwner = new Map(); // tool_call_id -> id of the assistant message that made it
 let order = []; // message ids in canonical order (spec 08 §8.2.4)
 let firstIndex = 0; // position of the oldest loaded message in the ascending order
+let lastIndex = null; // position after the newest loaded one; null: the live end is loaded
 let seq = null; // the last stream position applied
 let socket = null;
 let generation = 0;
@@ -48,24 +56,26 @@ let terminated = null;
 let loaded = false;
 
 const panels = new Panels(threadId, who);
-window.threadloom = { records, get seq() { return seq; }, get status() { return status; } };
+window.threadloom = {
+  records,
+  get seq() { return seq; },
+  get status() { return status; },
+  get range() { return { first: firstIndex, last: lastIndex, loaded: records.size }; },
+};
 
 // ---- ordering and DOM placement ------------------------------------------------------
 
-// canonical order (stored messages by created_at, then queue entries), except that a
-// sub-prompt message follows the top-level message it descends from, so it is shown
-// nested under it
-function anchor(m) {
-  let root = m;
-  for (let i = 0; i < 16 && root.parent_id && records.has(root.parent_id); i++) {
-    root = records.get(root.parent_id);
-  }
-  return root;
+// Top-level messages are listed in canonical order (stored messages by created_at, then
+// queue entries); sub-prompt messages (depth > 0) are shown in groups under their parent
+// (groups.js).
+const groups = new Groups({ records, callOwner, list, node: (id) => node(id), order: () => order });
+
+function isNested(m) {
+  return m.depth > 0 && Boolean(m.parent_id);
 }
 
 function key(m) {
-  const root = anchor(m);
-  return [isQueued(m) ? 1 : 0, root.created_at || 0, root === m ? 0 : m.created_at || 0];
+  return [isQueued(m) ? 1 : 0, m.created_at || 0];
 }
 
 function before(a, b) {
@@ -100,10 +110,13 @@ function draw(m) {
   if (hiddenTool(m)) li.hidden = true; // shown inside its call's fold
   const old = node(m.id);
   if (old) {
+    // the sub-prompt groups it holds move to the new rendering
+    const hosted = groups.detach(m.id);
     // keep the folds a reader opened
     const open = [...old.querySelectorAll("details")].map((d) => d.open);
     li.querySelectorAll("details").forEach((d, i) => { if (open[i]) d.open = true; });
     old.replaceWith(li);
+    groups.reattach(hosted);
   }
   return li;
 }
@@ -113,6 +126,8 @@ function insertNode(li, index) {
   const nextNode = nextId ? node(nextId) : null;
   list.insertBefore(li, nextNode);
 }
+
+// ---- records ---------------------------------------------------------------------------
 
 function atBottom() {
   return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
@@ -133,42 +148,53 @@ function upsert(m) {
   records.set(m.id, m);
   if (m.status !== "pending") view.streaming.delete(m.id);
   for (const call of parseCalls(m)) callOwner.set(call.id, m.id);
-  const newKey = key(m);
-  const moved = !oldKey || oldKey.some((v, i) => v !== newKey[i]);
-  if (moved) {
-    if (old) {
-      order.splice(order.indexOf(m.id), 1);
-      node(m.id)?.remove();
-    }
-    const index = place(m);
-    insertNode(draw(m), index);
+  if (isNested(m)) {
+    const li = draw(m);
+    if (!old) groups.add(m, li);
   } else {
-    draw(m);
+    const newKey = key(m);
+    const moved = !oldKey || oldKey.some((v, i) => v !== newKey[i]);
+    if (moved) {
+      if (old) {
+        order.splice(order.indexOf(m.id), 1);
+        node(m.id)?.remove();
+      }
+      const index = place(m);
+      insertNode(draw(m), index);
+      groups.reattach(groups.hostedBy(m.id));
+    } else {
+      draw(m);
+    }
   }
   if (m.role === "tool" && m.tool_call_id) {
     view.toolResults.set(m.tool_call_id, m);
     redrawOwner(m.tool_call_id);
   }
-  if (parseCalls(m).length) {
-    // results that arrived before their call: fold them in now
-    for (const call of parseCalls(m)) {
-      const result = view.toolResults.get(call.id);
-      if (result && node(result.id)) node(result.id).hidden = true;
-    }
+  for (const call of parseCalls(m)) {
+    // results that arrived before their call: fold them (and what they hold) in now
+    const result = view.toolResults.get(call.id);
+    if (result && node(result.id)) node(result.id).hidden = true;
+    if (result) groups.place(result.id);
   }
+  // the parent of a running sub-prompt arrived: its group moves under it
+  groups.place(m.id);
 }
 
 function remove(id) {
   const m = records.get(id);
   if (!m) return;
+  const li = node(id);
+  const hosted = groups.detach(id);
   records.delete(id);
   view.streaming.delete(id);
-  order.splice(order.indexOf(id), 1);
-  node(id)?.remove();
+  if (isNested(m)) groups.leave(m);
+  else order.splice(order.indexOf(id), 1);
+  li?.remove();
   if (m.role === "tool" && m.tool_call_id) {
     view.toolResults.delete(m.tool_call_id);
     redrawOwner(m.tool_call_id);
   }
+  groups.reattach(hosted);
 }
 
 // ---- header, status and composer ----------------------------------------------------
@@ -213,6 +239,7 @@ function applyStatus(next, term) {
   buttons.stop.disabled = !running;
   buttons.continue.disabled = running || terminated !== null;
   buttons.terminate.disabled = terminated !== null;
+  document.getElementById("composer-attach").disabled = terminated !== null;
   if (terminated !== null) {
     textarea.disabled = true;
     sendButton.disabled = true;
@@ -249,6 +276,7 @@ function reset() {
   view.toolLive.clear();
   view.streaming.clear();
   order = [];
+  groups.clear();
   clear(list);
 }
 
@@ -284,7 +312,10 @@ async function loadAll() {
   applyThread(info);
   for (const m of pageData.messages) upsert(m);
   firstIndex = pageData.total - pageData.messages.length;
+  lastIndex = null;
   olderButton.hidden = firstIndex <= 0;
+  newerButton.hidden = true;
+  newerButton.textContent = "Load newer messages";
   seq = pageData.seq;
   loaded = true;
   toBottom();
@@ -304,16 +335,81 @@ async function loadOlder() {
     const height = scroller.scrollHeight;
     const top = scroller.scrollTop;
     for (const m of older.messages) if (!records.has(m.id)) upsert(m);
-    // tool results whose call just arrived fold into it
+    // tool results whose call just arrived fold into it, with their sub-prompt groups
     for (const m of records.values()) if (hiddenTool(m) && node(m.id)) node(m.id).hidden = true;
+    groups.placeAll();
     firstIndex = start;
+    // past the window, the newest go (they are below, out of sight)
+    if (trim(true)) lastIndex = firstIndex + records.size;
     olderButton.hidden = firstIndex <= 0;
+    newerButton.hidden = lastIndex === null;
     scroller.scrollTop = top + (scroller.scrollHeight - height);
   } catch (err) {
     toast(err.message, "error");
   } finally {
     olderButton.disabled = false;
   }
+}
+
+async function loadNewer() {
+  if (lastIndex === null) return;
+  const mine = generation;
+  newerButton.disabled = true;
+  try {
+    const newer = await api(`/api/threads/${threadId}/messages`, {
+      query: { order: "asc", offset: lastIndex, limit: PAGE, ...filterQuery() },
+    });
+    if (mine !== generation) return;
+    if (lastIndex + newer.messages.length >= newer.total) {
+      // back at the live end: read it as on opening (the stream resumes from its seq)
+      await loadAll();
+      return;
+    }
+    for (const m of newer.messages) if (!records.has(m.id)) upsert(m);
+    lastIndex += newer.messages.length;
+    const height = scroller.scrollHeight;
+    const top = scroller.scrollTop;
+    firstIndex += trim(false); // the oldest go, above: keep what is on screen in place
+    scroller.scrollTop = top - (height - scroller.scrollHeight);
+    olderButton.hidden = firstIndex <= 0;
+  } catch (err) {
+    toast(err.message, "error");
+  } finally {
+    newerButton.disabled = false;
+  }
+}
+
+// the loaded messages in the API's order (its pages count them so)
+function loadedInOrder() {
+  return [...records.values()].sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+}
+
+// a message leaves the loaded window (not a deletion: a call keeps its known result)
+function forget(m) {
+  const hosted = groups.detach(m.id);
+  records.delete(m.id);
+  view.streaming.delete(m.id);
+  if (isNested(m)) groups.leave(m);
+  else order.splice(order.indexOf(m.id), 1);
+  node(m.id)?.remove();
+  groups.reattach(hosted);
+}
+
+// keep at most WINDOW messages loaded, letting the newest (fromEnd) or the oldest go;
+// how many went
+function trim(fromEnd) {
+  const loaded = loadedInOrder();
+  const extra = loaded.length - WINDOW;
+  if (extra <= 0) return 0;
+  const gone = fromEnd ? loaded.slice(loaded.length - extra).reverse() : loaded.slice(0, extra);
+  for (const m of gone) forget(m);
+  // a tool result whose call left is shown on its own
+  for (const m of records.values()) {
+    const li = m.role === "tool" ? node(m.id) : null;
+    if (li && li.hidden && !hiddenTool(m)) li.hidden = false;
+  }
+  groups.placeAll();
+  return extra;
 }
 
 // ---- the stream ------------------------------------------------------------------------
@@ -324,6 +420,7 @@ function streamUrl() {
   if (options.silent.checked) q.set("includeSilent", "true");
   if (options.subprompts.checked) q.set("depth", "10");
   if (options.reasoning.checked) q.set("reasoning", "true");
+  if (who.logs === "true") q.set("logs", "true"); // log_data frames keep the Logs tab live
   return `/api/threads/${threadId}/stream?${q}`;
 }
 
@@ -347,6 +444,11 @@ function onFrame(frame) {
       applyStatus(frame.status, frame.terminated);
       break;
     case "message_data":
+      // beyond the loaded window (the newest were let go): "Load newer messages" has it
+      if (lastIndex !== null && !records.has(frame.data.id)) {
+        newerButton.textContent = "Load newer messages (new ones arrived)";
+        break;
+      }
       upsert(frame.data);
       break;
     case "message_chunk":
@@ -361,6 +463,9 @@ function onFrame(frame) {
     case "resync":
       loadAll();
       return;
+    case "log_data":
+      panels.logChanged(frame.data);
+      break;
     case "subagent_updated":
       panels.subagentUpdated(frame.data);
       break;
@@ -416,23 +521,37 @@ function composerNote(text, kind) {
   note.hidden = !text;
 }
 
+const files = new Attachments({
+  form: composer,
+  textarea,
+  button: document.getElementById("composer-attach"),
+  input: document.getElementById("composer-file-input"),
+  list: document.getElementById("composer-files"),
+  note: composerNote,
+  enabled: () => !textarea.disabled,
+});
+
 composer.addEventListener("submit", async (event) => {
   event.preventDefault();
   const content = textarea.value;
-  if (!content.trim() || textarea.disabled) return;
+  if ((!content.trim() && !files.count) || textarea.disabled) return;
   sendButton.disabled = true;
   try {
+    const attachments = await files.payload();
     await api(`/api/threads/${threadId}/messages`, {
       method: "POST",
       body: {
         content,
         role: document.getElementById("composer-role").value,
+        ...(attachments.length ? { attachments } : {}),
         metadata: { client_message_id: crypto.randomUUID() },
       },
     });
     textarea.value = "";
+    files.sent(attachments.length);
     composerNote("");
     textarea.focus();
+    if (lastIndex !== null) loadAll(); // reading far back: go to the end, where it is
   } catch (err) {
     if (err.status === 423) applyStatus(status, err.body.terminated);
     else composerNote(`Not sent: ${err.message}`, "error");
@@ -471,8 +590,11 @@ buttons.terminate.addEventListener("click", () => {
   if (confirm("Terminate this thread? It will accept no new messages.")) act("terminate");
 });
 olderButton.addEventListener("click", loadOlder);
+newerButton.addEventListener("click", loadNewer);
 scroller.addEventListener("scroll", () => {
   if (scroller.scrollTop < 40 && loaded && firstIndex > 0 && !olderButton.disabled) loadOlder();
+  const nearEnd = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+  if (nearEnd && loaded && lastIndex !== null && !newerButton.disabled) loadNewer();
 });
 for (const box of Object.values(options)) box.addEventListener("change", () => { seq = null; loadAll(); });
 

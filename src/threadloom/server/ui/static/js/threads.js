@@ -4,6 +4,8 @@ import { api, el, clear, timeEl, statusPill, threadName, toast, failureText } fr
 import { LiveSocket } from "./socket.js";
 
 const PAGE = 50;
+// the form's filters, as GET /api/threads names them (`tag`: an exact tag, done by the store)
+const FILTERS = ["agent_id", "status", "tag", "search", "user_id", "parent"];
 const who = document.getElementById("who").dataset;
 const isAdmin = who.admin === "true";
 const body = document.getElementById("threads-body");
@@ -20,7 +22,7 @@ let reloadTimer = null;
 
 function readUrl() {
   const params = new URLSearchParams(location.search);
-  for (const name of ["agent_id", "status", "search", "user_id", "parent"]) {
+  for (const name of FILTERS) {
     const field = filters.elements[name];
     if (field) field.value = params.get(name) || "";
   }
@@ -29,7 +31,7 @@ function readUrl() {
 
 function query() {
   const q = { limit: PAGE, offset, sort: "activity" };
-  for (const name of ["agent_id", "status", "search", "user_id", "parent"]) {
+  for (const name of FILTERS) {
     const value = filters.elements[name]?.value;
     if (value) q[name] = value;
   }
@@ -57,6 +59,25 @@ function failureLine(status) {
   return why ? el("div", { class: "failure-line small" }, why) : null;
 }
 
+// the tags seen so far, offered by the tag filter (a datalist: typing still works)
+const knownTags = new Set();
+function suggestTags(threads) {
+  const list = document.getElementById("known-tags");
+  for (const t of threads) {
+    for (const tag of t.tags || []) {
+      if (knownTags.has(tag) || knownTags.size >= 500) continue;
+      knownTags.add(tag);
+      list.append(el("option", { value: tag }));
+    }
+  }
+}
+
+// a tag filters the list by itself (exactly) when followed
+function tagLink(tag) {
+  const params = new URLSearchParams({ tag });
+  return el("a", { class: "tag", href: `/?${params}`, title: `Only threads tagged ${tag}`, dataset: { tag } }, tag);
+}
+
 function row(t) {
   const name = threadName(t);
   const agentName = t.agent_id || t.agent_name;
@@ -72,7 +93,7 @@ function row(t) {
     el("td", { class: "status-cell" }, statusPill(t.status, t.terminated), failureLine(t.status)),
     el("td", { class: "preview" }, t.last_message_preview || el("span", { class: "muted" }, "no message yet")),
     el("td", {}, userCell(t.user_id)),
-    el("td", {}, (t.tags || []).map((tag) => el("span", { class: "tag" }, tag))),
+    el("td", {}, (t.tags || []).map(tagLink)),
     el("td", {}, timeEl(t.created_at, "s")),
     el("td", { class: "activity" }, timeEl(t.last_activity_at, "s", true)),
   );
@@ -97,6 +118,7 @@ async function load() {
     body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No threads match.")));
   }
   for (const t of page.threads) body.append(row(t));
+  suggestTags(page.threads);
   const last = offset + page.threads.length;
   count.textContent = total ? `${offset + 1}–${last} of ${total}` : "0 threads";
   prev.disabled = offset === 0;
@@ -190,12 +212,23 @@ filters.addEventListener("submit", (event) => {
   load();
 });
 let typing = null;
-filters.elements.search.addEventListener("input", () => {
-  clearTimeout(typing);
-  typing = setTimeout(() => {
-    offset = 0;
-    load();
-  }, 300);
+for (const name of ["search", "tag"]) {
+  filters.elements[name].addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      offset = 0;
+      load();
+    }, 300);
+  });
+}
+body.addEventListener("click", (event) => {
+  // following a tag filters in place (the URL keeps it, as for the form)
+  const link = event.target.closest("a.tag");
+  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  filters.elements.tag.value = link.dataset.tag;
+  offset = 0;
+  load();
 });
 prev.addEventListener("click", () => {
   offset = Math.max(0, offset - PAGE);
