@@ -1,45 +1,30 @@
-"""Who runs which thread: the start gate, the end-of-run check, stop/interrupt/terminate,
-and graceful shutdown (spec 04 §4.7, §4.20).
+"""Who runs which thread: the start gate, the entry points (send, continue, stop) and
+graceful shutdown (spec 04 §4.7, §4.20).
 
 One asyncio task per running thread, never two (the start gate). Every entry point that
 might start a run goes through :meth:`RunManager.start`; an active run satisfies the
-request by delivering the queue at its next step.
+request by delivering the queue at its next step. How a run ends — the end-of-run check,
+an abort and its settlement, a lost run — is ``engine/ending.py``, whose functions are
+the manager's methods of the same names.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
-from threadloom.engine import results
-from threadloom.engine.loop import RUN_FAILED, Run
+from threadloom.engine import ending, results
+from threadloom.engine.loop import Run
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
-from threadloom.errors import (
-    InvalidArgument,
-    LeaseLost,
-    ThreadBusy,
-    ThreadNotFound,
-    ThreadTerminated,
-)
-from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
-from threadloom.store.base import (
-    LOST_RUN,
-    Fence,
-    RunBegin,
-    RunEnd,
-    Settlement,
-    StoredEvent,
-    ThreadRow,
-)
-from threadloom.store.fence import current_fence
+from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.records import Message, QueueEntry, ThreadStatus, new_id
+from threadloom.store.base import Fence, RunBegin, StoredEvent, ThreadRow
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
@@ -48,8 +33,6 @@ from threadloom.thread.validate import check_queue
 if TYPE_CHECKING:
     from threadloom.engine.telemetry import Tracing
     from threadloom.providers.base import ProviderRegistry
-
-logger = logging.getLogger("threadloom.engine")
 
 
 @dataclass(frozen=True)
@@ -68,60 +51,6 @@ class EngineOptions:
     """How long a model request may run before its pending message is committed; an
     answer that comes sooner is stored with it in one commit (``engine/pending.py``).
     0 commits every pending message before its request is sent."""
-
-
-@dataclass(frozen=True)
-class AbortKind:
-    reason: str
-    note: str
-    log_error: str
-    log_error_type: str
-    write_note: bool
-    status_kind: str | None
-
-
-ABORTS: Mapping[str, AbortKind] = {
-    "aborted_by_user": AbortKind(
-        "aborted_by_user",
-        "Execution stopped by user",
-        "Interrupted by user",
-        "user_interrupted",
-        True,
-        "stopped_by_user",
-    ),
-    "interrupted": AbortKind(
-        "interrupted",
-        "Execution interrupted by a new message",
-        "Interrupted by user",
-        "user_interrupted",
-        False,
-        None,
-    ),
-    "terminated": AbortKind(
-        "terminated",
-        "Thread terminated",
-        "Thread terminated",
-        "user_interrupted",
-        True,
-        "terminated",
-    ),
-    "aborted": AbortKind(
-        "aborted",
-        "Execution aborted: the runtime is shutting down",
-        "Execution aborted: the runtime is shutting down",
-        "interrupted_incomplete",
-        False,
-        None,
-    ),
-}
-
-
-def _unfence(run: Run) -> None:
-    """Stop fencing the current task's writes with ``run``'s lease, now released (the
-    writes that follow a run's end — a hand-off note, a one-shot child's end — are no
-    execution's)."""
-    if run.fence is not None and current_fence.get() is run.fence:
-        current_fence.set(None)
 
 
 def _wake(waiter: asyncio.Future[None], _task: object) -> None:
@@ -357,230 +286,18 @@ class RunManager:
                 await self.hub.publish_events([event])
         return projected
 
-    async def end_of_run(self, run: Run, reason: str) -> bool:
-        """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
-        tid = run.thread_id
-        if run.ended is not None:  # committed with the run's last message (finish_run)
-            settled = run.ended[1]
-            if settled:
-                _unfence(run)
-                self.release(run)
-            else:
-                run.ended = None
-            return not settled
-        prepared = await results.prepare(self, run.row, run.session_result(reason))
-        one_shot = prepared is not None and not prepared.entry.resumable
-        async with self.hub.lock(tid):
-            async with self._parent_lock(prepared):
-                settled, events = await self.hub.store.end_run(
-                    tid,
-                    reason,
-                    (run.session["a"], run.session["b"]),
-                    not (self.closing or one_shot),
-                    prepared.delivery if prepared is not None else None,
-                    run.failure,
-                )
-                await self.hub.publish_events(events)
-            if settled:
-                run.finished = True
-                self._runs.pop(tid, None)
-                _unfence(run)  # the lease is released: later writes are no execution's
-        await results.finish(self, run.row, prepared)
-        return not settled
-
-    def release(self, run: Run) -> None:
-        """Forget a run whose end-of-run check settled with its last message; wakes that
-        arrived meanwhile start the next run."""
-        run.finished = True
-        if self._runs.get(run.thread_id) is run:
-            del self._runs[run.thread_id]
-        if run.rewake:
-            run.rewake = False
-            self.wake(run.thread_id)
-
-    async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message:
-        """Finalise the run's last model message with its LLM row and commit the end-of-run
-        check with them (one transaction), when the step is known to end the run with
-        ``reason`` and no update hook runs (see ``Run.ends_with``)."""
-        async with self.hub.lock(run.thread_id):
-            return await self.finish_run_locked(run, message, log, reason)
-
-    async def finish_run_locked(
-        self, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
-    ) -> Message:
-        """``finish_run`` under the thread's write lock, which the caller holds; ``new``:
-        the message and its row are inserted (``Store.finish_run``). Publishes, in commit
-        order, the log and the message, then the step's ``step_completed`` and
-        ``stopped`` telemetry, then the settled status, as a separate end-of-run check
-        would."""
-        tid = run.thread_id
-        end = RunEnd(reason, (0, 0), not self.closing)
-        stored, log, settled, events = await self.hub.store.finish_run(
-            tid, message, log, end, new=new
-        )
-        pair, status = events[:2], events[2:]
-        stored = (await self.hub.project(tid, [stored]))[0]
-        for event in pair:
-            if event.kind == "log":
-                self.hub.publish_log(tid, event.seq, log)
-            else:
-                self.hub.publish_message(event, stored)
-        if run.listened:
-            run.publish_telemetry("step_completed", step=run.run_steps, stopped=True)
-            run.publish_telemetry("stopped", reason=reason, side=run.side)
-        await self.hub.publish_events(status)
-        run.ended = (reason, settled)
-        return stored
-
-    def _parent_lock(self, prepared: results.Prepared | None) -> Any:
-        """The parent's write lock for a delivery (always taken child first, then parent)."""
-        if prepared is None:
-            return contextlib.nullcontext()
-        return self.hub.lock(prepared.delivery.parent_id)
-
-    # -- aborting ----------------------------------------------------------------------
-    async def abort(self, thread_id: str, reason: str) -> bool:
-        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled. Where
-        several nodes share the store, a run of another node is aborted by its owner (or,
-        when the owner is dead, settled here) as spec 12 §12.5 says."""
-        run = self._runs.get(thread_id)
-        if run is None or run.task is None:
-            if self.hub.store.shared and self.remote_abort is not None:
-                return await self.remote_abort(thread_id, reason)
-            return False
-        if run.abort_reason is None:
-            run.abort_reason = reason
-            run.task.cancel()
-        await asyncio.wait([run.task])
-        if run.finished or run.settled:
-            return False
-        await self.settle(run, reason)
-        return True
-
-    async def settle(self, run: Run, reason: str) -> None:
-        """Commit the settlement of an aborted run: records first, status last."""
-        kind = ABORTS[reason]
-        tid = run.thread_id
-        run.settled = True
-        prepared = await results.prepare(self, run.row, results.abort_result(reason, run.agent))
-        await self.hub.store.set_session_turns(tid, run.session["a"], run.session["b"])
-        settlement = Settlement(
-            since=run.started_at,
-            partial_text=run.partial_texts(),
-            tool_result_text=kind.note,
-            log_error=kind.log_error,
-            log_error_type=kind.log_error_type,
-            note=kind.note if kind.write_note else None,
-            note_status_kind=kind.status_kind,
-            reason=None if reason == "interrupted" else reason,
-            delivery=prepared.delivery if prepared is not None else None,
-        )
-        async with self.hub.lock(tid):
-            async with self._parent_lock(prepared):
-                fence = current_fence.set(run.fence)  # the owner's writes, from any task
-                try:
-                    events = await self.hub.store.settle_run(tid, settlement)
-                except LeaseLost:  # taken over meanwhile: the new owner settles it
-                    events = []
-                    prepared = None
-                finally:
-                    current_fence.reset(fence)
-                await self.hub.publish_events(events)
-            self._runs.pop(tid, None)
-        _unfence(run)
-        if reason == "aborted" and events:
-            logger.error(
-                "thread %s (agent %s): the run failed: the runtime shut down before it"
-                " finished; settled failed/aborted",
-                tid,
-                run.agent.name,
-                extra=RUN_FAILED,
-            )
-        await results.finish(self, run.row, prepared)
-        if run.listened:
-            run.publish_telemetry("stopped", reason=reason, side=run.side)
-        if reason == "aborted_by_user":
-            self.hub.publish(tid, "stopped_by_user", None, {})
-        if reason == "interrupted" and await self.start(tid, keep_status=True) is None:
-            async with self.hub.lock(tid):
-                event = await self.hub.store.set_status(
-                    tid, ThreadStatus.settled("interrupted", self.hub.clock())
-                )
-                await self.hub.publish_events([event])
-
-    async def settle_lost(
-        self, thread_id: str, reason: str = "execution_lost"
-    ) -> tuple[Any, results.Prepared | None] | None:
-        """Settle the thread's run when no live node runs it (spec 12 §12.6.3), taking
-        its lease: ``execution_lost``, or the abort a user asked for (spec 12 §12.5 rule
-        4); returns what ``results.finish`` then delivers, ``None`` when nothing was
-        settled (not running, or a live node holds it)."""
-        row = await self.hub.store.get_thread(thread_id)
-        if row is None:
-            return None
-        settlement = LOST_RUN
-        if reason != "execution_lost":
-            kind = ABORTS[reason]
-            settlement = replace(
-                LOST_RUN,
-                tool_result_text=kind.note,
-                log_error=kind.log_error,
-                log_error_type=kind.log_error_type,
-                note=kind.note if kind.write_note else None,
-                note_status_kind=kind.status_kind,
-                reason=reason,
-            )
-        # a lost child run's session result reaches its parent (spec 06 §6.11)
-        prepared = await results.prepare(self, row, results.abort_result(reason))
-        delivery = prepared.delivery if prepared is not None else None
-        async with self.hub.lock(thread_id):
-            events = await self.hub.store.settle_run(
-                thread_id, replace(settlement, delivery=delivery)
-            )
-            await self.hub.publish_events(events)
-        if not events:
-            return None
-        if reason == "execution_lost":
-            logger.error(
-                "thread %s (agent %s): the run failed: it was lost when the process running"
-                " it stopped; settled failed/execution_lost",
-                thread_id,
-                row.agent_id,
-                extra=RUN_FAILED,
-            )
-        if reason == "aborted_by_user":
-            self.hub.publish(thread_id, "stopped_by_user", None, {})
-        return row, prepared
-
-    def lease_lost(self, run: Run) -> None:
-        """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3): another node
-        took the thread over, or it was deleted. The run ends here, writing nothing more."""
-        logger.warning("thread %s: lease lost, its execution stops here", run.thread_id)
-        run.finished = True
-        if self._runs.get(run.thread_id) is run:
-            del self._runs[run.thread_id]
-
-    def drop_all(self) -> None:
-        """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it (the
-        node cannot write; another node settles it as lost) and start none until
-        ``fenced`` is lifted."""
-        self.fenced = True
-        for run in list(self._runs.values()):
-            run.finished = True
-            if run.task is not None:
-                run.task.cancel()
-        self._runs.clear()
-
-    async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
-        run = self._runs.get(thread_id)
-        if run is None:
-            if self.hub.store.shared and self.remote_abort is not None:
-                await self.remote_abort(thread_id, reason)
-            return
-        if from_inside:
-            run.terminate_requested = True  # the run ends at its next checkpoint
-            return
-        await self.abort(thread_id, reason)
+    # -- ending (engine/ending.py) -----------------------------------------------------
+    # functions of the manager, bound here as its methods: no call layer in between
+    end_of_run = ending.end_of_run
+    release = ending.release
+    finish_run = ending.finish_run
+    finish_run_locked = ending.finish_run_locked
+    abort = ending.abort
+    settle = ending.settle
+    settle_lost = ending.settle_lost
+    lease_lost = ending.lease_lost
+    drop_all = ending.drop_all
+    _terminate_hook = ending.terminate_hook
 
     # -- entry points ------------------------------------------------------------------
     async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
