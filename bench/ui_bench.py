@@ -12,7 +12,8 @@ opens the pages:
 
 - thread: from ``page.goto`` to the newest message on screen (the newest page, 100
   messages), then "older pages on demand": each click on "Load older messages" until the
-  next 100 are on screen;
+  next 100 are on screen; then ``--deep`` more clicks, reading far back, with the number of
+  messages in the DOM after each (the page keeps at most 500 loaded);
 - list: from ``page.goto("/")`` to the first page of 50 rows, the next page ("Older"), and
   a deep page (``/?offset=<threads - 50>``).
 
@@ -143,7 +144,13 @@ def row(name: str, samples: list[float], floor: list[float] | None) -> list[str]
     ]
 
 
-def measure(base: str, thread: str, threads: int, repeat: int) -> None:
+def first_index(page: Any) -> int:
+    """The position of the oldest message the thread page holds (its ``range``)."""
+    value: int = page.evaluate("() => window.threadloom.range.first")
+    return value
+
+
+def measure(base: str, thread: str, threads: int, repeat: int, far: int) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -161,16 +168,22 @@ def measure(base: str, thread: str, threads: int, repeat: int) -> None:
 
             newest.append(timed(open_thread))
         shown = page.locator("li.msg").count()
-        older: list[float] = []
-        for _ in range(repeat):
-            before = page.locator("li.msg").count()
+        start = first_index(page)
 
-            def load_older(before: int = before) -> None:
-                page.get_by_role("button", name="Load older messages").click()
-                page.locator("li.msg").nth(before).wait_for(state="attached")
+        def load_older() -> None:
+            first = page.locator("#messages > li.msg").first.get_attribute("data-id") or ""
+            page.get_by_role("button", name="Load older messages").click()
+            expect(page.locator("#messages > li.msg").first).not_to_have_attribute("data-id", first)
 
-            older.append(timed(load_older))
-        after = page.locator("li.msg").count()
+        older = [timed(load_older) for _ in range(repeat)]
+        back = start - first_index(page)
+        deep_pages: list[float] = []
+        in_dom: list[int] = []
+        for _ in range(far):
+            if page.get_by_role("button", name="Load older messages").is_hidden():
+                break
+            deep_pages.append(timed(load_older))
+            in_dom.append(page.locator("li.msg").count())
 
         first: list[float] = []
         for _ in range(repeat):
@@ -217,13 +230,18 @@ def measure(base: str, thread: str, threads: int, repeat: int) -> None:
             )
 
     print()
-    print(f"Thread of the long history: {shown} messages on screen first, {after} after")
-    print(f"{repeat} clicks on 'Load older messages'; the list holds {threads + 1} threads.")
+    print(
+        f"Thread of the long history: {shown} messages on screen first, {back} older ones "
+        f"read with {repeat} clicks on 'Load older messages', then {len(deep_pages)} more pages "
+        f"back with at most {max(in_dom, default=0)} messages in the DOM; the list holds "
+        f"{threads + 1} threads."
+    )
     print()
     headers = ["view", "median ms", "worst ms", "API alone ms", "ratio"]
     rows = [
         row("thread: newest page on screen", newest, api_messages),
         row("thread: each older page", older, api_messages),
+        row(f"thread: older pages, {len(deep_pages)} more back", deep_pages or [0.0], api_messages),
         row("list: first page (50 rows)", first, api_threads),
         row("list: next page", following, api_threads),
         row(f"list: deep page (offset {threads + 1 - 50})", deep, api_deep),
@@ -237,8 +255,13 @@ def measure(base: str, thread: str, threads: int, repeat: int) -> None:
     )
     print(f"goal: only a page is read first ({shown} <= 100): {verdict(shown <= 100)}")
     print(
-        f"goal: older pages on demand ({after - shown} more after {repeat} clicks): "
-        f"{verdict(after - shown == 100 * repeat)}"
+        f"goal: older pages on demand ({back} more after {repeat} clicks): "
+        f"{verdict(back == 100 * repeat)}"
+    )
+    bounded = max(in_dom, default=0)
+    print(
+        f"goal: the DOM stays bounded reading far back (at most {bounded} messages after "
+        f"{len(deep_pages)} more pages, <= 500): {verdict(bool(deep_pages) and bounded <= 500)}"
     )
     print(
         f"goal: every list page on screen < {GOAL_MS:.0f} ms (worst {worst_list:.0f} ms): "
@@ -251,6 +274,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--deep", type=int, default=20, help="pages read further back")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: apt-get install -y chromium (as root)")
@@ -263,7 +287,7 @@ def main() -> None:
         try:
             print(f"bench-ui: {cpu_model()}, {os.cpu_count()} cores; chromium {CHROMIUM}")
             print(f"{args.messages} messages in one thread, {args.threads} other threads")
-            measure(f"http://127.0.0.1:{port}", thread, args.threads, args.repeat)
+            measure(f"http://127.0.0.1:{port}", thread, args.threads, args.repeat, args.deep)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

@@ -9,6 +9,7 @@ chromium (Playwright, launched as the browser tests launch it) into ``docs/ui/``
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import re
 import socket
@@ -34,6 +35,38 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def chart_png() -> bytes:
+    """A small bar chart as a PNG, made here (an attachment in the screenshots)."""
+    import struct
+    import zlib
+
+    width, height = 96, 64
+    bars = [20, 44, 32, 58, 40, 50]
+    rows = []
+    for y in range(height):
+        line = bytearray(b"\x00")
+        for x in range(width):
+            bar = x // 16
+            inside = x % 16 >= 3 and height - y <= bars[bar]
+            line += bytes((59, 91, 219) if inside else (247, 247, 249))
+        rows.append(bytes(line))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"".join(rows)))
+        + chunk(b"IEND", b"")
+    )
+
+
+CHART = base64.b64encode(chart_png()).decode()
 
 
 def free_port() -> int:
@@ -80,7 +113,8 @@ def settle(client: httpx.Client, thread: str) -> None:
 
 
 def thread(client: httpx.Client, name: str, *messages: str, wait: bool = True) -> str:
-    created = client.post("/api/threads", json={"agent_id": "chat", "tags": [f"name:{name}"]})
+    tags = [f"name:{name}", "team:support"]
+    created = client.post("/api/threads", json={"agent_id": "chat", "tags": tags})
     created.raise_for_status()
     tid: str = created.json()["threadId"]
     for text in messages:
@@ -97,14 +131,21 @@ def seed(base: str) -> dict[str, str]:
             "subagent": thread(client, "Invoice question", "help with the invoice of May"),
             "failed": thread(client, "Model outage", "fail"),
             "main": thread(client, "Order A-1001", "hello there", "order A-1001"),
+            "notes": thread(client, "Release notes", "notes the release of May"),
         }
+        picture = {"name": "chart.png", "mimeType": "image/png", "data": CHART}
+        client.post(
+            f"/api/threads/{threads['notes']}/messages",
+            json={"content": "and this chart", "attachments": [picture]},
+        ).raise_for_status()
+        settle(client, threads["notes"])
         client.post(f"/api/threads/{threads['terminated']}/terminate").raise_for_status()
         threads["running"] = thread(client, "Long answer", "slow", wait=False)
         return threads
 
 
 def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list[Path]:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import FilePayload, expect, sync_playwright
 
     made: list[Path] = []
 
@@ -143,6 +184,15 @@ def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list
             page.get_by_role("button", name=re.compile("A-1001.json")).click()
             expect(page.locator("#file-preview pre")).to_be_visible()
             save(page, "files")
+            page.goto(f"/threads/{threads['notes']}")
+            page.get_by_label("Show sub-prompt messages").check()
+            expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")
+            page.locator("#messages > li.msg-assistant details.tool summary").first.click()
+            expect(page.locator("details.subprompt li.msg-assistant")).to_be_visible()
+            draft: FilePayload = {"name": "draft.txt", "mimeType": "text/plain", "buffer": b"draft"}
+            page.locator("#composer-file-input").set_input_files([draft])
+            page.get_by_label("Message", exact=True).fill("Thanks, and here is my draft")
+            save(page, "subprompt")
             page.goto(f"/threads/{threads['subagent']}#subagents")
             expect(page.locator("#subagents-body a").first).to_be_visible()
             save(page, "subagents")

@@ -263,7 +263,7 @@ def test_the_list_is_live_and_a_failed_run_stands_out(local_server: Server, visi
     for state in page.locator("#threads-body .status").all():
         expect(state).to_have_attribute("data-state", "failed")
     # the thread page says why, in its header
-    row.get_by_role("link").click()
+    row.locator("a.thread-link").click()
     expect(page.locator("#run-status")).to_have_attribute("data-state", "failed")
     expect(page.locator("li.msg-user")).to_contain_text("fail")
     failure = page.locator("#run-failure")

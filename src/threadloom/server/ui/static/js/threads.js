@@ -230,11 +230,15 @@ body.addEventListener("click", (event) => {
   offset = 0;
   load();
 });
+// paging reads the filters as typed: a reload still waiting for the typing to pause
+// would take the list back to its first page
 prev.addEventListener("click", () => {
+  clearTimeout(typing);
   offset = Math.max(0, offset - PAGE);
   load();
 });
 next.addEventListener("click", () => {
+  clearTimeout(typing);
   offset += PAGE;
   load();
 });
