@@ -411,3 +411,78 @@ def test_tool_result_attachments() -> None:
     assert result.attachments == [ref, new]
     with pytest.raises(ValueError):
         Attachment(data=b"", name="x", mime_type="image/png", width=0)
+
+
+def test_c04_113_a_google_args_section_describes_the_parameters() -> None:
+    """C04-113: the text before the sections is the description; each documented
+    parameter is described in the schema; an Annotated description wins; an explicit
+    ``description=`` replaces the text but keeps the parameters described."""
+
+    def lookup(
+        order_id: str,
+        verbose: bool = False,
+        note: Annotated[str, Field(description="kept")] = "",
+    ) -> str:
+        """Look an order up.
+
+        Reads the order store.
+
+        Args:
+            order_id: The order's id,
+                like A-1001.
+            verbose: Whether to say more.
+            note: Not this text.
+
+        Returns:
+            The order's state.
+        """
+        return order_id
+
+    definition = tool(lookup).tool_definition
+    assert definition.description == "Look an order up.\n\nReads the order store."
+    properties = definition.parameters["properties"]
+    assert properties["order_id"]["description"] == "The order's id, like A-1001."
+    assert properties["verbose"]["description"] == "Whether to say more."
+    assert properties["note"]["description"] == "kept"
+    assert definition.parameters["required"] == ["order_id"]
+    explicit = tool(description="Find an order.")(lookup).tool_definition
+    assert explicit.description == "Find an order."
+    assert explicit.parameters["properties"]["verbose"]["description"] == "Whether to say more."
+
+
+def test_c04_114_numpy_and_rest_sections_and_a_docstring_without_one() -> None:
+    """C04-114: NumPy and reST parameter sections describe ``x`` too; a docstring without
+    a parameter section is the description whole, and describes no parameter."""
+
+    def numpy_style(x: int) -> int:
+        """Double a number.
+
+        Parameters
+        ----------
+        x : int
+            The number.
+        """
+        return 2 * x
+
+    def rest_style(x: int) -> int:
+        """Double a number.
+
+        :param x: The number.
+        """
+        return 2 * x
+
+    def prose(x: int) -> int:
+        """Double a number.
+
+        Args in prose are not a section: x is any integer."""
+        return 2 * x
+
+    for fn in (numpy_style, rest_style):
+        definition = tool(fn).tool_definition
+        assert definition.description == "Double a number."
+        assert definition.parameters["properties"]["x"]["description"] == "The number."
+    plain = tool(prose).tool_definition
+    assert plain.description == (
+        "Double a number.\n\nArgs in prose are not a section: x is any integer."
+    )
+    assert "description" not in plain.parameters["properties"]["x"]

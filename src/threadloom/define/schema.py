@@ -14,9 +14,10 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 
 def empty_object_schema() -> dict[str, Any]:
@@ -113,14 +114,25 @@ def resolve_annotation(
     )[name]
 
 
+def _has_description(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``Annotated[…]`` with a ``Field`` that has a description."""
+    if get_origin(annotation) is not Annotated:
+        return False
+    return any(
+        isinstance(extra, FieldInfo) and extra.description for extra in get_args(annotation)[1:]
+    )
+
+
 def derive_arguments(
     fn: Callable[..., Any],
     tool_name: str,
     parameters: list[inspect.Parameter],
     localns: Mapping[str, Any],
     problems: list[str],
+    documented: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Arguments model, field map and JSON schema for the non-state parameters (§4.5.2)."""
+    """Arguments model, field map and JSON schema for the non-state parameters (§4.5.2);
+    ``documented`` describes parameters whose annotation has no description of its own."""
     known_problems = len(problems)
     resolved: list[tuple[inspect.Parameter, Any]] = []
     for parameter in parameters:
@@ -165,10 +177,14 @@ def derive_arguments(
     fields: list[tuple[str, str, bool]] = []
     for index, (parameter, annotation) in enumerate(resolved):
         field_name = f"p{index}"  # aliases carry the real names: any identifier is allowed
-        if parameter.default is parameter.empty:
-            info = Field(alias=parameter.name)
+        described = (documented or {}).get(parameter.name)
+        if described is not None and _has_description(annotation):
+            described = None  # Annotated[..., Field(description=...)] wins
+        default = ... if parameter.default is parameter.empty else parameter.default
+        if described is None:  # no description=None: it would hide an Annotated one
+            info = Field(default, alias=parameter.name)
         else:
-            info = Field(default=parameter.default, alias=parameter.name)
+            info = Field(default, alias=parameter.name, description=described)
         definitions[field_name] = (annotation, info)
         fields.append((field_name, parameter.name, parameter.kind == positional_only))
     try:

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from threadloom.define import docstrings
 from threadloom.define.agent import NAME_PATTERN
 from threadloom.define.schema import (
     derive_arguments,
@@ -224,11 +225,19 @@ def _is_state_parameter(parameter: inspect.Parameter) -> bool:
     return bool(_STATE_NAME.search(text if isinstance(text, str) else repr(annotation)))
 
 
-def _description(fn: Callable[..., Any], description: str | None) -> str:
-    if description is not None and description.strip():
-        return description.strip()
+def _description(fn: Callable[..., Any], description: str | None) -> tuple[str, dict[str, str]]:
+    """The tool's description and its parameters' descriptions (§4.5.1): ``description``
+    when given, else the docstring; a docstring with a parameter section (Google ``Args:``,
+    NumPy ``Parameters``, reST ``:param x:``) gives the text before its sections as the
+    tool's description and each documented parameter's text as that parameter's."""
     doc = getattr(fn, "__doc__", None)
-    return inspect.cleandoc(doc).strip() if isinstance(doc, str) else ""
+    text = inspect.cleandoc(doc).strip() if isinstance(doc, str) else ""
+    documented = docstrings.parameters(text)
+    if description is not None and description.strip():
+        return description.strip(), documented.descriptions
+    if documented.descriptions:
+        return documented.summary, documented.descriptions
+    return text, {}
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -261,7 +270,7 @@ def build_tool_definition(
         raise TypeError("@tool: progress_argument must be a string")
 
     problems: list[str] = []
-    text = _description(fn, description)
+    text, documented = _description(fn, description)
     if not text:
         problems.append("has no description (write a docstring or pass description=)")
     base = ToolDefinition(
@@ -281,7 +290,7 @@ def build_tool_definition(
     takes_state = bool(parameters) and _is_state_parameter(parameters[0])
     if takes_state:
         parameters = parameters[1:]
-    schema = derive_arguments(fn, tool_name, parameters, localns or {}, problems)
+    schema = derive_arguments(fn, tool_name, parameters, localns or {}, problems, documented)
     return replace(base, takes_state=takes_state, problems=tuple(problems), **schema)
 
 
