@@ -258,7 +258,7 @@ def test_v18_provider_registered_only_when_names_are_given() -> None:
     )
     defs.validate()
     assert problems(defs, providers=["scripted"]) == [
-        'explicit: Model "A": provider "openai" is not registered'
+        'explicit: Model "A": provider "openai" is not registered (registered: scripted)'
     ]
     defs.validate(providers=["scripted", "openai"])
 
@@ -537,3 +537,28 @@ def test_definition_error_problems_attribute() -> None:
     error = DefinitionError(problems=["a: x", "b: y"])
     assert str(error) == "a: x\nb: y"
     assert isinstance(UnknownHookError("x"), DefinitionError)
+
+
+def test_c04_115_a_typo_gets_the_name_it_was_meant_to_be() -> None:
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """Look an order up."""
+        return order_id
+
+    defs = Definitions().add(
+        Model(name="fast", provider="opneai", model="x"),
+        Model(name="slow", provider="nothing", model="x"),
+        Prompt(name="support", model="fastt", system="s", tools=["lookup_ordr", "zzz"]),
+        Agent(name="a", side_a=Side(prompt="supprt"), side_b=Side(label="User")),
+        lookup_order,
+    )
+    assert problems(defs, providers=["anthropic", "openai", "scripted"]) == [
+        'explicit: Model "fast": provider "opneai" is not registered; did you mean "openai"?',
+        'explicit: Model "slow": provider "nothing" is not registered'
+        " (registered: anthropic, openai, scripted)",
+        'explicit: Prompt "support": model "fastt" is not defined; did you mean "fast"?',
+        'explicit: Prompt "support": tool "lookup_ordr" is not defined;'
+        ' did you mean "lookup_order"?',
+        'explicit: Prompt "support": tool "zzz" is not defined',
+        'explicit: Agent "a": side a prompt "supprt" is not defined; did you mean "support"?',
+    ]

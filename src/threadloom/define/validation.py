@@ -8,7 +8,8 @@ hook ids. Every finding carries the origin of the definition at fault.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import difflib
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from threadloom.define.agent import NAME_PATTERN, Agent
@@ -82,6 +83,12 @@ def _name_findings(defs: Definitions) -> list[Finding]:
     return findings
 
 
+def _hint(name: str, known: Iterable[str]) -> str:
+    """``; did you mean "x"?`` when a known name is close to ``name`` (a typo), else ``""``."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.75)
+    return f'; did you mean "{close[0]}"?' if close else ""
+
+
 def _model_problems(
     defs: Definitions, model: Model, providers: Collection[str] | None
 ) -> list[tuple[str, str]]:
@@ -90,10 +97,13 @@ def _model_problems(
     problems: list[tuple[str, str]] = []
     for fallback in dict.fromkeys(model.fallbacks):
         if fallback != model.name and defs.model(fallback) is None:
-            problems.append(("V4", f'{where}: fallback "{fallback}" is not defined'))
+            hint = _hint(fallback, (m.name for m in defs.models()))
+            problems.append(("V4", f'{where}: fallback "{fallback}" is not defined{hint}'))
     name = model.provider_name
     if providers is not None and name is not None and name not in providers:
-        problems.append(("V18", f'{where}: provider "{name}" is not registered'))
+        registered = ", ".join(sorted(providers))
+        hint = _hint(name, providers) or f" (registered: {registered})"
+        problems.append(("V18", f'{where}: provider "{name}" is not registered{hint}'))
     return problems
 
 
@@ -102,7 +112,8 @@ def _prompt_problems(defs: Definitions, prompt: Prompt) -> list[tuple[str, str]]
     where = f'Prompt "{prompt.name}"'
     problems: list[tuple[str, str]] = []
     if defs.model(prompt.model) is None:
-        problems.append(("V3", f'{where}: model "{prompt.model}" is not defined'))
+        hint = _hint(prompt.model, (m.name for m in defs.models()))
+        problems.append(("V3", f'{where}: model "{prompt.model}" is not defined{hint}'))
     seen: set[str] = set()
     for entry in prompt.tools:
         problems.extend(_entry_problems(defs, prompt, entry, seen))
@@ -112,6 +123,13 @@ def _prompt_problems(defs: Definitions, prompt: Prompt) -> list[tuple[str, str]]
     for hook_id in defs.hooks.unknown_ids(list(prompt.hooks)):
         problems.append(("V19", f'{where}: hook "{hook_id}" is not defined'))
     return problems
+
+
+def _offerable(defs: Definitions) -> Iterator[str]:
+    """The names a prompt's ``tools`` entry may take: tools, prompts, agents."""
+    yield from (t.name for t in defs.tools())
+    yield from (p.name for p in defs.prompts())
+    yield from (a.name for a in defs.agents())
 
 
 def _entry_problems(
@@ -136,7 +154,8 @@ def _entry_problems(
     elif defs.tool(entry) is None and defs.prompt(entry) is None:
         agent = defs.agent(entry)
         if agent is None:
-            problems.append(("V5", f'{where}: tool "{entry}" is not defined'))
+            hint = _hint(entry, _offerable(defs))
+            problems.append(("V5", f'{where}: tool "{entry}" is not defined{hint}'))
         elif agent.type == "dual_ai":
             subagent = Subagent(agent=entry)
             if not agent.expose_as_tool:
@@ -230,7 +249,9 @@ def _agent_problems(defs: Definitions, agent: Agent) -> list[tuple[str, str]]:
         assert side.prompt is not None
         prompt = defs.prompt(side.prompt)
         if prompt is None:
-            problems.append(("V8", f'{where}: side {which} prompt "{side.prompt}" is not defined'))
+            hint = _hint(side.prompt, (p.name for p in defs.prompts()))
+            message = f'{where}: side {which} prompt "{side.prompt}" is not defined{hint}'
+            problems.append(("V8", message))
             continue
         offered = defs.offered_names(prompt)
         named = [("stop_tool", side.stop_tool)] + [(f, b.name) for f, b in side.bindings()]
