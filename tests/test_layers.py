@@ -18,6 +18,7 @@ FLOORS: list[tuple[str, ...]] = [
         "ids",
         "stored_fields",
         "unvalidated",
+        "retry_after",
     ),
     ("store",),
     ("providers", "testing"),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -17,7 +19,7 @@ from threadloom.client import (
     ThreadTerminatedError,
     TransportError,
 )
-from threadloom.client.errors import AuthenticationError
+from threadloom.client.errors import AuthenticationError, RateLimitError, error_from_response
 
 
 async def test_c11_025_send_on_an_idle_echo_thread_then_list_shows_it(
@@ -164,3 +166,50 @@ async def test_c11_http_the_token_never_shows(api: Api) -> None:
             await client.threads.list()
     assert "tl_secret_value" not in str(caught.value)
     assert caught.value.code == "unauthorized"
+
+
+class BusyFirstGet(httpx.AsyncBaseTransport):
+    """Forwards to the real server; the first GET is answered 503 with ``Retry-After`` as
+    an HTTP date (a proxy's way), without reaching the server."""
+
+    def __init__(self, retry_after: str) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.retry_after = retry_after
+        self.gets = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            self.gets += 1
+            if self.gets == 1:
+                headers = {"retry-after": self.retry_after}
+                return httpx.Response(503, headers=headers, text="busy", request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_c11_047_retry_after_as_an_http_date(api: Api) -> None:
+    """C11-047: ``Retry-After`` may be an HTTP date: a 503 GET is retried after it (a date
+    just past: at once) and answers; a 429 with a date 30 s ahead gives ``retry_after``
+    of about 30 s, one that cannot be read none."""
+    past = email.utils.format_datetime(datetime.now(UTC) - timedelta(seconds=5), usegmt=True)
+    transport = BusyFirstGet(past)
+    async with AsyncClient(api.base, token=api.keys["alice"], transport=transport) as client:
+        created = await client.threads.create("echo")
+        detail = await client.threads.get(created.thread_id)
+    assert detail.thread["id"] == created.thread_id
+    assert transport.gets == 2
+    ahead = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    request = httpx.Request("GET", "http://x/api/threads")
+    for header, expected in ((ahead, (25.0, 30.0)), ("soon", None)):
+        answer = httpx.Response(
+            429, headers={"retry-after": header}, json={"error": "slow down"}, request=request
+        )
+        error = error_from_response(answer)
+        assert isinstance(error, RateLimitError)
+        if expected is None:
+            assert error.retry_after is None
+        else:
+            assert error.retry_after is not None
+            assert expected[0] <= error.retry_after <= expected[1]

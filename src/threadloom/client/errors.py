@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from threadloom import retry_after
 from threadloom.errors import ThreadloomError as ThreadloomError
 
 
@@ -111,12 +112,9 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def _retry_after(response: httpx.Response, body: Any) -> float | None:
-    header = response.headers.get("retry-after")
-    if header is not None:
-        try:
-            return float(header)
-        except ValueError:
-            pass
+    waited = retry_after.seconds(response.headers)
+    if waited is not None:
+        return waited
     if isinstance(body, dict) and isinstance(body.get("retryAfter"), int | float):
         return float(body["retryAfter"])
     return None

@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import httpx
 
+from threadloom import retry_after
 from threadloom.client.calls import Batch, Call
 from threadloom.client.errors import NotFoundError, TransportError, error_from_response
 
@@ -27,13 +28,9 @@ def _never_left(exc: httpx.TransportError) -> bool:
 
 
 def _delay(attempt: int, response: httpx.Response | None) -> float:
-    if response is not None:
-        header = response.headers.get("retry-after")
-        if header is not None:
-            try:
-                return max(0.0, float(header))
-            except ValueError:
-                pass
+    waited = retry_after.seconds(response.headers) if response is not None else None
+    if waited is not None:
+        return waited
     base = BACKOFF[min(attempt, len(BACKOFF) - 1)]
     return base * random.uniform(0.75, 1.25)
 

@@ -9,11 +9,10 @@ and ``content_filter``.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any
 
+from threadloom import retry_after
 from threadloom.errors import ProviderError, ProviderErrorCode
 
 _CONTEXT_LENGTH_MARKERS = (
@@ -112,28 +111,8 @@ def code_for_error(code: str | int | None, message: str = "") -> ProviderErrorCo
 
 def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait, from ``retry-after-ms`` (ms) or ``retry-after`` (seconds or an HTTP
-    date); None when absent or unreadable. Header names are matched case-insensitively."""
-    if not headers:
-        return None
-    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    ms = lowered.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    date); None when absent or unreadable (``threadloom.retry_after``)."""
+    return retry_after.seconds(headers)
 
 
 def error_for_status(
