@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import agui, errors, list_events, mcp, redact, stream, ui
+from threadloom.server import agui, errors, list_events, mcp, openapi, redact, stream, ui
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
@@ -32,7 +32,6 @@ from threadloom.server.routes import (
     threads,
     users,
 )
-from threadloom.server.schemas import ERRORS
 from threadloom.server.settings import ServerSettings
 from threadloom.thread.retention import EventRetention
 
@@ -55,20 +54,22 @@ def _build(
         docs_url=None,  # /docs is the UI's, with its assets served locally
         openapi_url="/openapi.json",
         redoc_url=None,
+        generate_unique_id_function=openapi.operation_id,
     )
     errors.install(app)
     redact.install()
     routers = (threads, messages, control, records, files, catalog)
     for module in routers:
-        app.include_router(module.router, responses=ERRORS)
+        app.include_router(module.router)
     app.include_router(catalog.service)
     for router in (auth.router, users.keys, users.users):
-        app.include_router(router, responses=ERRORS)
+        app.include_router(router)
     app.include_router(stream.router)
     app.include_router(list_events.router)
     agui.install(app)  # POST /api/agui/{agent}
     mcp.install(app)  # the agents as MCP tools at /mcp
     ui.install(app, settings)
+    openapi.install(app)  # query parameters, bodies and answers of every operation
     return app
 
 

@@ -13,39 +13,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 
 from threadloom.server.errors import ApiError
-from threadloom.server.schemas import ERRORS
 
 router = APIRouter(tags=["ag-ui"])
-
-RUN_AGENT_INPUT: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["threadId", "runId", "messages"],
-                    "properties": {
-                        "threadId": {"type": "string", "format": "uuid"},
-                        "runId": {"type": "string"},
-                        "messages": {"type": "array", "items": {"type": "object"}},
-                        "tools": {"type": "array", "items": {"type": "object"}},
-                        "context": {"type": "array", "items": {"type": "object"}},
-                        "state": {},
-                        "forwardedProps": {},
-                    },
-                }
-            }
-        },
-    },
-    "responses": {"200": {"content": {"text/event-stream": {}}}},
-}
 
 
 @router.post(
     "/api/agui/{agent}",
     summary="Run an agent with the AG-UI protocol (RunAgentInput in, AG-UI events out)",
-    openapi_extra=RUN_AGENT_INPUT,
 )
 async def agui_run(agent: str, request: Request) -> Any:
     try:
@@ -61,4 +35,4 @@ async def agui_run(agent: str, request: Request) -> Any:
 
 def install(app: FastAPI) -> None:
     """Serve ``POST /api/agui/{agent}`` on ``app``."""
-    app.include_router(router, responses=ERRORS)
+    app.include_router(router)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.errors import ThreadBusy, ThreadTerminated
-from threadloom.server import deps, schemas
+from threadloom.server import deps
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
 
@@ -29,7 +29,6 @@ def _cascade(body: dict[str, Any]) -> bool:
     "/continue",
     status_code=202,
     summary="Run a turn without a new message",
-    openapi_extra=schemas.CONTINUE,
 )
 async def continue_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
@@ -60,7 +59,7 @@ async def continue_thread(
     )
 
 
-@router.post("/stop", summary="Stop the running execution", openapi_extra=schemas.CASCADE)
+@router.post("/stop", summary="Stop the running execution")
 async def stop_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
@@ -79,7 +78,7 @@ async def stop_thread(
     }
 
 
-@router.post("/terminate", summary="Terminate the thread", openapi_extra=schemas.CASCADE)
+@router.post("/terminate", summary="Terminate the thread")
 async def terminate_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, ThreadTerminated
-from threadloom.server import deps, json_body, schemas
+from threadloom.server import deps, json_body
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.routes.threads import check_metadata
@@ -69,7 +69,7 @@ def overlap_policy(runtime: Runtime, row: ThreadRow) -> str:
     return row.overlap or (agent.overlap if agent else "enqueue")
 
 
-@router.post("", status_code=202, summary="Send a message", openapi_extra=schemas.SEND_MESSAGE)
+@router.post("", status_code=202, summary="Send a message")
 async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
     ctx = deps.context(request)
     body = await deps.json_object(request, ctx.settings.max_upload_bytes)
@@ -143,7 +143,6 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
 @router.patch(
     "/{message_id}",
     summary="Edit a stored message or a waiting queue entry",
-    openapi_extra=schemas.PATCH_MESSAGE,
 )
 async def patch_message(
     message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)

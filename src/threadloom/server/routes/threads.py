@@ -10,7 +10,7 @@ from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.errors import ThreadloomError
 from threadloom.records import normalize_tool_calls
-from threadloom.server import deps, schemas
+from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
@@ -271,7 +271,7 @@ async def list_threads(
     }
 
 
-@router.post("", summary="Create a thread", openapi_extra=schemas.CREATE_THREAD)
+@router.post("", summary="Create a thread")
 async def create_thread(
     request: Request, who: Principal = Depends(deps.principal)
 ) -> dict[str, Any]:
@@ -409,7 +409,6 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
 @router.patch(
     THREAD,
     summary="Update tags, agent, variables or overlap policy",
-    openapi_extra=schemas.PATCH_THREAD,
 )
 async def patch_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
