@@ -70,6 +70,7 @@ import _pg  # noqa: E402  (bench/peers: PostgreSQL schemas and their server CPU)
 TOKEN = "bench-admin-token-" + "b" * 32
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 GOAL_RPS = 2000.0
+COLD_SIDE = "this tree, first reads"
 GOAL_P99_MS = 50.0
 GOAL_CLIENTS = 16
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -189,6 +190,8 @@ class Server:
     body: bytes = b""
     pg: _pg.PgProbe | None = None
     rounds: list[Measure] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings of this server alone (the side that keeps no page)."""
 
     @property
     def label(self) -> str:
@@ -198,6 +201,7 @@ class Server:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env["THREADLOOM_ADMIN_TOKEN"] = TOKEN
+        env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, (str(self.tree / "src"), env.get("PYTHONPATH")))
         )
@@ -453,17 +457,18 @@ def results(servers: list[Server], args: argparse.Namespace, here: str, there: s
     if there:
         lines.append("")
         for store in stores:
-            a, b = by.get((store, here)), by.get((store, there))
-            if a is None or b is None:
-                continue
-            ma, mb = median_round(a.rounds), median_round(b.rounds)
-            cpu_a = sum(m.server_cpu_s for m in a.rounds) / sum(m.load.served for m in a.rounds)
-            cpu_b = sum(m.server_cpu_s for m in b.rounds) / sum(m.load.served for m in b.rounds)
-            lines.append(
-                f"{store}: {here} ÷ {there}: req/s {ma.rate / mb.rate:.2f}×, p99"
-                f" {ma.load.p99_ms / mb.load.p99_ms:.2f}×, server CPU per request"
-                f" {cpu_a / cpu_b:.2f}×"
-            )
+            for side in (here, COLD_SIDE):
+                a, b = by.get((store, side)), by.get((store, there))
+                if a is None or b is None:
+                    continue
+                ma, mb = median_round(a.rounds), median_round(b.rounds)
+                cpu_a = sum(m.server_cpu_s for m in a.rounds) / sum(m.load.served for m in a.rounds)
+                cpu_b = sum(m.server_cpu_s for m in b.rounds) / sum(m.load.served for m in b.rounds)
+                lines.append(
+                    f"{store}: {side} ÷ {there}: req/s {ma.rate / mb.rate:.2f}×, p99"
+                    f" {ma.load.p99_ms / mb.load.p99_ms:.2f}×, server CPU per request"
+                    f" {cpu_a / cpu_b:.2f}×"
+                )
     windows = [m for s in servers for m in s.rounds]
     wall = sum(m.wall_s for m in windows)
     ours = sum(m.server_cpu_s + (m.pg_cpu_s or 0.0) + m.generator_cpu_s for m in windows)
@@ -476,13 +481,14 @@ def results(servers: list[Server], args: argparse.Namespace, here: str, there: s
     )
     goal_rows = []
     for s in servers:
-        if s.side != here:
+        if s.side not in (here, COLD_SIDE):
             continue
         mid = median_round(s.rounds)
         ok = mid.rate >= GOAL_RPS and mid.load.p99_ms <= GOAL_P99_MS
         goal_rows.append(
             [
                 s.store,
+                s.side,
                 f"{mid.rate:,.0f}",
                 f"{mid.load.p99_ms:,.2f}",
                 verdict(ok) if args.clients == GOAL_CLIENTS else f"(n/a at {args.clients})",
@@ -492,7 +498,11 @@ def results(servers: list[Server], args: argparse.Namespace, here: str, there: s
         f"\ngoal (issue 23 item 9): ≥ {GOAL_RPS:,.0f} req/s and p99 ≤ {GOAL_P99_MS:g} ms at"
         f" {GOAL_CLIENTS} clients, one node — {here}"
     )
-    lines.append(table(["store", "req/s", "p99 (ms)", "result"], goal_rows))
+    lines.append(table(["store", "side", "req/s", "p99 (ms)", "result"], goal_rows))
+    lines.append(
+        f"({here}: the same page read again, kept by the page cache while the thread is"
+        f" unchanged; {COLD_SIDE}: THREADLOOM_PAGE_CACHE_BYTES=0, every read builds the page)"
+    )
     return "\n".join(lines)
 
 
@@ -517,6 +527,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg-url", default=_pg.DEFAULT_URL, help="PostgreSQL server/database")
     parser.add_argument("--python-load", action="store_true", help="never use wrk")
     parser.add_argument("--sends", type=int, default=200, help="sends for the frame latency")
+    parser.add_argument(
+        "--no-first-reads",
+        dest="first_reads",
+        action="store_false",
+        help="no server of this tree without its page cache",
+    )
     return parser.parse_args(argv)
 
 
@@ -527,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     dirty = git("status", "--porcelain", "--untracked-files=all", "--", "src")
     changed = len(dirty.splitlines())
     here = "this tree"
+    cold = COLD_SIDE
     there = ""
     if args.against.lower() != "none":
         there = git("rev-parse", "--short", f"{args.against}^{{commit}}")
@@ -542,25 +559,29 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="threadloom-api-bench-") as tmp:
         work = Path(tmp)
-        trees = [(here, ROOT)]
+        trees: list[tuple[str, Path, dict[str, str]]] = [(here, ROOT, {})]
+        if args.first_reads:  # every request a first read: what a page costs to build
+            trees.append((cold, ROOT, {"THREADLOOM_PAGE_CACHE_BYTES": "0"}))
         if there:
             tree = work / "against"
             git("worktree", "add", "--detach", "--quiet", str(tree), f"{there}^{{commit}}")
-            trees.append((there, tree))
+            trees.append((there, tree, {}))
         servers: list[Server] = []
         schemas: list[str] = []
         try:
             for store in stores:
-                for side, tree in trees:
-                    name = f"{store}-{side.replace(' ', '-')}"
+                for side, tree, side_env in trees:
+                    slug = re.sub(r"\W+", "_", side)
+                    name = f"{store}-{slug}"
                     if store == "sqlite":
                         url = f"sqlite:///{work / (name + '.db')}"
                     else:
-                        schema = _pg.new_schema_name("api", side.replace(" ", "_"))
+                        schema = _pg.new_schema_name("api", slug)
                         _pg.create_schema(schema, args.pg_url)
                         schemas.append(schema)
                         url = _pg.schema_url(schema, args.pg_url)
-                    servers.append(Server(side, store, tree, url, work / f"{name}.log"))
+                    log = work / f"{name}.log"
+                    servers.append(Server(side, store, tree, url, log, env=side_env))
             progress(f"starting {len(servers)} servers …")
             for s in servers:
                 s.start()

@@ -477,3 +477,32 @@ def test_c12_023_a_blocking_call_gets_the_result_of_a_child_run_on_another_node(
             "has returned the following result:\n\npassed gate-cross" in (m["content"] or "")
             for m in stored
         ), [m["content"] for m in stored]
+
+
+def test_c12_028_a_page_kept_on_one_node_follows_writes_on_another(tmp_path: Path) -> None:
+    """C12-028: n2 keeps the pages it served (spec 08 §8.4.1); a run, an edit and a
+    deletion through n1 are in n2's next read of the same pages, which n2 validates by the
+    thread row's ``event_seq`` on the shared database."""
+    with start_cluster(tmp_path, n=2) as cluster:
+        n1, n2 = cluster.nodes
+        thread = cluster.create_thread(n1)
+
+        def contents(query: dict[str, Any]) -> list[str | None]:
+            page = n2.get(f"/api/threads/{thread}/messages", **query)
+            assert page.status_code == 200, page.text
+            return [m["content"] for m in page.json()["messages"]]
+
+        pages: list[dict[str, Any]] = [{}, {"order": "asc", "limit": 1}]
+        for query in pages:  # read twice: kept on n2
+            assert contents(query) == contents(query) == []
+        cluster.send(n1, thread, "hello")
+        cluster.wait_settled(n1, thread)
+        assert contents(pages[0]) == ["hello", "echo: hello"]
+        assert contents(pages[1]) == ["hello"]
+        assert contents(pages[0]) == ["hello", "echo: hello"]  # kept again
+        stored = n1.get(f"/api/threads/{thread}/messages").json()["messages"]
+        edited = n1.patch(f"/api/threads/{thread}/messages/{stored[0]['id']}", {"content": "hi"})
+        assert edited.status_code == 200, edited.text
+        assert contents(pages[1]) == ["hi"]
+        assert n1.delete(f"/api/threads/{thread}/messages/{stored[1]['id']}").status_code == 200
+        assert contents(pages[0]) == ["hi"]

@@ -16,6 +16,7 @@ from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field, invalid
+from threadloom.server.page_cache import PageCache
 from threadloom.server.pipeline import origin_guard_fails, own_origin
 from threadloom.server.principal import (
     LOCAL_PRINCIPAL,
@@ -48,6 +49,7 @@ class ServerContext:
         self.limits = AuthLimits()
         self.revocations = Revocations()
         self.clock: Callable[[], int] = system_clock_us
+        self.pages = PageCache(settings.page_cache_bytes)
         self._closers: set[Callable[[], object]] = set()
 
     def on_shutdown(self, close: Callable[[], object]) -> Callable[[], None]:

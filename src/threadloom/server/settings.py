@@ -137,6 +137,9 @@ class ServerSettings:
     """Liveness timers of several nodes on PostgreSQL (spec 12 §12.2, §12.6): checked at
     start-up on every store so that a deployment's settings are refused before they
     matter."""
+    page_cache_bytes: int = 16 * 1024 * 1024
+    """Bodies of ``GET …/messages`` pages kept while their thread is unchanged
+    (``server/page_cache.py``), in bytes; 0: none."""
     replay_seconds: float = 3600.0
     replay_events: int = 10_000
     """The stream's replay window (spec 09 §9.6.1): event rows older than
@@ -185,6 +188,11 @@ class ServerSettings:
             if not warm.isdigit():
                 raise SettingsError("THREADLOOM_WARM_MESSAGES must be a whole number, 0 or more")
             values["warm_messages"] = int(warm)
+        pages = (env.get("THREADLOOM_PAGE_CACHE_BYTES") or "").strip()
+        if pages:
+            if not pages.isdigit():
+                raise SettingsError("THREADLOOM_PAGE_CACHE_BYTES must be a whole number, 0 or more")
+            values["page_cache_bytes"] = int(pages)
         coalesce = (env.get("THREADLOOM_CHUNK_COALESCE_MS") or "").strip()
         if coalesce:
             try:
