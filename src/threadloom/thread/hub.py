@@ -3,7 +3,8 @@
 The hub owns the store handle, the event bus, the hook registry and runner, the per-thread
 FIFO write locks (``thread/lock.py``), the in-memory ``terminated`` value of each live
 thread, and the live execution histories. Writes to a thread commit *and publish* under
-that thread's lock, so the bus sees each thread's durable events in commit order.
+that thread's lock, so the bus sees each thread's durable events in commit order. Which
+hooks run for a name the hub answers as a ``HookResolution`` (``thread/hook_resolution.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from threadloom.define.hook import HookContext, HookDefinition, HookRegistry
+from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.registry import Definitions
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
 from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
 from threadloom.thread.delivery import OrderedDelivery
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
+from threadloom.thread.hook_resolution import HookResolution
 from threadloom.thread.hooks import HookRunner, format_hook_error
 from threadloom.thread.lock import DeferredWrite, ThreadLock
 from threadloom.thread.users import IdentityAuthority
@@ -67,7 +69,7 @@ LISTED = frozenset(("thread_created", "thread_updated"))
 relayed with the thread's end, a status change with its event row)."""
 
 
-class ThreadHub:
+class ThreadHub(HookResolution):
     """Store, bus, hooks, locks and live state shared by the ThreadStates of a runtime."""
 
     def __init__(
@@ -79,6 +81,7 @@ class ThreadHub:
         hook_timeout_s: float | None = 60.0,
         clock: Clock = system_clock_us,
     ) -> None:
+        super().__init__()
         self.store = store
         self.bus = EventBus()
         self.definitions = definitions or Definitions()
@@ -100,18 +103,6 @@ class ThreadHub:
         entry and nothing was queued since (see :meth:`queue_known_empty`)."""
         self._seq_cap = self.IDLE_KEPT
         """When ``_seq`` grows past this, the entries of idle threads go (``_evict_idle``)."""
-        self._child_hook_cache: dict[
-            str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
-        ] = {}
-        self._hook_answers: dict[
-            tuple[str, str, str | None, tuple[str, ...]], list[tuple[HookDefinition, HookContext]]
-        ] = {}
-        self._hookless: dict[str, bool] = {}
-        """Agent id → no hook runs for it without prompt hooks: it names none and its
-        subagents require none (``_resolve_hooks``' early answer, for every hook name)."""
-        self._hook_definitions: Definitions | None = None
-        self._hook_generation = -1
-        self._hook_version = -1
         self.registry_checked: dict[str, int] = _Capped(self.IDLE_KEPT)
         """Parent thread id → when its registry was last reconciled (µs, spec 06 §6.11);
         the oldest entries go past ``IDLE_KEPT`` (a parent reconciled again sooner)."""
@@ -466,103 +457,7 @@ class ThreadHub:
             message.subagent_thread_name = thread_name(other.tags)
         return messages
 
-    # -- hooks -----------------------------------------------------------------------
-    def resolve_hooks(
-        self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
-    ) -> list[tuple[HookDefinition, HookContext]]:
-        """The hooks named ``name`` that run now (spec 03 §3.3): the active prompt's list or
-        the agent's, between the parent hooks its subagents require. A step asks this a
-        dozen times with the same arguments, and the answer changes only with the
-        registry: answers are remembered for one registry state (the definitions object,
-        its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
-        if self.hookless(agent_id, prompt_hooks):  # most steps: no hook at all, whatever the name
-            return []
-        key = (name, agent_id, prompt_name, tuple(prompt_hooks))
-        found = self._hook_answers.get(key)
-        if found is None:
-            found = self._hook_answers[key] = self._resolve_hooks(
-                name, agent_id, prompt_name, prompt_hooks
-            )
-        return list(found)  # the caller's own list
-
-    def hookless(self, agent_id: str, prompt_hooks: Sequence[str]) -> bool:
-        """True when :meth:`resolve_hooks` answers ``[]`` for every name now (no prompt
-        hooks, ``_is_hookless``): one question for a caller about to ask several names.
-        It forgets the remembered answers when the registry state moved."""
-        definitions = self.definitions
-        if (
-            definitions is not self._hook_definitions
-            or definitions.generation != self._hook_generation
-            or definitions.hooks.version != self._hook_version
-        ):
-            self._hook_answers.clear()
-            self._child_hook_cache.clear()
-            self._hookless.clear()
-            self._hook_definitions = definitions
-            self._hook_generation = definitions.generation
-            self._hook_version = definitions.hooks.version
-        if prompt_hooks:
-            return False
-        hookless = self._hookless.get(agent_id)
-        if hookless is None:
-            hookless = self._hookless[agent_id] = self._is_hookless(agent_id)
-        return hookless
-
-    def _is_hookless(self, agent_id: str) -> bool:
-        """``_resolve_hooks`` answers ``[]`` for every name without prompt hooks: the
-        agent names no hooks and its subagents require none (a required hook that is not
-        registered is the registry's ``UnknownHookError``, so it is not hookless)."""
-        agent = self.definitions.agent(agent_id)
-        before, after = self._child_hooks(agent_id)
-        return not (agent and agent.hooks) and not before and not after
-
-    def _resolve_hooks(
-        self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
-    ) -> list[tuple[HookDefinition, HookContext]]:
-        agent = self.definitions.agent(agent_id)
-        agent_hooks = list(agent.hooks) if agent else []
-        before, after = self._child_hooks(agent_id)
-        if not agent_hooks and not prompt_hooks and not before and not after:
-            return []
-        return self.hooks_registry.resolve(
-            name,
-            prompt_hooks=list(prompt_hooks) or None,
-            prompt_name=prompt_name,
-            agent_hooks=agent_hooks,
-            agent_name=agent_id,
-            child_hooks_before=before,
-            child_hooks_after=after,
-        )
-
-    def _child_hooks(
-        self, agent_id: str
-    ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-        """Parent hooks required by the agent's subagents (spec 03 §3.3 rule 3): side a's
-        relationships, then side b's, each in declaration order; remembered per agent."""
-        cached = self._child_hook_cache.get(agent_id)
-        if cached is not None:
-            return cached
-        before: list[tuple[str, str, str]] = []
-        after: list[tuple[str, str, str]] = []
-        agent = self.definitions.agent(agent_id)
-        for side in (agent.side_a, agent.side_b) if agent else ():
-            prompt = self.definitions.prompt(side.prompt) if side and side.prompt else None
-            if prompt is None:
-                continue
-            for entry in self.definitions.resolve_tools(prompt):
-                if entry.kind != "subagent":
-                    continue
-                child = entry.target
-                for required in getattr(child, "parent_hooks", ()):
-                    ref = (required.hook, entry.name, child.name)
-                    (before if required.stage == "before_parent" else after).append(ref)
-        self._child_hook_cache[agent_id] = (before, after)
-        return before, after
-
-    @property
-    def hooks_registry(self) -> HookRegistry:
-        return self.definitions.hooks
-
+    # -- log rows ----------------------------------------------------------------------
     async def _hook_failed(
         self, state: ThreadState, hook: HookDefinition, context: HookContext, exc: BaseException
     ) -> None:
