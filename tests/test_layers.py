@@ -12,6 +12,7 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "errors",
         "records",
+        "thread_records",
         "file_records",
         "log_records",
         "cost_records",

@@ -1,4 +1,9 @@
-"""The persisted shapes of a thread (spec 01): plain typed data, no I/O.
+"""The persisted shapes of a thread's messages (spec 01): attachments, tool calls, messages,
+queue entries, the messages page, and the owner's identity; plain typed data, no I/O.
+
+One import place for every record: the thread's own record, run status and registry
+(``thread_records``), log rows (``log_records``), files (``file_records``) and the cost
+report (``cost_records``) live in modules of their own and are re-exported here.
 
 Message-shaped records use the seed's wire field names as Python names (``created_at``,
 ``tool_calls``, ``mimeType``). Records whose wire names are camelCase and are not
@@ -9,9 +14,8 @@ camelCase wire name as serialization alias.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -28,23 +32,33 @@ from threadloom.file_records import GrepResult as GrepResult
 from threadloom.file_records import ReaddirResult as ReaddirResult
 from threadloom.ids import new_call_id as new_call_id
 from threadloom.ids import new_id as new_id
+from threadloom.log_records import LOG_COLUMNS as LOG_COLUMNS
+from threadloom.log_records import LOG_LIST_KEYS as LOG_LIST_KEYS
+from threadloom.log_records import LogRow as LogRow
 from threadloom.log_records import RequestDelta as RequestDelta
+from threadloom.log_records import ThreadLogEntry as ThreadLogEntry
+from threadloom.thread_records import ERROR_LINE_MAX as ERROR_LINE_MAX
+from threadloom.thread_records import FAILED_REASONS as FAILED_REASONS
+from threadloom.thread_records import REASON_ERRORS as REASON_ERRORS
+from threadloom.thread_records import RunState as RunState
+from threadloom.thread_records import StatusError as StatusError
+from threadloom.thread_records import SubagentRegistryEntry as SubagentRegistryEntry
+from threadloom.thread_records import ThreadRecord as ThreadRecord
+from threadloom.thread_records import ThreadStatus as ThreadStatus
+from threadloom.thread_records import one_line as one_line
+from threadloom.thread_records import thread_name as thread_name
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]
 MessageStatus = Literal["pending", "completed", "failed"]
 ToolStatus = Literal["success", "error"]
 QueueSource = Literal["api", "queue_message", "subagent", "parent"]
-RunState = Literal["idle", "running", "failed"]
 
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 QUEUE_ROLES: frozenset[str] = frozenset(("user", "assistant", "system"))
 QUEUE_SOURCES: frozenset[str] = frozenset(("api", "queue_message", "subagent", "parent"))
 RESERVED_METADATA_KEYS: tuple[str, ...] = ("queued", "queue_status", "queue_source")
 METADATA_MAX_BYTES = 16_384
-FAILED_REASONS: frozenset[str] = frozenset(
-    ("step_error", "repeated_tool_error", "execution_lost", "aborted")
-)
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -372,272 +386,6 @@ class MessagesPage(BaseModel):
             "total": self.total,
             "hasMore": self.has_more,
         }
-
-
-# --------------------------------------------------------------------------------------
-# Threads and run status
-
-
-class StatusError(BaseModel):
-    """Why a run failed: kept with its ``failed`` status (spec 01 §1.7.4, a Threadloom
-    addition beside the seed's ``{state, since, reason}``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    """What failed: the exception's class name (``ProviderError``, ``KeyError`` …), or
-    ``RepeatedToolError``, ``ExecutionLost``, ``Shutdown`` for the failures that are not
-    one exception."""
-    message: str
-    """One line that says why, in the words a user acts on."""
-    log_id: str | None = None
-    """The log row with the details (the failed model request, or the step's runtime row
-    with its traceback)."""
-    code: str | None = None
-    """A provider error's code (``authentication``, ``rate_limit`` …, spec 05 §5.4)."""
-    retryable: bool = False
-    """Whether sending again (or continuing) may succeed without changing anything."""
-
-    @staticmethod
-    def of_exception(
-        exc: BaseException, log_id: str | None = None, message: str | None = None
-    ) -> StatusError:
-        """The error of a run ended by ``exc`` (a ``ProviderError`` gives its code and
-        whether it is retryable)."""
-        code = getattr(exc, "code", None)
-        retryable = getattr(exc, "retryable", None)
-        return StatusError(
-            type=type(exc).__name__,
-            message=one_line(message if message is not None else str(exc)) or type(exc).__name__,
-            log_id=log_id,
-            code=code if isinstance(code, str) else None,
-            retryable=retryable if isinstance(retryable, bool) else False,
-        )
-
-
-ERROR_LINE_MAX = 300
-"""The longest ``StatusError.message``: longer first lines are cut (… at the end)."""
-
-
-def one_line(text: str) -> str:
-    """The first non-empty line of ``text``, whitespace collapsed, at most
-    ``ERROR_LINE_MAX`` characters."""
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if line:
-            if len(line) > ERROR_LINE_MAX:
-                return line[: ERROR_LINE_MAX - 1] + "…"
-            return line
-    return ""
-
-
-#: The error a ``failed`` status carries when the failure was not one exception (or its
-#: cause is not known: a status written before the column existed is read without one).
-REASON_ERRORS: Mapping[str, tuple[str, str, bool]] = {
-    "step_error": ("StepError", "A step of the run failed", True),
-    "repeated_tool_error": (
-        "RepeatedToolError",
-        "The same tool error happened 8 times in a row",
-        False,
-    ),
-    "execution_lost": (
-        "ExecutionLost",
-        "The run was lost: the process running it stopped before it finished",
-        True,
-    ),
-    "aborted": (
-        "Shutdown",
-        "The runtime shut down before the run finished",
-        True,
-    ),
-}
-
-
-class ThreadStatus(BaseModel):
-    """The thread's authoritative run status (spec 01 §1.7); ``error`` says why a
-    ``failed`` run failed (§1.7.4), ``None`` otherwise."""
-
-    model_config = ConfigDict(frozen=True)
-
-    state: RunState
-    since: int
-    reason: str | None = None
-    error: StatusError | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        """``model_dump()``, built directly (a status is published at every run start and
-        end)."""
-        error = self.error
-        return {
-            "state": self.state,
-            "since": self.since,
-            "reason": self.reason,
-            "error": None if error is None else error.model_dump(),
-        }
-
-    @staticmethod
-    def settled(reason: str, since: int, error: StatusError | None = None) -> ThreadStatus:
-        """The status a run ending with ``reason`` settles to (spec 01 §1.7.2 rule 4); a
-        failed one carries ``error``, or the reason's own (``REASON_ERRORS``)."""
-        if reason not in FAILED_REASONS:
-            return ThreadStatus(state="idle", since=since, reason=reason)
-        if error is None:
-            kind, text, retryable = REASON_ERRORS[reason]
-            error = StatusError(type=kind, message=text, retryable=retryable)
-        return ThreadStatus(state="failed", since=since, reason=reason, error=error)
-
-
-class ThreadRecord(BaseModel):
-    """The thread record (spec 01 §1.6.1); ``created_at`` is in seconds (conflict C13)."""
-
-    id: str
-    agent_id: str
-    origin_agent_id: str
-    user_id: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    parent: str | None = None
-    terminated: int | None = None
-    created_at: int
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    status: ThreadStatus
-
-
-def thread_name(tags: Sequence[str]) -> str | None:
-    """The thread's human-friendly name: its first non-empty ``name:<value>`` tag."""
-    for tag in tags:
-        if tag.startswith("name:"):
-            value = " ".join(tag[5:].split())
-            if value:
-                return value
-    return None
-
-
-class SubagentRegistryEntry(BaseModel):
-    """One child in a thread's subagent registry (spec 01 §1.8)."""
-
-    reference: str
-    relationship: str
-    owner: Literal["a", "b"] = "a"
-    name: str
-    title: str | None = None
-    description: str | None = None
-    blocking: bool = False
-    resumable: bool = False
-    parent_communication: Literal["implicit", "explicit"] = "implicit"
-    status: str = "running"
-    initial_arguments: dict[str, Any] | None = None
-    thread_name: str | None = None
-    spawn_group_id: str | None = None
-    created_at: int = 0
-
-
-# --------------------------------------------------------------------------------------
-# Logs
-
-# The keys of a log list row: the reference's, in its order, then the app_* keys.
-# fmt: off
-LOG_LIST_KEYS: tuple[str, ...] = (
-    "id", "kind", "message_id", "provider", "actual_provider", "standard_agents_router_used",
-    "model", "model_name", "prompt_name", "tools_called", "queued_tools", "provider_tools",
-    "parent_log_id", "retry_of_log_id", "error", "error_type", "error_origin", "cost_total",
-    "input_tokens", "cached_tokens", "output_tokens", "total_tokens", "is_complete",
-    "created_at", "app_level", "app_message", "app_status", "app_error", "app_duration_ms",
-    "app_cost", "app_request", "app_response", "app_trigger", "app_data",
-)
-# fmt: on
-
-
-class LogRow(BaseModel):
-    """One log row of any kind (spec 01 §1.9); every column is a field, and
-    ``request_delta``, a storage hint that is never serialised nor read back."""
-
-    id: str
-    kind: str | None = None
-    message_id: str | None = None
-    provider: str
-    model: str
-    created_at: int
-    is_complete: bool = True
-    error: str | None = None
-    error_type: str | None = None
-    error_origin: str | None = None
-    # LLM request columns (spec 01 §1.9.3)
-    endpoint: str | None = None
-    model_name: str | None = None
-    actual_provider: str | None = None
-    standard_agents_router_used: bool | None = None
-    prompt_name: str | None = None
-    parent_log_id: str | None = None
-    retry_of_log_id: str | None = None
-    request_body: str | None = None
-    response_body: str | None = None
-    request_headers: str | None = None
-    response_headers: str | None = None
-    status_code: int | None = None
-    input_tokens: int | None = None
-    cached_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    total_tokens: int | None = None
-    latency_ms: int | None = None
-    time_to_first_token_ms: int | None = None
-    generation_ms: int | None = None
-    finish_reason: str | None = None
-    errors: str | None = None
-    cost_input: float | None = None
-    cost_cached: float | None = None
-    cost_output: float | None = None
-    cost_router_fee: float | None = None
-    router_fee_percent: float | None = None
-    cost_total: float | None = None
-    message_history_length: int | None = None
-    tools_available: int | None = None
-    tools_called: str | None = None
-    tools_schema: str | None = None
-    system_prompt: str | None = None
-    reasoning_content: str | None = None
-    tool_results: str | None = None
-    provider_tools: str | None = None
-    queued_tools: str | None = None
-    # application columns (spec 01 §1.9.7)
-    app_level: str | None = None
-    app_message: str | None = None
-    app_status: str | None = None
-    app_error: str | None = None
-    app_duration_ms: float | None = None
-    app_cost: float | None = None
-    app_request: str | None = None
-    app_response: str | None = None
-    app_trigger: str | None = None
-    app_data: str | None = None
-    request_delta: RequestDelta | None = Field(default=None, exclude=True, repr=False)
-
-    def to_list_wire(self) -> dict[str, Any]:
-        """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""
-        out = {key: getattr(self, key) for key in LOG_LIST_KEYS}
-        duration = out["app_duration_ms"]
-        if isinstance(duration, float) and math.isfinite(duration) and duration.is_integer():
-            out["app_duration_ms"] = int(duration)
-        return out
-
-
-LOG_COLUMNS: tuple[str, ...] = tuple(f for f in LogRow.model_fields if f != "request_delta")
-
-
-class ThreadLogEntry(TypedDict, total=False):
-    """An application log entry for ``ThreadState.log()`` (seed, Thread "Application Logs")."""
-
-    name: str
-    message: str
-    level: Literal["debug", "info", "warn", "error"]
-    status: Literal["success", "error", "skipped"]
-    trigger: Mapping[str, Any]
-    request: Any
-    response: Any
-    error: str | BaseException
-    duration_ms: float
-    cost: float
-    data: Any
 
 
 # --------------------------------------------------------------------------------------
