@@ -75,6 +75,10 @@ class TxStore:
         committed (``durable=False``: the commit need not wait for the disk)."""
         raise NotImplementedError
 
+    async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_read`` of one row by its key; a backend may run it where it costs least."""
+        return await self._read(fn, *args)
+
     # -- threads -----------------------------------------------------------------------
     async def create_thread(self, new: NewThread) -> ThreadRow:
         return await self._write(threads.create_thread, new)
@@ -85,7 +89,7 @@ class TxStore:
         return await self._write(threads.create_child, new, entry)
 
     async def get_thread(self, thread_id: str) -> ThreadRow | None:
-        return await self._read(threads.get_thread, thread_id)
+        return await self._point_read(threads.get_thread, thread_id)
 
     async def get_threads(self, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
         return await self._read(threads.get_threads, list(thread_ids))
