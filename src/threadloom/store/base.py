@@ -4,6 +4,11 @@ Every write method is one transaction that updates the record(s), the thread cou
 ``message_counts``, ``tool_calls`` rows and the durable ``thread_events`` row(s) together,
 and returns the events it committed, in event order. Nothing above ``store/`` knows which
 database is underneath: the SQLite store and the PostgreSQL store pass one contract suite.
+
+``Store`` is the whole contract; its files (spec 07) and accounts (spec 10) parts are
+protocols of their own, ``FileStore`` (``base_files.py``) and ``AccountStore``
+(``base_accounts.py``), which it extends. The plain data it takes and returns is
+``shapes.py``, re-exported here.
 """
 
 from __future__ import annotations
@@ -12,8 +17,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from threadloom.records import (
-    FileRecord,
-    FileStats,
     LogRow,
     Message,
     QueueEntry,
@@ -21,6 +24,8 @@ from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
 )
+from threadloom.store.base_accounts import AccountStore
+from threadloom.store.base_files import FileStore
 from threadloom.store.shapes import (
     LOST_RUN,
     ApiKeyRow,
@@ -88,8 +93,9 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Persistence of threads, messages, queue entries, logs, registry, events and files."""
+class Store(FileStore, AccountStore, Protocol):
+    """Persistence of threads, messages, queue entries, logs, registry, events, files
+    (:class:`FileStore`) and accounts (:class:`AccountStore`)."""
 
     url: str
     kind: str
@@ -502,153 +508,4 @@ class Store(Protocol):
         start), delete the rows created before ``older_than_us`` and those with more than
         ``keep`` newer rows, in ``seq`` order, and record ``events_pruned_through``; one
         transaction. Call again with the returned cursor until it is ``None``."""
-        ...
-
-    # -- files (spec 07) ---------------------------------------------------------------
-    # Paths given to the store are already normalised (spec 07 §7.2). Every write is one
-    # transaction that also writes one durable ``file`` event per change: kind ``file``,
-    # ``entity_id`` the path, ``payload`` the published data ``{"event_type", "data"}``
-    # (file events are replayed from their payloads, spec 09 §9.7.2). Files work on
-    # terminated threads. A store raises the ``FileError`` subclasses of spec 07 §7.5.
-    async def write_file(
-        self,
-        thread_id: str,
-        entry: NewFile,
-        content: bytes | None,
-        *,
-        thumbnail: bytes | None = None,
-        max_thread_bytes: int | None = None,
-    ) -> tuple[FileRecord, StoredEvent]:
-        """Create or replace the file or link at ``entry.path`` (``file_created`` or
-        ``file_updated``). A directory there → ``IsADirectory``; a file above it →
-        ``NotADirectory``; stored content of the thread over ``max_thread_bytes`` →
-        ``FileTooLarge``."""
-        ...
-
-    async def read_file(self, thread_id: str, path: str) -> bytes | None:
-        """The whole content, read in one snapshot; ``None`` for a link, a directory or
-        nothing."""
-        ...
-
-    async def open_file(self, thread_id: str, path: str) -> FileContent | None:
-        """The current content version of a stored file (``None`` as ``read_file``)."""
-        ...
-
-    async def read_file_range(
-        self, thread_id: str, version: int, offset: int, length: int
-    ) -> bytes | None:
-        """``length`` bytes from ``offset`` of one content version, in one snapshot;
-        ``None`` when that version no longer exists (overwritten or deleted)."""
-        ...
-
-    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
-        """The record of a file, link, explicit or implicit directory, or the root."""
-        ...
-
-    async def list_dir(self, thread_id: str, path: str) -> list[FileRecord]:
-        """Direct children of a directory (explicit and implicit), unordered; ``[]`` for a
-        file or nothing."""
-        ...
-
-    async def list_entries(self, thread_id: str, prefix: str) -> list[FileRecord]:
-        """Every stored file, link and explicit directory whose path starts with the
-        literal ``prefix`` (case-sensitive, no wildcards), ordered by path."""
-        ...
-
-    async def file_stats(self, thread_id: str, path: str) -> FileStats:
-        """Total size and number of files and links at or below ``path``."""
-        ...
-
-    async def get_file_thumbnail(self, thread_id: str, path: str) -> bytes | None: ...
-
-    async def unlink_file(self, thread_id: str, path: str) -> StoredEvent | None:
-        """Delete a file or link (``file_deleted``); ``None`` when nothing is there; a
-        directory → ``IsADirectory``."""
-        ...
-
-    async def mkdir_file(self, thread_id: str, path: str) -> tuple[FileRecord, StoredEvent | None]:
-        """Create an explicit directory (``file_created``); an existing explicit directory
-        is returned without an event. A file at or above ``path`` → ``NotADirectory``."""
-        ...
-
-    async def rmdir_file(self, thread_id: str, path: str, recursive: bool) -> list[StoredEvent]:
-        """Remove a directory (and with ``recursive`` everything below): one
-        ``file_deleted`` per removed file, link and explicit directory, in path order."""
-        ...
-
-    async def move_file(
-        self, thread_id: str, source: str, destination: str
-    ) -> tuple[FileRecord, StoredEvent | None]:
-        """Move an entry with everything below it (one ``file_moved``); no event when
-        ``source == destination``."""
-        ...
-
-    # -- users and credentials (spec 10) ---------------------------------------------
-    async def create_user(self, user: UserRow) -> UserRow:
-        """Insert a user. A taken username → ``UsernameTaken`` (nothing stored)."""
-        ...
-
-    async def get_user(self, user_id: str) -> UserRow | None: ...
-
-    async def get_user_by_name(self, username: str) -> UserRow | None: ...
-
-    async def list_users(self) -> list[UserRow]:
-        """Every user, ordered by username."""
-        ...
-
-    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
-        """Apply ``patch`` (None for an unknown user). Demoting the last admin →
-        ``LastAdmin``; a password change deletes the user's sessions in the same
-        transaction."""
-        ...
-
-    async def rehash_password(self, user_id: str, old: str, new: str) -> bool:
-        """Replace the password hash ``old`` by ``new``, a new hash of the same password
-        (a login upgrading an old scheme), only while it is still ``old``: a password
-        changed meanwhile wins. Sessions are kept. Whether it was replaced."""
-        ...
-
-    async def delete_user(self, user_id: str) -> bool:
-        """Delete a user with their sessions and API keys (their threads keep ``user_id``).
-        False for an unknown user; deleting the last admin → ``LastAdmin``."""
-        ...
-
-    async def has_credentials(self) -> bool:
-        """Whether any user row or API key exists (spec 10 §10.1)."""
-        ...
-
-    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow: ...
-
-    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
-        """Keys of ``user_id`` (every key when None), oldest first."""
-        ...
-
-    async def get_api_key(self, key_id: str) -> ApiKeyRow | None: ...
-
-    async def delete_api_key(self, key_id: str) -> bool: ...
-
-    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
-        """The key and its user by the key's digest (expiry is the caller's check)."""
-        ...
-
-    async def delete_api_key_by_digest(self, key_digest: str) -> bool: ...
-
-    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
-        """Record a use of the key (callers write at most once a minute per key)."""
-        ...
-
-    async def create_session(self, token_digest: str, session: SessionRow) -> None: ...
-
-    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
-        """The session and its user by the token's digest (expiry is the caller's check)."""
-        ...
-
-    async def delete_session(self, token_digest: str) -> bool: ...
-
-    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
-        """Store a ticket; tickets expired for a while are pruned in the same transaction."""
-        ...
-
-    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
-        """Delete the ticket and return it (None when unknown): a ticket is used once."""
         ...

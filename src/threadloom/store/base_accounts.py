@@ -1,0 +1,83 @@
+"""The accounts part of the Store protocol (spec 10): users, API keys, sessions and
+tickets, kept by value digests, never the secrets. ``threadloom.store.base.Store`` is an
+``AccountStore``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from threadloom.store.shapes import ApiKeyRow, SessionRow, TicketRow, UserPatch, UserRow
+
+
+class AccountStore(Protocol):
+    """Users and their credentials (spec 10)."""
+
+    # -- users and credentials (spec 10) ---------------------------------------------
+    async def create_user(self, user: UserRow) -> UserRow:
+        """Insert a user. A taken username → ``UsernameTaken`` (nothing stored)."""
+        ...
+
+    async def get_user(self, user_id: str) -> UserRow | None: ...
+
+    async def get_user_by_name(self, username: str) -> UserRow | None: ...
+
+    async def list_users(self) -> list[UserRow]:
+        """Every user, ordered by username."""
+        ...
+
+    async def update_user(self, user_id: str, patch: UserPatch) -> UserRow | None:
+        """Apply ``patch`` (None for an unknown user). Demoting the last admin →
+        ``LastAdmin``; a password change deletes the user's sessions in the same
+        transaction."""
+        ...
+
+    async def rehash_password(self, user_id: str, old: str, new: str) -> bool:
+        """Replace the password hash ``old`` by ``new``, a new hash of the same password
+        (a login upgrading an old scheme), only while it is still ``old``: a password
+        changed meanwhile wins. Sessions are kept. Whether it was replaced."""
+        ...
+
+    async def delete_user(self, user_id: str) -> bool:
+        """Delete a user with their sessions and API keys (their threads keep ``user_id``).
+        False for an unknown user; deleting the last admin → ``LastAdmin``."""
+        ...
+
+    async def has_credentials(self) -> bool:
+        """Whether any user row or API key exists (spec 10 §10.1)."""
+        ...
+
+    async def create_api_key(self, key: ApiKeyRow, key_digest: str) -> ApiKeyRow: ...
+
+    async def list_api_keys(self, user_id: str | None) -> list[ApiKeyRow]:
+        """Keys of ``user_id`` (every key when None), oldest first."""
+        ...
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRow | None: ...
+
+    async def delete_api_key(self, key_id: str) -> bool: ...
+
+    async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
+        """The key and its user by the key's digest (expiry is the caller's check)."""
+        ...
+
+    async def delete_api_key_by_digest(self, key_digest: str) -> bool: ...
+
+    async def touch_api_key(self, key_id: str, used_at_us: int) -> None:
+        """Record a use of the key (callers write at most once a minute per key)."""
+        ...
+
+    async def create_session(self, token_digest: str, session: SessionRow) -> None: ...
+
+    async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
+        """The session and its user by the token's digest (expiry is the caller's check)."""
+        ...
+
+    async def delete_session(self, token_digest: str) -> bool: ...
+
+    async def create_ticket(self, ticket_digest: str, ticket: TicketRow) -> None:
+        """Store a ticket; tickets expired for a while are pruned in the same transaction."""
+        ...
+
+    async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
+        """Delete the ticket and return it (None when unknown): a ticket is used once."""
+        ...
