@@ -21,6 +21,7 @@ import pytest
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import DROP, Model, Prompt, hook, tool
+from threadloom.engine.model_call import _backoff
 from threadloom.engine.runs import EngineOptions
 from threadloom.errors import ThreadBusy
 from threadloom.providers.script import Call, Reply
@@ -1281,3 +1282,12 @@ async def test_c04_060_timeout_error_leaves_the_model(open_rt: Any) -> None:
     (row,) = [r for r in await rt.store.list_logs(alone.thread_id) if r.provider == "system"]
     assert row.error is not None
     assert row.error.startswith("All retry attempts exhausted for model N and 0 fallbacks")
+
+
+def test_c04_116_the_backoff_is_stretched_at_random_never_shortened() -> None:
+    options = EngineOptions()
+    for attempt, retry_after, low in ((1, None, 1.0), (1, 3.0, 3.0), (10, None, 60.0)):
+        delays = [_backoff(options, attempt, retry_after) for _ in range(200)]
+        assert all(low <= d < low * 1.25 for d in delays), (attempt, min(delays), max(delays))
+        assert len(set(delays)) > 150  # spread, not one value for every thread
+        assert max(delays) - min(delays) > low * 0.15

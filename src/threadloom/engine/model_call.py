@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import traceback
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
+JITTER = 1.25
+"""A retry's delay is stretched by a random factor in [1, JITTER) (§4.12.3)."""
 logger = logging.getLogger("threadloom.engine")
 
 
@@ -280,8 +283,14 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
 
 
 def _backoff(options: Any, attempt: int, retry_after: float | None) -> float:
-    delay = max(options.backoff_base_s * 2 ** (attempt - 1), retry_after or 0.0)
-    return float(min(delay, options.backoff_cap_s))
+    """Seconds before attempt ``attempt + 1`` (§4.12.3): the exponential delay or the
+    provider's ``retry_after``, capped, then stretched by up to a quarter at random, so
+    that threads refused together (a 429 for a whole deployment) do not retry together.
+    Never shorter than the capped delay, so never sooner than the provider asked."""
+    delay = min(
+        max(options.backoff_base_s * 2 ** (attempt - 1), retry_after or 0.0), options.backoff_cap_s
+    )
+    return float(delay * random.uniform(1.0, JITTER))
 
 
 async def _record_failure(env: StepEnv, row: LogRow, error: ProviderError, started: float) -> None:
