@@ -149,6 +149,10 @@ async def test_c11_http_catalog_detail_cost_and_ids_mode(api: Api, client: Async
     assert cost.total_cost >= 0
     listed = await client.threads.list(search="name:demo")
     assert [t.id for t in listed.threads] == [created.thread_id]
+    tagged = await client.threads.list(tag="name:Demo")  # exact: case and whole tag
+    assert [t.id for t in tagged.threads] == [created.thread_id]
+    assert (await client.threads.list(tag="name:demo")).threads == []
+    assert (await client.threads.list(tag="name:Dem")).threads == []
     assert await client.threads.subagents(created.thread_id) == []
     deleted = await client.messages.delete(created.thread_id, sent.message_id)
     assert deleted == [sent.message_id]
