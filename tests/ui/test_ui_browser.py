@@ -260,8 +260,11 @@ def test_the_list_is_live_and_a_failed_run_stands_out(local_server: Server, visi
     # the status filter, kept in the URL
     page.get_by_label("Status").select_option("failed")
     expect(page).to_have_url(re.compile(r"status=failed"))
-    for state in page.locator("#threads-body .status").all():
-        expect(state).to_have_attribute("data-state", "failed")
+    # the list re-reads after the URL changes: wait for the filtered list itself (a
+    # snapshot of the rows taken in between still held the other, idle thread)
+    statuses = page.locator("#threads-body .status")
+    expect(page.locator('#threads-body .status:not([data-state="failed"])')).to_have_count(0)
+    expect(statuses.first).to_have_attribute("data-state", "failed")
     # the thread page says why, in its header
     row.locator("a.thread-link").click()
     expect(page.locator("#run-status")).to_have_attribute("data-state", "failed")
