@@ -4,6 +4,7 @@ frame waits behind the durable ones that arrived before it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 
@@ -120,3 +121,43 @@ async def test_c12_026_rows_pruned_before_they_were_relayed_give_a_resync(runtim
             "since": head,
             "reason": "expired",
         }
+
+
+async def test_c12_029_an_event_the_head_read_counted_before_it_was_offered_is_delivered(
+    runtime: Runtime,
+) -> None:
+    """C12-029: a subscriber subscribes; this node commits a message; the subscription's
+    head read runs after the commit and counts it; only then is the commit's event offered
+    (its publication runs after the commit's transaction returns): the subscriber gets it,
+    once. Before, the head read made it look delivered and it was dropped."""
+    delivery = runtime.hub.order_delivery()
+    state = await runtime.create_thread("a")
+    tid = state.thread_id
+    read_head, gate = delivery._head, asyncio.Event()
+
+    async def late_head(thread_id: str) -> int | None:
+        await gate.wait()  # the head is read once the commit below is done
+        return await read_head(thread_id)
+
+    delivery._head = late_head
+    subscription = runtime.events.subscribe(tid)
+    held: list[ThreadEvent] = []
+    emit = runtime.hub._emit
+    runtime.hub._emit = held.append  # committed, not offered yet
+    try:
+        await state.inject_message(role="user", content="in flight")
+    finally:
+        runtime.hub._emit = emit
+    gate.set()
+    await delivery.idle(tid)  # the head read counted the message's event already
+    row = await runtime.store.get_thread(tid)
+    assert row is not None
+    assert [e.seq for e in held if e.kind == "message"] == [row.event_seq]
+    for event in held:
+        delivery.offer(event)
+    for event in held:  # offered again (say, relayed too): still delivered once
+        delivery.offer(event)
+    await delivery.idle(tid)
+    seen = [(e.kind, e.seq, e.data["message"]["content"]) for e in subscription.drain()]
+    assert seen == [("message", row.event_seq, "in flight")]
+    subscription.close()

@@ -47,6 +47,10 @@ class _Thread:
     """The durable event number due next; ``None`` until the thread's head is read."""
     floor: int = 0
     """Past the events handed on while the head was being read (never delivered twice)."""
+    delivered: int = 0
+    """The last durable event handed to the bus: one the head read counted but this node
+    had not offered yet (committed just before the read, offered just after) is above it,
+    and still due."""
     held: list[ThreadEvent | _Expect] = field(default_factory=list)
     """What waits, in arrival order."""
     task: asyncio.Task[None] | None = None
@@ -109,7 +113,7 @@ class OrderedDelivery:
             # no other node writes (those it committed are published as they commit)
             if seq is not None:
                 state.floor = max(state.floor, seq + 1)
-            self.bus.publish(event)
+            self._hand(state, event)
             return
         if not state.busy():
             if seq is None:
@@ -117,10 +121,12 @@ class OrderedDelivery:
                 return
             if seq == state.next:
                 state.next = seq + 1
-                self.bus.publish(event)
+                self._hand(state, event)
                 return
             if state.next is not None and seq < state.next:
-                return  # delivered already (a read filled it)
+                if seq > state.delivered:  # counted by the head read, never handed on
+                    self._hand(state, event)
+                return  # else delivered already (a read filled it)
         state.held.append(event)
         self._run(event.thread_id, state)
 
@@ -187,7 +193,9 @@ class OrderedDelivery:
                 elif item.seq >= due:
                     await self._fill(thread_id, state, item.seq - 1)
                     state.next = item.seq + 1
-                    self.bus.publish(item)
+                    self._hand(state, item)
+                elif item.seq > state.delivered:  # counted by the head read only
+                    self._hand(state, item)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -197,6 +205,12 @@ class OrderedDelivery:
             state.task = None
         if state.held and self._threads.get(thread_id) is state:
             self._run(thread_id, state)
+
+    def _hand(self, state: _Thread, event: ThreadEvent) -> None:
+        """Publish a durable event of a subscribed thread, remembering how far it got."""
+        if event.seq is not None:
+            state.delivered = max(state.delivered, event.seq)
+        self.bus.publish(event)
 
     async def _fill(self, thread_id: str, state: _Thread, last: int) -> None:
         """Read and deliver the events from ``state.next`` through ``last``."""
@@ -223,6 +237,6 @@ class OrderedDelivery:
                 self.gaps_read += 1
                 event = await self._build(stored)
                 state.next = stored.seq + 1
-                self.bus.publish(event)
+                self._hand(state, event)
                 if self.built is not None:
                     self.built(event)
