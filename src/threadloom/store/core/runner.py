@@ -76,7 +76,10 @@ class TxStore:
         raise NotImplementedError
 
     async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
-        """``_read`` of one row by its key; a backend may run it where it costs least."""
+        """``_read`` of one row by its key (and at most the one row it names, as a key's
+        user); a backend may run it where it costs least, and without a snapshot around
+        it: each statement reads the latest commit, and a row deleted between the two
+        reads as missing."""
         return await self._read(fn, *args)
 
     # -- threads -----------------------------------------------------------------------
@@ -136,7 +139,7 @@ class TxStore:
         return await self._read(threads.claimable_queues, limit)
 
     async def live_owner(self, thread_id: str) -> str | None:
-        return await self._read(threads.live_owner, thread_id)
+        return await self._point_read(threads.live_owner, thread_id)
 
     # the node's row (spec 12 §12.2): nothing to keep where one process runs the store
     async def register_node(self) -> None:
@@ -460,10 +463,10 @@ class TxStore:
         return await self._write(auth.create_user, user)
 
     async def get_user(self, user_id: str) -> UserRow | None:
-        return await self._read(auth.get_user, user_id)
+        return await self._point_read(auth.get_user, user_id)
 
     async def get_user_by_name(self, username: str) -> UserRow | None:
-        return await self._read(auth.get_user_by_name, username)
+        return await self._point_read(auth.get_user_by_name, username)
 
     async def list_users(self) -> list[UserRow]:
         return await self._read(auth.list_users)
@@ -487,13 +490,13 @@ class TxStore:
         return await self._read(auth.list_api_keys, user_id)
 
     async def get_api_key(self, key_id: str) -> ApiKeyRow | None:
-        return await self._read(auth.get_api_key, key_id)
+        return await self._point_read(auth.get_api_key, key_id)
 
     async def delete_api_key(self, key_id: str) -> bool:
         return await self._write(auth.delete_api_key, key_id)
 
     async def api_key_by_digest(self, key_digest: str) -> tuple[ApiKeyRow, UserRow] | None:
-        return await self._read(auth.api_key_by_digest, key_digest)
+        return await self._point_read(auth.api_key_by_digest, key_digest)
 
     async def delete_api_key_by_digest(self, key_digest: str) -> bool:
         return await self._write(auth.delete_api_key_by_digest, key_digest)
@@ -505,7 +508,7 @@ class TxStore:
         await self._write(auth.create_session, token_digest, session)
 
     async def session_by_digest(self, token_digest: str) -> tuple[SessionRow, UserRow] | None:
-        return await self._read(auth.session_by_digest, token_digest)
+        return await self._point_read(auth.session_by_digest, token_digest)
 
     async def delete_session(self, token_digest: str) -> bool:
         return await self._write(auth.delete_session, token_digest)
