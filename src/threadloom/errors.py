@@ -88,6 +88,15 @@ class StoreError(ThreadloomError):
     """The store cannot be opened, migrated or used (names the URL or path)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached now (the database is down or restarting, a connection
+    broke): the operation did not complete, and may be tried again later (HTTP 503 with
+    ``Retry-After``, spec 08 §8.1.3). Where a commit broke, whether it was stored is
+    unknown: the message says so."""
+
+    retry_after_s = 2
+
+
 class LeaseLost(StoreError):
     """An execution's fenced write found the thread's lease no longer its own (spec 12
     §12.3.3): another node took the thread over, or the thread was deleted. Nothing was
