@@ -30,10 +30,10 @@ NODE_TTL_S = float(os.environ["THREADLOOM_NODE_TTL_SECONDS"])
 PG_URL = os.environ.get("THREADLOOM_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def _admin() -> Any:
+def _admin(url: str = PG_URL) -> Any:
     import psycopg
 
-    return psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    return psycopg.connect(url, autocommit=True, connect_timeout=3)
 
 
 @functools.cache
@@ -71,14 +71,14 @@ def schema_url(name: str, url: str = PG_URL) -> str:
     return f"{url}{joiner}options={options}&application_name={name}"
 
 
-def create_schema(name: str) -> None:
-    with _admin() as conn:
+def create_schema(name: str, url: str = PG_URL) -> None:
+    with _admin(url) as conn:
         conn.execute(f'CREATE SCHEMA "{name}"')
 
 
-def drop_schema(name: str) -> None:
+def drop_schema(name: str, url: str = PG_URL) -> None:
     """End the connections still open on schema ``name``, then drop it with its tables."""
-    with _admin() as conn:
+    with _admin(url) as conn:
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE application_name = %s AND pid <> pg_backend_pid()",

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from pg_support import create_schema, drop_schema, require_postgres, schema_url
+from pg_support import PG_URL, create_schema, drop_schema, require_postgres, schema_url
 from store_probe import StoreProbe
 
 PROJECT = Path(__file__).resolve().parent / "project"
@@ -275,15 +275,17 @@ def start_cluster(
     n: int = 3,
     proxied: tuple[str, ...] = (),
     node_env: dict[str, dict[str, str]] | None = None,
+    pg_url: str = PG_URL,
     **env: str,
 ) -> Iterator[Cluster]:
     """``n`` nodes on a new schema, all healthy; stopped and the schema dropped after.
     ``env`` is given to every node, ``node_env[node_id]`` to one; the nodes named in
-    ``proxied`` reach PostgreSQL through a proxy of their own (``Cluster.proxies``)."""
+    ``proxied`` reach PostgreSQL through a proxy of their own (``Cluster.proxies``);
+    ``pg_url``: another server than the shared one (a test's own, ``pg_cluster.py``)."""
     require_postgres()
     schema = f"tl_mn_{uuid.uuid4().hex[:12]}"
-    create_schema(schema)
-    url = schema_url(schema)
+    create_schema(schema, pg_url)
+    url = schema_url(schema, pg_url)
     gate_dir = tmp_path / "gates"
     gate_dir.mkdir(exist_ok=True)
     nodes: list[Node] = []
@@ -307,4 +309,4 @@ def start_cluster(
             stop_node(node)
         for proxy in proxies.values():
             proxy.stop()
-        drop_schema(schema)
+        drop_schema(schema, pg_url)

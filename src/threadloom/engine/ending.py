@@ -1,6 +1,6 @@
 """How a run ends: the end-of-run check, the abort procedure and its settlement, a run
-lost with its node, a lease lost, self-fencing (spec 04 §4.7.3, §4.20.1; spec 12 §12.3.3,
-§12.5, §12.6.3).
+lost with its node, a run broken by a store that could not be written, a lease lost,
+self-fencing (spec 04 §4.7.3, §4.20.1, §4.21.1; spec 12 §12.3.3, §12.5, §12.6.3).
 
 Each is a function of the :class:`~threadloom.engine.runs.RunManager` whose runs it ends,
 bound there as its method of the same name (``runs.end_of_run(run, reason)``): the
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine import results
 from threadloom.engine.loop import RUN_FAILED, Run
 from threadloom.errors import LeaseLost
-from threadloom.records import LogRow, Message, ThreadStatus
+from threadloom.records import LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
 from threadloom.store.fence import current_fence
 
@@ -249,7 +249,16 @@ async def settle_lost(
     """Settle the thread's run when no live node runs it (spec 12 §12.6.3), taking
     its lease: ``execution_lost``, or the abort a user asked for (spec 12 §12.5 rule
     4); returns what ``results.finish`` then delivers, ``None`` when nothing was
-    settled (not running, or a live node holds it)."""
+    settled (not running, a live node holds it, or this node runs it after all)."""
+    async with manager._gate(thread_id):  # no run of this node starts meanwhile
+        if manager.owns(thread_id):
+            return None  # this node runs it (or is starting it): not lost
+        return await _settle_lost(manager, thread_id, reason)
+
+
+async def _settle_lost(
+    manager: RunManager, thread_id: str, reason: str
+) -> tuple[Any, results.Prepared | None] | None:
     row = await manager.hub.store.get_thread(thread_id)
     if row is None:
         return None
@@ -286,6 +295,98 @@ async def settle_lost(
     if reason == "aborted_by_user":
         manager.hub.publish(thread_id, "stopped_by_user", None, {})
     return row, prepared
+
+
+MEND_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to settle a broken run (the last one repeats)."""
+
+BROKEN = Settlement(
+    tool_result_text="Execution failed: the run's writes failed before this tool call finished.",
+    log_error="Request failed: the run's writes failed before its response was stored.",
+    log_error_type="interrupted_incomplete",
+    reason="step_error",
+    only_if_running=True,
+)
+"""The settlement of a broken run (spec 04 §4.21.1)."""
+
+
+def broken(manager: RunManager, run: Run, exc: BaseException) -> None:
+    """``run``'s task ended with an exception that its own handling could not record —
+    the end-of-run commit failed, most often because the store is unreachable (a database
+    restart) — so its status is still ``running`` under this node's lease. It stays
+    registered (nothing starts over it; sends queue behind it) and is settled
+    ``failed``/``step_error`` as soon as the store takes the writes, with the error that
+    broke it; then its queue is delivered (spec 04 §4.21.1)."""
+    if run.failure is None:
+        run.failure = StatusError.of_exception(exc, None)
+    logger.error(
+        "thread %s (agent %s): the run broke: %s: %s; it is settled failed/step_error once"
+        " the store takes writes again",
+        run.thread_id,
+        run.agent.name,
+        type(exc).__name__,
+        exc,
+        extra=RUN_FAILED,
+    )
+    task = asyncio.get_running_loop().create_task(_mend(manager, run))
+    manager._background.add(task)
+    task.add_done_callback(manager._background.discard)
+
+
+async def _mend(manager: RunManager, run: Run) -> None:
+    """Try to settle the broken ``run`` until it is settled (here or by anyone else), its
+    lease is lost, or the node drops it (fenced, closing)."""
+    attempt = 0
+    while not (run.settled or run.finished) and manager._runs.get(run.thread_id) is run:
+        try:
+            if await _settle_broken(manager, run):
+                return
+        except LeaseLost:
+            lease_lost(manager, run)
+            return
+        except Exception as exc:
+            if attempt == 0:
+                logger.warning("thread %s: settling the broken run failed: %s", run.thread_id, exc)
+        await asyncio.sleep(MEND_BACKOFF_S[min(attempt, len(MEND_BACKOFF_S) - 1)])
+        attempt += 1
+
+
+async def _settle_broken(manager: RunManager, run: Run) -> bool:
+    """One attempt: the step error's log row if it was not written, then the settlement,
+    then the delivery of the thread's queue; ``False`` when the store refused a write."""
+    hub, tid = manager.hub, run.thread_id
+    fence = current_fence.set(run.fence)  # the owner's writes, from this task
+    try:
+        if run.unwritten_row is not None:
+            stored = await hub.write_runtime_log(tid, run.unwritten_row, run.root_message_id)
+            if stored is None:
+                return False
+            run.unwritten_row = None
+            if run.failure is not None and run.failure.log_id is None:
+                run.failure = run.failure.model_copy(update={"log_id": stored.id})
+        prepared = await results.prepare(manager, run.row, run.session_result("step_error"))
+        await hub.store.set_session_turns(tid, run.session["a"], run.session["b"])
+        settlement = replace(
+            BROKEN,
+            since=run.started_at,
+            partial_text=run.partial_texts(),
+            error=run.failure,
+            delivery=prepared.delivery if prepared is not None else None,
+        )
+        async with hub.lock(tid):
+            async with _parent_lock(manager, prepared):
+                if run.settled or run.finished:
+                    return True
+                events = await hub.store.settle_run(tid, settlement)
+                run.settled = True
+                await hub.publish_events(events)
+            if manager._runs.get(tid) is run:
+                del manager._runs[tid]
+    finally:
+        current_fence.reset(fence)
+    await results.finish(manager, run.row, prepared if events else None)
+    manager.wake(tid)  # what was sent meanwhile
+    return True
 
 
 def lease_lost(manager: RunManager, run: Run) -> None:

@@ -116,6 +116,8 @@ class Liveness:
         self._beating: asyncio.Task[None] | None = None
         """The heartbeat in flight (it may hang on a stalled connection)."""
         self._sweeping: asyncio.Task[None] | None = None
+        self._suspects: set[str] = set()
+        """Threads the last sweep found running under this node's lease with no run here."""
 
     async def start(self) -> None:
         await self.runtime.store.register_node()
@@ -191,8 +193,27 @@ class Liveness:
             return
         self.sweeps += 1
         await self.runtime.recover()
+        await self._orphans()
         for thread_id in await self.runtime.store.claimable_queues():
             self.runtime.runs.wake(thread_id)
+
+    async def _orphans(self) -> None:
+        """Settle the runs the store says this node runs while no execution here does
+        (spec 12 §12.6.6): a run whose task ended without its settlement. A thread is
+        settled when two sweeps in a row found it so — never one between its start's
+        commit and its registration."""
+        runs = self.runtime.runs
+        held = await self.runtime.store.lost_runs(limit=1_000, mine=True)
+        found = {t for t in held if not runs.owns(t)}
+        confirmed, self._suspects = found & self._suspects, found - self._suspects
+        if confirmed:
+            logger.error(
+                "node %s: %d run(s) it holds have no execution here; settling them: %s",
+                self.node_id,
+                len(confirmed),
+                ", ".join(sorted(confirmed)),
+            )
+            await self.runtime.recover(mine=True, only=confirmed)
 
     @property
     def node_id(self) -> str | None:

@@ -83,6 +83,9 @@ class Run:
         self.abort_reason: str | None = None
         self.finished = False
         self.settled = False
+        self.unwritten_row: LogRow | None = None
+        """The runtime log row of a step error that could not be written (the store was
+        unreachable): written before the run's settlement (``ending.broken``)."""
         self.terminate_requested = False
         self.partial: dict[str, str] = {}
         self.partial_reasoning: dict[str, str] = {}
@@ -223,6 +226,9 @@ class Run:
             return
         except LeaseLost:
             self.manager.lease_lost(self)
+            return
+        except Exception as exc:  # its own failure handling could not write (the store
+            self.manager.broken(self, exc)  # is unreachable): settled when it can be
             return
         finally:
             if tracing is not None:  # aborted, or lost: the reason its settlement records
@@ -546,22 +552,20 @@ class Run:
                 pass
         self.partial.clear()
         self.partial_reasoning.clear()
-        row_id = new_id()
-        stored = await self.hub.write_runtime_log(
-            self.thread_id,
-            LogRow(
-                id=row_id,
-                kind=None,
-                provider="system",
-                model=f"Step {self.run_steps + 1}, Side {self.side}",
-                created_at=0,
-                is_complete=True,
-                error=format_exception(exc),
-                error_type="step_execution_error",
-                error_origin="runtime",
-            ),
-            self.root_message_id,
+        row = LogRow(
+            id=new_id(),
+            kind=None,
+            provider="system",
+            model=f"Step {self.run_steps + 1}, Side {self.side}",
+            created_at=0,
+            is_complete=True,
+            error=format_exception(exc),
+            error_type="step_execution_error",
+            error_origin="runtime",
         )
+        stored = await self.hub.write_runtime_log(self.thread_id, row, self.root_message_id)
+        if stored is None:  # the store refused it: written with the run's settlement
+            self.unwritten_row = row
         log_id = stored.id if stored is not None else None
         if isinstance(exc, ModelFailed):  # the cause is the model's: its request's row
             self.failure = StatusError.of_exception(exc.error, exc.log_id, exc.summary)

@@ -124,6 +124,10 @@ class RunManager:
     def run_of(self, thread_id: str) -> Run | None:
         return self._runs.get(thread_id)
 
+    def owns(self, thread_id: str) -> bool:
+        """Whether a run of the thread is registered or starting here."""
+        return thread_id in self._runs or thread_id in self._starting
+
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
         if self.closing or self.fenced or not self.runs_threads or thread_id in self._starting:
@@ -296,6 +300,7 @@ class RunManager:
     settle = ending.settle
     settle_lost = ending.settle_lost
     lease_lost = ending.lease_lost
+    broken = ending.broken
     drop_all = ending.drop_all
     _terminate_hook = ending.terminate_hook
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -216,13 +216,18 @@ class Runtime:
         """Register a ``@hook`` function (the same one twice is a no-op)."""
         self.hub.definitions.add(fn)
 
-    async def recover(self, *, mine: bool = False) -> list[str]:
+    async def recover(
+        self, *, mine: bool = False, only: Collection[str] | None = None
+    ) -> list[str]:
         """Settle every ``running`` thread that no live execution owns (no live node's,
-        where several share the store; ``mine``: this node's too, when it runs none:
-        at start-up, or after it fenced itself); returns their ids."""
+        where several share the store; ``mine``: this node's too, those it does not run:
+        at start-up, after it fenced itself, or runs whose execution ended without a
+        settlement); ``only``: of these threads; returns their ids."""
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
         for thread_id in await self.store.lost_runs(limit=1_000_000, mine=mine):
+            if only is not None and thread_id not in only:
+                continue
             done = await self.runs.settle_lost(thread_id)
             if done is not None:
                 settled.append(thread_id)

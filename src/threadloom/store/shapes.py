@@ -256,6 +256,8 @@ class Settlement:
     note: str | None = None
     note_status_kind: str | None = None
     reason: str | None = None
+    error: StatusError | None = None
+    """Why a ``failed`` status failed (spec 01 §1.7.4); ``None``: the reason's own."""
     logs_first: bool = False
     only_if_running: bool = False
     delivery: ParentDelivery | None = None

@@ -327,7 +327,7 @@ def settle_run(
         )
         tx.event("message", note.id)
     if settlement.reason is not None:
-        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now))
+        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now, settlement.error))
         tx.release()  # an interrupted run (no reason) is started again by the same node
     events = tx.flush()
     if settlement.delivery is not None:

@@ -74,7 +74,17 @@ def _boss(request: ProviderRequest) -> Reply:
     return Reply.text(f"echo: {_last_user(request)}")
 
 
+async def _slow(request: ProviderRequest) -> Reply:
+    """A turn of two model calls, each 0.2 s: ``report`` the user's text, then answer
+    ``done: <text>`` from the tool's result — a turn long enough to span a fault."""
+    last = request.messages[-1] if request.messages else None
+    if last is not None and last.role == "tool":
+        return Reply.text(f"done: {_last_user(request)}", delay=0.2)
+    return Reply.tool_calls(Call("report", {"summary": _last_user(request)}), delay=0.2)
+
+
 echo_model = Model(name="echo_model", provider=ScriptedProvider(_echo), model="echo-1")
 gate_model = Model(name="gate_model", provider=ScriptedProvider(_gate), model="gate-1")
 boss_model = Model(name="boss_model", provider=ScriptedProvider(_boss), model="boss-1")
+slow_model = Model(name="slow_model", provider=ScriptedProvider(_slow), model="slow-1")
 worker_model = Model(name="worker_model", provider=ScriptedProvider(_worker), model="worker-1")

@@ -3,6 +3,9 @@
 from threadloom.define import Prompt, Subagent
 
 echo_prompt = Prompt(name="echo_prompt", model="echo_model", system="Echo the user.")
+slow_prompt = Prompt(
+    name="slow_prompt", model="slow_model", system="Report, then answer.", tools=["report"]
+)
 gate_prompt = Prompt(name="gate_prompt", model="gate_model", system="Wait for the gate.")
 boss_prompt = Prompt(
     name="boss_prompt",
