@@ -96,7 +96,8 @@ async def test_events_after_a_subscription_wait_for_its_head(runtime: Runtime) -
 async def test_c12_026_rows_pruned_before_they_were_relayed_give_a_resync(runtime: Runtime) -> None:
     """C12-026: events another node committed are pruned before this node reads
     them → the subscribers get one ``resync`` (reason ``expired``, from the last delivered
-    ``seq``), then the events still there, in order."""
+    ``seq`` to the last one pruned: below every frame that follows), then the events still
+    there, in order."""
     w = await _watched(runtime)
     head = await w.head()
     await w.written_elsewhere(*(f"elsewhere {i}" for i in range(4)))
@@ -105,7 +106,7 @@ async def test_c12_026_rows_pruned_before_they_were_relayed_give_a_resync(runtim
     w.delivery.expect(w.tid, head + 1, head + 4)  # the notification, after the pruning
     await w.delivery.idle(w.tid)
     seen = [(e.kind, e.seq, e.data) for e in w.subscription.drain()]
-    assert seen[0] == ("resync", None, {"since": head, "seq": head + 4, "reason": "expired"})
+    assert seen[0] == ("resync", None, {"since": head, "seq": head + 2, "reason": "expired"})
     assert [(kind, seq) for kind, seq, _ in seen[1:]] == [
         ("message", head + 3),
         ("message", head + 4),
@@ -117,10 +118,34 @@ async def test_c12_026_rows_pruned_before_they_were_relayed_give_a_resync(runtim
         assert isinstance(frame, Frame)
         assert json.loads(frame.text) == {
             "type": "resync",
-            "seq": head + 4,
+            "seq": head + 2,
             "since": head,
             "reason": "expired",
         }
+
+
+async def test_c12_033_a_range_wholly_pruned_gives_one_resync_and_delivery_goes_on(
+    runtime: Runtime,
+) -> None:
+    """C12-033: a notification names only events that were pruned, while later ones of the
+    thread are still stored → one ``resync`` (``seq`` the last pruned number), and delivery
+    goes on past the gap: the later events, when their notification comes, are delivered
+    (before: the gap was read again and again, a ``resync`` each time, nothing delivered)."""
+    w = await _watched(runtime)
+    head = await w.head()
+    await w.written_elsewhere(*(f"elsewhere {i}" for i in range(4)))
+    assert await runtime.store.prune_events(older_than_us=0, keep=1) is not None
+    w.delivery.expect(w.tid, head + 1, head + 2)  # all of it pruned
+    await asyncio.wait_for(w.delivery.idle(w.tid), 5)
+    w.delivery.expect(w.tid, head + 3, head + 4)
+    await asyncio.wait_for(w.delivery.idle(w.tid), 5)
+    seen = [(e.kind, e.seq, e.data if e.kind == "resync" else None) for e in w.subscription.drain()]
+    assert seen == [
+        ("resync", None, {"since": head, "seq": head + 2, "reason": "expired"}),
+        ("message", head + 3, None),
+        ("message", head + 4, None),
+    ]
+    w.subscription.close()
 
 
 async def test_c12_029_an_event_the_head_read_counted_before_it_was_offered_is_delivered(

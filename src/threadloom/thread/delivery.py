@@ -222,15 +222,19 @@ class OrderedDelivery:
                 return  # not there (deleted, or never committed): nothing to deliver
             if batch[0].seq != state.next:
                 # pruned before they were relayed: the subscribers cannot be brought up to
-                # date frame by frame, and rebuild over HTTP (spec 12 §12.7.4, spec 09 §9.7.3)
+                # date frame by frame, and rebuild over HTTP (spec 12 §12.7.4, spec 09 §9.7.3).
+                # The resync's seq is the last number gone, below every frame that follows
+                # (seq never decreases on a socket), and delivery goes on past the gap.
+                gone = min(batch[0].seq, last + 1) - 1
                 logger.warning(
                     "thread %s: events %d-%d were pruned before they were relayed",
                     thread_id,
                     state.next,
-                    batch[0].seq - 1,
+                    gone,
                 )
-                data = {"since": state.next - 1, "seq": last, "reason": "expired"}
+                data = {"since": state.next - 1, "seq": gone, "reason": "expired"}
                 self.bus.publish(ThreadEvent(thread_id, "resync", None, data, batch[0].created_at))
+                state.next = gone + 1
             for stored in batch:
                 if stored.seq > last:
                     break

@@ -100,6 +100,11 @@ class Dialect:
     """The driver's exception class(es) for a violated constraint."""
     leases: bool = False
     """Whether threads carry leases (spec 12 §12.3: several nodes share the database)."""
+    lost_tails: bool = True
+    """Whether a run's last commits can be lost after their events were published, so a
+    lost run's settlement skips event numbers (``Settlement.skip_events``): an embedded
+    database's unsynced tail dies with the machine that ran the run. A database server
+    outlives the node that died: what it acknowledged stays committed."""
     lease_columns: str = ""
     """Columns ``Tx`` reads after the others where ``leases``: the lease's node, its token
     and whether that node is live."""

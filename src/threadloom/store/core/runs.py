@@ -300,7 +300,7 @@ def settle_run(
         if node_id is None or (tx.lease_live and tx.lease_node != node_id):
             return []
         tx.acquire(node_id)
-    if settlement.skip_events:
+    if settlement.skip_events and tx.sql.lost_tails:
         tx.event_seq += settlement.skip_events
         conn.execute(
             "UPDATE threads SET events_pruned_through = ? WHERE id = ?", (tx.event_seq, thread_id)

@@ -41,6 +41,7 @@ class PostgresDialect(Dialect):
 
     name = "postgresql"
     leases = True
+    lost_tails = False
     fenced = " AND lease_node = ? AND lease_token = ?"
     greatest = "GREATEST"
     is_same = "IS NOT DISTINCT FROM"
