@@ -6,6 +6,7 @@ that never decreases; and a paused owner that wakes after the takeover relays no
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -133,6 +134,58 @@ def test_c12_032_every_subscriber_sees_a_dead_owners_settlement_in_order(
                 seqs = _seqs(stream)
                 assert seqs == sorted(seqs), seqs
                 assert not stream.of_type("resync"), stream.of_type("resync")
+        finally:
+            for stream in streams:
+                stream.close()
+
+
+EPHEMERAL = ("message_chunk", "reasoning_chunk", "tool_call_started", "tool_call_done", "event")
+
+
+def test_c12_034_a_paused_owner_relays_nothing_after_the_takeover(tmp_path: Path) -> None:
+    """C12-034: three threads generate slowly on n1 (their chunks relayed to a WebSocket and
+    an SSE subscriber each on n2); SIGSTOP n1 past its TTL → n2 settles them
+    (``execution_lost``); SIGCONT n1, whose old runs go on generating until their next write
+    is fenced → no subscriber on n2 gets an ephemeral frame after the settlement (a phantom
+    of a run that no longer exists)."""
+    with start_cluster(tmp_path, n=2) as cluster:
+        n1, n2 = cluster.nodes
+        threads = [cluster.create_thread(n1, "gate") for _ in range(3)]
+        for i, thread in enumerate(threads):
+            cluster.send(n1, thread, f"gate-p{i}-slow")
+        for thread in threads:
+            cluster.wait_running(n1, thread, owner="n1")
+        streams = [s for thread in threads for s in _watch(cluster, thread, [n2])]
+        try:
+            for i in range(len(threads)):
+                cluster.open_gate(f"gate-p{i}-slow")
+            cluster.wait_for(
+                lambda: all(s.of_type("message_chunk") for s in streams),
+                what="the generations relayed to n2",
+            )
+            n1.signal(signal.SIGSTOP)
+            try:
+                for thread in threads:
+                    assert cluster.wait_settled(n2, thread, timeout=TTL_S + 3 * SWEEP_S + 10) == (
+                        "failed",
+                        "execution_lost",
+                    )
+                for stream in streams:
+                    cluster.wait_for(lambda s=stream: _settled(s, "execution_lost"), timeout=10)
+            finally:
+                n1.signal(signal.SIGCONT)
+            time.sleep(3)  # n1 runs again: whatever its old runs still relay arrives now
+            assert n1.alive
+            for stream in streams:
+                frames = list(stream.frames)
+                settled = next(
+                    i
+                    for i, f in enumerate(frames)
+                    if f.get("type") == "thread_status"
+                    and (f.get("status") or {}).get("reason") == "execution_lost"
+                )
+                late = [f for f in frames[settled + 1 :] if f.get("type") in EPHEMERAL]
+                assert not late, late
         finally:
             for stream in streams:
                 stream.close()

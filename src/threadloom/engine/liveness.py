@@ -160,6 +160,15 @@ class Liveness:
         task.add_done_callback(functools.partial(_report, what))
         return task
 
+    def fenced_now(self) -> bool:
+        """Whether the node must act as fenced at this moment: fenced already, or its last
+        successful heartbeat started longer ago than the fencing delay (it was paused, or
+        the database is out of reach), so another node may have taken its runs over —
+        fenced now if so, without waiting for the loop's next turn (which a paused
+        process's other tasks may precede when it wakes)."""
+        self._fence_if_late()
+        return self.fenced
+
     def _fence_if_late(self) -> None:
         if not self.fenced and time.monotonic() - self._last_ok >= self.timings.fence_after_s:
             logger.error(

@@ -402,6 +402,9 @@ class Relay:
             await self._send(tid, kind, {**data, "chunk": part, "offset": offset + start})
 
     async def _send(self, tid: str, kind: str, data: dict[str, Any]) -> None:
+        liveness = self.runtime.liveness
+        if liveness is not None and liveness.fenced_now():
+            return  # its runs may be another node's now: nothing of them is relayed
         await self.store.notify(
             "chunks", {"t": tid, "n": self.node_id, "f": {"k": kind, "d": data}}
         )
