@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -136,6 +137,25 @@ def test_a_broken_project_gives_its_findings_and_exit_2(tmp_path: Path, command:
     assert "  tools/broken.py: SyntaxError" in done.stderr
     assert '  prompts/p.py: Prompt "p": model "nope" is not defined' in done.stderr
     assert '  prompts/p.py: Prompt "p": tool "weathr" is not defined' in done.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    """Another program listens on the port: ``serve`` says so before its banner (whose URL
+    would be the other program's), in one line, and exits 2 as other start-up refusals do
+    — not uvicorn's ``[Errno 98]`` and exit 3 after the banner."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli(
+            "serve", "--port", str(port), "--store", "sqlite:///p.db", cwd=tmp_path, timeout=60
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""  # no banner
+    assert done.stderr.splitlines() == [
+        f"threadloom serve: cannot listen on 127.0.0.1:{port}: address already in use (is"
+        " another server running there?); stop it or choose another port with --port"
+    ]
 
 
 def test_run_names_the_agents_to_choose_from(tmp_path: Path) -> None:
