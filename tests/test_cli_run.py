@@ -78,3 +78,70 @@ def test_c04_111_a_failed_run_prints_its_cause_and_exits_1(tmp_path: Path) -> No
     done = run_cli("run", str(scripted), "-m", "hi", "--store", "sqlite:///s.db", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "The run failed" not in done.stderr
+
+
+FAILING_TOOL = {
+    "models/m.py": """
+        from threadloom import Model
+        from threadloom.testing import Call, Reply, ScriptedProvider
+
+        def reply(request):
+            last = request.messages[-1]
+            if last.role == "tool":
+                return Reply.text(f"The tool said: {last.text}")
+            return Reply.tool_calls(Call("refund", {"order_id": "A-1", "amount": -1}))
+
+        m = Model(name="m", provider=ScriptedProvider(reply), model="scripted")
+    """,
+    "tools/refunds.py": """
+        from threadloom import tool
+
+        @tool
+        def refund(order_id: str, amount: float) -> str:
+            \"""Refund an order.\"""
+            if amount <= 0:
+                raise ValueError("the amount must be positive")
+            return "refunded"
+    """,
+    "prompts/p.py": """
+        from threadloom import Prompt
+        p = Prompt(name="p", model="m", system="x", tools=["refund"])
+    """,
+    "agents/a.py": """
+        from threadloom import Agent, Side
+        a = Agent(name="a", side_a=Side(prompt="p", label="Shop"), side_b=Side())
+    """,
+}
+
+
+def test_a_failed_tool_call_shows_what_the_model_was_told_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A tool that raises (the documented way to tell the model it failed): the chat line
+    shows the error the model got; stderr has one line naming the exception and where it
+    was raised, no traceback; ``--verbose`` shows the traceback (once)."""
+    project = tmp_path / "shop"
+    for name, text in FAILING_TOOL.items():
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dedent(text).lstrip(), encoding="utf-8")
+    done = run_cli("run", "shop", "-m", "refund A-1", "--store", "sqlite:///f.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    told = "Failed to execute tool: the amount must be positive"
+    assert done.stdout.splitlines()[1:] == [
+        "You: refund A-1",
+        "  ⚙ refund …",
+        f"  ⚙ refund → error: {told}",
+        f"Shop: The tool said: {told}",
+    ]
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("WARNING:     threadloom.tools: tool refund raised ValueError")
+    assert line.endswith(
+        "the amount must be positive (at shop/tools/refunds.py:7; --verbose shows the traceback)"
+    )
+
+    verbose = run_cli("run", "shop", "-m", "again", "-v", "--store", "sqlite:///v.db", cwd=tmp_path)
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert verbose.stderr.count("Traceback (most recent call last)") == 1
+    assert 'raise ValueError("the amount must be positive")' in verbose.stderr

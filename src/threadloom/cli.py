@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -112,7 +114,9 @@ def run(
 ) -> None:
     """Chat with an agent of the project in PROJECT in the terminal. Exits with 1 when the
     last run failed (its cause is printed)."""
-    configure_logging("debug" if verbose else "warning", hide_run_failures=not verbose)
+    configure_logging(
+        "debug" if verbose else "warning", hide_run_failures=not verbose, tracebacks=verbose
+    )
     if not project.is_dir():
         errors.print(Text(f"threadloom run: project folder not found: {project}", style="red"))
         raise typer.Exit(2)
@@ -184,16 +188,40 @@ class _NotRunFailures(logging.Filter):
         return not getattr(record, "threadloom_run_failed", False)
 
 
-def configure_logging(level: str, *, hide_run_failures: bool = False) -> None:
+class _OneLine(logging.Formatter):
+    """A record on one line: an exception it carries is named by where it was raised
+    (``at tools/orders.py:12``), its traceback left to ``--verbose``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        exc_info = record.exc_info
+        if not exc_info or exc_info[2] is None:
+            return super().format(record)
+        frame = traceback.extract_tb(exc_info[2])[-1]
+        path = os.path.relpath(frame.filename)
+        where = frame.filename if path.startswith("..") else path
+        record.exc_info, record.exc_text = None, None
+        try:
+            line = super().format(record)
+        finally:
+            record.exc_info = exc_info
+        return f"{line} (at {where}:{frame.lineno}; --verbose shows the traceback)"
+
+
+LOG_FORMAT = "%(levelname)s:     %(name)s: %(message)s"
+
+
+def configure_logging(
+    level: str, *, hide_run_failures: bool = False, tracebacks: bool = True
+) -> None:
     """Show the ``threadloom.*`` loggers on stderr at ``level`` (warnings: missing
-    credentials, tool exceptions with their traceback, failed runs), unless the
-    application configured logging itself."""
+    credentials, tool exceptions, failed runs), unless the application configured logging
+    itself; without ``tracebacks`` a record that carries an exception stays on one line."""
     root = logging.getLogger()
     package = logging.getLogger("threadloom")
     if root.handlers or package.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT) if tracebacks else _OneLine(LOG_FORMAT))
     if hide_run_failures:
         handler.addFilter(_NotRunFailures())
     package.addHandler(handler)
