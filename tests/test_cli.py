@@ -99,15 +99,29 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["serve"],
         ["users"],
         ["users", "create"],
+        ["users", "list"],
+        ["users", "delete"],
         ["users", "set-roles"],
         ["keys"],
         ["keys", "create"],
+        ["keys", "list"],
+        ["keys", "revoke"],
     ],
 )
 def test_help_speaks_the_users_words(tmp_path: Path, command: list[str]) -> None:
+    """No spec references; a flag without a type (``<bool>``); an option's value named for
+    what it is (``--store URL``); sentences wrapped to the terminal, not where the source
+    broke them: each command of a group listed on one line, its summary whole."""
     done = run_cli(*command, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "spec " not in done.stdout and "§" not in done.stdout
+    assert "<bool>" not in done.stdout and "<str>" not in done.stdout.split("Options:")[-1]
+    assert "╭" not in done.stdout  # plain text, no boxes
+    if "--store" in done.stdout:
+        assert "--store URL" in done.stdout
+    if "Commands:" in done.stdout:
+        listed = done.stdout.split("Commands:\n", 1)[1].splitlines()
+        assert listed and all(re.fullmatch(r"  [a-z-]+ +[A-Z][^ ].*\.", row) for row in listed)
 
 
 BROKEN = {

@@ -4,6 +4,7 @@ exits 1 (spec 04 §4.21, case C04-111); a missing key is named when the project 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
+
+from threadloom import Runtime
 
 pytestmark = pytest.mark.sqlite_only  # the command's own store: a file of the test
 
@@ -145,3 +148,22 @@ def test_a_failed_tool_call_shows_what_the_model_was_told_without_a_traceback(
     assert verbose.returncode == 0, verbose.stdout + verbose.stderr
     assert verbose.stderr.count("Traceback (most recent call last)") == 1
     assert 'raise ValueError("the amount must be positive")' in verbose.stderr
+
+
+def test_a_locked_sqlite_file_is_refused_with_exit_2_as_serve_refuses_it(tmp_path: Path) -> None:
+    """Another process runs the file's threads (it holds ``<file>.lock``): ``threadloom run``
+    is refused before anything runs, naming that process, with exit code 2 — as
+    ``threadloom serve`` is (spec 12 §12.1 rule 4) — not 1, which says a run failed."""
+    project = write_project(tmp_path / "scripted", "scripted")
+    url = f"sqlite:///{tmp_path / 'held.db'}"
+
+    async def refused_while_held() -> subprocess.CompletedProcess[str]:
+        async with await Runtime.open(url, project=project):  # holds the lock
+            return await asyncio.to_thread(
+                run_cli, "run", str(project), "-m", "hi", "--store", url, cwd=tmp_path
+            )
+
+    done = asyncio.run(refused_while_held())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"pid {os.getpid()}" in done.stderr
+    assert "Traceback" not in done.stderr
