@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,23 @@ def test_a_locked_sqlite_file_is_refused_with_exit_2_as_serve_refuses_it(tmp_pat
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"pid {os.getpid()}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_connection_error_says_what_failed_once(tmp_path: Path) -> None:
+    """The model's server refuses the connection: the run fails with one line that says
+    "Connection error" once and then the transport's error — not the SDK's own
+    "Connection error." after it again."""
+    project = write_project(tmp_path / "remote", "openai")
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        done = run_cli(
+            "run", str(project), "-m", "hi", "--store", "sqlite:///c.db", cwd=tmp_path,
+            env={"OPENAI_API_KEY": "sk-not-used", "OPENAI_BASE_URL": base},
+        )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = next(line for line in done.stderr.splitlines() if line.startswith("The run failed"))
+    assert failed.startswith(
+        'The run failed: Model "fast" (openai): Connection error: ConnectError: '
+    ), failed
+    assert failed.count("Connection error") == 1

@@ -233,7 +233,9 @@ class Renderer:
         self._flush_failed_calls()
         if state == "failed":
             self.failure = failure_text(status)
-            self.errors.print(Text(f"The run failed: {self.failure}", style="bold red"))
+            self.errors.print(
+                Text(f"The run failed: {self.failure}", style="bold red"), soft_wrap=True
+            )
             log_id = (status.get("error") or {}).get("log_id")
             if log_id:
                 self.errors.print(Text(f"  details: log row {log_id}", style="dim"))
