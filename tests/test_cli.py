@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +56,8 @@ def test_init_then_run_answers_offline(tmp_path: Path) -> None:
 
 
 def test_the_projects_own_tests_pass(tmp_path: Path) -> None:
+    """They pass, without a warning: the plugin pytest-asyncio (installed here) is not one
+    they need, and it would warn on every run that its loop scope is unset."""
     assert run_cli("init", "shop", cwd=tmp_path).returncode == 0
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "shop/tests"],
@@ -66,7 +69,8 @@ def test_the_projects_own_tests_pass(tmp_path: Path) -> None:
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH" or "tests" not in v},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("2 passed in ")
+    assert "warning" not in (done.stdout + done.stderr).lower()  # pytest-asyncio is installed
 
 
 def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:
@@ -98,15 +102,29 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["serve"],
         ["users"],
         ["users", "create"],
+        ["users", "list"],
+        ["users", "delete"],
         ["users", "set-roles"],
         ["keys"],
         ["keys", "create"],
+        ["keys", "list"],
+        ["keys", "revoke"],
     ],
 )
 def test_help_speaks_the_users_words(tmp_path: Path, command: list[str]) -> None:
+    """No spec references; a flag without a type (``<bool>``); an option's value named for
+    what it is (``--store URL``); sentences wrapped to the terminal, not where the source
+    broke them: each command of a group listed on one line, its summary whole."""
     done = run_cli(*command, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "spec " not in done.stdout and "§" not in done.stdout
+    assert "<bool>" not in done.stdout and "<str>" not in done.stdout.split("Options:")[-1]
+    assert "╭" not in done.stdout  # plain text, no boxes
+    if "--store" in done.stdout:
+        assert "--store URL" in done.stdout
+    if "Commands:" in done.stdout:
+        listed = done.stdout.split("Commands:\n", 1)[1].splitlines()
+        assert listed and all(re.fullmatch(r"  [a-z-]+ +[A-Z][^ ].*\.", row) for row in listed)
 
 
 BROKEN = {
@@ -136,6 +154,25 @@ def test_a_broken_project_gives_its_findings_and_exit_2(tmp_path: Path, command:
     assert "  tools/broken.py: SyntaxError" in done.stderr
     assert '  prompts/p.py: Prompt "p": model "nope" is not defined' in done.stderr
     assert '  prompts/p.py: Prompt "p": tool "weathr" is not defined' in done.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    """Another program listens on the port: ``serve`` says so before its banner (whose URL
+    would be the other program's), in one line, and exits 2 as other start-up refusals do
+    — not uvicorn's ``[Errno 98]`` and exit 3 after the banner."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli(
+            "serve", "--port", str(port), "--store", "sqlite:///p.db", cwd=tmp_path, timeout=60
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""  # no banner
+    assert done.stderr.splitlines() == [
+        f"threadloom serve: cannot listen on 127.0.0.1:{port}: address already in use (is"
+        " another server running there?); stop it or choose another port with --port"
+    ]
 
 
 def test_run_names_the_agents_to_choose_from(tmp_path: Path) -> None:

@@ -35,10 +35,24 @@ def test_the_guide_has_its_sections() -> None:
         "## Hooks",
         "## A project folder",
         "## Testing an agent with the scripted model",
+        "## Testing a subagent",
         "## Running it",
     ):
         assert title in text
     assert len(blocks()) >= 12
+
+
+def test_the_guide_shows_how_to_test_a_subagent() -> None:
+    """Its section scripts a parent and its children with one provider: the relationship
+    name as ``subagent_create``'s ``agent``, parallel calls answered by a function of the
+    request (the block itself runs in the test below)."""
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text.split("## Testing a subagent", 1)[1].split("\n## ", 1)[0]
+    [code] = BLOCK.findall(section)
+    assert '"subagent_create"' in code and '"agent": "research"' in code
+    assert 'relationship="research"' in code and 'request.metadata["prompt"]' in code
+    assert "in parallel" in section
+    assert "`ai_human`) and `expose_as_tool" not in text  # a child agent is dual_ai only
 
 
 def test_every_python_block_of_the_guide_runs(tmp_path: Path) -> None:

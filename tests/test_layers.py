@@ -1,4 +1,6 @@
-"""The house of DESIGN.md: dependencies point down, and nothing above store/ knows SQLite."""
+"""The package's floors (README.md, Layout; bottom to top in ``FLOORS``): dependencies point
+down, and nothing above store/ knows SQLite — one Store protocol, two backends (decision D13
+of docs/spec/README.md)."""
 
 from __future__ import annotations
 

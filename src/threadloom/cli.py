@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,7 +27,7 @@ import threadloom
 from threadloom.cli_auth import register as register_auth_commands
 from threadloom.cli_chat import chat
 from threadloom.cli_init import InitError, init_project
-from threadloom.errors import DefinitionError, ThreadloomError
+from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
     from threadloom.server.serve import ServeInfo
@@ -34,6 +36,7 @@ app = typer.Typer(
     add_completion=False,
     help="Threadloom: a durable thread runtime for AI agents.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's help: flags without a <bool>, sentences wrapped to fit
 )
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -43,6 +46,7 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
+        metavar="URL",
         help="Where threads are kept: sqlite:///file.db or postgresql://user@host/db",
     ),
 ]
@@ -75,10 +79,13 @@ def project_problems(exc: DefinitionError) -> None:
 
 @app.command()
 def init(
-    folder: Annotated[Path, typer.Argument(help="Folder to create (it must not hold files)")],
+    folder: Annotated[
+        Path, typer.Argument(metavar="FOLDER", help="Folder to create (it must not hold files)")
+    ],
 ) -> None:
-    """Write a small working project to FOLDER: a model that answers offline, a prompt, a
-    tool, an agent and a test."""
+    """Write a small working project to FOLDER.
+
+    The project has a model that answers offline, a prompt, a tool, an agent and a test."""
     try:
         written = init_project(folder)
     except InitError as exc:
@@ -96,23 +103,35 @@ def init(
 
 @app.command()
 def run(
-    project: Annotated[Path, typer.Argument(help="Project folder (models/, prompts/, …)")],
+    project: Annotated[
+        Path, typer.Argument(metavar="PROJECT", help="Project folder (models/, prompts/, …)")
+    ],
     agent: Annotated[
         str | None,
-        typer.Option("--agent", "-a", help="Agent to chat with (default: the project's only one)"),
+        typer.Option(
+            "--agent",
+            "-a",
+            metavar="NAME",
+            help="Agent to chat with (default: the project's only one)",
+        ),
     ] = None,
     store: StoreOption = "sqlite:///threadloom.db",
-    thread: Annotated[str | None, typer.Option(help="Resume this thread id")] = None,
+    thread: Annotated[str | None, typer.Option(metavar="ID", help="Resume this thread id")] = None,
     message: Annotated[
-        str | None, typer.Option("--message", "-m", help="Send one message and exit")
+        str | None,
+        typer.Option("--message", "-m", metavar="TEXT", help="Send one message and exit"),
     ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show Threadloom's log, tracebacks included")
     ] = False,
 ) -> None:
-    """Chat with an agent of the project in PROJECT in the terminal. Exits with 1 when the
-    last run failed (its cause is printed)."""
-    configure_logging("debug" if verbose else "warning", hide_run_failures=not verbose)
+    """Chat with an agent of PROJECT in the terminal.
+
+    Exits with 1 when the last run failed (its cause is printed), with 2 when the project
+    does not load or its store cannot be used."""
+    configure_logging(
+        "debug" if verbose else "warning", hide_run_failures=not verbose, tracebacks=verbose
+    )
     if not project.is_dir():
         errors.print(Text(f"threadloom run: project folder not found: {project}", style="red"))
         raise typer.Exit(2)
@@ -120,6 +139,9 @@ def run(
         failure = asyncio.run(chat(project, agent, store, thread, message, console, errors))
     except DefinitionError as exc:
         project_problems(exc)
+        raise typer.Exit(2) from None
+    except StoreLocked as exc:  # refused before anything ran, as ``serve`` refuses it
+        errors.print(Text(f"threadloom run: {exc}", style="red"), soft_wrap=True)
         raise typer.Exit(2) from None
     except ThreadloomError as exc:
         errors.print(Text(f"threadloom run: {exc}", style="red"), soft_wrap=True)
@@ -150,20 +172,28 @@ def banner(info: ServeInfo) -> None:
 @app.command()
 def serve(
     project: Annotated[
-        Path | None, typer.Argument(help="Project folder (models/, prompts/, …)")
+        Path | None,
+        typer.Argument(metavar="PROJECT", help="Project folder (models/, prompts/, …)"),
     ] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
+    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on")] = 8000,
     store: Annotated[
         str | None,
         typer.Option(
+            metavar="URL",
             help="Where threads are kept: sqlite:///file.db or postgresql://user@host:5432/db"
-            " (default THREADLOOM_DATABASE_URL, THREADLOOM_STORE, sqlite:///./threadloom.db)"
+            " (default THREADLOOM_DATABASE_URL, THREADLOOM_STORE, sqlite:///./threadloom.db)",
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="Log level: debug, info, warning")] = "info",
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="Log level: debug, info, warning")
+    ] = "info",
 ) -> None:
-    """Serve the web UI, the REST API and the live streams of PROJECT's agents."""
+    """Serve PROJECT's agents over HTTP.
+
+    The web UI at /, the REST API (its docs at /docs) and the live streams."""
     from threadloom.server.serve import ServeError, run_server
 
     configure_logging(log_level)
@@ -184,16 +214,40 @@ class _NotRunFailures(logging.Filter):
         return not getattr(record, "threadloom_run_failed", False)
 
 
-def configure_logging(level: str, *, hide_run_failures: bool = False) -> None:
+class _OneLine(logging.Formatter):
+    """A record on one line: an exception it carries is named by where it was raised
+    (``at tools/orders.py:12``), its traceback left to ``--verbose``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        exc_info = record.exc_info
+        if not exc_info or exc_info[2] is None:
+            return super().format(record)
+        frame = traceback.extract_tb(exc_info[2])[-1]
+        path = os.path.relpath(frame.filename)
+        where = frame.filename if path.startswith("..") else path
+        record.exc_info, record.exc_text = None, None
+        try:
+            line = super().format(record)
+        finally:
+            record.exc_info = exc_info
+        return f"{line} (at {where}:{frame.lineno}; --verbose shows the traceback)"
+
+
+LOG_FORMAT = "%(levelname)s:     %(name)s: %(message)s"
+
+
+def configure_logging(
+    level: str, *, hide_run_failures: bool = False, tracebacks: bool = True
+) -> None:
     """Show the ``threadloom.*`` loggers on stderr at ``level`` (warnings: missing
-    credentials, tool exceptions with their traceback, failed runs), unless the
-    application configured logging itself."""
+    credentials, tool exceptions, failed runs), unless the application configured logging
+    itself; without ``tracebacks`` a record that carries an exception stays on one line."""
     root = logging.getLogger()
     package = logging.getLogger("threadloom")
     if root.handlers or package.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT) if tracebacks else _OneLine(LOG_FORMAT))
     if hide_run_failures:
         handler.addFilter(_NotRunFailures())
     package.addHandler(handler)

@@ -1,16 +1,25 @@
-"""``threadloom users …`` and ``threadloom keys …``: bootstrap credentials (spec 10 §10.13).
+"""``threadloom users …`` and ``threadloom keys …``: credentials from the command line
+(spec 10 §10.13).
 
-They write to the same store as the server (``--store``, default ``THREADLOOM_STORE`` or
-``sqlite:///./threadloom.db``), so a fresh deployment gets its first admin and key before
-``threadloom serve`` listens on a public address (``serve`` itself refuses to start without
-one: ``server/startup.py``, exit code 2).
+``users create|list|delete|set-roles`` and ``keys create|list|revoke``: a user is named by
+its username, the first argument wherever one is needed (``keys create USERNAME``; the
+older ``keys create --user USERNAME`` still works); a key by the id ``keys list`` shows, or
+by the key itself. They write to the same store as the server (``--store``, default
+``THREADLOOM_DATABASE_URL``, ``THREADLOOM_STORE`` or ``sqlite:///./threadloom.db``), beside a
+running server (they take no lock), so a fresh deployment gets its first admin and key
+before ``threadloom serve`` listens on a public address (``serve`` itself refuses to start
+without one: ``server/startup.py``, exit code 2). Exit codes: 2 for input refused before
+the store is touched, 1 for what the store refuses (a user that does not exist, the last
+admin).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 import typer
@@ -19,14 +28,19 @@ from rich.console import Console
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
 from threadloom.server.accounts import APP_ROLE, ROLES, USERNAME, issue_api_key, new_user
 from threadloom.server.passwords import MIN_PASSWORD_LENGTH, hash_password
+from threadloom.server.principal import digest
 from threadloom.server.settings import DEFAULT_STORE
 from threadloom.store import open_store
-from threadloom.store.base import Store, UserPatch
+from threadloom.store.base import ApiKeyRow, Store, UserPatch, UserRow
 
 T = TypeVar("T")
 
-users_app = typer.Typer(add_completion=False, help="Users who sign in to the server.")
-keys_app = typer.Typer(add_completion=False, help="API keys for programs that use the server.")
+users_app = typer.Typer(
+    add_completion=False, rich_markup_mode=None, help="Users who sign in to the server."
+)
+keys_app = typer.Typer(
+    add_completion=False, rich_markup_mode=None, help="API keys for programs that use the server."
+)
 err = Console(stderr=True, highlight=False)
 
 StoreOption = Annotated[
@@ -34,9 +48,11 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
+        metavar="URL",
         help="Store URL of the server",
     ),
 ]
+Username = Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username")]
 
 
 def register(app: typer.Typer) -> None:
@@ -80,17 +96,54 @@ def _roles(values: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _when(us: int | None) -> str:
+    """A stored time as a reader wants it: UTC to the minute, ``-`` for none."""
+    if us is None:
+        return "-"
+    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell, one row a line (nothing but the header when
+    there are no rows)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        typer.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+async def _user(s: Store, username: str) -> UserRow:
+    user = await s.get_user_by_name(username)
+    if user is None:
+        raise _fail(f"no user {username!r}")
+    return user
+
+
+def _shown_key(key: ApiKeyRow) -> str:
+    return f"{key.key_prefix}…{key.last_five}"
+
+
+# -- users -----------------------------------------------------------------------------------
+
+
 @users_app.command("create")
 def users_create(
-    username: Annotated[str, typer.Argument(help="Unique handle, [A-Za-z0-9._-]{1,64}")],
-    role: Annotated[str, typer.Option(help="admin, user or api")] = "user",
+    username: Annotated[
+        str, typer.Argument(metavar="USERNAME", help="Unique handle, [A-Za-z0-9._-]{1,64}")
+    ],
+    role: Annotated[str, typer.Option(metavar="ROLE", help="admin, user or api")] = "user",
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="Read the password from standard input")
     ] = False,
-    roles: Annotated[str | None, typer.Option(help="Application roles, comma-separated")] = None,
+    roles: Annotated[
+        str | None, typer.Option(metavar="ROLES", help="Application roles, comma-separated")
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Create a user (without --password-stdin the user can only use API keys)."""
+    """Create a user.
+
+    Without --password-stdin the user cannot sign in and uses API keys only."""
     if not USERNAME.match(username):
         raise _fail("username must be 1-64 characters of [A-Za-z0-9._-]", 2)
     if role not in ROLES:
@@ -111,54 +164,174 @@ def users_create(
     typer.echo(f"created user {username} ({role}) id {user.id}")
 
 
+@users_app.command("list")
+def users_list(store: StoreOption = DEFAULT_STORE) -> None:
+    """List the users.
+
+    One line each: username, role, whether they can sign in with a password, their
+    application roles, when they were created (UTC) and their id."""
+    users = _with_store(store, lambda s: s.list_users())
+    rows = [
+        (
+            u.username,
+            u.role,
+            "yes" if u.password_hash else "no",
+            ",".join(u.roles) or "-",
+            _when(u.created_at_us),
+            u.id,
+        )
+        for u in users
+    ]
+    _table(("USERNAME", "ROLE", "PASSWORD", "ROLES", "CREATED", "ID"), rows)
+
+
+@users_app.command("delete")
+def users_delete(username: Username, store: StoreOption = DEFAULT_STORE) -> None:
+    """Delete a user.
+
+    Their sessions and API keys go with them; their threads are kept. The last admin
+    cannot be deleted."""
+
+    async def work(s: Store) -> None:
+        await s.delete_user((await _user(s, username)).id)
+
+    try:
+        _with_store(store, work)
+    except LastAdmin:
+        raise _fail(f"{username} is the last admin: create another admin first") from None
+    typer.echo(f"deleted user {username}")
+
+
 @users_app.command("set-roles")
 def users_set_roles(
-    username: Annotated[str, typer.Argument(help="The user")],
+    username: Username,
     roles: Annotated[
-        list[str] | None, typer.Argument(help="Application roles (none: clear them)")
+        list[str] | None,
+        typer.Argument(metavar="ROLE...", help="Application roles (none: clear them)"),
     ] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Replace a user's application roles (what the user may do in your agents' code)."""
+    """Replace a user's application roles.
+
+    The roles say what the user may do in your agents' code (ThreadState.user())."""
     wanted = _roles(roles or [])
 
-    async def work(s: Store) -> bool:
-        user = await s.get_user_by_name(username)
-        if user is None:
-            return False
-        await s.update_user(user.id, UserPatch(roles=wanted))
-        return True
+    async def work(s: Store) -> None:
+        await s.update_user((await _user(s, username)).id, UserPatch(roles=wanted))
 
-    try:
-        found = _with_store(store, work)
-    except LastAdmin as exc:  # pragma: no cover - roles never change the built-in role
-        raise _fail(str(exc)) from None
-    if not found:
-        raise _fail(f"no user {username!r}")
+    _with_store(store, work)
     typer.echo(f"{username}: roles {', '.join(wanted) or '(none)'}")
+
+
+# -- API keys --------------------------------------------------------------------------------
 
 
 @keys_app.command("create")
 def keys_create(
-    user: Annotated[str, typer.Option("--user", help="Owner of the key")],
-    name: Annotated[str, typer.Option(help="A label for the key")] = "cli",
+    username: Annotated[
+        str | None,
+        typer.Argument(metavar="USERNAME", help="The key's owner", show_default=False),
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", hidden=True, help="The key's owner (older spelling)")
+    ] = None,
+    name: Annotated[str, typer.Option(metavar="NAME", help="A label for the key")] = "cli",
     expires_days: Annotated[
-        int | None, typer.Option("--expires-days", min=1, max=3650, help="Lifetime in days")
+        int | None,
+        typer.Option("--expires-days", metavar="DAYS", min=1, max=3650, help="Lifetime in days"),
     ] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Create an API key for USER and print it (the only time it is shown)."""
+    """Create an API key for USERNAME.
+
+    The key is printed on standard output: the only time it is shown."""
+    if username is not None and user is not None and username != user:
+        raise _fail(f"two owners given: {username!r} and --user {user!r}", 2)
+    owner = username or user
+    if owner is None:
+        raise _fail("name the key's owner: threadloom keys create USERNAME", 2)
     if not 1 <= len(name) <= 100:
         raise _fail("name must be 1-100 characters", 2)
 
-    async def work(s: Store) -> str | None:
-        row = await s.get_user_by_name(user)
-        if row is None:
-            return None
+    async def work(s: Store) -> str:
+        row = await _user(s, owner)
         return (await issue_api_key(s, row.id, name, expires_days)).key
 
     key = _with_store(store, work)
-    if key is None:
-        raise _fail(f"no user {user!r}")
-    err.print(f"API key {name!r} for {user} (shown once, keep it secret):", markup=False)
+    err.print(f"API key {name!r} for {owner} (shown once, keep it secret):", markup=False)
     typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(
+    username: Annotated[
+        str | None,
+        typer.Argument(metavar="USERNAME", help="Only this user's keys", show_default=False),
+    ] = None,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """List the API keys.
+
+    One line each (never the key itself): id, name, owner, the key's first and last
+    characters, when it was created, last used and expires (UTC)."""
+
+    async def work(s: Store) -> tuple[list[ApiKeyRow], dict[str, str]]:
+        owner = await _user(s, username) if username is not None else None
+        keys = await s.list_api_keys(owner.id if owner is not None else None)
+        names = {u.id: u.username for u in await s.list_users()}
+        return keys, names
+
+    keys, names = _with_store(store, work)
+    rows = [
+        (
+            k.id,
+            k.name,
+            names.get(k.user_id, k.user_id),
+            _shown_key(k),
+            _when(k.created_at_us),
+            _when(k.last_used_at_us),
+            _when(k.expires_at_us),
+        )
+        for k in keys
+    ]
+    _table(("ID", "NAME", "USER", "KEY", "CREATED", "LAST USED", "EXPIRES"), rows)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key: Annotated[
+        str,
+        typer.Argument(
+            metavar="KEY", help="The key's id (threadloom keys list), or the key itself (tlk_…)"
+        ),
+    ],
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Revoke an API key.
+
+    The server refuses it from its next request on."""
+    by_text = key.startswith("tlk_")
+    if not by_text:
+        try:
+            uuid.UUID(key)
+        except ValueError:
+            raise _fail(
+                f"{key!r} is neither a key id (threadloom keys list) nor a key (tlk_…)", 2
+            ) from None
+
+    async def work(s: Store) -> str | None:
+        if by_text:
+            found = await s.api_key_by_digest(digest(key))
+            row, owner = found if found is not None else (None, None)
+        else:
+            row = await s.get_api_key(key)
+            owner = await s.get_user(row.user_id) if row is not None else None
+        if row is None or not await s.delete_api_key(row.id):
+            return None
+        whose = owner.username if owner is not None else row.user_id
+        return f"revoked key {row.name!r} ({_shown_key(row)}) of {whose}, id {row.id}"
+
+    done = _with_store(store, work)
+    if done is None:
+        raise _fail("no such API key" if by_text else f"no API key with id {key}")
+    typer.echo(done)

@@ -2,8 +2,9 @@
 
 Each message is labelled with its speaker (the side's label: ``Support:``, or ``Writer:`` and
 ``Critic:`` for the two sides of a ``dual_ai`` agent); text streams as it is generated; tool
-calls show as ``⚙ name …`` and their outcome; a spinner runs while the model works (on a
-terminal); the end of a run says why in words, and a failed run prints its cause on stderr.
+calls show as ``⚙ name …`` and their outcome (a failed call with the error the model got);
+a spinner runs while the model works (on a terminal); the end of a run says why in words, and
+a failed run prints its cause on stderr.
 The prompt has line editing and history (readline) when the input is a terminal.
 """
 
@@ -42,6 +43,10 @@ REASON_WORDS: Mapping[str, str | None] = {
 }
 
 
+ERROR_SHOWN = 300
+"""At most this many characters of a failed tool call's error on its line."""
+
+
 def failure_text(status: Mapping[str, Any]) -> str:
     """The one line that says why a failed run failed: its error's message, else (a store
     written before failures kept their cause) the reason code."""
@@ -73,6 +78,8 @@ class Renderer:
         self.labels: dict[str, str] = {}
         self.failure: str | None = None
         """Why the last run failed (its status's error), ``None`` when it did not."""
+        self.failed_calls: dict[str, str] = {}
+        """Tool calls that failed (id: name), shown once their tool message arrives."""
         self._spinner: Status | None = None
         self.spins = console.is_terminal
 
@@ -166,12 +173,38 @@ class Renderer:
         elif event == "tool_call_done":
             self.still()
             status = detail.get("status")
+            if status == "error" and isinstance(detail.get("id"), str):
+                # its line waits for the tool message, which says what the model was told
+                self.failed_calls[detail["id"]] = str(detail.get("name"))
+                return
             style = "green" if status == "success" else "red"
             self.console.print(Text(f"  ⚙ {detail.get('name')} → {status}", style=style))
+
+    def _tool_failed(self, name: str, told: str | None) -> None:
+        """The line of a failed tool call, with the error the model got (its first line)."""
+        self.still()
+        self.end_stream()
+        line = f"  ⚙ {name} → error"
+        first = told.strip().splitlines()[0] if told and told.strip() else ""
+        if len(first) > ERROR_SHOWN:
+            first = first[: ERROR_SHOWN - 1] + "…"
+        if first:
+            line += f": {first}"
+        self.console.print(Text(line, style="red"), soft_wrap=True)
+
+    def _flush_failed_calls(self) -> None:
+        for name in self.failed_calls.values():
+            self._tool_failed(name, None)
+        self.failed_calls.clear()
 
     def _message(self, message: Mapping[str, Any]) -> None:
         message_id = message.get("id")
         role = message.get("role")
+        if role == "tool" and message.get("tool_call_id") in self.failed_calls:
+            name = self.failed_calls.pop(str(message["tool_call_id"]))
+            content = message.get("content")
+            self._tool_failed(name, content if isinstance(content, str) else None)
+            return
         if not isinstance(message_id, str) or role not in ("assistant", "user"):
             return
         if message.get("depth"):
@@ -197,9 +230,12 @@ class Renderer:
             return
         self.still()
         self.end_stream()
+        self._flush_failed_calls()
         if state == "failed":
             self.failure = failure_text(status)
-            self.errors.print(Text(f"The run failed: {self.failure}", style="bold red"))
+            self.errors.print(
+                Text(f"The run failed: {self.failure}", style="bold red"), soft_wrap=True
+            )
             log_id = (status.get("error") or {}).get("log_id")
             if log_id:
                 self.errors.print(Text(f"  details: log row {log_id}", style="dim"))

@@ -2,7 +2,9 @@
 
 One agent (``assistant``) with a prompt, a tool (``lookup_order``) and a model that answers
 offline (a scripted model, ``threadloom.testing``) unless ``OPENAI_API_KEY`` is set, plus a
-test that runs the agent on the scripted model. ``threadloom run DIR`` answers at once.
+test that runs the agent on the scripted model (and a ``pyproject.toml`` for pytest, so the
+tests run without a warning, pytest-asyncio installed or not). ``threadloom run DIR`` answers
+at once.
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ The model answers offline (a scripted model) until `OPENAI_API_KEY` is set; then
 OpenAI's `gpt-4o-mini` (`models/models.py`). The folders are read in this order: `models/`,
 `tools/`, `hooks/`, `prompts/`, `agents/`; every definition at the top level of a file is
 registered.
+""",
+    "pyproject.toml": """\
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+# The tests run their own event loop (asyncio.run) and need no pytest-asyncio; where that
+# plugin is installed it would warn on every run that its loop scope is unset. If you write
+# `async def` tests for it, replace this line with
+# asyncio_default_fixture_loop_scope = "function".
+addopts = "-p no:asyncio"
 """,
     "models/models.py": '''\
 """The project's model: OpenAI when OPENAI_API_KEY is set, else an offline scripted model.

@@ -134,7 +134,7 @@ def test_c04_004_max_session_turns_above_cap_is_rejected_not_clamped() -> None:
     with pytest.raises(DefinitionError) as info:
         base_definitions().add(agent).validate()
     assert info.value.problems == [
-        'explicit: Agent "a": max_session_turns must be between 1 and 250'
+        'defined in code: Agent "a": max_session_turns must be between 1 and 250'
     ]
 
 
@@ -149,7 +149,8 @@ def test_c04_006_ai_human_side_b_with_a_prompt() -> None:
     with pytest.raises(DefinitionError) as info:
         base_definitions().add(agent).validate()
     assert info.value.problems == [
-        'explicit: Agent "a": side_b of an ai_human agent is the human side and only takes a label'
+        'defined in code: Agent "a": '
+        "side_b of an ai_human agent is the human side and only takes a label"
     ]
     base_definitions().add(
         Agent(name="ok", side_a=Side(prompt="P"), side_b=Side(label="Customer"))
@@ -162,7 +163,7 @@ def test_c04_007_dual_ai_without_side_b() -> None:
     with pytest.raises(DefinitionError) as info:
         base_definitions().add(agent).validate()
     assert info.value.problems == [
-        'explicit: Agent "d": a dual_ai agent requires side_b with a prompt'
+        'defined in code: Agent "d": a dual_ai agent requires side_b with a prompt'
     ]
 
 
@@ -203,7 +204,7 @@ def test_c04_009_stop_tool_not_offered_by_the_prompt() -> None:
     with pytest.raises(DefinitionError) as info:
         base_definitions().add(agent).validate()
     assert info.value.problems == [
-        'explicit: Agent "a": side a stop_tool "finish" is not a tool of prompt "P"'
+        'defined in code: Agent "a": side a stop_tool "finish" is not a tool of prompt "P"'
     ]
 
 

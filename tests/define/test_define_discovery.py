@@ -211,8 +211,8 @@ def test_explicit_and_discovered_definitions_share_one_registry(tmp_path: Path) 
     defs.load_project(root)
     assert defs.prompt("p") is None  # the agent took the shared name first
     assert defs.problems() == [
-        'prompts/p.py: Duplicate name "p": agent in explicit and prompt in prompts/p.py',
-        'explicit: Agent "p": side a prompt "p" is not defined',
+        'prompts/p.py: Duplicate name "p": agent defined in code and prompt in prompts/p.py',
+        'defined in code: Agent "p": side a prompt "p" is not defined',
     ]
     assert isinstance(defs.model("M"), Model)
 

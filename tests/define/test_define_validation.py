@@ -1,6 +1,6 @@
 """Load-time validation (spec 04 §4.2.3–§4.2.4): the message of every check V1–V21.
 
-Each test builds definitions explicitly (origin ``explicit``) and compares the exact
+Each test builds definitions in code (origin ``defined in code``) and compares the exact
 problem lines; discovery origins are covered by the C04 cases and the discovery tests.
 """
 
@@ -150,10 +150,10 @@ def test_v1_invalid_names() -> None:
         Agent(name="a" * 65, side_a=Side(prompt="p.q")),
     )
     assert problems(defs) == [
-        'explicit: Model name "bad model!" is invalid',
-        'explicit: Tool name "no spaces" is invalid',
-        'explicit: Prompt name "p.q" is invalid',
-        f'explicit: Agent name "{"a" * 65}" is invalid',
+        'defined in code: Model name "bad model!" is invalid',
+        'defined in code: Tool name "no spaces" is invalid',
+        'defined in code: Prompt name "p.q" is invalid',
+        f'defined in code: Agent name "{"a" * 65}" is invalid',
     ]
 
 
@@ -165,9 +165,29 @@ def test_v2_duplicates_within_and_across_kinds() -> None:
         Model(name="M", provider="scripted", model="other"),
     )
     assert problems(defs) == [
-        'explicit: Duplicate name "P": prompt in explicit and agent in explicit',
-        'explicit: Duplicate name "x": agent in explicit and agent in explicit',
-        'explicit: Duplicate name "M": model in explicit and model in explicit',
+        'defined in code: Duplicate name "P": prompt defined in code and agent defined in code',
+        'defined in code: Duplicate name "x": agent defined in code and agent defined in code',
+        'defined in code: Duplicate name "M": model defined in code and model defined in code',
+    ]
+
+
+async def test_a_definition_added_in_code_is_said_to_be_defined_in_code(tmp_path: Any) -> None:
+    """A problem of a definition made in Python (not found in a project file) names its
+    origin in words — ``defined in code`` — where a project file's problems name the file;
+    a name used by both says where each came from."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "p.py").write_text(
+        "from threadloom import Prompt\nhelp = Prompt(name='help', model='m', system='x')\n"
+    )
+    defs = Definitions().add(
+        Model(name="m", provider="scripted", model="x"),
+        Agent(name="help", side_a=Side(prompt="nowhere")),
+    )
+    with pytest.raises(DefinitionError) as refused:
+        await Runtime.open(f"sqlite:///{tmp_path / 't.db'}", definitions=defs, project=tmp_path)
+    assert refused.value.problems == [
+        'prompts/p.py: Duplicate name "help": agent defined in code and prompt in prompts/p.py',
+        'defined in code: Agent "help": side a prompt "nowhere" is not defined',
     ]
 
 
@@ -177,7 +197,7 @@ def test_v2_same_object_twice_is_a_no_op_and_models_have_their_own_namespace() -
     defs.add(Model(name="P", provider="scripted", model="m"), origin="models/p.py")
     defs.validate()
     assert defs.agent("a") is agent
-    assert defs.origin_of(agent) == "explicit"
+    assert defs.origin_of(agent) == "defined in code"
     model = defs.model("P")
     assert model is not None and defs.origin_of(model) == "models/p.py"
 
@@ -193,9 +213,9 @@ def test_v2_reserved_names() -> None:
         watcher,
     )
     assert problems(defs) == [
-        'explicit: Name "subagent_message" is reserved',
-        'explicit: Name "subagent_create" is reserved',
-        'explicit: Name "subagents" is reserved',
+        'defined in code: Name "subagent_message" is reserved',
+        'defined in code: Name "subagent_create" is reserved',
+        'defined in code: Name "subagents" is reserved',
     ]
 
 
@@ -209,7 +229,7 @@ def test_add_rejects_non_definitions() -> None:
 
 def test_v3_prompt_model_missing() -> None:
     assert problems(base(Prompt(name="q", model="ghost"))) == [
-        'explicit: Prompt "q": model "ghost" is not defined'
+        'defined in code: Prompt "q": model "ghost" is not defined'
     ]
 
 
@@ -218,8 +238,8 @@ def test_v4_fallbacks() -> None:
         Model(name="A", provider="scripted", model="a", fallbacks=["M", "ghost", "A"]),
     )
     assert problems(defs) == [
-        'explicit: Model "A": fallback "A" must not list itself',
-        'explicit: Model "A": fallback "ghost" is not defined',
+        'defined in code: Model "A": fallback "A" must not list itself',
+        'defined in code: Model "A": fallback "ghost" is not defined',
     ]
 
 
@@ -237,10 +257,10 @@ def test_v17_prices_and_ranges() -> None:
         )
     )
     assert problems(defs) == [
-        'explicit: Model "A": input_price must be a number >= 0',
-        'explicit: Model "A": output_price must be a number >= 0',
-        'explicit: Model "A": cached_price must be a number >= 0',
-        'explicit: Model "A": max_attempts must be between 1 and 5',
+        'defined in code: Model "A": input_price must be a number >= 0',
+        'defined in code: Model "A": output_price must be a number >= 0',
+        'defined in code: Model "A": cached_price must be a number >= 0',
+        'defined in code: Model "A": max_attempts must be between 1 and 5',
     ]
 
 
@@ -258,7 +278,7 @@ def test_v18_provider_registered_only_when_names_are_given() -> None:
     )
     defs.validate()
     assert problems(defs, providers=["scripted"]) == [
-        'explicit: Model "A": provider "openai" is not registered (registered: scripted)'
+        'defined in code: Model "A": provider "openai" is not registered (registered: scripted)'
     ]
     defs.validate(providers=["scripted", "openai"])
 
@@ -271,9 +291,9 @@ def test_v5_unresolved_and_repeated_entries() -> None:
         Prompt(name="q", model="M", tools=["ghost", Subprompt("nothing"), "finish", "finish"])
     )
     assert problems(defs) == [
-        'explicit: Prompt "q": tool "ghost" is not defined',
-        'explicit: Prompt "q": tool "nothing" is not defined',
-        'explicit: Prompt "q": tool "finish" is listed twice',
+        'defined in code: Prompt "q": tool "ghost" is not defined',
+        'defined in code: Prompt "q": tool "nothing" is not defined',
+        'defined in code: Prompt "q": tool "finish" is listed twice',
     ]
 
 
@@ -296,13 +316,14 @@ def test_v6_handoff_and_subagent_targets() -> None:
         ],
     )
     assert problems(base(hidden_human, exposed_human, dual, a, b, prompt)) == [
-        'explicit: Prompt "q": agent "human_hidden" cannot be used as a handoff: '
+        'defined in code: Prompt "q": agent "human_hidden" cannot be used as a handoff: '
         "expose_as_tool is False",
-        'explicit: Prompt "q": agent "dual_hidden" cannot be used as a subagent: '
+        'defined in code: Prompt "q": agent "dual_hidden" cannot be used as a subagent: '
         "expose_as_tool is False",
-        'explicit: Prompt "q": agent "human_exposed" cannot be used as a subagent: '
+        'defined in code: Prompt "q": agent "human_exposed" cannot be used as a subagent: '
         "it is not a dual_ai agent",
-        'explicit: Prompt "q": agent "ghost" cannot be used as a subagent: it is not defined',
+        'defined in code: Prompt "q": agent "ghost" cannot be used as a subagent: '
+        "it is not defined",
     ]
 
 
@@ -315,9 +336,9 @@ def test_v13_includes_missing_and_cycles() -> None:
         Prompt(name="ok", model="M", system=[{"type": "include", "prompt": "P"}]),
     )
     assert problems(defs) == [
-        'explicit: Prompt "a": include cycle a -> b -> a',
-        'explicit: Prompt "s": include cycle s -> s',
-        'explicit: Prompt "m": included prompt "ghost" is not defined',
+        'defined in code: Prompt "a": include cycle a -> b -> a',
+        'defined in code: Prompt "s": include cycle s -> s',
+        'defined in code: Prompt "m": included prompt "ghost" is not defined',
     ]
 
 
@@ -327,7 +348,9 @@ def test_v14_required_schema() -> None:
         Prompt(name="obj", model="M", required_schema={"type": "object", "properties": {}}),
         Prompt(name="arr", model="M", required_schema={"type": "array"}),
     )
-    assert problems(defs) == ['explicit: Prompt "arr": required_schema must describe an object']
+    assert problems(defs) == [
+        'defined in code: Prompt "arr": required_schema must describe an object'
+    ]
 
 
 def test_v15_reasoning_options() -> None:
@@ -336,8 +359,8 @@ def test_v15_reasoning_options() -> None:
         Prompt(name="ok", model="M", reasoning=Reasoning(effort="low", max_tokens=1)),
     )
     assert problems(defs) == [
-        'explicit: Prompt "q": invalid reasoning option effort',
-        'explicit: Prompt "q": invalid reasoning option max_tokens',
+        'defined in code: Prompt "q": invalid reasoning option effort',
+        'defined in code: Prompt "q": invalid reasoning option max_tokens',
     ]
 
 
@@ -355,9 +378,9 @@ def test_v16_tool_choice() -> None:
         Prompt(name="n", model="M", tool_choice="required"),
     )
     assert problems(defs) == [
-        'explicit: Prompt "w": invalid tool_choice',
-        'explicit: Prompt "x": invalid tool_choice',
-        'explicit: Prompt "y": invalid tool_choice',
+        'defined in code: Prompt "w": invalid tool_choice',
+        'defined in code: Prompt "x": invalid tool_choice',
+        'defined in code: Prompt "y": invalid tool_choice',
     ]
 
 
@@ -382,11 +405,12 @@ def test_v20_subagent_entries() -> None:
         ],
     )
     assert problems(base(researcher, a, b, prompt)) == [
-        'explicit: Prompt "lead": subagent "search": name is already offered by another tool entry',
-        'explicit: Prompt "lead": subagent "researcher": max_instances must be >= 1',
-        'explicit: Prompt "lead": subagent "bad name": relationship name is invalid',
-        'explicit: Prompt "lead": subagent "subagents": relationship name is reserved',
-        'explicit: Prompt "lead": subagent "direct": init_attachments_property "files" '
+        'defined in code: Prompt "lead": subagent "search": '
+        "name is already offered by another tool entry",
+        'defined in code: Prompt "lead": subagent "researcher": max_instances must be >= 1',
+        'defined in code: Prompt "lead": subagent "bad name": relationship name is invalid',
+        'defined in code: Prompt "lead": subagent "subagents": relationship name is reserved',
+        'defined in code: Prompt "lead": subagent "direct": init_attachments_property "files" '
         'is not a property of the required_schema of prompt "researcher_a"',
     ]
 
@@ -402,10 +426,10 @@ def test_v7_side_shapes() -> None:
         Agent(name="human", side_a=Side(prompt="P"), side_b=Side(label="C", max_steps=3)),
     )
     assert problems(defs) == [
-        'explicit: Agent "no_prompt": side_a must name a prompt',
-        'explicit: Agent "dual": side_b of a dual_ai agent must name a prompt',
-        'explicit: Agent "prop": side a stop_tool_response_property requires stop_tool',
-        'explicit: Agent "human": side_b of an ai_human agent is the human side and only '
+        'defined in code: Agent "no_prompt": side_a must name a prompt',
+        'defined in code: Agent "dual": side_b of a dual_ai agent must name a prompt',
+        'defined in code: Agent "prop": side a stop_tool_response_property requires stop_tool',
+        'defined in code: Agent "human": side_b of an ai_human agent is the human side and only '
         "takes a label",
     ]
 
@@ -414,7 +438,9 @@ def test_registry_without_prompts_accepts_prompt_less_agents() -> None:
     """Compatibility: threads-only registries (no prompt at all) keep their bare agents."""
     Definitions().add(Agent(name="a"), Agent(name="b", title="B")).validate()
     defs = Definitions().add(Agent(name="d", type="dual_ai"))
-    assert problems(defs) == ['explicit: Agent "d": a dual_ai agent requires side_b with a prompt']
+    assert problems(defs) == [
+        'defined in code: Agent "d": a dual_ai agent requires side_b with a prompt'
+    ]
 
 
 def test_v8_side_prompts_exist() -> None:
@@ -422,8 +448,8 @@ def test_v8_side_prompts_exist() -> None:
         Agent(name="d", type="dual_ai", side_a=Side(prompt="ghost"), side_b=Side(prompt="finish"))
     )
     assert problems(defs) == [
-        'explicit: Agent "d": side a prompt "ghost" is not defined',
-        'explicit: Agent "d": side b prompt "finish" is not defined',
+        'defined in code: Agent "d": side a prompt "ghost" is not defined',
+        'defined in code: Agent "d": side b prompt "finish" is not defined',
     ]
 
 
@@ -433,28 +459,32 @@ def test_v9_max_session_turns_range() -> None:
         Agent(name="one", side_a=Side(prompt="P"), max_session_turns=1),
         Agent(name="cap", side_a=Side(prompt="P"), max_session_turns=250),
     )
-    assert problems(defs) == ['explicit: Agent "zero": max_session_turns must be between 1 and 250']
+    assert problems(defs) == [
+        'defined in code: Agent "zero": max_session_turns must be between 1 and 250'
+    ]
 
 
 def test_v10_expose_as_tool_requires_description() -> None:
     defs = base(Agent(name="a", side_a=Side(prompt="P"), expose_as_tool=True, tool_description=" "))
-    assert problems(defs) == ['explicit: Agent "a": expose_as_tool requires tool_description']
+    assert problems(defs) == [
+        'defined in code: Agent "a": expose_as_tool requires tool_description'
+    ]
 
 
 def test_v11_session_bindings_must_be_tools_of_the_prompt() -> None:
     side = Side(prompt="P", session_stop="finish", session_fail="fail", session_status="status")
     defs = base(Agent(name="a", side_a=side))
     assert problems(defs) == [
-        'explicit: Agent "a": side a session_fail "fail" is not a tool of prompt "P"',
-        'explicit: Agent "a": side a session_status "status" is not a tool of prompt "P"',
+        'defined in code: Agent "a": side a session_fail "fail" is not a tool of prompt "P"',
+        'defined in code: Agent "a": side a session_status "status" is not a tool of prompt "P"',
     ]
 
 
 def test_v12_max_steps() -> None:
     defs = base(Agent(name="a", side_a=Side(prompt="P", max_steps=0), max_run_steps=0))
     assert problems(defs) == [
-        'explicit: Agent "a": side a max_steps must be >= 1',
-        'explicit: Agent "a": max_run_steps must be >= 1',
+        'defined in code: Agent "a": side a max_steps must be >= 1',
+        'defined in code: Agent "a": max_run_steps must be >= 1',
     ]
 
 
@@ -475,9 +505,9 @@ def test_v19_unknown_hooks_raise_unknown_hook_error() -> None:
     with pytest.raises(UnknownHookError) as info:
         defs.validate()
     assert info.value.problems == [
-        'explicit: Prompt "q": hook "ghost" is not defined',
-        'explicit: Agent "a": hook "phantom" is not defined',
-        'explicit: Agent "a": hook "audit" is not defined',
+        'defined in code: Prompt "q": hook "ghost" is not defined',
+        'defined in code: Agent "a": hook "phantom" is not defined',
+        'defined in code: Agent "a": hook "audit" is not defined',
     ]
 
 
@@ -502,11 +532,12 @@ def test_v21_tool_signature_problems() -> None:
         return query
 
     assert problems(Definitions().add(untyped, options)) == [
-        'explicit: Tool "untyped": parameter "x" has no type annotation',
-        'explicit: Tool "untyped": parameter "*args" is not supported (no *args/**kwargs)',
-        'explicit: Tool "untyped": parameter "**kwargs" is not supported (no *args/**kwargs)',
-        'explicit: Tool "options": timeout must be a number > 0',
-        'explicit: Tool "options": progress_argument "missing" is not a parameter',
+        'defined in code: Tool "untyped": parameter "x" has no type annotation',
+        'defined in code: Tool "untyped": parameter "*args" is not supported (no *args/**kwargs)',
+        'defined in code: Tool "untyped": '
+        'parameter "**kwargs" is not supported (no *args/**kwargs)',
+        'defined in code: Tool "options": timeout must be a number > 0',
+        'defined in code: Tool "options": progress_argument "missing" is not a parameter',
     ]
 
 
@@ -516,7 +547,7 @@ def test_v21_tool_signature_problems() -> None:
 async def test_runtime_open_validates_definitions(db_url: str) -> None:
     with pytest.raises(DefinitionError) as info:
         await Runtime.open(db_url, definitions=base(Prompt(name="q", model="ghost")))
-    assert info.value.problems == ['explicit: Prompt "q": model "ghost" is not defined']
+    assert info.value.problems == ['defined in code: Prompt "q": model "ghost" is not defined']
     with pytest.raises(UnknownHookError):
         await Runtime.open(
             db_url, definitions=base(Agent(name="a", side_a=Side(prompt="P"), hooks=["x"]))
@@ -553,12 +584,14 @@ def test_c04_115_a_typo_gets_the_name_it_was_meant_to_be() -> None:
         lookup_order,
     )
     assert problems(defs, providers=["anthropic", "openai", "scripted"]) == [
-        'explicit: Model "fast": provider "opneai" is not registered; did you mean "openai"?',
-        'explicit: Model "slow": provider "nothing" is not registered'
+        'defined in code: Model "fast": '
+        'provider "opneai" is not registered; did you mean "openai"?',
+        'defined in code: Model "slow": provider "nothing" is not registered'
         " (registered: anthropic, openai, scripted)",
-        'explicit: Prompt "support": model "fastt" is not defined; did you mean "fast"?',
-        'explicit: Prompt "support": tool "lookup_ordr" is not defined;'
+        'defined in code: Prompt "support": model "fastt" is not defined; did you mean "fast"?',
+        'defined in code: Prompt "support": tool "lookup_ordr" is not defined;'
         ' did you mean "lookup_order"?',
-        'explicit: Prompt "support": tool "zzz" is not defined',
-        'explicit: Agent "a": side a prompt "supprt" is not defined; did you mean "support"?',
+        'defined in code: Prompt "support": tool "zzz" is not defined',
+        'defined in code: Agent "a": '
+        'side a prompt "supprt" is not defined; did you mean "support"?',
     ]

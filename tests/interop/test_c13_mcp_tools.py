@@ -196,11 +196,11 @@ async def test_c13_025_a_server_that_cannot_start_is_a_definition_error(db_url: 
         await Runtime.open(db_url, definitions=defs)
     lines = raised.value.problems
     assert any(
-        line.startswith('explicit: MCP server "broken" could not start: FileNotFoundError')
+        line.startswith('defined in code: MCP server "broken" could not start: FileNotFoundError')
         for line in lines
     ), lines
     assert any(
-        line.startswith('explicit: MCP server "silent" could not start:') for line in lines
+        line.startswith('defined in code: MCP server "silent" could not start:') for line in lines
     ), lines
 
 
@@ -282,12 +282,19 @@ def test_c13_029_declaration_problems_are_reported_with_the_others() -> None:
         Prompt(name="p", model="m", system="s", tools=["nowhere:add"]),
     )
     problems = defs.problems()
-    assert 'explicit: MCP server "both": give either command (stdio) or url (HTTP)' in problems
-    assert 'explicit: MCP server "neither": give either command (stdio) or url (HTTP)' in problems
-    assert 'explicit: MCP server name "bad url" is invalid' in problems
-    assert 'explicit: MCP server "bad url": url must start with http:// or https://' in problems
-    assert 'explicit: MCP server "slow": timeout must be a number of seconds > 0' in problems
-    assert 'explicit: Prompt "p": tool "nowhere:add" is not defined' in problems
+    assert (
+        'defined in code: MCP server "both": give either command (stdio) or url (HTTP)' in problems
+    )
+    assert (
+        'defined in code: MCP server "neither": give either command (stdio) or url (HTTP)'
+        in problems
+    )
+    assert 'defined in code: MCP server name "bad url" is invalid' in problems
+    assert (
+        'defined in code: MCP server "bad url": url must start with http:// or https://' in problems
+    )
+    assert 'defined in code: MCP server "slow": timeout must be a number of seconds > 0' in problems
+    assert 'defined in code: Prompt "p": tool "nowhere:add" is not defined' in problems
 
 
 def test_c13_024_a_result_of_blocks_becomes_text_and_files() -> None:

@@ -24,6 +24,7 @@ from threadloom.define.mcp import MCPServer
 from threadloom.define.model import Model
 from threadloom.define.prompt import Prompt
 from threadloom.define.tool import tool_definition_of
+from threadloom.define.validation import IN_CODE, place
 from threadloom.errors import DefinitionError, HookIdConflict
 
 if TYPE_CHECKING:
@@ -116,8 +117,8 @@ def register_module(
         try:
             definitions.add(hook, origin=origin_of_hook)
         except HookIdConflict:
-            first = definitions.hook_origin(hook.id) or "explicit"
-            message = f'Duplicate name "{hook.id}": hook in {first} and hook in {origin_of_hook}'
+            first = place(definitions.hook_origin(hook.id) or IN_CODE)
+            message = f'Duplicate name "{hook.id}": hook {first} and hook in {origin_of_hook}'
             definitions.record_load_error(origin_of_hook, message)
 
 

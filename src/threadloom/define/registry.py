@@ -30,10 +30,8 @@ from threadloom.define.prompt import (
 )
 from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, tool_definition_of
-from threadloom.define.validation import Finding, cross_checks
+from threadloom.define.validation import IN_CODE, Finding, cross_checks
 from threadloom.errors import AgentNotFound, DefinitionError, UnknownHookError
-
-EXPLICIT: Final = "explicit"
 
 Kind = Literal["model", "prompt", "tool", "agent", "mcp"]
 ToolKind = Literal["tool", "subprompt", "handoff", "subagent"]
@@ -118,7 +116,7 @@ class Definitions:
     def add(
         self,
         *definitions: Definition | HookDefinition | Callable[..., Any],
-        origin: str = EXPLICIT,
+        origin: str = IN_CODE,
     ) -> Definitions:
         """Register models, prompts, agents, MCP servers, ``@tool`` and ``@hook`` functions.
 
@@ -477,7 +475,7 @@ class Definitions:
 
     def _findings(self, providers: Collection[str] | None) -> list[Finding]:
         mcp: list[Finding] = [
-            (self.origin_of(server) or EXPLICIT, "V22", self._mcp_findings[server.name])
+            (self.origin_of(server) or IN_CODE, "V22", self._mcp_findings[server.name])
             for server in self.mcp_servers()
             if server.name in self._mcp_findings
         ]

@@ -27,12 +27,22 @@ RESERVED_NAMES: Final = frozenset({"subagent_create", "subagent_message", "subag
 #: One finding: (origin, check id such as ``"V5"``, message without the origin prefix).
 Finding = tuple[str, str, str]
 
+IN_CODE: Final = "defined in code"
+"""The origin of a definition added in Python (``Definitions.add``, ``Runtime.open(hooks=…)``)
+rather than found in a project file, whose origin is its path (``prompts/p.py``)."""
+
+
+def place(origin: str) -> str:
+    """Where a definition came from, after its kind: ``in prompts/p.py`` or ``defined in
+    code``."""
+    return origin if origin == IN_CODE else f"in {origin}"
+
 
 def cross_checks(defs: Definitions, providers: Collection[str] | None) -> list[Finding]:
     """All findings of ``defs``: names, then models, tools, prompts and agents."""
 
     def origin(obj: Model | Prompt | Agent | ToolDefinition | MCPServer) -> str:
-        return defs.origin_of(obj) or "explicit"
+        return defs.origin_of(obj) or IN_CODE
 
     findings: list[Finding] = _name_findings(defs)
     for model in defs.models():
@@ -61,9 +71,8 @@ def _name_findings(defs: Definitions) -> list[Finding]:
     """V2: names used twice within a namespace, and reserved names."""
     findings: list[Finding] = []
     for name, kind, first_origin, other_kind, other_origin in defs.conflicts():
-        message = (
-            f'Duplicate name "{name}": {kind} in {first_origin} and {other_kind} in {other_origin}'
-        )
+        first, other = place(first_origin), place(other_origin)
+        message = f'Duplicate name "{name}": {kind} {first} and {other_kind} {other}'
         findings.append((other_origin, "V2", message))
     named: list[Model | Prompt | Agent | ToolDefinition] = [
         *defs.models(),
@@ -74,11 +83,11 @@ def _name_findings(defs: Definitions) -> list[Finding]:
     for obj in named:
         if obj.name in RESERVED_NAMES:
             findings.append(
-                (defs.origin_of(obj) or "explicit", "V2", f'Name "{obj.name}" is reserved')
+                (defs.origin_of(obj) or IN_CODE, "V2", f'Name "{obj.name}" is reserved')
             )
     for hook in defs.hooks:
         if hook.id in RESERVED_NAMES:
-            origin = defs.hook_origin(hook.id) or "explicit"
+            origin = defs.hook_origin(hook.id) or IN_CODE
             findings.append((origin, "V2", f'Name "{hook.id}" is reserved'))
     return findings
 

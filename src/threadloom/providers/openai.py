@@ -237,6 +237,16 @@ def embedded_error(error: Any, provider: str, fallback: str = "") -> ProviderErr
     )
 
 
+def _failed(what: str, exc: BaseException) -> str:
+    """``what`` went wrong, then the transport's own error once: the one the SDK wrapped
+    (its own message only says ``what`` again: "Connection error."), else ``exc``."""
+    cause = exc.__cause__ if isinstance(exc, openai.APIError) else exc
+    if cause is None:
+        return what
+    text = str(cause)
+    return f"{what}: {type(cause).__name__}: {text}" if text else f"{what}: {type(cause).__name__}"
+
+
 def map_sdk_error(exc: BaseException, provider: str) -> ProviderError:
     """Classify an exception from the SDK or its HTTP transport (spec 05 §5.4).
 
@@ -257,11 +267,9 @@ def map_sdk_error(exc: BaseException, provider: str) -> ProviderError:
             headers=exc.response.headers,
         )
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        return ProviderError(f"Request timed out: {exc}", code="timeout", provider=provider)
+        return ProviderError(_failed("Request timed out", exc), code="timeout", provider=provider)
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None
-        detail = f"{exc}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
-        return ProviderError(f"Connection error: {detail}", code="connection", provider=provider)
+        return ProviderError(_failed("Connection error", exc), code="connection", provider=provider)
     if isinstance(exc, openai.APIError):
         return embedded_error(exc.body, provider, exc.message)
     return ProviderError(

@@ -6,6 +6,7 @@ shutdown (SIGTERM: stop accepting, let running steps settle, close the store).""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import socket
@@ -85,6 +86,42 @@ def load_definitions(project: str | Path | None) -> Definitions:
     return definitions
 
 
+_BIND_HINTS = {
+    errno.EADDRINUSE: "address already in use (is another server running there?); stop it or"
+    " choose another port with --port",
+    errno.EACCES: "permission denied (a port below 1024 needs privileges); choose another port"
+    " with --port",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's; choose another with --host",
+}
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise ``ServeError`` when ``host:port`` cannot be listened on — another program holds
+    it, a privileged port, an address not of this machine: a bind test of each address
+    uvicorn will bind (as asyncio's ``create_server`` binds them), before the banner."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (socket.gaierror, OverflowError) as exc:
+        raise ServeError(f"cannot listen on {where}: {exc}") from None
+    for family, kind, proto, _, address in dict.fromkeys(found):
+        try:
+            probe = socket.socket(family, kind, proto)
+        except OSError:  # an address family this machine lacks: asyncio skips it too
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                why = _BIND_HINTS.get(exc.errno or 0, exc.strerror or str(exc))
+                raise ServeError(f"cannot listen on {where}: {why}") from None
+
+
 async def _open(settings: ServerSettings) -> tuple[Store, bool]:
     store = await open_checked_store(settings)
     return store, await store.has_credentials()
@@ -105,6 +142,7 @@ def run_server(
     definitions = load_definitions(project)  # DefinitionError: the caller prints it
     try:
         settings = ServerSettings.from_env(os.environ, host=host, port=port, store=store)
+        check_port(settings.host, settings.port)
         opened, has_credentials = asyncio.run(_open(settings))
     except (SettingsError, StoreError) as exc:
         raise ServeError(str(exc)) from None

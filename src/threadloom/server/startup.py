@@ -16,7 +16,7 @@ NO_CREDENTIAL = """refusing to listen on {host}: it is not a loopback address an
 is configured, so anyone who can reach it could use the API.
 Create an admin and a key first (same --store as the server):
   threadloom users create admin --role admin --password-stdin
-  threadloom keys create --user admin --name first-key
+  threadloom keys create admin --name first-key
 or set THREADLOOM_ADMIN_TOKEN to a secret of at least 32 characters.
 To try it on this machine only, listen on 127.0.0.1."""
 
