@@ -57,6 +57,8 @@ class ThreadItem(_Doc):
     last_message_preview: str | None
     last_message_at: int | None
     agent: AgentSummary
+    orphaned: bool
+    """The served project has no agent named ``agent_id`` (§8.1.9)."""
 
 
 class ThreadList(_Doc):
@@ -96,6 +98,7 @@ class ThreadFields(_Doc):
     created_at: int
     arguments: dict[str, Any]
     overlap: str | None
+    orphaned: bool
 
 
 class AgentDetail(_Doc):

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.server import deps
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routes.threads import refuse_orphaned
 from threadloom.store.base import ThreadRow
 
 router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
@@ -42,6 +43,7 @@ async def continue_thread(
     runtime = deps.runtime(request)
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423 (errors.from_threadloom)
+    refuse_orphaned(runtime.definitions, row)  # 409: no run of it can start here
     busy = ApiError(409, "thread_running", "Thread is already running")
     if runtime.running(row.id):
         raise busy
