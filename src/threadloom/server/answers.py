@@ -184,10 +184,26 @@ class MessagesDeleted(_Doc):
 # -- execution control (§8.5) ----------------------------------------------------------------
 
 
+class ContinuedAfter(_Doc):
+    id: str
+    role: Literal["system", "user", "assistant", "tool"]
+    status: Literal["pending", "completed", "failed"]
+
+
+class ContinuePlan(_Doc):
+    """What a continue starts (§8.5.1 step 4)."""
+
+    side: Literal["a", "b"]
+    queued: int
+    after: ContinuedAfter | None
+    again: bool
+
+
 class ContinueAccepted(_Doc):
     status: Literal["queued"]
     queueId: str
     message: str
+    run: ContinuePlan
 
 
 class Stopped(_Doc):

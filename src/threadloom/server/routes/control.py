@@ -26,6 +26,31 @@ def _cascade(body: dict[str, Any]) -> bool:
     return value
 
 
+SIDE_ROLE = {"a": "assistant", "b": "user"}
+"""The stored role of what each side writes (spec 04 §4.8.1)."""
+
+
+async def continue_plan(request: Request, row: ThreadRow, side: str) -> dict[str, Any]:
+    """What a continue on ``side`` starts, read just before it starts (spec 08 §8.5.1):
+    the queue entries its first step delivers, the message it continues after (the last
+    stored, non-silent, top-level one) and whether that message is the acting side's own
+    completed answer, so that the run makes the side answer again."""
+    queue = await deps.runtime(request).store.list_queue(row.id)
+    waiting = sum(1 for entry in queue if not entry.silent)  # the read below skips them
+    state = deps.state_of(request, row)
+    page = await state.get_messages(limit=1, offset=waiting, order="desc")
+    last = next((m for m in page.messages if not (m.metadata or {}).get("queued")), None)
+    again = (
+        not queue
+        and last is not None
+        and last.role == SIDE_ROLE[side]
+        and last.status == "completed"
+        and not last.tool_calls
+    )
+    after = None if last is None else {"id": last.id, "role": last.role, "status": last.status}
+    return {"side": side, "queued": len(queue), "after": after, "again": again}
+
+
 @router.post(
     "/continue",
     status_code=202,
@@ -40,6 +65,9 @@ async def continue_thread(
         side = "a"
     if side not in ("a", "b"):
         raise bad_field("side", "must be 'a' or 'b'", "Side must be 'a' or 'b'")
+    if_unanswered = body.get("ifUnanswered", False)
+    if not isinstance(if_unanswered, bool):
+        raise bad_field("ifUnanswered", "must be a boolean", "ifUnanswered must be true or false")
     runtime = deps.runtime(request)
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423 (errors.from_threadloom)
@@ -47,6 +75,14 @@ async def continue_thread(
     busy = ApiError(409, "thread_running", "Thread is already running")
     if runtime.running(row.id):
         raise busy
+    run = await continue_plan(request, row, side)
+    if if_unanswered and run["again"]:
+        raise ApiError(
+            409,
+            "nothing_to_continue",
+            f"Nothing to continue: side {side} has already answered the last message",
+            extra={"run": run},
+        )
     try:
         await runtime.continue_thread(row.id, side, trace_headers=request.headers)
     except ThreadBusy:  # a run started between the check and the call
@@ -56,6 +92,7 @@ async def continue_thread(
             "status": "queued",
             "queueId": str(uuid.uuid4()),
             "message": "Continuing execution. Connect via WebSocket for real-time updates.",
+            "run": run,
         },
         status_code=202,
     )
