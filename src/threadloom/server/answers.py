@@ -57,6 +57,8 @@ class ThreadItem(_Doc):
     last_message_preview: str | None
     last_message_at: int | None
     agent: AgentSummary
+    orphaned: bool
+    """The served project has no agent named ``agent_id`` (§8.1.9)."""
 
 
 class ThreadList(_Doc):
@@ -96,6 +98,7 @@ class ThreadFields(_Doc):
     created_at: int
     arguments: dict[str, Any]
     overlap: str | None
+    orphaned: bool
 
 
 class AgentDetail(_Doc):
@@ -181,10 +184,26 @@ class MessagesDeleted(_Doc):
 # -- execution control (§8.5) ----------------------------------------------------------------
 
 
+class ContinuedAfter(_Doc):
+    id: str
+    role: Literal["system", "user", "assistant", "tool"]
+    status: Literal["pending", "completed", "failed"]
+
+
+class ContinuePlan(_Doc):
+    """What a continue starts (§8.5.1 step 4)."""
+
+    side: Literal["a", "b"]
+    queued: int
+    after: ContinuedAfter | None
+    again: bool
+
+
 class ContinueAccepted(_Doc):
     status: Literal["queued"]
     queueId: str
     message: str
+    run: ContinuePlan
 
 
 class Stopped(_Doc):

@@ -165,9 +165,10 @@ class PatchMessage(_Object):
 
 
 class ContinueThread(_Object):
-    model_config = examples({"side": "a"})
+    model_config = examples({"side": "a"}, {"side": "a", "ifUnanswered": True})
 
     side: Literal["a", "b"] | None = None
+    ifUnanswered: bool = False
 
 
 class Cascade(_Object):

@@ -111,8 +111,7 @@ async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -
         raise ApiError(403, "permission_required", "Forbidden: 'logs' access required")
     since = q.int("since")
     if since is None and conn.scope["type"] == "http":
-        last_id = conn.headers.get("last-event-id", "").strip()
-        since = int(last_id) if last_id.isascii() and last_id.isdigit() else None
+        since = resume_point(conn.headers.get("last-event-id", ""))
     filters = Filters(
         include_silent=False if log_socket else bool(q.bool("includeSilent", False)),
         depth=0 if log_socket else (q.int("depth", 0) or 0),
@@ -293,15 +292,17 @@ async def stream_sse(id: str, request: Request) -> Any:
     async def body() -> AsyncGenerator[bytes, None]:
         session = Session(app.state.ctx, grant, settings)
         revalidate = asyncio.create_task(session.revalidate())
+        ids = EventIds()
         try:
             yield b"retry: 1000\n\n"
             async for item in session.frames():
                 if isinstance(item, Close):
                     if item.code == 1000:
                         data = {"type": "thread_deleted", "thread_id": id}
-                        yield _sse(session.framer.head, "thread_deleted", json.dumps(data))
+                        at = ids.next(session.framer.head)
+                        yield _sse(at, "thread_deleted", json.dumps(data))
                     return
-                yield _sse(item.seq, item.type, item.text)
+                yield _sse(ids.next(item.seq), item.type, item.text)
         finally:
             revalidate.cancel()
             session.close()
@@ -348,5 +349,36 @@ class CountedStream(StreamingResponse):
                 await self._content.aclose()
 
 
-def _sse(seq: int, event: str, data: str) -> bytes:
-    return f"id: {seq}\nevent: {event}\ndata: {data}\n\n".encode()
+class EventIds:
+    """The ``id:`` of each event of one SSE response (spec 09 §9.13): the frame's ``seq``
+    when it is past the last id written, else ``<seq>.<n>`` for the n-th event since (the
+    ephemeral frames of a run, heartbeats, a ``resync``). Unique and increasing on the
+    response; the part before the dot is the resume point a ``Last-Event-ID`` gives."""
+
+    __slots__ = ("n", "seq")
+
+    def __init__(self) -> None:
+        self.seq = -1
+        self.n = 0
+
+    def next(self, seq: int) -> str:
+        if seq > self.seq:
+            self.seq, self.n = seq, 0
+            return str(seq)
+        self.n += 1
+        return f"{self.seq}.{self.n}"
+
+
+def resume_point(last_event_id: str) -> int | None:
+    """The ``since`` of a ``Last-Event-ID`` (``<seq>`` or ``<seq>.<n>``, as ``EventIds``
+    writes them); ``None`` for anything else, as for no header."""
+    whole, dot, part = last_event_id.strip().partition(".")
+    if not (whole.isascii() and whole.isdigit()):
+        return None
+    if dot and not (part.isascii() and part.isdigit()):
+        return None
+    return int(whole)
+
+
+def _sse(event_id: str, event: str, data: str) -> bytes:
+    return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()

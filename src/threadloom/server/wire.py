@@ -87,4 +87,5 @@ def thread_item(row: ThreadRow, defs: Definitions, origin: str) -> dict[str, Any
             row.last_message_at_us // 1_000_000 if row.last_message_at_us is not None else None
         ),
         "agent": agent_summary(defs, row.agent_id, origin),
+        "orphaned": defs.agent(row.agent_id) is None,
     }

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.server import deps
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routes.threads import refuse_orphaned
 from threadloom.store.base import ThreadRow
 
 router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
@@ -23,6 +24,31 @@ def _cascade(body: dict[str, Any]) -> bool:
     if not isinstance(value, bool):
         raise bad_field("cascade", "must be a boolean", "cascade must be a boolean")
     return value
+
+
+SIDE_ROLE = {"a": "assistant", "b": "user"}
+"""The stored role of what each side writes (spec 04 §4.8.1)."""
+
+
+async def continue_plan(request: Request, row: ThreadRow, side: str) -> dict[str, Any]:
+    """What a continue on ``side`` starts, read just before it starts (spec 08 §8.5.1):
+    the queue entries its first step delivers, the message it continues after (the last
+    stored, non-silent, top-level one) and whether that message is the acting side's own
+    completed answer, so that the run makes the side answer again."""
+    queue = await deps.runtime(request).store.list_queue(row.id)
+    waiting = sum(1 for entry in queue if not entry.silent)  # the read below skips them
+    state = deps.state_of(request, row)
+    page = await state.get_messages(limit=1, offset=waiting, order="desc")
+    last = next((m for m in page.messages if not (m.metadata or {}).get("queued")), None)
+    again = (
+        not queue
+        and last is not None
+        and last.role == SIDE_ROLE[side]
+        and last.status == "completed"
+        and not last.tool_calls
+    )
+    after = None if last is None else {"id": last.id, "role": last.role, "status": last.status}
+    return {"side": side, "queued": len(queue), "after": after, "again": again}
 
 
 @router.post(
@@ -39,12 +65,24 @@ async def continue_thread(
         side = "a"
     if side not in ("a", "b"):
         raise bad_field("side", "must be 'a' or 'b'", "Side must be 'a' or 'b'")
+    if_unanswered = body.get("ifUnanswered", False)
+    if not isinstance(if_unanswered, bool):
+        raise bad_field("ifUnanswered", "must be a boolean", "ifUnanswered must be true or false")
     runtime = deps.runtime(request)
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423 (errors.from_threadloom)
+    refuse_orphaned(runtime.definitions, row)  # 409: no run of it can start here
     busy = ApiError(409, "thread_running", "Thread is already running")
     if runtime.running(row.id):
         raise busy
+    run = await continue_plan(request, row, side)
+    if if_unanswered and run["again"]:
+        raise ApiError(
+            409,
+            "nothing_to_continue",
+            f"Nothing to continue: side {side} has already answered the last message",
+            extra={"run": run},
+        )
     try:
         await runtime.continue_thread(row.id, side, trace_headers=request.headers)
     except ThreadBusy:  # a run started between the check and the call
@@ -54,6 +92,7 @@ async def continue_thread(
             "status": "queued",
             "queueId": str(uuid.uuid4()),
             "message": "Continuing execution. Connect via WebSocket for real-time updates.",
+            "run": run,
         },
         status_code=202,
     )

@@ -12,7 +12,7 @@ from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, Thr
 from threadloom.server import deps, json_body
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
-from threadloom.server.routes.threads import check_metadata
+from threadloom.server.routes.threads import check_metadata, refuse_orphaned
 from threadloom.server.uploads import (
     check_uploads_fit,
     parse_uploads,
@@ -120,6 +120,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423, nothing stored
     runtime = ctx.runtime
+    refuse_orphaned(runtime.definitions, row)  # 409: no run could deliver it here
     state = deps.state_of(request, row)
     if uploads:  # every refusal known before the first write (spec 08 §8.4.2 step 1)
         await check_uploads_fit(runtime.hub, [("attachments", uploads)], state)

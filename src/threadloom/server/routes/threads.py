@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
+from threadloom.define.registry import Definitions
 from threadloom.errors import ThreadloomError
 from threadloom.records import normalize_tool_calls
 from threadloom.server import deps
@@ -116,6 +117,20 @@ def check_env(value: Any, field: str, problems: Problems) -> dict[str, str] | No
         problems.add(field, "must be an object of string values")
         return None
     return {k.strip(): v for k, v in value.items()}
+
+
+def refuse_orphaned(defs: Definitions, row: ThreadRow) -> None:
+    """409 ``agent_not_found`` naming the agent when the served project has no agent of
+    this thread's name (spec 08 §8.1.9): no run of it could start here, so a send or a
+    continue would wait forever. Nothing is stored."""
+    if defs.agent(row.agent_id) is None:
+        raise ApiError(
+            409,
+            "agent_not_found",
+            f"Agent not found: {row.agent_id} (the served project has no agent of this"
+            " thread; reassign it with PATCH agent_id or serve the project that has it)",
+            extra={"agent_id": row.agent_id},
+        )
 
 
 def check_overlap(value: Any, problems: Problems) -> str | None:
@@ -382,6 +397,7 @@ async def owners(request: Request, who: Principal = Depends(deps.principal)) -> 
 async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> dict[str, Any]:
     runtime = deps.runtime(request)
     stats = await runtime.store.thread_stats(row.id)
+    agent = runtime.definitions.agent(row.agent_id)
     return {
         "thread": {
             "id": row.id,
@@ -394,8 +410,9 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
             "created_at": row.created_at_us // 1_000_000,
             "arguments": dict(row.arguments),
             "overlap": row.overlap,
+            "orphaned": agent is None,
         },
-        "agent": agent_detail(runtime.definitions.agent(row.agent_id), origin_of(request)),
+        "agent": agent_detail(agent, origin_of(request)),
         "stats": {
             "message_count": stats.message_count,
             "log_count": stats.log_count,

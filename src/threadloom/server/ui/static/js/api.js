@@ -160,6 +160,16 @@ export function statusPill(status, terminated) {
   return pill;
 }
 
+// a thread whose agent the served project does not have (spec 08 §8.1.9): it cannot run
+// here, and sends to it are refused (409 agent_not_found)
+export function orphanText(agent) {
+  return `Agent "${agent}" is not in the project this server serves: this thread cannot run here.`;
+}
+
+export function orphanBadge(agent) {
+  return el("span", { class: "badge badge-orphaned", title: orphanText(agent) }, "orphaned");
+}
+
 // why a run failed, in a sentence: the status's `error` (a Threadloom addition) when the
 // server gives one, else the reason code
 export function failureText(status) {

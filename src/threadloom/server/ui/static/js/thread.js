@@ -1,7 +1,7 @@
 // A thread: the conversation read over HTTP (newest page first, older pages on demand),
 // kept live by the thread's WebSocket stream (spec 09) from the `seq` of that read, and
 // resumed from the last `seq` applied after a dropped connection or a server restart.
-import { api, el, clear, statusPill, threadName, toast, fullTime, failureText } from "./api.js";
+import { api, el, clear, statusPill, threadName, toast, fullTime, failureText, orphanBadge, orphanText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
 import { Panels } from "./panels.js";
@@ -53,6 +53,7 @@ let socket = null;
 let generation = 0;
 let status = null;
 let terminated = null;
+let orphanedAgent = null; // the thread's agent, when the served project lacks it (§8.1.9)
 let loaded = false;
 
 const panels = new Panels(threadId, who);
@@ -206,7 +207,10 @@ function applyThread(info) {
   const title = name || (agent && agent.title) || t.agent_id;
   document.getElementById("thread-title").textContent = title;
   document.title = `${title} · Threadloom`;
-  document.getElementById("thread-agent").textContent = `agent ${(agent && agent.title) || t.agent_id}`;
+  const agentLine = document.getElementById("thread-agent");
+  agentLine.textContent = `agent ${(agent && agent.title) || t.agent_id}`;
+  orphanedAgent = t.orphaned ? t.agent_id : null;
+  if (orphanedAgent) agentLine.append(" ", orphanBadge(orphanedAgent));
   if (agent) {
     view.labels.user = agent.side_b_label || "User";
     view.labels.assistant = agent.side_a_label || agent.title || "Assistant";
@@ -237,15 +241,21 @@ function applyStatus(next, term) {
   logButton.hidden = !(why && logId && who.logs === "true");
   logButton.dataset.logId = logId || "";
   buttons.stop.disabled = !running;
-  buttons.continue.disabled = running || terminated !== null;
+  buttons.continue.disabled = running || terminated !== null || orphanedAgent !== null;
   buttons.terminate.disabled = terminated !== null;
-  document.getElementById("composer-attach").disabled = terminated !== null;
+  document.getElementById("composer-attach").disabled = terminated !== null || orphanedAgent !== null;
   if (terminated !== null) {
     textarea.disabled = true;
     sendButton.disabled = true;
     composer.dataset.disabled = "terminated";
     note.hidden = false;
     note.textContent = `This thread was terminated on ${fullTime(terminated / 1000)}: it accepts no new messages. Reading, logs and files still work.`;
+  } else if (orphanedAgent !== null) {
+    textarea.disabled = true;
+    sendButton.disabled = true;
+    composer.dataset.disabled = "orphaned";
+    note.hidden = false;
+    note.textContent = `${orphanText(orphanedAgent)} It accepts no new messages; reading, logs and files still work. Reassign the thread to another agent, or open it on a server of the project that has "${orphanedAgent}".`;
   } else {
     textarea.disabled = false;
     sendButton.disabled = false;
@@ -554,9 +564,10 @@ composer.addEventListener("submit", async (event) => {
     if (lastIndex !== null) loadAll(); // reading far back: go to the end, where it is
   } catch (err) {
     if (err.status === 423) applyStatus(status, err.body.terminated);
+    else if (orphanRefusal(err)) applyStatus(status, terminated);
     else composerNote(`Not sent: ${err.message}`, "error");
   } finally {
-    sendButton.disabled = terminated !== null;
+    sendButton.disabled = terminated !== null || orphanedAgent !== null;
   }
 });
 
@@ -567,6 +578,14 @@ textarea.addEventListener("keydown", (event) => {
   }
 });
 
+// a send or continue refused because the served project lacks the thread's agent (the
+// agent went away after the page loaded): the page shows the thread as orphaned
+function orphanRefusal(err) {
+  if (err.status !== 409 || !err.body || err.body.code !== "agent_not_found") return false;
+  orphanedAgent = err.body.agent_id;
+  return true;
+}
+
 async function act(name, body) {
   buttons[name].disabled = true;
   try {
@@ -574,6 +593,7 @@ async function act(name, body) {
     const result = await api(`/api/threads/${threadId}/${path}`, { method: "POST", body: body || {} });
     if (name === "terminate") applyStatus(status, result.terminated);
   } catch (err) {
+    orphanRefusal(err);
     toast(err.message, "error");
     applyStatus(status, terminated);
   }

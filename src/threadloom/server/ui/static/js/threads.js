@@ -1,6 +1,6 @@
 // The threads list: GET /api/threads a page at a time with the filters of the form (kept
 // in the URL), live from the /api/events socket (spec 09 §9.14), and "new thread".
-import { api, el, clear, timeEl, statusPill, threadName, toast, failureText } from "./api.js";
+import { api, el, clear, timeEl, statusPill, threadName, toast, failureText, orphanBadge } from "./api.js";
 import { LiveSocket } from "./socket.js";
 
 const PAGE = 50;
@@ -83,13 +83,16 @@ function row(t) {
   const agentName = t.agent_id || t.agent_name;
   const title = (t.agent && t.agent.title) || agentTitles.get(agentName) || agentName;
   const failed = t.status && t.status.state === "failed";
-  const tr = el("tr", { id: `t-${t.id}`, class: failed ? "failed" : "", dataset: { threadId: t.id } });
+  const classes = [failed ? "failed" : "", t.orphaned ? "orphaned" : ""].filter(Boolean).join(" ");
+  const tr = el("tr", { id: `t-${t.id}`, class: classes, dataset: { threadId: t.id } });
   const link = el("a", { href: `/threads/${t.id}`, class: "thread-link" }, name || t.id.slice(0, 8));
   const first = el("td", {}, link);
   if (t.parent) first.append(el("span", { class: "badge", title: `child of ${t.parent}` }, "child"));
+  const agentCell = el("td", {}, title);
+  if (t.orphaned) agentCell.append(" ", orphanBadge(agentName));
   tr.append(
     first,
-    el("td", {}, title),
+    agentCell,
     el("td", { class: "status-cell" }, statusPill(t.status, t.terminated), failureLine(t.status)),
     el("td", { class: "preview" }, t.last_message_preview || el("span", { class: "muted" }, "no message yet")),
     el("td", {}, userCell(t.user_id)),
