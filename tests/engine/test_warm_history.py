@@ -108,10 +108,10 @@ async def test_a_running_thread_keeps_its_own_messages_past_the_warm_budget(
     db_url: str,
 ) -> None:
     """C04-117: many threads run at once under a warm budget far below what they hold, so
-    each run's start evicts the others' histories while they wait in a tool call. Every
-    run still sends the model all of its thread's messages up to that point — its own
-    tool result included — so each turn makes exactly one tool call; eviction may cost a
-    read, never a message."""
+    each run starts over the budget while the others wait in a tool call (on 22b7bf0 that
+    evicted their histories: 33 tool calls for 8 turns). Every run still sends the model
+    all of its thread's messages up to that point — its own tool result included — so
+    each turn makes exactly one tool call: eviction may cost a read, never a message."""
     from threadloom import Agent, Definitions, Side
     from threadloom.define import Model, Prompt, tool
     from threadloom.providers.scripted import ScriptedProvider
@@ -168,11 +168,7 @@ async def test_a_running_thread_keeps_its_own_messages_past_the_warm_budget(
             assert len(requests) == 2  # the call, then the answer
             for messages, stored in requests:
                 sent = [(m.role, m.text) for m in messages if m.role != "system"]
-                held = [
-                    ("assistant" if m.role == "assistant" else m.role, m.content or "")
-                    for m in stored
-                    if m.status == "completed"
-                ]
+                held = [(m.role, m.content or "") for m in stored if m.status == "completed"]
                 assert sent == held  # every stored message of the thread, in order
             final = await runtime.store.top_level_history(thread_id)
             assert [m.role for m in final] == ["user", "assistant", "tool", "assistant"]
