@@ -37,8 +37,10 @@ def make_definitions(delay: float = 0.0, fixed_usage: bool = False) -> Definitio
     usage = dict(FIXED_USAGE) if fixed_usage else None
 
     def answer(request: ProviderRequest) -> Reply:
+        # answers once it sees the tool's result; without it (a lost result), it calls the
+        # tool again, as a real model does: a soak counts those as requests per turn
         last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolMessage):
+        if isinstance(last, ToolMessage) and last.content == "echo 1":
             return Reply.text("done", delay=delay, usage=usage)
         return Reply.tool_calls(Call("echo", {"v": 1}), delay=delay, usage=usage)
 

@@ -55,6 +55,7 @@ HUB_MAPS = (
     "_terminated",
     "_histories",
     "_warm",
+    "_running",
     "_warm_sizes",
     "_stale_warm",
     "_seq",
@@ -96,10 +97,12 @@ async def serve_child(args: argparse.Namespace) -> None:
     from threadloom.server.app import create_app
     from threadloom.server.settings import ServerSettings
 
+    definitions = make_definitions(fixed_usage=True)
+    model = definitions.model("M")
+    assert model is not None
+    provider = model.provider  # counts every model request (a turn makes 2: call, answer)
     runtime = await Runtime.open(
-        args.store,
-        definitions=make_definitions(fixed_usage=True),
-        warm_messages=args.warm_messages,
+        args.store, definitions=definitions, warm_messages=args.warm_messages
     )
     app = create_app(runtime, ServerSettings(auth="required", admin_token=TOKEN))
     config = uvicorn.Config(
@@ -160,6 +163,8 @@ async def serve_child(args: argparse.Namespace) -> None:
             "p99_ms": percentile(lat, 99) * 1000 if lat else None,
             "subscribers": runtime.events.subscriber_count,
             "hub": hub_entries(runtime.hub),
+            "requests": getattr(provider, "request_count", 0),
+            "kept": getattr(runtime.hub, "_warm_total", 0),
         }
         print(json.dumps(line), flush=True)
 
@@ -300,6 +305,8 @@ def report(samples: list[dict[str, Any]], rounds_at: list[int], args: argparse.N
             ms(s["p99_ms"]),
             str(s["subscribers"]),
             str(s["hub"]),
+            str(s.get("kept", "-")),
+            f"{s['requests'] / s['turns']:.2f}" if s.get("requests") and s["turns"] else "-",
         ]
         for s, r in zip(samples, rounds_at, strict=True)
     ]
@@ -314,6 +321,8 @@ def report(samples: list[dict[str, Any]], rounds_at: list[int], args: argparse.N
         "p99 ms",
         "subscribers",
         "hub entries",
+        "kept msgs",
+        "requests/turn",
     ]
     print(
         f"soak of {args.minutes:g} min: {args.workers} turn workers ({args.reused} reused threads "
@@ -323,6 +332,10 @@ def report(samples: list[dict[str, Any]], rounds_at: list[int], args: argparse.N
         f"{args.patches} PATCHes of {args.patch_kb} KiB"
     )
     print(table(headers, rows))
+    print(
+        "(kept msgs: the messages of the histories the hub keeps, warm and running; "
+        "requests/turn: model requests per turn so far, 2.00 = one tool call and one answer)"
+    )
     steady = [s for s in samples if s["t"] >= args.warmup]
     print()
     print(

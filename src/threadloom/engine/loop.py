@@ -186,11 +186,7 @@ class Run:
     async def execute(self) -> None:
         if self.fence is not None:  # this task's writes of the thread are the execution's
             current_fence.set(self.fence)
-        history = self.hub.warm_history(self.thread_id, self.event_seq)
-        if history is None:
-            history = MessageHistory(await self.hub.store.top_level_history(self.thread_id))
-            self.hub.attach_history(self.thread_id, history)
-        self.hub.keep_warm(self.thread_id, history)
+        history = await self.hub.run_history(self.thread_id, self.event_seq)
         self.execution.message_history = history
         tracing = self.manager.tracing
         reason: str | None = None

@@ -93,7 +93,12 @@ class ThreadHub(HookResolution):
         self._terminated: dict[str, int | None] = {}
         self._histories: dict[str, list[MessageHistory]] = {}
         self._warm: OrderedDict[str, MessageHistory] = OrderedDict()
-        self._warm_sizes: dict[str, int] = {}  # messages of each warm history when kept
+        """The warm histories of threads with no run here, least recently run first: the
+        only ones eviction may take."""
+        self._running: dict[str, MessageHistory] = {}
+        """The history each running execution reads (``keep_warm`` → ``warm_grown``):
+        counted in the budget, never evicted."""
+        self._warm_sizes: dict[str, int] = {}  # messages of each kept history when counted
         self._warm_total = 0
         self.warm_messages = self.WARM_MESSAGES
         self._stale_warm: set[str] = set()  # warm histories that may miss a foreign write
@@ -220,6 +225,7 @@ class ThreadHub(HookResolution):
         write, a subscription to the thread."""
         return (
             thread_id in self._warm
+            or thread_id in self._running
             or thread_id in self._histories
             or thread_id in self._locks
             or thread_id in self._deferred
@@ -248,6 +254,7 @@ class ThreadHub(HookResolution):
         self._terminated.pop(thread_id, None)
         self._histories.pop(thread_id, None)
         self._warm.pop(thread_id, None)
+        self._running.pop(thread_id, None)
         self._warm_total -= self._warm_sizes.pop(thread_id, 0)
         self._stale_warm.discard(thread_id)
         self._seq.pop(thread_id, None)
@@ -256,8 +263,23 @@ class ThreadHub(HookResolution):
 
     # -- warm histories ------------------------------------------------------------------
     WARM_MESSAGES = 100_000
-    """The default of ``warm_messages``: how many messages the warm histories of recently
-    run threads may hold in all (each costs about 2.8 KiB with its request forms)."""
+    """The default of ``warm_messages``: how many messages the histories this hub keeps
+    (running executions' and the warm ones of recently run threads) may hold in all (each
+    costs about 2.8 KiB with its request forms)."""
+
+    async def run_history(self, thread_id: str, event_seq: int) -> MessageHistory:
+        """The live history a run of the thread reads from its start (``event_seq``: the
+        thread's event number then): the warm one, or one read from the store, whole,
+        under the thread's write lock — so no write commits between the read and the
+        moment the history is attached (it would be in neither). Kept until the run ends
+        (``keep_warm``, ``warm_grown``)."""
+        history = self.warm_history(thread_id, event_seq)
+        if history is None:
+            async with self.lock(thread_id):
+                history = MessageHistory(await self.store.top_level_history(thread_id))
+                self.attach_history(thread_id, history)
+        self.keep_warm(thread_id, history)
+        return history
 
     def warm_history(self, thread_id: str, event_seq: int) -> MessageHistory | None:
         """The live history kept from this thread's last run, if nothing was written to
@@ -266,27 +288,41 @@ class ThreadHub(HookResolution):
         stale = thread_id in self._stale_warm or self._seq.get(thread_id) != event_seq
         if history is None or stale:
             return None
-        self._warm.move_to_end(thread_id)
         return history
 
     def keep_warm(self, thread_id: str, history: MessageHistory) -> None:
-        """Keep ``history`` attached after its run, so the next run need not reload it."""
+        """A run starts on ``history`` (attached): it stays live, whatever the budget,
+        until the run ends (``warm_grown``); the warm history it replaces goes."""
         self._stale_warm.discard(thread_id)
-        old = self._warm.pop(thread_id, None)
-        if old is not None and old is not history:
-            self.detach_history(thread_id, old)
-        self._warm[thread_id] = history
-        self.warm_grown(thread_id, history)
+        for old in (self._warm.pop(thread_id, None), self._running.get(thread_id)):
+            if old is not None and old is not history:
+                self.detach_history(thread_id, old)
+        self._running[thread_id] = history
+        self._count(thread_id, history)
+        self._evict(keep=0)
 
     def warm_grown(self, thread_id: str, history: MessageHistory) -> None:
-        """Count ``history``'s messages now (its run added some) and evict the least
-        recently run histories while the budget is exceeded. Each size is the one counted
-        at its thread's last run start or end: no pass over every warm thread."""
-        if self._warm.get(thread_id) is not history:
-            return  # evicted meanwhile: no longer live, never warm again
+        """The run on ``history`` ended: keep it warm as the most recently run, count its
+        messages now (its run added some) and evict the least recently run warm histories
+        while the budget is exceeded. Each size is the one counted at its thread's last
+        run start or end: no pass over every kept thread."""
+        if self._running.get(thread_id) is not history:
+            return  # replaced meanwhile by a later run's (``keep_warm``): not kept
+        del self._running[thread_id]
+        self._warm[thread_id] = history
+        self._count(thread_id, history)
+        self._evict(keep=1)
+
+    def _count(self, thread_id: str, history: MessageHistory) -> None:
         self._warm_total += len(history) - self._warm_sizes.get(thread_id, 0)
         self._warm_sizes[thread_id] = len(history)
-        while self._warm_total > self.warm_messages and len(self._warm) > 1:
+
+    def _evict(self, *, keep: int) -> None:
+        """Detach the least recently run warm histories while the budget is exceeded and
+        more than ``keep`` are warm (1: the one whose run just ended stays, however large).
+        A running execution's history is never taken: its run would stop seeing its own
+        writes (spec 04 §4.11.2, C04-117); the budget is exceeded by those alone."""
+        while self._warm_total > self.warm_messages and len(self._warm) > keep:
             evicted_id, evicted = self._warm.popitem(last=False)
             self.detach_history(evicted_id, evicted)
             self._warm_total -= self._warm_sizes.pop(evicted_id, 0)
