@@ -337,7 +337,7 @@ def results(servers: list[Server], args: argparse.Namespace, here: str, there: s
             ]
         )
     lines.append(
-        f"\ngoal (issue 23 item 9): ≥ {GOAL_RPS:,.0f} req/s and p99 ≤ {GOAL_P99_MS:g} ms at"
+        f"\ngoal (a thread's page): ≥ {GOAL_RPS:,.0f} req/s and p99 ≤ {GOAL_P99_MS:g} ms at"
         f" {GOAL_CLIENTS} clients, one node — {here}"
     )
     lines.append(table(["store", "side", "req/s", "p99 (ms)", "result"], goal_rows))

@@ -85,6 +85,16 @@ def _seqs(stream: Stream) -> list[int]:
     return [int(f["seq"]) for f in list(stream.frames)[1:] if f.get("seq") is not None]
 
 
+def _durable_seqs(stream: Stream) -> list[int]:
+    """The ``seq`` of every durable frame after the opening snapshot."""
+    kinds = ("message_data", "message_deleted", "log_data", "subagent_updated")
+    return [
+        int(f["seq"])
+        for f in list(stream.frames)[1:]
+        if f.get("type") in kinds or (f.get("type") == "thread_status" and not f.get("snapshot"))
+    ]
+
+
 def _watch(cluster: Cluster, thread: str, nodes: list[Node]) -> list[Stream]:
     streams: list[Stream] = []
     for node in nodes:
@@ -103,8 +113,8 @@ def test_c12_032_every_subscriber_sees_a_dead_owners_settlement_in_order(
     """C12-032: G runs on n1 (its model waits); a WebSocket and an SSE subscriber on n2 and
     on n3 → SIGKILL n1 → every subscriber gets G's settlement (``thread_status`` failed /
     ``execution_lost``), then the frames of the next run started through n2 (its answer,
-    completed), with ``seq`` never decreasing on any stream and no ``resync`` (nothing was
-    pruned)."""
+    completed), with ``seq`` never decreasing on any stream, each durable frame once up to
+    the thread's head, and no ``resync`` (nothing was pruned)."""
     with start_cluster(tmp_path, n=3) as cluster:
         n1, n2, n3 = cluster.nodes
         thread = cluster.create_thread(n1, "gate")
@@ -130,10 +140,13 @@ def test_c12_032_every_subscriber_sees_a_dead_owners_settlement_in_order(
                     timeout=15,
                     what=f"the next run on a {type(stream).__name__}",
                 )
+            head = cluster.event_seq(thread)
             for stream in streams:
                 seqs = _seqs(stream)
                 assert seqs == sorted(seqs), seqs
                 assert not stream.of_type("resync"), stream.of_type("resync")
+                durable = _durable_seqs(stream)  # each durable frame once, up to the head
+                assert durable == sorted(set(durable)) and durable[-1] == head, (durable, head)
         finally:
             for stream in streams:
                 stream.close()

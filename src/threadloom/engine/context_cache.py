@@ -1,5 +1,5 @@
 """Incremental context assembly: the common request's context without a pass over the whole
-history (spec 04 §4.11, the performance rule of DESIGN.md "flat with history length").
+history (spec 04 §4.11; a turn's cost stays flat with the history's length, docs/benchmarks.md).
 
 ``context.assemble`` runs the pipeline of spec 04 §4.11 over the whole history on every
 model request: eligibility, orphan removal, perspective, reasoning replay, provider-bound
