@@ -16,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from needs import cannot_run, free_port
 
 
 def _version() -> str | None:
@@ -45,21 +46,9 @@ def cluster_unavailable() -> str | None:
 
 def require_cluster() -> None:
     """Skip (or, under ``CI=true``, fail) when a private cluster cannot be made."""
-    import pytest
-
     reason = cluster_unavailable()
-    if reason is None:
-        return
-    message = f"a private PostgreSQL cluster cannot be made: {reason}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message + " (CI=true: these tests must run)")
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    if reason is not None:
+        cannot_run(f"a private PostgreSQL cluster cannot be made: {reason}", "these tests")
 
 
 class PgCluster:
@@ -70,7 +59,7 @@ class PgCluster:
         assert version is not None
         self.version = version
         self.name = f"tl_{uuid.uuid4().hex[:10]}"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *argv: str) -> None:

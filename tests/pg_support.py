@@ -12,6 +12,8 @@ import os
 from typing import Any
 from urllib.parse import quote
 
+from needs import cannot_run
+
 # Nodes on PostgreSQL with short liveness timings (spec 12 §12.9 rule 2), so a test that
 # kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 4 s, sweep 1 s.
 # A node fences itself when no heartbeat got through for half the TTL: 2 s, which a busy
@@ -53,15 +55,9 @@ def pg_unreachable() -> str | None:
 
 def require_postgres() -> None:
     """Skip (or, under ``CI=true``, fail) when PostgreSQL cannot be reached."""
-    import pytest
-
     reason = pg_unreachable()
-    if reason is None:
-        return
-    message = f"PostgreSQL at {PG_URL} is unreachable: {reason}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
-    pytest.skip(message)
+    if reason is not None:
+        cannot_run(f"PostgreSQL at {PG_URL} is unreachable: {reason}", "the PostgreSQL tests")
 
 
 def schema_url(name: str, url: str = PG_URL) -> str:

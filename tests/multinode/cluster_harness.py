@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from needs import free_port
 from pg_support import PG_URL, create_schema, drop_schema, require_postgres, schema_url
 from store_probe import StoreProbe
 
@@ -40,13 +40,6 @@ TIMINGS = {
 }
 TTL_S = float(TIMINGS["THREADLOOM_NODE_TTL_SECONDS"])
 SWEEP_S = float(TIMINGS["THREADLOOM_SWEEP_SECONDS"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -173,7 +166,7 @@ class Cluster:
 
 
 def _spawn(node_id: str, url: str, gate_dir: Path, log: Path, env: dict[str, str]) -> Node:
-    port = _free_port()
+    port = free_port()
     clean = {
         k: v
         for k, v in os.environ.items()
@@ -251,7 +244,7 @@ class Proxy:
 def _start_proxy(url: str) -> tuple[Proxy, str]:
     """A proxy to ``url``'s server, and ``url`` through it."""
     parts = urlsplit(url)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from needs import cannot_run, free_port
 
 PROJECT = Path(__file__).resolve().parent / "project"
 CHROMIUM = os.environ.get("THREADLOOM_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -48,21 +49,9 @@ def browser_missing() -> str | None:
 
 def chromium_or_skip() -> None:
     """Skip (or, under ``CI=true``, fail) when the browser tests cannot run."""
-    import pytest
-
     reason = browser_missing()
-    if reason is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + " (CI=true: the browser tests must run)")
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    if reason is not None:
+        cannot_run(reason, "the browser tests")
 
 
 class Server:
