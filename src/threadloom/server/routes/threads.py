@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
-from threadloom.errors import ThreadloomError
+from threadloom.errors import StoreUnavailable, ThreadloomError
 from threadloom.records import normalize_tool_calls
 from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
@@ -542,8 +542,8 @@ async def delete_thread(
 ) -> dict[str, Any]:
     try:
         deleted = await deps.runtime(request).delete_thread(row.id)
-    except ApiError:
-        raise
+    except (ApiError, StoreUnavailable):
+        raise  # the store unreachable: 503, to be tried again (not a failed delete)
     except Exception:
         error = ApiError(500, "internal_error", "Internal server error", extra={"threadId": row.id})
         raise error from None
