@@ -29,6 +29,7 @@ UNIQUE_KEYS = {
     "sessions_pkey": "sessions.token_digest",
     "auth_tickets_pkey": "auth_tickets.ticket_digest",
     "logs_pkey": "logs.id",
+    "auth_attempts_pkey": "auth_attempts.attempt_id, auth_attempts.key_digest",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""
