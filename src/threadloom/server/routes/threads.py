@@ -291,9 +291,11 @@ async def create_thread(
         if user_id is not None and not isinstance(user_id, str):
             problems.add("user_id", "must be a string or null")
         owner = user_id
-    if "arguments" in body and "data" in body:
+    arguments = body.get("arguments")
+    if arguments is None:  # null is absent (§8.3.2): a client may send every key, nulls too
+        arguments = body.get("data")
+    elif body.get("data") is not None:
         problems.add("arguments", "conflicts with data", "Use either arguments or data, not both")
-    arguments = body.get("arguments", body.get("data"))
     if arguments is not None and not isinstance(arguments, dict):
         problems.add("arguments", "must be an object", "arguments must be an object")
         arguments = None
