@@ -362,3 +362,73 @@ def test_c08_139_fuzzed_requests_get_no_5xx_and_the_declared_answer(
 def test_the_served_schema_lists_every_operation(served: Served) -> None:
     served_labels = {op.ok().label for op in served.schema.get_all_operations()}
     assert served_labels == set(LABELS)
+
+
+def _example_path(served: Served, path: str) -> str | None:
+    """``path`` with existing ids (a fresh thread: an example may delete or terminate it);
+    None when its ids cannot exist in this mode (users and keys without credentials), or
+    when the route's body depends on who calls (a key for the local principal)."""
+    if ("{key_id}" in path or "{user_id}" in path) and not served.key:
+        return None
+    if path == "/api/api-keys" and not served.key:
+        return None  # the local principal is a system principal: it must name a user_id
+        # (spec 10 §10.5.7), which no example can know
+    ids: dict[str, str] = {"agent": AGENTS[0]}
+    if "{log_id}" in path:
+        served.ensure_thread()
+        ids.update(id=served.thread, log_id=served.log)
+    elif "{id}" in path:
+        ids["id"] = served.new_thread()
+    if "{message_id}" in path:
+        ids["message_id"] = served.first_message(ids["id"])
+    if "{path}" in path:
+        served.upload(ids["id"], served.file)
+        ids["path"] = served.file
+    if "{key_id}" in path:
+        ids["key_id"] = served.new_key()[0]
+    if "{user_id}" in path:
+        ids["user_id"] = served.new_user()
+    return path.format(**ids)
+
+
+def _all_nulls(schema: dict[str, Any]) -> dict[str, Any]:
+    """The first example with every other property the schema lets be ``null`` set to
+    ``null``: what a client generated from the schema sends for the fields it leaves
+    unset (issue 31 item 7: ``arguments`` and ``data`` both null were refused)."""
+    body = dict(schema["examples"][0])
+    for name, prop in schema.get("properties", {}).items():
+        if name not in body and {"type": "null"} in prop.get("anyOf", []):
+            body[name] = None
+    return body
+
+
+def test_c08_145_every_declared_request_example_is_accepted(served: Served) -> None:
+    """C08-145: every example a JSON request body declares in the served /openapi.json —
+    on its media type and on its named schemas, and the first of them with every other
+    nullable property ``null`` — sent as is to its operation (existing ids in the path)
+    → never 400 or 422: an example is a request the server accepts."""
+    doc = served.ok("GET", "/openapi.json")
+    schemas = doc["components"]["schemas"]
+    refused: list[str] = []
+    sent = 0
+    for path, ops in doc["paths"].items():
+        for method, operation in ops.items():
+            media = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if media is None:
+                continue
+            bodies = [example["value"] for example in media.get("examples", {}).values()]
+            schema = media["schema"]
+            for ref in (s["$ref"] for s in schema.get("anyOf", [schema])):
+                named = schemas[ref.rsplit("/", 1)[1]]
+                bodies += named.get("examples", [])
+                bodies += [_all_nulls(named)] if named.get("examples") else []
+            for body in bodies:
+                target = _example_path(served, path)
+                if target is None:
+                    continue
+                answer = served.request(method.upper(), target, json=body)
+                sent += 1
+                if answer.status_code in (400, 422):
+                    refused.append(f"{method.upper()} {path} {json.dumps(body)}: {answer.text}")
+    assert sent >= 20
+    assert not refused, "\n".join(refused)

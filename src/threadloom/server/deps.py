@@ -46,7 +46,7 @@ class ServerContext:
         self.settings = settings
         self.credentials = credentials
         self.draining = False
-        self.limits = AuthLimits()
+        self.limits = AuthLimits(runtime.store)
         self.revocations = Revocations()
         self.clock: Callable[[], int] = system_clock_us
         self.pages = PageCache(settings.page_cache_bytes)

@@ -114,9 +114,20 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(409, "conflict", message)
     if isinstance(exc, E.FileError | E.InvalidArgument):
         return invalid(message, [("body", message)])
-    if isinstance(exc, E.StoreError):
-        return ApiError(503, "unavailable", "The store cannot be reached")
+    if isinstance(exc, E.StoreUnavailable):
+        return unavailable(exc.retry_after_s)
     return internal_error(None)
+
+
+def unavailable(retry_after_s: int = E.StoreUnavailable.retry_after_s) -> ApiError:
+    """503 ``unavailable``: the store cannot be reached now, nothing (or, where a commit
+    broke, nothing known) was done; ``Retry-After`` says when to try again (§8.1.3)."""
+    return ApiError(
+        503,
+        "unavailable",
+        "The store cannot be reached now; try again later",
+        headers={"Retry-After": str(retry_after_s)},
+    )
 
 
 def internal_error(request_id: str | None) -> ApiError:
@@ -154,7 +165,9 @@ async def _api(request: Request, exc: ApiError) -> JSONResponse:
 
 async def _core(request: Request, exc: E.ThreadloomError) -> JSONResponse:
     error = from_threadloom(exc)
-    if error.status >= 500:
+    if error.status == 503:
+        log.info("request %s: %s", _request_id(request), exc)
+    elif error.status >= 500:
         log.exception("request %s failed", _request_id(request), exc_info=exc)
         error = internal_error(_request_id(request))
     return error.response()

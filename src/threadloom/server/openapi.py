@@ -328,6 +328,24 @@ def _responses(op: Op, refs: _Refs) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
+def _media_examples(content: dict[str, Any], refs: _Refs) -> None:
+    """A JSON body's examples also on its media type, as ``examples`` the docs page offers
+    in "Try it out" (a body schema's own ``examples`` are not shown there): every example
+    of each named schema of the body, each one the server accepts (§8.11.3 rule 3)."""
+    media = content.get("application/json")
+    if media is None:
+        return
+    schema = media.get("schema", {})
+    named = [s.get("$ref", "") for s in schema.get("anyOf", [schema])]
+    found: dict[str, Any] = {}
+    for ref in named:
+        model = ref.rsplit("/", 1)[-1]
+        for i, value in enumerate(refs.schemas.get(model, {}).get("examples", ()), 1):
+            found[f"{model} {i}"] = {"value": value}
+    if found:
+        media["examples"] = found
+
+
 def describe(schema: dict[str, Any]) -> dict[str, Any]:
     """Complete FastAPI's description of the API routes from ``OPERATIONS`` (in place)."""
     refs = _Refs()
@@ -347,10 +365,9 @@ def describe(schema: dict[str, Any]) -> dict[str, Any]:
                 operation.pop("parameters", None)
             operation.pop("requestBody", None)
             if op.body is not None:
-                operation["requestBody"] = {
-                    "required": op.body_required,
-                    "content": refs.content(op.body, "validation"),
-                }
+                content = refs.content(op.body, "validation")
+                _media_examples(content, refs)
+                operation["requestBody"] = {"required": op.body_required, "content": content}
             operation["responses"] = _responses(op, refs)
     stale = set(OPERATIONS) - seen
     if stale:

@@ -99,19 +99,42 @@ class Pipeline:
         self.app = app
         self.settings = settings
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    def _fixed(self, scope: Scope) -> list[tuple[bytes, bytes]]:
+        """The headers of every answer (§8.1.1 rule 7); the request id kept in the scope."""
         incoming = header(scope, "x-request-id")
         request_id = incoming if incoming and _REQUEST_ID.match(incoming) else str(uuid.uuid4())
         scope.setdefault("state", {})["request_id"] = request_id
-        path: str = scope.get("path", "")
-        fixed = [
+        return [
             (b"x-content-type-options", b"nosniff"),
             (b"x-threadloom-node", self.settings.node_id.encode("latin-1", "replace")),
             (b"x-request-id", request_id.encode("latin-1")),
         ]
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade's answer — the 101 (``websocket.accept``) or its refusal
+        (``websocket.http.response.start``, the denial extension) — carries the fixed
+        headers as every HTTP answer does."""
+        fixed = self._fixed(scope)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] in ("websocket.accept", "websocket.http.response.start"):
+                names = {name for name, _ in fixed}
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": [*headers, *fixed]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        fixed = self._fixed(scope)
+        request_id = scope["state"]["request_id"]
+        path: str = scope.get("path", "")
         no_store = path.startswith(_NO_STORE_PREFIXES)
         origin = header(scope, "origin")
         cors: list[tuple[bytes, bytes]] = []

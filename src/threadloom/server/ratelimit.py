@@ -1,15 +1,21 @@
-"""In-memory sliding-window counters for the rate limits of spec 10 §10.11 (per node)."""
+"""The rate limits of spec 10 §10.11: the login windows kept in the store (so they hold
+across the nodes of a PostgreSQL cluster), the others in sliding-window counters of this
+process's memory (per node)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 
 from threadloom.server.errors import ApiError
+from threadloom.store.base_accounts import AccountStore
 
 MAX_KEYS = 100_000
+US = 1_000_000
 
 
 class Window:
@@ -76,43 +82,52 @@ def rate_limited(retry_after: int) -> ApiError:
     )
 
 
+LOGIN_BY_ADDRESS = (10, 300)
+"""Login attempts per client address: 10 per 5 minutes."""
+LOGIN_BY_USERNAME = (25, 900)
+"""Login attempts per username: 25 per 15 minutes."""
+
+
+def _key(kind: str, value: str) -> str:
+    """The stored key of a window: a digest, never the address or the username typed."""
+    return hashlib.sha256(f"{kind}\0{value}".encode()).hexdigest()
+
+
 class LoginAttempt:
     """One login attempt counted in both login windows, from before the password is checked
     until it is known to have failed; ``succeeded()`` gives the slots back."""
 
-    def __init__(self, limits: AuthLimits, address: str, username: str | None) -> None:
-        self._taken: list[tuple[Window, str, float]] = [
-            (limits.login_by_address, address, limits.login_by_address.hit(address))
-        ]
-        if username:
-            stamp = limits.login_by_username.hit(username)
-            self._taken.append((limits.login_by_username, username, stamp))
+    def __init__(self, store: AccountStore, attempt_id: str) -> None:
+        self._store = store
+        self._id: str | None = attempt_id
 
-    def succeeded(self) -> None:
+    async def succeeded(self) -> None:
         """A successful login is not counted (spec 10 §10.11)."""
-        for window, key, stamp in self._taken:
-            window.give_back(key, stamp)
-        self._taken = []
+        if self._id is not None:
+            attempt, self._id = self._id, None
+            await self._store.give_back_attempt(attempt)
 
 
 class AuthLimits:
-    """The four limits of spec 10 §10.11."""
+    """The four limits of spec 10 §10.11; the login windows are the store's."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.login_by_address = Window(10, 300, clock)
-        self.login_by_username = Window(25, 900, clock)
+    def __init__(self, store: AccountStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
         self.bearer_failures = Window(100, 60, clock)
         self.tickets = Window(60, 60, clock)
 
-    def begin_login(self, address: str, username: str | None) -> LoginAttempt:
-        """Reserve this attempt's place in the address and username windows, or raise the 429
-        of the fuller one. Checking and counting are one step with no ``await`` between them,
-        so concurrent attempts cannot all pass a check made before any of them was counted;
-        the caller does the password work only after this returns."""
-        waits = [self.login_by_address.retry_after(address)]
+    async def begin_login(self, address: str, username: str | None) -> LoginAttempt:
+        """Count this attempt in the address and username windows, or raise the 429 of the
+        fuller one. Checking and counting are one transaction of the store, so concurrent
+        attempts — through this node or any other — cannot all pass a check made before
+        any of them was counted; the caller does the password work only after this
+        returns."""
+        windows = [(_key("address", address), LOGIN_BY_ADDRESS[0], LOGIN_BY_ADDRESS[1] * US)]
         if username:
-            waits.append(self.login_by_username.retry_after(username))
-        worst = max((w for w in waits if w is not None), default=None)
-        if worst is not None:
-            raise rate_limited(worst)
-        return LoginAttempt(self, address, username)
+            limit, seconds = LOGIN_BY_USERNAME
+            windows.append((_key("username", username), limit, seconds * US))
+        attempt_id = str(uuid.uuid4())
+        wait_us = await self.store.take_attempt(attempt_id, windows)
+        if wait_us:
+            raise rate_limited(max(1, math.ceil(wait_us / US)))
+        return LoginAttempt(self.store, attempt_id)

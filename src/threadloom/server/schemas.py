@@ -8,6 +8,7 @@ here, for the description only; ``openapi.py`` puts it on each operation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,14 +28,19 @@ def _no_null_defaults(schema: dict[str, Any]) -> None:
             del prop["default"]
 
 
-def examples(*values: dict[str, Any]) -> ConfigDict:
-    """A model's ``examples``: documentation, and the first requests the fuzzer sends."""
+def examples(
+    *values: dict[str, Any], extra: Callable[[dict[str, Any]], None] | None = None
+) -> ConfigDict:
+    """A model's ``examples``: documentation, and the first requests the fuzzer sends;
+    ``extra`` completes the model's schema further."""
 
-    def extra(schema: dict[str, Any]) -> None:
+    def complete(schema: dict[str, Any]) -> None:
         _no_null_defaults(schema)
         schema["examples"] = list(values)
+        if extra is not None:
+            extra(schema)
 
-    return ConfigDict(json_schema_extra=extra)
+    return ConfigDict(json_schema_extra=complete)
 
 
 class _Object(BaseModel):
@@ -112,10 +118,20 @@ class InitialMessage(_Object):
 # -- thread, message and control bodies (§8.3–§8.5) ------------------------------------------
 
 
+def _arguments_or_data(schema: dict[str, Any]) -> None:
+    """``arguments`` and ``data`` (its other name) are not both objects (§8.3.2)."""
+    schema["not"] = {
+        "required": ["arguments", "data"],
+        "properties": {"arguments": {"type": "object"}, "data": {"type": "object"}},
+    }
+
+
 class CreateThread(_Object):
     model_config = examples(
         {"agent_id": "support", "tags": ["name:Demo"]},
         {"agent_id": "support", "initial_messages": [{"role": "user", "content": "Hello"}]},
+        {"agent_id": "support", "arguments": {"order_id": "42"}, "overlap": "enqueue"},
+        extra=_arguments_or_data,
     )
 
     agent_id: str

@@ -4,6 +4,7 @@ tickets, kept by value digests, never the secrets. ``threadloom.store.base.Store
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from threadloom.store.shapes import ApiKeyRow, SessionRow, TicketRow, UserPatch, UserRow
@@ -80,4 +81,16 @@ class AccountStore(Protocol):
 
     async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
         """Delete the ticket and return it (None when unknown): a ticket is used once."""
+        ...
+
+    # -- login attempts (spec 10 §10.11) -----------------------------------------------
+    async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
+        """Count the attempt ``attempt_id`` under each ``(key digest, limit, window µs)`` of
+        ``windows`` — in all, or in none when one already holds ``limit`` attempts of its
+        last ``window`` µs (as every node sees them). 0 when counted, else the µs until the
+        fullest window has room. Windows are an hour at most."""
+        ...
+
+    async def give_back_attempt(self, attempt_id: str) -> None:
+        """Uncount the attempt ``attempt_id`` (a no-op once it left its windows)."""
         ...

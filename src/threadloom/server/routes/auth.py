@@ -45,15 +45,16 @@ async def login(request: Request) -> JSONResponse:
         raise bad_field("password", "is required", "Password is required")
     if not username:
         raise bad_field("username", "is required", "Username is required")
-    # Counted before the first await: a burst of concurrent guesses cannot all pass the
-    # check while none is counted yet (spec 10 §10.11); a success gives its slot back.
-    attempt = ctx.limits.begin_login(client_address(request), username)
+    # Counted before the password is checked, in one store transaction with the check: a
+    # burst of concurrent guesses through any node cannot all pass the check while none is
+    # counted yet (spec 10 §10.11); a success gives its slot back.
+    attempt = await ctx.limits.begin_login(client_address(request), username)
     store = ctx.runtime.store
     user = await store.get_user_by_name(username)
     ok = await verify_password_async(password, user.password_hash if user else None)
     if user is None or not ok:
         raise INVALID_LOGIN
-    attempt.succeeded()
+    await attempt.succeeded()
     stored = user.password_hash
     if stored is not None and needs_rehash(stored):  # an older scheme: upgraded now
         await store.rehash_password(user.id, stored, await hash_password_async(password))

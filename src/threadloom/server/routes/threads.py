@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.registry import Definitions
-from threadloom.errors import ThreadloomError
+from threadloom.errors import StoreUnavailable, ThreadloomError
 from threadloom.records import normalize_tool_calls
 from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
@@ -306,9 +306,11 @@ async def create_thread(
         if user_id is not None and not isinstance(user_id, str):
             problems.add("user_id", "must be a string or null")
         owner = user_id
-    if "arguments" in body and "data" in body:
+    arguments = body.get("arguments")
+    if arguments is None:  # null is absent (§8.3.2): a client may send every key, nulls too
+        arguments = body.get("data")
+    elif body.get("data") is not None:
         problems.add("arguments", "conflicts with data", "Use either arguments or data, not both")
-    arguments = body.get("arguments", body.get("data"))
     if arguments is not None and not isinstance(arguments, dict):
         problems.add("arguments", "must be an object", "arguments must be an object")
         arguments = None
@@ -559,8 +561,8 @@ async def delete_thread(
 ) -> dict[str, Any]:
     try:
         deleted = await deps.runtime(request).delete_thread(row.id)
-    except ApiError:
-        raise
+    except (ApiError, StoreUnavailable):
+        raise  # the store unreachable: 503, to be tried again (not a failed delete)
     except Exception:
         error = ApiError(500, "internal_error", "Internal server error", extra={"threadId": row.id})
         raise error from None

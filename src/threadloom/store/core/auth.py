@@ -1,8 +1,8 @@
-"""Users, API keys, sessions and WebSocket tickets of the SQLite store (spec 10).
+"""Users, API keys, sessions, WebSocket tickets and login attempts of both stores (spec 10).
 
-Keys, session tokens and tickets are stored only as SHA-256 digests; passwords only as KDF
-strings. ``AuthMethods`` is mixed into :class:`SqliteStore`; the functions below run inside
-its write transactions and read snapshots.
+Keys, session tokens, tickets and the keys of login attempts (a client address, a username)
+are stored only as SHA-256 digests; passwords only as KDF strings. The functions below run
+inside the store's write transactions and read snapshots (``TxStore``).
 """
 
 from __future__ import annotations
@@ -220,6 +220,46 @@ def take_ticket(conn: Conn, clock: Clock, ticket_digest: str) -> TicketRow | Non
         (ticket_digest,),
     ).fetchone()
     return TicketRow(*row) if row is not None else None
+
+
+ATTEMPTS_KEPT_US = 3_600_000_000
+"""Login attempts are kept an hour at most: no attempt window may be longer."""
+
+
+def take_attempt(
+    conn: Conn, clock: Clock, attempt_id: str, windows: list[tuple[str, int, int]]
+) -> int:
+    """Count one attempt under each ``(key digest, limit, window µs)`` — in all of them, or,
+    when one already holds ``limit`` attempts of the last ``window`` µs, in none: 0 when
+    counted, else the µs until the fullest has room. Check and count are one step under
+    the account lock, so concurrent attempts through any node never all pass a check made
+    before any of them was counted (spec 10 §10.11)."""
+    if conn.sql.lock_accounts is not None:
+        conn.execute(conn.sql.lock_accounts)
+    now = clock()
+    conn.execute("DELETE FROM auth_attempts WHERE at_us <= ?", (now - ATTEMPTS_KEPT_US,))
+    wait = 0
+    for key, limit, window_us in windows:
+        if window_us > ATTEMPTS_KEPT_US:
+            raise StoreError(f"an attempt window may be {ATTEMPTS_KEPT_US} µs at most")
+        count, oldest = conn.execute(
+            "SELECT COUNT(*), MIN(at_us) FROM auth_attempts WHERE key_digest = ? AND at_us > ?",
+            (key, now - window_us),
+        ).fetchone()
+        if count >= limit:
+            wait = max(wait, int(oldest) + window_us - now)
+    if wait:
+        return wait
+    conn.executemany(
+        "INSERT INTO auth_attempts(attempt_id, key_digest, at_us) VALUES (?, ?, ?)",
+        [(attempt_id, key, now) for key, _, _ in windows],
+    )
+    return 0
+
+
+def give_back_attempt(conn: Conn, clock: Clock, attempt_id: str) -> None:
+    """Uncount an attempt (a login that succeeded is not counted)."""
+    conn.execute("DELETE FROM auth_attempts WHERE attempt_id = ?", (attempt_id,))
 
 
 # -- reads (conn, *args) ---------------------------------------------------------------------

@@ -518,3 +518,10 @@ class TxStore:
 
     async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
         return await self._write(auth.take_ticket, ticket_digest)
+
+    async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
+        # a counted attempt lost in a crash is no loss: no wait for the disk
+        return await self._write(auth.take_attempt, attempt_id, list(windows), durable=False)
+
+    async def give_back_attempt(self, attempt_id: str) -> None:
+        await self._write(auth.give_back_attempt, attempt_id, durable=False)

@@ -29,9 +29,31 @@ UNIQUE_KEYS = {
     "sessions_pkey": "sessions.token_digest",
     "auth_tickets_pkey": "auth_tickets.ticket_digest",
     "logs_pkey": "logs.id",
+    "auth_attempts_pkey": "auth_attempts.attempt_id, auth_attempts.key_digest",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""
+
+_UNREACHABLE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
+"""SQLSTATEs (prefixes) of a database that cannot be reached now: a connection exception,
+a shutdown (administrator or crash), a server starting or stopping, no free connection."""
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The first line of a driver error, without libpq's connection preamble."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for marker in ("failed: ", "FATAL:  "):
+        if marker in text:
+            text = text.rsplit(marker, 1)[1]
+    return text.strip()
+
+
+def unreachable(exc: psycopg.Error, conn: psycopg.Connection[Any] | None = None) -> bool:
+    """Whether ``exc`` means the database cannot be reached now (rather than a statement
+    that failed): the connection broke, or the server said it is stopping or starting."""
+    if conn is not None and conn.broken:
+        return True
+    return (exc.sqlstate or "").startswith(_UNREACHABLE_STATES)
 
 
 class PostgresDialect(Dialect):

@@ -18,6 +18,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from threadloom.errors import StoreUnavailable
+from threadloom.store.postgres.dialect import driver_reason
+
 logger = logging.getLogger("threadloom.store.postgres")
 
 TOPICS = ("wake", "events", "chunks", "control", "registry")
@@ -59,8 +62,13 @@ class Notifications:
 
     async def start(self, on_notice: OnNotice, on_connected: OnConnected) -> None:
         """LISTEN on every topic (the first connection is made before this returns; a
-        failure raises), then deliver notifications until ``close``."""
-        conn = await self._listen()
+        failure raises ``StoreUnavailable``), then deliver notifications until ``close``."""
+        try:
+            conn = await self._listen()
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot LISTEN on PostgreSQL database {self.safe_url}: {driver_reason(exc)}"
+            ) from exc
         self._task = asyncio.get_running_loop().create_task(
             self._loop(conn, on_notice, on_connected), name="threadloom-listen"
         )

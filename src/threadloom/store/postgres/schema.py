@@ -336,9 +336,22 @@ ALTER TABLE threads ADD COLUMN status_error {T};
 """The cause of a failed run, kept with its status (spec 01 §1.7.4): a JSON object, NULL
 unless the status is failed (SQLite's migration 12)."""
 
+_V3 = f"""
+CREATE TABLE auth_attempts (
+    attempt_id {T} NOT NULL,
+    key_digest {T} NOT NULL,
+    at_us      BIGINT NOT NULL,
+    CONSTRAINT auth_attempts_pkey PRIMARY KEY (attempt_id, key_digest)
+);
+CREATE INDEX auth_attempts_key ON auth_attempts(key_digest, at_us);
+CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
+"""
+"""The login attempts of spec 10 §10.11, shared by every node (SQLite's migration 13)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
+    (3, "login attempts kept in the store", _V3),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

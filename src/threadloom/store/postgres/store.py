@@ -6,8 +6,12 @@ COMMITTED, serialised per thread by the row lock their first statement takes
 (``Dialect.lock_thread``); reads in one REPEATABLE READ READ ONLY snapshot. A write that
 loses a serialization race or a deadlock is run again, a bounded number of times with a
 jittered pause; a connection that breaks before its commit is replaced and the write run
-again on the new one. A write with ``durable=False`` commits without waiting for the WAL
-flush (``synchronous_commit = off`` for that transaction).
+again on the new one. A database that cannot be reached (a connect refused or failing, a
+connection broken again after its replacement, or during a commit) is a
+:class:`~threadloom.errors.StoreUnavailable` naming the URL without its password, chained
+to the driver's error: never a raw ``psycopg.OperationalError``. A write with
+``durable=False`` commits without waiting for the WAL flush (``synchronous_commit = off``
+for that transaction).
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ import psycopg
 import psycopg.errors
 from psycopg.adapt import Dumper
 
-from threadloom.errors import StoreError
+from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.runner import TxStore
 from threadloom.store.fence import current_fence
 from threadloom.store.postgres import cluster, notify, schema
-from threadloom.store.postgres.dialect import PgConn, PostgresDialect, Watches
+from threadloom.store.postgres.dialect import (
+    PgConn,
+    PostgresDialect,
+    Watches,
+    driver_reason,
+    unreachable,
+)
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
@@ -71,15 +81,6 @@ def redacted(url: str) -> str:
         netloc = f"{userinfo.split(':', 1)[0]}@{host}"
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _reason(exc: BaseException) -> str:
-    """The first line of a driver error, without libpq's connection preamble."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    for marker in ("failed: ", "FATAL:  "):
-        if marker in text:
-            text = text.rsplit(marker, 1)[1]
-    return text.strip()
 
 
 class PostgresStore(TxStore):
@@ -154,10 +155,12 @@ class PostgresStore(TxStore):
             await asyncio.get_running_loop().run_in_executor(store._executor, store._migrate)
         except BaseException as exc:
             await store.close()
-            if isinstance(exc, psycopg.Error | schema.SchemaTooNew):
-                raise StoreError(
-                    f"cannot open PostgreSQL database {store.safe_url}: {_reason(exc)}"
-                ) from exc
+            cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+            if isinstance(cause, psycopg.Error | schema.SchemaTooNew):
+                kind = StoreUnavailable if isinstance(exc, StoreUnavailable) else StoreError
+                raise kind(
+                    f"cannot open PostgreSQL database {store.safe_url}: {driver_reason(cause)}"
+                ) from cause
             raise
         return store
 
@@ -173,13 +176,22 @@ class PostgresStore(TxStore):
         return conn
 
     def _connection(self) -> psycopg.Connection[Any]:
-        """This worker thread's connection (a new one when it has none, or it broke)."""
+        """This worker thread's connection (a new one when it has none, or it broke);
+        ``StoreUnavailable`` when a new one cannot be made."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
             if conn is not None:
                 self._discard(conn)
-            conn = self._local.conn = self._connect()
+            try:
+                conn = self._local.conn = self._connect()
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(
+                    f"cannot reach PostgreSQL database {self.safe_url}: {driver_reason(exc)}"
+                ) from exc
         return conn
+
+    def _lost(self, exc: psycopg.OperationalError) -> StoreUnavailable:
+        return StoreUnavailable(f"lost the connection to {self.safe_url}: {driver_reason(exc)}")
 
     def _discard(self, conn: psycopg.Connection[Any]) -> None:
         with self._lock:
@@ -307,10 +319,12 @@ class PostgresStore(TxStore):
                 finally:
                     if not conn.broken:
                         conn.execute("COMMIT")
-            except psycopg.OperationalError:
-                if not conn.broken or attempt:
+            except psycopg.OperationalError as exc:
+                if not unreachable(exc, conn):
                     raise
                 self._discard(conn)  # a connection that broke: once more on a new one
+                if attempt:
+                    raise self._lost(exc) from exc
         raise AssertionError("unreachable")
 
     def _run_write(
@@ -344,18 +358,16 @@ class PostgresStore(TxStore):
                 if attempt >= RETRIES:
                     raise
             except psycopg.OperationalError as exc:
-                if not conn.broken:
+                if not unreachable(exc, conn):
                     raise
                 self._discard(conn)
                 if committing:
-                    raise StoreError(
+                    raise StoreUnavailable(
                         f"the connection to {self.safe_url} broke during a commit: whether"
-                        f" the write was stored is unknown ({_reason(exc)})"
+                        f" the write was stored is unknown ({driver_reason(exc)})"
                     ) from exc
                 if attempt >= 1:
-                    raise StoreError(
-                        f"lost the connection to {self.safe_url}: {_reason(exc)}"
-                    ) from exc
+                    raise self._lost(exc) from exc
             attempt += 1
             self.retries += 1
             time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))

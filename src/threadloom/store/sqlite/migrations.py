@@ -559,4 +559,22 @@ ALTER TABLE logs ADD COLUMN response_body TEXT;
 ALTER TABLE threads ADD COLUMN status_error TEXT;
 """,
     ),
+    (
+        13,
+        "login attempts kept in the store",
+        # The login limits of spec 10 §10.11 were counters in each process's memory: on
+        # PostgreSQL every node allowed the limit (60 wrong passwords through 3 nodes: 30
+        # checked). The attempts are now rows of the store, counted and checked in one
+        # transaction, by SHA-256 digest of the address or username; kept an hour at most.
+        """
+CREATE TABLE auth_attempts (
+    attempt_id TEXT NOT NULL,
+    key_digest TEXT NOT NULL,
+    at_us      INTEGER NOT NULL,
+    PRIMARY KEY (attempt_id, key_digest)
+);
+CREATE INDEX auth_attempts_key ON auth_attempts(key_digest, at_us);
+CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
+""",
+    ),
 ]
