@@ -100,7 +100,8 @@ def test_c12_030_a_database_restart_leaves_no_run_running_and_no_queue_waiting(
     """C12-030: two nodes, 12 threads of ``slow`` (a tool call and an answer a turn) sent to
     by 6 senders through both nodes; the database restarts three times (down 2.5 s each: clean,
     crash, clean) → within 30 s of its return every thread has left
-    ``running``, every acknowledged send is stored exactly once, and every thread ends with
+    ``running``, every acknowledged send is stored exactly once, no answer was a 500 (a
+    request the store could not serve is a 503), and every thread ends with
     an answer (its queue was delivered), without restarting a node."""
     require_cluster()
     with private_cluster() as pg, start_cluster(tmp_path, n=2, pg_url=pg.url, **TIMINGS) as cluster:
@@ -126,6 +127,7 @@ def test_c12_030_a_database_restart_leaves_no_run_running_and_no_queue_waiting(
             for t in left
         }
         print(f"status codes during the restarts: {dict(load.codes)}")
+        assert load.codes[500] == 0, load.codes  # unreachable: 503 (spec 08 §8.1.3)
         assert not left, f"threads still running or unanswered: {report}; codes {load.codes}"
         for thread in threads:  # stored once each: no duplicate from a retried write
             stored = [
