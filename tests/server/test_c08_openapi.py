@@ -73,7 +73,7 @@ def _query(operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_c08_136_query_parameters_are_declared() -> None:
     declared = _query(DOC["paths"]["/api/threads/{id}/messages"]["get"])
     for name in ("limit", "offset", "depth"):
-        assert declared[name] == {"type": "integer", "minimum": 0}
+        assert declared[name] == {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
     assert declared["order"]["enum"] == ["asc", "desc"]
     assert declared["includeSilent"]["type"] == declared["includeWorkblocks"]["type"] == "boolean"
     assert declared["ids"]["type"] == "string"

@@ -429,18 +429,18 @@ class Query:
     """Typed access to the query string: the last occurrence of a parameter wins."""
 
     def __init__(self, request: Request) -> None:
+        """A NUL character in any value is a 400 naming its parameter, whether or not the
+        route reads it: no store can compare text with one (lone surrogates cannot occur:
+        the query string is decoded with replacement characters)."""
         self._params = request.query_params
+        for name, value in self._params.multi_items():
+            if "\x00" in value:
+                raise bad_field(name, _NUL)
 
     def raw(self, name: str) -> str | None:
-        """The last value of ``name``. A NUL character is a 400 here, for every parameter
-        alike: no store can compare text with one (lone surrogates cannot occur: the query
-        string is decoded with replacement characters)."""
+        """The last value of ``name``."""
         values = self._params.getlist(name)
-        if not values:
-            return None
-        if "\x00" in values[-1]:
-            raise bad_field(name, _NUL)
-        return values[-1]
+        return values[-1] if values else None
 
     def has(self, name: str) -> bool:
         return name in self._params

@@ -65,6 +65,16 @@ class Problems:
         ``"<field> <problem>"``)."""
         self.items.append((field, problem, message or f"{field} {problem}"))
 
+    def integer(self, value: Any, field: str, low: int, high: int) -> int | None:
+        """``value`` as an integer from ``low`` to ``high``, else the problem added and None.
+        ``3.0`` is the integer 3, as in JSON Schema; ``true`` is not an integer."""
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.add(field, f"must be an integer from {low} to {high}")
+            return None
+        return value
+
     def __bool__(self) -> bool:
         return bool(self.items)
 

@@ -25,7 +25,18 @@ from threadloom.file_records import FileStats
 from threadloom.records import AttachmentRef
 from threadloom.server import answers as A
 from threadloom.server import schemas as S
-from threadloom.server.schemas import LIMIT, OFFSET, boolean, choice, integer, text
+from threadloom.server.schemas import (
+    FILES_LIMIT,
+    LIMIT,
+    MAX_DATE_S,
+    OFFSET,
+    boolean,
+    choice,
+    choices,
+    integer,
+    path,
+    text,
+)
 
 REF = "#/components/schemas/{model}"
 
@@ -98,8 +109,8 @@ OPERATIONS: dict[str, Op] = {
         (
             LIMIT,
             OFFSET,
-            integer("startDate", "Created at or after (Unix seconds)"),
-            integer("endDate", "Created at or before (Unix seconds)"),
+            integer("startDate", "Created at or after (Unix seconds)", maximum=MAX_DATE_S),
+            integer("endDate", "Created at or before (Unix seconds)", maximum=MAX_DATE_S),
             text("parent", "Children of this thread; `none`: top-level threads only"),
             text("user_id", "Owner (admins; ignored for others)"),
             text("agent_id", "Agent"),
@@ -108,7 +119,7 @@ OPERATIONS: dict[str, Op] = {
             text("search", "Text in the id, tags or preview"),
             boolean("executing", "Running or not"),
             boolean("terminated", "Terminated or not"),
-            text("status", "Comma-separated run states: idle, running, failed"),
+            choices("status", ("idle", "running", "failed"), "Comma-separated run states"),
             choice("sort", ("activity", "created", "oldest"), "Order (default activity)"),
         ),
     ),
@@ -117,7 +128,9 @@ OPERATIONS: dict[str, Op] = {
     ),
     "owners": Op({200: A.OwnerList}, SIGNED),
     "get_thread": Op({200: A.ThreadDetail}, THREAD),
-    "patch_thread": Op({200: A.ThreadUpdated}, (*THREAD, *BODY), body=S.PatchThread),
+    "patch_thread": Op(
+        {200: A.ThreadUpdated}, (*THREAD, *BODY), body=S.PatchThread, body_required=True
+    ),
     "delete_thread": Op({200: A.ThreadDeleted}, THREAD),
     # messages (§8.4)
     "get_messages": Op({200: A.MessagePage}, (*THREAD, *QUERY), _MESSAGE_PAGE),
@@ -125,8 +138,11 @@ OPERATIONS: dict[str, Op] = {
         {202: A.SendAccepted, 200: A.SendAccepted},
         (*THREAD, *BODY, 409, 423),
         body=S.SendMessage,
+        body_required=True,
     ),
-    "patch_message": Op({200: A.MessageUpdated}, (*THREAD, *BODY, 409), body=S.PatchMessage),
+    "patch_message": Op(
+        {200: A.MessageUpdated}, (*THREAD, *BODY, 409), body=S.PatchMessage, body_required=True
+    ),
     "delete_message": Op({200: A.MessagesDeleted}, (*THREAD, 409)),
     # execution control (§8.5)
     "continue_thread": Op(
@@ -160,11 +176,11 @@ OPERATIONS: dict[str, Op] = {
         (*THREAD, *QUERY),
         (
             boolean("stats", "Total size and file count at or below `path`"),
-            text("path", "With stats or grep: the directory"),
-            text("grep", "Files whose text contains this"),
-            text("find", "Entries whose name matches this glob"),
+            path("path", "With stats or grep: the directory"),
+            text("grep", "Files whose text contains this (not empty)", min_length=1),
+            text("find", "Entries whose name matches this glob (not empty)", min_length=1),
             choice("type", ("file", "directory", "all"), "With find: which entries"),
-            integer("limit", "With grep or find: 1 to 1000 (default 100)"),
+            integer("limit", "With grep or find: 1 to 1000 (default 100)", 1, FILES_LIMIT),
         ),
     ),
     "read_path": Op(
@@ -372,8 +388,31 @@ def describe(schema: dict[str, Any]) -> dict[str, Any]:
     stale = set(OPERATIONS) - seen
     if stale:
         raise LookupError(f"openapi.OPERATIONS names no route: {sorted(stale)}")
+    _tags_required(refs.schemas)
     schema.setdefault("components", {})["schemas"] = dict(sorted(refs.schemas.items()))
     return schema
+
+
+def _tags_required(schemas: dict[str, Any]) -> None:
+    """A union told apart by a ``discriminator`` needs its tag in every body (pydantic
+    refuses one without it, default or not): the property is required in each schema
+    the mapping names (AG-UI's messages, by ``role``)."""
+    found: list[dict[str, Any]] = []
+    stack: list[Any] = list(schemas.values())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("discriminator"), dict):
+                found.append(item["discriminator"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    for discriminator in found:
+        tag = discriminator.get("propertyName")
+        for ref in discriminator.get("mapping", {}).values():
+            named = schemas.get(str(ref).rsplit("/", 1)[-1])
+            if named is not None and tag and tag not in named.setdefault("required", []):
+                named["required"].append(tag)
 
 
 def operation_id(route: APIRoute) -> str:

@@ -51,17 +51,9 @@ class Window:
             return None
         return max(1, math.ceil(events[0] + self.seconds - self.clock()))
 
-    def hit(self, key: str) -> float:
-        """Count one event for ``key`` now; its time stamp (for ``give_back``)."""
-        stamp = self.clock()
-        self._live(key).append(stamp)
-        return stamp
-
-    def give_back(self, key: str, stamp: float) -> None:
-        """Uncount the event ``hit`` counted at ``stamp`` (a no-op once it left the window)."""
-        events = self._events.get(key)
-        if events is not None and stamp in events:
-            events.remove(stamp)
+    def hit(self, key: str) -> None:
+        """Count one event for ``key`` now."""
+        self._live(key).append(self.clock())
 
     def take(self, key: str) -> None:
         """Count one event for ``key``, or raise the 429 of ``rate_limited`` when the window

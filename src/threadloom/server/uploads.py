@@ -27,8 +27,29 @@ if TYPE_CHECKING:
 MAX_ITEMS = 20
 MAX_DATA = 20 * 1024 * 1024
 MAX_THUMBNAIL = 1024 * 1024
-_MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$")
+END = r"$(?![\s\S])"
+"""A pattern's end of the text, a final newline not excused: Python's ``$`` (which
+schemathesis judges by) also matches before one, ECMA-262's does not."""
+MIME_TYPE = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
+MIME_PATTERN = f"^{MIME_TYPE}{END}"
+"""A ``type/subtype`` without parameters, as ``/openapi.json`` declares it."""
+_MIME = re.compile(MIME_TYPE)
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Whitespace as ``str.strip`` and ``str.split`` see it, for a pattern's character class
+(``\\s`` differs between regular expression engines: ECMA-262's lacks ``\\x1c``-``\\x1f``)."""
+_WS = rf"[{WHITESPACE}]*"
+_B64_CHAR = rf"[A-Za-z0-9+/]{_WS}"
+_B64_LAST = (
+    rf"(?:{_B64_CHAR}){{4}}(?:={_WS}){{0,2}}|(?:{_B64_CHAR}){{2}}(?:={_WS}){{0,2}}"
+    rf"|(?:{_B64_CHAR}){{3}}(?:={_WS})?"
+)
+_B64_SOME = rf"(?:(?:{_B64_CHAR}){{4}})*(?:{_B64_LAST})"
+BASE64_PATTERN = rf"^{_WS}{_B64_SOME}$"
+"""What ``decode_base64`` decodes to at least one byte, as a JSON Schema pattern:
+standard base64, whitespace anywhere, the padding optional."""
+BASE64_OR_EMPTY_PATTERN = rf"^{_WS}(?:{_B64_SOME})?$"
+"""What ``decode_base64`` decodes, the empty text included."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +64,7 @@ class Upload:
 
 def is_mime_type(text: object) -> bool:
     """A ``type/subtype`` string without parameters."""
-    return isinstance(text, str) and _MIME.match(text) is not None
+    return isinstance(text, str) and _MIME.fullmatch(text) is not None
 
 
 def decode_base64(text: str) -> bytes | None:
@@ -60,12 +81,7 @@ def decode_base64(text: str) -> bytes | None:
 
 def _dimension(item: dict[str, Any], key: str, at: str, problems: Problems) -> int | None:
     value = item.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
-        problems.add(f"{at}.{key}", "must be an integer from 1 to 100000")
-        return None
-    return value
+    return None if value is None else problems.integer(value, f"{at}.{key}", 1, 100_000)
 
 
 def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:

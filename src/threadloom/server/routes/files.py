@@ -26,6 +26,7 @@ from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found
 from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposition
+from threadloom.server.schemas import FILES_LIMIT
 from threadloom.server.uploads import decode_base64, is_mime_type
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
@@ -50,7 +51,6 @@ FS_PATH = "/{path:fspath}"
 
 router = APIRouter(prefix="/api/threads/{id}/fs", tags=["files"])
 
-MAX_LIMIT = 1000
 MAX_PIXELS = 100_000  # as for upload items (§8.2.5); also keeps values inside SQLite's range
 CHUNK_SIZE = 1_048_576
 OCTET_STREAM = "application/octet-stream"
@@ -80,8 +80,8 @@ def flag(q: Query, name: str) -> bool:
 
 def limit(q: Query) -> int:
     value = q.int("limit", 100)
-    if value is None or not 1 <= value <= MAX_LIMIT:
-        raise bad_field("limit", f"must be an integer from 1 to {MAX_LIMIT}")
+    if value is None or not 1 <= value <= FILES_LIMIT:
+        raise bad_field("limit", f"must be an integer from 1 to {FILES_LIMIT}")
     return value
 
 
@@ -193,22 +193,24 @@ async def path_answer(state: ThreadState, path: str) -> Response | dict[str, Any
 async def list_files(
     request: Request, row: ThreadRow = Depends(deps.thread_row), q: Query = Depends(deps.query)
 ) -> dict[str, Any]:
+    # every parameter read whatever the branch: a bad value is a 400 even where unused
+    count = limit(q)
+    kind = q.enum("type", ("file", "directory", "all"), "all")
+    for name, what in (("grep", "Search query"), ("find", "Pattern")):
+        if q.raw(name) == "":
+            raise bad_field(name, "must not be empty", f"{what} must not be empty")
+    below = q.raw("path")
+    scope = thread_path(below) if below else None
     if flag(q, "stats"):
-        under = thread_path(q.raw("path") or "/")
         state = await thread_state(request, row)
-        return (await state.get_file_stats(under)).to_wire()
+        return (await state.get_file_stats(scope or "/")).to_wire()
     if q.has("grep"):
         query = q.raw("grep") or ""
-        count = limit(q)
-        below = q.raw("path")
-        scope = thread_path(below) if below else None
         state = await thread_state(request, row)
         hits = await state.grep_files(query, path=scope, limit=count)
         return {"results": [h.to_wire() for h in hits], "pattern": query}
     if q.has("find"):
         pattern = q.raw("find") or ""
-        kind = q.enum("type", ("file", "directory", "all"), "all")
-        count = limit(q)
         state = await thread_state(request, row)
         found = await state.find_files(
             pattern, type=cast(Literal["file", "directory", "all"], kind), limit=count
@@ -343,20 +345,18 @@ def _data_form(body: dict[str, Any]) -> dict[str, Any]:
         thumbnail = decode_base64(thumb_raw) if isinstance(thumb_raw, str) else None
         if thumbnail is None:
             problems.add("thumbnail", "must be base64-encoded data")
-    for key in ("width", "height"):
-        value = body.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PIXELS
-        ):
-            problems.add(key, f"must be an integer from 1 to {MAX_PIXELS}")
+    size = {"width": body.get("width"), "height": body.get("height")}
+    for key, value in size.items():
+        if value is not None:
+            size[key] = problems.integer(value, key, 1, MAX_PIXELS)
     problems.raise_if_any()
     return {
         "data": data,
         "mime_type": mime,
         "metadata": metadata,
         "thumbnail": thumbnail,
-        "width": body.get("width"),
-        "height": body.get("height"),
+        "width": size["width"],
+        "height": size["height"],
     }
 
 

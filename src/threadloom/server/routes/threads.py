@@ -15,6 +15,7 @@ from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
+from threadloom.server.schemas import MAX_DATE_S, NOT_ACCEPTED, RESERVED_METADATA
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
@@ -39,24 +40,8 @@ THREAD = "/{id:thread_id}"
 
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
-RESERVED_METADATA = ("queued", "queue_status", "queue_source")
 OVERLAPS = ("enqueue", "reject", "interrupt")
 MAX_METADATA = 16 * 1024
-MAX_DATE_S = (2**63 - 1 - 999_999) // 1_000_000
-"""The largest ``startDate``/``endDate`` (seconds) whose microseconds, ``end`` with its
-last µs, still fit the stores' 64-bit integers (year 294,000 or so)."""
-_NOT_ACCEPTED = (
-    "id",
-    "created_at",
-    "status",
-    "depth",
-    "parent_id",
-    "prompt",
-    "reasoning_content",
-    "reasoning_details",
-    "log_id",
-    "subagent_id",
-)
 
 
 def origin_of(request: Request) -> str:
@@ -183,7 +168,7 @@ def check_initial_messages(value: Any, problems: Problems) -> list[InitialMessag
             problems.add(at, "must be an object")
             continue
         before = len(problems.items)
-        for key in _NOT_ACCEPTED:
+        for key in NOT_ACCEPTED:
             if key in item:
                 problems.add(f"{at}.{key}", "cannot be set on an initial message")
         role = item.get("role")

@@ -55,13 +55,11 @@ async def create_key(request: Request, who: Principal = Depends(deps.principal))
     body = await deps.json_object(request)
     problems = Problems()
     name = body.get("name")
-    if not isinstance(name, str) or not 1 <= len(name.strip()) <= 100:
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
         problems.add("name", "must be a string of 1 to 100 characters")
     days = body.get("expires_in_days")
-    if days is not None and (
-        isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650
-    ):
-        problems.add("expires_in_days", "must be an integer from 1 to 3650")
+    if days is not None:
+        days = problems.integer(days, "expires_in_days", 1, 3650)
     user_id = body.get("user_id")
     if user_id is not None and not isinstance(user_id, str):
         problems.add("user_id", "must be a string")
