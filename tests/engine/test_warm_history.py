@@ -60,7 +60,7 @@ async def test_a_write_by_another_process_is_not_masked_by_a_local_one(
     assert texts(chat.provider.requests[1]) == ["first", "one", "from elsewhere", "second"]
 
 
-async def test_warm_histories_beyond_the_budget_are_evicted_oldest_first(
+async def test_c04_119_warm_histories_beyond_the_budget_are_evicted_oldest_first(
     make_chat: Any,
 ) -> None:
     """C04-119: the warm budget counts messages; going over it detaches the least recently
@@ -104,7 +104,7 @@ async def test_the_warm_budget_is_an_option_of_the_runtime_and_the_server(db_url
 THREADS = 8
 
 
-async def test_a_running_thread_keeps_its_own_messages_past_the_warm_budget(
+async def test_c04_117_a_running_thread_keeps_its_own_messages_past_the_warm_budget(
     db_url: str,
 ) -> None:
     """C04-117: many threads run at once under a warm budget far below what they hold, so
@@ -176,7 +176,7 @@ async def test_a_running_thread_keeps_its_own_messages_past_the_warm_budget(
         await runtime.close(drain=0)
 
 
-async def test_a_write_during_the_history_read_is_in_the_run_history(
+async def test_c04_118_a_write_during_the_history_read_is_in_the_run_history(
     make_chat: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """C04-118: a run that reads its thread's history from the store (none warm: a new
