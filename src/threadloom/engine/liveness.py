@@ -24,7 +24,7 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.errors import InvalidArgument
+from threadloom.errors import InvalidArgument, StoreUnavailable
 
 if TYPE_CHECKING:
     from threadloom.engine.runtime import Runtime
@@ -230,6 +230,11 @@ class Liveness:
 
 
 def _report(what: str, task: asyncio.Task[None]) -> None:
-    """A failed heartbeat or sweep is logged; the next one tries again."""
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("%s failed", what, exc_info=task.exception())
+    """A failed heartbeat or sweep is logged; the next one tries again. The store out of
+    reach (a database restart) is one line each time, not a traceback a second."""
+    if task.cancelled() or (exc := task.exception()) is None:
+        return
+    if isinstance(exc, StoreUnavailable):
+        logger.warning("%s failed: %s", what, exc)
+    else:
+        logger.error("%s failed", what, exc_info=exc)
