@@ -41,13 +41,18 @@ async def schema() -> AsyncIterator[str]:
         drop_schema(name)
 
 
-async def test_c12_034_a_node_late_with_its_heartbeat_relays_no_frame(schema: str) -> None:
+async def test_c12_034_a_node_late_with_its_heartbeat_relays_no_frame(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """C12-034: the first node generates an answer slowly, its chunks relayed to a
     subscriber on the second node; the first node's last successful heartbeat is set back
-    past the fencing delay (a pause it wakes from) → from that moment the subscriber gets no
-    ephemeral frame of the run (the node fences itself at its first relay attempt, before
-    its liveness loop comes round), and the run is dropped (and settled lost when the next
-    heartbeat gets through)."""
+    past the fencing delay (a pause it wakes from) → the subscriber gets no chunk of what the
+    run generates from that moment (the node fences itself at its first relay attempt,
+    before its liveness loop comes round), and the run is dropped (and settled lost when the
+    next heartbeat gets through)."""
+    # heartbeats 1.2 s apart: after one, the liveness loop sleeps that long before it looks
+    # at the fence again — the window in which only the relay's own check can hold it
+    monkeypatch.setenv("THREADLOOM_NODE_HEARTBEAT_SECONDS", "1.2")
     url = schema_url(schema)
     first = await Runtime.open(url, definitions=_definitions(), node_id="first")
     second = await Runtime.open(url, definitions=_definitions(), node_id="second")
@@ -62,23 +67,39 @@ async def test_c12_034_a_node_late_with_its_heartbeat_relays_no_frame(schema: st
         while chunks < 3:  # the generation is relayed
             event = await watching.get(10)
             chunks += event.kind == "message_chunk"
+        run = first.runs.run_of(tid)
+        assert run is not None and len(run.partial) == 1
         liveness = first.liveness
+        seen = liveness._beating
+        while liveness._beating is seen or not liveness._beating.done():
+            await asyncio.sleep(0.005)  # a heartbeat just got through (none is in flight)
         liveness._last_ok = time.monotonic() - liveness.timings.fence_after_s - 1  # paused
-        paused_at = time.monotonic()
-        late: list[str] = []
-        while time.monotonic() - paused_at < 1.5:
+        (generated,) = run.partial.values()
+        mark = len(generated)  # what the run generated before the "pause"
+        relayed: list[tuple[str, int]] = []
+        deadline = time.monotonic() + 1.5
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                event = await watching.get(max(0.0, 1.5 - (time.monotonic() - paused_at)))
+                event = await watching.get(left)
             except TimeoutError:
                 break
-            if event.seq is None and event.kind != "telemetry":
-                late.append(event.kind)
-        # a frame relayed before the pause may still be on its way: at most one
-        assert late.count("message_chunk") <= 1, late
+            if event.kind == "message_chunk":
+                relayed.append((event.data["chunk"], event.data["offset"]))
+        # what was generated before the mark may still arrive (sent, or sent late without
+        # the fence); nothing generated after it does
+        assert all(offset < mark for _, offset in relayed), (mark, relayed)
         assert not first.runs.running(tid)  # dropped when it fenced itself
         watching.close()
-        status = await (await second.thread(tid)).status()  # settled once the heartbeat
-        assert (status.state, status.reason) == ("failed", "execution_lost")  # got through
+
+        async def settled() -> tuple[str, str | None]:  # once a heartbeat gets through
+            status = await (await second.thread(tid)).status()
+            return status.state, status.reason
+
+        for _ in range(100):
+            if await settled() != ("running", None):
+                break
+            await asyncio.sleep(0.1)
+        assert await settled() == ("failed", "execution_lost")
     finally:
         await second.close()
         await first.close()
