@@ -222,7 +222,7 @@ class Liveness:
                 len(confirmed),
                 ", ".join(sorted(confirmed)),
             )
-            await self.runtime.recover(mine=True, only=confirmed)
+            await self.runtime.recover(threads=sorted(confirmed))
 
     @property
     def node_id(self) -> str | None:

@@ -217,17 +217,18 @@ class Runtime:
         self.hub.definitions.add(fn)
 
     async def recover(
-        self, *, mine: bool = False, only: Collection[str] | None = None
+        self, *, mine: bool = False, threads: Collection[str] | None = None
     ) -> list[str]:
         """Settle every ``running`` thread that no live execution owns (no live node's,
         where several share the store; ``mine``: this node's too, those it does not run:
-        at start-up, after it fenced itself, or runs whose execution ended without a
-        settlement); ``only``: of these threads; returns their ids."""
+        at start-up, or after it fenced itself); ``threads``: these, found lost by the
+        caller (this node's runs with no execution here), instead of reading them; returns
+        the ids settled."""
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
-        for thread_id in await self.store.lost_runs(limit=1_000_000, mine=mine):
-            if only is not None and thread_id not in only:
-                continue
+        if threads is None:
+            threads = await self.store.lost_runs(limit=1_000_000, mine=mine)
+        for thread_id in threads:
             done = await self.runs.settle_lost(thread_id)
             if done is not None:
                 settled.append(thread_id)
