@@ -1,4 +1,4 @@
-"""Stored messages share one pydantic fields set (``stored_fields.AllFieldsSet``): a 1.2 KB set
+"""Stored messages share one pydantic fields set (``records.AllFieldsSet``): a 1.2 KB set
 and a tracked object less for every message a warm history keeps, with pydantic's
 behaviour unchanged."""
 
@@ -10,8 +10,7 @@ import pickle
 import pytest
 
 from threadloom import Runtime
-from threadloom.records import Message
-from threadloom.stored_fields import MESSAGE_FIELDS_SET
+from threadloom.records import MESSAGE_FIELDS_SET, Message
 
 
 async def test_stored_messages_share_the_full_fields_set(runtime: Runtime) -> None:

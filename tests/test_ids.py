@@ -1,4 +1,4 @@
-"""Identifiers (threadloom/ids.py): canonical UUID4s, unique, and never shared with a
+"""Identifiers (threadloom/records/ids.py): canonical UUID4s, unique, and never shared with a
 forked child (the pooled randomness is cleared in the child)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import re
 import uuid
 
-from threadloom.ids import new_call_id, new_id
+from threadloom.records import new_call_id, new_id
 
 
 def test_new_id_is_a_canonical_uuid4_and_unique() -> None:

@@ -14,13 +14,6 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "errors",
         "records",
-        "thread_records",
-        "file_records",
-        "log_records",
-        "cost_records",
-        "ids",
-        "stored_fields",
-        "unvalidated",
         "retry_after",
     ),
     ("store",),

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from threadloom import records
 from threadloom.records import ToolCall, decode_tool_calls, encode_tool_calls, json_compact
+from threadloom.records import message as records
 
 
 def _plain(value: Any) -> str:

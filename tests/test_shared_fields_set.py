@@ -1,4 +1,4 @@
-"""Records of a ``SharingModel`` class built by ``unvalidated.trusted`` share one fields set
+"""Records of a ``SharingModel`` class built by ``records.trusted`` share one fields set
 per (class, names) — the provider messages and request messages the engine keeps for every
 message of a warm history — and still behave as if each had its own: an assignment, a
 ``model_copy`` or a ``copy_with`` that adds a name gives that record a set of its own, and
@@ -14,8 +14,7 @@ import pytest
 
 from threadloom.engine.presentation import RequestMessage
 from threadloom.providers.types import AssistantMessage, ToolMessage, UserMessage
-from threadloom.records import LogRow
-from threadloom.unvalidated import SharedFieldsSet, copy_with, trusted
+from threadloom.records import LogRow, SharedFieldsSet, copy_with, trusted
 
 
 def _tool(content: str = "t") -> ToolMessage:

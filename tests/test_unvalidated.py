@@ -1,4 +1,4 @@
-"""``unvalidated.copy_with`` is ``model_copy(update=…)``: the copy is indistinguishable
+"""``records.copy_with`` is ``model_copy(update=…)``: the copy is indistinguishable
 from pydantic's (values, fields set, extra, private state, model_dump), independent of
 the original, and a shared ``AllFieldsSet`` stays shared (the store stamps what it stores
 with it too: ``store.sqlite.rows`` re-exports it)."""
@@ -10,10 +10,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from threadloom.records import AttachmentRef, LogRow, Message, QueueEntry, RequestDelta
-from threadloom.stored_fields import MESSAGE_FIELDS_SET, AllFieldsSet
+from threadloom.records import (
+    MESSAGE_FIELDS_SET,
+    AllFieldsSet,
+    AttachmentRef,
+    LogRow,
+    Message,
+    QueueEntry,
+    RequestDelta,
+    copy_with,
+)
 from threadloom.thread.history import copy_message
-from threadloom.unvalidated import copy_with
 
 
 def _state(model: BaseModel) -> tuple[Any, ...]:

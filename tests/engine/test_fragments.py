@@ -2,7 +2,7 @@
 gives (spec 04 §4.25): a request body's message fragments, the response body and
 ``tools_called`` written as JSON directly are byte for byte ``model_dump`` +
 ``json_compact``; a body's ``Fragments`` view reads as its list; a log row built without
-validation (``unvalidated.trusted``) is the validated row, and ``trusted`` refuses
+validation (``records.trusted``) is the validated row, and ``trusted`` refuses
 what it cannot build as validation would."""
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from threadloom.providers.types import (
     UserMessage,
     trusted,
 )
-from threadloom.records import LogRow, json_compact
-from threadloom.unvalidated import copy_with
+from threadloom.records import LogRow, copy_with, json_compact
 
 TEXTS = [
     "",

@@ -25,8 +25,7 @@ from threadloom.providers.types import (
     Usage,
     trusted,
 )
-from threadloom.records import LogRow, json_compact, new_id
-from threadloom.unvalidated import copy_with
+from threadloom.records import LogRow, copy_with, json_compact, new_id
 
 if TYPE_CHECKING:
     from threadloom.engine.context import Assembly

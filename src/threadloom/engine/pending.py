@@ -37,9 +37,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadloom.records import LogRow, Message
+from threadloom.records import LogRow, Message, copy_with
 from threadloom.thread import messages as thread_messages
-from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
     from threadloom.engine.step import StepEnv

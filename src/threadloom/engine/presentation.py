@@ -25,9 +25,8 @@ from threadloom.providers.types import (
     UserMessage,
     trusted,
 )
-from threadloom.records import Message, ToolCall, decode_tool_calls
+from threadloom.records import Message, SharingModel, ToolCall, decode_tool_calls
 from threadloom.thread.history import MessageHistory
-from threadloom.unvalidated import SharingModel
 
 MISSING_RESULT = (
     'Tool result missing from conversation history for prior call "{name}". '

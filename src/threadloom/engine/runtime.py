@@ -26,9 +26,8 @@ from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
-from threadloom.ids import is_uuid
 from threadloom.providers.base import MissingCredential, ProviderRegistry
-from threadloom.records import Message, ThreadRecord, new_id
+from threadloom.records import Message, ThreadRecord, is_uuid, new_id
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, system_clock_us
 from threadloom.thread.events import EventBus

@@ -16,8 +16,7 @@ import logging
 from typing import Any
 
 from threadloom.define.tool import ToolResult
-from threadloom.file_records import name_of
-from threadloom.records import ToolCall, json_compact
+from threadloom.records import ToolCall, json_compact, name_of
 from threadloom.thread.files import attachment_ref
 from threadloom.thread.transfer import display_name
 

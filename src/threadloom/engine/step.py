@@ -24,6 +24,7 @@ from threadloom.records import (
     Message,
     ToolCall,
     ToolCallFunction,
+    copy_with,
     encode_tool_calls,
     json_compact,
     new_call_id,
@@ -31,7 +32,6 @@ from threadloom.records import (
 )
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.state import ThreadState
-from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
     from threadloom.engine.loop import Run

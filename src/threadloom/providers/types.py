@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from threadloom.unvalidated import SharingModel
-from threadloom.unvalidated import trusted as trusted  # construction without validation
+from threadloom.records import SharingModel
+from threadloom.records import trusted as trusted  # construction without validation
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 FINISH_REASONS: frozenset[str] = frozenset(("stop", "tool_calls", "length", "content_filter"))

@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-from threadloom.file_records import FileRecord, GrepResult
-from threadloom.records import LOG_LIST_KEYS, LogRow, Message, ThreadStatus
+from threadloom.records import LOG_LIST_KEYS, FileRecord, GrepResult, LogRow, Message, ThreadStatus
 
 Backing = Literal["human", "prompt", "handler"]
 

@@ -20,9 +20,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from threadloom.cost_records import CostReport
-from threadloom.file_records import FileStats
-from threadloom.records import AttachmentRef
+from threadloom.records import AttachmentRef, CostReport, FileStats
 from threadloom.server import answers as A
 from threadloom.server import schemas as S
 from threadloom.server.schemas import (

@@ -1,6 +1,6 @@
 """The plain data the Store protocol takes and returns (spec 01 §1.11): thread rows and
 patches, run settlements, cost sums, file and account records, and a log row's request
-delta (``RequestDelta``, defined in ``log_records`` below ``LogRow``, which carries it). No
+delta (``RequestDelta``, defined in ``records/log.py`` below ``LogRow``, which carries it). No
 I/O here; the protocol itself is ``threadloom.store.base``, which re-exports every name
 of this module."""
 
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from threadloom.log_records import RequestDelta as RequestDelta
 from threadloom.records import Message, QueueEntry, StatusError, ThreadRecord, ThreadStatus
+from threadloom.records import RequestDelta as RequestDelta
 
 Clock = Callable[[], int]
 """Returns the current time in µs since the epoch; injectable for tests."""

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from threadloom.errors import FileError, FileTooLarge, InvalidArgument, InvalidPath
-from threadloom.file_records import name_of, parent_of
 from threadloom.records import (
     DIRECTORY_MIME,
     AttachmentRef,
@@ -30,7 +29,9 @@ from threadloom.records import (
     GrepResult,
     ReaddirResult,
     json_compact,
+    name_of,
     new_id,
+    parent_of,
 )
 from threadloom.store.base import FileContent, NewFile, StoredEvent
 from threadloom.thread.filetypes import (

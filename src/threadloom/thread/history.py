@@ -14,8 +14,7 @@ import copy
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from threadloom.records import Message
-from threadloom.unvalidated import copy_with
+from threadloom.records import Message, copy_with
 
 T = TypeVar("T")
 

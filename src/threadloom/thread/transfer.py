@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import InvalidArgument
-from threadloom.file_records import name_of
-from threadloom.records import AttachmentRef
+from threadloom.records import AttachmentRef, name_of
 from threadloom.thread.files import attachment_ref, write_file
 from threadloom.thread.filetypes import (
     OCTET_STREAM,

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from threadloom.engine.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
-from threadloom.ids import is_uuid
+from threadloom.records import is_uuid
 from threadloom.server import deps
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
 from threadloom.server.agui.run import (

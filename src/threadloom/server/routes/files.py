@@ -20,8 +20,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.datastructures import UploadFile
 
 from threadloom.errors import FileError, InvalidPath
-from threadloom.file_records import name_of
-from threadloom.records import AttachmentRef, FileChunk, FileRecord
+from threadloom.records import AttachmentRef, FileChunk, FileRecord, name_of
 from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found

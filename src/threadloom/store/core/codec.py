@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from threadloom.records import (
+    MESSAGE_FIELDS_SET,
     AttachmentRef,
     LogRow,
     Message,
@@ -17,9 +18,8 @@ from threadloom.records import (
     ThreadStatus,
     json_compact,
 )
+from threadloom.records import copy_with as copy_with
 from threadloom.store.shapes import ThreadRow
-from threadloom.stored_fields import MESSAGE_FIELDS_SET
-from threadloom.unvalidated import copy_with as copy_with
 
 MESSAGE_COLUMNS = (
     "id, role, content, name, tool_calls, tool_call_id, tool_status, status, attachments, "

@@ -31,8 +31,14 @@ from threadloom.errors import (
     IsADirectory,
     NotADirectory,
 )
-from threadloom.file_records import name_of, parent_of
-from threadloom.records import DIRECTORY_MIME, FileRecord, FileStats, json_compact
+from threadloom.records import (
+    DIRECTORY_MIME,
+    FileRecord,
+    FileStats,
+    json_compact,
+    name_of,
+    parent_of,
+)
 from threadloom.store.base import Clock, FileContent, NewFile, StoredEvent
 from threadloom.store.core.codec import THREAD_RANGE, dump_json
 from threadloom.store.core.conn import Conn

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
-from threadloom.records import Message, decode_tool_calls
+from threadloom.records import MESSAGE_FIELDS_SET, Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
 from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
@@ -22,7 +22,6 @@ from threadloom.store.core.conn import Conn
 from threadloom.store.core.files import drop_unreferenced_attachments
 from threadloom.store.core.null_literals import NullFree
 from threadloom.store.core.tx import Tx, adjust_count
-from threadloom.stored_fields import MESSAGE_FIELDS_SET
 
 _CHUNK = 500
 

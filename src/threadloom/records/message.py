@@ -1,9 +1,7 @@
 """The persisted shapes of a thread's messages (spec 01): attachments, tool calls, messages,
 queue entries, the messages page, and the owner's identity; plain typed data, no I/O.
 
-One import place for every record: the thread's own record, run status and registry
-(``thread_records``), log rows (``log_records``), files (``file_records``) and the cost
-report (``cost_records``) live in modules of their own and are re-exported here.
+Import them from ``threadloom.records``, the one import place for every record.
 
 Message-shaped records use the seed's wire field names as Python names (``created_at``,
 ``tool_calls``, ``mimeType``). Records whose wire names are camelCase and are not
@@ -19,34 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from threadloom.cost_records import CostReport as CostReport
-from threadloom.cost_records import ModelAverage as ModelAverage
-from threadloom.cost_records import ModelCost as ModelCost
-from threadloom.cost_records import ThreadCost as ThreadCost
 from threadloom.errors import InvalidMessage
-from threadloom.file_records import DIRECTORY_MIME as DIRECTORY_MIME
-from threadloom.file_records import FileChunk as FileChunk
-from threadloom.file_records import FileRecord as FileRecord
-from threadloom.file_records import FileStats as FileStats
-from threadloom.file_records import GrepResult as GrepResult
-from threadloom.file_records import ReaddirResult as ReaddirResult
-from threadloom.ids import new_call_id as new_call_id
-from threadloom.ids import new_id as new_id
-from threadloom.log_records import LOG_COLUMNS as LOG_COLUMNS
-from threadloom.log_records import LOG_LIST_KEYS as LOG_LIST_KEYS
-from threadloom.log_records import LogRow as LogRow
-from threadloom.log_records import RequestDelta as RequestDelta
-from threadloom.log_records import ThreadLogEntry as ThreadLogEntry
-from threadloom.thread_records import ERROR_LINE_MAX as ERROR_LINE_MAX
-from threadloom.thread_records import FAILED_REASONS as FAILED_REASONS
-from threadloom.thread_records import REASON_ERRORS as REASON_ERRORS
-from threadloom.thread_records import RunState as RunState
-from threadloom.thread_records import StatusError as StatusError
-from threadloom.thread_records import SubagentRegistryEntry as SubagentRegistryEntry
-from threadloom.thread_records import ThreadRecord as ThreadRecord
-from threadloom.thread_records import ThreadStatus as ThreadStatus
-from threadloom.thread_records import one_line as one_line
-from threadloom.thread_records import thread_name as thread_name
 
 Role = Literal["system", "user", "assistant", "tool"]
 QueueRole = Literal["user", "assistant", "system"]

@@ -1,6 +1,6 @@
 """The shapes of the thread file system (spec 07 §7.3): plain typed data, no I/O.
 
-Kept beside ``records.py`` (which re-exports them) so that module stays one concept long.
+Re-exported by ``threadloom.records``, their import place.
 Python fields are snake_case; the wire keys are camelCase serialization aliases
 (spec 01 §1.1), so ``record.to_wire()`` is what the HTTP routes and stream events carry.
 """
