@@ -1,4 +1,4 @@
-"""The SQLite store's run-start write (``enqueue_and_begin_run``) and message updates: what
+"""The store's run-start write (``enqueue_and_begin_run``) and message updates: what
 they return is what a read gives back afterwards, whichever path the write took.
 
 A send to an idle thread with an empty queue becomes its message in the same transaction

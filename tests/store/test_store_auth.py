@@ -1,4 +1,4 @@
-"""The users, API keys, sessions and tickets of the Store protocol (spec 10) on SQLite."""
+"""The users, API keys, sessions and tickets of the Store protocol (spec 10), on every store."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ raw SQL only to break the chain and to assert the storage."""
 
 from __future__ import annotations
 
-from store_probe import probe
 from test_log_request_delta import body, fragment, q, row, storage
+
+from store_probe import probe
 from threadloom import Runtime
 from threadloom.store.core.bodies import MAX_CHAIN_DEPTH
 
