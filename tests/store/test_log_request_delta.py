@@ -1,4 +1,4 @@
-"""LLM request bodies stored as deltas (store/sqlite/bodies.py): every read returns exactly
+"""LLM request bodies stored as deltas (store/core/bodies.py): every read returns exactly
 the ``request_body`` a row was inserted with, whatever the delta and however it is stored.
 
 Real ``Runtime`` on a real SQLite file; raw SQL on the file only to assert the storage."""

@@ -7,7 +7,7 @@ and ``length``), and the store joins it only when it keeps the body as text (a r
 row in 65), not for a delta row. On the incremental
 path (``context_cache``) the body also carries a ``RequestDelta``: the messages it shares
 with the last request stored from the same context, so the store can keep it as a delta
-(``store/sqlite/bodies.py``) instead of writing the whole history again. The system
+(``store/core/bodies.py``) instead of writing the whole history again. The system
 message, which may change from one request to the next, goes into the delta's prefix.
 """
 

@@ -1,4 +1,4 @@
-"""The bodies of log rows in the SQLite store, LLM request bodies as deltas (spec 04 §4.25).
+"""The bodies of log rows on both stores, LLM request bodies as deltas (spec 04 §4.25).
 
 Every model request repeats its thread's history: at 2,000 messages each LLM row's
 ``request_body`` is ~250 KB, and differs from the previous row's by a few messages. A row

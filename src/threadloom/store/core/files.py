@@ -1,4 +1,4 @@
-"""The thread file system in SQLite (spec 07 §7.8; synchronous, run on the store's threads).
+"""The thread file system on both stores (spec 07 §7.8; transaction logic, run by the backend).
 
 One ``files`` row per file, external link or explicit directory; implicit directories are
 the proper ancestors of stored paths and are derived, never stored. Content is stored in

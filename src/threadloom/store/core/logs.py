@@ -1,4 +1,4 @@
-"""Log rows and cost sums of the SQLite store (spec 01 §1.9, §1.10)."""
+"""Log rows and cost sums, on both stores (spec 01 §1.9, §1.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Message writes and reads of the SQLite store (synchronous; run on the store's threads)."""
+"""Message writes and reads, on both stores (transaction logic, run by the backend)."""
 
 from __future__ import annotations
 

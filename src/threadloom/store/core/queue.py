@@ -1,4 +1,4 @@
-"""The durable message queue of the SQLite store (spec 01 §1.5)."""
+"""The durable message queue, on both stores (spec 01 §1.5)."""
 
 from __future__ import annotations
 

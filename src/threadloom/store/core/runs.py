@@ -1,4 +1,4 @@
-"""The engine's writes in the SQLite store: queue delivery, settlements, run state columns."""
+"""The engine's writes, on both stores: queue delivery, settlements, run state columns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threads, run status, termination, the subagent registry and the event log (SQLite)."""
+"""Threads, run status, termination, the subagent registry and the event log, on both stores."""
 
 from __future__ import annotations
 

@@ -280,7 +280,7 @@ class Tx:
 
     def _insert_events_null_free(self, events: list[StoredEvent]) -> None:
         """The few event rows of a common transaction in one INSERT whose text holds
-        ``NULL`` for each ``None`` entity id and payload (``nulls.NullFree``: a bound
+        ``NULL`` for each ``None`` entity id and payload (``null_literals.NullFree``: a bound
         ``None`` costs ``sqlite3`` its adaptation protocol); the same rows."""
         if events[-1].seq >= KEY_SPAN:
             raise StoreError(f"thread {self.thread_id} has used every event number")
