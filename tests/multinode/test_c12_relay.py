@@ -377,6 +377,30 @@ class ListFrames(Frames):
         ]
 
 
+def _until_n1_tells_n2(cluster: Cluster, listing: ListFrames) -> None:
+    """Wait until n1 knows n2 has a thread-list socket: n2 announces it to its peers after
+    the socket subscribed, and n1 tells n2 only the changes it makes after hearing that.
+    Threads created on n1 until one of them is listed on n2 — however loaded the machine,
+    not a guessed sleep."""
+    n1 = cluster.nodes[0]
+    for _ in range(40):
+        probe = cluster.create_thread(n1)
+        try:
+            cluster.wait_for(
+                lambda probe=probe: any(
+                    f["type"] == "thread_created" for f in listing.about(probe)
+                ),
+                timeout=0.5,
+                what="a probe thread listed on n2",
+            )
+            return
+        except AssertionError:
+            continue
+        finally:
+            assert n1.delete(f"/api/threads/{probe}").status_code == 200
+    raise AssertionError("n2's thread-list socket never heard of n1's threads")
+
+
 def test_c12_024_thread_list_events_reach_every_node(tmp_path: Path) -> None:
     """C12-024: an ``/api/events`` socket on n2 sees what n1 does — a thread created, its
     run's activity (running, then idle), a PATCH, a deletion."""
@@ -384,7 +408,7 @@ def test_c12_024_thread_list_events_reach_every_node(tmp_path: Path) -> None:
         n1, n2 = cluster.nodes
         listing = ListFrames(n2)
         try:
-            time.sleep(0.5)  # the socket is subscribed
+            _until_n1_tells_n2(cluster, listing)
             thread = cluster.create_thread(n1)
             cluster.wait_for(
                 lambda: any(f["type"] == "thread_created" for f in listing.about(thread)),
