@@ -12,9 +12,9 @@ from threadloom.define.registry import Definitions
 from threadloom.errors import InvalidField, StoreUnavailable, ThreadloomError
 from threadloom.records import normalize_tool_calls
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
-from threadloom.server.principal import Principal
 from threadloom.server.schemas import MAX_DATE_S, NOT_ACCEPTED, RESERVED_METADATA
 from threadloom.server.uploads import (
     Upload,

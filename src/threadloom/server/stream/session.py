@@ -1,7 +1,7 @@
 """One subscriber's session on a thread's stream (spec 09 §9.3–§9.10), independent of the
 transport: the opening sequence (snapshot, replay from the durable ``thread_events`` rows or
 ``resync``, catch-up of text being generated), then live frames through the bounded outbox
-(the frames and the outbox: ``stream_frames.py``). ``server/stream.py`` serves it over
+(the frames and the outbox: ``frames.py``). ``server/stream/stream.py`` serves it over
 WebSocket and SSE.
 """
 
@@ -12,11 +12,11 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import ServerContext
-from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
-from threadloom.server.stream_auth import StreamAuth, recheck
-from threadloom.server.stream_frames import (
+from threadloom.server.stream.auth import StreamAuth, recheck
+from threadloom.server.stream.frames import (
     SHUTTING_DOWN,
     Close,
     Filters,
