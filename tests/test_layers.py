@@ -30,7 +30,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("engine",),
     ("client",),
     ("server",),
-    ("cli", "cli_auth", "cli_chat", "cli_init"),
+    ("cli",),
 ]
 
 
