@@ -11,7 +11,7 @@ import httpx
 from typer.testing import CliRunner
 
 from threadloom import Runtime
-from threadloom.cli import app
+from threadloom.cli.commands import app
 from threadloom.server.app import create_app
 from threadloom.server.settings import ServerSettings
 from threadloom.store import open_store

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 
 from threadloom import Runtime
-from threadloom.server.stream_frames import Filters, Frame, Framer
+from threadloom.server.stream.frames import Filters, Frame, Framer
 from threadloom.thread.delivery import OrderedDelivery
 from threadloom.thread.events import Subscription, ThreadEvent
 from threadloom.thread.hub import ThreadHub

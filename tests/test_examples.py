@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from threadloom import Runtime
-from threadloom.cli import app
+from threadloom.cli.commands import app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -23,7 +23,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("engine",),
     ("client",),
     ("server",),
-    ("cli", "cli_auth", "cli_chat", "cli_init"),
+    ("cli",),
 ]
 
 

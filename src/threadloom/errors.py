@@ -41,6 +41,20 @@ class InvalidArgument(ThreadloomError, ValueError):
     """An argument has the wrong type or value."""
 
 
+class InvalidField(InvalidArgument):
+    """An argument breaks a rule of one of its fields: ``field`` names it (``agent_id``,
+    ``env_type_patch.KEY``), ``problem`` says how; the message is ``"{field} {problem}"``
+    unless given."""
+
+    def __init__(self, field: str, problem: str, message: str | None = None) -> None:
+        super().__init__(message or f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.problem, str(self)))
+
+
 class InvalidMessage(InvalidArgument):
     """A message, queue entry or one of its fields violates spec 01 §1.4."""
 
@@ -312,6 +326,7 @@ __all__ = [
     "HookRecursionError",
     "HookTimeout",
     "InvalidArgument",
+    "InvalidField",
     "InvalidMessage",
     "InvalidPath",
     "InvalidUpdate",

@@ -28,10 +28,10 @@ from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage, UserMessage
 from threadloom.records import UserHandle
-from threadloom.server.accounts import issue_api_key, new_user
 from threadloom.server.app import ThreadloomApp, create_app
-from threadloom.server.passwords import hash_password
-from threadloom.server.principal import Principal
+from threadloom.server.auth.accounts import issue_api_key, new_user
+from threadloom.server.auth.passwords import hash_password
+from threadloom.server.auth.principal import Principal
 from threadloom.server.settings import ServerSettings, StreamSettings
 
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from threadloom.errors import InvalidPath
 from threadloom.server import schemas as S
+from threadloom.server.auth.tickets import normalized_api_path
 from threadloom.server.routes.files import valid_mime
-from threadloom.server.tickets import normalized_api_path
 from threadloom.server.uploads import (
     BASE64_OR_EMPTY_PATTERN,
     BASE64_PATTERN,

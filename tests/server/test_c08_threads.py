@@ -335,6 +335,27 @@ async def test_c08_043_type_patch_needs_a_variable(api: Api) -> None:
     assert response.json()["error"] == "env_type_patch.MISSING has no matching env value"
 
 
+async def test_patch_writes_the_agent_and_the_fields_in_one_transaction(api: Api) -> None:
+    """A refused variable type leaves the new agent unwritten too; an accepted patch
+    writes both (one store transaction, ``Runtime.update_thread``)."""
+    thread = await api.thread()
+    client = api.client()
+    refused = await client.patch(
+        f"/api/threads/{thread}",
+        json={"agent_id": "gate", "env_type_patch": {"MISSING": "text"}},
+    )
+    assert refused.status_code == 400
+    row = await api.runtime.store.get_thread(thread)
+    assert row is not None and row.agent_id == "echo"
+    response = await client.patch(
+        f"/api/threads/{thread}", json={"agent_id": "gate", "tags": ["x"]}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["agent_id"] == "gate" and response.json()["tags"] == ["x"]
+    row = await api.runtime.store.get_thread(thread)
+    assert row is not None and (row.agent_id, row.tags) == ("gate", ("x",))
+
+
 async def test_c08_044_delete_removes_descendants_deepest_first(api: Api) -> None:
     root = await api.thread()
     alice = USERS["alice"].id

@@ -13,7 +13,7 @@ from websockets.exceptions import ConnectionClosed
 from conftest import Api, stream_settings
 from threadloom import EventRetention
 from threadloom.providers.scripted import Reply
-from threadloom.server.stream_frames import Close, Frame, Outbox
+from threadloom.server.stream.frames import Close, Frame, Outbox
 
 
 class Mirror:

@@ -14,13 +14,13 @@ from websockets.exceptions import ConnectionClosed
 
 from conftest import USERS, Api, stream_settings
 from threadloom import Runtime
-from threadloom.server.accounts import StoreCredentials
+from threadloom.server.auth.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext
-from threadloom.server.list_events import ListSession
 from threadloom.server.settings import ServerSettings, StreamSettings
-from threadloom.server.stream_auth import StreamAuth
-from threadloom.server.stream_frames import Close, Filters, Frame
-from threadloom.server.stream_session import Grant, Session
+from threadloom.server.stream.auth import StreamAuth
+from threadloom.server.stream.frames import Close, Filters, Frame
+from threadloom.server.stream.list_events import ListSession
+from threadloom.server.stream.session import Grant, Session
 
 BOUND = 256 * 1024
 BIG = 60 * 1024  # about four PATCHed messages fit in the bound

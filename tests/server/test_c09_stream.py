@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from conftest import USERS, Api, stream_settings
 from threadloom.providers.scripted import Reply
-from threadloom.server.principal import digest
+from threadloom.server.auth.principal import digest
 from threadloom.server.settings import ServerSettings
 from threadloom.store.base import UserPatch
 

@@ -19,7 +19,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
 from conftest import USERS, Api, stream_settings
-from threadloom.server.stream import open_counts
+from threadloom.server.stream.stream import open_counts
 
 LIMIT = 5
 SSE = {"Accept": "text/event-stream"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from threadloom.cli import app
+from threadloom.cli.commands import app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.server.startup import check_startup
 

@@ -12,7 +12,7 @@ import secrets
 from test_c10_credentials import PASSWORD, login
 
 from conftest import USERS, Api
-from threadloom.server.passwords import hash_password, needs_rehash, verify_password
+from threadloom.server.auth.passwords import hash_password, needs_rehash, verify_password
 from threadloom.store.base import UserPatch
 
 

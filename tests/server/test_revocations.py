@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from threadloom.server.principal import Revocations
+from threadloom.server.auth.principal import Revocations
 
 
 async def test_a_notify_during_a_recheck_is_not_lost() -> None:

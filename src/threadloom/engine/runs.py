@@ -375,17 +375,9 @@ class RunManager:
                 "metadata": metadata,
             }
         )
-        # the overlap policy only matters while the thread runs here (spec 04 §4.7.4);
         # on an idle thread the enqueue itself refuses an unknown or terminated thread
-        policy = "enqueue"
-        running = thread_id in self._runs
-        if running:
-            row = await self.hub.store.get_thread(thread_id)
-            if row is None:
-                raise ThreadNotFound(thread_id)
-            agent = self.hub.definitions.agent(row.agent_id)
-            policy = row.overlap or (agent.overlap if agent else "enqueue")
-            running = thread_id in self._runs
+        policy = await self.overlap_policy(thread_id)
+        running = policy is not None
         if running and policy == "reject":
             raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
         if not running and thread_id not in self._starting and self._fast_start():
@@ -394,6 +386,19 @@ class RunManager:
         if running and policy == "interrupt":
             await self.abort(thread_id, "interrupted")
         return view
+
+    async def overlap_policy(self, thread_id: str) -> str | None:
+        """The overlap policy a send meets (spec 04 §4.7.4): None while the thread does not
+        run here (it only matters while it does), else the thread's policy, or its agent's,
+        or ``enqueue``."""
+        if thread_id not in self._runs:
+            return None
+        row = await self.hub.store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        agent = self.hub.definitions.agent(row.agent_id)
+        policy = row.overlap or (agent.overlap if agent else "enqueue")
+        return policy if thread_id in self._runs else None
 
     def _fast_start(self) -> bool:
         """Whether a send may start its run in its own transaction: not shutting down, an

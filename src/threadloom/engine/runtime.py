@@ -25,14 +25,27 @@ from threadloom.engine.mcp import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
-from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
+from threadloom.errors import (
+    AgentNotFound,
+    InvalidArgument,
+    InvalidField,
+    ThreadBusy,
+    ThreadNotFound,
+)
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import Message, ThreadRecord, is_uuid, new_id
 from threadloom.store import open_store
-from threadloom.store.base import Clock, NewThread, Store, system_clock_us
+from threadloom.store.base import Clock, NewThread, Store, ThreadPatch, ThreadRow, system_clock_us
 from threadloom.thread.events import EventBus
 from threadloom.thread.family import reconcile_registry, set_registry_status
-from threadloom.thread.files import DEFAULT_LIMITS, FileLimits, configure_file_limits
+from threadloom.thread.files import (
+    DEFAULT_LIMITS,
+    FileLimits,
+    Upload,
+    configure_file_limits,
+    remove_attachments,
+    write_attachments,
+)
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.retention import EventPruner, EventRetention, PruneReport, prune_events
 from threadloom.thread.state import ThreadState, load_state
@@ -315,6 +328,39 @@ class Runtime:
             trace_headers=trace_headers,
         )
 
+    async def send_with_uploads(
+        self,
+        state: ThreadState,
+        content: str,
+        uploads: Sequence[Upload],
+        *,
+        role: str = "user",
+        silent: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
+    ) -> Message:
+        """A send whose attachments are written as files first (spec 08 §8.4.2): a thread
+        running here whose overlap policy is ``reject`` refuses it before any write
+        (``ThreadBusy``), and the files written are removed again when the send fails
+        (``DuplicateMessage`` included). ``state`` is the thread at rest."""
+        thread_id = state.thread_id
+        if uploads and await self.runs.overlap_policy(thread_id) == "reject":
+            raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
+        refs = await write_attachments(state, uploads)
+        try:
+            return await self.send_message(
+                thread_id,
+                content,
+                role=role,
+                attachments=refs or None,
+                silent=silent,
+                metadata=metadata,
+                trace_headers=trace_headers,
+            )
+        except BaseException:
+            await remove_attachments(state, refs)
+            raise
+
     async def continue_thread(
         self, thread_id: str, side: str = "a", *, trace_headers: Mapping[str, str] | None = None
     ) -> None:
@@ -418,6 +464,36 @@ class Runtime:
         if row is None:
             raise ThreadNotFound(thread_id)
         return row.record()
+
+    async def update_thread(self, thread_id: str, patch: ThreadPatch) -> ThreadRow:
+        """Change a thread's tags, variables, overlap policy and agent in one transaction,
+        then publish ``thread_updated`` (spec 08 §8.3.5, spec 09 §9.14).
+
+        A new ``patch.agent_id`` must be defined (``AgentNotFound``) and have a human-backed
+        side (``InvalidField`` on ``agent_id``); naming the thread's own agent changes
+        nothing and is not checked."""
+        agent_id = patch.agent_id
+        if agent_id is not None:
+            row = await self.store.get_thread(thread_id)
+            if row is None:
+                raise ThreadNotFound(thread_id)
+            if agent_id == row.agent_id:
+                patch = replace(patch, agent_id=None)
+            else:
+                agent = self.definitions.agent(agent_id)
+                if agent is None:
+                    raise AgentNotFound(agent_id)
+                if not (agent.side_a.is_human or agent.side_b is None or agent.side_b.is_human):
+                    raise InvalidField(
+                        "agent_id",
+                        "must name an agent with a human-backed side",
+                        "Only agents with a human-backed side can be assigned to threads",
+                    )
+        updated = await self.store.update_thread(thread_id, patch)
+        self.hub.publish(
+            thread_id, "thread_updated", None, {"thread": updated.record().model_dump()}
+        )
+        return updated
 
     async def list_threads(
         self,

@@ -17,11 +17,11 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.runtime import Runtime
-from threadloom.server import agui, errors, list_events, mcp, openapi, redact, stream, ui
-from threadloom.server.accounts import StoreCredentials
+from threadloom.server import agui, errors, mcp, openapi, redact, ui
+from threadloom.server.auth.accounts import StoreCredentials
+from threadloom.server.auth.principal import Credentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
-from threadloom.server.principal import Credentials
 from threadloom.server.routes import (
     auth,
     catalog,
@@ -33,6 +33,7 @@ from threadloom.server.routes import (
     users,
 )
 from threadloom.server.settings import ServerSettings
+from threadloom.server.stream import list_events, stream
 from threadloom.thread.retention import EventRetention
 
 DESCRIPTION = """Threadloom's REST API: threads, messages, execution control, logs, cost,

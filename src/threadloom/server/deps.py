@@ -15,17 +15,17 @@ from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
-from threadloom.server.errors import ApiError, bad_field, invalid
-from threadloom.server.page_cache import PageCache
-from threadloom.server.pipeline import origin_guard_fails, own_origin
-from threadloom.server.principal import (
+from threadloom.server.auth.principal import (
     LOCAL_PRINCIPAL,
     Credentials,
     Principal,
     Revocations,
     digest,
 )
-from threadloom.server.ratelimit import AuthLimits
+from threadloom.server.auth.ratelimit import AuthLimits
+from threadloom.server.errors import ApiError, bad_field, invalid
+from threadloom.server.page_cache import PageCache
+from threadloom.server.pipeline import origin_guard_fails, own_origin
 from threadloom.server.settings import ServerSettings, is_loopback_host
 from threadloom.store.base import ThreadRow, system_clock_us
 from threadloom.thread.state import ThreadState

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from threadloom.server.accounts import APP_ROLE, USERNAME
-from threadloom.server.passwords import MIN_PASSWORD_LENGTH
+from threadloom.server.auth.accounts import APP_ROLE, USERNAME
+from threadloom.server.auth.passwords import MIN_PASSWORD_LENGTH
 from threadloom.server.uploads import (
     BASE64_OR_EMPTY_PATTERN,
     BASE64_PATTERN,

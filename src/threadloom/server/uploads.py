@@ -1,5 +1,6 @@
 """Attachment upload items of request bodies (spec 08 §8.2.5): validated first, stored only
-when the whole request is valid, removed again when the request fails after storing.
+when the whole request is valid (``thread.files.write_attachments``, which removes them
+again when the request fails after storing).
 
 Everything the file layer would refuse is checked here, before the first item is written:
 a refused request must not leave ``file_created``/``file_deleted`` events behind (each
@@ -16,7 +17,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.records import AttachmentRef
 from threadloom.server.errors import ApiError, Problems
 from threadloom.thread.files import file_limits
 from threadloom.thread.state import ThreadState
@@ -173,32 +173,3 @@ async def check_uploads_fit(
     if used + sum(len(up.data) for up in every) > quota:
         field = groups[0][0] if len(groups) == 1 else "initial_messages"
         raise too_large(field, f"Thread files would exceed the maximum total size of {quota} bytes")
-
-
-async def store_uploads(state: ThreadState, uploads: list[Upload]) -> list[AttachmentRef]:
-    """Write each upload as an attachment file; on failure the ones written are removed."""
-    refs: list[AttachmentRef] = []
-    try:
-        for up in uploads:
-            refs.append(
-                await state.write_attachment(
-                    up.data,
-                    name=up.name,
-                    mime_type=up.mime_type,
-                    width=up.width,
-                    height=up.height,
-                    description=up.description,
-                )
-            )
-    except BaseException:
-        await remove_uploads(state, refs)
-        raise
-    return refs
-
-
-async def remove_uploads(state: ThreadState, refs: list[AttachmentRef]) -> None:
-    for ref in refs:
-        try:
-            await state.unlink_file(ref.path)
-        except Exception:  # best effort: an orphan attachment file is harmless
-            pass

@@ -83,7 +83,8 @@ class ThreadPatch:
     """Changes to a thread's mutable fields (spec 08 §8.3.5); applied in one transaction.
 
     ``env`` replaces every variable when ``replace_env`` (None clears them); then
-    ``env_set``, ``env_type_set`` and ``env_delete`` apply in that order.
+    ``env_set``, ``env_type_set`` and ``env_delete`` apply in that order. ``agent_id``
+    binds the thread to another agent in the same transaction.
     """
 
     tags: tuple[str, ...] | None = None
@@ -97,6 +98,7 @@ class ThreadPatch:
     env_delete: tuple[str, ...] = ()
     set_properties: bool = False
     properties: dict[str, Any] | None = None
+    agent_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from threadloom.errors import FileError, FileTooLarge, InvalidArgument, InvalidPath
@@ -332,6 +332,56 @@ async def write_attachment(
     path = f"/attachments/{millis}-{uuid.uuid4().hex[:8]}.{ext}"
     record = await write_file(state, path, data, mime, width=width, height=height)
     return attachment_ref(record, name, description)
+
+
+class Upload(Protocol):
+    """Bytes to store as an attachment, with what ``write_attachment`` takes besides them
+    (an upload item of a request body, spec 08 §8.2.5)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def mime_type(self) -> str: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def width(self) -> int | None: ...
+    @property
+    def height(self) -> int | None: ...
+    @property
+    def description(self) -> str | None: ...
+
+
+async def write_attachments(state: ThreadState, uploads: Sequence[Upload]) -> list[AttachmentRef]:
+    """Write each upload as an attachment file (each its own commit); on failure the ones
+    written are removed again."""
+    refs: list[AttachmentRef] = []
+    try:
+        for up in uploads:
+            refs.append(
+                await write_attachment(
+                    state,
+                    up.data,
+                    name=up.name,
+                    mime_type=up.mime_type,
+                    width=up.width,
+                    height=up.height,
+                    description=up.description,
+                )
+            )
+    except BaseException:
+        await remove_attachments(state, refs)
+        raise
+    return refs
+
+
+async def remove_attachments(state: ThreadState, refs: Sequence[AttachmentRef]) -> None:
+    """Remove the files of ``refs``, best effort: an orphan attachment file is harmless."""
+    for ref in refs:
+        try:
+            await unlink_file(state, ref.path)
+        except Exception:
+            pass
 
 
 def attachment_ref(record: FileRecord, name: str, description: str | None) -> AttachmentRef:

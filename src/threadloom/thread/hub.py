@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.registry import Definitions
-from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
+from threadloom.records import LogRow, Message, new_id, thread_name
 from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
 from threadloom.thread.delivery import OrderedDelivery
+from threadloom.thread.event_data import event_data
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hook_resolution import HookResolution
@@ -30,25 +31,6 @@ if TYPE_CHECKING:
     from threadloom.thread.state import ThreadState
 
 logger = logging.getLogger("threadloom.thread")
-
-
-def registry_wire(entry: SubagentRegistryEntry) -> dict[str, Any]:
-    """The HTTP and stream form of a registry entry (spec 08 §8.2.7); ``relationship``
-    falls back to the agent name."""
-    return {
-        "id": entry.reference,
-        "relationship": entry.relationship or entry.name,
-        "agent_name": entry.name,
-        "title": entry.title,
-        "threadName": entry.thread_name,
-        "status": entry.status,
-        "blocking": entry.blocking,
-        "resumable": entry.resumable,
-        "owner": entry.owner,
-        "description": entry.description,
-        "createdAt": entry.created_at,
-        "spawnGroupId": entry.spawn_group_id,
-    }
 
 
 class _Capped(dict[str, int]):
@@ -422,38 +404,15 @@ class ThreadHub(HookResolution):
             self.publish(event.thread_id, event.kind, event.seq, data)
 
     async def event_data(self, event: StoredEvent) -> dict[str, Any]:
-        store, tid, entity = self.store, event.thread_id, event.entity_id or ""
-        if event.kind == "message":
-            message = await store.get_message(tid, entity)
-            if message is None:
-                return {"message": None, "message_id": entity}
-            if not (message.status == "pending" and (message.metadata or {}).get("queued")):
-                self.reflect_upsert(tid, message)
-            else:  # a queue entry (a parent's delivery, a cancelled one after termination)
-                self._queue_empty.discard(tid)
-            return {"message": (await self.project(tid, [message]))[0].to_wire()}
-        if event.kind == "message_deleted":
-            payload = event.payload or {}
-            return {
-                "message_id": entity,
-                "depth": payload.get("depth", 0),
-                "silent": payload.get("silent", False),
-            }
-        if event.kind == "status":
-            row = await store.get_thread(tid)
-            if row is None:
-                return {"status": None, "terminated": None}
-            return {"status": row.status.model_dump(), "terminated": row.terminated}
-        if event.kind == "log":
-            log = await store.get_log(tid, entity)
-            return {"log": log.to_list_wire() if log else None}
-        if event.kind == "subagent":
-            entries = {e.reference: e for e in await store.get_registry(tid)}
-            found = entries.get(entity)
-            return {"entry": registry_wire(found) if found else None}
-        if event.kind == "subagent_removed":
-            return {"reference": entity}
-        return dict(event.payload or {})
+        """``event``'s wire data read now (``thread/event_data.py``); live histories see a
+        stored message it reads."""
+        return await event_data(self, event, self._read_message)
+
+    def _read_message(self, thread_id: str, message: Message) -> None:
+        if not (message.status == "pending" and (message.metadata or {}).get("queued")):
+            self.reflect_upsert(thread_id, message)
+        else:  # a queue entry (a parent's delivery, a cancelled one after termination)
+            self._queue_empty.discard(thread_id)
 
     # -- projections -----------------------------------------------------------------
     async def project(self, thread_id: str, messages: list[Message]) -> list[Message]:

@@ -37,12 +37,12 @@ from threadloom.server.agui.run import (
     agui_id,
     cost_now,
 )
+from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, bad_field, invalid
-from threadloom.server.principal import Principal
-from threadloom.server.stream import CountedStream, check_open_limit, hold_slot, redact_query
-from threadloom.server.stream_auth import authenticate_stream
-from threadloom.server.stream_frames import Filters
-from threadloom.server.stream_session import Grant
+from threadloom.server.stream.auth import authenticate_stream
+from threadloom.server.stream.frames import Filters
+from threadloom.server.stream.session import Grant
+from threadloom.server.stream.stream import CountedStream, check_open_limit, hold_slot, redact_query
 from threadloom.store.base import ThreadRow
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}

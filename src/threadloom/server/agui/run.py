@@ -1,6 +1,6 @@
 """One AG-UI event stream of ``POST /api/agui/{agent}`` (spec 13 §13.2, §13.3).
 
-The thread's own stream (spec 09: ``stream_session.Session`` — replay from the durable
+The thread's own stream (spec 09: ``stream.session.Session`` — replay from the durable
 ``thread_events`` rows after a ``seq``, the text being generated, then live frames) is turned
 into AG-UI events by the client's exporter (``client.convert.agui.AguiExporter``, spec 11
 §11.7.3), which knows the event shapes; this module frames them as one AG-UI run:
@@ -47,8 +47,8 @@ from threadloom.engine.runtime import Runtime
 from threadloom.records import ThreadStatus
 from threadloom.server.agui.cursor import Cursor, Tracker
 from threadloom.server.deps import ServerContext
-from threadloom.server.stream_frames import Close
-from threadloom.server.stream_session import Grant, Session
+from threadloom.server.stream.frames import Close
+from threadloom.server.stream.session import Grant, Session
 
 log = logging.getLogger("threadloom.server.agui")
 

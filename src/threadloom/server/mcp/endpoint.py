@@ -34,8 +34,8 @@ from threadloom.engine import results
 from threadloom.engine.children import argument_issues
 from threadloom.engine.runtime import Runtime
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
-from threadloom.server.principal import Principal
 
 PATH: Final = "/mcp"
 CALL_TIMEOUT_S: Final = 600.0

@@ -9,12 +9,16 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.server import deps
-from threadloom.server.accounts import SESSION_LIFETIME_S, open_session
+from threadloom.server.auth.accounts import SESSION_LIFETIME_S, open_session
+from threadloom.server.auth.passwords import (
+    hash_password_async,
+    needs_rehash,
+    verify_password_async,
+)
+from threadloom.server.auth.principal import Principal
+from threadloom.server.auth.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
 from threadloom.server.errors import ApiError, bad_field
-from threadloom.server.passwords import hash_password_async, needs_rehash, verify_password_async
-from threadloom.server.principal import Principal
-from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 

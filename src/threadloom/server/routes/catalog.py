@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 import threadloom
 from threadloom.define.prompt import Prompt, Subagent, entry_name
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
-from threadloom.server.principal import Principal
 from threadloom.server.wire import absolute_icon, backing
 
 router = APIRouter(prefix="/api", tags=["catalog"])

@@ -7,18 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from threadloom.engine.runtime import Runtime
-from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, ThreadTerminated
+from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadTerminated
 from threadloom.server import deps, json_body
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.routes.threads import check_metadata, refuse_orphaned
-from threadloom.server.uploads import (
-    check_uploads_fit,
-    parse_uploads,
-    remove_uploads,
-    store_uploads,
-)
+from threadloom.server.uploads import check_uploads_fit, parse_uploads
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import delete_with_cascade
 
@@ -80,13 +74,6 @@ async def get_messages(id: str, request: Request) -> Response:
     return json_body.JSONBody(body)
 
 
-def overlap_policy(runtime: Runtime, row: ThreadRow) -> str:
-    """The thread's overlap policy, else its agent's (spec 04 §4.7.4), as the Runtime reads
-    it for a send while the thread runs."""
-    agent = runtime.definitions.agent(row.agent_id)
-    return row.overlap or (agent.overlap if agent else "enqueue")
-
-
 @router.post("", status_code=202, summary="Send a message")
 async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
     ctx = deps.context(request)
@@ -124,21 +111,17 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
     state = deps.state_of(request, row)
     if uploads:  # every refusal known before the first write (spec 08 §8.4.2 step 1)
         await check_uploads_fit(runtime.hub, [("attachments", uploads)], state)
-        if runtime.running(row.id) and overlap_policy(runtime, row) == "reject":
-            raise ThreadBusy("Thread is running (overlap policy: reject)", row.id)
-    refs = await store_uploads(state, uploads)
     try:
-        view = await runtime.send_message(
-            row.id,
+        view = await runtime.send_with_uploads(
+            state,
             content,
+            uploads,
             role=role,
-            attachments=refs or None,
             silent=silent is True,
             metadata=metadata,
             trace_headers=request.headers,  # a traceparent parents the run (spec 13 §13.6.7)
         )
     except DuplicateMessage as dup:
-        await remove_uploads(state, refs)
         return JSONResponse(
             {
                 "status": "duplicate",
@@ -148,9 +131,6 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
             },
             status_code=200,
         )
-    except BaseException:
-        await remove_uploads(state, refs)
-        raise
     return {
         "status": "queued",
         "queueId": view.id,

@@ -11,7 +11,7 @@ from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
-from threadloom.thread.hub import registry_wire
+from threadloom.thread.event_data import registry_wire
 
 router = APIRouter(prefix="/api/threads/{id}", tags=["logs and cost"])
 

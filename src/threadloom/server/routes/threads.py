@@ -9,22 +9,21 @@ from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.registry import Definitions
-from threadloom.errors import StoreUnavailable, ThreadloomError
+from threadloom.errors import InvalidField, StoreUnavailable, ThreadloomError
 from threadloom.records import normalize_tool_calls
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
-from threadloom.server.principal import Principal
 from threadloom.server.schemas import MAX_DATE_S, NOT_ACCEPTED, RESERVED_METADATA
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
     parse_uploads,
-    remove_uploads,
-    store_uploads,
 )
 from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
+from threadloom.thread.files import remove_attachments, write_attachments
 
 
 class ThreadIdConvertor(StringConvertor):
@@ -337,13 +336,13 @@ async def create_thread(
             )
         for item in initial:
             fields = dict(item.fields)
-            refs = await store_uploads(state, item.uploads)
+            refs = await write_attachments(state, item.uploads)
             if refs:
                 fields["attachments"] = refs
             try:
                 stored = await state.inject_message(fields)
             except BaseException:
-                await remove_uploads(state, refs)
+                await remove_attachments(state, refs)
                 raise
             ids.append(stored.id)
     except BaseException:
@@ -497,18 +496,8 @@ async def patch_thread(
     )
     if not effective:
         raise bad_field("body", "has no field to update", "No valid fields to update")
-    if agent_id is not None and agent_id != row.agent_id:
-        agent = runtime.definitions.agent(agent_id)
-        if agent is None:
-            raise ApiError(404, "agent_not_found", f"Agent not found: {agent_id}")
-        if not (agent.side_a.is_human or agent.side_b is None or agent.side_b.is_human):
-            raise bad_field(
-                "agent_id",
-                "must name an agent with a human-backed side",
-                "Only agents with a human-backed side can be assigned to threads",
-            )
     try:
-        updated = await runtime.store.update_thread(
+        updated = await runtime.update_thread(
             row.id,
             ThreadPatch(
                 tags=tags,
@@ -520,15 +509,11 @@ async def patch_thread(
                 env_set=env_set,
                 env_type_set=type_set,
                 env_delete=deletes,
+                agent_id=agent_id,
             ),
         )
-    except ValueError as exc:
-        field = str(exc).split(" ", 1)[0]
-        raise bad_field(field, "has no matching env value", str(exc)) from None
-    if agent_id is not None and agent_id != row.agent_id:
-        updated = await runtime.store.set_agent(row.id, agent_id)
-    # /api/events subscribers get a thread_updated frame (spec 08 §8.3.5, spec 09 §9.14)
-    runtime.hub.publish(row.id, "thread_updated", None, {"thread": updated.record().model_dump()})
+    except InvalidField as exc:
+        raise bad_field(exc.field, exc.problem, str(exc)) from None
     return {
         "id": updated.id,
         "agent_id": updated.agent_id,

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from threadloom import errors as E
 from threadloom.server import deps
-from threadloom.server.accounts import (
+from threadloom.server.auth.accounts import (
     APP_ROLE,
     KNOWN_PERMISSIONS,
     ROLES,
@@ -20,9 +20,9 @@ from threadloom.server.accounts import (
     seconds,
     user_json,
 )
+from threadloom.server.auth.passwords import MIN_PASSWORD_LENGTH, hash_password_async
+from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, Problems
-from threadloom.server.passwords import MIN_PASSWORD_LENGTH, hash_password_async
-from threadloom.server.principal import Principal
 from threadloom.store.base import UserPatch
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])

@@ -16,8 +16,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 import threadloom
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
-from threadloom.server.principal import Principal
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.errors import InvalidArgument, StoreError, ThreadNotFound
+from threadloom.errors import InvalidField, StoreError, ThreadNotFound
 from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
@@ -222,7 +222,7 @@ def update_thread(conn: Conn, clock: Clock, thread_id: str, patch: ThreadPatch) 
     env.update(patch.env_set)
     for key, kind in patch.env_type_set.items():
         if key not in env:
-            raise InvalidArgument(f"env_type_patch.{key} has no matching env value")
+            raise InvalidField(f"env_type_patch.{key}", "has no matching env value")
         if kind == "text":
             types[key] = "text"
         else:
@@ -241,6 +241,9 @@ def update_thread(conn: Conn, clock: Clock, thread_id: str, patch: ThreadPatch) 
     if patch.set_properties:
         sets.append("properties = ?")
         params.append(dump_json(patch.properties) if patch.properties else None)
+    if patch.agent_id is not None:
+        sets.append("agent_id = ?")
+        params.append(patch.agent_id)
     conn.execute(f"UPDATE threads SET {', '.join(sets)} WHERE id = ?", (*params, thread_id))
     row = get_thread(conn, thread_id)
     assert row is not None

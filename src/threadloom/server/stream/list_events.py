@@ -3,7 +3,7 @@ threads live — created, updated, deleted, and their run activity.
 
 Frames carry no ``seq`` and there is no resume: a reconnecting client lists again with
 ``GET /api/threads``. Credentials, limits, buffering and close codes are the stream's
-(``server/stream.py``).
+(``server/stream/stream.py``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from starlette.requests import HTTPConnection
 
 from threadloom.errors import EventOverflow
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import ServerContext
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.pipeline import own_origin
-from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
-from threadloom.server.stream import (
+from threadloom.server.stream.auth import StreamAuth, authenticate_stream, recheck
+from threadloom.server.stream.frames import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
+from threadloom.server.stream.stream import (
     check_open_limit,
     close_socket,
     counted,
@@ -34,8 +36,6 @@ from threadloom.server.stream import (
     stop_tasks,
     stream_settings,
 )
-from threadloom.server.stream_auth import StreamAuth, authenticate_stream, recheck
-from threadloom.server.stream_frames import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
 from threadloom.server.wire import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 

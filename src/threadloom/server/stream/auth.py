@@ -1,6 +1,6 @@
 """Authentication of stream, log and event sockets and SSE requests (spec 10 §10.9).
 
-The stream routes (``server/stream.py``, ``server/list_events.py``) call
+The stream routes (``server/stream/stream.py``, ``server/stream/list_events.py``) call
 :func:`authenticate_stream` before accepting, and :func:`recheck` at least every 60 s while
 the socket is open, and at once when ``ctx.revocations`` signals a revocation::
 
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal, digest
+from threadloom.server.auth.tickets import credential_principal, take_ticket
 from threadloom.server.deps import (
     SESSION_COOKIE,
     UNAUTHORIZED,
@@ -32,8 +34,6 @@ from threadloom.server.deps import (
 )
 from threadloom.server.errors import ApiError
 from threadloom.server.pipeline import LOCAL_CROSS_ORIGIN_TEXT, origin_guard_fails
-from threadloom.server.principal import Principal, digest
-from threadloom.server.tickets import credential_principal, take_ticket
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ log socket at ``/api/threads/{id}/logs`` and the Server-Sent Events twin of the 
 This module is the HTTP side: the handshake checks (credentials, thread access, the
 ``logs`` permission, parameters, the per-principal limit), the WebSocket and SSE transports
 and their close codes. What a subscriber is sent, and in which order, is
-``server/stream_session.py`` (its frames: ``server/stream_frames.py``).
+``server/stream/session.py`` (its frames: ``server/stream/frames.py``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from threadloom.server import deps
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError
-from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
-from threadloom.server.stream_auth import authenticate_stream
-from threadloom.server.stream_frames import Close, Filters
-from threadloom.server.stream_session import Grant, Session
+from threadloom.server.stream.auth import authenticate_stream
+from threadloom.server.stream.frames import Close, Filters
+from threadloom.server.stream.session import Grant, Session
 
 log = logging.getLogger("threadloom.server.stream")
 
@@ -101,7 +101,7 @@ async def stop_tasks(tasks: list[asyncio.Task[Any]]) -> None:
 
 async def authorize(conn: HTTPConnection, thread_id: str, *, log_socket: bool) -> Grant:
     """The handshake checks of §9.2.3 in the order of spec 08 §8.1.4 (429 last); the
-    credentials are spec 10 §10.9's (``stream_auth.authenticate_stream``)."""
+    credentials are spec 10 §10.9's (``stream.auth.authenticate_stream``)."""
     auth = await authenticate_stream(conn)
     who = auth.principal
     await deps.accessible_thread(conn, thread_id, who)

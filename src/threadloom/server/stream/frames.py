@@ -1,6 +1,6 @@
 """The frames of a thread's stream (spec 09 §9.4–§9.6, §9.10): what a subscriber's filters
 admit of each bus event and how it is written (``Framer``), chunk frames merged while they
-wait, and the bounded outbox live frames wait in (``Outbox``). ``stream_session.py`` drives
+wait, and the bounded outbox live frames wait in (``Outbox``). ``session.py`` drives
 one subscriber's session with them.
 """
 

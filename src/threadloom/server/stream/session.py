@@ -1,7 +1,7 @@
 """One subscriber's session on a thread's stream (spec 09 §9.3–§9.10), independent of the
 transport: the opening sequence (snapshot, replay from the durable ``thread_events`` rows or
 ``resync``, catch-up of text being generated), then live frames through the bounded outbox
-(the frames and the outbox: ``stream_frames.py``). ``server/stream.py`` serves it over
+(the frames and the outbox: ``frames.py``). ``server/stream/stream.py`` serves it over
 WebSocket and SSE.
 """
 
@@ -11,13 +11,12 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
+from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import ServerContext
-from threadloom.server.principal import Principal
 from threadloom.server.settings import StreamSettings
-from threadloom.server.stream_auth import StreamAuth, recheck
-from threadloom.server.stream_frames import (
+from threadloom.server.stream.auth import StreamAuth, recheck
+from threadloom.server.stream.frames import (
     SHUTTING_DOWN,
     Close,
     Filters,
@@ -27,8 +26,8 @@ from threadloom.server.stream_frames import (
     Outbox,
 )
 from threadloom.store.base import StoredEvent
+from threadloom.thread.event_data import event_data
 from threadloom.thread.events import ThreadEvent
-from threadloom.thread.hub import registry_wire
 
 REPLAY_PAGE = 1000
 
@@ -164,41 +163,9 @@ class Session:
             key = _entity_key(event)
             if key is not None and last[key] != index:
                 continue
-            data = await self._current(event)
+            data = await event_data(self.runtime.hub, event)
             out.append(ThreadEvent(self.thread_id, event.kind, event.seq, data, event.created_at))
         return out
-
-    async def _current(self, event: StoredEvent) -> dict[str, Any]:
-        """An event's data from its entity's state now (§9.6 rule 6)."""
-        store, tid, entity = self.runtime.store, self.thread_id, event.entity_id or ""
-        if event.kind == "message":
-            message = await store.get_message(tid, entity)
-            if message is None:
-                return {"message": None}
-            projected = await self.runtime.hub.project(tid, [message])
-            return {"message": projected[0].to_wire()}
-        if event.kind == "message_deleted":
-            payload = event.payload or {}
-            return {
-                "message_id": entity,
-                "depth": payload.get("depth", 0),
-                "silent": payload.get("silent", False),
-            }
-        if event.kind == "status":
-            row = await store.get_thread(tid)
-            if row is None:
-                return {"status": None}
-            return {"status": row.status.model_dump(), "terminated": row.terminated}
-        if event.kind == "log":
-            found = await store.get_log(tid, entity)
-            return {"log": found.to_list_wire() if found else None}
-        if event.kind == "subagent":
-            entries = {e.reference: e for e in await store.get_registry(tid)}
-            entry = entries.get(entity)
-            return {"entry": registry_wire(entry) if entry else None}
-        if event.kind == "subagent_removed":
-            return {"reference": entity}
-        return dict(event.payload or {})
 
     async def _catch_up(self, head: int) -> None:
         """Step 5 (text generated so far) and step 6 (held frames after ``head``) into the

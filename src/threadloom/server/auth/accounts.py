@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from threadloom.server.principal import (
+from threadloom.server.auth.principal import (
     ADMIN_TOKEN_PRINCIPAL,
     AuthType,
     Principal,

@@ -1,9 +1,5 @@
-"""``threadloom`` — the command line.
-
-- ``threadloom init DIR`` writes a small working project (``cli_init.py``);
-- ``threadloom run DIR`` chats with an agent of a project in the terminal (``cli_chat.py``);
-- ``threadloom serve DIR`` serves the web UI, the REST API and the streams;
-- ``threadloom users …`` / ``threadloom keys …`` create credentials (``cli_auth.py``).
+"""The ``threadloom`` command line's Typer application: ``init``, ``run`` and ``serve`` here,
+``users`` and ``keys`` registered from ``cli/auth.py`` (the entry point: ``cli/__init__.py``).
 
 A project that does not load gives its findings, one per line with the file each comes
 from, and exit code 2 — never a traceback.
@@ -24,9 +20,9 @@ from rich.console import Console
 from rich.text import Text
 
 import threadloom
-from threadloom.cli_auth import register as register_auth_commands
-from threadloom.cli_chat import chat
-from threadloom.cli_init import InitError, init_project
+from threadloom.cli.auth import register as register_auth_commands
+from threadloom.cli.chat import chat
+from threadloom.cli.init import InitError, init_project
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
@@ -257,11 +253,3 @@ def configure_logging(
 
 # -- users and keys: their own module ------------------------------------------------------
 register_auth_commands(app)
-
-
-def entrypoint() -> None:
-    app(prog_name="threadloom")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    entrypoint()

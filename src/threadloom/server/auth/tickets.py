@@ -5,7 +5,7 @@ bound to one exact pathname and usable once. It carries the credential it was mi
 (its kind and digest); at use that credential is checked again, so a revoked key or session
 makes its tickets worthless.
 
-Sockets and SSE requests redeem tickets through ``stream_auth.authenticate_stream``, which
+Sockets and SSE requests redeem tickets through ``stream.auth.authenticate_stream``, which
 calls :func:`take_ticket` (the principal and the minting credential, for the socket's
 re-checks). Tickets are accepted only on stream, log and event socket upgrades and SSE
 requests.
@@ -17,7 +17,7 @@ import re
 import secrets
 from typing import TYPE_CHECKING
 
-from threadloom.server.principal import LOCAL_PRINCIPAL, Principal, digest
+from threadloom.server.auth.principal import LOCAL_PRINCIPAL, Principal, digest
 from threadloom.store.base import TicketRow
 
 if TYPE_CHECKING:

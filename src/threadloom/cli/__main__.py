@@ -1,0 +1,5 @@
+"""``python -m threadloom.cli``: the ``threadloom`` command."""
+
+from threadloom.cli import entrypoint
+
+entrypoint()
