@@ -178,8 +178,8 @@ async def abort(manager: RunManager, thread_id: str, reason: str) -> bool:
     when the owner is dead, settled here) as spec 12 §12.5 says."""
     run = manager._runs.get(thread_id)
     if run is None or run.task is None:
-        if manager.hub.store.shared and manager.remote_abort is not None:
-            return await manager.remote_abort(thread_id, reason)
+        if manager.hub.store.shared and manager.peers is not None:
+            return await manager.peers.remote_abort(thread_id, reason)
         return False
     if run.abort_reason is None:
         run.abort_reason = reason
@@ -415,8 +415,8 @@ async def terminate_hook(
 ) -> None:
     run = manager._runs.get(thread_id)
     if run is None:
-        if manager.hub.store.shared and manager.remote_abort is not None:
-            await manager.remote_abort(thread_id, reason)
+        if manager.hub.store.shared and manager.peers is not None:
+            await manager.peers.remote_abort(thread_id, reason)
         return
     if from_inside:
         run.terminate_requested = True  # the run ends at its next checkpoint

@@ -20,13 +20,14 @@ from typing import Any
 
 from threadloom.define.registry import Definitions
 from threadloom.engine import results
-from threadloom.engine.liveness import Liveness, NodeTimings
 from threadloom.engine.mcp import MCPSessions, open_sessions
-from threadloom.engine.relay import Relay
+from threadloom.engine.node_host import EngineHost
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.ids import is_uuid
+from threadloom.node.liveness import Liveness, NodeTimings
+from threadloom.node.relay import Relay
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import Message, ThreadRecord, new_id
 from threadloom.store import open_store
@@ -58,9 +59,9 @@ class Runtime:
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
         self.liveness: Liveness | None = None
-        self.relay: Relay | None = None
-        """Where several nodes share the store: the notifications (``engine/relay.py``)."""
         """The node's heartbeat and sweeper, on a store several processes share."""
+        self.relay: Relay | None = None
+        """Where several nodes share the store: the notifications (``node/relay.py``)."""
         self._closed = False
         self.mcp: MCPSessions | None = None
         """The sessions with the project's MCP servers (``engine/mcp.py``)."""
@@ -110,7 +111,7 @@ class Runtime:
         ``node_id`` (default ``<hostname>-<8 hex>``) names it in its leases and heartbeats,
         and ``node_timings`` (default: ``THREADLOOM_NODE_HEARTBEAT_SECONDS``,
         ``THREADLOOM_NODE_TTL_SECONDS``, ``THREADLOOM_SWEEP_SECONDS``, else 5, 15 and 5 s)
-        set its liveness loop (``engine/liveness.py``); recovery then settles only the
+        set its liveness loop (``node/liveness.py``); recovery then settles only the
         runs of dead nodes.
 
         The runtime claims the store for this process first (``Store.claim_runner``: on an
@@ -182,14 +183,22 @@ class Runtime:
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention
+        host = EngineHost(runtime.runs, runtime.recover)  # what the node asks of the runs
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
             runtime.relay = Relay(
-                runtime, coalesce_s=timings.chunk_coalesce_ms / 1000, recheck_s=timings.sweep_s
+                host,
+                hub,
+                opened,
+                coalesce_s=timings.chunk_coalesce_ms / 1000,
+                recheck_s=timings.sweep_s,
             )
+            runtime.runs.peers = runtime.relay
             await runtime.relay.start()
         if exclusive:
             if opened.shared:  # a node: live before it settles the runs of dead ones
-                runtime.liveness = Liveness(runtime, timings)
+                runtime.liveness = Liveness(host, opened, timings)
+                if runtime.relay is not None:
+                    runtime.relay.liveness = runtime.liveness
                 await runtime.liveness.start()
             await runtime.recover(mine=True)  # a process that died with this node id
             for parent_id in await opened.threads_with_open_children():

@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.registry import Definitions
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
 from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
-from threadloom.thread.delivery import OrderedDelivery
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hook_resolution import HookResolution
@@ -62,6 +61,13 @@ class _Capped(dict[str, int]):
         if key not in self and len(self) >= self.cap:
             del self[next(iter(self))]
         super().__setitem__(key, value)
+
+
+class Router(Protocol):
+    """Where the hub's published events go instead of straight to the bus (the node's
+    ordered delivery, ``node/delivery.py``, where several nodes share the store)."""
+
+    def offer(self, event: ThreadEvent) -> None: ...
 
 
 LISTED = frozenset(("thread_created", "thread_updated"))
@@ -122,31 +128,19 @@ class ThreadHub(HookResolution):
         """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
-        self.delivery: OrderedDelivery | None = None
+        self.router: Router | None = None
         """Where several nodes share the store: the per-thread ordering of this node's
-        own events and the relayed ones (``order_delivery``)."""
+        own events and the relayed ones (``route_through``)."""
         self._emit: Callable[[ThreadEvent], None] = self.bus.publish
         self.on_listed: Callable[[str, str, dict[str, Any]], None] | None = None
         """Where several nodes share the store: told of each thread-list event this node
         publishes (``LISTED``), for the other nodes' ``/api/events`` (spec 12 §12.7.5)."""
 
-    def order_delivery(self) -> OrderedDelivery:
-        """Deliver each subscribed thread's events in ``seq`` order, whichever node wrote
-        them (spec 12 §12.7.1 rule 4): for a store several nodes share."""
-        if self.delivery is None:
-            self.delivery = OrderedDelivery(
-                self.bus,
-                self._event_head,
-                self.store.read_events,
-                self.relayed_event,
-                lambda: not self.store.peers,
-            )
-            self._emit = self.delivery.offer
-        return self.delivery
-
-    async def _event_head(self, thread_id: str) -> int | None:
-        row = await self.store.get_thread(thread_id)
-        return row.event_seq if row is not None else None
+    def route_through(self, router: Router) -> None:
+        """Publish every event through ``router`` from now on, not straight to the bus
+        (the node's ordered delivery, ``node/delivery.order_delivery``)."""
+        self.router = router
+        self._emit = router.offer
 
     async def relayed_event(self, event: StoredEvent) -> ThreadEvent:
         """The published form of an event another node committed (read from its row)."""
