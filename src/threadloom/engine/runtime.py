@@ -26,6 +26,7 @@ from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.ids import is_uuid
+from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
 from threadloom.providers.base import MissingCredential, ProviderRegistry
@@ -58,6 +59,9 @@ class Runtime:
         self.runs = RunManager(hub, self.providers, options or EngineOptions())
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
+        self.cluster: Cluster = open_cluster(hub.store)
+        """This node's side of the store: its row, lease reads and notifications
+        (``node/cluster.py``)."""
         self.liveness: Liveness | None = None
         """The node's heartbeat and sweeper, on a store several processes share."""
         self.relay: Relay | None = None
@@ -172,6 +176,7 @@ class Runtime:
             hub.warm_messages = warm_messages
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
+        cluster = runtime.cluster
         runtime.runs.tracing = tracer
         try:  # MCP servers: one session each, their tools bound, then validated
             runtime.mcp = await open_sessions(defs, lambda: defs.validate(registry.names()))
@@ -188,7 +193,7 @@ class Runtime:
             runtime.relay = Relay(
                 host,
                 hub,
-                opened,
+                cluster,
                 coalesce_s=timings.chunk_coalesce_ms / 1000,
                 recheck_s=timings.sweep_s,
             )
@@ -196,14 +201,14 @@ class Runtime:
             await runtime.relay.start()
         if exclusive:
             if opened.shared:  # a node: live before it settles the runs of dead ones
-                runtime.liveness = Liveness(host, opened, timings)
+                runtime.liveness = Liveness(host, cluster, timings)
                 if runtime.relay is not None:
                     runtime.relay.liveness = runtime.liveness
                 await runtime.liveness.start()
             await runtime.recover(mine=True)  # a process that died with this node id
             for parent_id in await opened.threads_with_open_children():
                 await reconcile_registry(hub, parent_id, force=True)
-            for thread_id in await opened.claimable_queues(limit=1_000_000):
+            for thread_id in await cluster.claimable_queues(limit=1_000_000):
                 runtime.runs.wake(thread_id)
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
@@ -236,7 +241,7 @@ class Runtime:
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
         if threads is None:
-            threads = await self.store.lost_runs(limit=1_000_000, mine=mine)
+            threads = await self.cluster.lost_runs(limit=1_000_000, mine=mine)
         for thread_id in threads:
             done = await self.runs.settle_lost(thread_id)
             if done is not None:
@@ -268,15 +273,15 @@ class Runtime:
         §12.6.4), so other nodes run what is queued. The runtime stays open (reads,
         writes); ``close`` ends it."""
         if self.liveness is not None and not self.runs.closing:
-            await self._node_step(self.store.set_draining, "marking the node draining")
+            await self._node_step(self.cluster.set_draining, "marking the node draining")
         await self.runs.close(grace)
         if self.relay is not None and self.liveness is not None:
             # the queues this node let go of: a live node picks them up at once (§12.6.4)
             await self._node_step(self._hand_over, "handing queued work over")
 
     async def _hand_over(self) -> None:
-        for thread_id in await self.store.claimable_queues():
-            await self.store.notify("wake", {"t": thread_id, "n": self.store.node_id, "d": 1})
+        for thread_id in await self.cluster.claimable_queues():
+            await self.cluster.notify("wake", {"t": thread_id, "n": self.cluster.node_id, "d": 1})
 
     async def close(self, drain: float | None = None) -> None:
         """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
@@ -290,9 +295,10 @@ class Runtime:
                 await self.mcp.aclose()
             if self.liveness is not None:
                 await self.liveness.stop()
-                await self._node_step(self.store.remove_node, "removing the node's row")
+                await self._node_step(self.cluster.remove_node, "removing the node's row")
             if self.relay is not None:
                 await self.relay.close()
+            await self.cluster.close()
             await self.providers.aclose()
             await self.store.close()
 

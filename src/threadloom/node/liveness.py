@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadloom.errors import InvalidArgument, StoreUnavailable
+from threadloom.node.cluster import Cluster
 from threadloom.node.host import NodeHost
-from threadloom.store.base import Store
 
 logger = logging.getLogger("threadloom.engine")
 
@@ -104,9 +104,9 @@ class NodeTimings:
 class Liveness:
     """The heartbeat, self-fencing and sweeper of one node."""
 
-    def __init__(self, host: NodeHost, store: Store, timings: NodeTimings) -> None:
+    def __init__(self, host: NodeHost, cluster: Cluster, timings: NodeTimings) -> None:
         self.host = host
-        self.store = store
+        self.cluster = cluster
         self.timings = timings
         self.fenced = False
         """True while the node's heartbeat has failed for too long (it runs nothing)."""
@@ -120,8 +120,8 @@ class Liveness:
         """Threads the last sweep found running under this node's lease with no run here."""
 
     async def start(self) -> None:
-        await self.store.register_node()
-        await self.store.heartbeat()  # learns whether other nodes are live
+        await self.cluster.register_node()
+        await self.cluster.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
@@ -182,7 +182,7 @@ class Liveness:
     async def beat(self) -> None:
         """One heartbeat; fences the node, or lifts its fence, by the outcome."""
         started = time.monotonic()  # the row says when the write began, not when it ended
-        if await self.store.heartbeat():
+        if await self.cluster.heartbeat():
             self._last_ok = started
             if self.fenced:
                 logger.warning("node %s: heartbeat restored, running again", self.node_id)
@@ -203,7 +203,7 @@ class Liveness:
         self.sweeps += 1
         await self.host.recover()
         await self._orphans()
-        for thread_id in await self.store.claimable_queues():
+        for thread_id in await self.cluster.claimable_queues():
             self.host.wake(thread_id)
 
     async def _orphans(self) -> None:
@@ -211,7 +211,7 @@ class Liveness:
         (spec 12 §12.6.6): a run whose task ended without its settlement. A thread is
         settled when two sweeps in a row found it so — never one between its start's
         commit and its registration."""
-        held = await self.store.lost_runs(limit=1_000, mine=True)
+        held = await self.cluster.lost_runs(limit=1_000, mine=True)
         found = {t for t in held if not self.host.owns(t)}
         confirmed, self._suspects = found & self._suspects, found - self._suspects
         if confirmed:
@@ -225,7 +225,7 @@ class Liveness:
 
     @property
     def node_id(self) -> str | None:
-        return self.store.node_id
+        return self.cluster.node_id
 
 
 def _report(what: str, task: asyncio.Task[None]) -> None:

@@ -1,6 +1,6 @@
 """What one node tells the others and hears from them (spec 12 §12.4, §12.5, §12.7).
 
-Where several nodes share a store, each LISTENs (``Store.listen``) and:
+Where several nodes share a store, each LISTENs (``Cluster.listen``) and:
 
 - ``events``: another node committed event rows of a thread. Its warm history and its
   knowledge of the queue become doubtful (``ThreadHub.note_foreign``); a thread with
@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from threadloom.errors import EventOverflow, ThreadNotFound
+from threadloom.node.cluster import Cluster
 from threadloom.node.delivery import order_delivery
 from threadloom.node.host import ChildResult, NodeHost
 from threadloom.node.liveness import Liveness
@@ -88,7 +89,7 @@ class Relay:
         self,
         host: NodeHost,
         hub: ThreadHub,
-        store: Store,
+        cluster: Cluster,
         coalesce_s: float = COALESCE_S,
         recheck_s: float = RECHECK_S,
     ) -> None:
@@ -102,12 +103,13 @@ class Relay:
         self._listing = False
         """Whether this node told the others it has thread-list sockets."""
         self.hub = hub
-        self.store = store
-        self.node_id = store.node_id
+        self.store: Store = hub.store
+        self.cluster = cluster
+        self.node_id = cluster.node_id
         self.liveness: Liveness | None = None
         """The node's liveness, where it has one: nothing of its runs is relayed while it
         is fenced, and a reconnection runs its sweep at once."""
-        self.delivery = order_delivery(hub, lambda: not store.peers)
+        self.delivery = order_delivery(hub, lambda: not cluster.peers)
         self.delivery.built = self._relayed
         self._tasks: set[asyncio.Task[Any]] = set()
         self._forwarders: dict[str, asyncio.Task[None]] = {}
@@ -137,8 +139,8 @@ class Relay:
 
     async def start(self) -> None:
         self.hub.on_listed = self._listed
-        await self.store.listen(self._notice, self._connected)
-        await self.store.notify("control", {"a": "joined", "n": self.node_id})
+        await self.cluster.listen(self._notice, self._connected)
+        await self.cluster.notify("control", {"a": "joined", "n": self.node_id})
         self._spawn(self._rechecking())
 
     async def close(self) -> None:
@@ -162,7 +164,7 @@ class Relay:
     def _notice(self, topic: str, payload: dict[str, Any]) -> None:
         if payload.get("n") == self.node_id:
             return  # this node's own: published from memory already
-        self.store.peers = True  # another node writes: tell it what this one writes
+        self.cluster.peers = True  # another node writes: tell it what this one writes
         tid = str(payload.get("t") or "")
         if topic == "events":
             self.hub.note_foreign(tid)
@@ -208,12 +210,12 @@ class Relay:
                 self._spawn(self._take_result(tid, payload))
         elif action == "watch":  # a node streams these threads: tell it their events
             threads = [str(t) for t in payload.get("ts") or ()]
-            self.store.watch(str(payload.get("n")), threads, bool(payload.get("on")))
+            self.cluster.watch(str(payload.get("n")), threads, bool(payload.get("on")))
             if payload.get("on"):
                 for thread_id in threads:  # its text so far, if it runs here
                     self._spawn(self._catchup_requested(thread_id))
         elif action == "lists":
-            self.store.watch_lists(str(payload.get("n")), bool(payload.get("on")))
+            self.cluster.watch_lists(str(payload.get("n")), bool(payload.get("on")))
         elif action == "joined":  # it knows nothing of what this node watches yet
             self._spawn(self._announce_all())
         elif action == "catchup":
@@ -250,8 +252,8 @@ class Relay:
     def _listed(self, tid: str, kind: str, data: dict[str, Any]) -> None:
         """This node published a thread-list event: the other nodes' ``/api/events``
         subscribers read the row (spec 12 §12.7.5)."""
-        if self.store.peers:
-            self._spawn(self.store.notify("registry", {"t": tid, "k": kind, "n": self.node_id}))
+        if self.cluster.peers:
+            self._spawn(self.cluster.notify("registry", {"t": tid, "k": kind, "n": self.node_id}))
 
     async def _reflect(self, tid: str, first: int, last: int) -> None:
         """Read another node's changes of messages into this node's live history."""
@@ -267,18 +269,18 @@ class Relay:
 
     def refused_wake(self, thread_id: str) -> None:
         """This node could not start the thread's run (draining): another node should."""
-        self._spawn(self.store.notify("wake", {"t": thread_id, "n": self.node_id, "d": 1}))
+        self._spawn(self.cluster.notify("wake", {"t": thread_id, "n": self.node_id, "d": 1}))
 
     # -- what this node watches (spec 12 §12.7.6) ----------------------------------------
     async def _announce(self, threads: list[str], on: bool) -> None:
         """Tell the other nodes this node streams ``threads`` (or no longer does), so
         they notify their events; the rows of a watched thread are read again a moment
         later, for what was committed before every node had heard."""
-        if not self.store.peers or not threads:
+        if not self.cluster.peers or not threads:
             return
         for start in range(0, len(threads), WATCH_BATCH):
             batch = threads[start : start + WATCH_BATCH]
-            await self.store.notify(
+            await self.cluster.notify(
                 "control", {"a": "watch", "ts": batch, "on": on, "n": self.node_id}
             )
         if on:
@@ -289,27 +291,27 @@ class Relay:
     async def _announce_all(self) -> None:
         await self._announce(sorted(self._watching), True)
         if self._listing:
-            await self.store.notify("control", {"a": "lists", "on": True, "n": self.node_id})
+            await self.cluster.notify("control", {"a": "lists", "on": True, "n": self.node_id})
 
     def _listeners(self, present: bool) -> None:
         """Thread-list sockets opened here (the first) or all closed: the others notify
         status changes of every thread while some node has them (spec 12 §12.7.5)."""
         self._listing = present
-        if self.store.peers:
+        if self.cluster.peers:
             payload = {"a": "lists", "on": present, "n": self.node_id}
-            self._spawn(self.store.notify("control", payload))
+            self._spawn(self.cluster.notify("control", payload))
 
     async def _rechecking(self) -> None:
         """Every ``recheck_s``, the streamed threads are read up to their heads: what a
         lost or late notification left out reaches the subscribers within that time."""
         while True:
             await asyncio.sleep(self.recheck_s)
-            if self.store.peers and self.delivery.threads:
+            if self.cluster.peers and self.delivery.threads:
                 self.delivery.resync()
 
     async def _ask_catchup(self, tid: str) -> None:
-        if self.store.peers and self.host.run_of(tid) is None:
-            await self.store.notify("control", {"t": tid, "a": "catchup", "n": self.node_id})
+        if self.cluster.peers and self.host.run_of(tid) is None:
+            await self.cluster.notify("control", {"t": tid, "a": "catchup", "n": self.node_id})
 
     # -- the owner's forwarding of ephemeral frames (spec 12 §12.7.2, §12.7.3) ----------
     async def _catchup_requested(self, tid: str) -> None:
@@ -317,7 +319,7 @@ class Relay:
         (a node that saw its ``running`` status may ask before the run is registered)."""
         host = self.host
         if host.run_of(tid) is None:
-            if await self.store.live_owner(tid) not in (None, self.node_id):
+            if await self.cluster.live_owner(tid) not in (None, self.node_id):
                 return  # another node's run: its owner answers
             deadline = time.monotonic() + CATCHUP_WAIT_S
             while host.run_of(tid) is None:
@@ -408,7 +410,7 @@ class Relay:
         liveness = self.liveness
         if liveness is not None and liveness.fenced_now():
             return  # its runs may be another node's now: nothing of them is relayed
-        await self.store.notify(
+        await self.cluster.notify(
             "chunks", {"t": tid, "n": self.node_id, "f": {"k": kind, "d": data}}
         )
 
@@ -418,7 +420,7 @@ class Relay:
         it: the node that runs the parent may. The result was delivered durably already
         (the parent's queue entry, or its registry status); this tells that node, which
         takes the queue entry back and answers its call instead."""
-        if not self.store.peers:
+        if not self.cluster.peers:
             return
         payload: dict[str, Any] = {
             "t": result.parent_id,
@@ -435,7 +437,7 @@ class Relay:
         refs = [ref.model_dump() for ref in result.refs]
         if len(json.dumps(refs)) <= RESULT_REFS_LIMIT:
             payload["p"] = refs
-        self._spawn(self.store.notify("control", payload))
+        self._spawn(self.cluster.notify("control", payload))
 
     async def _take_result(self, parent_id: str, payload: dict[str, Any]) -> None:
         """The session result a blocking call here waits for came from another node: take
@@ -488,8 +490,8 @@ class Relay:
     async def remote_abort(self, tid: str, reason: str) -> bool:
         """Have the owner abort the thread's run, or settle it here when the owner is
         dead; ``True`` once the status left ``running`` (within ``ABORT_WAIT_S``)."""
-        store = self.store
-        owner = await store.live_owner(tid)
+        store, cluster = self.store, self.cluster
+        owner = await cluster.live_owner(tid)
         if owner == self.node_id:
             return False  # this node's run has ended meanwhile
         if owner is None:
@@ -500,14 +502,14 @@ class Relay:
         payload: dict[str, Any] = {"t": tid, "a": "abort", "r": reason, "n": self.node_id}
         if row.terminated is not None:
             payload["at"] = row.terminated
-        await store.notify("control", payload)
+        await cluster.notify("control", payload)
         deadline = time.monotonic() + ABORT_WAIT_S
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
             row = await store.get_thread(tid)
             if row is None or row.status.state != "running":
                 return True
-            if await store.live_owner(tid) is None:  # died meanwhile: the user's request wins
+            if await cluster.live_owner(tid) is None:  # died meanwhile: the user's request wins
                 return await self._settle_here(tid, reason)
         return False
 
@@ -521,4 +523,4 @@ class Relay:
         for tid in deleted:
             payload = {"t": tid, "a": "deleted", "u": owners.get(tid), "n": self.node_id}
             with contextlib.suppress(Exception):
-                await self.store.notify("control", payload)
+                await self.cluster.notify("control", payload)
