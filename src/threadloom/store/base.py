@@ -114,6 +114,14 @@ class Store(FileStore, AccountStore, Protocol):
         """Close the store; releases what ``claim_runner`` claimed."""
         ...
 
+    def fenced(self, fence: Fence | None) -> Store:
+        """This store with ``fence`` passed to each of its writes (spec 12 §12.3.3): a
+        write of ``fence.thread_id`` is checked, in its transaction, against the lease —
+        after another node took the thread over it finds no row and raises ``LeaseLost``,
+        writing nothing; writes of other threads are not checked. A store whose threads
+        carry no leases (one process runs them) returns itself, as it does for ``None``."""
+        ...
+
     async def claim_runner(self) -> None:
         """Claim, for this process, the right to run this store's threads (a Runtime does
         before its start-up recovery, spec 12 §12.1 rule 4). A store only one process may

@@ -205,7 +205,7 @@ async def write_file(
     )
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.write_file(
+        record, event = await state.store.write_file(
             tid,
             entry,
             content,
@@ -243,7 +243,7 @@ async def link_file(
     )
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.write_file(tid, entry, None)
+        record, event = await state.store.write_file(tid, entry, None)
         _publish(state, [event])
     return record
 
@@ -253,7 +253,7 @@ async def unlink_file(state: ThreadState, path: str) -> None:
     target = normalize_path(path)
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        _publish(state, [await hub.store.unlink_file(tid, target)])
+        _publish(state, [await state.store.unlink_file(tid, target)])
 
 
 async def mkdir_file(state: ThreadState, path: str) -> FileRecord:
@@ -261,7 +261,7 @@ async def mkdir_file(state: ThreadState, path: str) -> FileRecord:
     target = normalize_path(path)
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.mkdir_file(tid, target)
+        record, event = await state.store.mkdir_file(tid, target)
         _publish(state, [event])
     return record
 
@@ -275,7 +275,7 @@ async def rmdir_file(state: ThreadState, path: str, *, recursive: bool = False) 
         raise FileError("Cannot remove the root directory")
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        _publish(state, await hub.store.rmdir_file(tid, target, recursive))
+        _publish(state, await state.store.rmdir_file(tid, target, recursive))
 
 
 async def move_file(state: ThreadState, source: str, destination: str) -> FileRecord:
@@ -287,7 +287,7 @@ async def move_file(state: ThreadState, source: str, destination: str) -> FileRe
         raise FileError("Cannot move over the root directory")
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.move_file(tid, src, dst)
+        record, event = await state.store.move_file(tid, src, dst)
         _publish(state, [event])
     return record
 

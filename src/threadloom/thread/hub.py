@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.registry import Definitions
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id, thread_name
-from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
+from threadloom.store.base import Clock, Fence, Store, StoredEvent, ThreadRow, system_clock_us
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hook_resolution import HookResolution
@@ -504,26 +504,43 @@ class ThreadHub(HookResolution):
             error_type="hook_error",
             error_origin=f"hook:{hook.id}",
         )
-        await self.write_runtime_log(state.thread_id, row, state.root_message_id)
+        await self.write_runtime_log(state.thread_id, row, state.root_message_id, fence=state.fence)
 
-    async def insert_log(self, thread_id: str, row: LogRow) -> LogRow:
-        """Insert a log row as given (``created_at`` from the store) and publish it."""
+    def _fenced(self, fence: Fence | None) -> Store:
+        """The store, its writes checked against ``fence`` (an execution's, if given)."""
+        return self.store if fence is None else self.store.fenced(fence)
+
+    async def insert_log(
+        self, thread_id: str, row: LogRow, *, fence: Fence | None = None
+    ) -> LogRow:
+        """Insert a log row as given (``created_at`` from the store) and publish it;
+        ``fence``: the lease of the execution that writes it (``Store.fenced``)."""
         async with self.lock(thread_id):
-            stored, event = await self.store.insert_log(thread_id, row)
+            stored, event = await self._fenced(fence).insert_log(thread_id, row)
             self.publish_log(thread_id, event.seq, stored)
             return stored
 
     async def update_log(
-        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+        self,
+        thread_id: str,
+        row: LogRow,
+        *,
+        bodies: Sequence[str] = ("request", "response"),
+        fence: Fence | None = None,
     ) -> LogRow:
         """Replace a log row's columns (and the named bodies) and publish the new row."""
         async with self.lock(thread_id):
-            event = await self.store.update_log(thread_id, row, bodies=bodies)
+            event = await self._fenced(fence).update_log(thread_id, row, bodies=bodies)
             self.publish_log(thread_id, event.seq, row)
             return row
 
     async def write_runtime_log(
-        self, thread_id: str, row: LogRow, root_message_id: str | None = None
+        self,
+        thread_id: str,
+        row: LogRow,
+        root_message_id: str | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> LogRow | None:
         """Insert a complete runtime row anchored to the turn's root, else the newest
         top-level message (spec 01 §1.9.6); a failure is logged, never raised."""
@@ -531,7 +548,7 @@ class ThreadHub(HookResolution):
             async with self.lock(thread_id):
                 if root_message_id is not None:
                     row = row.model_copy(update={"message_id": root_message_id})
-                stored, event = await self.store.insert_log(
+                stored, event = await self._fenced(fence).insert_log(
                     thread_id, row, anchor_newest=root_message_id is None
                 )
                 self.publish_log(thread_id, event.seq, stored)

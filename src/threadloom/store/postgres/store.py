@@ -34,7 +34,6 @@ from psycopg.adapt import Dumper
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.runner import TxStore
-from threadloom.store.fence import current_fence
 from threadloom.store.postgres import schema
 from threadloom.store.postgres.dialect import (
     PgConn,
@@ -216,6 +215,11 @@ class PostgresStore(TxStore):
         if self._closed:
             raise StoreError("store is closed")
 
+    def fenced(self, fence: Fence | None) -> PostgresStore | FencedStore:
+        """This store with ``fence`` passed to every write (an execution's writes, spec 12
+        §12.3.3): a view sharing its connections, pool and state."""
+        return self if fence is None else FencedStore(self, fence)
+
     # -- writes of the node (``node/pg.py``), not of the Store protocol -----------------
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, clock, *args)`` in a write transaction: the node's row (spec 12 §12.2)."""
@@ -253,10 +257,12 @@ class PostgresStore(TxStore):
             self._executor, self._run_read, fn, args
         )
 
-    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+    async def _write(
+        self, fn: Callable[..., T], *args: Any, durable: bool = True, fence: Fence | None = None
+    ) -> T:
+        """``fence``: the lease a write of its thread is checked against (``fenced``)."""
         if self._closed:
             raise StoreError("store is closed")
-        fence = current_fence.get()  # the caller's: an execution's writes are fenced
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, self._run_write, fn, args, durable, fence
         )
@@ -335,3 +341,36 @@ class PostgresStore(TxStore):
             attempt += 1
             self.retries += 1
             time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+
+
+class FencedStore(TxStore):
+    """A PostgreSQL store's writes with an execution's fence (``PostgresStore.fenced``):
+    the same transactions on the same pool, each write passed the fence."""
+
+    kind = "postgres"
+    shared = True
+
+    def __init__(self, store: PostgresStore, fence: Fence) -> None:
+        self.store = store
+        self.fence = fence
+        self.url = store.url
+        self.clock = store.clock
+        self.node_id = store.node_id
+
+    def fenced(self, fence: Fence | None) -> PostgresStore | FencedStore:
+        return self.store.fenced(fence)
+
+    async def claim_runner(self) -> None:
+        await self.store.claim_runner()
+
+    async def close(self) -> None:
+        """Nothing of its own: the store it views is closed by its owner."""
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.store._read(fn, *args)
+
+    async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.store._point_read(fn, *args)
+
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        return await self.store._write(fn, *args, durable=durable, fence=self.fence)
