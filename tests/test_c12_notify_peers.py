@@ -16,7 +16,7 @@ from pg_support import PG_URL, create_schema, drop_schema, require_postgres, sch
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
 from threadloom.providers.scripted import Reply, ScriptedProvider
-from threadloom.store.postgres.notify import channels
+from threadloom.store.postgres.dialect import channels
 
 
 def _definitions() -> Definitions:
@@ -76,7 +76,7 @@ async def test_c12_027_a_node_notifies_only_what_another_node_watches(schema: st
         second = await Runtime.open(url, definitions=_definitions(), node_id="second")
         try:
             await asyncio.sleep(0.3)  # "joined" reaches the first node
-            assert first.store.peers is True
+            assert first.cluster.peers is True
             assert await turn("unwatched") == []
             watching = second.events.subscribe(tid)
             await asyncio.sleep(0.3)  # the watch reaches the first node

@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 
 from threadloom import Runtime
+from threadloom.node.delivery import OrderedDelivery, order_delivery
 from threadloom.server.stream.frames import Filters, Frame, Framer
-from threadloom.thread.delivery import OrderedDelivery
 from threadloom.thread.events import Subscription, ThreadEvent
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState
@@ -48,7 +48,7 @@ class _Watched:
 
 
 async def _watched(runtime: Runtime) -> _Watched:
-    delivery = runtime.hub.order_delivery()
+    delivery = order_delivery(runtime.hub, lambda: not runtime.cluster.peers)
     state = await runtime.create_thread("a")
     return _Watched(runtime.hub, delivery, state, runtime.events.subscribe(state.thread_id))
 
@@ -155,7 +155,7 @@ async def test_c12_029_an_event_the_head_read_counted_before_it_was_offered_is_d
     head read runs after the commit and counts it; only then is the commit's event offered
     (its publication runs after the commit's transaction returns): the subscriber gets it,
     once. Before, the head read made it look delivered and it was dropped."""
-    delivery = runtime.hub.order_delivery()
+    delivery = order_delivery(runtime.hub, lambda: not runtime.cluster.peers)
     state = await runtime.create_thread("a")
     tid = state.thread_id
     read_head, gate = delivery._head, asyncio.Event()

@@ -20,6 +20,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("providers", "testing"),
     ("define",),
     ("thread",),
+    ("node",),
     ("engine",),
     ("client",),
     ("server",),
@@ -38,6 +39,8 @@ def _floor(module: str) -> int | None:
 
 
 def _imports(path: Path) -> list[str]:
+    """Every ``threadloom`` module ``path`` imports, wherever the import stands (module
+    level, in a function, under ``TYPE_CHECKING``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: list[str] = []
     for node in ast.walk(tree):
@@ -79,3 +82,49 @@ def test_nothing_above_store_depends_on_sqlite() -> None:
     ]
     assert violations == []
     assert len(_modules()) > 20  # the walk found the package
+
+
+def _resolved(module: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``module`` imports (``from a.b import c``: ``a.b.c`` when
+    that is a module, else ``a.b``), wherever the import stands."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in known:
+                    found.add(full)
+                elif node.module in known:
+                    found.add(node.module)
+    found.discard(module)
+    return found
+
+
+def _circle_in(room: str) -> list[str]:
+    """The modules of ``room`` that lie on an import circle within it (every import counted:
+    module level, local, ``TYPE_CHECKING``)."""
+    prefix = f"threadloom.{room}"
+    paths = {m: p for m, p in _modules() if m == prefix or m.startswith(prefix + ".")}
+    edges = {m: _resolved(m, p, set(paths)) for m, p in paths.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(edges[start])
+        while todo:
+            current = todo.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(edges.get(current, ()))
+        return False
+
+    return sorted(m for m in edges if reaches(m, m))
+
+
+def test_node_has_no_import_circle() -> None:
+    """node/ (spec 12: cluster, liveness, relay, ordered delivery) is a room without an import
+    circle, not even through ``TYPE_CHECKING`` or a function-local import."""
+    assert len([m for m, _ in _modules() if m.startswith("threadloom.node.")]) >= 5
+    assert _circle_in("node") == []

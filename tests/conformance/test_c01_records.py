@@ -1321,7 +1321,7 @@ async def test_c01_036_event_numbering(runtime: Runtime) -> None:
     # what the bus published for ThreadState writes carries the same numbers; where
     # several nodes may write the store, a subscriber gets every durable event in order,
     # the ones no ThreadState published (3, 8, 9) read from the rows (spec 12 §12.7.1)
-    delivery = runtime.hub.delivery
+    delivery = runtime.relay.delivery if runtime.relay is not None else None
     if delivery is not None:
         await delivery.idle(tid)
     published = [(e.seq, e.kind) for e in sub.drain() if e.seq is not None]

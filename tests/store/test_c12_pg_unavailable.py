@@ -15,6 +15,7 @@ import pytest
 
 from pg_cluster import PgCluster, private_cluster, require_cluster
 from threadloom.errors import StoreUnavailable
+from threadloom.node.pg import PgCluster as NodeCluster
 from threadloom.store.base import NewThread
 from threadloom.store.postgres.store import PostgresStore
 
@@ -59,7 +60,7 @@ async def test_c12_040_a_stopped_database_is_store_unavailable_then_served_again
                 await call()
             _unavailable(raised, cluster.url)
             assert name  # each of the three
-        assert await store.heartbeat() is False
+        assert await NodeCluster(store).heartbeat() is False
     finally:
         cluster.start()
     assert (await store.get_thread(first.id)) == first

@@ -191,7 +191,7 @@ async def send(
             },
             "parent",
         )
-        await set_registry_status(hub, state.thread_id, reference, "running")
+        await set_registry_status(hub, state.thread_id, reference, "running", fence=state.fence)
     except BaseException:
         if manager is not None:
             manager.waiters.pop(reference, None)
@@ -448,6 +448,7 @@ async def spawn_immediate(run: Any, side: str, prompt: Any) -> None:
                     error_origin=f"tool:{relationship.name}",
                 ),
                 run.root_message_id,
+                fence=run.fence,
             )
 
 

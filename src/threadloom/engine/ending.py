@@ -21,7 +21,6 @@ from threadloom.engine.loop import RUN_FAILED, Run
 from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
-from threadloom.store.fence import current_fence
 
 if TYPE_CHECKING:
     from threadloom.engine.runs import RunManager
@@ -76,11 +75,9 @@ ABORTS: Mapping[str, AbortKind] = {
 
 
 def _unfence(run: Run) -> None:
-    """Stop fencing the current task's writes with ``run``'s lease, now released (the
-    writes that follow a run's end — a hand-off note, a one-shot child's end — are no
-    execution's)."""
-    if run.fence is not None and current_fence.get() is run.fence:
-        current_fence.set(None)
+    """Stop fencing ``run``'s writes with its lease, now released (the writes that follow
+    a run's end — a hand-off note, a one-shot child's end — are no execution's)."""
+    run.fence = None
 
 
 async def end_of_run(manager: RunManager, run: Run, reason: str) -> bool:
@@ -98,7 +95,7 @@ async def end_of_run(manager: RunManager, run: Run, reason: str) -> bool:
     one_shot = prepared is not None and not prepared.entry.resumable
     async with manager.hub.lock(tid):
         async with _parent_lock(manager, prepared):
-            settled, events = await manager.hub.store.end_run(
+            settled, events = await run.store.end_run(
                 tid,
                 reason,
                 (run.session["a"], run.session["b"]),
@@ -146,9 +143,7 @@ async def finish_run_locked(
     would."""
     tid = run.thread_id
     end = RunEnd(reason, (0, 0), not manager.closing)
-    stored, log, settled, events = await manager.hub.store.finish_run(
-        tid, message, log, end, new=new
-    )
+    stored, log, settled, events = await run.store.finish_run(tid, message, log, end, new=new)
     pair, status = events[:2], events[2:]
     stored = (await manager.hub.project(tid, [stored]))[0]
     for event in pair:
@@ -178,8 +173,8 @@ async def abort(manager: RunManager, thread_id: str, reason: str) -> bool:
     when the owner is dead, settled here) as spec 12 §12.5 says."""
     run = manager._runs.get(thread_id)
     if run is None or run.task is None:
-        if manager.hub.store.shared and manager.remote_abort is not None:
-            return await manager.remote_abort(thread_id, reason)
+        if manager.hub.store.shared and manager.peers is not None:
+            return await manager.peers.remote_abort(thread_id, reason)
         return False
     if run.abort_reason is None:
         run.abort_reason = reason
@@ -211,14 +206,11 @@ async def settle(manager: RunManager, run: Run, reason: str) -> None:
     )
     async with manager.hub.lock(tid):
         async with _parent_lock(manager, prepared):
-            fence = current_fence.set(run.fence)  # the owner's writes, from any task
-            try:
-                events = await manager.hub.store.settle_run(tid, settlement)
+            try:  # the owner's write, from any task: fenced
+                events = await run.store.settle_run(tid, settlement)
             except LeaseLost:  # taken over meanwhile: the new owner settles it
                 events = []
                 prepared = None
-            finally:
-                current_fence.reset(fence)
             await manager.hub.publish_events(events)
         manager._runs.pop(tid, None)
     _unfence(run)
@@ -355,35 +347,34 @@ async def _settle_broken(manager: RunManager, run: Run) -> bool:
     """One attempt: the step error's log row if it was not written, then the settlement,
     then the delivery of the thread's queue; ``False`` when the store refused a write."""
     hub, tid = manager.hub, run.thread_id
-    fence = current_fence.set(run.fence)  # the owner's writes, from this task
-    try:
-        if run.unwritten_row is not None:
-            stored = await hub.write_runtime_log(tid, run.unwritten_row, run.root_message_id)
-            if stored is None:
-                return False
-            run.unwritten_row = None
-            if run.failure is not None and run.failure.log_id is None:
-                run.failure = run.failure.model_copy(update={"log_id": stored.id})
-        prepared = await results.prepare(manager, run.row, run.session_result("step_error"))
-        await hub.store.set_session_turns(tid, run.session["a"], run.session["b"])
-        settlement = replace(
-            BROKEN,
-            since=run.started_at,
-            partial_text=run.partial_texts(),
-            error=run.failure,
-            delivery=prepared.delivery if prepared is not None else None,
+    store = run.store  # the owner's writes, from this task: fenced
+    if run.unwritten_row is not None:
+        stored = await hub.write_runtime_log(
+            tid, run.unwritten_row, run.root_message_id, fence=run.fence
         )
-        async with hub.lock(tid):
-            async with _parent_lock(manager, prepared):
-                if run.settled or run.finished:
-                    return True
-                events = await hub.store.settle_run(tid, settlement)
-                run.settled = True
-                await hub.publish_events(events)
-            if manager._runs.get(tid) is run:
-                del manager._runs[tid]
-    finally:
-        current_fence.reset(fence)
+        if stored is None:
+            return False
+        run.unwritten_row = None
+        if run.failure is not None and run.failure.log_id is None:
+            run.failure = run.failure.model_copy(update={"log_id": stored.id})
+    prepared = await results.prepare(manager, run.row, run.session_result("step_error"))
+    await store.set_session_turns(tid, run.session["a"], run.session["b"])
+    settlement = replace(
+        BROKEN,
+        since=run.started_at,
+        partial_text=run.partial_texts(),
+        error=run.failure,
+        delivery=prepared.delivery if prepared is not None else None,
+    )
+    async with hub.lock(tid):
+        async with _parent_lock(manager, prepared):
+            if run.settled or run.finished:
+                return True
+            events = await store.settle_run(tid, settlement)
+            run.settled = True
+            await hub.publish_events(events)
+        if manager._runs.get(tid) is run:
+            del manager._runs[tid]
     await results.finish(manager, run.row, prepared if events else None)
     manager.wake(tid)  # what was sent meanwhile
     return True
@@ -415,8 +406,8 @@ async def terminate_hook(
 ) -> None:
     run = manager._runs.get(thread_id)
     if run is None:
-        if manager.hub.store.shared and manager.remote_abort is not None:
-            await manager.remote_abort(thread_id, reason)
+        if manager.hub.store.shared and manager.peers is not None:
+            await manager.peers.remote_abort(thread_id, reason)
         return
     if from_inside:
         run.terminate_requested = True  # the run ends at its next checkpoint

@@ -26,8 +26,7 @@ from threadloom.engine.subagents import runtime_tools
 from threadloom.engine.tools import CallOutcome
 from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, StatusError, new_id, one_line
-from threadloom.store.base import Fence, ThreadRow, delivered_message
-from threadloom.store.fence import current_fence
+from threadloom.store.base import Fence, Store, ThreadRow, delivered_message
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.state import ThreadState
@@ -99,8 +98,9 @@ class Run:
         message (``RunManager.finish_run``)."""
         self.rewake = False
         self.fence: Fence | None = None
-        """The lease this run's writes are checked against (a store several nodes share)."""
-        """Work was queued after that check: start the next run once this one is gone."""
+        """The lease this run's writes are checked against (a store several nodes share);
+        ``None`` again once the run released it (``ending._unfence``). Passed to each write
+        of the run: its ThreadStates' (``state``) and its own (``store``)."""
         self._reset()
 
     def _reset(self) -> None:
@@ -139,7 +139,14 @@ class Run:
             execution=execution or self.execution,
             context=self.context,
             arguments=arguments,
+            fenced_by=self,
         )
+
+    @property
+    def store(self) -> Store:
+        """The store the run writes through: its writes checked against its fence."""
+        fence = self.fence
+        return self.hub.store if fence is None else self.hub.store.fenced(fence)
 
     def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
         prompt = self.execution.prompt
@@ -184,8 +191,6 @@ class Run:
 
     # -- the run -----------------------------------------------------------------------
     async def execute(self) -> None:
-        if self.fence is not None:  # this task's writes of the thread are the execution's
-            current_fence.set(self.fence)
         history = await self.hub.run_history(self.thread_id, self.event_seq)
         self.execution.message_history = history
         tracing = self.manager.tracing
@@ -269,7 +274,7 @@ class Run:
             pass
         elif not self.manager.create_hooks_registered():
             async with self.hub.lock(tid):
-                pairs = await self.hub.store.deliver_queue(tid)
+                pairs = await self.store.deliver_queue(tid)
                 events = [event for _, event in pairs]
                 messages = [message for message, _ in pairs]
                 delivered = await self.manager.publish_delivery(tid, events, messages)
@@ -454,7 +459,7 @@ class Run:
     async def _handoff(self, env: StepEnv, outcome: CallOutcome) -> None:
         """Bind the thread to the handoff's agent and restart on its side a (spec 04 §4.18)."""
         target = getattr(outcome, "target", None) or env.offered[outcome.call.function.name].target
-        row = await self.hub.store.set_agent(self.thread_id, target.name)
+        row = await self.store.set_agent(self.thread_id, target.name)
         self.row = row
         self.agent = target
         try:
@@ -478,9 +483,7 @@ class Run:
         counters are only written by the end-of-run transaction."""
         self.session[side] += 1
         if self.agent.type == "dual_ai":
-            await self.hub.store.set_session_turns(
-                self.thread_id, self.session["a"], self.session["b"]
-            )
+            await self.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
 
     def _reset_session(self) -> None:
         self.session = {"a": 0, "b": 0}
@@ -559,7 +562,9 @@ class Run:
             error_type="step_execution_error",
             error_origin="runtime",
         )
-        stored = await self.hub.write_runtime_log(self.thread_id, row, self.root_message_id)
+        stored = await self.hub.write_runtime_log(
+            self.thread_id, row, self.root_message_id, fence=self.fence
+        )
         if stored is None:  # the store refused it: written with the run's settlement
             self.unwritten_row = row
         log_id = stored.id if stored is not None else None

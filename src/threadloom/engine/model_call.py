@@ -315,6 +315,7 @@ async def _record_failure(env: StepEnv, row: LogRow, error: ProviderError, start
                 "latency_ms": int((time.monotonic() - started) * 1000),
             }
         ),
+        fence=env.state.fence,
     )
 
 

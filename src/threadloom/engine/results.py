@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define.tool import ToolResult
 from threadloom.errors import ThreadTerminated
+from threadloom.node.host import ChildResult
 from threadloom.records import AttachmentRef, Message, QueueEntry, SubagentRegistryEntry, new_id
 from threadloom.store.base import ParentDelivery, ThreadRow
 from threadloom.thread import messages as thread_messages
@@ -234,6 +235,21 @@ async def prepare(
     return Prepared(delivery, entry, result, copied, waiter, queued)
 
 
+def _child_result(child: ThreadRow, prepared: Prepared) -> ChildResult:
+    """The result as the relay tells it to the node that may run the parent's call."""
+    result, queued = prepared.result, prepared.delivery.entry
+    return ChildResult(
+        child.id,
+        prepared.delivery.parent_id,
+        result.success,
+        result.text,
+        result.reason,
+        message_id=result.message_id,
+        queued_id=queued.id if queued is not None else None,
+        refs=list(prepared.copied),
+    )
+
+
 async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | None) -> None:
     """After the delivery committed: the child's hand-off note, the end of a one-shot
     (non-resumable) instance (§6.3.4), then the parent: woken for its queue entry, or its
@@ -275,9 +291,9 @@ async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | Non
         hub.signal_work(parent_id)
     waiter = prepared.waiter
     if waiter is None:
-        if prepared.entry.blocking and manager.on_unwaited is not None:
+        if prepared.entry.blocking and manager.peers is not None:
             # a blocking call may wait on the node that runs the parent (spec 12)
-            manager.on_unwaited(child, prepared)
+            manager.peers.unwaited(_child_result(child, prepared))
     elif not waiter.done():
         waiter.set_result(waited_result(child.id, prepared.result, prepared.copied))
     elif waiter is not None and prepared.fallback is not None:

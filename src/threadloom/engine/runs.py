@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
-from threadloom.engine import ending, results
+from threadloom.engine import ending
 from threadloom.engine.loop import Run
 from threadloom.engine.request_head import Heads
 from threadloom.engine.tools import ToolInvoker
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.node.host import Peers
 from threadloom.records import Message, QueueEntry, ThreadStatus, new_id
-from threadloom.store.base import Fence, RunBegin, StoredEvent, ThreadRow
+from threadloom.store.base import Fence, RunBegin, StoredEvent
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
@@ -98,14 +99,11 @@ class RunManager:
         """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
-        self.on_refused_wake: Callable[[str], None] | None = None
-        """Set with ``remote_abort``: this node will not run a woken thread (draining)."""
-        self.on_unwaited: Callable[[ThreadRow, results.Prepared], None] | None = None
-        """Set with ``remote_abort``: a child's session result for a blocking
+        self.peers: Peers | None = None
+        """Set where several nodes share the store (``node/relay.py``, by the runtime):
+        what this node tells the others — a stop of another node's run (spec 12 §12.5), a
+        woken thread it will not run (draining), a child's session result for a blocking
         relationship that no call here waits for (one on another node may)."""
-        self.remote_abort: Callable[[str, str], Awaitable[bool]] | None = None
-        """Set where several nodes share the store (``engine/relay.py``): abort a run of
-        another node (spec 12 §12.5)."""
         self.threads = ToolThreads()
         """The worker threads of plain ``def`` tools, ended by :meth:`close`."""
         self.tracing: Tracing | None = None
@@ -131,8 +129,8 @@ class RunManager:
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
         if self.closing or self.fenced or not self.runs_threads or thread_id in self._starting:
-            if (self.closing or self.fenced) and self.on_refused_wake is not None:
-                self.on_refused_wake(thread_id)  # another node should run it
+            if (self.closing or self.fenced) and self.peers is not None:
+                self.peers.refused_wake(thread_id)  # another node should run it
             return
         run = self._runs.get(thread_id)
         if run is not None:

@@ -20,9 +20,8 @@ from typing import Any
 
 from threadloom.define.registry import Definitions
 from threadloom.engine import results
-from threadloom.engine.liveness import Liveness, NodeTimings
 from threadloom.engine.mcp import MCPSessions, open_sessions
-from threadloom.engine.relay import Relay
+from threadloom.engine.node_host import EngineHost
 from threadloom.engine.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
@@ -32,6 +31,9 @@ from threadloom.errors import (
     ThreadBusy,
     ThreadNotFound,
 )
+from threadloom.node.cluster import Cluster, open_cluster
+from threadloom.node.liveness import Liveness, NodeTimings
+from threadloom.node.relay import Relay
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import Message, ThreadRecord, is_uuid, new_id
 from threadloom.store import open_store
@@ -69,10 +71,13 @@ class Runtime:
         self.runs = RunManager(hub, self.providers, options or EngineOptions())
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
+        self.cluster: Cluster = open_cluster(hub.store)
+        """This node's side of the store: its row, lease reads and notifications
+        (``node/cluster.py``)."""
         self.liveness: Liveness | None = None
-        self.relay: Relay | None = None
-        """Where several nodes share the store: the notifications (``engine/relay.py``)."""
         """The node's heartbeat and sweeper, on a store several processes share."""
+        self.relay: Relay | None = None
+        """Where several nodes share the store: the notifications (``node/relay.py``)."""
         self._closed = False
         self.mcp: MCPSessions | None = None
         """The sessions with the project's MCP servers (``engine/mcp.py``)."""
@@ -122,7 +127,7 @@ class Runtime:
         ``node_id`` (default ``<hostname>-<8 hex>``) names it in its leases and heartbeats,
         and ``node_timings`` (default: ``THREADLOOM_NODE_HEARTBEAT_SECONDS``,
         ``THREADLOOM_NODE_TTL_SECONDS``, ``THREADLOOM_SWEEP_SECONDS``, else 5, 15 and 5 s)
-        set its liveness loop (``engine/liveness.py``); recovery then settles only the
+        set its liveness loop (``node/liveness.py``); recovery then settles only the
         runs of dead nodes.
 
         The runtime claims the store for this process first (``Store.claim_runner``: on an
@@ -183,6 +188,7 @@ class Runtime:
             hub.warm_messages = warm_messages
         configure_file_limits(hub, FileLimits(max_file_size, max_thread_file_bytes))
         runtime = cls(hub, registry, options)
+        cluster = runtime.cluster
         runtime.runs.tracing = tracer
         try:  # MCP servers: one session each, their tools bound, then validated
             runtime.mcp = await open_sessions(defs, lambda: defs.validate(registry.names()))
@@ -194,19 +200,27 @@ class Runtime:
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention
+        host = EngineHost(runtime.runs, runtime.recover)  # what the node asks of the runs
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
             runtime.relay = Relay(
-                runtime, coalesce_s=timings.chunk_coalesce_ms / 1000, recheck_s=timings.sweep_s
+                host,
+                hub,
+                cluster,
+                coalesce_s=timings.chunk_coalesce_ms / 1000,
+                recheck_s=timings.sweep_s,
             )
+            runtime.runs.peers = runtime.relay
             await runtime.relay.start()
         if exclusive:
             if opened.shared:  # a node: live before it settles the runs of dead ones
-                runtime.liveness = Liveness(runtime, timings)
+                runtime.liveness = Liveness(host, cluster, timings)
+                if runtime.relay is not None:
+                    runtime.relay.liveness = runtime.liveness
                 await runtime.liveness.start()
             await runtime.recover(mine=True)  # a process that died with this node id
             for parent_id in await opened.threads_with_open_children():
                 await reconcile_registry(hub, parent_id, force=True)
-            for thread_id in await opened.claimable_queues(limit=1_000_000):
+            for thread_id in await cluster.claimable_queues(limit=1_000_000):
                 runtime.runs.wake(thread_id)
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
@@ -239,7 +253,7 @@ class Runtime:
         settled: list[str] = []
         delivered: list[tuple[Any, results.Prepared | None]] = []
         if threads is None:
-            threads = await self.store.lost_runs(limit=1_000_000, mine=mine)
+            threads = await self.cluster.lost_runs(limit=1_000_000, mine=mine)
         for thread_id in threads:
             done = await self.runs.settle_lost(thread_id)
             if done is not None:
@@ -271,15 +285,15 @@ class Runtime:
         §12.6.4), so other nodes run what is queued. The runtime stays open (reads,
         writes); ``close`` ends it."""
         if self.liveness is not None and not self.runs.closing:
-            await self._node_step(self.store.set_draining, "marking the node draining")
+            await self._node_step(self.cluster.set_draining, "marking the node draining")
         await self.runs.close(grace)
         if self.relay is not None and self.liveness is not None:
             # the queues this node let go of: a live node picks them up at once (§12.6.4)
             await self._node_step(self._hand_over, "handing queued work over")
 
     async def _hand_over(self) -> None:
-        for thread_id in await self.store.claimable_queues():
-            await self.store.notify("wake", {"t": thread_id, "n": self.store.node_id, "d": 1})
+        for thread_id in await self.cluster.claimable_queues():
+            await self.cluster.notify("wake", {"t": thread_id, "n": self.cluster.node_id, "d": 1})
 
     async def close(self, drain: float | None = None) -> None:
         """Graceful shutdown: running steps get ``drain`` seconds (default 30) to finish;
@@ -293,9 +307,10 @@ class Runtime:
                 await self.mcp.aclose()
             if self.liveness is not None:
                 await self.liveness.stop()
-                await self._node_step(self.store.remove_node, "removing the node's row")
+                await self._node_step(self.cluster.remove_node, "removing the node's row")
             if self.relay is not None:
                 await self.relay.close()
+            await self.cluster.close()
             await self.providers.aclose()
             await self.store.close()
 

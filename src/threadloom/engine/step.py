@@ -227,7 +227,7 @@ class StepEnv:
             )
             return stored
         # a retry: its request failed, which committed the held pair first (call_model)
-        return await self.state.hub.insert_log(self.state.thread_id, row)
+        return await self.state.hub.insert_log(self.state.thread_id, row, fence=self.state.fence)
 
     async def started(self, call_id: str) -> None:
         """Wait until the call's ``tool_call_started`` hooks have finished."""
@@ -517,7 +517,10 @@ async def finalise(
         if result.log_row is not None and row_stored:
             # the request succeeded: its row is still complete (and keeps the response)
             await env.state.hub.update_log(
-                env.state.thread_id, result.log_row, bodies=("response",)
+                env.state.thread_id,
+                result.log_row,
+                bodies=("response",),
+                fence=env.state.fence,
             )
         if "already used" in str(exc):
             raise StepError(f"Duplicate tool call id: {exc}") from exc
@@ -537,5 +540,5 @@ async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutc
         updated = message.model_copy(
             update={"tool_calls": encode_tool_calls(remaining) if remaining else None}
         )
-        stored, event = await env.state.hub.store.update_message(env.state.thread_id, updated)
+        stored, event = await env.state.store.update_message(env.state.thread_id, updated)
         env.state.hub.publish_message(event, stored)

@@ -93,7 +93,7 @@ async def _subagent_message(state: Any, arguments: _AsGiven) -> ToolResult:
         note_child(state, reference)
     if entry is None or entry.status == "terminated" or child is None or child.terminated:
         if entry is not None and entry.status != "terminated":
-            await set_registry_status(hub, parent_id, reference, "terminated")
+            await set_registry_status(hub, parent_id, reference, "terminated", fence=state.fence)
         raise SubagentToolError(f'Subagent reference "{reference}" is not active.')
     if not entry.resumable:
         raise SubagentToolError(f'Subagent reference "{reference}" is not resumable.')

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from threadloom.engine.liveness import NodeTimings
 from threadloom.errors import InvalidArgument, ThreadloomError
+from threadloom.node.liveness import NodeTimings
 
 AuthMode = Literal["auto", "required", "local"]
 

@@ -9,12 +9,16 @@ database is underneath: the SQLite store and the PostgreSQL store pass one contr
 protocols of their own, ``FileStore`` (``base_files.py``) and ``AccountStore``
 (``base_accounts.py``), which it extends. The plain data it takes and returns is
 ``shapes.py``, re-exported here.
+
+What a node does beyond the data — its row and heartbeat, the lease reads that decide what
+it runs, the notifications between nodes — is no part of it: that is the node's
+``Cluster`` (``node/cluster.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 from threadloom.records import (
     LogRow,
@@ -110,6 +114,14 @@ class Store(FileStore, AccountStore, Protocol):
         """Close the store; releases what ``claim_runner`` claimed."""
         ...
 
+    def fenced(self, fence: Fence | None) -> Store:
+        """This store with ``fence`` passed to each of its writes (spec 12 §12.3.3): a
+        write of ``fence.thread_id`` is checked, in its transaction, against the lease —
+        after another node took the thread over it finds no row and raises ``LeaseLost``,
+        writing nothing; writes of other threads are not checked. A store whose threads
+        carry no leases (one process runs them) returns itself, as it does for ``None``."""
+        ...
+
     async def claim_runner(self) -> None:
         """Claim, for this process, the right to run this store's threads (a Runtime does
         before its start-up recovery, spec 12 §12.1 rule 4). A store only one process may
@@ -174,69 +186,6 @@ class Store(FileStore, AccountStore, Protocol):
     async def threads_with_status(self, state: str) -> list[str]: ...
 
     async def threads_with_queue(self) -> list[str]: ...
-
-    async def lost_runs(self, limit: int = 100, mine: bool = False) -> list[str]:
-        """Threads ``running`` that no live node runs: runs lost with their process (spec
-        12 §12.6.1), to settle with ``LOST_RUN``; on a store one process runs, all of them.
-        ``mine``: also those whose lease names this node (it runs none of them)."""
-        ...
-
-    async def claimable_queues(self, limit: int = 100) -> list[str]:
-        """Threads with queued entries, neither stopped nor terminated, no live node runs
-        (spec 12 §12.4 rule 4)."""
-        ...
-
-    async def live_owner(self, thread_id: str) -> str | None:
-        """The live node holding the thread's lease (``None``: none, or no leases)."""
-        ...
-
-    async def register_node(self) -> None:
-        """Insert (or revive) this node's row (spec 12 §12.2); nothing on a store one
-        process runs."""
-        ...
-
-    async def heartbeat(self) -> bool:
-        """Refresh this node's heartbeat; ``False`` when the database could not be written."""
-        ...
-
-    async def set_draining(self) -> None:
-        """Mark this node draining (spec 12 §12.6.4)."""
-        ...
-
-    async def remove_node(self) -> None:
-        """Delete this node's row, and those of nodes dead for an hour."""
-        ...
-
-    peers: bool
-    """Whether another node was live at the last heartbeat: only then do transactions
-    notify what they wrote (spec 12 §12.7.1)."""
-
-    async def listen(
-        self,
-        on_notice: Callable[[str, dict[str, Any]], None],
-        on_connected: Callable[[bool], Awaitable[None]],
-    ) -> None:
-        """Hear the other nodes' notifications (topics ``wake``, ``events``, ``chunks``,
-        ``control``, ``registry``): ``on_notice(topic, payload)`` each, and
-        ``on_connected(first)`` after each (re)connection; nothing on a store one process
-        runs."""
-        ...
-
-    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
-        """Send a notification to the other nodes now, outside any data transaction;
-        ``False`` when there is nobody to tell or it could not be sent."""
-        ...
-
-    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
-        """Node ``node`` streams ``thread_ids`` (``on``) or no longer does: this node's
-        transactions tell it their events (spec 12 §12.7.6); nothing on a store one
-        process runs."""
-        ...
-
-    def watch_lists(self, node: str, on: bool) -> None:
-        """Node ``node`` has thread-list sockets (``on``) or no longer has: this node's
-        status changes are told to it."""
-        ...
 
     # -- run status and termination ---------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:

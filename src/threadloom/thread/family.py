@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from threadloom.errors import InvalidArgument, ThreadNotFound, ThreadTerminated
 from threadloom.records import SubagentRegistryEntry
+from threadloom.store.base import Fence
 from threadloom.thread.queue import enqueue
 
 if TYPE_CHECKING:
@@ -24,10 +25,14 @@ async def _live_row_check(state: ThreadState) -> str | None:
     return row.parent_id
 
 
-async def set_registry_status(hub: ThreadHub, parent_id: str, child_id: str, label: str) -> None:
-    """Write ``label`` into the parent's registry entry for the child and publish it."""
+async def set_registry_status(
+    hub: ThreadHub, parent_id: str, child_id: str, label: str, *, fence: Fence | None = None
+) -> None:
+    """Write ``label`` into the parent's registry entry for the child and publish it;
+    ``fence``: the lease of the execution that writes it (``Store.fenced``)."""
+    store = hub.store if fence is None else hub.store.fenced(fence)
     async with hub.lock(parent_id):
-        event = await hub.store.set_registry_status(parent_id, child_id, label)
+        event = await store.set_registry_status(parent_id, child_id, label)
         if event is not None:
             await hub.publish_events([event])
 
@@ -40,7 +45,7 @@ SETTLED_ENTRY = frozenset(("idle", "failed", "terminated"))
 
 
 async def reconcile_registry(
-    hub: ThreadHub, parent_id: str, *, force: bool = False
+    hub: ThreadHub, parent_id: str, *, force: bool = False, fence: Fence | None = None
 ) -> list[SubagentRegistryEntry]:
     """Bring the parent's open registry entries in line with their children (spec 06
     §6.11) and return the registry as it then is.
@@ -48,6 +53,7 @@ async def reconcile_registry(
     A missing or terminated child makes its entry ``terminated``; a child with no active
     run and nothing queued makes it ``idle`` or ``failed`` after its run status. Runs on
     a read at most once per ``RECONCILE_EVERY_US`` per parent, unless ``force``d (start-up).
+    ``fence``: the lease of the execution that reads it (its writes are fenced).
     """
     entries = await hub.store.get_registry(parent_id)
     now = hub.clock()
@@ -70,7 +76,7 @@ async def reconcile_registry(
             continue
         else:
             settled = row.status.state
-        await set_registry_status(hub, parent_id, entry.reference, settled)
+        await set_registry_status(hub, parent_id, entry.reference, settled, fence=fence)
         changed = True
     return await hub.store.get_registry(parent_id) if changed else entries
 
@@ -83,13 +89,13 @@ async def set_status(state: ThreadState, label: str) -> None:
         raise InvalidArgument("set_status requires non-empty status")
     parent_id = await _live_row_check(state)
     if parent_id is not None:
-        await set_registry_status(state.hub, parent_id, state.thread_id, label)
+        await set_registry_status(state.hub, parent_id, state.thread_id, label, fence=state.fence)
 
 
 async def terminate(state: ThreadState) -> int:
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        at, events = await hub.store.terminate(tid)
+        at, events = await state.store.terminate(tid)
         hub.set_terminated(tid, at)
         if events:
             await hub.publish_events(events)
@@ -99,7 +105,7 @@ async def terminate(state: ThreadState) -> int:
     if not events:
         return at
     if state.parent_thread_id is not None:
-        await set_registry_status(hub, state.parent_thread_id, tid, "terminated")
+        await set_registry_status(hub, state.parent_thread_id, tid, "terminated", fence=state.fence)
     if hub.abort_run is not None:
         await hub.abort_run(tid, "terminated", state.execution is not None)
     return at

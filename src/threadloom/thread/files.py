@@ -206,7 +206,7 @@ async def write_file(
     )
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.write_file(
+        record, event = await state.store.write_file(
             tid,
             entry,
             content,
@@ -244,7 +244,7 @@ async def link_file(
     )
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.write_file(tid, entry, None)
+        record, event = await state.store.write_file(tid, entry, None)
         _publish(state, [event])
     return record
 
@@ -254,7 +254,7 @@ async def unlink_file(state: ThreadState, path: str) -> None:
     target = normalize_path(path)
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        _publish(state, [await hub.store.unlink_file(tid, target)])
+        _publish(state, [await state.store.unlink_file(tid, target)])
 
 
 async def mkdir_file(state: ThreadState, path: str) -> FileRecord:
@@ -262,7 +262,7 @@ async def mkdir_file(state: ThreadState, path: str) -> FileRecord:
     target = normalize_path(path)
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.mkdir_file(tid, target)
+        record, event = await state.store.mkdir_file(tid, target)
         _publish(state, [event])
     return record
 
@@ -276,7 +276,7 @@ async def rmdir_file(state: ThreadState, path: str, *, recursive: bool = False) 
         raise FileError("Cannot remove the root directory")
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        _publish(state, await hub.store.rmdir_file(tid, target, recursive))
+        _publish(state, await state.store.rmdir_file(tid, target, recursive))
 
 
 async def move_file(state: ThreadState, source: str, destination: str) -> FileRecord:
@@ -288,7 +288,7 @@ async def move_file(state: ThreadState, source: str, destination: str) -> FileRe
         raise FileError("Cannot move over the root directory")
     hub, tid = state.hub, state.thread_id
     async with hub.lock(tid):
-        record, event = await hub.store.move_file(tid, src, dst)
+        record, event = await state.store.move_file(tid, src, dst)
         _publish(state, [event])
     return record
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.registry import Definitions
 from threadloom.records import LogRow, Message, new_id, thread_name
-from threadloom.store.base import Clock, Store, StoredEvent, ThreadRow, system_clock_us
-from threadloom.thread.delivery import OrderedDelivery
+from threadloom.store.base import Clock, Fence, Store, StoredEvent, ThreadRow, system_clock_us
 from threadloom.thread.event_data import event_data
 from threadloom.thread.events import EventBus, ThreadEvent
 from threadloom.thread.history import MessageHistory
@@ -44,6 +43,13 @@ class _Capped(dict[str, int]):
         if key not in self and len(self) >= self.cap:
             del self[next(iter(self))]
         super().__setitem__(key, value)
+
+
+class Router(Protocol):
+    """Where the hub's published events go instead of straight to the bus (the node's
+    ordered delivery, ``node/delivery.py``, where several nodes share the store)."""
+
+    def offer(self, event: ThreadEvent) -> None: ...
 
 
 LISTED = frozenset(("thread_created", "thread_updated"))
@@ -104,31 +110,19 @@ class ThreadHub(HookResolution):
         """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
-        self.delivery: OrderedDelivery | None = None
+        self.router: Router | None = None
         """Where several nodes share the store: the per-thread ordering of this node's
-        own events and the relayed ones (``order_delivery``)."""
+        own events and the relayed ones (``route_through``)."""
         self._emit: Callable[[ThreadEvent], None] = self.bus.publish
         self.on_listed: Callable[[str, str, dict[str, Any]], None] | None = None
         """Where several nodes share the store: told of each thread-list event this node
         publishes (``LISTED``), for the other nodes' ``/api/events`` (spec 12 §12.7.5)."""
 
-    def order_delivery(self) -> OrderedDelivery:
-        """Deliver each subscribed thread's events in ``seq`` order, whichever node wrote
-        them (spec 12 §12.7.1 rule 4): for a store several nodes share."""
-        if self.delivery is None:
-            self.delivery = OrderedDelivery(
-                self.bus,
-                self._event_head,
-                self.store.read_events,
-                self.relayed_event,
-                lambda: not self.store.peers,
-            )
-            self._emit = self.delivery.offer
-        return self.delivery
-
-    async def _event_head(self, thread_id: str) -> int | None:
-        row = await self.store.get_thread(thread_id)
-        return row.event_seq if row is not None else None
+    def route_through(self, router: Router) -> None:
+        """Publish every event through ``router`` from now on, not straight to the bus
+        (the node's ordered delivery, ``node/delivery.order_delivery``)."""
+        self.router = router
+        self._emit = router.offer
 
     async def relayed_event(self, event: StoredEvent) -> ThreadEvent:
         """The published form of an event another node committed (read from its row)."""
@@ -469,26 +463,43 @@ class ThreadHub(HookResolution):
             error_type="hook_error",
             error_origin=f"hook:{hook.id}",
         )
-        await self.write_runtime_log(state.thread_id, row, state.root_message_id)
+        await self.write_runtime_log(state.thread_id, row, state.root_message_id, fence=state.fence)
 
-    async def insert_log(self, thread_id: str, row: LogRow) -> LogRow:
-        """Insert a log row as given (``created_at`` from the store) and publish it."""
+    def _fenced(self, fence: Fence | None) -> Store:
+        """The store, its writes checked against ``fence`` (an execution's, if given)."""
+        return self.store if fence is None else self.store.fenced(fence)
+
+    async def insert_log(
+        self, thread_id: str, row: LogRow, *, fence: Fence | None = None
+    ) -> LogRow:
+        """Insert a log row as given (``created_at`` from the store) and publish it;
+        ``fence``: the lease of the execution that writes it (``Store.fenced``)."""
         async with self.lock(thread_id):
-            stored, event = await self.store.insert_log(thread_id, row)
+            stored, event = await self._fenced(fence).insert_log(thread_id, row)
             self.publish_log(thread_id, event.seq, stored)
             return stored
 
     async def update_log(
-        self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
+        self,
+        thread_id: str,
+        row: LogRow,
+        *,
+        bodies: Sequence[str] = ("request", "response"),
+        fence: Fence | None = None,
     ) -> LogRow:
         """Replace a log row's columns (and the named bodies) and publish the new row."""
         async with self.lock(thread_id):
-            event = await self.store.update_log(thread_id, row, bodies=bodies)
+            event = await self._fenced(fence).update_log(thread_id, row, bodies=bodies)
             self.publish_log(thread_id, event.seq, row)
             return row
 
     async def write_runtime_log(
-        self, thread_id: str, row: LogRow, root_message_id: str | None = None
+        self,
+        thread_id: str,
+        row: LogRow,
+        root_message_id: str | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> LogRow | None:
         """Insert a complete runtime row anchored to the turn's root, else the newest
         top-level message (spec 01 §1.9.6); a failure is logged, never raised."""
@@ -496,7 +507,7 @@ class ThreadHub(HookResolution):
             async with self.lock(thread_id):
                 if root_message_id is not None:
                     row = row.model_copy(update={"message_id": root_message_id})
-                stored, event = await self.store.insert_log(
+                stored, event = await self._fenced(fence).insert_log(
                     thread_id, row, anchor_newest=root_message_id is None
                 )
                 self.publish_log(thread_id, event.seq, stored)

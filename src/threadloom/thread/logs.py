@@ -37,7 +37,7 @@ async def log(state: ThreadState, entry: object, fields: Mapping[str, Any]) -> L
             id=new_id(), kind="app", provider="app", created_at=0, is_complete=True, **columns
         )
         async with hub.lock(tid):
-            stored, event = await hub.store.insert_log(tid, row, anchor_newest=True)
+            stored, event = await state.store.insert_log(tid, row, anchor_newest=True)
             hub.publish_log(tid, event.seq, stored)
         return stored
     except Exception as exc:  # log() never raises (spec 02 §2.11.1)

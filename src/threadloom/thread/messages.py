@@ -253,10 +253,12 @@ async def insert_locked(
     hub, tid = state.hub, state.thread_id
     try:
         if log is None:
-            stored, event = await hub.store.insert_message(tid, message, require_live=require_live)
+            stored, event = await state.store.insert_message(
+                tid, message, require_live=require_live
+            )
             log_event = None
         else:  # the message and its log row commit together
-            stored, log, (event, log_event) = await hub.store.insert_message_and_log(
+            stored, log, (event, log_event) = await state.store.insert_message_and_log(
                 tid, message, log, require_live=require_live, new_log=new_log, durable=durable
             )
     except ThreadTerminated as exc:
@@ -346,7 +348,7 @@ async def delete_with_cascade(state: ThreadState, message_id: str) -> list[str]:
             return []
         if current.status == "pending" and not queue.is_pending_view(current):
             raise MessageGenerating(message_id)
-        events = await hub.store.delete_message(tid, message_id)
+        events = await state.store.delete_message(tid, message_id)
         await hub.publish_events(events)
     return [e.entity_id for e in events if e.kind == "message_deleted" and e.entity_id]
 
@@ -395,9 +397,9 @@ async def _commit_update(
         if current.status == "pending" and not allow_pending:
             raise MessageGenerating(message_id)
         if log is None:
-            stored, event = await hub.store.update_message(tid, change(current))
+            stored, event = await state.store.update_message(tid, change(current))
         else:
-            stored, (log_event, event) = await hub.store.update_message_and_log(
+            stored, (log_event, event) = await state.store.update_message_and_log(
                 tid, change(current), log, bodies=("response",)
             )
             hub.publish_log(tid, log_event.seq, log)
@@ -451,7 +453,7 @@ async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Mess
     hub, tid = state.hub, state.thread_id
     candidate = await _before_create(state, candidate, propagate=False)
     async with hub.lock(tid):
-        delivered = await hub.store.deliver_queue_entry(tid, entry_id, candidate)
+        delivered = await state.store.deliver_queue_entry(tid, entry_id, candidate)
         if delivered is None:
             return None
         stored, event = delivered

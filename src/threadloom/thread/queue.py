@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import ThreadTerminated
 from threadloom.records import Message, QueueEntry, QueueSource, new_id
+from threadloom.store.base import Fence
 from threadloom.thread.validate import apply_queue_update, check_queue, gather
 
 if TYPE_CHECKING:
@@ -27,15 +28,20 @@ def is_pending_view(message: Message) -> bool:
 
 
 async def enqueue(
-    hub: ThreadHub, thread_id: str, fields: Mapping[str, Any], source: QueueSource
+    hub: ThreadHub,
+    thread_id: str,
+    fields: Mapping[str, Any],
+    source: QueueSource,
+    *,
+    fence: Fence | None = None,
 ) -> Message:
-    """Commit a validated entry, publish its pending view, and signal the runtime."""
+    """Commit a validated entry, publish its pending view, and signal the runtime;
+    ``fence``: the lease of the execution that queues it (``Store.fenced``)."""
+    store = hub.store if fence is None else hub.store.fenced(fence)
     async with hub.lock(thread_id):
         entry = QueueEntry.model_construct(id=new_id(), source=source, created_at=0, **fields)
         try:
-            stored, event = await hub.store.enqueue(
-                thread_id, entry, clear_stop=source in CLEARS_STOP
-            )
+            stored, event = await store.enqueue(thread_id, entry, clear_stop=source in CLEARS_STOP)
         except ThreadTerminated as exc:
             hub.set_terminated(thread_id, exc.terminated_at)
             raise
@@ -49,7 +55,7 @@ async def queue_message(
     state: ThreadState, message: Mapping[str, Any] | None, fields: Mapping[str, Any]
 ) -> Message:
     checked = check_queue(gather(message, fields, "queue_message"))
-    return await enqueue(state.hub, state.thread_id, checked, "queue_message")
+    return await enqueue(state.hub, state.thread_id, checked, "queue_message", fence=state.fence)
 
 
 async def edit_entry(
@@ -71,7 +77,7 @@ async def edit_entry(
             changed = entry
         else:
             edited = entry.model_copy(update=apply_queue_update(current, updates))
-            result = await hub.store.update_queue_entry(tid, edited)
+            result = await state.store.update_queue_entry(tid, edited)
             if result is None:
                 return None
             changed, event = result

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from threadloom.errors import InvalidArgument, ThreadNotFound
 from threadloom.records import (
@@ -29,7 +29,7 @@ from threadloom.records import (
     ThreadStatus,
     UserHandle,
 )
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import Fence, Store, ThreadRow
 from threadloom.thread import family, files, logs, messages, queue
 from threadloom.thread.lognorm import to_json_safe
 
@@ -39,6 +39,14 @@ if TYPE_CHECKING:
 
 _NO_ARGUMENTS: Mapping[str, Any] = MappingProxyType({})
 """The arguments of every state without any: read-only, so one object serves them all."""
+
+
+class FenceHolder(Protocol):
+    """What holds an execution's fence (the engine's run): read at each write, so the
+    writes after the run released its lease are checked no more."""
+
+    @property
+    def fence(self) -> Fence | None: ...
 
 
 class ThreadState:
@@ -53,8 +61,10 @@ class ThreadState:
         execution: Any = None,
         context: dict[str, Any] | None = None,
         arguments: Mapping[str, Any] | None = None,
+        fenced_by: FenceHolder | None = None,
     ) -> None:
         self._hub = hub
+        self._fenced_by = fenced_by
         self.thread_id = row.id
         self.agent_id = row.agent_id
         self.user_id = row.user_id
@@ -77,6 +87,19 @@ class ThreadState:
     @property
     def hub(self) -> ThreadHub:
         return self._hub
+
+    @property
+    def fence(self) -> Fence | None:
+        """The lease this state's writes of its thread are checked against: its running
+        execution's, where several nodes share the store (spec 12 §12.3.3)."""
+        holder = self._fenced_by
+        return holder.fence if holder is not None else None
+
+    @property
+    def store(self) -> Store:
+        """The store this state writes through: fenced by its execution's lease, if any."""
+        fence = self.fence
+        return self._hub.store if fence is None else self._hub.store.fenced(fence)
 
     @property
     def terminated(self) -> int | None:
@@ -201,7 +224,7 @@ class ThreadState:
     # -- parent and child (spec 02 §2.14) ---------------------------------------------
     async def get_children(self) -> list[SubagentRegistryEntry]:
         """The registry read fresh (and reconciled, spec 06 §6.11)."""
-        entries = await family.reconcile_registry(self._hub, self.thread_id)
+        entries = await family.reconcile_registry(self._hub, self.thread_id, fence=self.fence)
         self._children = tuple(entries)
         return [e.model_copy() for e in entries]
 

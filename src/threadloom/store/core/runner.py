@@ -9,7 +9,7 @@ writes none of the logic a second time.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from threadloom.errors import StoreError
@@ -132,6 +132,8 @@ class TxStore:
     async def threads_with_status(self, state: str) -> list[str]:
         return await self._read(threads.threads_with_status, state)
 
+    # the lease reads a node's Cluster answers with (``node/cluster.py``), not of the
+    # Store protocol; where one process runs the store every running run is lost
     async def lost_runs(self, limit: int = 100, mine: bool = False) -> list[str]:
         return await self._read(threads.lost_runs, limit, mine)
 
@@ -140,40 +142,6 @@ class TxStore:
 
     async def live_owner(self, thread_id: str) -> str | None:
         return await self._point_read(threads.live_owner, thread_id)
-
-    # the node's row (spec 12 §12.2): nothing to keep where one process runs the store
-    async def register_node(self) -> None:
-        """Insert (or revive) this node's row."""
-
-    async def heartbeat(self) -> bool:
-        """Refresh this node's heartbeat; ``False`` when the store could not be written."""
-        return True
-
-    async def set_draining(self) -> None:
-        """Mark this node draining (spec 12 §12.6.4): it takes no new lease."""
-
-    async def remove_node(self) -> None:
-        """Delete this node's row (its last act), and rows of nodes dead an hour."""
-
-    peers = False
-    """Whether another node is live (its transactions then notify what they wrote)."""
-
-    async def listen(
-        self,
-        on_notice: Callable[[str, dict[str, Any]], None],
-        on_connected: Callable[[bool], Awaitable[None]],
-    ) -> None:
-        """Hear the other nodes' notifications; nothing where one process runs the store."""
-
-    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
-        """Tell the other nodes something now; ``False``: nobody to tell, or it failed."""
-        return False
-
-    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
-        """What another node streams; nothing to keep where one process runs the store."""
-
-    def watch_lists(self, node: str, on: bool) -> None:
-        """Whether another node has thread-list sockets; nothing to keep here either."""
 
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)

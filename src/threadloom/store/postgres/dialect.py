@@ -3,6 +3,7 @@ runs its ``?`` statements on psycopg (``PgConn``)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -14,6 +15,21 @@ from threadloom.store.core.conn import ELSEWHERE, WATCHED, Cursor, Dialect
 from threadloom.store.shapes import Fence, StoredEvent
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
+
+TOPICS = ("wake", "events", "chunks", "control", "registry")
+"""The nodes' notification topics (spec 12 §12.4, §12.5, §12.7): transactions notify on
+``events`` and ``wake``, the node (``node/pg.py``) on all of them."""
+
+
+def channels(schema: str) -> dict[str, str]:
+    """The channel of each topic for ``schema`` (``threadloom_<topic>`` in ``public``): one
+    channel per schema, so stores in different schemas of one database (tests, several
+    deployments) do not hear each other."""
+    if schema == "public":
+        return {topic: f"threadloom_{topic}" for topic in TOPICS}
+    digest = hashlib.sha1(schema.encode()).hexdigest()[:12]
+    return {topic: f"threadloom_{topic}_{digest}" for topic in TOPICS}
+
 
 UNIQUE_KEYS = {
     "messages_pkey": "messages.rid",
@@ -89,7 +105,7 @@ class PostgresDialect(Dialect):
         )
 
     def use_channels(self, channels: dict[str, str]) -> None:
-        """Name the notification channels of this store's schema (``notify.channels``),
+        """Name the notification channels of this store's schema (``channels``),
         before any write is flushed."""
         self.channels = channels
 

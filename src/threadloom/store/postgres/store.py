@@ -34,12 +34,12 @@ from psycopg.adapt import Dumper
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.runner import TxStore
-from threadloom.store.fence import current_fence
-from threadloom.store.postgres import cluster, notify, schema
+from threadloom.store.postgres import schema
 from threadloom.store.postgres.dialect import (
     PgConn,
     PostgresDialect,
     Watches,
+    channels,
     driver_reason,
     unreachable,
 )
@@ -135,8 +135,8 @@ class PostgresStore(TxStore):
         self.peers = False
         """Whether another node was live at the last heartbeat (or announced itself since):
         only then do transactions notify what they wrote (a NOTIFY serialises the commits
-        of every notifying transaction of the database, spec 12 §12.7.1)."""
-        self.notifications: notify.Notifications | None = None
+        of every notifying transaction of the database, spec 12 §12.7.1). The node keeps
+        it (``node/pg.py``)."""
         self.watches = Watches()
         """What the other nodes watch: the events of those threads are told to every node,
         the others' only to a node that runs the thread (spec 12 §12.7.6)."""
@@ -206,7 +206,7 @@ class PostgresStore(TxStore):
         version = schema.migrate(conn)
         found = conn.execute("SELECT current_schema()").fetchone()
         self.schema = str(found[0]) if found else "public"
-        self.sql.use_channels(notify.channels(self.schema))
+        self.sql.use_channels(channels(self.schema))
         return version
 
     async def claim_runner(self) -> None:
@@ -215,63 +215,31 @@ class PostgresStore(TxStore):
         if self._closed:
             raise StoreError("store is closed")
 
-    # -- this node's row (spec 12 §12.2) ---------------------------------------------------
-    async def register_node(self) -> None:
-        await self._write(cluster.register_node, self.node_id, socket.gethostname(), os.getpid())
+    def fenced(self, fence: Fence | None) -> PostgresStore | FencedStore:
+        """This store with ``fence`` passed to every write (an execution's writes, spec 12
+        §12.3.3): a view sharing its connections, pool and state."""
+        return self if fence is None else FencedStore(self, fence)
 
-    async def heartbeat(self) -> bool:
+    # -- writes of the node (``node/pg.py``), not of the Store protocol -----------------
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, clock, *args)`` in a write transaction: the node's row (spec 12 §12.2)."""
+        return await self._write(fn, *args)
+
+    async def write_aside(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, clock, *args)`` in a write transaction on the heartbeat's own thread
+        and connection, without waiting for the WAL flush (a heartbeat lost in a crash is
+        no loss) and not counted in ``commits``: a heartbeat queued behind the node's data
+        work would be late under load and fence a node whose database is fine."""
         if self._closed:
-            return False
-        try:
-            others = await asyncio.get_running_loop().run_in_executor(
-                self._beats,
-                self._run_write,
-                cluster.heartbeat,
-                (self.node_id, socket.gethostname(), os.getpid()),
-                False,  # no wait for the WAL flush: a heartbeat lost in a crash is no loss
-                None,
-                False,
-            )
-        except (psycopg.Error, StoreError, OSError):
-            return False
-        self.peers = bool(others)
-        self.watches.keep_only(others)
-        return True
-
-    # -- notifications (spec 12 §12.4, §12.5, §12.7) ------------------------------------
-    async def listen(self, on_notice: notify.OnNotice, on_connected: notify.OnConnected) -> None:
-        """LISTEN on this schema's channels until ``close``; ``on_notice(topic, payload)``
-        for each notification, ``on_connected(first)`` after each (re)connection."""
-        if self.notifications is None:
-            self.notifications = notify.Notifications(
-                self.url, self.sql.channels, self.safe_url, str(self.node_id)
-            )
-            await self.notifications.start(on_notice, on_connected)
-
-    async def notify(self, topic: str, payload: dict[str, Any]) -> bool:
-        """Send a notification now, outside data transactions (``False`` if it failed)."""
-        if self.notifications is None:
-            return False
-        return await self.notifications.notify(topic, payload)
-
-    def watch(self, node: str, thread_ids: list[str], on: bool) -> None:
-        self.watches.watch(node, thread_ids, on)
-
-    def watch_lists(self, node: str, on: bool) -> None:
-        self.watches.watch_lists(node, on)
-
-    async def set_draining(self) -> None:
-        await self._write(cluster.set_draining, self.node_id)
-
-    async def remove_node(self) -> None:
-        await self._write(cluster.remove_node, self.node_id)
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._beats, self._run_write, fn, args, False, None, False
+        )
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.notifications is not None:
-            await self.notifications.close()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._executor.shutdown(wait=True)
         )
@@ -289,10 +257,12 @@ class PostgresStore(TxStore):
             self._executor, self._run_read, fn, args
         )
 
-    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+    async def _write(
+        self, fn: Callable[..., T], *args: Any, durable: bool = True, fence: Fence | None = None
+    ) -> T:
+        """``fence``: the lease a write of its thread is checked against (``fenced``)."""
         if self._closed:
             raise StoreError("store is closed")
-        fence = current_fence.get()  # the caller's: an execution's writes are fenced
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, self._run_write, fn, args, durable, fence
         )
@@ -371,3 +341,36 @@ class PostgresStore(TxStore):
             attempt += 1
             self.retries += 1
             time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+
+
+class FencedStore(TxStore):
+    """A PostgreSQL store's writes with an execution's fence (``PostgresStore.fenced``):
+    the same transactions on the same pool, each write passed the fence."""
+
+    kind = "postgres"
+    shared = True
+
+    def __init__(self, store: PostgresStore, fence: Fence) -> None:
+        self.store = store
+        self.fence = fence
+        self.url = store.url
+        self.clock = store.clock
+        self.node_id = store.node_id
+
+    def fenced(self, fence: Fence | None) -> PostgresStore | FencedStore:
+        return self.store.fenced(fence)
+
+    async def claim_runner(self) -> None:
+        await self.store.claim_runner()
+
+    async def close(self) -> None:
+        """Nothing of its own: the store it views is closed by its owner."""
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.store._read(fn, *args)
+
+    async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.store._point_read(fn, *args)
+
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        return await self.store._write(fn, *args, durable=durable, fence=self.fence)

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
 from threadloom.store.core.runner import TxStore
-from threadloom.store.shapes import Clock, system_clock_us
+from threadloom.store.shapes import Clock, Fence, system_clock_us
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.dialect import SqliteConnection
 from threadloom.store.sqlite.process_lock import ProcessLock
@@ -169,6 +169,11 @@ class SqliteStore(Transactions, TxStore):
         self._wconn = conn
         if self.write_mode != "thread":
             self._iconn = self._connect(busy_timeout_ms=0)
+
+    def fenced(self, fence: Fence | None) -> SqliteStore:
+        """Itself: its threads carry no leases (one process runs them), so no write is
+        checked against a fence (spec 12 §12.3.3)."""
+        return self
 
     async def claim_runner(self) -> None:
         """Lock ``<file>.lock`` for this process (``process_lock``); ``StoreLocked`` when

@@ -1,11 +1,11 @@
 """What one node tells the others and hears from them (spec 12 §12.4, §12.5, §12.7).
 
-Where several nodes share a store, each LISTENs (``Store.listen``) and:
+Where several nodes share a store, each LISTENs (``Cluster.listen``) and:
 
 - ``events``: another node committed event rows of a thread. Its warm history and its
   knowledge of the queue become doubtful (``ThreadHub.note_foreign``); a thread with
   subscribers here has the rows read and delivered in ``seq`` order
-  (``thread/delivery.py``); a thread whose run here keeps a live history has the changed
+  (``node/delivery.py``); a thread whose run here keeps a live history has the changed
   messages read into it.
 - ``wake``: work was queued. The owner wakes its run; a node that could not start it
   (draining) says so, and the others try.
@@ -21,7 +21,9 @@ Where several nodes share a store, each LISTENs (``Store.listen``) and:
   ``joined`` (a node started: notify from now on).
 
 The node that writes a change publishes it to its own subscribers from memory and skips
-its own notifications.
+its own notifications. What the relay asks of the engine goes through ``NodeHost``
+(``node/host.py``); what the engine tells the other nodes comes in through ``Peers``, which
+the relay implements.
 """
 
 from __future__ import annotations
@@ -31,18 +33,18 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from threadloom.engine import results
 from threadloom.errors import EventOverflow, ThreadNotFound
+from threadloom.node.cluster import Cluster
+from threadloom.node.delivery import order_delivery
+from threadloom.node.host import ChildResult, NodeHost
+from threadloom.node.liveness import Liveness
 from threadloom.records import AttachmentRef
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import Store
 from threadloom.thread.events import ThreadEvent
-from threadloom.thread.hub import LISTED
+from threadloom.thread.hub import LISTED, ThreadHub
 from threadloom.thread.state import ThreadState
-
-if TYPE_CHECKING:
-    from threadloom.engine.runtime import Runtime
 
 logger = logging.getLogger("threadloom.engine")
 
@@ -81,12 +83,17 @@ call's result names none)."""
 
 
 class Relay:
-    """One node's side of the notifications."""
+    """One node's side of the notifications; the engine's ``Peers``."""
 
     def __init__(
-        self, runtime: Runtime, coalesce_s: float = COALESCE_S, recheck_s: float = RECHECK_S
+        self,
+        host: NodeHost,
+        hub: ThreadHub,
+        cluster: Cluster,
+        coalesce_s: float = COALESCE_S,
+        recheck_s: float = RECHECK_S,
     ) -> None:
-        self.runtime = runtime
+        self.host = host
         self.coalesce_s = coalesce_s
         """How long deltas of one message are gathered before they are sent."""
         self.recheck_s = recheck_s
@@ -95,10 +102,14 @@ class Relay:
         """Threads this node told the others it streams (spec 12 §12.7.6)."""
         self._listing = False
         """Whether this node told the others it has thread-list sockets."""
-        self.hub = runtime.hub
-        self.store = runtime.store
-        self.node_id = runtime.store.node_id
-        self.delivery = self.hub.order_delivery()
+        self.hub = hub
+        self.store: Store = hub.store
+        self.cluster = cluster
+        self.node_id = cluster.node_id
+        self.liveness: Liveness | None = None
+        """The node's liveness, where it has one: nothing of its runs is relayed while it
+        is fenced, and a reconnection runs its sweep at once."""
+        self.delivery = order_delivery(hub, lambda: not cluster.peers)
         self.delivery.built = self._relayed
         self._tasks: set[asyncio.Task[Any]] = set()
         self._forwarders: dict[str, asyncio.Task[None]] = {}
@@ -127,12 +138,9 @@ class Relay:
         bus.on_listeners = self._listeners
 
     async def start(self) -> None:
-        self.runtime.runs.remote_abort = self.remote_abort
-        self.runtime.runs.on_refused_wake = self._refused_wake
-        self.runtime.runs.on_unwaited = self._unwaited
         self.hub.on_listed = self._listed
-        await self.store.listen(self._notice, self._connected)
-        await self.store.notify("control", {"a": "joined", "n": self.node_id})
+        await self.cluster.listen(self._notice, self._connected)
+        await self.cluster.notify("control", {"a": "joined", "n": self.node_id})
         self._spawn(self._rechecking())
 
     async def close(self) -> None:
@@ -156,7 +164,7 @@ class Relay:
     def _notice(self, topic: str, payload: dict[str, Any]) -> None:
         if payload.get("n") == self.node_id:
             return  # this node's own: published from memory already
-        self.store.peers = True  # another node writes: tell it what this one writes
+        self.cluster.peers = True  # another node writes: tell it what this one writes
         tid = str(payload.get("t") or "")
         if topic == "events":
             self.hub.note_foreign(tid)
@@ -178,9 +186,8 @@ class Relay:
             if kind in LISTED and self.hub.bus.wants(tid):
                 self.hub.bus.publish(ThreadEvent(tid, str(kind), None, {}, self.hub.clock()))
         elif topic == "wake":
-            runs = self.runtime.runs
-            if runs.run_of(tid) is not None or payload.get("d"):
-                runs.wake(tid)
+            if self.host.run_of(tid) is not None or payload.get("d"):
+                self.host.wake(tid)
         elif topic == "chunks":
             frame = payload.get("f") or {}
             kind, data = frame.get("k"), frame.get("d")
@@ -191,31 +198,30 @@ class Relay:
 
     def _control(self, tid: str, payload: dict[str, Any]) -> None:
         action = payload.get("a")
-        runs = self.runtime.runs
+        host = self.host
         if action == "abort":
-            if runs.run_of(tid) is not None:
+            if host.run_of(tid) is not None:
                 terminated = payload.get("at")
                 if isinstance(terminated, int):
                     self.hub.set_terminated(tid, terminated)
-                self._spawn(runs.abort(tid, str(payload.get("r") or "aborted_by_user")))
+                self._spawn(host.abort(tid, str(payload.get("r") or "aborted_by_user")))
         elif action == "result":
-            waiter = runs.waiters.get(str(payload.get("c") or ""))
-            if waiter is not None and not waiter.done():
+            if str(payload.get("c") or "") in host.waiting():
                 self._spawn(self._take_result(tid, payload))
         elif action == "watch":  # a node streams these threads: tell it their events
             threads = [str(t) for t in payload.get("ts") or ()]
-            self.store.watch(str(payload.get("n")), threads, bool(payload.get("on")))
+            self.cluster.watch(str(payload.get("n")), threads, bool(payload.get("on")))
             if payload.get("on"):
                 for thread_id in threads:  # its text so far, if it runs here
                     self._spawn(self._catchup_requested(thread_id))
         elif action == "lists":
-            self.store.watch_lists(str(payload.get("n")), bool(payload.get("on")))
+            self.cluster.watch_lists(str(payload.get("n")), bool(payload.get("on")))
         elif action == "joined":  # it knows nothing of what this node watches yet
             self._spawn(self._announce_all())
         elif action == "catchup":
             self._spawn(self._catchup_requested(tid))
         elif action == "deleted":
-            run = runs.run_of(tid)
+            run = host.run_of(tid)
             if run is not None and run.task is not None:
                 run.task.cancel()  # its writes would find no thread row anyway
             self.hub.forget(tid)
@@ -227,15 +233,14 @@ class Relay:
         the queue's safety net at once (spec 12 §12.7.4)."""
         if first:
             return
-        for child_id, waiter in list(self.runtime.runs.waiters.items()):
-            if not waiter.done():  # its ``result`` may have been missed
-                self._spawn(self._recheck_waiter(child_id))
+        for child_id in self.host.waiting():  # its ``result`` may have been missed
+            self._spawn(self._recheck_waiter(child_id))
         self.delivery.resync()
         await self._announce_all()  # the others may have missed a watch meanwhile
         for tid in self.delivery.threads:
             await self._ask_catchup(tid)
-        if self.runtime.liveness is not None:
-            await self.runtime.liveness.sweep()
+        if self.liveness is not None:
+            await self.liveness.sweep()
 
     async def _relay_status(self, tid: str, first: int, last: int) -> None:
         """Another node changed the status of a thread nobody here streams: the
@@ -247,8 +252,8 @@ class Relay:
     def _listed(self, tid: str, kind: str, data: dict[str, Any]) -> None:
         """This node published a thread-list event: the other nodes' ``/api/events``
         subscribers read the row (spec 12 §12.7.5)."""
-        if self.store.peers:
-            self._spawn(self.store.notify("registry", {"t": tid, "k": kind, "n": self.node_id}))
+        if self.cluster.peers:
+            self._spawn(self.cluster.notify("registry", {"t": tid, "k": kind, "n": self.node_id}))
 
     async def _reflect(self, tid: str, first: int, last: int) -> None:
         """Read another node's changes of messages into this node's live history."""
@@ -262,20 +267,20 @@ class Relay:
         if event.kind == "status" and (event.data.get("status") or {}).get("state") == "running":
             self._spawn(self._ask_catchup(event.thread_id))
 
-    def _refused_wake(self, thread_id: str) -> None:
+    def refused_wake(self, thread_id: str) -> None:
         """This node could not start the thread's run (draining): another node should."""
-        self._spawn(self.store.notify("wake", {"t": thread_id, "n": self.node_id, "d": 1}))
+        self._spawn(self.cluster.notify("wake", {"t": thread_id, "n": self.node_id, "d": 1}))
 
     # -- what this node watches (spec 12 §12.7.6) ----------------------------------------
     async def _announce(self, threads: list[str], on: bool) -> None:
         """Tell the other nodes this node streams ``threads`` (or no longer does), so
         they notify their events; the rows of a watched thread are read again a moment
         later, for what was committed before every node had heard."""
-        if not self.store.peers or not threads:
+        if not self.cluster.peers or not threads:
             return
         for start in range(0, len(threads), WATCH_BATCH):
             batch = threads[start : start + WATCH_BATCH]
-            await self.store.notify(
+            await self.cluster.notify(
                 "control", {"a": "watch", "ts": batch, "on": on, "n": self.node_id}
             )
         if on:
@@ -286,38 +291,38 @@ class Relay:
     async def _announce_all(self) -> None:
         await self._announce(sorted(self._watching), True)
         if self._listing:
-            await self.store.notify("control", {"a": "lists", "on": True, "n": self.node_id})
+            await self.cluster.notify("control", {"a": "lists", "on": True, "n": self.node_id})
 
     def _listeners(self, present: bool) -> None:
         """Thread-list sockets opened here (the first) or all closed: the others notify
         status changes of every thread while some node has them (spec 12 §12.7.5)."""
         self._listing = present
-        if self.store.peers:
+        if self.cluster.peers:
             payload = {"a": "lists", "on": present, "n": self.node_id}
-            self._spawn(self.store.notify("control", payload))
+            self._spawn(self.cluster.notify("control", payload))
 
     async def _rechecking(self) -> None:
         """Every ``recheck_s``, the streamed threads are read up to their heads: what a
         lost or late notification left out reaches the subscribers within that time."""
         while True:
             await asyncio.sleep(self.recheck_s)
-            if self.store.peers and self.delivery.threads:
+            if self.cluster.peers and self.delivery.threads:
                 self.delivery.resync()
 
     async def _ask_catchup(self, tid: str) -> None:
-        if self.store.peers and self.runtime.runs.run_of(tid) is None:
-            await self.store.notify("control", {"t": tid, "a": "catchup", "n": self.node_id})
+        if self.cluster.peers and self.host.run_of(tid) is None:
+            await self.cluster.notify("control", {"t": tid, "a": "catchup", "n": self.node_id})
 
     # -- the owner's forwarding of ephemeral frames (spec 12 §12.7.2, §12.7.3) ----------
     async def _catchup_requested(self, tid: str) -> None:
         """Forward the thread's run if it runs here, or starts within ``CATCHUP_WAIT_S``
         (a node that saw its ``running`` status may ask before the run is registered)."""
-        runs = self.runtime.runs
-        if runs.run_of(tid) is None:
-            if await self.store.live_owner(tid) not in (None, self.node_id):
+        host = self.host
+        if host.run_of(tid) is None:
+            if await self.cluster.live_owner(tid) not in (None, self.node_id):
                 return  # another node's run: its owner answers
             deadline = time.monotonic() + CATCHUP_WAIT_S
-            while runs.run_of(tid) is None:
+            while host.run_of(tid) is None:
                 if time.monotonic() >= deadline:
                     return
                 await asyncio.sleep(POLL_S)
@@ -334,7 +339,7 @@ class Relay:
 
     async def _send_catchup(self, tid: str) -> None:
         """One chunk with offset 0 and the text so far, per message being generated."""
-        run = self.runtime.runs.run_of(tid)
+        run = self.host.run_of(tid)
         if run is None:
             return
         for message_id in list(run.partial):
@@ -355,7 +360,7 @@ class Relay:
         pending_kind = ""
         flush_at = 0.0
         try:
-            while self.runtime.runs.run_of(tid) is not None or subscription.pending():
+            while self.host.run_of(tid) is not None or subscription.pending():
                 timeout = max(0.0, flush_at - time.monotonic()) if pending else 1.0
                 try:
                     event = await subscription.get(timeout)
@@ -402,27 +407,26 @@ class Relay:
             await self._send(tid, kind, {**data, "chunk": part, "offset": offset + start})
 
     async def _send(self, tid: str, kind: str, data: dict[str, Any]) -> None:
-        liveness = self.runtime.liveness
+        liveness = self.liveness
         if liveness is not None and liveness.fenced_now():
             return  # its runs may be another node's now: nothing of them is relayed
-        await self.store.notify(
+        await self.cluster.notify(
             "chunks", {"t": tid, "n": self.node_id, "f": {"k": kind, "d": data}}
         )
 
     # -- blocking calls whose child ran on another node ---------------------------------
-    def _unwaited(self, child: ThreadRow, prepared: results.Prepared) -> None:
+    def unwaited(self, result: ChildResult) -> None:
         """A child's run of a blocking relationship ended here and no call here waits for
         it: the node that runs the parent may. The result was delivered durably already
         (the parent's queue entry, or its registry status); this tells that node, which
         takes the queue entry back and answers its call instead."""
-        if not self.store.peers or child.parent_id is None:
+        if not self.cluster.peers:
             return
-        result, queued = prepared.result, prepared.delivery.entry
         payload: dict[str, Any] = {
-            "t": child.parent_id,
+            "t": result.parent_id,
             "a": "result",
-            "c": child.id,
-            "q": queued.id if queued is not None else None,
+            "c": result.child_id,
+            "q": result.queued_id,
             "s": result.success,
             "r": result.reason,
             "m": result.message_id,
@@ -430,10 +434,10 @@ class Relay:
         }
         if result.message_id is None:  # a fixed text (an abort, a stop): short
             payload["x"] = result.text[:RESULT_TEXT_LIMIT]
-        refs = [ref.model_dump() for ref in prepared.copied]
+        refs = [ref.model_dump() for ref in result.refs]
         if len(json.dumps(refs)) <= RESULT_REFS_LIMIT:
             payload["p"] = refs
-        self._spawn(self.store.notify("control", payload))
+        self._spawn(self.cluster.notify("control", payload))
 
     async def _take_result(self, parent_id: str, payload: dict[str, Any]) -> None:
         """The session result a blocking call here waits for came from another node: take
@@ -452,16 +456,16 @@ class Relay:
             if isinstance(message_id, str):
                 found = await self.store.get_message(child_id, message_id)
             text = (found.content or "") if found is not None else ""
-        result = results.SessionResult(
+        result = ChildResult(
+            child_id,
+            parent_id,
             bool(payload.get("s")),
             text,
             str(payload.get("r") or ""),
             message_id=message_id if isinstance(message_id, str) else None,
+            refs=[AttachmentRef.model_validate(ref) for ref in payload.get("p") or []],
         )
-        refs = [AttachmentRef.model_validate(ref) for ref in payload.get("p") or []]
-        waiter = self.runtime.runs.waiters.get(child_id)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(results.waited_result(child_id, result, refs))
+        self.host.answer(result)
 
     async def _recheck_waiter(self, child_id: str) -> None:
         """After notifications were missed: a result the child's node delivered to the
@@ -474,7 +478,7 @@ class Relay:
             metadata = entry.metadata or {}
             if entry.source != "subagent" or metadata.get("subagent_id") != child_id:
                 continue
-            parsed = results.parse_result_text(child_id, entry.content or "")
+            parsed = self.host.parse_result(child_id, entry.content or "")
             if parsed is None:
                 continue
             refs = [a.model_dump() for a in entry.attachments or [] if isinstance(a, AttachmentRef)]
@@ -486,8 +490,8 @@ class Relay:
     async def remote_abort(self, tid: str, reason: str) -> bool:
         """Have the owner abort the thread's run, or settle it here when the owner is
         dead; ``True`` once the status left ``running`` (within ``ABORT_WAIT_S``)."""
-        store = self.store
-        owner = await store.live_owner(tid)
+        store, cluster = self.store, self.cluster
+        owner = await cluster.live_owner(tid)
         if owner == self.node_id:
             return False  # this node's run has ended meanwhile
         if owner is None:
@@ -498,14 +502,14 @@ class Relay:
         payload: dict[str, Any] = {"t": tid, "a": "abort", "r": reason, "n": self.node_id}
         if row.terminated is not None:
             payload["at"] = row.terminated
-        await store.notify("control", payload)
+        await cluster.notify("control", payload)
         deadline = time.monotonic() + ABORT_WAIT_S
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
             row = await store.get_thread(tid)
             if row is None or row.status.state != "running":
                 return True
-            if await store.live_owner(tid) is None:  # died meanwhile: the user's request wins
+            if await cluster.live_owner(tid) is None:  # died meanwhile: the user's request wins
                 return await self._settle_here(tid, reason)
         return False
 
@@ -513,14 +517,10 @@ class Relay:
         row = await self.store.get_thread(tid)
         if row is None or row.status.state != "running":
             return False
-        done = await self.runtime.runs.settle_lost(tid, reason)
-        if done is None:
-            return False
-        await results.finish(self.runtime.runs, done[0], done[1])
-        return True
+        return await self.host.settle_lost(tid, reason)
 
     async def announce_deleted(self, deleted: list[str], owners: dict[str, str | None]) -> None:
         for tid in deleted:
             payload = {"t": tid, "a": "deleted", "u": owners.get(tid), "n": self.node_id}
             with contextlib.suppress(Exception):
-                await self.store.notify("control", payload)
+                await self.cluster.notify("control", payload)

@@ -16,6 +16,9 @@ subscriber's snapshot may not hold) are never dropped as old. Two kinds need not
 that read: an ephemeral frame with nothing held before it, and this node's own commit
 while no other node is known to write (a single node: its events are then buffered when
 the write returns, as without this ordering).
+
+The hub publishes through it once ``order_delivery`` routes it so (``ThreadHub.
+route_through``): the ordering is the node's, the hub only publishes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 from threadloom.store.base import StoredEvent
 from threadloom.thread.events import EventBus, ThreadEvent
+from threadloom.thread.hub import ThreadHub
 
 logger = logging.getLogger("threadloom.thread")
 
@@ -244,3 +248,20 @@ class OrderedDelivery:
                 self._hand(state, event)
                 if self.built is not None:
                     self.built(event)
+
+
+def order_delivery(hub: ThreadHub, alone: Callable[[], bool]) -> OrderedDelivery:
+    """Deliver each subscribed thread's events in ``seq`` order, whichever node wrote them
+    (spec 12 §12.7.1 rule 4), for a store several nodes share: the hub's publishing goes
+    through the returned delivery from now on (the one already routed, if any).
+    ``alone``: whether no other node is known to write the store now."""
+    if isinstance(hub.router, OrderedDelivery):
+        return hub.router
+
+    async def head(thread_id: str) -> int | None:
+        row = await hub.store.get_thread(thread_id)
+        return row.event_seq if row is not None else None
+
+    delivery = OrderedDelivery(hub.bus, head, hub.store.read_events, hub.relayed_event, alone)
+    hub.route_through(delivery)
+    return delivery

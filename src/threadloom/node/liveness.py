@@ -5,7 +5,7 @@ for ``ttl_s − 5 s`` (at least half the TTL) fences itself: it aborts its execu
 writing and starts none until a heartbeat succeeds again, so a node cut off from the
 database stops acting on the outside world before anyone may take its threads over. Every
 ``sweep_s`` (with up to a fifth of it as jitter, so the nodes' sweeps spread) it settles the
-runs lost with dead nodes (``Runtime.recover``, the same code as start-up recovery) and
+runs lost with dead nodes (``NodeHost.recover``, the same code as start-up recovery) and
 starts runs for queued threads that no live node runs — the safety net that bounds a
 delivery's delay when a wake-up was missed.
 
@@ -22,12 +22,11 @@ import random
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threadloom.errors import InvalidArgument, StoreUnavailable
-
-if TYPE_CHECKING:
-    from threadloom.engine.runtime import Runtime
+from threadloom.node.cluster import Cluster
+from threadloom.node.host import NodeHost
 
 logger = logging.getLogger("threadloom.engine")
 
@@ -105,8 +104,9 @@ class NodeTimings:
 class Liveness:
     """The heartbeat, self-fencing and sweeper of one node."""
 
-    def __init__(self, runtime: Runtime, timings: NodeTimings) -> None:
-        self.runtime = runtime
+    def __init__(self, host: NodeHost, cluster: Cluster, timings: NodeTimings) -> None:
+        self.host = host
+        self.cluster = cluster
         self.timings = timings
         self.fenced = False
         """True while the node's heartbeat has failed for too long (it runs nothing)."""
@@ -120,8 +120,8 @@ class Liveness:
         """Threads the last sweep found running under this node's lease with no run here."""
 
     async def start(self) -> None:
-        await self.runtime.store.register_node()
-        await self.runtime.store.heartbeat()  # learns whether other nodes are live
+        await self.cluster.register_node()
+        await self.cluster.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
@@ -177,43 +177,42 @@ class Liveness:
                 time.monotonic() - self._last_ok,
             )
             self.fenced = True
-            self.runtime.runs.drop_all()
+            self.host.drop_all()
 
     async def beat(self) -> None:
         """One heartbeat; fences the node, or lifts its fence, by the outcome."""
         started = time.monotonic()  # the row says when the write began, not when it ended
-        if await self.runtime.store.heartbeat():
+        if await self.cluster.heartbeat():
             self._last_ok = started
             if self.fenced:
                 logger.warning("node %s: heartbeat restored, running again", self.node_id)
                 try:  # the runs it dropped still name it: nobody else would settle them
-                    await self.runtime.recover(mine=True)
+                    await self.host.recover(mine=True)
                 except Exception:
                     logger.exception("settling the runs dropped while fenced failed")
                     return  # still fenced: tried again at the next heartbeat
                 self.fenced = False
-                self.runtime.runs.fenced = False
+                self.host.resume()
             return
         self._fence_if_late()
 
     async def sweep(self) -> None:
         """Settle the runs lost with dead nodes, then start the queues no live node runs."""
-        if self.fenced or self.runtime.runs.closing:
+        if self.fenced or self.host.closing:
             return
         self.sweeps += 1
-        await self.runtime.recover()
+        await self.host.recover()
         await self._orphans()
-        for thread_id in await self.runtime.store.claimable_queues():
-            self.runtime.runs.wake(thread_id)
+        for thread_id in await self.cluster.claimable_queues():
+            self.host.wake(thread_id)
 
     async def _orphans(self) -> None:
         """Settle the runs the store says this node runs while no execution here does
         (spec 12 §12.6.6): a run whose task ended without its settlement. A thread is
         settled when two sweeps in a row found it so — never one between its start's
         commit and its registration."""
-        runs = self.runtime.runs
-        held = await self.runtime.store.lost_runs(limit=1_000, mine=True)
-        found = {t for t in held if not runs.owns(t)}
+        held = await self.cluster.lost_runs(limit=1_000, mine=True)
+        found = {t for t in held if not self.host.owns(t)}
         confirmed, self._suspects = found & self._suspects, found - self._suspects
         if confirmed:
             logger.error(
@@ -222,11 +221,11 @@ class Liveness:
                 len(confirmed),
                 ", ".join(sorted(confirmed)),
             )
-            await self.runtime.recover(threads=sorted(confirmed))
+            await self.host.recover(threads=sorted(confirmed))
 
     @property
     def node_id(self) -> str | None:
-        return self.runtime.store.node_id
+        return self.cluster.node_id
 
 
 def _report(what: str, task: asyncio.Task[None]) -> None:
