@@ -24,6 +24,7 @@ FLOORS: list[tuple[str, ...]] = [
         "retry_after",
     ),
     ("store",),
+    ("wire",),
     ("providers", "testing"),
     ("define",),
     ("thread",),
@@ -86,3 +87,17 @@ def test_nothing_above_store_depends_on_sqlite() -> None:
     ]
     assert violations == []
     assert len(_modules()) > 20  # the walk found the package
+
+
+def test_wire_imports_only_the_records_floor() -> None:
+    """``wire/`` is the HTTP contract: pydantic models over records, nothing of the engine,
+    the thread floor, the store or the server (so the client can use it without them)."""
+    allowed = (*FLOORS[0], "wire")
+    violations = [
+        f"{module} imports {imported}"
+        for module, path in _modules()
+        if module.startswith("threadloom.wire")
+        for imported in _imports(path)
+        if imported == "threadloom" or imported.split(".")[1] not in allowed
+    ]
+    assert violations == []

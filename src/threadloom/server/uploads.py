@@ -10,9 +10,6 @@ that is not blank, a MIME type, data), ``check_uploads_fit`` the size limits of 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +17,7 @@ from threadloom.records import AttachmentRef
 from threadloom.server.errors import ApiError, Problems
 from threadloom.thread.files import file_limits
 from threadloom.thread.state import ThreadState
+from threadloom.wire.patterns import decode_base64, is_mime_type
 
 if TYPE_CHECKING:
     from threadloom.thread.hub import ThreadHub
@@ -27,29 +25,6 @@ if TYPE_CHECKING:
 MAX_ITEMS = 20
 MAX_DATA = 20 * 1024 * 1024
 MAX_THUMBNAIL = 1024 * 1024
-END = r"$(?![\s\S])"
-"""A pattern's end of the text, a final newline not excused: Python's ``$`` (which
-schemathesis judges by) also matches before one, ECMA-262's does not."""
-MIME_TYPE = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
-MIME_PATTERN = f"^{MIME_TYPE}{END}"
-"""A ``type/subtype`` without parameters, as ``/openapi.json`` declares it."""
-_MIME = re.compile(MIME_TYPE)
-_B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-"""Whitespace as ``str.strip`` and ``str.split`` see it, for a pattern's character class
-(``\\s`` differs between regular expression engines: ECMA-262's lacks ``\\x1c``-``\\x1f``)."""
-_WS = rf"[{WHITESPACE}]*"
-_B64_CHAR = rf"[A-Za-z0-9+/]{_WS}"
-_B64_LAST = (
-    rf"(?:{_B64_CHAR}){{4}}(?:={_WS}){{0,2}}|(?:{_B64_CHAR}){{2}}(?:={_WS}){{0,2}}"
-    rf"|(?:{_B64_CHAR}){{3}}(?:={_WS})?"
-)
-_B64_SOME = rf"(?:(?:{_B64_CHAR}){{4}})*(?:{_B64_LAST})"
-BASE64_PATTERN = rf"^{_WS}{_B64_SOME}$"
-"""What ``decode_base64`` decodes to at least one byte, as a JSON Schema pattern:
-standard base64, whitespace anywhere, the padding optional."""
-BASE64_OR_EMPTY_PATTERN = rf"^{_WS}(?:{_B64_SOME})?$"
-"""What ``decode_base64`` decodes, the empty text included."""
 
 
 @dataclass(frozen=True)
@@ -60,23 +35,6 @@ class Upload:
     width: int | None
     height: int | None
     description: str | None
-
-
-def is_mime_type(text: object) -> bool:
-    """A ``type/subtype`` string without parameters."""
-    return isinstance(text, str) and _MIME.fullmatch(text) is not None
-
-
-def decode_base64(text: str) -> bytes | None:
-    """Standard base64 (padding optional, whitespace ignored), else None."""
-    compact = "".join(text.split())
-    if not _B64.match(compact):
-        return None
-    compact += "=" * (-len(compact) % 4)
-    try:
-        return base64.b64decode(compact, validate=True)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _dimension(item: dict[str, Any], key: str, at: str, problems: Problems) -> int | None:

@@ -15,7 +15,6 @@ from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
-from threadloom.server.schemas import MAX_DATE_S, NOT_ACCEPTED, RESERVED_METADATA
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
@@ -25,6 +24,8 @@ from threadloom.server.uploads import (
 )
 from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
+from threadloom.wire.messages import RESERVED_METADATA
+from threadloom.wire.threads import MAX_DATE_S, NOT_ACCEPTED
 
 
 class ThreadIdConvertor(StringConvertor):

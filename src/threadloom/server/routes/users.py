@@ -10,10 +10,8 @@ from fastapi.responses import JSONResponse
 from threadloom import errors as E
 from threadloom.server import deps
 from threadloom.server.accounts import (
-    APP_ROLE,
     KNOWN_PERMISSIONS,
     ROLES,
-    USERNAME,
     issue_api_key,
     key_json,
     new_user,
@@ -21,9 +19,10 @@ from threadloom.server.accounts import (
     user_json,
 )
 from threadloom.server.errors import ApiError, Problems
-from threadloom.server.passwords import MIN_PASSWORD_LENGTH, hash_password_async
+from threadloom.server.passwords import hash_password_async
 from threadloom.server.principal import Principal
 from threadloom.store.base import UserPatch
+from threadloom.wire.users import APP_ROLE, MIN_PASSWORD_LENGTH, USERNAME
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
 users = APIRouter(prefix="/api/users", tags=["users"])
