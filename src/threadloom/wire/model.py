@@ -10,9 +10,9 @@ answer. The route groups' modules (``threads``, ``messages`` …) build their mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 Absent = SkipJsonSchema[None]
@@ -42,11 +42,29 @@ def examples(
 
 
 class Body(BaseModel):
-    """A JSON object of a request: unknown keys are ignored (spec 08 §8.1.1 rule 5)."""
+    """A JSON object of a request: unknown keys are ignored (spec 08 §8.1.1 rule 5). A
+    required key that is absent is checked as ``null`` (its field's rule says what is
+    wrong, in the spec's words, rather than "is required")."""
 
     model_config = ConfigDict(
         extra="allow", json_schema_extra=_no_null_defaults, regex_engine="python-re"
     )
+
+    one_problem: ClassVar[bool] = False
+    """Answer only the first problem (a route whose spec checks one field at a time)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_as_null(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            missing = [
+                name
+                for name, field in cls.model_fields.items()
+                if field.is_required() and (field.alias or name) not in data
+            ]
+            if missing:
+                return {**data, **dict.fromkeys(missing)}
+        return data
 
 
 class Answer(BaseModel):
