@@ -25,33 +25,8 @@ from threadloom.wire.patterns import (
     decode_base64,
     is_mime_type,
 )
-from threadloom.wire.problems import check, check_then, refuse
+from threadloom.wire.problems import boolean_value, check, check_then, integer_from, refuse
 from threadloom.wire.query import LIMIT, OFFSET, boolean, choice, integer, text
-
-# -- rules of single values ------------------------------------------------------------------
-
-
-def boolean_value(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise refuse("must be a boolean")
-    return value
-
-
-def integer_from(low: int, high: int) -> Callable[[Any], int | None]:
-    """An integer from ``low`` to ``high`` or null; ``3.0`` is the integer 3, as in JSON
-    Schema; ``true`` is not an integer."""
-
-    def rule(value: Any) -> int | None:
-        if value is None:
-            return None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise refuse(f"must be an integer from {low} to {high}")
-        return value
-
-    return rule
-
 
 # -- shared parts of bodies ------------------------------------------------------------------
 

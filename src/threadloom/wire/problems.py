@@ -61,6 +61,34 @@ def check_then(rule: Callable[[Any], Any]) -> WrapValidator:
     return WrapValidator(validate)
 
 
+# -- rules many bodies share ----------------------------------------------------------------
+
+
+def boolean_value(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise refuse("must be a boolean")
+    return value
+
+
+def integer_from(low: int, high: int) -> Callable[[Any], int | None]:
+    """An integer from ``low`` to ``high`` or null; ``3.0`` is the integer 3, as in JSON
+    Schema; ``true`` is not an integer."""
+
+    def rule(value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise refuse(f"must be an integer from {low} to {high}")
+        return value
+
+    return rule
+
+
+# -- the mapper ------------------------------------------------------------------------------
+
+
 def field_name(loc: Sequence[int | str], prefix: str = "") -> str:
     """``("attachments", 0, "name")`` → ``attachments[0].name``; below ``prefix`` (a field
     already rendered) when one is given."""

@@ -21,7 +21,7 @@ from threadloom.server.uploads import (
 )
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import delete_with_cascade
-from threadloom.wire.messages import PatchMessage, SendMessage
+from threadloom.wire.messages import PatchMessage, SendAccepted, SendMessage
 
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
 
@@ -115,24 +115,22 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
         )
     except DuplicateMessage as dup:
         await remove_uploads(state, refs)
-        return JSONResponse(
-            {
-                "status": "duplicate",
-                "queueId": dup.message_id if dup.queued else None,
-                "messageId": dup.message_id,
-                "message": "Duplicate of an earlier send; nothing was stored.",
-            },
-            status_code=200,
+        duplicate = SendAccepted(
+            status="duplicate",
+            queueId=dup.message_id if dup.queued else None,
+            messageId=dup.message_id,
+            message="Duplicate of an earlier send; nothing was stored.",
         )
+        return JSONResponse(duplicate.model_dump(), status_code=200)
     except BaseException:
         await remove_uploads(state, refs)
         raise
-    return {
-        "status": "queued",
-        "queueId": view.id,
-        "messageId": view.id,
-        "message": "Message queued for processing. Connect via WebSocket for real-time updates.",
-    }
+    return SendAccepted(
+        status="queued",
+        queueId=view.id,
+        messageId=view.id,
+        message="Message queued for processing. Connect via WebSocket for real-time updates.",
+    ).model_dump()
 
 
 @router.patch(
