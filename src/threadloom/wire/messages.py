@@ -175,7 +175,7 @@ class MessagePage(Answer):
 
     messages: list[Message]
     total: int
-    hasMore: bool
+    has_more: bool = Field(alias="hasMore")
     seq: int
 
 

@@ -67,11 +67,18 @@ class Body(BaseModel):
         return data
 
 
+def _open_object(schema: dict[str, Any]) -> None:
+    """Extra keys are allowed, as JSON Schema's default says without stating it."""
+    schema.pop("additionalProperties", None)
+
+
 class Answer(BaseModel):
     """A documented answer: keys beyond those listed may be added later (forward
-    compatibility, spec 08 §8.1.1 rule 5), so extra keys stay allowed."""
+    compatibility, spec 08 §8.1.1 rule 5), so extra keys stay allowed, and a client reading
+    one keeps them. Fields are filled by name or alias; the server answers
+    ``model_dump(by_alias=True)``."""
 
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(populate_by_name=True, extra="allow", json_schema_extra=_open_object)
 
 
 # -- errors (§8.1.3) -------------------------------------------------------------------------

@@ -99,7 +99,7 @@ async def stop_thread(
         message="Thread execution stopped",
         wasRunning=was_running,
         settled=after is None or after.status.state != "running",
-    ).model_dump()
+    ).model_dump(by_alias=True)
 
 
 @router.post("/terminate", summary="Terminate the thread")
@@ -112,4 +112,4 @@ async def terminate_thread(
     at = await runtime.terminate(row.id, cascade=cascade)
     return Terminated(
         success=True, threadId=row.id, terminated=at, alreadyTerminated=already
-    ).model_dump()
+    ).model_dump(by_alias=True)

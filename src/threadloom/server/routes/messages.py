@@ -121,7 +121,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
             messageId=dup.message_id,
             message="Duplicate of an earlier send; nothing was stored.",
         )
-        return JSONResponse(duplicate.model_dump(), status_code=200)
+        return JSONResponse(duplicate.model_dump(by_alias=True), status_code=200)
     except BaseException:
         await remove_uploads(state, refs)
         raise
@@ -130,7 +130,7 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
         queueId=view.id,
         messageId=view.id,
         message="Message queued for processing. Connect via WebSocket for real-time updates.",
-    ).model_dump()
+    ).model_dump(by_alias=True)
 
 
 @router.patch(
