@@ -17,6 +17,7 @@ FLOORS: list[tuple[str, ...]] = [
         "retry_after",
     ),
     ("store",),
+    ("wire",),
     ("providers", "testing"),
     ("define",),
     ("thread",),
@@ -128,3 +129,17 @@ def test_node_has_no_import_circle() -> None:
     circle, not even through ``TYPE_CHECKING`` or a function-local import."""
     assert len([m for m, _ in _modules() if m.startswith("threadloom.node.")]) >= 5
     assert _circle_in("node") == []
+
+
+def test_wire_imports_only_the_records_floor() -> None:
+    """``wire/`` is the HTTP contract: pydantic models over records, nothing of the engine,
+    the thread floor, the store or the server (so the client can use it without them)."""
+    allowed = (*FLOORS[0], "wire")
+    violations = [
+        f"{module} imports {imported}"
+        for module, path in _modules()
+        if module.startswith("threadloom.wire")
+        for imported in _imports(path)
+        if imported == "threadloom" or imported.split(".")[1] not in allowed
+    ]
+    assert violations == []

@@ -14,8 +14,8 @@ import pytest
 from fastapi.routing import APIRoute
 
 from threadloom.server.app import _build
-from threadloom.server.openapi import OPERATIONS
 from threadloom.server.settings import ServerSettings
+from threadloom.wire.routes import OPERATIONS
 
 APP = _build(ServerSettings())
 DOC = APP.openapi()

@@ -15,17 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadloom.errors import InvalidPath
-from threadloom.server import schemas as S
 from threadloom.server.auth.tickets import normalized_api_path
 from threadloom.server.routes.files import valid_mime
-from threadloom.server.uploads import (
+from threadloom.thread.filetypes import normalize_path
+from threadloom.wire import patterns as P
+from threadloom.wire.patterns import (
     BASE64_OR_EMPTY_PATTERN,
     BASE64_PATTERN,
     MIME_PATTERN,
     decode_base64,
     is_mime_type,
 )
-from threadloom.thread.filetypes import normalize_path
 
 SPACES = "\t\n\x0b\x0c\r\x1c\x1f \x85\xa0\u2000\u3000\ufeff"
 """Whitespace of every engine's notion, and a character some call whitespace (U+FEFF)."""
@@ -52,11 +52,11 @@ CASES: dict[str, tuple[str, Callable[[str], bool], str]] = {
     "base64": (BASE64_PATTERN, _decodes_some, "Aa0+/=" + SPACES),
     "base64 or empty": (BASE64_OR_EMPTY_PATTERN, _decodes, "Aa0+/=" + SPACES),
     "upload MIME type": (MIME_PATTERN, is_mime_type, "a0/+.;= \n" + SPACES),
-    "file MIME type": (S.FILE_MIME, valid_mime, "a0/+.;= \n\x7f" + SPACES),
-    "thread path": (S.THREAD_PATH, _path_ok, "a/.\\\x01\x7f \n" + SPACES),
-    "path below the root": (S.BELOW_ROOT, lambda t: _path_ok(t) and t.strip("/") != "", "a/."),
-    "ticket path": (S.API_PATH, normalized_api_path, "/apia.?#\n"),
-    "not blank": (S.NOT_BLANK, lambda t: bool(t.strip()), "a" + SPACES),
+    "file MIME type": (P.FILE_MIME, valid_mime, "a0/+.;= \n\x7f" + SPACES),
+    "thread path": (P.THREAD_PATH, _path_ok, "a/.\\\x01\x7f \n" + SPACES),
+    "path below the root": (P.BELOW_ROOT, lambda t: _path_ok(t) and t.strip("/") != "", "a/."),
+    "ticket path": (P.API_PATH, normalized_api_path, "/apia.?#\n"),
+    "not blank": (P.NOT_BLANK, lambda t: bool(t.strip()), "a" + SPACES),
 }
 
 

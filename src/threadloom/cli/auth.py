@@ -26,12 +26,13 @@ import typer
 from rich.console import Console
 
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
-from threadloom.server.auth.accounts import APP_ROLE, ROLES, USERNAME, issue_api_key, new_user
-from threadloom.server.auth.passwords import MIN_PASSWORD_LENGTH, hash_password
+from threadloom.server.auth.accounts import ROLES, issue_api_key, new_user
+from threadloom.server.auth.passwords import hash_password
 from threadloom.server.auth.principal import digest
 from threadloom.server.settings import DEFAULT_STORE
 from threadloom.store import open_store
 from threadloom.store.base import ApiKeyRow, Store, UserPatch, UserRow
+from threadloom.wire.users import APP_ROLE, MIN_PASSWORD_LENGTH, USERNAME
 
 T = TypeVar("T")
 

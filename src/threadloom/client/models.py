@@ -2,7 +2,9 @@
 
 Field names are snake_case; where the wire spells a key in camelCase (spec 08) the field has that
 alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server does not break
-an older client; message records are ``threadloom.records.Message``.
+an older client; message records are ``threadloom.records.Message``. Where the server's answer
+model (``threadloom.wire``) has the client's shape, it is the client's model too
+(``MessagePage``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from threadloom.records import AttachmentRef, FileRecord, Message, ThreadStatus
+from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
+from threadloom.wire.messages import MessagePage
 
 __all__ = [
     "Accepted",
@@ -173,15 +176,6 @@ class SubagentEntry(Wire):
     description: str | None = None
     created_at: int | None = Field(None, alias="createdAt")
     spawn_group_id: str | None = Field(None, alias="spawnGroupId")
-
-
-class MessagePage(Wire):
-    """``GET /messages``: records in canonical order and the stream head ``seq``."""
-
-    messages: list[Message]
-    total: int
-    has_more: bool = Field(alias="hasMore")
-    seq: int = 0
 
 
 class SendResult(Wire):

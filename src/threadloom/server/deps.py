@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import Depends, Request
+from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
 from threadloom.engine.runtime import Runtime
@@ -29,8 +30,11 @@ from threadloom.server.pipeline import origin_guard_fails, own_origin
 from threadloom.server.settings import ServerSettings, is_loopback_host
 from threadloom.store.base import ThreadRow, system_clock_us
 from threadloom.thread.state import ThreadState
+from threadloom.wire.model import Body
+from threadloom.wire.problems import problems_of
 
 T = TypeVar("T")
+B = TypeVar("B", bound=Body)
 MAX_INT = 2**63
 
 
@@ -327,6 +331,25 @@ async def json_object(
     if problems:
         raise invalid(f"{problems[0][0]} {problems[0][1]}", problems)
     return value
+
+
+def parse(model: type[B], body: dict[str, Any]) -> B:
+    """``body`` (a JSON object, ``json_object``) as the request model ``model``, else the
+    400 of spec 08 §8.1.3 in the model's words: the first problem's sentence, every
+    problem (the first only, for a model that says so) as ``details``."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        found = problems_of(error)
+        if model.one_problem:
+            found = found[:1]
+        raise invalid(found[0].message, [(p.field, p.problem) for p in found]) from None
+
+
+async def body_of(request: Request, model: type[B], limit: int | None = None) -> B:
+    """The request's JSON object body as ``model`` (415, 413 and 400 as ``json_object``
+    and ``parse`` answer)."""
+    return parse(model, await json_object(request, limit))
 
 
 MAX_JSON_DEPTH = 100

@@ -11,45 +11,21 @@ that is not blank, a MIME type, data), ``check_uploads_fit`` the size limits of 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from threadloom.server.errors import ApiError, Problems
 from threadloom.thread.files import file_limits
 from threadloom.thread.state import ThreadState
+from threadloom.wire.messages import Upload as UploadItem
+from threadloom.wire.messages import Uploads
+from threadloom.wire.patterns import decode_base64
+from threadloom.wire.problems import problems_of
 
 if TYPE_CHECKING:
     from threadloom.thread.hub import ThreadHub
-
-MAX_ITEMS = 20
-MAX_DATA = 20 * 1024 * 1024
-MAX_THUMBNAIL = 1024 * 1024
-END = r"$(?![\s\S])"
-"""A pattern's end of the text, a final newline not excused: Python's ``$`` (which
-schemathesis judges by) also matches before one, ECMA-262's does not."""
-MIME_TYPE = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*"
-MIME_PATTERN = f"^{MIME_TYPE}{END}"
-"""A ``type/subtype`` without parameters, as ``/openapi.json`` declares it."""
-_MIME = re.compile(MIME_TYPE)
-_B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-"""Whitespace as ``str.strip`` and ``str.split`` see it, for a pattern's character class
-(``\\s`` differs between regular expression engines: ECMA-262's lacks ``\\x1c``-``\\x1f``)."""
-_WS = rf"[{WHITESPACE}]*"
-_B64_CHAR = rf"[A-Za-z0-9+/]{_WS}"
-_B64_LAST = (
-    rf"(?:{_B64_CHAR}){{4}}(?:={_WS}){{0,2}}|(?:{_B64_CHAR}){{2}}(?:={_WS}){{0,2}}"
-    rf"|(?:{_B64_CHAR}){{3}}(?:={_WS})?"
-)
-_B64_SOME = rf"(?:(?:{_B64_CHAR}){{4}})*(?:{_B64_LAST})"
-BASE64_PATTERN = rf"^{_WS}{_B64_SOME}$"
-"""What ``decode_base64`` decodes to at least one byte, as a JSON Schema pattern:
-standard base64, whitespace anywhere, the padding optional."""
-BASE64_OR_EMPTY_PATTERN = rf"^{_WS}(?:{_B64_SOME})?$"
-"""What ``decode_base64`` decodes, the empty text included."""
 
 
 @dataclass(frozen=True)
@@ -62,81 +38,41 @@ class Upload:
     description: str | None
 
 
-def is_mime_type(text: object) -> bool:
-    """A ``type/subtype`` string without parameters."""
-    return isinstance(text, str) and _MIME.fullmatch(text) is not None
+def uploads_of(items: list[UploadItem] | None) -> list[Upload]:
+    """The checked items of a body (``wire.messages.Upload``) as uploads to store."""
+    return [
+        Upload(it.name, it.mimeType, it.data, it.width, it.height, it.description)
+        for it in items or ()
+    ]
 
 
-def decode_base64(text: str) -> bytes | None:
-    """Standard base64 (padding optional, whitespace ignored), else None."""
-    compact = "".join(text.split())
-    if not _B64.match(compact):
-        return None
-    compact += "=" * (-len(compact) % 4)
-    try:
-        return base64.b64decode(compact, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _dimension(item: dict[str, Any], key: str, at: str, problems: Problems) -> int | None:
-    value = item.get(key)
-    return None if value is None else problems.integer(value, f"{at}.{key}", 1, 100_000)
+_UPLOADS: TypeAdapter[list[UploadItem] | None] = TypeAdapter(Uploads | None)
 
 
 def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
-    """Validate ``value`` as a list of upload items; problems are added, never raised."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        problems.add(at, "must be an array")
-        return []
-    if len(value) > MAX_ITEMS:
-        problems.add(at, f"must have at most {MAX_ITEMS} items")
+    """Check ``value`` as a list of upload items (``wire.messages.Uploads``, the rules and
+    texts of the send's ``attachments``); problems are added, never raised."""
+    try:
+        return uploads_of(_UPLOADS.validate_python(value))
+    except ValidationError as error:
+        found = problems_of(error, at)
+        for p in found:
+            problems.add(p.field, p.problem, p.message)
+        return _whole_items(value, at, {p.field for p in found})
+
+
+def _whole_items(value: Any, at: str, bad: set[str]) -> list[Upload]:
+    """The items of a refused list whose name, MIME type and data passed: they count as
+    attachments for the caller's other rules (an initial message with one is not blank)."""
+    if not isinstance(value, list) or at in bad:
         return []
     out: list[Upload] = []
     for i, item in enumerate(value):
         here = f"{at}[{i}]"
-        if not isinstance(item, dict):
-            problems.add(here, "must be an object")
+        if here in bad or any(f"{here}.{key}" in bad for key in ("name", "mimeType", "data")):
             continue
-        name = item.get("name")
-        if (
-            not isinstance(name, str)
-            or not 1 <= len(name) <= 255
-            or not name.strip()
-            or any(c in name for c in "/\\\x00")
-        ):
-            problems.add(
-                f"{here}.name", "must be 1-255 characters, not blank, without '/', '\\' or NUL"
-            )
-            name = None
-        mime = item.get("mimeType")
-        if not isinstance(mime, str) or not is_mime_type(mime):
-            problems.add(f"{here}.mimeType", "must be a MIME type such as image/png")
-            mime = None
-        raw = item.get("data")
-        data = decode_base64(raw) if isinstance(raw, str) else None
-        if data is None:
-            problems.add(f"{here}.data", "must be base64-encoded data")
-        elif not 1 <= len(data) <= MAX_DATA:
-            problems.add(f"{here}.data", f"must decode to 1 to {MAX_DATA} bytes")
-            data = None
-        thumb = item.get("thumbnail")
-        if thumb is not None:
-            decoded = decode_base64(thumb) if isinstance(thumb, str) else None
-            if decoded is None or len(decoded) > MAX_THUMBNAIL:
-                problems.add(f"{here}.thumbnail", "must be base64 of at most 1 MiB")
-        description = item.get("description")
-        if description is not None and (
-            not isinstance(description, str) or len(description) > 2000
-        ):
-            problems.add(f"{here}.description", "must be a string of at most 2000 characters")
-            description = None
-        width = _dimension(item, "width", here, problems)
-        height = _dimension(item, "height", here, problems)
-        if name is not None and mime is not None and data is not None:
-            out.append(Upload(name, mime, data, width, height, description))
+        data = decode_base64(item["data"]) or b""
+        out.append(Upload(item["name"], item["mimeType"], data, None, None, None))
     return out
 
 

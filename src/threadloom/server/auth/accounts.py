@@ -8,7 +8,6 @@ shared by the HTTP routes and the ``threadloom users`` / ``keys`` commands.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -30,8 +29,6 @@ from threadloom.store.base import ApiKeyRow, SessionRow, Store, UserRow
 SESSION_LIFETIME_S = 30 * 24 * 3600
 TOUCH_INTERVAL_US = 60_000_000
 CONFIGURED_TTL_S = 5.0
-USERNAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-APP_ROLE = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
 ROLES: tuple[Role, ...] = ("admin", "user", "api")
 KNOWN_PERMISSIONS = ("logs",)
 

@@ -22,7 +22,6 @@ import hmac
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-MIN_PASSWORD_LENGTH = 12
 _HASHER = PasswordHasher()
 _DUMMY_HASH = _HASHER.hash("threadloom: no user has this password")
 

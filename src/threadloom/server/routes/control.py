@@ -10,20 +10,12 @@ from fastapi.responses import JSONResponse
 
 from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.server import deps
-from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.errors import ApiError
 from threadloom.server.routes.threads import refuse_orphaned
 from threadloom.store.base import ThreadRow
+from threadloom.wire.control import Cascade, ContinueThread, Stopped, Terminated
 
 router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
-
-
-def _cascade(body: dict[str, Any]) -> bool:
-    """``cascade``: absent is false; anything but a boolean, ``null`` included, is a 400
-    (spec 08 §8.5.2 "400 (``cascade`` not boolean)"; unlike ``side``, no ``null`` rule)."""
-    value = body.get("cascade", False)
-    if not isinstance(value, bool):
-        raise bad_field("cascade", "must be a boolean", "cascade must be a boolean")
-    return value
 
 
 SIDE_ROLE = {"a": "assistant", "b": "user"}
@@ -59,15 +51,8 @@ async def continue_plan(request: Request, row: ThreadRow, side: str) -> dict[str
 async def continue_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> JSONResponse:
-    body = await deps.json_object(request)
-    side = body.get("side")
-    if side is None:
-        side = "a"
-    if side not in ("a", "b"):
-        raise bad_field("side", "must be 'a' or 'b'", "Side must be 'a' or 'b'")
-    if_unanswered = body.get("ifUnanswered", False)
-    if not isinstance(if_unanswered, bool):
-        raise bad_field("ifUnanswered", "must be a boolean", "ifUnanswered must be true or false")
+    body = await deps.body_of(request, ContinueThread)
+    side = body.side or "a"
     runtime = deps.runtime(request)
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423 (errors.from_threadloom)
@@ -76,7 +61,7 @@ async def continue_thread(
     if runtime.running(row.id):
         raise busy
     run = await continue_plan(request, row, side)
-    if if_unanswered and run["again"]:
+    if body.ifUnanswered and run["again"]:
         raise ApiError(
             409,
             "nothing_to_continue",
@@ -102,32 +87,29 @@ async def continue_thread(
 async def stop_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
-    cascade = _cascade(await deps.json_object(request))
+    cascade = (await deps.body_of(request, Cascade)).cascade
     runtime = deps.runtime(request)
     was_running = runtime.running(row.id) or row.status.state == "running"
     await runtime.stop(row.id, cascade=cascade)
     # a run of another node is settled by its owner (spec 12 §12.5 rule 3): whether the
     # status left ``running`` within the wait
     after = await runtime.store.get_thread(row.id) if was_running else None
-    return {
-        "status": "stopped",
-        "message": "Thread execution stopped",
-        "wasRunning": was_running,
-        "settled": after is None or after.status.state != "running",
-    }
+    return Stopped(
+        status="stopped",
+        message="Thread execution stopped",
+        wasRunning=was_running,
+        settled=after is None or after.status.state != "running",
+    ).model_dump(by_alias=True)
 
 
 @router.post("/terminate", summary="Terminate the thread")
 async def terminate_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
-    cascade = _cascade(await deps.json_object(request))
+    cascade = (await deps.body_of(request, Cascade)).cascade
     runtime = deps.runtime(request)
     already = row.terminated is not None
     at = await runtime.terminate(row.id, cascade=cascade)
-    return {
-        "success": True,
-        "threadId": row.id,
-        "terminated": at,
-        "alreadyTerminated": already,
-    }
+    return Terminated(
+        success=True, threadId=row.id, terminated=at, alreadyTerminated=already
+    ).model_dump(by_alias=True)

@@ -25,8 +25,6 @@ from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found
 from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposition
-from threadloom.server.schemas import FILES_LIMIT
-from threadloom.server.uploads import decode_base64, is_mime_type
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
 from threadloom.thread.filetypes import (
@@ -36,6 +34,8 @@ from threadloom.thread.filetypes import (
     sniff_mime,
 )
 from threadloom.thread.state import ThreadState
+from threadloom.wire.files import FILES_LIMIT
+from threadloom.wire.patterns import decode_base64, is_mime_type
 
 
 class FilePathConvertor(PathConvertor):

@@ -10,11 +10,12 @@ from fastapi.responses import JSONResponse, Response
 from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadTerminated
 from threadloom.server import deps, json_body
 from threadloom.server.deps import Query
-from threadloom.server.errors import ApiError, Problems, bad_field
-from threadloom.server.routes.threads import check_metadata, refuse_orphaned
-from threadloom.server.uploads import check_uploads_fit, parse_uploads
+from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routes.threads import refuse_orphaned
+from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import delete_with_cascade
+from threadloom.wire.messages import PatchMessage, SendAccepted, SendMessage
 
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
 
@@ -77,33 +78,8 @@ async def get_messages(id: str, request: Request) -> Response:
 @router.post("", status_code=202, summary="Send a message")
 async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> Any:
     ctx = deps.context(request)
-    body = await deps.json_object(request, ctx.settings.max_upload_bytes)
-    problems = Problems()
-    content = body.get("content", "")
-    if content is None:
-        content = ""
-    if not isinstance(content, str):
-        problems.add("content", "must be a string or null")
-        content = ""
-    role = body.get("role", "user")
-    if role not in ("user", "assistant", "system"):
-        problems.add(
-            "role",
-            "must be one of user, assistant, system",
-            "role must be one of user, assistant, system",
-        )
-    silent = body.get("silent", False)
-    if not isinstance(silent, bool):
-        problems.add("silent", "must be a boolean")
-    metadata = check_metadata(body.get("metadata"), "metadata", problems)
-    uploads = parse_uploads(body.get("attachments"), "attachments", problems)
-    if not problems and not content.strip() and not uploads:
-        problems.add(
-            "content",
-            "must not be blank without attachments",
-            "Message content or attachments required",
-        )
-    problems.raise_if_any()
+    send = await deps.body_of(request, SendMessage, ctx.settings.max_upload_bytes)
+    uploads = uploads_of(send.attachments)
     if row.terminated is not None:
         raise ThreadTerminated(row.id, row.terminated)  # 423, nothing stored
     runtime = ctx.runtime
@@ -114,29 +90,27 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
     try:
         view = await runtime.send_with_uploads(
             state,
-            content,
+            send.content or "",
             uploads,
-            role=role,
-            silent=silent is True,
-            metadata=metadata,
+            role=send.role,
+            silent=send.silent,
+            metadata=send.metadata,
             trace_headers=request.headers,  # a traceparent parents the run (spec 13 §13.6.7)
         )
     except DuplicateMessage as dup:
-        return JSONResponse(
-            {
-                "status": "duplicate",
-                "queueId": dup.message_id if dup.queued else None,
-                "messageId": dup.message_id,
-                "message": "Duplicate of an earlier send; nothing was stored.",
-            },
-            status_code=200,
+        duplicate = SendAccepted(
+            status="duplicate",
+            queueId=dup.message_id if dup.queued else None,
+            messageId=dup.message_id,
+            message="Duplicate of an earlier send; nothing was stored.",
         )
-    return {
-        "status": "queued",
-        "queueId": view.id,
-        "messageId": view.id,
-        "message": "Message queued for processing. Connect via WebSocket for real-time updates.",
-    }
+        return JSONResponse(duplicate.model_dump(by_alias=True), status_code=200)
+    return SendAccepted(
+        status="queued",
+        queueId=view.id,
+        messageId=view.id,
+        message="Message queued for processing. Connect via WebSocket for real-time updates.",
+    ).model_dump(by_alias=True)
 
 
 @router.patch(
@@ -146,30 +120,15 @@ async def send_message(request: Request, row: ThreadRow = Depends(deps.thread_ro
 async def patch_message(
     message_id: str, request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
-    body = await deps.json_object(request)
-    problems = Problems()
+    patch = await deps.body_of(request, PatchMessage)
     updates: dict[str, Any] = {}
-    if "content" in body:
-        if not isinstance(body["content"], str):
-            problems.add("content", "must be a string", "content must be a string")
-        else:
-            updates["content"] = body["content"]
-    if "silent" in body:
-        if not isinstance(body["silent"], bool):
-            problems.add("silent", "must be a boolean")
-        else:
-            updates["silent"] = body["silent"]
-    patch_meta: dict[str, Any] | None = None
-    if "metadata" in body:
-        patch_meta = check_metadata(body["metadata"], "metadata", problems)
-        if patch_meta is None and not problems:
-            problems.add("metadata", "must be an object")
-    problems.raise_if_any()
-    if not updates and patch_meta is None:
-        raise bad_field("body", "has no field to update", "No valid fields to update")
+    if patch.content is not None:
+        updates["content"] = patch.content
+    if patch.silent is not None:
+        updates["silent"] = patch.silent
     state = deps.state_of(request, row)
-    if patch_meta is not None:
-        updates["metadata"] = patch_meta  # merged one level deep by update_message
+    if patch.metadata is not None:
+        updates["metadata"] = patch.metadata  # merged one level deep by update_message
     if not deps.storable(message_id):
         raise MESSAGE_NOT_FOUND
     try:

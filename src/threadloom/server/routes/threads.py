@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from pydantic_core import PydanticCustomError
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.registry import Definitions
@@ -15,7 +16,6 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
-from threadloom.server.schemas import MAX_DATE_S, NOT_ACCEPTED, RESERVED_METADATA
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
@@ -24,6 +24,9 @@ from threadloom.server.uploads import (
 from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.thread.files import remove_attachments, write_attachments
+from threadloom.wire.messages import message_metadata
+from threadloom.wire.problems import problem_of
+from threadloom.wire.threads import MAX_DATE_S, NOT_ACCEPTED
 
 
 class ThreadIdConvertor(StringConvertor):
@@ -40,7 +43,6 @@ THREAD = "/{id:thread_id}"
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
 OVERLAPS = ("enqueue", "reject", "interrupt")
-MAX_METADATA = 16 * 1024
 
 
 def origin_of(request: Request) -> str:
@@ -70,28 +72,13 @@ def check_tags(value: Any, problems: Problems, field: str = "tags") -> tuple[str
 
 
 def check_metadata(value: Any, field: str, problems: Problems) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        problems.add(field, "must be an object")
-        return None
-    for key in RESERVED_METADATA:
-        if key in value:
-            problems.add(f"{field}.{key}", "is reserved")
-            return None
+    """``wire.messages.message_metadata``'s rule; its refusal added to ``problems``."""
     try:
-        size = len(json.dumps(value, allow_nan=False).encode())
-    except (TypeError, ValueError):
-        problems.add(field, "must be JSON")
+        return message_metadata(value)
+    except PydanticCustomError as refusal:
+        p = problem_of(refusal, field)
+        problems.add(p.field, p.problem, p.message)
         return None
-    if size > MAX_METADATA:
-        problems.add(field, "must be at most 16 KiB as JSON")
-        return None
-    cid = value.get("client_message_id")
-    if cid is not None and (not isinstance(cid, str) or not 1 <= len(cid) <= 128):
-        problems.add(f"{field}.client_message_id", "must be a string of 1-128 characters")
-        return None
-    return value
 
 
 def check_env(value: Any, field: str, problems: Problems) -> dict[str, str] | None:

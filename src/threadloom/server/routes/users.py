@@ -10,20 +10,19 @@ from fastapi.responses import JSONResponse
 from threadloom import errors as E
 from threadloom.server import deps
 from threadloom.server.auth.accounts import (
-    APP_ROLE,
     KNOWN_PERMISSIONS,
     ROLES,
-    USERNAME,
     issue_api_key,
     key_json,
     new_user,
     seconds,
     user_json,
 )
-from threadloom.server.auth.passwords import MIN_PASSWORD_LENGTH, hash_password_async
+from threadloom.server.auth.passwords import hash_password_async
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, Problems
 from threadloom.store.base import UserPatch
+from threadloom.wire.users import APP_ROLE, MIN_PASSWORD_LENGTH, USERNAME
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
 users = APIRouter(prefix="/api/users", tags=["users"])

@@ -1,0 +1,251 @@
+"""The HTTP API's route table (spec 08 §8.11.2): for each operation, keyed by its id (its
+route's name), its method and path, its query parameters, its request body, its answers —
+the 2xx bodies and the error statuses the server really gives, each a named model.
+
+This is the contract written once: ``server/openapi.py`` generates ``/openapi.json`` from
+it (and refuses a route missing here, or one whose method or path differ), the
+schemathesis test checks the server's answers against that description, and the client
+builds its calls on the same models. Adding a route is one model (in its group's module),
+one row here and one handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from threadloom.records import AttachmentRef, CostReport, FileStats
+from threadloom.wire import agui, auth, catalog, control, files, logs, messages, stream, threads
+from threadloom.wire import users as U
+from threadloom.wire.files import BINARY, UPLOAD_FORM
+from threadloom.wire.stream import EVENT_STREAM
+
+Model = type[BaseModel]
+Content = Model | tuple[Model, ...] | Mapping[str, Any] | None
+"""A body: a model, one of several models, media types with their schemas (a model as a
+schema is put in place), or ``None`` for an empty one."""
+
+# -- the error statuses each kind of route can give -----------------------------------------
+
+ANY = (403, 500, 503)
+"""Every route but health: the local origin guard (spec 10 §10.8), a fault, the store."""
+SIGNED = (*ANY, 401, 429)
+"""Routes that need a principal: no or a bad credential, too many bad ones (spec 10)."""
+THREAD = (*SIGNED, 404)
+"""Routes of one thread: unknown (404) or another user's (403) thread (§8.1.4 step 6)."""
+BODY = (400, 413, 415)
+"""Routes with a JSON body: invalid (400), too large (413), not JSON (415) (§8.1.1)."""
+QUERY = (400,)
+"""Routes with typed query parameters (§8.1.5)."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    ok: Mapping[int, Content]
+    errors: tuple[int, ...]
+    query: tuple[dict[str, Any], ...] = ()
+    body: Content = None
+    body_required: bool = False
+    extra: Mapping[int, Model] = field(default_factory=dict)
+    """Non-2xx answers with a body other than the error shape (health's 503)."""
+
+
+T = "/api/threads/{id}"
+"""The path of one thread."""
+
+OPERATIONS: dict[str, Operation] = {
+    # threads (§8.3)
+    "list_threads": Operation(
+        "GET", "/api/threads", {200: threads.ThreadList}, (*SIGNED, *QUERY), threads.LIST_QUERY
+    ),
+    "create_thread": Operation(
+        "POST",
+        "/api/threads",
+        {200: threads.ThreadCreated},
+        (*SIGNED, *BODY, 404),
+        body=threads.CreateThread,
+        body_required=True,
+    ),
+    "owners": Operation("GET", "/api/threads/owners", {200: threads.OwnerList}, SIGNED),
+    "get_thread": Operation("GET", T, {200: threads.ThreadDetail}, THREAD),
+    "patch_thread": Operation(
+        "PATCH",
+        T,
+        {200: threads.ThreadUpdated},
+        (*THREAD, *BODY),
+        body=threads.PatchThread,
+        body_required=True,
+    ),
+    "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, THREAD),
+    # messages (§8.4)
+    "get_messages": Operation(
+        "GET", f"{T}/messages", {200: messages.MessagePage}, (*THREAD, *QUERY), messages.PAGE_QUERY
+    ),
+    "send_message": Operation(
+        "POST",
+        f"{T}/messages",
+        {202: messages.SendAccepted, 200: messages.SendAccepted},
+        (*THREAD, *BODY, 409, 423),
+        body=messages.SendMessage,
+        body_required=True,
+    ),
+    "patch_message": Operation(
+        "PATCH",
+        f"{T}/messages/{{message_id}}",
+        {200: messages.MessageUpdated},
+        (*THREAD, *BODY, 409),
+        body=messages.PatchMessage,
+        body_required=True,
+    ),
+    "delete_message": Operation(
+        "DELETE", f"{T}/messages/{{message_id}}", {200: messages.MessagesDeleted}, (*THREAD, 409)
+    ),
+    # execution control (§8.5)
+    "continue_thread": Operation(
+        "POST",
+        f"{T}/continue",
+        {202: control.ContinueAccepted},
+        (*THREAD, *BODY, 409, 423),
+        body=control.ContinueThread,
+    ),
+    "stop_thread": Operation(
+        "POST", f"{T}/stop", {200: control.Stopped}, (*THREAD, *BODY), body=control.Cascade
+    ),
+    "terminate_thread": Operation(
+        "POST", f"{T}/terminate", {200: control.Terminated}, (*THREAD, *BODY), body=control.Cascade
+    ),
+    # logs, cost, subagents (§8.6, §8.7, §8.9)
+    "list_logs": Operation(
+        "GET", f"{T}/logs", {200: logs.LogPage}, (*THREAD, *QUERY), logs.LIST_QUERY
+    ),
+    "get_log": Operation("GET", f"{T}/logs/{{log_id}}", {200: logs.LogDetail}, THREAD),
+    "get_cost": Operation("GET", f"{T}/cost", {200: CostReport}, THREAD),
+    "get_subagents": Operation("GET", f"{T}/subagents", {200: logs.SubagentList}, THREAD),
+    # files (§8.8)
+    "list_files": Operation(
+        "GET",
+        f"{T}/fs",
+        {200: (files.FileListing, FileStats, files.FileSearch, files.FileFound)},
+        (*THREAD, *QUERY),
+        files.LIST_QUERY,
+    ),
+    "read_path": Operation(
+        "GET",
+        f"{T}/fs/{{path}}",
+        {
+            200: {
+                "application/json": (files.FileListing, files.FileLink, files.FileAnswer),
+                "*/*": {"schema": BINARY},
+            }
+        },
+        (*THREAD, *QUERY, 409),
+        files.READ_QUERY,
+    ),
+    "write_path": Operation(
+        "POST",
+        f"{T}/fs/{{path}}",
+        {201: (AttachmentRef, files.DirectoryMade), 200: AttachmentRef},
+        (*THREAD, *BODY, 409),
+        body={
+            "application/json": (
+                files.FileData,
+                files.MakeDirectory,
+                files.MoveFile,
+                files.RenameFile,
+            ),
+            "application/octet-stream": {"schema": BINARY},
+            "multipart/form-data": UPLOAD_FORM,
+        },
+        body_required=True,
+    ),
+    "delete_path": Operation(
+        "DELETE", f"{T}/fs/{{path}}", {204: None}, (*THREAD, *QUERY, 409), files.DELETE_QUERY
+    ),
+    # catalog and service (§8.10, §8.11)
+    "agents": Operation("GET", "/api/agents", {200: catalog.AgentList}, SIGNED),
+    "prompts": Operation("GET", "/api/prompts", {200: catalog.PromptList}, SIGNED),
+    "tools": Operation(
+        "GET", "/api/tools", {200: catalog.ToolCatalog}, (*SIGNED, *QUERY), catalog.TOOLS_QUERY
+    ),
+    "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
+    "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
+    "health": Operation(
+        "GET",
+        "/api/health",
+        {200: catalog.Health},
+        (500,),
+        extra={503: catalog.HealthUnavailable},
+    ),
+    # accounts (spec 10 §10.5)
+    "login": Operation(
+        "POST",
+        "/api/auth/login",
+        {200: auth.LoggedIn},
+        (*ANY, *BODY, 401, 404, 429),
+        body=auth.Login,
+        body_required=True,
+    ),
+    "logout": Operation("POST", "/api/auth/logout", {200: auth.Success}, SIGNED),
+    "me": Operation("GET", "/api/auth/me", {200: auth.Me}, SIGNED),
+    "config": Operation("GET", "/api/auth/config", {200: auth.AuthConfig}, ANY),
+    "websocket_ticket": Operation(
+        "POST",
+        "/api/auth/websocket-ticket",
+        {200: auth.Ticket},
+        (*SIGNED, *BODY),
+        body=auth.TicketRequest,
+        body_required=True,
+    ),
+    "revoke_current_key": Operation("DELETE", "/api/auth/current-key", {200: auth.Revoked}, SIGNED),
+    "list_keys": Operation(
+        "GET", "/api/api-keys", {200: auth.ApiKeyList}, (*SIGNED, *QUERY), auth.KEYS_QUERY
+    ),
+    "create_key": Operation(
+        "POST",
+        "/api/api-keys",
+        {201: auth.ApiKeyCreated},
+        (*SIGNED, *BODY, 404),
+        body=auth.CreateApiKey,
+        body_required=True,
+    ),
+    "delete_key": Operation(
+        "DELETE", "/api/api-keys/{key_id}", {200: auth.Success}, (*SIGNED, 404)
+    ),
+    "list_users": Operation("GET", "/api/users", {200: U.UserList}, SIGNED),
+    "create_user": Operation(
+        "POST",
+        "/api/users",
+        {201: U.UserAnswer},
+        (*SIGNED, *BODY, 409),
+        body=U.CreateUser,
+        body_required=True,
+    ),
+    "patch_user": Operation(
+        "PATCH",
+        "/api/users/{user_id}",
+        {200: U.UserAnswer},
+        (*SIGNED, *BODY, 404, 409),
+        body=U.PatchUser,
+    ),
+    "delete_user": Operation(
+        "DELETE", "/api/users/{user_id}", {200: auth.Success}, (*SIGNED, 404, 409)
+    ),
+    # streams (spec 09) and protocols (spec 13)
+    "stream_sse": Operation(
+        "GET", f"{T}/stream", {200: EVENT_STREAM}, (*THREAD, 400), stream.STREAM_QUERY
+    ),
+    "events_get": Operation("GET", "/api/events", {}, (*SIGNED, 400), stream.EVENTS_QUERY),
+    "agui_run": Operation(
+        "POST",
+        "/api/agui/{agent}",
+        {200: EVENT_STREAM},
+        (*SIGNED, *BODY, 404, 409, 423, 501),
+        body=agui.RunAgentInput,
+        body_required=True,
+    ),
+}
