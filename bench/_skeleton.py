@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from _workload import echo
-from threadloom.define.threads import ToolThreads
+from threadloom.engine.step.threads import ToolThreads
 from threadloom.store.sqlite.store import connect, prefill_steady_wal
 
 Statement = tuple[bool, str, Any]

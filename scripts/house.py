@@ -121,7 +121,9 @@ def main(argv: list[str]) -> int:
     print(f"{'room':<24} {'files':>5} {'lines':>7} {'TYPE_CHECKING':>13}")
     for where in sorted(files):
         print(f"{where:<24} {files[where]:>5} {lines[where]:>7} {typed[where]:>13}")
-    print(f"{'total':<24} {sum(files.values()):>5} {sum(lines.values()):>7} {sum(typed.values()):>13}")
+    print(
+        f"{'total':<24} {sum(files.values()):>5} {sum(lines.values()):>7} {sum(typed.values()):>13}"
+    )
     groups = circles(graph(package))
     print(f"\nimport circles (every import counted): {len(groups)}")
     for group in groups:

@@ -30,7 +30,7 @@ from threadloom.define import (
     hook,
     tool,
 )
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import (
     AgentNotFound,
     DefinitionError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from threadloom.engine.results import SessionResult, parse_result_text, result_text
+from threadloom.engine.run.results import SessionResult, parse_result_text, result_text
 
 PATHS = st.lists(st.text(min_size=1, max_size=20).filter(lambda p: "\n" not in p), max_size=3)
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.errors import InvalidArgument, StoreUnavailable
 
 if TYPE_CHECKING:
-    from threadloom.engine.runtime import Runtime
+    from threadloom.engine.run.runtime import Runtime
 
 logger = logging.getLogger("threadloom.engine")
 

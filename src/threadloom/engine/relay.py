@@ -33,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine import results
+from threadloom.engine.run import results
 from threadloom.errors import EventOverflow, ThreadNotFound
 from threadloom.records import AttachmentRef
 from threadloom.store.base import ThreadRow
@@ -42,7 +42,7 @@ from threadloom.thread.hub import LISTED
 from threadloom.thread.state import ThreadState
 
 if TYPE_CHECKING:
-    from threadloom.engine.runtime import Runtime
+    from threadloom.engine.run.runtime import Runtime
 
 logger = logging.getLogger("threadloom.engine")
 

@@ -31,10 +31,10 @@ from threadloom.errors import InvalidArgument
 from threadloom.records import FAILED_REASONS, REASON_ERRORS
 
 if TYPE_CHECKING:
-    from threadloom.engine.loop import Run
-    from threadloom.engine.step import StepEnv
-    from threadloom.engine.stream import ModelResult
-    from threadloom.engine.tools import CallOutcome
+    from threadloom.engine.run.loop import Run
+    from threadloom.engine.step.step import StepEnv
+    from threadloom.engine.step.stream import ModelResult
+    from threadloom.engine.step.tools import CallOutcome
     from threadloom.providers.types import ProviderRequest
     from threadloom.records import ToolCall
 

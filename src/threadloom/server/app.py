@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 
 import threadloom
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.server import agui, errors, list_events, mcp, openapi, redact, stream, ui
 from threadloom.server.accounts import StoreCredentials
 from threadloom.server.deps import ServerContext

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.server.errors import ApiError, bad_field, invalid
 from threadloom.server.page_cache import PageCache
 from threadloom.server.pipeline import origin_guard_fails, own_origin
@@ -236,7 +236,7 @@ async def admin(who: Principal = Depends(principal)) -> Principal:
 async def accessible_thread(request: HTTPConnection, thread_id: str, who: Principal) -> ThreadRow:
     """The thread ``thread_id`` when ``who`` may see it: 404 when it does not exist, 403
     when it is not accessible (spec 10 §10.6 rules 3–5). A pending message held back
-    from the store (``engine/pending.py``) is committed first: the caller is about to look."""
+    from the store (``engine/step/pending.py``) is committed first: the caller is about to look."""
     the_runtime = runtime(request)
     if not storable(thread_id):
         raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")

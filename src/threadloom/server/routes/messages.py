@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadBusy, ThreadTerminated
 from threadloom.server import deps, json_body
 from threadloom.server.deps import Query

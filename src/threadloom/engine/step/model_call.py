@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.fragments import calls_json, fragment, json_string
-from threadloom.engine.presentation import normalize, provider_message
-from threadloom.engine.request_body import RequestBody, request_body
-from threadloom.engine.request_head import SLOT, head_for
-from threadloom.engine.stream import ModelResult, stream_model
+from threadloom.engine.request.fragments import calls_json, fragment, json_string
+from threadloom.engine.request.presentation import normalize, provider_message
+from threadloom.engine.request.request_body import RequestBody, request_body
+from threadloom.engine.request.request_head import SLOT, head_for
+from threadloom.engine.step.stream import ModelResult, stream_model
 from threadloom.errors import ProviderError, ThreadloomError
 from threadloom.providers.types import (
     ProviderRequest,
@@ -29,9 +29,9 @@ from threadloom.records import LogRow, json_compact, new_id
 from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
-    from threadloom.engine.context import Assembly
-    from threadloom.engine.presentation import RequestMessage
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.request.context import Assembly
+    from threadloom.engine.request.presentation import RequestMessage
+    from threadloom.engine.step.step import StepEnv
 
 MAX_ERROR_LINES = 100
 JITTER = 1.25

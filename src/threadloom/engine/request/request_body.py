@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, overload
 from threadloom.records import RequestDelta
 
 if TYPE_CHECKING:
-    from threadloom.engine.context_cache import Prepared
+    from threadloom.engine.request.context_cache import Prepared
 
 
 class Fragments(Sequence[str]):

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
-from threadloom.engine.children import spawn_immediate
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelFailed, ModelResult, StepError, format_exception
-from threadloom.engine.results import SessionResult, ended_result, final_message
-from threadloom.engine.step import StepEnv, model_step, role_of
-from threadloom.engine.subagents import runtime_tools
-from threadloom.engine.tools import CallOutcome
+from threadloom.engine.run.children import spawn_immediate
+from threadloom.engine.run.results import SessionResult, ended_result, final_message
+from threadloom.engine.run.subagents import runtime_tools
+from threadloom.engine.step.model_call import ModelFailed, ModelResult, StepError, format_exception
+from threadloom.engine.step.step import StepEnv, model_step, role_of
+from threadloom.engine.step.tools import CallOutcome
 from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, StatusError, new_id, one_line
 from threadloom.store.base import Fence, ThreadRow, delivered_message
@@ -33,7 +33,7 @@ from threadloom.thread.history import MessageHistory
 from threadloom.thread.state import ThreadState
 
 if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
+    from threadloom.engine.run.runs import RunManager
 
 logger = logging.getLogger("threadloom.engine")
 RUN_FAILED = {"threadloom_run_failed": True}

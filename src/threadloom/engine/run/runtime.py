@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
-from threadloom.engine import results
 from threadloom.engine.liveness import Liveness, NodeTimings
-from threadloom.engine.mcp import MCPSessions, open_sessions
+from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
 from threadloom.engine.relay import Relay
-from threadloom.engine.runs import EngineOptions, RunManager
+from threadloom.engine.run import results
+from threadloom.engine.run.runs import EngineOptions, RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.ids import is_uuid
@@ -63,7 +63,7 @@ class Runtime:
         """The node's heartbeat and sweeper, on a store several processes share."""
         self._closed = False
         self.mcp: MCPSessions | None = None
-        """The sessions with the project's MCP servers (``engine/mcp.py``)."""
+        """The sessions with the project's MCP servers (``engine/mcp_sessions.py``)."""
         self.missing_credentials: list[MissingCredential] = []
         """The models whose provider had no credential when the definitions were loaded
         (each was logged as a warning on ``threadloom.providers``)."""

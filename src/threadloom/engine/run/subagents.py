@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from threadloom.define.registry import ResolvedTool
 from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, ToolResult, build_tool_definition
-from threadloom.engine.children import (
+from threadloom.engine.run.children import (
     Request,
     SubagentToolError,
     argument_problems,

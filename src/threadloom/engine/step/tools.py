@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define import DROP
-from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolArgumentsError, ToolResult
-from threadloom.engine import session_tools
+from threadloom.engine.step import session_tools
+from threadloom.engine.step.threads import ToolThreads
 from threadloom.errors import InvalidMessage
 from threadloom.records import (
     Message,
@@ -33,7 +33,7 @@ from threadloom.records import (
 from threadloom.thread import messages as thread_messages
 
 if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.step.step import StepEnv
 
 logger = logging.getLogger("threadloom.tools")
 """Every exception a tool raises is logged here with its traceback, at WARNING (the model

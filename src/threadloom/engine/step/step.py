@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.tool import ToolResult
-from threadloom.engine.context import assemble
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelResult, StepError, call_model
-from threadloom.engine.pending import HeldPending, may_hold
-from threadloom.engine.tools import CallOutcome, ToolRound, canonical_arguments, run_tools
+from threadloom.engine.request.context import assemble
+from threadloom.engine.step.model_call import ModelResult, StepError, call_model
+from threadloom.engine.step.pending import HeldPending, may_hold
+from threadloom.engine.step.tools import CallOutcome, ToolRound, canonical_arguments, run_tools
 from threadloom.records import (
     LogRow,
     Message,
@@ -34,7 +34,7 @@ from threadloom.thread.state import ThreadState
 from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
-    from threadloom.engine.loop import Run
+    from threadloom.engine.run.loop import Run
 
 EMPTY_REPLY = (
     "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
@@ -84,7 +84,7 @@ class StepEnv:
     pending: Message | None = None
     """The step's pending model message, once stored (with the first LLM row) or held."""
     held: HeldPending | None = None
-    """The pending message and first LLM row while held back (``engine/pending.py``)."""
+    """The pending message and first LLM row while held back (``engine/step/pending.py``)."""
     nested: Any = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
     execution_state: ExecutionState | None = None
@@ -119,12 +119,12 @@ class StepEnv:
         """Run one call by its kind (spec 04 §4.14.3 step 3)."""
         kind = getattr(resolved, "kind", "tool")
         if kind == "subprompt":
-            from threadloom.engine.subprompt import run_subprompt
+            from threadloom.engine.step.subprompt import run_subprompt
 
             sub_result: ToolResult = await run_subprompt(self, resolved, arguments, reserved_id)
             return sub_result
         if kind == "subagent":
-            from threadloom.engine.children import direct_call
+            from threadloom.engine.run.children import direct_call
 
             return await direct_call(self, resolved, state, arguments)
         if kind == "handoff":

@@ -42,7 +42,7 @@ from threadloom.thread import messages as thread_messages
 from threadloom.unvalidated import copy_with
 
 if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.step.step import StepEnv
 
 HOOKS_THAT_SEE_STORAGE = (
     "before_create_message",

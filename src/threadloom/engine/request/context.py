@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from threadloom.engine.context_cache import ContextCache, Prepared, cache_key
-from threadloom.engine.presentation import (
+from threadloom.engine.request.context_cache import ContextCache, Prepared, cache_key
+from threadloom.engine.request.presentation import (
     Presented,
     RequestMessage,
     call_ids,
@@ -30,7 +30,7 @@ from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
 
 if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.step.step import StepEnv
 
 
 @dataclass

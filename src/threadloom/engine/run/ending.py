@@ -2,7 +2,7 @@
 lost with its node, a run broken by a store that could not be written, a lease lost,
 self-fencing (spec 04 §4.7.3, §4.20.1, §4.21.1; spec 12 §12.3.3, §12.5, §12.6.3).
 
-Each is a function of the :class:`~threadloom.engine.runs.RunManager` whose runs it ends,
+Each is a function of the :class:`~threadloom.engine.run.runs.RunManager` whose runs it ends,
 bound there as its method of the same name (``runs.end_of_run(run, reason)``): the
 manager starts runs, this module ends them, and neither pays for a call in between.
 """
@@ -16,15 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine import results
-from threadloom.engine.loop import RUN_FAILED, Run
+from threadloom.engine.run import results
+from threadloom.engine.run.loop import RUN_FAILED, Run
 from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
 from threadloom.store.fence import current_fence
 
 if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
+    from threadloom.engine.run.runs import RunManager
 
 logger = logging.getLogger("threadloom.engine")
 

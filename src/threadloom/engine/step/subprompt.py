@@ -17,13 +17,13 @@ from pydantic import BaseModel, ValidationError
 
 from threadloom.define.tool import ToolResult
 from threadloom.engine.execution import ExecutionState
-from threadloom.engine.presentation import RequestMessage
-from threadloom.engine.subagents import runtime_tools
+from threadloom.engine.request.presentation import RequestMessage
+from threadloom.engine.run.subagents import runtime_tools
 from threadloom.records import Message
 from threadloom.thread.history import NestedHistory
 
 if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.step.step import StepEnv
 
 
 @dataclass
@@ -77,7 +77,7 @@ async def run_subprompt(
     env: StepEnv, resolved: Any, arguments: dict[str, Any], reserved_id: str
 ) -> ToolResult:
     """Run the sub-prompt named by ``resolved`` and turn its step into the caller's result."""
-    from threadloom.engine.step import StepEnv, model_step
+    from threadloom.engine.step.step import StepEnv, model_step
 
     prompt = resolved.target
     options = getattr(resolved, "options", None)

@@ -30,7 +30,7 @@ from threadloom.providers.types import (
 from threadloom.records import LogRow, new_call_id
 
 if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+    from threadloom.engine.step.step import StepEnv
 
 GENERATION_EVERY = 80  # characters between `generation` telemetry records (spec 04 §4.12.2)
 

@@ -4,7 +4,7 @@ graceful shutdown (spec 04 §4.7, §4.20).
 One asyncio task per running thread, never two (the start gate). Every entry point that
 might start a run goes through :meth:`RunManager.start`; an active run satisfies the
 request by delivering the queue at its next step. How a run ends — the end-of-run check,
-an abort and its settlement, a lost run — is ``engine/ending.py``, whose functions are
+an abort and its settlement, a lost run — is ``engine/run/ending.py``, whose functions are
 the manager's methods of the same names.
 """
 
@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
-from threadloom.engine import ending, results
-from threadloom.engine.loop import Run
-from threadloom.engine.request_head import Heads
-from threadloom.engine.tools import ToolInvoker
+from threadloom.engine.request.request_head import Heads
+from threadloom.engine.run import ending, results
+from threadloom.engine.run.loop import Run
+from threadloom.engine.step.threads import ToolThreads
+from threadloom.engine.step.tools import ToolInvoker
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.records import Message, QueueEntry, ThreadStatus, new_id
 from threadloom.store.base import Fence, RunBegin, StoredEvent, ThreadRow
@@ -49,7 +49,7 @@ class EngineOptions:
     """Threads nest at most this many levels below a root thread (spec 06 §6.1)."""
     pending_hold_s: float = 0.02
     """How long a model request may run before its pending message is committed; an
-    answer that comes sooner is stored with it in one commit (``engine/pending.py``).
+    answer that comes sooner is stored with it in one commit (``engine/step/pending.py``).
     0 commits every pending message before its request is sent."""
 
 
@@ -83,7 +83,7 @@ class RunManager:
         """The constant parts of model requests (``request_head.head_for``)."""
         self.slow_models: set[str] = set()
         """Models whose last answer outlasted ``options.pending_hold_s``: their next
-        request's pending message is committed at once (``engine/pending.py``)."""
+        request's pending message is committed at once (``engine/step/pending.py``)."""
         self._runs: dict[str, Run] = {}
         self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
         self._background: set[asyncio.Task[Any]] = set()
@@ -290,7 +290,7 @@ class RunManager:
                 await self.hub.publish_events([event])
         return projected
 
-    # -- ending (engine/ending.py) -----------------------------------------------------
+    # -- ending (engine/run/ending.py) -----------------------------------------------------
     # functions of the manager, bound here as its methods: no call layer in between
     end_of_run = ending.end_of_run
     release = ending.release

@@ -29,7 +29,7 @@ from threadloom.thread.state import ThreadState
 from threadloom.thread.transfer import copy_attachments
 
 if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
+    from threadloom.engine.run.runs import RunManager
 
 logger = logging.getLogger("threadloom.engine")
 
