@@ -22,6 +22,7 @@ FLOORS: list[tuple[str, ...]] = [
         "stored_fields",
         "unvalidated",
         "retry_after",
+        "version",
     ),
     ("store",),
     ("providers", "testing"),

@@ -51,8 +51,7 @@ from threadloom.records import Message, StatusError, ThreadStatus
 from threadloom.thread.retention import EventRetention
 from threadloom.thread.state import ThreadState
 from threadloom.thread.users import StaticUsers
-
-__version__ = "0.1.0"
+from threadloom.version import __version__
 
 __all__ = [
     "DROP",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import InvalidArgument
 from threadloom.records import FAILED_REASONS, REASON_ERRORS
+from threadloom.version import __version__
 
 if TYPE_CHECKING:
     from threadloom.engine.run.loop import Run
@@ -128,8 +129,6 @@ def open_tracing(
     capture = options.capture_content
     if capture is None:
         capture = _capture_from(environ)
-    from threadloom import __version__
-
     return Tracing(provider.get_tracer("threadloom", __version__), capture)
 
 
