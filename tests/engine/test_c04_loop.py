@@ -21,7 +21,7 @@ import pytest
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import DROP, Model, Prompt, hook, tool
-from threadloom.engine.run.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.engine.step.model_call import _backoff
 from threadloom.errors import ThreadBusy
 from threadloom.providers.script import Call, Reply

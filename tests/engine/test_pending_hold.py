@@ -17,7 +17,7 @@ from test_c04_control import _logs, _messages, _requested, _status, _until
 from test_store_refusals import REFUSAL, refusing
 
 from threadloom.define import hook
-from threadloom.engine.run.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.engine.step.pending import HeldPending
 from threadloom.providers.scripted import Call, Reply
 

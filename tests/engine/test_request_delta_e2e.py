@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from store_probe import probe
-from threadloom.engine.run.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 
 

@@ -16,7 +16,7 @@ import pytest
 from test_c04_control import _logs, _messages, _status
 
 from store_probe import StoreProbe
-from threadloom.engine.run.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 from threadloom.providers.types import ProviderRequest, ToolMessage
 

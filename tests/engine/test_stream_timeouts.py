@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from threadloom.engine.run.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.script import Reply
 
 

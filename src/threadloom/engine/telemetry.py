@@ -27,15 +27,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.env import StepEnv
+from threadloom.engine.run.loop import Run
+from threadloom.engine.step.outcome import CallOutcome, ModelResult
 from threadloom.errors import InvalidArgument
 from threadloom.records import FAILED_REASONS, REASON_ERRORS
 from threadloom.version import __version__
 
 if TYPE_CHECKING:
-    from threadloom.engine.run.loop import Run
-    from threadloom.engine.step.step import StepEnv
-    from threadloom.engine.step.stream import ModelResult
-    from threadloom.engine.step.tools import CallOutcome
     from threadloom.providers.types import ProviderRequest
     from threadloom.records import ToolCall
 

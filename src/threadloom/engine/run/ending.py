@@ -131,7 +131,7 @@ async def finish_run(
 ) -> Message:
     """Finalise the run's last model message with its LLM row and commit the end-of-run
     check with them (one transaction), when the step is known to end the run with
-    ``reason`` and no update hook runs (see ``Run.ends_with``)."""
+    ``reason`` and no update hook runs (see ``step.ends_with``)."""
     async with manager.hub.lock(run.thread_id):
         return await finish_run_locked(manager, run, message, log, reason)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.tool import ToolResult
+from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.request_head import Heads
 from threadloom.engine.run import ending, results
 from threadloom.engine.run.loop import Run
@@ -33,24 +33,6 @@ from threadloom.thread.validate import check_queue
 if TYPE_CHECKING:
     from threadloom.engine.telemetry import Tracing
     from threadloom.providers.base import ProviderRegistry
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """Tunables of the loop (spec 04 §4.1.2); every one is a ``Runtime.open`` option."""
-
-    max_run_steps: int = 250
-    first_chunk_timeout_s: float = 120.0
-    stall_timeout_s: float = 45.0
-    drain_seconds: float = 30.0
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 60.0
-    max_subagent_depth: int = 8
-    """Threads nest at most this many levels below a root thread (spec 06 §6.1)."""
-    pending_hold_s: float = 0.02
-    """How long a model request may run before its pending message is committed; an
-    answer that comes sooner is stored with it in one commit (``engine/step/pending.py``).
-    0 commits every pending message before its request is sent."""
 
 
 def _wake(waiter: asyncio.Future[None], _task: object) -> None:

@@ -21,9 +21,10 @@ from typing import Any
 from threadloom.define.registry import Definitions
 from threadloom.engine.liveness import Liveness, NodeTimings
 from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
+from threadloom.engine.options import EngineOptions
 from threadloom.engine.relay import Relay
 from threadloom.engine.run import results
-from threadloom.engine.run.runs import EngineOptions, RunManager
+from threadloom.engine.run.runs import RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import AgentNotFound, InvalidArgument, ThreadNotFound
 from threadloom.ids import is_uuid
