@@ -5,9 +5,12 @@ of docs/spec/README.md)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "threadloom"
+HOUSE = Path(__file__).resolve().parent.parent / "scripts" / "house.py"
 
 # Bottom to top. A room may import from its own floor and the floors below it.
 FLOORS: list[tuple[str, ...]] = [
@@ -87,3 +90,37 @@ def test_nothing_above_store_depends_on_sqlite() -> None:
     ]
     assert violations == []
     assert len(_modules()) > 20  # the walk found the package
+
+
+def _house() -> ModuleType:
+    """``scripts/house.py``, whose reading of the imports this test shares."""
+    spec = importlib.util.spec_from_file_location("house", HOUSE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LEAVING_ENGINE = {"threadloom.engine.liveness", "threadloom.engine.relay"}
+"""The node's modules, on their way out of engine/ to node/ (issue 32): their circle with
+``engine/run/runtime.py`` goes with the ``NodeHost`` protocol they get there."""
+
+
+def test_engine_has_no_import_circle() -> None:
+    """engine/ (all its sub-rooms together) is in no import circle, counting every import:
+    module level, inside functions and under ``TYPE_CHECKING`` (a circle closed by a
+    type-only import is still one a reader has to walk). A step's helpers see the run
+    through the protocols of ``engine/env.py``, the run's endings see the manager through
+    ``ending.Runs``; a new circle needs such a protocol, not a late import."""
+    house = _house()
+    edges = {
+        module: targets - LEAVING_ENGINE
+        for module, targets in house.graph(PACKAGE).items()
+        if module not in LEAVING_ENGINE
+    }
+    engine = [
+        group
+        for group in house.circles(edges)
+        if any(m == "threadloom.engine" or m.startswith("threadloom.engine.") for m in group)
+    ]
+    assert engine == []

@@ -25,18 +25,15 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threadloom.engine.env import StepEnv
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.outcome import CallOutcome, ModelResult
 from threadloom.errors import InvalidArgument
-from threadloom.records import FAILED_REASONS, REASON_ERRORS
+from threadloom.providers.types import ProviderRequest
+from threadloom.records import FAILED_REASONS, REASON_ERRORS, ToolCall
 from threadloom.version import __version__
-
-if TYPE_CHECKING:
-    from threadloom.providers.types import ProviderRequest
-    from threadloom.records import ToolCall
 
 CONVENTIONS = "semantic-conventions-genai v0.1.0"
 """The GenAI semantic conventions the attribute names follow."""

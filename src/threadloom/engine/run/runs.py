@@ -4,8 +4,8 @@ graceful shutdown (spec 04 §4.7, §4.20).
 One asyncio task per running thread, never two (the start gate). Every entry point that
 might start a run goes through :meth:`RunManager.start`; an active run satisfies the
 request by delivering the queue at its next step. How a run ends — the end-of-run check,
-an abort and its settlement, a lost run — is ``engine/run/ending.py``, whose functions are
-the manager's methods of the same names.
+an abort and its settlement, a lost run — is ``ending.py``: the manager's methods of the
+same names call its functions, which see the manager through ``ending.Runs``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threadloom.define.tool import ToolResult
 from threadloom.engine.options import EngineOptions
@@ -22,17 +22,15 @@ from threadloom.engine.run import ending, results
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
+from threadloom.engine.telemetry import Tracing
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
-from threadloom.records import Message, QueueEntry, ThreadStatus, new_id
+from threadloom.providers.base import ProviderRegistry
+from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
 from threadloom.store.base import Fence, RunBegin, StoredEvent, ThreadRow
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
-
-if TYPE_CHECKING:
-    from threadloom.engine.telemetry import Tracing
-    from threadloom.providers.base import ProviderRegistry
 
 
 def _wake(waiter: asyncio.Future[None], _task: object) -> None:
@@ -66,9 +64,10 @@ class RunManager:
         self.slow_models: set[str] = set()
         """Models whose last answer outlasted ``options.pending_hold_s``: their next
         request's pending message is committed at once (``engine/step/pending.py``)."""
-        self._runs: dict[str, Run] = {}
+        self.active: dict[str, Run] = {}
+        """The runs registered here, by thread id (one a thread)."""
         self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
-        self._background: set[asyncio.Task[Any]] = set()
+        self.background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
         self.fenced = False
@@ -101,14 +100,14 @@ class RunManager:
 
     # -- starting ----------------------------------------------------------------------
     def running(self, thread_id: str) -> bool:
-        return thread_id in self._runs
+        return thread_id in self.active
 
     def run_of(self, thread_id: str) -> Run | None:
-        return self._runs.get(thread_id)
+        return self.active.get(thread_id)
 
     def owns(self, thread_id: str) -> bool:
         """Whether a run of the thread is registered or starting here."""
-        return thread_id in self._runs or thread_id in self._starting
+        return thread_id in self.active or thread_id in self._starting
 
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
@@ -116,17 +115,17 @@ class RunManager:
             if (self.closing or self.fenced) and self.on_refused_wake is not None:
                 self.on_refused_wake(thread_id)  # another node should run it
             return
-        run = self._runs.get(thread_id)
+        run = self.active.get(thread_id)
         if run is not None:
             if run.ended is not None:  # its end-of-run check is committed: run again after
                 run.rewake = True
             return
         task = asyncio.get_running_loop().create_task(self._start_and_run(thread_id))
         self._starting[thread_id] = task
-        self._background.add(task)
+        self.background.add(task)
 
         def done(finished: asyncio.Task[Any]) -> None:
-            self._background.discard(finished)
+            self.background.discard(finished)
             if self._starting.get(thread_id) is finished:
                 del self._starting[thread_id]
 
@@ -150,7 +149,7 @@ class RunManager:
             if starting is not None and not starting.done():
                 await _until_done(starting)
                 continue
-            run = self._runs.get(thread_id)
+            run = self.active.get(thread_id)
             if run is not None and run.task is not None and not run.task.done():
                 await _until_done(run.task)
                 continue
@@ -163,7 +162,8 @@ class RunManager:
         """Start gates held or awaited right now (none are kept for idle threads)."""
         return len(self._gates)
 
-    def _gate(self, thread_id: str) -> ThreadLock:
+    def gate(self, thread_id: str) -> ThreadLock:
+        """The thread's start gate: no run of it starts here while it is held."""
         return ThreadLock(self._gates, thread_id)
 
     async def start(
@@ -183,8 +183,8 @@ class RunManager:
         apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
         if not self.runs_threads or not self._registry()[0]:
             return None  # thread-core use, or a shared runtime: queues just wait
-        async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing or self.fenced:
+        async with self.gate(thread_id):
+            if thread_id in self.active or self.closing or self.fenced:
                 return None
             status = (
                 None
@@ -214,7 +214,7 @@ class RunManager:
         run.pre_delivered = delivered
         run.started_at = row.status.since
         run.event_seq = row.event_seq
-        self._runs[row.id] = run
+        self.active[row.id] = run
         if spawn:
             run.task = asyncio.get_running_loop().create_task(run.execute())
         else:
@@ -272,19 +272,53 @@ class RunManager:
                 await self.hub.publish_events([event])
         return projected
 
-    # -- ending (engine/run/ending.py) -----------------------------------------------------
-    # functions of the manager, bound here as its methods: no call layer in between
-    end_of_run = ending.end_of_run
-    release = ending.release
-    finish_run = ending.finish_run
-    finish_run_locked = ending.finish_run_locked
-    abort = ending.abort
-    settle = ending.settle
-    settle_lost = ending.settle_lost
-    lease_lost = ending.lease_lost
-    broken = ending.broken
-    drop_all = ending.drop_all
-    _terminate_hook = ending.terminate_hook
+    # -- ending (ending.py) ------------------------------------------------------------
+    async def end_of_run(self, run: Run, reason: str) -> bool:
+        """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
+        return await ending.end_of_run(self, run, reason)
+
+    def release(self, run: Run) -> None:
+        """Forget a run whose end-of-run check settled with its last message."""
+        ending.release(self, run)
+
+    async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message:
+        """Finalise the run's last model message and commit the end-of-run check with it."""
+        return await ending.finish_run(self, run, message, log, reason)
+
+    async def finish_run_locked(
+        self, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
+    ) -> Message:
+        """``finish_run`` under the thread's write lock, which the caller holds."""
+        return await ending.finish_run_locked(self, run, message, log, reason, new=new)
+
+    async def abort(self, thread_id: str, reason: str) -> bool:
+        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled."""
+        return await ending.abort(self, thread_id, reason)
+
+    async def settle(self, run: Run, reason: str) -> None:
+        """Commit the settlement of an aborted run: records first, status last."""
+        await ending.settle(self, run, reason)
+
+    async def settle_lost(
+        self, thread_id: str, reason: str = "execution_lost"
+    ) -> tuple[Any, results.Prepared | None] | None:
+        """Settle the thread's run when no live node runs it (spec 12 §12.6.3)."""
+        return await ending.settle_lost(self, thread_id, reason)
+
+    def lease_lost(self, run: Run) -> None:
+        """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3)."""
+        ending.lease_lost(self, run)
+
+    def broken(self, run: Run, exc: BaseException) -> None:
+        """``run``'s task ended with an exception its own handling could not record."""
+        ending.broken(self, run, exc)
+
+    def drop_all(self) -> None:
+        """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it."""
+        ending.drop_all(self)
+
+    async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
+        await ending.terminate_hook(self, thread_id, reason, from_inside)
 
     # -- entry points ------------------------------------------------------------------
     async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
@@ -316,7 +350,7 @@ class RunManager:
             raise ThreadNotFound(thread_id)
         if row.terminated is not None:
             raise ThreadTerminated(thread_id, row.terminated)
-        if thread_id in self._runs:
+        if thread_id in self.active:
             raise ThreadBusy(f"Thread {thread_id} is running", thread_id)
         await self.hub.store.set_stopped(thread_id, False)
         run = await self.start(thread_id, side=side, force=True)
@@ -339,7 +373,7 @@ class RunManager:
         ``trace_headers``: the W3C trace context of the request that sent it
         (``traceparent``), used when the runtime traces (spec 13 §13.6)."""
         if trace_headers is not None and self.tracing is not None:
-            with self.tracing.incoming(trace_headers, self._runs.get(thread_id)):
+            with self.tracing.incoming(trace_headers, self.active.get(thread_id)):
                 return await self.send_message(
                     thread_id,
                     content,
@@ -360,14 +394,14 @@ class RunManager:
         # the overlap policy only matters while the thread runs here (spec 04 §4.7.4);
         # on an idle thread the enqueue itself refuses an unknown or terminated thread
         policy = "enqueue"
-        running = thread_id in self._runs
+        running = thread_id in self.active
         if running:
             row = await self.hub.store.get_thread(thread_id)
             if row is None:
                 raise ThreadNotFound(thread_id)
             agent = self.hub.definitions.agent(row.agent_id)
             policy = row.overlap or (agent.overlap if agent else "enqueue")
-            running = thread_id in self._runs
+            running = thread_id in self.active
         if running and policy == "reject":
             raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
         if not running and thread_id not in self._starting and self._fast_start():
@@ -391,8 +425,8 @@ class RunManager:
         the entry's pending view is published first, as for any send, then the run's start
         and the delivery, and the run starts on its own task."""
         hub = self.hub
-        async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing or self.fenced:  # a run started meanwhile
+        async with self.gate(thread_id):
+            if thread_id in self.active or self.closing or self.fenced:  # a run started meanwhile
                 return await enqueue(hub, thread_id, fields, "api")
             status = ThreadStatus(state="running", since=hub.clock(), reason=None)
             # validated construction: about half the cost of model_construct here, and the
@@ -425,13 +459,13 @@ class RunManager:
         ``drain`` seconds, then abort the rest with ``aborted``."""
         self.closing = True
         grace = self.options.drain_seconds if drain is None else drain
-        tasks = [r.task for r in self._runs.values() if r.task is not None]
+        tasks = [r.task for r in self.active.values() if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
-        for thread_id in list(self._runs):
+        for thread_id in list(self.active):
             await self.abort(thread_id, "aborted")
-        for task in list(self._background):
+        for task in list(self.background):
             task.cancel()
-        if self._background:
-            await asyncio.wait(list(self._background))
+        if self.background:
+            await asyncio.wait(list(self.background))
         self.threads.shutdown()
