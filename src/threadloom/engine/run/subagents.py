@@ -15,9 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from threadloom.define.prompt import Prompt
 from threadloom.define.registry import ResolvedTool
 from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, ToolResult, build_tool_definition
+from threadloom.engine.env import RunView
 from threadloom.engine.run.children import (
     Request,
     SubagentToolError,
@@ -296,7 +298,7 @@ def with_runtime_tools(
     return offered
 
 
-async def runtime_tools(run: Any, prompt: Any) -> list[ResolvedTool]:
+async def runtime_tools(run: RunView, prompt: Prompt) -> list[ResolvedTool]:
     """``with_runtime_tools`` for a step of ``run``: the registry is read only when the
     thread has one (``ThreadRow.has_children``), so a thread without children pays nothing."""
     entries = await run.hub.store.get_registry(run.thread_id) if run.has_registry else []
