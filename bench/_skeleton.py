@@ -12,7 +12,7 @@ transaction, at the points of a turn where Threadloom commits them —
 1. ``send``: the user message's transaction, then a run task started and a future to wait on
    (``send_message`` + ``wait_idle``);
 2. the run: a zero-latency model stream (an async generator of two events), the tool call's
-   transaction, the tool on Threadloom's own worker threads (``define.threads.ToolThreads``,
+   transaction, the tool on Threadloom's own worker threads (``engine.step.threads.ToolThreads``,
    the hop the engine makes) or called inline, the tool result's transaction, the second
    model stream, the final transaction, the future settled.
 
@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from _workload import echo
-from threadloom.define.threads import ToolThreads
+from threadloom.engine.step.threads import ToolThreads
 from threadloom.store.sqlite.store import connect, prefill_steady_wal
 
 Statement = tuple[bool, str, Any]

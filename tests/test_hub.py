@@ -78,7 +78,7 @@ async def test_unwatched_threads_still_track_event_numbers(runtime: Runtime) -> 
 
 
 async def test_a_deferred_write_runs_before_the_next_holder_of_the_lock(runtime: Runtime) -> None:
-    """The hub's deferred write (a held pending message, engine/pending.py): the next
+    """The hub's deferred write (a held pending message, engine/step/pending.py): the next
     holder of the thread's lock runs it first, once; its owner can claim it back while it
     waits; a lock taken with ``run_deferred=False`` leaves it alone; one per thread."""
     hub = runtime.hub

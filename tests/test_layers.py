@@ -5,9 +5,12 @@ of docs/spec/README.md)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "threadloom"
+HOUSE = Path(__file__).resolve().parent.parent / "scripts" / "house.py"
 
 # Bottom to top. A room may import from its own floor and the floors below it.
 FLOORS: list[tuple[str, ...]] = [
@@ -15,6 +18,7 @@ FLOORS: list[tuple[str, ...]] = [
         "errors",
         "records",
         "retry_after",
+        "version",
     ),
     ("store",),
     ("wire",),
@@ -85,50 +89,41 @@ def test_nothing_above_store_depends_on_sqlite() -> None:
     assert len(_modules()) > 20  # the walk found the package
 
 
-def _resolved(module: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``module`` imports (``from a.b import c``: ``a.b.c`` when
-    that is a module, else ``a.b``), wherever the import stands."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name in known)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                full = f"{node.module}.{alias.name}"
-                if full in known:
-                    found.add(full)
-                elif node.module in known:
-                    found.add(node.module)
-    found.discard(module)
-    return found
+def _house() -> ModuleType:
+    """``scripts/house.py``, whose reading of the imports this test shares."""
+    spec = importlib.util.spec_from_file_location("house", HOUSE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _circle_in(room: str) -> list[str]:
-    """The modules of ``room`` that lie on an import circle within it (every import counted:
-    module level, local, ``TYPE_CHECKING``)."""
+def _circles_in(room: str) -> list[list[str]]:
+    """The import circles that hold a module of ``room``, counting every import: module
+    level, inside functions and under ``TYPE_CHECKING`` (a circle closed by a type-only
+    import is still one a reader has to walk)."""
+    house = _house()
     prefix = f"threadloom.{room}"
-    paths = {m: p for m, p in _modules() if m == prefix or m.startswith(prefix + ".")}
-    edges = {m: _resolved(m, p, set(paths)) for m, p in paths.items()}
+    return [
+        group
+        for group in house.circles(house.graph(PACKAGE))
+        if any(m == prefix or m.startswith(prefix + ".") for m in group)
+    ]
 
-    def reaches(start: str, goal: str) -> bool:
-        seen, todo = set(), list(edges[start])
-        while todo:
-            current = todo.pop()
-            if current == goal:
-                return True
-            if current not in seen:
-                seen.add(current)
-                todo.extend(edges.get(current, ()))
-        return False
 
-    return sorted(m for m in edges if reaches(m, m))
+def test_engine_has_no_import_circle() -> None:
+    """engine/ (all its sub-rooms together) is in no import circle. A step's helpers see the
+    run through the protocols of ``engine/env.py``, the run's endings see the manager
+    through ``ending.Runs``; a new circle needs such a protocol, not a late import."""
+    assert len([m for m, _ in _modules() if m.startswith("threadloom.engine.")]) >= 20
+    assert _circles_in("engine") == []
 
 
 def test_node_has_no_import_circle() -> None:
-    """node/ (spec 12: cluster, liveness, relay, ordered delivery) is a room without an import
-    circle, not even through ``TYPE_CHECKING`` or a function-local import."""
+    """node/ (spec 12: cluster, liveness, relay, ordered delivery) is in no import circle:
+    it sees the engine through ``node/host.py``'s ``NodeHost``, never the ``Runtime``."""
     assert len([m for m, _ in _modules() if m.startswith("threadloom.node.")]) >= 5
-    assert _circle_in("node") == []
+    assert _circles_in("node") == []
 
 
 def test_wire_imports_only_the_records_floor() -> None:

@@ -122,7 +122,7 @@ def _public_exceptions() -> list[type[BaseException]]:
         "threadloom.providers",
         "threadloom.server.settings",
         "threadloom.server.serve",
-        "threadloom.engine.model_call",
+        "threadloom.engine.step.model_call",
     ]
     found: dict[int, type[BaseException]] = {}
     for name in modules:

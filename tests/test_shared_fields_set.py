@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from threadloom.engine.presentation import RequestMessage
+from threadloom.engine.request.presentation import RequestMessage
 from threadloom.providers.types import AssistantMessage, ToolMessage, UserMessage
 from threadloom.records import LogRow, SharedFieldsSet, copy_with, trusted
 

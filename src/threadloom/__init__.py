@@ -30,7 +30,7 @@ from threadloom.define import (
     hook,
     tool,
 )
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import (
     AgentNotFound,
     DefinitionError,
@@ -51,8 +51,7 @@ from threadloom.records import Message, StatusError, ThreadStatus
 from threadloom.thread.retention import EventRetention
 from threadloom.thread.state import ThreadState
 from threadloom.thread.users import StaticUsers
-
-__version__ = "0.1.0"
+from threadloom.version import __version__
 
 __all__ = [
     "DROP",

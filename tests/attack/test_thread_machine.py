@@ -48,7 +48,7 @@ from hypothesis.stateful import (
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.errors import MessageGenerating, ThreadBusy, ThreadTerminated
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider

@@ -26,7 +26,7 @@ import pytest
 from pg_support import NODE_TTL_S
 from threadloom import Agent, HookBlocked, Side, ThreadState, hook
 from threadloom.define import Prompt, Reasoning, tool
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.providers.script import Call, Fail, Reply
 from threadloom.records import Message

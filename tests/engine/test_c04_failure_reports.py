@@ -131,7 +131,7 @@ async def test_c04_109_tool_exceptions_are_logged_with_their_traceback(
 async def test_c04_110_failed_requests_are_logged_in_full_at_debug(
     make_chat: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from threadloom.engine.runs import EngineOptions
+    from threadloom.engine.options import EngineOptions
 
     chat = await make_chat(
         [Reply.error("busy", "overloaded"), Reply.error("still busy", "overloaded")],

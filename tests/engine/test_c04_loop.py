@@ -21,8 +21,8 @@ import pytest
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import DROP, Model, Prompt, hook, tool
-from threadloom.engine.model_call import _backoff
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
+from threadloom.engine.step.model_call import _backoff
 from threadloom.errors import ThreadBusy
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider

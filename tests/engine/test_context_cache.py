@@ -1,4 +1,4 @@
-"""The incremental context (``engine.context_cache``) equals the full pass of spec 04 §4.11.
+"""The incremental context (``engine.request.context_cache``) equals the full pass of spec 04 §4.11.
 
 Random histories are grown, edited and trimmed one operation at a time; after every
 operation the incremental context of each side must equal, message for message and
@@ -12,11 +12,16 @@ import random
 
 import pytest
 
-from threadloom.engine.context import _drop_orphans, _eligible, _present
-from threadloom.engine.context_cache import ContextCache, Prepared
-from threadloom.engine.fragments import fragment
-from threadloom.engine.presentation import RequestMessage, convert, normalize, provider_message
-from threadloom.engine.request_body import request_body
+from threadloom.engine.request.context import _drop_orphans, _eligible, _present
+from threadloom.engine.request.context_cache import ContextCache, Prepared
+from threadloom.engine.request.fragments import fragment
+from threadloom.engine.request.presentation import (
+    RequestMessage,
+    convert,
+    normalize,
+    provider_message,
+)
+from threadloom.engine.request.request_body import request_body
 from threadloom.records import (
     AttachmentRef,
     Message,

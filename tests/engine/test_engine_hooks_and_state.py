@@ -31,7 +31,7 @@ import pytest
 
 from threadloom import DROP, Agent, Definitions, HookBlocked, Runtime, Side, ThreadState, hook
 from threadloom.define import Model, Prompt, Reasoning, tool
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.errors import MessageGenerating
 from threadloom.providers.scripted import Call, Reply, ScriptedProvider
 from threadloom.providers.types import (

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError, field_validator
 
-from threadloom.engine.fragments import _generic_fragment, fragment
-from threadloom.engine.model_call import (
+from threadloom.engine.request.fragments import _generic_fragment, fragment
+from threadloom.engine.request.request_body import Fragments
+from threadloom.engine.step.model_call import (
     ModelResult,
     _generic_response_body,
     _names,
     _new_row,
     _response_body,
 )
-from threadloom.engine.request_body import Fragments
 from threadloom.providers.types import (
     AssistantMessage,
     ImagePart,

@@ -1,4 +1,4 @@
-"""A step's pending message held back while its request is young (engine/pending.py).
+"""A step's pending message held back while its request is young (engine/step/pending.py).
 
 An answer that comes within ``EngineOptions.pending_hold_s`` is stored with its pending
 message in one commit; anything that could see the difference — a reader, a writer, a
@@ -17,8 +17,8 @@ from test_c04_control import _logs, _messages, _requested, _status, _until
 from test_store_refusals import REFUSAL, refusing
 
 from threadloom.define import hook
-from threadloom.engine.pending import HeldPending
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
+from threadloom.engine.step.pending import HeldPending
 from threadloom.providers.scripted import Call, Reply
 
 LONG_HOLD = EngineOptions(pending_hold_s=30.0)

@@ -1,4 +1,4 @@
-"""LLM log rows of real runs store their request bodies as deltas (engine/request_body.py,
+"""LLM log rows of real runs store their request bodies as deltas (engine/request/request_body.py,
 store/sqlite/bodies.py) and read back exactly the request each attempt sent (spec 04
 §4.25: ``request_body`` is the JSON of the request as built)."""
 
@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from store_probe import probe
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 
 

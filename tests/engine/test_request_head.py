@@ -1,4 +1,4 @@
-"""The cached constant part of a model request (``engine/request_head.py``, spec 04 §4.25):
+"""The cached constant part of a model request (``engine/request/request_head.py``, spec 04 §4.25):
 its request fields and body text equal what serialising the whole request gives, and a
 re-registered definition never gets a stale head."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from threadloom import Definitions
 from threadloom.define import Model, Prompt, Reasoning, tool
-from threadloom.engine.request_head import SLOT, Heads, head_for
+from threadloom.engine.request.request_head import SLOT, Heads, head_for
 from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec
 from threadloom.records import json_compact
 

@@ -1,13 +1,13 @@
 """The parent's queued result message (spec 06 §6.8.3) read back: a node whose blocking
 call missed the notification of a child's result rebuilds it from that message
-(``engine/relay.py``), so ``parse_result_text`` must invert ``result_text`` exactly."""
+(``node/relay.py``), so ``parse_result_text`` must invert ``result_text`` exactly."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from threadloom.engine.results import SessionResult, parse_result_text, result_text
+from threadloom.engine.run.results import SessionResult, parse_result_text, result_text
 
 PATHS = st.lists(st.text(min_size=1, max_size=20).filter(lambda p: "\n" not in p), max_size=3)
 

@@ -1,7 +1,7 @@
 """A storage failure inside a step (spec 04 §4.21): whichever write of a turn the database
 refuses, the run ends ``failed``/``step_error`` with its runtime log row, nothing is left
 ``pending`` or ``running``, the records are the same whether the step's pending message
-was held back or not (engine/pending.py), and the thread's next message runs normally.
+was held back or not (engine/step/pending.py), and the thread's next message runs normally.
 
 The refusal is the database's own: a trigger in the real database raises, as a full disk, a
 constraint or a broken file would (no store is mocked).
@@ -16,7 +16,7 @@ import pytest
 from test_c04_control import _logs, _messages, _status
 
 from store_probe import StoreProbe
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.scripted import Call, Reply
 from threadloom.providers.types import ProviderRequest, ToolMessage
 

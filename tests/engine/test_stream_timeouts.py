@@ -1,5 +1,5 @@
 """Spec 04 §4.12.2: the stall timeout between stream events. One timer watches the whole
-stream (``engine.stream._Watch``): every event moves its deadline, the timer re-arms itself
+stream (``engine.step.stream._Watch``): every event moves its deadline, the timer re-arms itself
 when it fires early, so a steady stream never times out and a stalled one does."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.providers.script import Reply
 
 

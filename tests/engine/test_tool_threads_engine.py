@@ -1,4 +1,4 @@
-"""Plain ``def`` tools in a run use the runtime's worker threads (``define/threads.py``):
+"""Plain ``def`` tools in a run use the runtime's worker threads (``engine/step/threads.py``):
 parallel calls run at once, each in a worker of its own, and closing the runtime ends
 the workers."""
 

@@ -302,7 +302,7 @@ def test_c13_024_a_result_of_blocks_becomes_text_and_files() -> None:
     structured content when there is no text, isError as an error result."""
     from mcp import types
 
-    from threadloom.engine.mcp import tool_result
+    from threadloom.engine.mcp_sessions import tool_result
 
     image = types.ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png")
     both = types.CallToolResult(

@@ -22,7 +22,7 @@ import uvicorn
 
 from threadloom import Agent, Definitions, Runtime, Side, ThreadState
 from threadloom.define import Model, Prompt, SessionBinding, Subagent, hook, tool
-from threadloom.engine.runs import EngineOptions
+from threadloom.engine.options import EngineOptions
 from threadloom.errors import UsernameTaken
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider

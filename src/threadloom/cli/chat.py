@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.thread.events import Subscription
 
 #: Why a run ended, in the words the chat shows (``None``: nothing to say, the answer is

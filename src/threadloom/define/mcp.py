@@ -7,7 +7,7 @@ used by name in a prompt's ``tools``: ``"calc"`` offers every tool the server li
 ``"calc:add"`` only that one.
 
 This module only describes servers and their tools; it imports no MCP code. The runtime
-opens the sessions (``engine/mcp.py``, with the official ``mcp`` SDK) and binds each listed
+opens the sessions (``engine/mcp_sessions.py``, with the official ``mcp`` SDK) and binds each listed
 tool here as an ``MCPTool``, a ``ToolDefinition`` whose call goes to the server.
 """
 

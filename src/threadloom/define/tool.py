@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,12 +29,19 @@ from threadloom.define.schema import (
     empty_object_schema,
     format_validation_error,
 )
-from threadloom.define.threads import ToolThreads
 from threadloom.errors import DefinitionError, ThreadloomError
 from threadloom.records import AttachmentRef
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 Problem = tuple[str, str]
+
+
+class WorkerThreads(Protocol):
+    """Worker threads that run a plain ``def`` tool (the engine's ``ToolThreads``,
+    ``engine/step/threads.py``)."""
+
+    def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]: ...
 
 
 # --- results (§4.5.3, §4.5.4) -------------------------------------------------------------
@@ -173,7 +180,7 @@ class ToolDefinition:
         return args, kwargs
 
     async def invoke(
-        self, state: Any, arguments: Mapping[str, Any], threads: ToolThreads | None = None
+        self, state: Any, arguments: Mapping[str, Any], threads: WorkerThreads | None = None
     ) -> ToolResult:
         """Validate, call the function and normalise its return value.
 
@@ -181,8 +188,8 @@ class ToolDefinition:
         passed as the first argument when the tool takes it.
 
         ``async def`` tools run on the event loop, plain ones in a worker thread: one of
-        ``threads`` (the runtime's, ``threads.py``), else ``asyncio.to_thread``'s. Exceptions
-        raised by the function propagate: the engine turns them into error results.
+        ``threads`` (the runtime's, ``engine/step/threads.py``), else ``asyncio.to_thread``'s.
+        Exceptions raised by the function propagate: the engine turns them into error results.
         """
         args, kwargs = self.bind_arguments(arguments)
         if self.takes_state:

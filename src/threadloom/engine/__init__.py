@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 
 __all__ = ["Runtime"]

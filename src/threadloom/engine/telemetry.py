@@ -25,18 +25,15 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from threadloom.engine.env import StepEnv
+from threadloom.engine.run.loop import Run
+from threadloom.engine.step.outcome import CallOutcome, ModelResult
 from threadloom.errors import InvalidArgument
-from threadloom.records import FAILED_REASONS, REASON_ERRORS
-
-if TYPE_CHECKING:
-    from threadloom.engine.loop import Run
-    from threadloom.engine.step import StepEnv
-    from threadloom.engine.stream import ModelResult
-    from threadloom.engine.tools import CallOutcome
-    from threadloom.providers.types import ProviderRequest
-    from threadloom.records import ToolCall
+from threadloom.providers.types import ProviderRequest
+from threadloom.records import FAILED_REASONS, REASON_ERRORS, ToolCall
+from threadloom.version import __version__
 
 CONVENTIONS = "semantic-conventions-genai v0.1.0"
 """The GenAI semantic conventions the attribute names follow."""
@@ -128,8 +125,6 @@ def open_tracing(
     capture = options.capture_content
     if capture is None:
         capture = _capture_from(environ)
-    from threadloom import __version__
-
     return Tracing(provider.get_tracer("threadloom", __version__), capture)
 
 

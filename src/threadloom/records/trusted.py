@@ -9,7 +9,7 @@ records; never for user or provider input).
 Records of a :class:`SharingModel` class built by ``trusted`` share their fields set with
 every other built from the same names (:class:`SharedFieldsSet`) instead of holding a set
 of their own: a set is a few hundred bytes and an object the garbage collector tracks, and
-the engine keeps request forms of every message of a warm history (engine/context_cache).
+the engine keeps request forms of every message of a warm history (engine/request/context_cache).
 An assignment to a field the shared set lacks first gives the record a set of its own.
 
 ``AllFieldsSet`` is the fields set shared by every stored record of a kind (what the store

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 
 import threadloom
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.server import agui, errors, mcp, openapi, redact, ui
 from threadloom.server.auth.accounts import StoreCredentials
 from threadloom.server.auth.principal import Credentials

@@ -15,7 +15,7 @@ from fastapi import Depends, Request
 from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.server.auth.principal import (
     LOCAL_PRINCIPAL,
     Credentials,
@@ -240,7 +240,7 @@ async def admin(who: Principal = Depends(principal)) -> Principal:
 async def accessible_thread(request: HTTPConnection, thread_id: str, who: Principal) -> ThreadRow:
     """The thread ``thread_id`` when ``who`` may see it: 404 when it does not exist, 403
     when it is not accessible (spec 10 §10.6 rules 3–5). A pending message held back
-    from the store (``engine/pending.py``) is committed first: the caller is about to look."""
+    from the store (``engine/step/pending.py``) is committed first: the caller is about to look."""
     the_runtime = runtime(request)
     if not storable(thread_id):
         raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")

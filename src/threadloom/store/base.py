@@ -261,7 +261,7 @@ class Store(FileStore, AccountStore, Protocol):
         delivery), in one transaction. Returns the stored message and row, whether the run
         settled, and the events: the log's, the message's, then the status's if settled.
         ``new``: the message and the row are not stored yet (a model call whose pending
-        message was held back, ``engine/pending.py``): both are inserted as
+        message was held back, ``engine/step/pending.py``): both are inserted as
         ``insert_message_and_log`` with ``new_log`` does, and the events are the
         message's, the log's, then the status's."""
         ...

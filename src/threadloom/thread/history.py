@@ -40,7 +40,7 @@ class MessageHistory(Sequence[Message]):
         self._memo: dict[Any, dict[str, tuple[Message, Any]]] = {}  # key → id → (record, value)
         self._edits: list[int] = []
         """Per replacement or removal, the first position it may have changed (appends are
-        not edits): what an incremental reader (``engine.context_cache``) consumed before
+        not edits): what an incremental reader (``engine.request.context_cache``) consumed before
         that position is still exact."""
         self.caches: dict[Any, Any] = {}
         """Incremental readers' state, by their own key (kept as long as the history)."""

@@ -151,7 +151,7 @@ class ThreadHub(HookResolution):
     def defer_write(self, thread_id: str, write: DeferredWrite) -> None:
         """Hold ``write`` back: the next holder of the thread's write lock runs it before
         its own writes, unless its owner claims it first (``take_deferred``). One per
-        thread (a run's held pending message, ``engine/pending.py``)."""
+        thread (a run's held pending message, ``engine/step/pending.py``)."""
         if thread_id in self._deferred:
             raise RuntimeError(f"thread {thread_id} already holds a deferred write")
         self._deferred[thread_id] = write

@@ -2,7 +2,7 @@
 
 Writes to a thread commit and publish under its lock, so the event bus sees each thread's
 durable events in commit order. A step may hold one write back (its pending message,
-``engine/pending.py``); whoever takes the thread's lock next runs that write first.
+``engine/step/pending.py``); whoever takes the thread's lock next runs that write first.
 """
 
 from __future__ import annotations

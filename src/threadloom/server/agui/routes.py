@@ -24,7 +24,7 @@ from ag_ui.core import RunAgentInput
 from fastapi import Request
 from pydantic import ValidationError
 
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
 from threadloom.records import is_uuid
 from threadloom.server import deps

@@ -43,7 +43,7 @@ from ag_ui.core import (
 from threadloom.client.convert.agui import AguiExporter
 from threadloom.client.convert.agui.messages import REASONING_SUFFIX
 from threadloom.client.reduce import Snapshot, empty_view, reduce
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run.runtime import Runtime
 from threadloom.records import ThreadStatus
 from threadloom.server.agui.cursor import Cursor, Tracker
 from threadloom.server.deps import ServerContext

@@ -30,9 +30,9 @@ from starlette.types import Receive, Scope, Send
 from threadloom.define.agent import Agent
 from threadloom.define.registry import Definitions
 from threadloom.define.schema import empty_object_schema
-from threadloom.engine import results
-from threadloom.engine.children import argument_issues
-from threadloom.engine.runtime import Runtime
+from threadloom.engine.run import results
+from threadloom.engine.run.children import argument_issues
+from threadloom.engine.run.runtime import Runtime
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from threadloom.define.agent import Side
 from threadloom.define.tool import ToolResult
-from threadloom.engine.execution import ExecutionState
-from threadloom.engine.presentation import RequestMessage
-from threadloom.engine.subagents import runtime_tools
+from threadloom.engine.env import ExecutionState, StepEnv
+from threadloom.engine.request.presentation import RequestMessage
+from threadloom.engine.run.subagents import runtime_tools
+from threadloom.engine.step.step import StepOutcome, model_step
 from threadloom.records import Message
 from threadloom.thread.history import NestedHistory
-
-if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
 
 
 @dataclass
@@ -77,8 +75,6 @@ async def run_subprompt(
     env: StepEnv, resolved: Any, arguments: dict[str, Any], reserved_id: str
 ) -> ToolResult:
     """Run the sub-prompt named by ``resolved`` and turn its step into the caller's result."""
-    from threadloom.engine.step import StepEnv, model_step
-
     prompt = resolved.target
     options = getattr(resolved, "options", None)
     problem = _validate(prompt, arguments)
@@ -116,17 +112,16 @@ async def run_subprompt(
             state=run.state(execution, arguments=arguments),
             side=env.side,
             prompt=prompt,
-            side_def=SimpleNamespace(
-                label=env.side_def.label, stop_tool=None, stop_tool_response_property=None
-            ),
+            side_def=Side(label=env.side_def.label),
             tools=await runtime_tools(run, prompt),
             anchor_id=None,
             anchor_created=None,
             depth=env.depth + 1,
             parent_message_id=reserved_id,
             parent_log_id=env.current_log.id if env.current_log else None,
+            execution=execution,
+            dispatch=env.dispatch,
             nested=nested,
-            execution_state=execution,
         )
         outcome = await model_step(sub_env)
     finally:
@@ -136,7 +131,7 @@ async def run_subprompt(
     return _result(options, outcome)
 
 
-def _result(options: Any, outcome: Any) -> ToolResult:
+def _result(options: Any, outcome: StepOutcome) -> ToolResult:
     """The caller's result from the nested step (spec 04 §4.17 step 5)."""
     include_text = getattr(options, "include_text_response", True) if options else True
     include_calls = getattr(options, "include_tool_calls", True) if options else True
@@ -160,9 +155,9 @@ def _result(options: Any, outcome: Any) -> ToolResult:
         lines = ["Tool Executions:"]
         by_call = {m.tool_call_id: m for m in outcome.round.stored}
         for o in outcomes:
-            stored = by_call.get(o.call.id)
+            result = by_call.get(o.call.id)
             lines.append(f"Tool Call: {o.call.function.name}({o.call.function.arguments})")
-            lines.append(f"Tool Response: {stored.content if stored else ''}")
+            lines.append(f"Tool Response: {result.content if result else ''}")
         parts.append("\n".join(lines))
     text = "\n\n".join(parts) or "Prompt executed successfully"
     return ToolResult(status="success", result=text, attachments=attachments)

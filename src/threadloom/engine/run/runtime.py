@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.define.registry import Definitions
-from threadloom.engine import results
-from threadloom.engine.mcp import MCPSessions, open_sessions
-from threadloom.engine.node_host import EngineHost
-from threadloom.engine.runs import EngineOptions, RunManager
+from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
+from threadloom.engine.options import EngineOptions
+from threadloom.engine.run import results
+from threadloom.engine.run.node_host import EngineHost
+from threadloom.engine.run.runs import RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
     AgentNotFound,
@@ -80,7 +81,7 @@ class Runtime:
         """Where several nodes share the store: the notifications (``node/relay.py``)."""
         self._closed = False
         self.mcp: MCPSessions | None = None
-        """The sessions with the project's MCP servers (``engine/mcp.py``)."""
+        """The sessions with the project's MCP servers (``engine/mcp_sessions.py``)."""
         self.missing_credentials: list[MissingCredential] = []
         """The models whose provider had no credential when the definitions were loaded
         (each was logged as a warning on ``threadloom.providers``)."""

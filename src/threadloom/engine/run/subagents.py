@@ -2,7 +2,7 @@
 ``subagent_create``, ``subagent_message`` and ``subagents``, with their offer rules.
 
 Resumable relationships are reached only through these tools, never by name
-(``engine.tools.NOT_DIRECT``). The tools check their own arguments (spec 04 §4.14.3):
+(``engine.step.tools.NOT_DIRECT``). The tools check their own arguments (spec 04 §4.14.3):
 their definitions take the arguments as they came, and each failing check is an error
 result with the spec's text. Creation and sending live in ``children``.
 """
@@ -15,10 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from threadloom.define.prompt import Prompt
 from threadloom.define.registry import ResolvedTool
 from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, ToolResult, build_tool_definition
-from threadloom.engine.children import (
+from threadloom.engine.env import RunView
+from threadloom.engine.run.children import (
     Request,
     SubagentToolError,
     argument_problems,
@@ -296,7 +298,7 @@ def with_runtime_tools(
     return offered
 
 
-async def runtime_tools(run: Any, prompt: Any) -> list[ResolvedTool]:
+async def runtime_tools(run: RunView, prompt: Prompt) -> list[ResolvedTool]:
     """``with_runtime_tools`` for a step of ``run``: the registry is read only when the
     thread has one (``ThreadRow.has_children``), so a thread without children pays nothing."""
     entries = await run.hub.store.get_registry(run.thread_id) if run.has_registry else []

@@ -1,4 +1,4 @@
-"""The worker threads of plain ``def`` tools (``threadloom.define.threads``): what
+"""The worker threads of plain ``def`` tools (``threadloom.engine.step.threads``): what
 ``asyncio.to_thread`` promised — a worker thread, the caller's context, exceptions,
 concurrency, cancellation — and a clean shutdown."""
 
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from threadloom.define import tool
-from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolDefinition
+from threadloom.engine.step.threads import ToolThreads
 
 where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
 

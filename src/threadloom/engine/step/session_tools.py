@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from threadloom.define.tool import ToolResult
+from threadloom.engine.env import StepEnv
 from threadloom.records import ToolCall, json_compact, name_of
 from threadloom.thread.files import attachment_ref
 from threadloom.thread.transfer import display_name
@@ -102,7 +103,7 @@ async def returned_files(
     return result.model_copy(update={"attachments": refs})
 
 
-async def apply(env: Any, state: Any, call: ToolCall, result: ToolResult) -> ToolResult:
+async def apply(env: StepEnv, state: Any, call: ToolCall, result: ToolResult) -> ToolResult:
     """Step 7 for side X's bindings; other calls pass unchanged."""
     if result.status != "success" or env.depth != 0:
         return result

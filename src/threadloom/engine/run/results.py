@@ -17,20 +17,18 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from threadloom.define.tool import ToolResult
 from threadloom.errors import ThreadTerminated
-from threadloom.node.host import ChildResult
+from threadloom.node.host import ChildResult, Peers
 from threadloom.records import AttachmentRef, Message, QueueEntry, SubagentRegistryEntry, new_id
 from threadloom.store.base import ParentDelivery, ThreadRow
 from threadloom.thread import messages as thread_messages
+from threadloom.thread.hub import ThreadHub
 from threadloom.thread.queue import enqueue
 from threadloom.thread.state import ThreadState
 from threadloom.thread.transfer import copy_attachments
-
-if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
 
 logger = logging.getLogger("threadloom.engine")
 
@@ -188,8 +186,21 @@ class Prepared:
         return self.waiter is not None or self.delivery.entry is not None
 
 
+class Parents(Protocol):
+    """Where a child's session result goes, as the manager of the runs (``runs.py``'s
+    ``RunManager``) keeps it: the hub, the parent calls waiting for a child's result, and
+    the other nodes (a blocking result no call here waits for goes to them)."""
+
+    @property
+    def hub(self) -> ThreadHub: ...
+    @property
+    def waiters(self) -> dict[str, asyncio.Future[ToolResult]]: ...
+    @property
+    def peers(self) -> Peers | None: ...
+
+
 async def prepare(
-    manager: RunManager, child: ThreadRow, result: SessionResult | None
+    manager: Parents, child: ThreadRow, result: SessionResult | None
 ) -> Prepared | None:
     """Everything the delivery needs before its transaction: the parent's entry, the
     attachments copied child → parent (§6.12), the waiting call or the queue entry."""
@@ -250,7 +261,7 @@ def _child_result(child: ThreadRow, prepared: Prepared) -> ChildResult:
     )
 
 
-async def finish(manager: RunManager, child: ThreadRow, prepared: Prepared | None) -> None:
+async def finish(manager: Parents, child: ThreadRow, prepared: Prepared | None) -> None:
     """After the delivery committed: the child's hand-off note, the end of a one-shot
     (non-resumable) instance (§6.3.4), then the parent: woken for its queue entry, or its
     waiting call answered — so the parent never sees a result before the child's side of

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
 
-from threadloom.engine import results
-from threadloom.engine.loop import Run
-from threadloom.engine.runs import RunManager
+from threadloom.engine.run import results
+from threadloom.engine.run.loop import Run
+from threadloom.engine.run.runs import RunManager
 from threadloom.node.host import ChildResult
 
 Recover = Callable[..., Awaitable[list[str]]]

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from threadloom.engine.context_cache import ContextCache, Prepared, cache_key
-from threadloom.engine.presentation import (
+from threadloom.engine.env import StepEnv
+from threadloom.engine.request.context_cache import ContextCache, Prepared, cache_key
+from threadloom.engine.request.presentation import (
     Presented,
     RequestMessage,
     call_ids,
@@ -28,9 +29,6 @@ from threadloom.errors import HookBlocked, InvalidMessage
 from threadloom.records import Message, new_id
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
-
-if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
 
 
 @dataclass
@@ -200,8 +198,8 @@ async def assemble(env: StepEnv) -> Assembly:
     run, state, prompt = env.run, env.state, env.prompt
     hub = state.hub
     system = run.definitions.render_system(prompt, state.arguments, state.context)
-    bare = env.hookless()  # then no hook below runs, until something is awaited
-    hooks = [] if bare else env.hooks_for("after_system_message")
+    bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
+    hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:
         system = await hub.hooks.run_transform(
             hooks,
@@ -219,7 +217,11 @@ async def assemble(env: StepEnv) -> Assembly:
         and (prompt.include_chat or env.anchor_id is None)
         and history is run.execution.message_history
         and (
-            bare or not (env.hooks_for("filter_messages") or env.hooks_for("prefilter_llm_history"))
+            bare
+            or not (
+                env.run.hooks_for("filter_messages", env.execution)
+                or env.run.hooks_for("prefilter_llm_history", env.execution)
+            )
         )
     ):
         own = "assistant" if env.side == "a" else "user"
@@ -234,7 +236,7 @@ async def assemble(env: StepEnv) -> Assembly:
     else:
         records = run.execution.message_history.raw()
         snapshot = _eligible(records, prompt.include_chat, env.anchor_id)
-    hooks = env.hooks_for("filter_messages")
+    hooks = env.run.hooks_for("filter_messages", env.execution)
     if hooks:
         by_id = {m.id: m for m in snapshot}
         snapshot = await hub.hooks.run_transform(
@@ -256,7 +258,7 @@ async def assemble(env: StepEnv) -> Assembly:
         messages.extend(env.nested.extra)
     if system:
         messages.insert(0, RequestMessage(role="system", content=system))
-    hooks = env.hooks_for("prefilter_llm_history")
+    hooks = env.run.hooks_for("prefilter_llm_history", env.execution)
     if hooks:
         try:
             messages = await hub.hooks.run_transform(

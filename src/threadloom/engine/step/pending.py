@@ -35,13 +35,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from threadloom.engine.env import StepEnv
 from threadloom.records import LogRow, Message, copy_with
 from threadloom.thread import messages as thread_messages
-
-if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
 
 HOOKS_THAT_SEE_STORAGE = (
     "before_create_message",
@@ -64,7 +62,9 @@ def may_hold(env: StepEnv, model: str) -> bool:
         return False
     if hub.bus.wants(env.state.thread_id):
         return False
-    return env.hookless() or not any(env.hooks_for(name) for name in HOOKS_THAT_SEE_STORAGE)
+    return env.run.hookless(env.execution) or not any(
+        env.run.hooks_for(name, env.execution) for name in HOOKS_THAT_SEE_STORAGE
+    )
 
 
 class HeldPending:
@@ -193,9 +193,7 @@ class HeldPending:
                 message = copy_with(self.message, fields)
                 try:
                     if reason is not None:
-                        return await env.run.manager.finish_run_locked(
-                            env.run, message, log, reason, new=True
-                        )
+                        return await env.run.finish_run_locked(message, log, reason, new=True)
                     stored, _ = await thread_messages.insert_locked(
                         env.state, message, log, new_log=True
                     )
@@ -217,3 +215,59 @@ class HeldPending:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+async def begin_attempt(env: StepEnv, row: LogRow) -> LogRow:
+    """Store an attempt's LLM row; the first one together with the pending message."""
+    if env.pending is None and env.pending_candidate is not None:
+        if may_hold(env, row.model):  # committed later or with the answer (see above)
+            env.pending = env.pending_candidate
+            env.held = HeldPending(env, env.pending_candidate, row)
+            return row
+        # a pending placeholder and the row of a request not yet sent: state crash
+        # recovery repairs, so its commit need not wait for the disk (docs/engine.md)
+        env.pending, stored = await thread_messages.create_with_log(
+            env.state, env.pending_candidate, row, durable=False
+        )
+        return stored
+    # a retry: its request failed, which committed the held pair first (call_model)
+    return await env.state.hub.insert_log(env.state.thread_id, row, fence=env.state.fence)
+
+
+async def release_hold(env: StepEnv, *, raising: bool = True) -> None:
+    """Commit the step's held pending message and its row now (a failure, a stop). When
+    that commit failed the step has no pending message, and (``raising``) what it raised
+    is raised here, as ``begin_attempt`` would have raised it without the hold."""
+    held = env.held
+    if held is None or await held.release():
+        return
+    env.pending = None
+    if raising:
+        assert held.error is not None
+        raise held.error
+
+
+def row_as_stored(env: StepEnv, row: LogRow) -> LogRow:
+    """The step's LLM row ``row`` as committed, if its held pair was meanwhile."""
+    return env.held.current(row) if env.held is not None else row
+
+
+def publish_chunk(env: StepEnv, kind: str, message_id: str, chunk: str, offset: int) -> None:
+    """Publish a chunk of the step's message (after its pending message if held)."""
+    _publish(
+        env, kind, {"message_id": message_id, "depth": env.depth, "chunk": chunk, "offset": offset}
+    )
+
+
+def publish_event(env: StepEnv, event_type: str, data: dict[str, Any]) -> None:
+    """Publish an ephemeral event of the step (after its pending message if held)."""
+    _publish(env, "event", {"event_type": event_type, "data": data})
+
+
+def _publish(env: StepEnv, kind: str, data: dict[str, Any]) -> None:
+    """Publish an ephemeral event of the step, after its pending message if held."""
+    if not env.state.hub.bus.wants(env.state.thread_id):
+        return  # an ephemeral event nobody would receive (the bus keeps no history)
+    if env.held is not None and env.held.publish(kind, data):
+        return
+    env.state.hub.publish(env.state.thread_id, kind, None, data)

@@ -10,13 +10,17 @@ import random
 import time
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from threadloom.engine.fragments import calls_json, fragment, json_string
-from threadloom.engine.presentation import normalize, provider_message
-from threadloom.engine.request_body import RequestBody, request_body
-from threadloom.engine.request_head import SLOT, head_for
-from threadloom.engine.stream import ModelResult, stream_model
+from threadloom.engine.env import StepEnv
+from threadloom.engine.request.context import Assembly
+from threadloom.engine.request.fragments import calls_json, fragment, json_string
+from threadloom.engine.request.presentation import RequestMessage, normalize, provider_message
+from threadloom.engine.request.request_body import RequestBody, request_body
+from threadloom.engine.request.request_head import SLOT, head_for
+from threadloom.engine.step.outcome import ModelResult
+from threadloom.engine.step.pending import begin_attempt, release_hold, row_as_stored
+from threadloom.engine.step.stream import stream_model
 from threadloom.errors import ProviderError, ThreadloomError
 from threadloom.providers.types import (
     ProviderRequest,
@@ -26,11 +30,6 @@ from threadloom.providers.types import (
     trusted,
 )
 from threadloom.records import LogRow, copy_with, json_compact, new_id
-
-if TYPE_CHECKING:
-    from threadloom.engine.context import Assembly
-    from threadloom.engine.presentation import RequestMessage
-    from threadloom.engine.step import StepEnv
 
 MAX_ERROR_LINES = 100
 JITTER = 1.25
@@ -178,7 +177,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
         attempts = int(getattr(model, "max_attempts", 2) or 1)
         for attempt in range(1, attempts + 1):
             delta = body.delta()  # the body given lazily: joined only if stored as text
-            row = await env.begin_attempt(
+            row = await begin_attempt(
+                env,
                 _new_row(
                     {
                         "id": new_id(),
@@ -232,8 +232,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 )
                 if tracing is not None:
                     tracing.fail_chat(span, token, exc, error.code)
-                await env.release_hold()  # the failure is recorded on the stored row
-                row = env.row_as_stored(row)
+                await release_hold(env)  # the failure is recorded on the stored row
+                row = row_as_stored(env, row)
                 await _record_failure(env, row, error, started)
                 failure = (model, str(provider_name), error)
                 if logger.isEnabledFor(logging.DEBUG):
@@ -251,7 +251,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 if attempt < attempts:
                     await asyncio.sleep(_backoff(run.options, attempt, error.retry_after))
                 continue
-            row = env.row_as_stored(row)
+            row = row_as_stored(env, row)
             if time.monotonic() - sent < run.options.pending_hold_s:
                 run.manager.slow_models.discard(model.name)
             else:
@@ -421,4 +421,4 @@ def format_exception(exc: BaseException) -> str:
     return cut_error(f"{exc}\n\nStack trace:\n{trace}")
 
 
-__all__ = ["ModelFailed", "ModelResult", "StepError", "build_request", "call_model", "price"]
+__all__ = ["ModelFailed", "StepError", "build_request", "call_model", "price"]

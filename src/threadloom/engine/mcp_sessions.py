@@ -32,6 +32,7 @@ from typing import Any
 from threadloom.define.mcp import MCPServer, MCPTool
 from threadloom.define.registry import Definitions
 from threadloom.define.tool import Attachment, ToolResult
+from threadloom.version import __version__
 
 logger = logging.getLogger("threadloom.mcp")
 
@@ -108,11 +109,9 @@ class MCPSession:
             from mcp import Client
             from mcp.types import Implementation
 
-            import threadloom
-
             async with AsyncExitStack() as stack:
                 target = await self._target(stack)
-                info = Implementation(name="threadloom", version=threadloom.__version__)
+                info = Implementation(name="threadloom", version=__version__)
                 client = await stack.enter_async_context(Client(target, client_info=info))
                 tools = await _list_tools(client)
                 self._client = client

@@ -2,9 +2,9 @@
 lost with its node, a run broken by a store that could not be written, a lease lost,
 self-fencing (spec 04 §4.7.3, §4.20.1, §4.21.1; spec 12 §12.3.3, §12.5, §12.6.3).
 
-Each is a function of the :class:`~threadloom.engine.runs.RunManager` whose runs it ends,
-bound there as its method of the same name (``runs.end_of_run(run, reason)``): the
-manager starts runs, this module ends them, and neither pays for a call in between.
+The manager of the runs (``runs.py``'s ``RunManager``) starts runs; these functions end
+them, and its methods of the same names call them. They see the manager through
+:class:`Runs`: its registered runs, its flags and the few entry points an ending needs.
 """
 
 from __future__ import annotations
@@ -14,18 +14,42 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from threadloom.engine import results
-from threadloom.engine.loop import RUN_FAILED, Run
+from threadloom.engine.run import results
+from threadloom.engine.run.loop import RUN_FAILED, Run
 from threadloom.errors import LeaseLost
 from threadloom.records import LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
-
-if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
+from threadloom.thread.lock import ThreadLock
 
 logger = logging.getLogger("threadloom.engine")
+
+
+class Runs(results.Parents, Protocol):
+    """What ending a run needs of the manager of the runs (``runs.py``'s ``RunManager``)."""
+
+    fenced: bool
+    """True while this node has fenced itself: no run starts (``drop_all`` sets it)."""
+
+    @property
+    def closing(self) -> bool: ...
+    @property
+    def active(self) -> dict[str, Run]: ...
+    @property
+    def background(self) -> set[asyncio.Task[Any]]: ...
+    def gate(self, thread_id: str) -> ThreadLock: ...
+    def owns(self, thread_id: str) -> bool: ...
+    def wake(self, thread_id: str) -> None: ...
+    async def start(
+        self,
+        thread_id: str,
+        *,
+        side: str = "a",
+        force: bool = False,
+        keep_status: bool = False,
+        spawn: bool = True,
+    ) -> Run | None: ...
 
 
 @dataclass(frozen=True)
@@ -80,7 +104,7 @@ def _unfence(run: Run) -> None:
     run.fence = None
 
 
-async def end_of_run(manager: RunManager, run: Run, reason: str) -> bool:
+async def end_of_run(manager: Runs, run: Run, reason: str) -> bool:
     """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
     tid = run.thread_id
     if run.ended is not None:  # committed with the run's last message (finish_run)
@@ -106,35 +130,35 @@ async def end_of_run(manager: RunManager, run: Run, reason: str) -> bool:
             await manager.hub.publish_events(events)
         if settled:
             run.finished = True
-            manager._runs.pop(tid, None)
+            manager.active.pop(tid, None)
             _unfence(run)  # the lease is released: later writes are no execution's
     await results.finish(manager, run.row, prepared)
     return not settled
 
 
-def release(manager: RunManager, run: Run) -> None:
+def release(manager: Runs, run: Run) -> None:
     """Forget a run whose end-of-run check settled with its last message; wakes that
     arrived meanwhile start the next run."""
     run.finished = True
-    if manager._runs.get(run.thread_id) is run:
-        del manager._runs[run.thread_id]
+    if manager.active.get(run.thread_id) is run:
+        del manager.active[run.thread_id]
     if run.rewake:
         run.rewake = False
         manager.wake(run.thread_id)
 
 
 async def finish_run(
-    manager: RunManager, run: Run, message: Message, log: LogRow, reason: str
+    manager: Runs, run: Run, message: Message, log: LogRow, reason: str
 ) -> Message:
     """Finalise the run's last model message with its LLM row and commit the end-of-run
     check with them (one transaction), when the step is known to end the run with
-    ``reason`` and no update hook runs (see ``Run.ends_with``)."""
+    ``reason`` and no update hook runs (see ``step.ends_with``)."""
     async with manager.hub.lock(run.thread_id):
         return await finish_run_locked(manager, run, message, log, reason)
 
 
 async def finish_run_locked(
-    manager: RunManager, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
+    manager: Runs, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
 ) -> Message:
     """``finish_run`` under the thread's write lock, which the caller holds; ``new``:
     the message and its row are inserted (``Store.finish_run``). Publishes, in commit
@@ -159,7 +183,7 @@ async def finish_run_locked(
     return stored
 
 
-def _parent_lock(manager: RunManager, prepared: results.Prepared | None) -> Any:
+def _parent_lock(manager: Runs, prepared: results.Prepared | None) -> Any:
     """The parent's write lock for a delivery (always taken child first, then parent)."""
     if prepared is None:
         return contextlib.nullcontext()
@@ -167,11 +191,11 @@ def _parent_lock(manager: RunManager, prepared: results.Prepared | None) -> Any:
 
 
 # -- aborting ----------------------------------------------------------------------
-async def abort(manager: RunManager, thread_id: str, reason: str) -> bool:
+async def abort(manager: Runs, thread_id: str, reason: str) -> bool:
     """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled. Where
     several nodes share the store, a run of another node is aborted by its owner (or,
     when the owner is dead, settled here) as spec 12 §12.5 says."""
-    run = manager._runs.get(thread_id)
+    run = manager.active.get(thread_id)
     if run is None or run.task is None:
         if manager.hub.store.shared and manager.peers is not None:
             return await manager.peers.remote_abort(thread_id, reason)
@@ -186,7 +210,7 @@ async def abort(manager: RunManager, thread_id: str, reason: str) -> bool:
     return True
 
 
-async def settle(manager: RunManager, run: Run, reason: str) -> None:
+async def settle(manager: Runs, run: Run, reason: str) -> None:
     """Commit the settlement of an aborted run: records first, status last."""
     kind = ABORTS[reason]
     tid = run.thread_id
@@ -212,7 +236,7 @@ async def settle(manager: RunManager, run: Run, reason: str) -> None:
                 events = []
                 prepared = None
             await manager.hub.publish_events(events)
-        manager._runs.pop(tid, None)
+        manager.active.pop(tid, None)
     _unfence(run)
     if reason == "aborted" and events:
         logger.error(
@@ -236,20 +260,20 @@ async def settle(manager: RunManager, run: Run, reason: str) -> None:
 
 
 async def settle_lost(
-    manager: RunManager, thread_id: str, reason: str = "execution_lost"
+    manager: Runs, thread_id: str, reason: str = "execution_lost"
 ) -> tuple[Any, results.Prepared | None] | None:
     """Settle the thread's run when no live node runs it (spec 12 §12.6.3), taking
     its lease: ``execution_lost``, or the abort a user asked for (spec 12 §12.5 rule
     4); returns what ``results.finish`` then delivers, ``None`` when nothing was
     settled (not running, a live node holds it, or this node runs it after all)."""
-    async with manager._gate(thread_id):  # no run of this node starts meanwhile
+    async with manager.gate(thread_id):  # no run of this node starts meanwhile
         if manager.owns(thread_id):
             return None  # this node runs it (or is starting it): not lost
         return await _settle_lost(manager, thread_id, reason)
 
 
 async def _settle_lost(
-    manager: RunManager, thread_id: str, reason: str
+    manager: Runs, thread_id: str, reason: str
 ) -> tuple[Any, results.Prepared | None] | None:
     row = await manager.hub.store.get_thread(thread_id)
     if row is None:
@@ -302,7 +326,7 @@ BROKEN = Settlement(
 """The settlement of a broken run (spec 04 §4.21.1)."""
 
 
-def broken(manager: RunManager, run: Run, exc: BaseException) -> None:
+def broken(manager: Runs, run: Run, exc: BaseException) -> None:
     """``run``'s task ended with an exception that its own handling could not record —
     the end-of-run commit failed, most often because the store is unreachable (a database
     restart) — so its status is still ``running`` under this node's lease. It stays
@@ -321,15 +345,15 @@ def broken(manager: RunManager, run: Run, exc: BaseException) -> None:
         extra=RUN_FAILED,
     )
     task = asyncio.get_running_loop().create_task(_mend(manager, run))
-    manager._background.add(task)
-    task.add_done_callback(manager._background.discard)
+    manager.background.add(task)
+    task.add_done_callback(manager.background.discard)
 
 
-async def _mend(manager: RunManager, run: Run) -> None:
+async def _mend(manager: Runs, run: Run) -> None:
     """Try to settle the broken ``run`` until it is settled (here or by anyone else), its
     lease is lost, or the node drops it (fenced, closing)."""
     attempt = 0
-    while not (run.settled or run.finished) and manager._runs.get(run.thread_id) is run:
+    while not (run.settled or run.finished) and manager.active.get(run.thread_id) is run:
         try:
             if await _settle_broken(manager, run):
                 return
@@ -343,7 +367,7 @@ async def _mend(manager: RunManager, run: Run) -> None:
         attempt += 1
 
 
-async def _settle_broken(manager: RunManager, run: Run) -> bool:
+async def _settle_broken(manager: Runs, run: Run) -> bool:
     """One attempt: the step error's log row if it was not written, then the settlement,
     then the delivery of the thread's queue; ``False`` when the store refused a write."""
     hub, tid = manager.hub, run.thread_id
@@ -373,38 +397,36 @@ async def _settle_broken(manager: RunManager, run: Run) -> bool:
             events = await store.settle_run(tid, settlement)
             run.settled = True
             await hub.publish_events(events)
-        if manager._runs.get(tid) is run:
-            del manager._runs[tid]
+        if manager.active.get(tid) is run:
+            del manager.active[tid]
     await results.finish(manager, run.row, prepared if events else None)
     manager.wake(tid)  # what was sent meanwhile
     return True
 
 
-def lease_lost(manager: RunManager, run: Run) -> None:
+def lease_lost(manager: Runs, run: Run) -> None:
     """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3): another node
     took the thread over, or it was deleted. The run ends here, writing nothing more."""
     logger.warning("thread %s: lease lost, its execution stops here", run.thread_id)
     run.finished = True
-    if manager._runs.get(run.thread_id) is run:
-        del manager._runs[run.thread_id]
+    if manager.active.get(run.thread_id) is run:
+        del manager.active[run.thread_id]
 
 
-def drop_all(manager: RunManager) -> None:
+def drop_all(manager: Runs) -> None:
     """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it (the
     node cannot write; another node settles it as lost) and start none until
     ``fenced`` is lifted."""
     manager.fenced = True
-    for run in list(manager._runs.values()):
+    for run in list(manager.active.values()):
         run.finished = True
         if run.task is not None:
             run.task.cancel()
-    manager._runs.clear()
+    manager.active.clear()
 
 
-async def terminate_hook(
-    manager: RunManager, thread_id: str, reason: str, from_inside: bool
-) -> None:
-    run = manager._runs.get(thread_id)
+async def terminate_hook(manager: Runs, thread_id: str, reason: str, from_inside: bool) -> None:
+    run = manager.active.get(thread_id)
     if run is None:
         if manager.hub.store.shared and manager.peers is not None:
             await manager.peers.remote_abort(thread_id, reason)

@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
-from typing import TYPE_CHECKING, overload
+from typing import Protocol, overload
 
 from threadloom.records import RequestDelta
-
-if TYPE_CHECKING:
-    from threadloom.engine.context_cache import Prepared
 
 
 class Fragments(Sequence[str]):
@@ -86,6 +83,28 @@ class LastRequest:
     """``fragments[first:]`` are the messages after the system message."""
 
 
+class RequestCache(Protocol):
+    """What a request body needs of the context cache its context came from
+    (``context_cache.ContextCache``): its generation and the last request stored from it."""
+
+    generation: int
+    last_request: LastRequest | None
+
+
+class PreparedContext(Protocol):
+    """What a request body needs of the context it was built from
+    (``context_cache.Prepared``): how much of it came from the cache's committed prefix."""
+
+    @property
+    def cache(self) -> RequestCache: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def committed(self) -> int: ...
+    @property
+    def committed_chars(self) -> int: ...
+
+
 @dataclass(eq=False, slots=True)
 class RequestBody:
     """A request body: its text (joined when first asked for), and the parts a delta is
@@ -103,7 +122,7 @@ class RequestBody:
     the messages after the system message (no copy of the history's list)."""
     first: int = 0
     suffix: str = ""
-    prepared: Prepared | None = None
+    prepared: PreparedContext | None = None
     tools_schema: str | None = None
     """The log row's ``tools_schema`` column (the request's tools as JSON), if any."""
     _text: str | None = None
@@ -187,7 +206,7 @@ def _joined(before: str, fragments: Sequence[str], after: str) -> str:
 
 
 def request_body(
-    head: str, slot: str, fragments: Sequence[str], prepared: Prepared | None, system: bool
+    head: str, slot: str, fragments: Sequence[str], prepared: PreparedContext | None, system: bool
 ) -> RequestBody:
     """The body whose text is ``head`` with the JSON string ``slot`` replaced by the
     messages array of ``fragments``; ``system``: the first fragment is the system one."""

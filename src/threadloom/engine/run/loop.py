@@ -14,25 +14,29 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from threadloom.define.agent import Agent
 from threadloom.define.hook import HookContext, HookDefinition
-from threadloom.engine.children import spawn_immediate
-from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelFailed, ModelResult, StepError, format_exception
-from threadloom.engine.results import SessionResult, ended_result, final_message
-from threadloom.engine.step import StepEnv, model_step, role_of
-from threadloom.engine.subagents import runtime_tools
-from threadloom.engine.tools import CallOutcome
+from threadloom.define.model import Model
+from threadloom.define.registry import Definitions
+from threadloom.engine.env import ExecutionState, StepEnv, StepManager, StepTracing
+from threadloom.engine.options import EngineOptions
+from threadloom.engine.run.children import spawn_immediate
+from threadloom.engine.run.results import SessionResult, ended_result, final_message
+from threadloom.engine.run.subagents import runtime_tools
+from threadloom.engine.step.dispatch import dispatch
+from threadloom.engine.step.model_call import ModelFailed, StepError, format_exception
+from threadloom.engine.step.outcome import CallOutcome, ModelResult
+from threadloom.engine.step.step import model_step, role_of
 from threadloom.errors import LeaseLost
+from threadloom.providers.base import Provider, ProviderRegistry
 from threadloom.records import LogRow, Message, StatusError, new_id, one_line
-from threadloom.store.base import Fence, Store, ThreadRow, delivered_message
+from threadloom.store.base import Fence, Store, StoredEvent, ThreadRow, delivered_message
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
+from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState
-
-if TYPE_CHECKING:
-    from threadloom.engine.runs import RunManager
 
 logger = logging.getLogger("threadloom.engine")
 RUN_FAILED = {"threadloom_run_failed": True}
@@ -44,6 +48,40 @@ BREAKER_NOTE = (
     "I stopped because the same tool error happened 8 times in a row:\n\n{error}\n\n"
     "Retrying is not helping. Please check what is failing, then ask me to continue."
 )
+
+
+class RunTracing(StepTracing, Protocol):
+    """The spans of runs, and of their steps (``engine/telemetry.py``'s ``Tracing``)."""
+
+    def start_run(self, run: Run) -> None: ...
+    def end_run(self, run: Run, reason: str) -> None: ...
+
+
+class Manager(StepManager, Protocol):
+    """What a run needs of the manager of the runs (``runs.py``'s ``RunManager``), which
+    starts it and ends it (``ending.py``)."""
+
+    @property
+    def hub(self) -> ThreadHub: ...
+    @property
+    def options(self) -> EngineOptions: ...
+    @property
+    def providers(self) -> ProviderRegistry: ...
+    @property
+    def tracing(self) -> RunTracing | None: ...
+    def create_hooks_registered(self) -> bool: ...
+    async def publish_delivery(
+        self, thread_id: str, events: list[StoredEvent], delivered: list[Message]
+    ) -> list[Message]: ...
+    async def end_of_run(self, run: Run, reason: str) -> bool: ...
+    async def settle(self, run: Run, reason: str) -> None: ...
+    def release(self, run: Run) -> None: ...
+    def lease_lost(self, run: Run) -> None: ...
+    def broken(self, run: Run, exc: BaseException) -> None: ...
+    async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message: ...
+    async def finish_run_locked(
+        self, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
+    ) -> Message: ...
 
 
 class Run:
@@ -60,17 +98,17 @@ class Run:
     """The span context of this task's previous run (the next one links to it)."""
     trace_cost: float = 0.0
 
-    def __init__(self, manager: RunManager, row: ThreadRow, agent: Any, side: str) -> None:
+    def __init__(self, manager: Manager, row: ThreadRow, agent: Any, side: str) -> None:
         self.manager = manager
         self.hub = manager.hub
         self.listened = manager.hub.bus.listened
         """False while nobody listens to any thread (``EventBus.listened``): callers of
         ``publish_telemetry`` build its fields only when it is true."""
-        self.definitions: Any = manager.hub.definitions
+        self.definitions: Definitions = manager.hub.definitions
         self.options = manager.options
         self.thread_id = row.id
         self.row = row
-        self.agent = agent
+        self.agent: Agent = agent
         self.side = side
         self.has_registry = row.has_children is not False  # unknown: read it
         """Whether the thread has subagent registry entries (offers ``subagents``)."""
@@ -148,16 +186,40 @@ class Run:
         fence = self.fence
         return self.hub.store if fence is None else self.hub.store.fenced(fence)
 
-    def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
-        prompt = self.execution.prompt
-        hooks = self.execution.prompt_hooks
-        return self.hub.resolve_hooks(name, self.agent.name, prompt, hooks)
+    def hooks_for(
+        self, name: str, execution: ExecutionState | None = None
+    ) -> list[tuple[HookDefinition, HookContext]]:
+        """The hooks named ``name`` for the prompt of ``execution`` (a step's; the run's
+        by default) now (spec 03 §3.3)."""
+        execution = execution or self.execution
+        return self.hub.resolve_hooks(
+            name, self.agent.name, execution.prompt, execution.prompt_hooks
+        )
 
-    def providers_for(self, model: Any) -> Any:
+    def hookless(self, execution: ExecutionState | None = None) -> bool:
+        """True when no hook of any name runs for the prompt of ``execution`` now
+        (``ThreadHub.hookless``): asked once where several names would be, with nothing
+        awaited in between, so the registry cannot move."""
+        execution = execution or self.execution
+        return self.hub.hookless(self.agent.name, execution.prompt_hooks)
+
+    async def finish_run(self, message: Message, log: LogRow, reason: str) -> Message:
+        """Finalise this run's last model message and commit its end with it
+        (``RunManager.finish_run``)."""
+        return await self.manager.finish_run(self, message, log, reason)
+
+    async def finish_run_locked(
+        self, message: Message, log: LogRow, reason: str, *, new: bool = False
+    ) -> Message:
+        """``finish_run`` under the thread's write lock (``RunManager.finish_run_locked``)."""
+        return await self.manager.finish_run_locked(self, message, log, reason, new=new)
+
+    def providers_for(self, model: Model) -> Provider:
         provider = model.provider
         if isinstance(provider, str):
             return self.manager.providers.get(provider)
-        return provider
+        found: Provider = provider
+        return found
 
     def publish_telemetry(self, kind: str, **fields: Any) -> None:
         if not self.hub.bus.wants(self.thread_id):
@@ -338,6 +400,8 @@ class Run:
             tools=await runtime_tools(self, prompt),
             anchor_id=self.anchor[0],
             anchor_created=self.anchor[1],
+            execution=self.execution,
+            dispatch=dispatch,
         )
         outcome = await model_step(env)
         if outcome.blocked:
@@ -354,32 +418,6 @@ class Run:
                 "step_completed", step=self.run_steps, stopped=reason is not None
             )
         return reason
-
-    def ends_with(self, env: StepEnv, result: ModelResult) -> str | None:
-        """The reason code this step will end the run with, when it is certain before the
-        model message is finalised and nothing can run between that commit and the
-        end-of-run check (so both commit together, ``RunManager.finish_run``): a
-        top-level step of a thread without a parent, side a of an ``ai_human`` agent
-        answering with text and no tool call under ``stop_on_response`` (§4.15 rule 5,
-        the run parks), no stop, termination or call queued by code, no update hook."""
-        if (
-            env.depth != 0
-            or env.nested is not None
-            or result.tool_calls
-            or not result.content.strip()
-            or self.row.parent_id is not None
-            or self.agent.type != "ai_human"
-            or env.side != "a"
-            or not env.side_def.stop_on_response
-            or self.stop_requested()
-            or env.execution.queued_calls
-        ):
-            return None
-        if env.hookless() or not (
-            env.hooks_for("before_update_message") or env.hooks_for("after_update_message")
-        ):
-            return "stop_on_response"
-        return None
 
     async def _spawn_immediate(self, side: str) -> None:
         """Turn start: the side's immediate subagents (spec 06 §6.9)."""
@@ -458,7 +496,9 @@ class Run:
 
     async def _handoff(self, env: StepEnv, outcome: CallOutcome) -> None:
         """Bind the thread to the handoff's agent and restart on its side a (spec 04 §4.18)."""
-        target = getattr(outcome, "target", None) or env.offered[outcome.call.function.name].target
+        target: Any = (
+            getattr(outcome, "target", None) or env.offered[outcome.call.function.name].target
+        )
         row = await self.store.set_agent(self.thread_id, target.name)
         self.row = row
         self.agent = target

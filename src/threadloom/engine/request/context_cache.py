@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.engine.fragments import fragment
-from threadloom.engine.presentation import (
+from threadloom.engine.request.fragments import fragment
+from threadloom.engine.request.presentation import (
     Presented,
     RequestMessage,
     blank_assistant,
@@ -36,7 +36,7 @@ from threadloom.engine.presentation import (
     missing_result,
     own_provider_message,
 )
-from threadloom.engine.request_body import Fragments
+from threadloom.engine.request.request_body import Fragments, LastRequest
 from threadloom.records import Message
 from threadloom.thread.history import MessageHistory
 
@@ -144,7 +144,7 @@ class ContextCache:
         self.fragments: list[str] = []
         self.chars = 0
         """The summed length of ``fragments`` (a request body's length without a join)."""
-        self.last_request: Any = None
+        self.last_request: LastRequest | None = None
         """What the request builder remembers of the last request made from this cache."""
 
     @classmethod

@@ -12,9 +12,12 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from threadloom.engine.env import StepEnv
+from threadloom.engine.step.outcome import ModelResult
+from threadloom.engine.step.pending import publish_chunk
+from threadloom.engine.step.tools import announce_call, progress_argument
 from threadloom.errors import ProviderError
 from threadloom.providers.types import (
     Finish,
@@ -25,35 +28,10 @@ from threadloom.providers.types import (
     ToolCallEnd,
     ToolCallSpec,
     ToolCallStart,
-    Usage,
 )
-from threadloom.records import LogRow, new_call_id
-
-if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
+from threadloom.records import new_call_id
 
 GENERATION_EVERY = 80  # characters between `generation` telemetry records (spec 04 §4.12.2)
-
-
-@dataclass
-class ModelResult:
-    """What one successful attempt returned."""
-
-    content: str
-    tool_calls: list[ToolCallSpec]
-    reasoning_content: str
-    reasoning_details: list[dict[str, Any]] | None
-    finish_reason: str
-    usage: Usage
-    log_id: str
-    model_name: str
-    reasoning_duration_ms: int | None = None
-    started_call_ids: set[str] = field(default_factory=set)
-    log_row: LogRow | None = None
-    """The attempt's completed LLM row, committed with the finalised message."""
-    response_id: str | None = None
-    response_model: str | None = None
-    """The provider's id of the response and the model it names, when it says (traces)."""
 
 
 _STRING = r'"((?:[^"\\]|\\.)*)"'
@@ -177,7 +155,7 @@ async def stream_model(
                     text.append(event.text)
                     run.partial[pending_id] += event.text
                     if listened:
-                        env.publish_chunk("message_chunk", pending_id, event.text, offset)
+                        publish_chunk(env, "message_chunk", pending_id, event.text, offset)
                     produced = len(run.partial[pending_id])
                     if run.listened and produced // GENERATION_EVERY > offset // GENERATION_EVERY:
                         run.publish_telemetry("generation", outputTokens=math.ceil(produced / 4))
@@ -187,12 +165,12 @@ async def stream_model(
                     reasoning.append(event.text)
                     run.partial_reasoning[pending_id] += event.text
                     if listened:
-                        env.publish_chunk("reasoning_chunk", pending_id, event.text, offset)
+                        publish_chunk(env, "reasoning_chunk", pending_id, event.text, offset)
                 elif isinstance(event, ToolCallStart):
                     if reasoning_started is not None and reasoning_ended is None:
                         reasoning_ended = now
                     call_id = event.id or new_call_id()
-                    watch = env.progress_argument(event.name)
+                    watch = progress_argument(env, event.name)
                     calls[event.index] = {
                         "id": call_id,
                         "name": event.name,
@@ -202,7 +180,7 @@ async def stream_model(
                         "watch": watch,
                     }
                     if watch is None:
-                        env.announce_call(call_id, event.name, "", None)
+                        announce_call(env, call_id, event.name, "", None)
                 elif isinstance(event, ToolCallDelta):
                     entry = calls.get(event.index)
                     if entry is None:  # a delta without a start: the call gets an id here
@@ -217,8 +195,8 @@ async def stream_model(
                     if entry.get("watch") and entry["id"] not in env.announced:
                         value = _streamed_string("".join(entry["parts"]), entry["watch"])
                         if value is not None:
-                            env.announce_call(
-                                entry["id"], entry["name"], "".join(entry["parts"]), value
+                            announce_call(
+                                env, entry["id"], entry["name"], "".join(entry["parts"]), value
                             )
                 elif isinstance(event, ToolCallEnd):
                     ended = calls.get(event.index)
@@ -255,7 +233,7 @@ async def stream_model(
     for entry in calls.values():  # calls not announced while streaming are announced now
         arguments = entry["full"] if entry["full"] is not None else "".join(entry["parts"])
         progress = _streamed_string(arguments, entry["watch"]) if entry.get("watch") else None
-        env.announce_call(entry["id"], entry["name"], arguments, progress)
+        announce_call(env, entry["id"], entry["name"], arguments, progress)
     if finish is None:
         raise ProviderError(
             "stream ended without a finish event",
@@ -295,4 +273,4 @@ async def stream_model(
     return result, first_at, last_at
 
 
-__all__ = ["GENERATION_EVERY", "ModelResult", "stream_model"]
+__all__ = ["GENERATION_EVERY", "stream_model"]

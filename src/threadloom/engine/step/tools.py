@@ -14,26 +14,27 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from threadloom.define import DROP
-from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolArgumentsError, ToolResult
-from threadloom.engine import session_tools
+from threadloom.engine.env import StepEnv
+from threadloom.engine.step import session_tools
+from threadloom.engine.step.outcome import CallOutcome, ToolRound
+from threadloom.engine.step.pending import publish_event
+from threadloom.engine.step.threads import ToolThreads
 from threadloom.errors import InvalidMessage
 from threadloom.records import (
+    LogRow,
     Message,
     ToolCall,
     ToolCallFunction,
+    copy_with,
     json_compact,
     new_call_id,
     new_id,
 )
 from threadloom.thread import messages as thread_messages
-
-if TYPE_CHECKING:
-    from threadloom.engine.step import StepEnv
 
 logger = logging.getLogger("threadloom.tools")
 """Every exception a tool raises is logged here with its traceback, at WARNING (the model
@@ -49,28 +50,79 @@ NOT_DIRECT = (
 )
 
 
-@dataclass(slots=True)
-class CallOutcome:
-    """One call after execution and hooks; ``dropped`` when a hook returned DROP."""
-
-    call: ToolCall
-    result: ToolResult
-    executed: bool
-    kind: str = "tool"
-    message_id: str = ""
-    dropped: bool = False
-    notifications: list[dict[str, Any]] = field(default_factory=list)
-    detail: str | None = None
-    subagent_id: str | None = None
-    """The child a subagent call created or messaged (its result carries it, spec 06)."""
+def progress_argument(env: StepEnv, name: str) -> str | None:
+    """The argument a tool reports as progress in ``tool_call_started`` (§4.26)."""
+    resolved = env.offered.get(name)
+    target = getattr(resolved, "target", None)
+    definition = getattr(target, "tool_definition", target)
+    value = getattr(definition, "progress_argument", None)
+    return value if isinstance(value, str) else None
 
 
-@dataclass(slots=True)
-class ToolRound:
-    """What the step's tool calls produced, in call order."""
+def announce_call(
+    env: StepEnv, call_id: str, name: str, arguments: str, progress: str | None
+) -> None:
+    """Announce a model tool call once: the ``tool_call_started`` event now, its hooks
+    in a background task the call waits for before it runs (spec 03 §3.6.12)."""
+    if call_id in env.announced:
+        return
+    if env.state.hub.bus.listened:
+        publish_event(
+            env,
+            "tool_call_started",
+            {
+                "id": call_id,
+                "name": name,
+                "message_id": env.pending_id,
+                "depth": env.depth,
+                "progress": progress,
+            },
+        )
+    hooks = env.run.hooks_for("tool_call_started", env.execution)
+    if not hooks:
+        env.announced[call_id] = None
+        return
+    call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=arguments))
+    env.announced[call_id] = asyncio.get_running_loop().create_task(
+        env.state.hub.hooks.run_event(hooks, env.state, call, progress)
+    )
 
-    outcomes: list[CallOutcome] = field(default_factory=list)
-    stored: list[Message] = field(default_factory=list)
+
+async def started(env: StepEnv, call_id: str) -> None:
+    """Wait until the call's ``tool_call_started`` hooks have finished."""
+    task = env.announced.get(call_id)
+    if task is not None:
+        await asyncio.wait([task])
+
+
+def tool_result_row(env: StepEnv, outcome: CallOutcome, stored: Message) -> LogRow | None:
+    """The step's LLM row with this result appended to ``tool_results`` (and the tool
+    error fields on an error, spec 04 §4.14.3 step 8); committed with the result."""
+    row = env.current_log
+    if row is None:
+        return None
+    env.tool_results.append(
+        {
+            "tool_call_id": outcome.call.id,
+            "tool_name": outcome.call.function.name,
+            "content": stored.content,
+            "status": outcome.result.status,
+            "timestamp": int(time.time() * 1000),
+            **({"error_detail": outcome.detail} if outcome.detail else {}),
+        }
+    )
+    update: dict[str, Any] = {"tool_results": json_compact(env.tool_results)}
+    if env.queued_tools:
+        update["queued_tools"] = json_compact(env.queued_tools)
+    if outcome.result.status == "error":
+        name = outcome.call.function.name
+        update.update(
+            error=f'Tool "{name}" failed: {outcome.result.error or ""}',
+            error_type="tool_execution_error",
+            error_origin=f"tool:{name}",
+        )
+    env.current_log = copy_with(row, update)
+    return env.current_log
 
 
 class CallExecution:
@@ -174,8 +226,9 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             executed=False,
             message_id=reserved,
         )
-    await env.started(call.id)  # its tool_call_started hooks run first (spec 03 §3.6.12)
-    state = env.state_for(CallExecution(env.execution, call))
+    assert offered is not None  # refused above
+    await started(env, call.id)  # its tool_call_started hooks run first (spec 03 §3.6.12)
+    state = env.run.state(CallExecution(env.execution, call), arguments=env.state.arguments)
     detail: str | None = None
     try:
         try:
@@ -186,7 +239,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             if not isinstance(arguments, dict):
                 result = ToolResult(status="error", error="Tool arguments must be a JSON object")
             else:
-                result = await env.dispatch(offered, state, arguments, reserved)
+                result = await env.dispatch(env, offered, state, arguments, reserved)
     except ToolArgumentsError as exc:
         result = ToolResult(status="error", error=str(exc))
     except asyncio.CancelledError:
@@ -213,12 +266,15 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         subagent_id=state.execution.subagent_id,
     )
     hub = env.state.hub
-    bare = env.hookless()  # then neither hook below runs: nothing is awaited in between
-    done = [] if bare else env.hooks_for("tool_call_done")
+    bare = env.run.hookless(
+        env.execution
+    )  # then neither hook below runs: nothing is awaited in between
+    done = [] if bare else env.run.hooks_for("tool_call_done", env.execution)
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
     if hub.bus.listened:  # else publish_event drops it: build nothing
-        env.publish_event(
+        publish_event(
+            env,
             "tool_call_done",
             {
                 "id": call.id,
@@ -231,8 +287,9 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     after = (
         []
         if bare
-        else env.hooks_for(
-            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure"
+        else env.run.hooks_for(
+            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure",
+            env.execution,
         )
     )
     if after:
@@ -273,7 +330,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     if outcome.dropped:
         return None
     state, hub = env.state, env.state.hub
-    hooks = env.hooks_for("before_store_tool_result")
+    hooks = env.run.hooks_for("before_store_tool_result", env.execution)
     result = outcome.result
     if hooks:
         result = await hub.hooks.run_transform(
@@ -313,7 +370,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         candidate,
         propagate=False,
         require_live=False,
-        log_for=lambda final: env.tool_result_row(outcome, final),
+        log_for=lambda final: tool_result_row(env, outcome, final),
     )
 
 
@@ -398,7 +455,7 @@ class ToolInvoker:
             return ToolResult(status="error", error=f'Tool "{name}" is not defined')
         try:
             if env is not None:
-                result: ToolResult = await env.dispatch(resolved, state, arguments, new_id())
+                result: ToolResult = await env.dispatch(env, resolved, state, arguments, new_id())
                 return result
             if resolved.kind != "tool":
                 return ToolResult(

@@ -4,8 +4,8 @@ graceful shutdown (spec 04 §4.7, §4.20).
 One asyncio task per running thread, never two (the start gate). Every entry point that
 might start a run goes through :meth:`RunManager.start`; an active run satisfies the
 request by delivering the queue at its next step. How a run ends — the end-of-run check,
-an abort and its settlement, a lost run — is ``engine/ending.py``, whose functions are
-the manager's methods of the same names.
+an abort and its settlement, a lost run — is ``ending.py``: the manager's methods of the
+same names call its functions, which see the manager through ``ending.Runs``.
 """
 
 from __future__ import annotations
@@ -13,45 +13,25 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from threadloom.define.threads import ToolThreads
 from threadloom.define.tool import ToolResult
-from threadloom.engine import ending
-from threadloom.engine.loop import Run
-from threadloom.engine.request_head import Heads
-from threadloom.engine.tools import ToolInvoker
+from threadloom.engine.options import EngineOptions
+from threadloom.engine.request.request_head import Heads
+from threadloom.engine.run import ending, results
+from threadloom.engine.run.loop import Run
+from threadloom.engine.step.threads import ToolThreads
+from threadloom.engine.step.tools import ToolInvoker
+from threadloom.engine.telemetry import Tracing
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
 from threadloom.node.host import Peers
-from threadloom.records import Message, QueueEntry, ThreadStatus, new_id
+from threadloom.providers.base import ProviderRegistry
+from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
 from threadloom.store.base import Fence, RunBegin, StoredEvent
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
 from threadloom.thread.validate import check_queue
-
-if TYPE_CHECKING:
-    from threadloom.engine.telemetry import Tracing
-    from threadloom.providers.base import ProviderRegistry
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """Tunables of the loop (spec 04 §4.1.2); every one is a ``Runtime.open`` option."""
-
-    max_run_steps: int = 250
-    first_chunk_timeout_s: float = 120.0
-    stall_timeout_s: float = 45.0
-    drain_seconds: float = 30.0
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 60.0
-    max_subagent_depth: int = 8
-    """Threads nest at most this many levels below a root thread (spec 06 §6.1)."""
-    pending_hold_s: float = 0.02
-    """How long a model request may run before its pending message is committed; an
-    answer that comes sooner is stored with it in one commit (``engine/pending.py``).
-    0 commits every pending message before its request is sent."""
 
 
 def _wake(waiter: asyncio.Future[None], _task: object) -> None:
@@ -84,14 +64,15 @@ class RunManager:
         """The constant parts of model requests (``request_head.head_for``)."""
         self.slow_models: set[str] = set()
         """Models whose last answer outlasted ``options.pending_hold_s``: their next
-        request's pending message is committed at once (``engine/pending.py``)."""
-        self._runs: dict[str, Run] = {}
+        request's pending message is committed at once (``engine/step/pending.py``)."""
+        self.active: dict[str, Run] = {}
+        """The runs registered here, by thread id (one a thread)."""
         self._gates: dict[str, list[Any]] = {}  # the start gates, dropped when unused
-        self._background: set[asyncio.Task[Any]] = set()
+        self.background: set[asyncio.Task[Any]] = set()
         self._starting: dict[str, asyncio.Task[Any]] = {}
         self.closing = False
         self.fenced = False
-        """True while this node has fenced itself (``engine/liveness.py``): no run starts."""
+        """True while this node has fenced itself (``node/liveness.py``): no run starts."""
         self.runs_threads = True
         """False in a runtime opened ``exclusive=False``: it never starts a run (the process
         that owns the file does); what it queues waits for that process."""
@@ -117,14 +98,14 @@ class RunManager:
 
     # -- starting ----------------------------------------------------------------------
     def running(self, thread_id: str) -> bool:
-        return thread_id in self._runs
+        return thread_id in self.active
 
     def run_of(self, thread_id: str) -> Run | None:
-        return self._runs.get(thread_id)
+        return self.active.get(thread_id)
 
     def owns(self, thread_id: str) -> bool:
         """Whether a run of the thread is registered or starting here."""
-        return thread_id in self._runs or thread_id in self._starting
+        return thread_id in self.active or thread_id in self._starting
 
     def wake(self, thread_id: str) -> None:
         """A thread has queued work: start a run unless one is active (it will deliver)."""
@@ -132,17 +113,17 @@ class RunManager:
             if (self.closing or self.fenced) and self.peers is not None:
                 self.peers.refused_wake(thread_id)  # another node should run it
             return
-        run = self._runs.get(thread_id)
+        run = self.active.get(thread_id)
         if run is not None:
             if run.ended is not None:  # its end-of-run check is committed: run again after
                 run.rewake = True
             return
         task = asyncio.get_running_loop().create_task(self._start_and_run(thread_id))
         self._starting[thread_id] = task
-        self._background.add(task)
+        self.background.add(task)
 
         def done(finished: asyncio.Task[Any]) -> None:
-            self._background.discard(finished)
+            self.background.discard(finished)
             if self._starting.get(thread_id) is finished:
                 del self._starting[thread_id]
 
@@ -166,7 +147,7 @@ class RunManager:
             if starting is not None and not starting.done():
                 await _until_done(starting)
                 continue
-            run = self._runs.get(thread_id)
+            run = self.active.get(thread_id)
             if run is not None and run.task is not None and not run.task.done():
                 await _until_done(run.task)
                 continue
@@ -179,7 +160,8 @@ class RunManager:
         """Start gates held or awaited right now (none are kept for idle threads)."""
         return len(self._gates)
 
-    def _gate(self, thread_id: str) -> ThreadLock:
+    def gate(self, thread_id: str) -> ThreadLock:
+        """The thread's start gate: no run of it starts here while it is held."""
         return ThreadLock(self._gates, thread_id)
 
     async def start(
@@ -199,8 +181,8 @@ class RunManager:
         apply — delivers the waiting entries (spec 04 §4.10 for the run's first step)."""
         if not self.runs_threads or not self._registry()[0]:
             return None  # thread-core use, or a shared runtime: queues just wait
-        async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing or self.fenced:
+        async with self.gate(thread_id):
+            if thread_id in self.active or self.closing or self.fenced:
                 return None
             status = (
                 None
@@ -230,7 +212,7 @@ class RunManager:
         run.pre_delivered = delivered
         run.started_at = row.status.since
         run.event_seq = row.event_seq
-        self._runs[row.id] = run
+        self.active[row.id] = run
         if spawn:
             run.task = asyncio.get_running_loop().create_task(run.execute())
         else:
@@ -288,19 +270,53 @@ class RunManager:
                 await self.hub.publish_events([event])
         return projected
 
-    # -- ending (engine/ending.py) -----------------------------------------------------
-    # functions of the manager, bound here as its methods: no call layer in between
-    end_of_run = ending.end_of_run
-    release = ending.release
-    finish_run = ending.finish_run
-    finish_run_locked = ending.finish_run_locked
-    abort = ending.abort
-    settle = ending.settle
-    settle_lost = ending.settle_lost
-    lease_lost = ending.lease_lost
-    broken = ending.broken
-    drop_all = ending.drop_all
-    _terminate_hook = ending.terminate_hook
+    # -- ending (ending.py) ------------------------------------------------------------
+    async def end_of_run(self, run: Run, reason: str) -> bool:
+        """The end-of-run check (spec 04 §4.7.3): ``True`` → run again at once."""
+        return await ending.end_of_run(self, run, reason)
+
+    def release(self, run: Run) -> None:
+        """Forget a run whose end-of-run check settled with its last message."""
+        ending.release(self, run)
+
+    async def finish_run(self, run: Run, message: Message, log: LogRow, reason: str) -> Message:
+        """Finalise the run's last model message and commit the end-of-run check with it."""
+        return await ending.finish_run(self, run, message, log, reason)
+
+    async def finish_run_locked(
+        self, run: Run, message: Message, log: LogRow, reason: str, *, new: bool = False
+    ) -> Message:
+        """``finish_run`` under the thread's write lock, which the caller holds."""
+        return await ending.finish_run_locked(self, run, message, log, reason, new=new)
+
+    async def abort(self, thread_id: str, reason: str) -> bool:
+        """The abort procedure (spec 04 §4.20.1); ``True`` when a run was settled."""
+        return await ending.abort(self, thread_id, reason)
+
+    async def settle(self, run: Run, reason: str) -> None:
+        """Commit the settlement of an aborted run: records first, status last."""
+        await ending.settle(self, run, reason)
+
+    async def settle_lost(
+        self, thread_id: str, reason: str = "execution_lost"
+    ) -> tuple[Any, results.Prepared | None] | None:
+        """Settle the thread's run when no live node runs it (spec 12 §12.6.3)."""
+        return await ending.settle_lost(self, thread_id, reason)
+
+    def lease_lost(self, run: Run) -> None:
+        """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3)."""
+        ending.lease_lost(self, run)
+
+    def broken(self, run: Run, exc: BaseException) -> None:
+        """``run``'s task ended with an exception its own handling could not record."""
+        ending.broken(self, run, exc)
+
+    def drop_all(self) -> None:
+        """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it."""
+        ending.drop_all(self)
+
+    async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
+        await ending.terminate_hook(self, thread_id, reason, from_inside)
 
     # -- entry points ------------------------------------------------------------------
     async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
@@ -332,7 +348,7 @@ class RunManager:
             raise ThreadNotFound(thread_id)
         if row.terminated is not None:
             raise ThreadTerminated(thread_id, row.terminated)
-        if thread_id in self._runs:
+        if thread_id in self.active:
             raise ThreadBusy(f"Thread {thread_id} is running", thread_id)
         await self.hub.store.set_stopped(thread_id, False)
         run = await self.start(thread_id, side=side, force=True)
@@ -355,7 +371,7 @@ class RunManager:
         ``trace_headers``: the W3C trace context of the request that sent it
         (``traceparent``), used when the runtime traces (spec 13 §13.6)."""
         if trace_headers is not None and self.tracing is not None:
-            with self.tracing.incoming(trace_headers, self._runs.get(thread_id)):
+            with self.tracing.incoming(trace_headers, self.active.get(thread_id)):
                 return await self.send_message(
                     thread_id,
                     content,
@@ -389,14 +405,14 @@ class RunManager:
         """The overlap policy a send meets (spec 04 §4.7.4): None while the thread does not
         run here (it only matters while it does), else the thread's policy, or its agent's,
         or ``enqueue``."""
-        if thread_id not in self._runs:
+        if thread_id not in self.active:
             return None
         row = await self.hub.store.get_thread(thread_id)
         if row is None:
             raise ThreadNotFound(thread_id)
         agent = self.hub.definitions.agent(row.agent_id)
         policy = row.overlap or (agent.overlap if agent else "enqueue")
-        return policy if thread_id in self._runs else None
+        return policy if thread_id in self.active else None
 
     def _fast_start(self) -> bool:
         """Whether a send may start its run in its own transaction: not shutting down, an
@@ -412,8 +428,8 @@ class RunManager:
         the entry's pending view is published first, as for any send, then the run's start
         and the delivery, and the run starts on its own task."""
         hub = self.hub
-        async with self._gate(thread_id):
-            if thread_id in self._runs or self.closing or self.fenced:  # a run started meanwhile
+        async with self.gate(thread_id):
+            if thread_id in self.active or self.closing or self.fenced:  # a run started meanwhile
                 return await enqueue(hub, thread_id, fields, "api")
             status = ThreadStatus(state="running", since=hub.clock(), reason=None)
             # validated construction: about half the cost of model_construct here, and the
@@ -446,13 +462,13 @@ class RunManager:
         ``drain`` seconds, then abort the rest with ``aborted``."""
         self.closing = True
         grace = self.options.drain_seconds if drain is None else drain
-        tasks = [r.task for r in self._runs.values() if r.task is not None]
+        tasks = [r.task for r in self.active.values() if r.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
-        for thread_id in list(self._runs):
+        for thread_id in list(self.active):
             await self.abort(thread_id, "aborted")
-        for task in list(self._background):
+        for task in list(self.background):
             task.cancel()
-        if self._background:
-            await asyncio.wait(list(self._background))
+        if self.background:
+            await asyncio.wait(list(self.background))
         self.threads.shutdown()

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from threadloom.define.hook import HookContext, HookDefinition
-from threadloom.define.tool import ToolResult
-from threadloom.engine.context import assemble
-from threadloom.engine.execution import ExecutionState
-from threadloom.engine.model_call import ModelResult, StepError, call_model
-from threadloom.engine.pending import HeldPending, may_hold
-from threadloom.engine.tools import CallOutcome, ToolRound, canonical_arguments, run_tools
+from threadloom.engine.env import StepEnv
+from threadloom.engine.request.context import assemble
+from threadloom.engine.step.model_call import StepError, call_model
+from threadloom.engine.step.outcome import CallOutcome, ModelResult, ToolRound
+from threadloom.engine.step.pending import publish_chunk, release_hold
+from threadloom.engine.step.tools import canonical_arguments, run_tools
 from threadloom.records import (
-    LogRow,
     Message,
     ToolCall,
     ToolCallFunction,
@@ -31,10 +28,6 @@ from threadloom.records import (
     new_id,
 )
 from threadloom.thread import messages as thread_messages
-from threadloom.thread.state import ThreadState
-
-if TYPE_CHECKING:
-    from threadloom.engine.loop import Run
 
 EMPTY_REPLY = (
     "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
@@ -57,212 +50,6 @@ class StepOutcome:
     round: ToolRound = field(default_factory=ToolRound)
     guard: bool = False
     handoff: CallOutcome | None = None
-
-
-@dataclass
-class StepEnv:
-    """Everything one step of the acting side needs (a nested step sets ``nested``)."""
-
-    run: Run
-    state: ThreadState
-    side: str
-    prompt: Any
-    side_def: Any
-    tools: list[Any]
-    anchor_id: str | None
-    anchor_created: int | None
-    pending_id: str = ""
-    depth: int = 0
-    parent_message_id: str | None = None
-    parent_log_id: str | None = None
-    current_log: LogRow | None = None
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
-    original_arguments: dict[str, str] = field(default_factory=dict)
-    queued_tools: list[dict[str, Any]] = field(default_factory=list)
-    announced: dict[str, asyncio.Task[None] | None] = field(default_factory=dict)
-    pending_candidate: Message | None = None
-    pending: Message | None = None
-    """The step's pending model message, once stored (with the first LLM row) or held."""
-    held: HeldPending | None = None
-    """The pending message and first LLM row while held back (``engine/pending.py``)."""
-    nested: Any = None
-    """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
-    execution_state: ExecutionState | None = None
-
-    @property
-    def execution(self) -> ExecutionState:
-        return self.execution_state or self.run.execution
-
-    @property
-    def offered(self) -> dict[str, Any]:
-        return {t.name: t for t in self.tools}
-
-    def state_for(self, execution: Any) -> ThreadState:
-        return self.run.state(execution, arguments=self.state.arguments)
-
-    def hooks_for(self, name: str) -> list[tuple[HookDefinition, HookContext]]:
-        """The hooks named ``name`` for this step's prompt (spec 03 §3.3)."""
-        run = self.run
-        execution = self.execution_state or run.execution
-        return run.hub.resolve_hooks(name, run.agent.name, execution.prompt, execution.prompt_hooks)
-
-    def hookless(self) -> bool:
-        """True when no hook of any name runs for this step's prompt now
-        (``ThreadHub.hookless``): asked once where several names would be, with nothing
-        awaited in between, so the registry cannot move."""
-        run = self.run
-        return run.hub.hookless(run.agent.name, self.execution.prompt_hooks)
-
-    async def dispatch(
-        self, resolved: Any, state: ThreadState, arguments: dict[str, Any], reserved_id: str
-    ) -> ToolResult:
-        """Run one call by its kind (spec 04 §4.14.3 step 3)."""
-        kind = getattr(resolved, "kind", "tool")
-        if kind == "subprompt":
-            from threadloom.engine.subprompt import run_subprompt
-
-            sub_result: ToolResult = await run_subprompt(self, resolved, arguments, reserved_id)
-            return sub_result
-        if kind == "subagent":
-            from threadloom.engine.children import direct_call
-
-            return await direct_call(self, resolved, state, arguments)
-        if kind == "handoff":
-            if self.run.agent.type != "ai_human":
-                return ToolResult(status="error", error="Handoff requires an ai_human agent")
-            return ToolResult(status="success", result="Handoff complete")
-        if kind != "tool":
-            return ToolResult(
-                status="error", error=f"Tool kind {kind!r} is not supported by this runtime yet"
-            )
-        definition = getattr(resolved.target, "tool_definition", resolved.target)
-        timeout = getattr(definition, "timeout", None)
-        threads = self.run.manager.threads
-        if timeout:
-            try:
-                async with asyncio.timeout(timeout):
-                    result: ToolResult = await definition.invoke(state, arguments, threads)
-                    return result
-            except TimeoutError:
-                return ToolResult(status="error", error=f"Tool timed out after {timeout:g} s")
-        result = await definition.invoke(state, arguments, threads)
-        return result
-
-    def publish_chunk(self, kind: str, message_id: str, chunk: str, offset: int) -> None:
-        self._publish(
-            kind, {"message_id": message_id, "depth": self.depth, "chunk": chunk, "offset": offset}
-        )
-
-    def publish_event(self, event_type: str, data: dict[str, Any]) -> None:
-        self._publish("event", {"event_type": event_type, "data": data})
-
-    def _publish(self, kind: str, data: dict[str, Any]) -> None:
-        """Publish an ephemeral event of the step, after its pending message if held."""
-        if not self.state.hub.bus.wants(self.state.thread_id):
-            return  # an ephemeral event nobody would receive (the bus keeps no history)
-        if self.held is not None and self.held.publish(kind, data):
-            return
-        self.state.hub.publish(self.state.thread_id, kind, None, data)
-
-    async def release_hold(self, *, raising: bool = True) -> None:
-        """Commit the held pending message and its row now (a failure, a stop). When that
-        commit failed the step has no pending message, and (``raising``) what it raised is
-        raised here, as ``begin_attempt`` would have raised it without the hold."""
-        held = self.held
-        if held is None or await held.release():
-            return
-        self.pending = None
-        if raising:
-            assert held.error is not None
-            raise held.error
-
-    def row_as_stored(self, row: LogRow) -> LogRow:
-        """The step's LLM row ``row`` as committed, if its held pair was meanwhile."""
-        return self.held.current(row) if self.held is not None else row
-
-    def progress_argument(self, name: str) -> str | None:
-        """The argument a tool reports as progress in ``tool_call_started`` (§4.26)."""
-        resolved = self.offered.get(name)
-        target = getattr(resolved, "target", None)
-        definition = getattr(target, "tool_definition", target)
-        value = getattr(definition, "progress_argument", None)
-        return value if isinstance(value, str) else None
-
-    def announce_call(self, call_id: str, name: str, arguments: str, progress: str | None) -> None:
-        """Announce a model tool call once: the ``tool_call_started`` event now, its hooks
-        in a background task the call waits for before it runs (spec 03 §3.6.12)."""
-        if call_id in self.announced:
-            return
-        if self.state.hub.bus.listened:
-            self.publish_event(
-                "tool_call_started",
-                {
-                    "id": call_id,
-                    "name": name,
-                    "message_id": self.pending_id,
-                    "depth": self.depth,
-                    "progress": progress,
-                },
-            )
-        hooks = self.hooks_for("tool_call_started")
-        if not hooks:
-            self.announced[call_id] = None
-            return
-        call = ToolCall(id=call_id, function=ToolCallFunction(name=name, arguments=arguments))
-        self.announced[call_id] = asyncio.get_running_loop().create_task(
-            self.state.hub.hooks.run_event(hooks, self.state, call, progress)
-        )
-
-    async def begin_attempt(self, row: LogRow) -> LogRow:
-        """Store an attempt's LLM row; the first one together with the pending message."""
-        if self.pending is None and self.pending_candidate is not None:
-            if may_hold(self, row.model):  # committed later or with the answer (pending.py)
-                self.pending = self.pending_candidate
-                self.held = HeldPending(self, self.pending_candidate, row)
-                return row
-            # a pending placeholder and the row of a request not yet sent: state crash
-            # recovery repairs, so its commit need not wait for the disk (docs/engine.md)
-            self.pending, stored = await thread_messages.create_with_log(
-                self.state, self.pending_candidate, row, durable=False
-            )
-            return stored
-        # a retry: its request failed, which committed the held pair first (call_model)
-        return await self.state.hub.insert_log(self.state.thread_id, row, fence=self.state.fence)
-
-    async def started(self, call_id: str) -> None:
-        """Wait until the call's ``tool_call_started`` hooks have finished."""
-        task = self.announced.get(call_id)
-        if task is not None:
-            await asyncio.wait([task])
-
-    def tool_result_row(self, outcome: CallOutcome, stored: Message) -> LogRow | None:
-        """The step's LLM row with this result appended to ``tool_results`` (and the tool
-        error fields on an error, spec 04 §4.14.3 step 8); committed with the result."""
-        row = self.current_log
-        if row is None:
-            return None
-        self.tool_results.append(
-            {
-                "tool_call_id": outcome.call.id,
-                "tool_name": outcome.call.function.name,
-                "content": stored.content,
-                "status": outcome.result.status,
-                "timestamp": int(time.time() * 1000),
-                **({"error_detail": outcome.detail} if outcome.detail else {}),
-            }
-        )
-        update: dict[str, Any] = {"tool_results": json_compact(self.tool_results)}
-        if self.queued_tools:
-            update["queued_tools"] = json_compact(self.queued_tools)
-        if outcome.result.status == "error":
-            name = outcome.call.function.name
-            update.update(
-                error=f'Tool "{name}" failed: {outcome.result.error or ""}',
-                error_type="tool_execution_error",
-                error_origin=f"tool:{name}",
-            )
-        self.current_log = copy_with(row, update)
-        return self.current_log
 
 
 async def model_step(env: StepEnv) -> StepOutcome:
@@ -302,11 +89,11 @@ async def model_step(env: StepEnv) -> StepOutcome:
     try:
         result = await call_model(env, assembly, env.pending_id)
     except asyncio.CancelledError:
-        await env.release_hold(raising=False)  # the settlement fails what is stored
+        await release_hold(env, raising=False)  # the settlement fails what is stored
         env.held = None
         raise
     except Exception:
-        await env.release_hold(raising=False)
+        await release_hold(env, raising=False)
         env.held = None
         if env.pending is not None:
             await thread_messages.runtime_update(
@@ -405,7 +192,7 @@ def post_process(env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str
             )
             if isinstance(text, str) and text:
                 result.content = text
-                env.publish_chunk("message_chunk", env.pending_id, text, 0)
+                publish_chunk(env, "message_chunk", env.pending_id, text, 0)
                 break
     calls = [
         ToolCall(
@@ -449,7 +236,7 @@ async def finalise(
     ``encoded``: the stored text of its tool calls (``post_process``)."""
     pending_id = pending.id
     content: str | None = result.content or None
-    hooks = env.hooks_for("before_create_message")
+    hooks = env.run.hooks_for("before_create_message", env.execution)
     if hooks and content is not None:
         probe = Message(
             id=pending_id,
@@ -482,7 +269,7 @@ async def finalise(
         if result.reasoning_duration_ms is not None
         else None
     )
-    reason = env.run.ends_with(env, result) if guard is None else None
+    reason = ends_with(env, result) if guard is None else None
     fields: dict[str, Any] = dict(updates)  # the completed message over the pending one
     if metadata:
         fields["metadata"] = {**(pending.metadata or {}), **metadata}
@@ -495,14 +282,12 @@ async def finalise(
                     return coalesced
             # committed meanwhile (finalised as usual below), or that commit failed: its
             # error is raised here
-            await env.release_hold()
+            await release_hold(env)
             assert env.pending is not None
             pending = env.pending
         if reason is not None and result.log_row is not None:
             # the run ends with this message: one commit with the end-of-run check
-            return await env.run.manager.finish_run(
-                env.run, copy_with(pending, fields), result.log_row, reason
-            )
+            return await env.run.finish_run(copy_with(pending, fields), result.log_row, reason)
         return await thread_messages.runtime_update(
             env.state,
             pending_id,
@@ -525,6 +310,35 @@ async def finalise(
         if "already used" in str(exc):
             raise StepError(f"Duplicate tool call id: {exc}") from exc
         raise
+
+
+def ends_with(env: StepEnv, result: ModelResult) -> str | None:
+    """The reason code this step will end the run with, when it is certain before the
+    model message is finalised and nothing can run between that commit and the
+    end-of-run check (so both commit together, ``RunManager.finish_run``): a
+    top-level step of a thread without a parent, side a of an ``ai_human`` agent
+    answering with text and no tool call under ``stop_on_response`` (§4.15 rule 5,
+    the run parks), no stop, termination or call queued by code, no update hook."""
+    run = env.run
+    if (
+        env.depth != 0
+        or env.nested is not None
+        or result.tool_calls
+        or not result.content.strip()
+        or run.row.parent_id is not None
+        or run.agent.type != "ai_human"
+        or env.side != "a"
+        or not env.side_def.stop_on_response
+        or run.stop_requested()
+        or env.execution.queued_calls
+    ):
+        return None
+    if run.hookless(env.execution) or not (
+        run.hooks_for("before_update_message", env.execution)
+        or run.hooks_for("after_update_message", env.execution)
+    ):
+        return "stop_on_response"
+    return None
 
 
 async def drop_calls(env: StepEnv, message: Message, outcomes: Sequence[CallOutcome]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from threadloom.define.tool import ToolResult
+from threadloom.engine.env import StepEnv
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id
 from threadloom.store.base import NewThread
 from threadloom.thread import messages as thread_messages
@@ -328,7 +329,7 @@ def _json_text(value: Any) -> str:
 
 
 async def direct_call(
-    env: Any, resolved: Any, state: ThreadState, arguments: dict[str, Any]
+    env: StepEnv, resolved: Any, state: ThreadState, arguments: dict[str, Any]
 ) -> ToolResult:
     """A call of a relationship by name (§6.3.4): a non-resumable relationship offered as
     a tool, or any relationship started by code (``queue_tool``/``invoke_tool``)."""
