@@ -1,4 +1,4 @@
-"""The package's floors (README.md, Layout; bottom to top in ``FLOORS``): dependencies point
+"""The package's floors (ARCHITECTURE.md; bottom to top in ``FLOORS``): dependencies point
 down, and nothing above store/ knows SQLite — one Store protocol, two backends (decision D13
 of docs/spec/README.md)."""
 
