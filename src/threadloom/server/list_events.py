@@ -36,7 +36,7 @@ from threadloom.server.stream import (
 )
 from threadloom.server.stream_auth import StreamAuth, authenticate_stream, recheck
 from threadloom.server.stream_frames import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
-from threadloom.server.wire import thread_item
+from threadloom.server.thread_answers import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 
 router = APIRouter(tags=["stream"])

@@ -16,6 +16,7 @@ from threadloom.server import deps
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
 from threadloom.server.principal import Principal
+from threadloom.server.thread_answers import agent_detail, status_wire, thread_item
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
@@ -23,7 +24,6 @@ from threadloom.server.uploads import (
     remove_uploads,
     store_uploads,
 )
-from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.wire.messages import message_metadata
 from threadloom.wire.problems import problem_of
