@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadloom.errors import InvalidPath
-from threadloom.server.routes.files import valid_mime
 from threadloom.server.tickets import normalized_api_path
 from threadloom.thread.filetypes import normalize_path
 from threadloom.wire import patterns as P
@@ -25,6 +24,7 @@ from threadloom.wire.patterns import (
     MIME_PATTERN,
     decode_base64,
     is_mime_type,
+    valid_mime,
 )
 
 SPACES = "\t\n\x0b\x0c\r\x1c\x1f \x85\xa0\u2000\u3000\ufeff"

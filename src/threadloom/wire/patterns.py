@@ -39,6 +39,18 @@ def is_mime_type(text: object) -> bool:
 FILE_MIME = rf"^ *{MIME_TYPE} *(?:;[ -~]*)?{END}"
 """A file's MIME type: ``type/subtype``, parameters allowed, printable ASCII."""
 
+
+def valid_mime(mime: object) -> bool:
+    """``type/subtype``, optionally with parameters, in printable ASCII (a safe header):
+    ``FILE_MIME``'s check."""
+    return (
+        isinstance(mime, str)
+        and mime.isascii()
+        and mime.isprintable()
+        and is_mime_type(mime.split(";", 1)[0].strip())
+    )
+
+
 _WS = rf"[{WHITESPACE}]*"
 _B64_CHAR = rf"[A-Za-z0-9+/]{_WS}"
 _B64_LAST = (
