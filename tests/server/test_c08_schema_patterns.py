@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadloom.errors import InvalidPath
-from threadloom.server.tickets import normalized_api_path
 from threadloom.thread.filetypes import normalize_path
 from threadloom.wire import patterns as P
 from threadloom.wire.patterns import (
@@ -24,6 +23,7 @@ from threadloom.wire.patterns import (
     MIME_PATTERN,
     decode_base64,
     is_mime_type,
+    normalized_api_path,
     valid_mime,
 )
 

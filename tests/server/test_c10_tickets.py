@@ -13,7 +13,7 @@ from websockets.asyncio.client import connect
 
 from conftest import Api
 from threadloom.server.settings import ServerSettings
-from threadloom.server.tickets import normalized_api_path
+from threadloom.wire.patterns import normalized_api_path
 
 
 async def mint(api: Api, path: str, user: str = "alice") -> str:

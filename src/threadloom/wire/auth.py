@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 
 from threadloom.wire.model import Answer, Body, examples
-from threadloom.wire.patterns import API_PATH, NOT_BLANK
+from threadloom.wire.patterns import API_PATH, NOT_BLANK, normalized_api_path
 from threadloom.wire.problems import check, integer_from, refuse
 from threadloom.wire.query import boolean
 
@@ -38,10 +38,18 @@ class Login(Body):
     username: Annotated[str, check(_username)] = Field(pattern=NOT_BLANK, description="trimmed")
 
 
+def _api_path(value: Any) -> str:
+    if not normalized_api_path(value):
+        raise refuse(
+            "must be a normalized /api/* path", "pathname must be a normalized /api/* path."
+        )
+    return str(value)
+
+
 class TicketRequest(Body):
     model_config = examples({"pathname": "/api/events"})
 
-    pathname: str = Field(
+    pathname: Annotated[str, check(_api_path)] = Field(
         pattern=API_PATH, description="the normalized /api/* path the ticket opens"
     )
 

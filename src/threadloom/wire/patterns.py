@@ -102,3 +102,14 @@ _API_SEGMENT = r"(?:[^/?#.][^/?#]*|\.[^/?#.][^/?#]*|\.\.[^/?#]+)"
 API_PATH = rf"^/api(?:/{_API_SEGMENT})+$"
 """A normalized ``/api/*`` path: no empty, ``.`` or ``..`` segment, no ``?``, ``#`` or
 trailing ``/`` (spec 10 §10.5.6)."""
+_SEGMENT_BAD = ("", ".", "..")
+
+
+def normalized_api_path(pathname: object) -> bool:
+    """Spec 10 §10.5.6: starts with ``/api/``, no ``?`` or ``#``, no empty, ``.`` or ``..``
+    segment, no trailing ``/`` (``API_PATH``'s check)."""
+    if not isinstance(pathname, str) or not pathname.startswith("/api/"):
+        return False
+    if "?" in pathname or "#" in pathname:
+        return False
+    return all(segment not in _SEGMENT_BAD for segment in pathname[1:].split("/"))

@@ -11,11 +11,11 @@ from fastapi.responses import JSONResponse
 from threadloom.server import deps
 from threadloom.server.accounts import SESSION_LIFETIME_S, open_session
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
-from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.errors import ApiError
 from threadloom.server.passwords import hash_password_async, needs_rehash, verify_password_async
 from threadloom.server.principal import Principal
-from threadloom.server.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
-from threadloom.wire.auth import Login
+from threadloom.server.tickets import TICKET_SECONDS, mint_ticket
+from threadloom.wire.auth import Login, TicketRequest
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
@@ -116,14 +116,7 @@ async def websocket_ticket(
 ) -> JSONResponse:
     ctx = deps.context(request)
     body = await deps.json_object(request, required="A JSON body is required.")
-    pathname = body.get("pathname")
-    if not normalized_api_path(pathname):
-        raise bad_field(
-            "pathname",
-            "must be a normalized /api/* path",
-            "pathname must be a normalized /api/* path.",
-        )
-    assert isinstance(pathname, str)
+    pathname = deps.parse(TicketRequest, body).pathname
     ctx.limits.tickets.take(f"{who.auth_type}:{who.id}")
     credential = request.scope.get("state", {}).get("credential_digest")
     ticket = await mint_ticket(
