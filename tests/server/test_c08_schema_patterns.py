@@ -15,8 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadloom.errors import InvalidPath
-from threadloom.server.auth.tickets import normalized_api_path
-from threadloom.server.routes.files import valid_mime
 from threadloom.thread.filetypes import normalize_path
 from threadloom.wire import patterns as P
 from threadloom.wire.patterns import (
@@ -25,6 +23,8 @@ from threadloom.wire.patterns import (
     MIME_PATTERN,
     decode_base64,
     is_mime_type,
+    normalized_api_path,
+    valid_mime,
 )
 
 SPACES = "\t\n\x0b\x0c\r\x1c\x1f \x85\xa0\u2000\u3000\ufeff"

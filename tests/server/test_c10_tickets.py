@@ -12,8 +12,8 @@ from test_c09_stream import open_ws, recv, refused
 from websockets.asyncio.client import connect
 
 from conftest import Api
-from threadloom.server.auth.tickets import normalized_api_path
 from threadloom.server.settings import ServerSettings
+from threadloom.wire.patterns import normalized_api_path
 
 
 async def mint(api: Api, path: str, user: str = "alice") -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any, ClassVar
+
 from pydantic import Field
 
 from threadloom.wire.model import Answer, Body, examples
-from threadloom.wire.patterns import API_PATH, NOT_BLANK
+from threadloom.wire.patterns import API_PATH, NOT_BLANK, normalized_api_path
+from threadloom.wire.problems import check, integer_from, refuse
 from threadloom.wire.query import boolean
 
 KEYS_QUERY = (boolean("all", "Admins: every user's keys"),)
@@ -13,25 +16,66 @@ KEYS_QUERY = (boolean("all", "Admins: every user's keys"),)
 # -- bodies ----------------------------------------------------------------------------------
 
 
+def _password(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise refuse("is required", "Password is required")
+    return value
+
+
+def _username(value: Any) -> str:
+    """Trimmed; anything but a text that is not blank is "required"."""
+    name = value.strip() if isinstance(value, str) else ""
+    if not name:
+        raise refuse("is required", "Username is required")
+    return name
+
+
 class Login(Body):
-    username: str = Field(pattern=NOT_BLANK, description="trimmed")
-    password: str = Field(min_length=1)
+    # spec 10 §10.5.2: the password is checked first, one problem answered
+    one_problem: ClassVar[bool] = True
+
+    password: Annotated[str, check(_password)] = Field(min_length=1)
+    username: Annotated[str, check(_username)] = Field(pattern=NOT_BLANK, description="trimmed")
+
+
+def _api_path(value: Any) -> str:
+    if not normalized_api_path(value):
+        raise refuse(
+            "must be a normalized /api/* path", "pathname must be a normalized /api/* path."
+        )
+    return str(value)
 
 
 class TicketRequest(Body):
     model_config = examples({"pathname": "/api/events"})
 
-    pathname: str = Field(
+    pathname: Annotated[str, check(_api_path)] = Field(
         pattern=API_PATH, description="the normalized /api/* path the ticket opens"
     )
+
+
+def _key_name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 100:
+        raise refuse("must be a string of 1 to 100 characters")
+    return value
+
+
+def _user_id(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise refuse("must be a string")
+    return value
 
 
 class CreateApiKey(Body):
     model_config = examples({"name": "ci", "expires_in_days": 30})
 
-    name: str = Field(min_length=1, max_length=100, pattern=NOT_BLANK, description="trimmed")
-    expires_in_days: int | None = Field(None, ge=1, le=3650)
-    user_id: str | None = None
+    name: Annotated[str, check(_key_name)] = Field(
+        min_length=1, max_length=100, pattern=NOT_BLANK, description="trimmed"
+    )
+    expires_in_days: Annotated[int | None, check(integer_from(1, 3650))] = Field(
+        None, ge=1, le=3650
+    )
+    user_id: Annotated[str | None, check(_user_id)] = None
 
 
 # -- answers ---------------------------------------------------------------------------------

@@ -4,13 +4,22 @@ and delete — query parameters, bodies and answers. The records ``FileRecord``,
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from threadloom.records import FileRecord, GrepResult
 from threadloom.wire.model import Answer, Body, examples
-from threadloom.wire.patterns import BASE64_OR_EMPTY_PATTERN, BELOW_ROOT, END, FILE_MIME, SEGMENT
+from threadloom.wire.patterns import (
+    BASE64_OR_EMPTY_PATTERN,
+    BELOW_ROOT,
+    END,
+    FILE_MIME,
+    SEGMENT,
+    decode_base64,
+    valid_mime,
+)
+from threadloom.wire.problems import check, integer_from, refuse
 from threadloom.wire.query import boolean, choice, integer, path, text
 
 FILES_LIMIT = 1000
@@ -35,21 +44,62 @@ DELETE_QUERY = (boolean("recursive", "Delete a directory with what it holds"),)
 # -- write bodies ----------------------------------------------------------------------------
 
 
+MAX_PIXELS = 100_000
+"""The largest width or height, as for upload items (§8.2.5); also keeps values inside
+SQLite's range."""
+
+
 def _not_an_action(schema: dict[str, Any]) -> None:
     schema.setdefault("properties", {})["action"] = {"type": "null"}
+
+
+def _base64(value: Any) -> bytes:
+    data = decode_base64(value) if isinstance(value, str) else None
+    if data is None:
+        raise refuse("must be base64-encoded data")
+    return data
+
+
+def _base64_or_null(value: Any) -> bytes | None:
+    return None if value is None else _base64(value)
+
+
+def _file_mime(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not valid_mime(value):
+        raise refuse("must be a MIME type such as text/plain")
+    return str(value)
+
+
+def _object_or_null(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise refuse("must be an object")
+    return value
+
+
+_BASE64_TEXT = {"type": "string", "pattern": BASE64_OR_EMPTY_PATTERN}
+_pixels = integer_from(1, MAX_PIXELS)
 
 
 class FileData(Body):
     """Write a file from base64 data."""
 
+    # checked, ``data`` and ``thumbnail`` hold the decoded bytes
     model_config = examples({"data": "aGVsbG8K", "mimeType": "text/plain"}, extra=_not_an_action)
 
-    data: str = Field(pattern=BASE64_OR_EMPTY_PATTERN, description="base64")
-    mimeType: str | None = Field(None, pattern=FILE_MIME)
-    metadata: dict[str, Any] | None = None
-    thumbnail: str | None = Field(None, pattern=BASE64_OR_EMPTY_PATTERN, description="base64")
-    width: int | None = Field(None, ge=1, le=100_000)
-    height: int | None = Field(None, ge=1, le=100_000)
+    data: Annotated[bytes, check(_base64), WithJsonSchema(_BASE64_TEXT)] = Field(
+        description="base64"
+    )
+    mimeType: Annotated[str | None, check(_file_mime)] = Field(None, pattern=FILE_MIME)
+    metadata: Annotated[dict[str, Any] | None, check(_object_or_null)] = None
+    thumbnail: Annotated[
+        bytes | None,
+        check(_base64_or_null),
+        WithJsonSchema({"anyOf": [_BASE64_TEXT, {"type": "null"}]}),
+    ] = Field(None, description="base64")
+    width: Annotated[int | None, check(_pixels)] = Field(None, ge=1, le=MAX_PIXELS)
+    height: Annotated[int | None, check(_pixels)] = Field(None, ge=1, le=MAX_PIXELS)
 
 
 class MakeDirectory(Body):
@@ -58,18 +108,32 @@ class MakeDirectory(Body):
     type: Literal["directory"]
 
 
+def _path_string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise refuse("must be a path string")
+    return value
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise refuse("must be a string")
+    return value
+
+
 class MoveFile(Body):
+    # parsed once ``action`` said move; the path's own rules are the thread's (spec 07)
     model_config = examples({"action": "move", "destination": "/notes/moved.txt"})
 
     action: Literal["move"]
-    destination: str = Field(pattern=BELOW_ROOT)
+    destination: Annotated[str, check(_path_string)] = Field(pattern=BELOW_ROOT)
 
 
 class RenameFile(Body):
+    # parsed once ``action`` said rename; the name's own rules are the thread's (spec 07)
     model_config = examples({"action": "rename", "newName": "renamed.txt"})
 
     action: Literal["rename"]
-    newName: str = Field(pattern=f"^{SEGMENT}{END}")
+    newName: Annotated[str, check(_string)] = Field(pattern=f"^{SEGMENT}{END}")
 
 
 UPLOAD_FORM = {

@@ -39,6 +39,18 @@ def is_mime_type(text: object) -> bool:
 FILE_MIME = rf"^ *{MIME_TYPE} *(?:;[ -~]*)?{END}"
 """A file's MIME type: ``type/subtype``, parameters allowed, printable ASCII."""
 
+
+def valid_mime(mime: object) -> bool:
+    """``type/subtype``, optionally with parameters, in printable ASCII (a safe header):
+    ``FILE_MIME``'s check."""
+    return (
+        isinstance(mime, str)
+        and mime.isascii()
+        and mime.isprintable()
+        and is_mime_type(mime.split(";", 1)[0].strip())
+    )
+
+
 _WS = rf"[{WHITESPACE}]*"
 _B64_CHAR = rf"[A-Za-z0-9+/]{_WS}"
 _B64_LAST = (
@@ -90,3 +102,14 @@ _API_SEGMENT = r"(?:[^/?#.][^/?#]*|\.[^/?#.][^/?#]*|\.\.[^/?#]+)"
 API_PATH = rf"^/api(?:/{_API_SEGMENT})+$"
 """A normalized ``/api/*`` path: no empty, ``.`` or ``..`` segment, no ``?``, ``#`` or
 trailing ``/`` (spec 10 §10.5.6)."""
+_SEGMENT_BAD = ("", ".", "..")
+
+
+def normalized_api_path(pathname: object) -> bool:
+    """Spec 10 §10.5.6: starts with ``/api/``, no ``?`` or ``#``, no empty, ``.`` or ``..``
+    segment, no trailing ``/`` (``API_PATH``'s check)."""
+    if not isinstance(pathname, str) or not pathname.startswith("/api/"):
+        return False
+    if "?" in pathname or "#" in pathname:
+        return False
+    return all(segment not in _SEGMENT_BAD for segment in pathname[1:].split("/"))

@@ -1,6 +1,6 @@
 """The streams over HTTP (spec 09): a thread's Server-Sent Events and the thread-list
 events (WebSocket only; the GET describes the upgrade's query). The frames themselves are
-spec 09's and ``server/stream_frames.py``'s."""
+spec 09's and ``server/stream/frames.py``'s."""
 
 from __future__ import annotations
 

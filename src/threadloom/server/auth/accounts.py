@@ -30,7 +30,6 @@ SESSION_LIFETIME_S = 30 * 24 * 3600
 TOUCH_INTERVAL_US = 60_000_000
 CONFIGURED_TTL_S = 5.0
 ROLES: tuple[Role, ...] = ("admin", "user", "api")
-KNOWN_PERMISSIONS = ("logs",)
 
 
 def now_us() -> int:

@@ -3,7 +3,7 @@
 ``Credentials`` is the seam between the HTTP layer and wherever users and keys live. This
 module ships ``StaticCredentials``: the static admin token of ``THREADLOOM_ADMIN_TOKEN`` plus
 API keys given in code or configuration, held only as SHA-256 digests and compared in
-constant time. The users, keys and sessions of the store are ``server.accounts``.
+constant time. The users, keys and sessions of the store are ``server.auth.accounts``.
 """
 
 from __future__ import annotations

@@ -24,18 +24,7 @@ if TYPE_CHECKING:
     from threadloom.server.deps import ServerContext
 
 TICKET_SECONDS = 30
-_SEGMENT_BAD = ("", ".", "..")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def normalized_api_path(pathname: object) -> bool:
-    """Spec 10 §10.5.6: starts with ``/api/``, no ``?`` or ``#``, no empty, ``.`` or ``..``
-    segment, no trailing ``/``."""
-    if not isinstance(pathname, str) or not pathname.startswith("/api/"):
-        return False
-    if "?" in pathname or "#" in pathname:
-        return False
-    return all(segment not in _SEGMENT_BAD for segment in pathname[1:].split("/"))
 
 
 async def mint_ticket(

@@ -16,9 +16,10 @@ from threadloom.server.auth.passwords import (
     verify_password_async,
 )
 from threadloom.server.auth.principal import Principal
-from threadloom.server.auth.tickets import TICKET_SECONDS, mint_ticket, normalized_api_path
+from threadloom.server.auth.tickets import TICKET_SECONDS, mint_ticket
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
-from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.errors import ApiError
+from threadloom.wire.auth import Login, TicketRequest
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
@@ -32,23 +33,13 @@ def session_cookie(request: Request, token: str, max_age: int) -> str:
     return cookie + "; Secure" if secure else cookie
 
 
-def _string(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    return value if isinstance(value, str) else ""
-
-
 @router.post("/login", summary="Log in with a username and password (public)")
 async def login(request: Request) -> JSONResponse:
     ctx = deps.context(request)
     if not ctx.settings.password_login:
         raise ApiError(404, "not_found", "Not found")
-    body = await deps.json_object(request)
-    password = _string(body, "password")
-    username = _string(body, "username").strip()
-    if not password:
-        raise bad_field("password", "is required", "Password is required")
-    if not username:
-        raise bad_field("username", "is required", "Username is required")
+    body = await deps.body_of(request, Login)
+    password, username = body.password, body.username
     # Counted before the password is checked, in one store transaction with the check: a
     # burst of concurrent guesses through any node cannot all pass the check while none is
     # counted yet (spec 10 §10.11); a success gives its slot back.
@@ -129,14 +120,7 @@ async def websocket_ticket(
 ) -> JSONResponse:
     ctx = deps.context(request)
     body = await deps.json_object(request, required="A JSON body is required.")
-    pathname = body.get("pathname")
-    if not normalized_api_path(pathname):
-        raise bad_field(
-            "pathname",
-            "must be a normalized /api/* path",
-            "pathname must be a normalized /api/* path.",
-        )
-    assert isinstance(pathname, str)
+    pathname = deps.parse(TicketRequest, body).pathname
     ctx.limits.tickets.take(f"{who.auth_type}:{who.id}")
     credential = request.scope.get("state", {}).get("credential_digest")
     ticket = await mint_ticket(

@@ -15,7 +15,7 @@ from threadloom.define.prompt import Prompt, Subagent, entry_name
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
-from threadloom.server.wire import absolute_icon, backing
+from threadloom.server.thread_answers import absolute_icon, backing
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())

@@ -23,7 +23,7 @@ from threadloom.errors import FileError, InvalidPath
 from threadloom.records import AttachmentRef, FileChunk, FileRecord, name_of
 from threadloom.server import deps
 from threadloom.server.deps import Query
-from threadloom.server.errors import ApiError, Problems, bad_field, invalid, not_found
+from threadloom.server.errors import ApiError, bad_field, invalid, not_found
 from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposition
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
@@ -34,8 +34,8 @@ from threadloom.thread.filetypes import (
     sniff_mime,
 )
 from threadloom.thread.state import ThreadState
-from threadloom.wire.files import FILES_LIMIT
-from threadloom.wire.patterns import decode_base64, is_mime_type
+from threadloom.wire.files import FILES_LIMIT, FileData, MoveFile, RenameFile
+from threadloom.wire.patterns import is_mime_type, valid_mime
 
 
 class FilePathConvertor(PathConvertor):
@@ -50,7 +50,6 @@ FS_PATH = "/{path:fspath}"
 
 router = APIRouter(prefix="/api/threads/{id}/fs", tags=["files"])
 
-MAX_PIXELS = 100_000  # as for upload items (§8.2.5); also keeps values inside SQLite's range
 CHUNK_SIZE = 1_048_576
 OCTET_STREAM = "application/octet-stream"
 _RETRIES = 3
@@ -111,16 +110,6 @@ def listing(path: str, entries: list[FileRecord]) -> dict[str, Any]:
 
 def link_wire(record: FileRecord) -> dict[str, Any]:
     return {"file": record.to_wire(), "external": True, "location": record.location}
-
-
-def valid_mime(mime: object) -> bool:
-    """``type/subtype``, optionally with parameters, in printable ASCII (a safe header)."""
-    return (
-        isinstance(mime, str)
-        and mime.isascii()
-        and mime.isprintable()
-        and is_mime_type(mime.split(";", 1)[0].strip())
-    )
 
 
 def header_mime(mime: str) -> str:
@@ -325,40 +314,6 @@ async def _raw_upload(request: Request, state: ThreadState, target: str) -> JSON
     return JSONResponse(ref_wire(record), status_code=201)
 
 
-def _data_form(body: dict[str, Any]) -> dict[str, Any]:
-    """The checked arguments of the ``{"data": <base64>, …}`` form (all problems at once)."""
-    problems = Problems()
-    raw = body.get("data")
-    data = decode_base64(raw) if isinstance(raw, str) else None
-    if data is None:
-        problems.add("data", "must be base64-encoded data")
-    mime = body.get("mimeType")
-    if mime is not None and not valid_mime(mime):
-        problems.add("mimeType", "must be a MIME type such as text/plain")
-    metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        problems.add("metadata", "must be an object")
-    thumb_raw = body.get("thumbnail")
-    thumbnail = None
-    if thumb_raw is not None:
-        thumbnail = decode_base64(thumb_raw) if isinstance(thumb_raw, str) else None
-        if thumbnail is None:
-            problems.add("thumbnail", "must be base64-encoded data")
-    size = {"width": body.get("width"), "height": body.get("height")}
-    for key, value in size.items():
-        if value is not None:
-            size[key] = problems.integer(value, key, 1, MAX_PIXELS)
-    problems.raise_if_any()
-    return {
-        "data": data,
-        "mime_type": mime,
-        "metadata": metadata,
-        "thumbnail": thumbnail,
-        "width": size["width"],
-        "height": size["height"],
-    }
-
-
 @router.post(
     FS_PATH,
     status_code=201,
@@ -375,30 +330,25 @@ async def write_path(
     body = await deps.json_object(request, deps.context(request).settings.max_upload_bytes)
     action = body.get("action")
     if action == "move":
-        destination = body.get("destination")
-        if not isinstance(destination, str):
-            raise bad_field("destination", "must be a path string")
+        destination = deps.parse(MoveFile, body).destination
         record = await state.move_file(target, thread_path(destination, "destination"))
         return JSONResponse(ref_wire(record), status_code=200)
     if action == "rename":
-        new_name = body.get("newName")
-        if not isinstance(new_name, str):
-            raise bad_field("newName", "must be a string")
-        record = await state.rename_file(target, new_name)
+        record = await state.rename_file(target, deps.parse(RenameFile, body).newName)
         return JSONResponse(ref_wire(record), status_code=200)
     if action is None and body.get("type") == "directory":
         record = await state.mkdir_file(target)
         return JSONResponse({"directory": record.to_wire()}, status_code=201)
     if action is None and "data" in body:
-        args = _data_form(body)
+        form = deps.parse(FileData, body)
         record = await state.write_file(
             target,
-            args["data"],
-            args["mime_type"],
-            metadata=args["metadata"],
-            width=args["width"],
-            height=args["height"],
-            thumbnail=args["thumbnail"],
+            form.data,
+            form.mimeType,
+            metadata=form.metadata,
+            width=form.width,
+            height=form.height,
+            thumbnail=form.thumbnail,
         )
         return JSONResponse(ref_wire(record), status_code=201)
     raise invalid(

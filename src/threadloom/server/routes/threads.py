@@ -16,12 +16,12 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, Problems, bad_field
+from threadloom.server.thread_answers import agent_detail, status_wire, thread_item
 from threadloom.server.uploads import (
     Upload,
     check_uploads_fit,
     parse_uploads,
 )
-from threadloom.server.wire import agent_detail, status_wire, thread_item
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.thread.files import remove_attachments, write_attachments
 from threadloom.wire.messages import message_metadata

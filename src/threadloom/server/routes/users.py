@@ -10,8 +10,6 @@ from fastapi.responses import JSONResponse
 from threadloom import errors as E
 from threadloom.server import deps
 from threadloom.server.auth.accounts import (
-    KNOWN_PERMISSIONS,
-    ROLES,
     issue_api_key,
     key_json,
     new_user,
@@ -20,9 +18,10 @@ from threadloom.server.auth.accounts import (
 )
 from threadloom.server.auth.passwords import hash_password_async
 from threadloom.server.auth.principal import Principal
-from threadloom.server.errors import ApiError, Problems
+from threadloom.server.errors import ApiError
 from threadloom.store.base import UserPatch
-from threadloom.wire.users import APP_ROLE, MIN_PASSWORD_LENGTH, USERNAME
+from threadloom.wire.auth import CreateApiKey
+from threadloom.wire.users import CreateUser, PatchUser
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
 users = APIRouter(prefix="/api/users", tags=["users"])
@@ -51,18 +50,8 @@ async def list_keys(request: Request, who: Principal = Depends(deps.principal)) 
 
 @keys.post("", summary="Create an API key (shown once)")
 async def create_key(request: Request, who: Principal = Depends(deps.principal)) -> JSONResponse:
-    body = await deps.json_object(request)
-    problems = Problems()
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 100:
-        problems.add("name", "must be a string of 1 to 100 characters")
-    days = body.get("expires_in_days")
-    if days is not None:
-        days = problems.integer(days, "expires_in_days", 1, 3650)
-    user_id = body.get("user_id")
-    if user_id is not None and not isinstance(user_id, str):
-        problems.add("user_id", "must be a string")
-    problems.raise_if_any()
+    body = await deps.body_of(request, CreateApiKey)
+    name, days, user_id = body.name, body.expires_in_days, body.user_id
     store = deps.runtime(request).store
     if user_id is None or user_id == who.id:
         if not who.has_user_row:
@@ -74,7 +63,6 @@ async def create_key(request: Request, who: Principal = Depends(deps.principal))
         if await store.get_user(user_id) is None:
             raise USER_NOT_FOUND
         owner = user_id
-    assert isinstance(name, str)
     issued = await issue_api_key(store, owner, name.strip(), days)
     _invalidate(request)
     row = issued.row
@@ -110,53 +98,15 @@ async def delete_key(
 # -- users (admin) ---------------------------------------------------------------------------
 
 
-def _check_user_fields(body: dict[str, Any], problems: Problems) -> dict[str, Any]:
-    """The validated optional fields shared by create and patch (only those present)."""
-    out: dict[str, Any] = {}
-    if "password" in body:
-        password = body["password"]
-        if password is not None and (
-            not isinstance(password, str) or len(password) < MIN_PASSWORD_LENGTH
-        ):
-            problems.add(
-                "password",
-                f"must be at least {MIN_PASSWORD_LENGTH} characters",
-                f"Password must be at least {MIN_PASSWORD_LENGTH} characters",
-            )
-        out["password"] = password
-    if "role" in body:
-        if body["role"] not in ROLES:
-            problems.add("role", "must be one of admin, user, api")
-        out["role"] = body["role"]
-    if "permissions" in body:
-        permissions = body["permissions"]
-        if permissions is not None and (
-            not isinstance(permissions, list)
-            or any(p not in KNOWN_PERMISSIONS for p in permissions)
-        ):
-            problems.add("permissions", "must be null or a list of known permissions (logs)")
-        else:
-            out["permissions"] = (
-                tuple(dict.fromkeys(permissions)) if permissions is not None else None
-            )
-    if "roles" in body:
-        roles = body["roles"]
-        if (
-            not isinstance(roles, list)
-            or len(roles) > 64
-            or any(not isinstance(r, str) or not APP_ROLE.match(r) for r in roles)
-        ):
-            problems.add(
-                "roles", "must be at most 64 strings of 1-128 characters of [A-Za-z0-9._:/-]"
-            )
-        else:
-            out["roles"] = tuple(dict.fromkeys(roles))
-    for name in _PROFILE:
-        if name in body:
-            value = body[name]
-            if value is not None and (not isinstance(value, str) or len(value) > 2048):
-                problems.add(name, "must be a string or null")
-            out[name] = value
+def _user_fields(body: PatchUser) -> dict[str, Any]:
+    """The fields a create or patch body names (a ``null`` included), permissions and
+    roles without repeats."""
+    named = body.model_fields_set & set(PatchUser.model_fields)
+    out = {name: getattr(body, name) for name in named}
+    if out.get("permissions") is not None:
+        out["permissions"] = tuple(dict.fromkeys(out["permissions"]))
+    if "roles" in out:
+        out["roles"] = tuple(dict.fromkeys(out["roles"]))
     return out
 
 
@@ -168,14 +118,9 @@ async def list_users(request: Request, who: Principal = Depends(deps.admin)) -> 
 
 @users.post("", summary="Create a user (admin)")
 async def create_user(request: Request, who: Principal = Depends(deps.admin)) -> JSONResponse:
-    body = await deps.json_object(request)
-    problems = Problems()
-    username = body.get("username")
-    if not isinstance(username, str) or not USERNAME.match(username):
-        problems.add("username", "must be 1-64 characters of [A-Za-z0-9._-]")
-    fields = _check_user_fields(body, problems)
-    problems.raise_if_any()
-    assert isinstance(username, str)
+    body = await deps.body_of(request, CreateUser)
+    username = body.username
+    fields = _user_fields(body)
     password = fields.get("password")
     user = new_user(
         username,
@@ -197,10 +142,7 @@ async def create_user(request: Request, who: Principal = Depends(deps.admin)) ->
 async def patch_user(
     user_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
-    body = await deps.json_object(request)
-    problems = Problems()
-    fields = _check_user_fields(body, problems)
-    problems.raise_if_any()
+    fields = _user_fields(await deps.body_of(request, PatchUser))
     store = deps.runtime(request).store
     if not deps.storable(user_id) or await store.get_user(user_id) is None:
         raise USER_NOT_FOUND

@@ -36,7 +36,7 @@ from threadloom.server.stream.stream import (
     stop_tasks,
     stream_settings,
 )
-from threadloom.server.wire import thread_item
+from threadloom.server.thread_answers import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 
 router = APIRouter(tags=["stream"])

@@ -1,4 +1,6 @@
-"""Wire shapes of threads and agents (spec 08 §8.2.2, §8.3.4, §8.10.1)."""
+"""Threads and agents as the API answers them (spec 08 §8.2.2, §8.3.4, §8.10.1): built from
+the store's rows and the served definitions, in the shapes ``wire.threads`` declares
+(``ThreadItem``, ``AgentSummary``, ``AgentDetail``)."""
 
 from __future__ import annotations
 
