@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -200,3 +202,48 @@ async def test_c04_112_a_tool_given_as_a_function_is_defined_and_called(db_url: 
         ]
     finally:
         await runtime.close()
+
+
+RUNTIME_ROOMS = (
+    "threadloom.engine",
+    "threadloom.node",
+    "threadloom.thread",
+    "threadloom.store",
+    "threadloom.server",
+    "threadloom.define",
+    "threadloom.providers",
+)
+
+
+def _runtime_modules_loaded_by(code: str) -> tuple[list[str], str]:
+    """The runtime's modules a fresh interpreter has loaded after ``code``, and its stdout."""
+    probe = f"{code}\nimport sys\nprint('\\n'.join(sorted(sys.modules)), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    rooms = tuple(f"{room}." for room in RUNTIME_ROOMS)
+    loaded = [m for m in done.stderr.split() if m in RUNTIME_ROOMS or m.startswith(rooms)]
+    return loaded, done.stdout
+
+
+def test_importing_the_client_does_not_load_the_runtime() -> None:
+    loaded, _ = _runtime_modules_loaded_by("import threadloom.client")
+    assert loaded == []
+
+
+def test_the_version_answers_without_loading_the_runtime() -> None:
+    code = (
+        "import sys\nsys.argv = ['threadloom', '--version']\n"
+        "from threadloom.cli import entrypoint\nentrypoint()"
+    )
+    loaded, stdout = _runtime_modules_loaded_by(code)
+    assert (loaded, stdout) == ([], f"threadloom {threadloom.__version__}\n")
+
+
+def test_the_package_face_loads_a_name_when_it_is_first_used() -> None:
+    loaded, _ = _runtime_modules_loaded_by("import threadloom")
+    assert loaded == []
+    loaded, _ = _runtime_modules_loaded_by("from threadloom import Runtime")
+    assert any(m.startswith("threadloom.engine.") for m in loaded)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        threadloom.Nothing  # noqa: B018

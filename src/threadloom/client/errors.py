@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from threadloom import retry_after
 from threadloom.errors import ThreadloomError as ThreadloomError
+from threadloom.retry_after import seconds as retry_after_seconds
 
 
 class TransportError(ThreadloomError):
@@ -112,7 +112,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def _retry_after(response: httpx.Response, body: Any) -> float | None:
-    waited = retry_after.seconds(response.headers)
+    waited = retry_after_seconds(response.headers)
     if waited is not None:
         return waited
     if isinstance(body, dict) and isinstance(body.get("retryAfter"), int | float):

@@ -11,9 +11,9 @@ from typing import Any, ParamSpec, TypeVar
 
 import httpx
 
-from threadloom import retry_after
 from threadloom.client.calls import Batch, Call
 from threadloom.client.errors import NotFoundError, TransportError, error_from_response
+from threadloom.retry_after import seconds as retry_after_seconds
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -28,7 +28,7 @@ def _never_left(exc: httpx.TransportError) -> bool:
 
 
 def _delay(attempt: int, response: httpx.Response | None) -> float:
-    waited = retry_after.seconds(response.headers) if response is not None else None
+    waited = retry_after_seconds(response.headers) if response is not None else None
     if waited is not None:
         return waited
     base = BACKOFF[min(attempt, len(BACKOFF) - 1)]

@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from threadloom import retry_after
 from threadloom.errors import ProviderError, ProviderErrorCode
+from threadloom.retry_after import seconds as retry_after_seconds
 
 _CONTEXT_LENGTH_MARKERS = (
     "context_length_exceeded",
@@ -112,7 +112,7 @@ def code_for_error(code: str | int | None, message: str = "") -> ProviderErrorCo
 def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait, from ``retry-after-ms`` (ms) or ``retry-after`` (seconds or an HTTP
     date); None when absent or unreadable (``threadloom.retry_after``)."""
-    return retry_after.seconds(headers)
+    return retry_after_seconds(headers)
 
 
 def error_for_status(
