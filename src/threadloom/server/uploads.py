@@ -5,24 +5,20 @@ again when the request fails after storing).
 Everything the file layer would refuse is checked here, before the first item is written:
 a refused request must not leave ``file_created``/``file_deleted`` events behind (each
 item is its own commit, so a late refusal would have written and removed the ones before
-it). ``parse_uploads`` checks the items as ``ThreadState.write_attachment`` does (a name
-that is not blank, a MIME type, data), ``check_uploads_fit`` the size limits of spec 07.
+it). The request models check the items as ``ThreadState.write_attachment`` does (a name
+that is not blank, a MIME type, data: ``wire.messages.Upload``); ``uploads_of`` takes the
+checked items, ``check_uploads_fit`` checks the size limits of spec 07.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import TypeAdapter, ValidationError
-
-from threadloom.server.errors import ApiError, Problems
+from threadloom.server.errors import ApiError
 from threadloom.thread.files import file_limits
 from threadloom.thread.state import ThreadState
 from threadloom.wire.messages import Upload as UploadItem
-from threadloom.wire.messages import Uploads
-from threadloom.wire.patterns import decode_base64
-from threadloom.wire.problems import problems_of
 
 if TYPE_CHECKING:
     from threadloom.thread.hub import ThreadHub
@@ -44,36 +40,6 @@ def uploads_of(items: list[UploadItem] | None) -> list[Upload]:
         Upload(it.name, it.mimeType, it.data, it.width, it.height, it.description)
         for it in items or ()
     ]
-
-
-_UPLOADS: TypeAdapter[list[UploadItem] | None] = TypeAdapter(Uploads | None)
-
-
-def parse_uploads(value: Any, at: str, problems: Problems) -> list[Upload]:
-    """Check ``value`` as a list of upload items (``wire.messages.Uploads``, the rules and
-    texts of the send's ``attachments``); problems are added, never raised."""
-    try:
-        return uploads_of(_UPLOADS.validate_python(value))
-    except ValidationError as error:
-        found = problems_of(error, at)
-        for p in found:
-            problems.add(p.field, p.problem, p.message)
-        return _whole_items(value, at, {p.field for p in found})
-
-
-def _whole_items(value: Any, at: str, bad: set[str]) -> list[Upload]:
-    """The items of a refused list whose name, MIME type and data passed: they count as
-    attachments for the caller's other rules (an initial message with one is not blank)."""
-    if not isinstance(value, list) or at in bad:
-        return []
-    out: list[Upload] = []
-    for i, item in enumerate(value):
-        here = f"{at}[{i}]"
-        if here in bad or any(f"{here}.{key}" in bad for key in ("name", "mimeType", "data")):
-            continue
-        data = decode_base64(item["data"]) or b""
-        out.append(Upload(item["name"], item["mimeType"], data, None, None, None))
-    return out
 
 
 def too_large(field: str, message: str) -> ApiError:

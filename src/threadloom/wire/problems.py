@@ -6,6 +6,8 @@ A field of a request model declares its shape with its type and constraints (wha
 refuses with the spec's exact text (``refuse``), in place of pydantic's checks and
 messages. ``problems_of`` turns the refusals of one validation into ``Problem``s in field
 order; the server answers the first one's ``message`` with every problem as ``details``.
+A rule that checks across the items or keys of its value reports each problem it finds
+(``Refusals``), as one validation error of several refusals.
 """
 
 from __future__ import annotations
@@ -32,12 +34,52 @@ class Problem:
 
 
 def refuse(
-    problem: str, message: str | None = None, *, at: str | None = None
+    problem: str, message: str | None = None, *, at: str | None = None, key: str | None = None
 ) -> PydanticCustomError:
     """A value's refusal: ``problem`` follows the field's name in the details; ``message``
     is the answer's sentence (default ``"<field> <problem>"``); ``at`` names a part below
-    the field (``metadata`` → ``metadata.queued``), or the field of a whole-model rule."""
-    return PydanticCustomError(REFUSED, problem, {"message": message, "at": at})
+    the field (``metadata`` → ``metadata.queued``), or the field of a whole-model rule;
+    ``key`` an object's key below that, named as it is (``env_patch.0``, not ``[0]``)."""
+    # the text is the context's last value, so braces in it (a caller's id) stay as written
+    context = {"message": message, "at": at, "key": key, "problem": problem}
+    return PydanticCustomError(REFUSED, "{problem}", context)
+
+
+class Refusals:
+    """The problems one rule finds in its value, each where it is (``loc`` below the
+    field: ``(0, "content")`` → ``initial_messages[0].content``), reported together."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[tuple[int | str, ...], PydanticCustomError]] = []
+
+    def add(self, refusal: PydanticCustomError, *loc: int | str) -> None:
+        self.items.append((loc, refusal))
+
+    def refuse(
+        self, problem: str, message: str | None = None, *loc: int | str, key: str | None = None
+    ) -> None:
+        """``refuse(problem, message, key=key)`` at ``loc``."""
+        self.add(refuse(problem, message, key=key), *loc)
+
+    def extend(self, error: ValidationError, *loc: int | str) -> None:
+        """Every problem of a validation of a part of the value (at ``loc``), in its words."""
+        for item in error.errors(include_url=False):
+            ctx = item.get("ctx") or {}
+            if item["type"] == REFUSED:
+                refusal = refuse(item["msg"], ctx.get("message"), at=ctx.get("at"))
+            else:
+                refusal = refuse(_PLAIN.get(item["type"], item["msg"]))
+            self.add(refusal, *loc, *item["loc"])
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def raise_if_any(self, value: Any) -> None:
+        if self.items:
+            raise ValidationError.from_exception_data(
+                "refused",
+                [{"type": refusal, "loc": loc, "input": value} for loc, refusal in self.items],
+            )
 
 
 def check(rule: Callable[[Any], Any]) -> WrapValidator:
@@ -115,7 +157,10 @@ _PLAIN = {
 def _problem(kind: str, loc: Sequence[int | str], text: str, ctx: Any, prefix: str) -> Problem:
     refused = kind == REFUSED
     at = (ctx or {}).get("at") if refused else None
+    key = (ctx or {}).get("key") if refused else None
     field = field_name([*loc, *([at] if at else [])], prefix) or "body"
+    if key is not None:
+        field += f".{key}"
     problem = text if refused else _PLAIN.get(kind, text)
     message = ((ctx or {}).get("message") if refused else None) or f"{field} {problem}"
     return Problem(field, problem, message)

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic_core import PydanticCustomError
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.registry import Definitions
-from threadloom.errors import InvalidField, StoreUnavailable, ThreadloomError
-from threadloom.records import normalize_tool_calls
+from threadloom.errors import InvalidField, StoreUnavailable
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
-from threadloom.server.errors import ApiError, Problems, bad_field
+from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.thread_answers import agent_detail, status_wire, thread_item
-from threadloom.server.uploads import (
-    Upload,
-    check_uploads_fit,
-    parse_uploads,
-)
+from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.thread.files import remove_attachments, write_attachments
-from threadloom.wire.messages import message_metadata
-from threadloom.wire.problems import problem_of
-from threadloom.wire.threads import MAX_DATE_S, NOT_ACCEPTED
+from threadloom.wire.threads import MAX_DATE_S, CreateThread, PatchThread
 
 
 class ThreadIdConvertor(StringConvertor):
@@ -42,52 +33,12 @@ THREAD = "/{id:thread_id}"
 
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
-OVERLAPS = ("enqueue", "reject", "interrupt")
-
 
 def origin_of(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
 
 
-# -- shared validation --------------------------------------------------------------------
-
-
-def check_tags(value: Any, problems: Problems, field: str = "tags") -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        problems.add(field, "must be an array of strings", "tags must be an array of strings")
-        return None
-    if not all(isinstance(t, str) for t in value):
-        problems.add(field, "must be an array of strings", "All tags must be strings")
-        return None
-    if len(value) > 50:
-        problems.add(field, "must have at most 50 tags")
-        return None
-    for i, tag in enumerate(value):
-        if not 1 <= len(tag) <= 200:
-            problems.add(f"{field}[{i}]", "must be 1-200 characters")
-            return None
-    return tuple(value)
-
-
-def check_metadata(value: Any, field: str, problems: Problems) -> dict[str, Any] | None:
-    """``wire.messages.message_metadata``'s rule; its refusal added to ``problems``."""
-    try:
-        return message_metadata(value)
-    except PydanticCustomError as refusal:
-        p = problem_of(refusal, field)
-        problems.add(p.field, p.problem, p.message)
-        return None
-
-
-def check_env(value: Any, field: str, problems: Problems) -> dict[str, str] | None:
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and k.strip() and isinstance(v, str) for k, v in value.items()
-    ):
-        problems.add(field, "must be an object of string values")
-        return None
-    return {k.strip(): v for k, v in value.items()}
+# -- shared rules ---------------------------------------------------------------------
 
 
 def refuse_orphaned(defs: Definitions, row: ThreadRow) -> None:
@@ -102,113 +53,6 @@ def refuse_orphaned(defs: Definitions, row: ThreadRow) -> None:
             " thread; reassign it with PATCH agent_id or serve the project that has it)",
             extra={"agent_id": row.agent_id},
         )
-
-
-def check_overlap(value: Any, problems: Problems) -> str | None:
-    if value is not None and value not in OVERLAPS:
-        problems.add(
-            "overlap",
-            "must be one of enqueue, reject, interrupt, or null",
-            "overlap must be one of enqueue, reject, interrupt, or null",
-        )
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _arguments_as_text(value: Any) -> Any:
-    """Spec 08 §8.3.2: ``function.arguments`` may be an object; it is stored as JSON text."""
-    if not isinstance(value, list):
-        return value
-    out = []
-    for call in value:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("arguments"), dict):
-            call = {
-                **call,
-                "function": {**function, "arguments": json.dumps(function["arguments"])},
-            }
-        out.append(call)
-    return out
-
-
-class InitialMessage:
-    def __init__(self, fields: dict[str, Any], uploads: list[Upload]) -> None:
-        self.fields = fields
-        self.uploads = uploads
-
-
-def check_initial_messages(value: Any, problems: Problems) -> list[InitialMessage]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        problems.add("initial_messages", "must be an array", "initial_messages must be an array")
-        return []
-    if len(value) > 1000:
-        problems.add("initial_messages", "must have at most 1000 items")
-        return []
-    out: list[InitialMessage] = []
-    calls_seen: set[str] = set()
-    for i, item in enumerate(value):
-        at = f"initial_messages[{i}]"
-        if not isinstance(item, dict):
-            problems.add(at, "must be an object")
-            continue
-        before = len(problems.items)
-        for key in NOT_ACCEPTED:
-            if key in item:
-                problems.add(f"{at}.{key}", "cannot be set on an initial message")
-        role = item.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            problems.add(f"{at}.role", "must be one of system, user, assistant, tool")
-        content = item.get("content")
-        if content is not None and not isinstance(content, str):
-            problems.add(f"{at}.content", "must be a string or null")
-            content = None
-        uploads = parse_uploads(item.get("attachments"), f"{at}.attachments", problems)
-        if role in ("user", "system") and not (content and content.strip()) and not uploads:
-            problems.add(f"{at}.content", "must not be blank for a user or system message")
-        fields: dict[str, Any] = {"role": role, "content": content}
-        name = item.get("name")
-        if name is not None:
-            if not isinstance(name, str) or len(name) > 255:
-                problems.add(f"{at}.name", "must be a string of at most 255 characters")
-            fields["name"] = name
-        if item.get("tool_calls") is not None:
-            if role not in ("user", "assistant"):
-                problems.add(f"{at}.tool_calls", "is only allowed on user or assistant items")
-            else:
-                try:
-                    calls = normalize_tool_calls(_arguments_as_text(item["tool_calls"]))
-                except (ThreadloomError, ValueError, TypeError) as exc:
-                    problems.add(f"{at}.tool_calls", f"is invalid: {exc}")
-                else:
-                    for call in calls:
-                        if call.id in calls_seen:
-                            problems.add(f"{at}.tool_calls", f"repeats call id {call.id}")
-                        calls_seen.add(call.id)
-                    fields["tool_calls"] = calls
-        if role == "tool":
-            call_id = item.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in calls_seen:
-                problems.add(f"{at}.tool_call_id", "must name a call of an earlier assistant item")
-            fields["tool_call_id"] = call_id
-            status = item.get("tool_status")
-            if status is not None:
-                if status not in ("success", "error"):
-                    problems.add(f"{at}.tool_status", "must be success or error")
-                fields["tool_status"] = status
-        elif item.get("tool_status") is not None:
-            problems.add(f"{at}.tool_status", "is only allowed on tool items")
-        silent = item.get("silent", False)
-        if not isinstance(silent, bool):
-            problems.add(f"{at}.silent", "must be a boolean")
-        fields["silent"] = silent is True
-        metadata = check_metadata(item.get("metadata"), f"{at}.metadata", problems)
-        if metadata:
-            fields["metadata"] = metadata
-        if len(problems.items) == before:
-            out.append(InitialMessage(fields, uploads))
-    return out
 
 
 # -- routes --------------------------------------------------------------------------------
@@ -262,51 +106,21 @@ async def create_thread(
     request: Request, who: Principal = Depends(deps.principal)
 ) -> dict[str, Any]:
     ctx = deps.context(request)
-    body = await deps.json_object(request, ctx.settings.max_upload_bytes)
-    problems = Problems()
-    agent_id = body.get("agent_id")
-    if agent_id is None:
-        problems.add("agent_id", "is required", "Missing required field: agent_id")
-    elif not isinstance(agent_id, str) or not agent_id:
-        problems.add("agent_id", "must be a string", "agent_id must be a string")
-        agent_id = None
-    tags = check_tags(body.get("tags"), problems)
-    owner: str | None = who.owner_id
-    if "user_id" in body:
-        user_id = body["user_id"]
-        if user_id is not None and not isinstance(user_id, str):
-            problems.add("user_id", "must be a string or null")
-        owner = user_id
-    arguments = body.get("arguments")
-    if arguments is None:  # null is absent (§8.3.2): a client may send every key, nulls too
-        arguments = body.get("data")
-    elif body.get("data") is not None:
-        problems.add("arguments", "conflicts with data", "Use either arguments or data, not both")
-    if arguments is not None and not isinstance(arguments, dict):
-        problems.add("arguments", "must be an object", "arguments must be an object")
-        arguments = None
-    initial = check_initial_messages(body.get("initial_messages"), problems)
-    env: dict[str, str] | None = None
-    env_value = body.get("env", body.get("tenvs"))
-    if env_value is not None:
-        env = check_env(env_value, "env", problems)
-    env_types = body.get("env_types")
-    if env_types is not None and not isinstance(env_types, dict):
-        problems.add("env_types", "must be an object")
-        env_types = None
-    properties = body.get("properties")
-    if properties is not None and not isinstance(properties, dict):
-        problems.add("properties", "must be an object")
-    overlap = check_overlap(body.get("overlap"), problems)
-    problems.raise_if_any()
+    body = await deps.body_of(request, CreateThread, ctx.settings.max_upload_bytes)
+    owner = body.user_id if "user_id" in body.model_fields_set else who.owner_id
     if owner != who.owner_id and not who.is_admin:
         raise ApiError(403, "forbidden", "Forbidden: cannot create a thread for another user")
-    assert isinstance(agent_id, str)
+    initial = [(m.stored, uploads_of(m.attachments)) for m in body.initial_messages or ()]
+    env, properties = body.env, body.properties
     runtime = ctx.runtime
-    groups = [(f"initial_messages[{i}].attachments", m.uploads) for i, m in enumerate(initial)]
+    groups = [(f"initial_messages[{i}].attachments", ups) for i, (_, ups) in enumerate(initial)]
     await check_uploads_fit(runtime.hub, [g for g in groups if g[1]])
     state = await runtime.create_thread(
-        agent_id, user_id=owner, tags=tags or (), arguments=arguments, overlap=overlap
+        body.agent_id,
+        user_id=owner,
+        tags=tuple(body.tags or ()),
+        arguments=body.arguments,
+        overlap=body.overlap,
     )
     ids: list[str] = []
     try:
@@ -316,14 +130,13 @@ async def create_thread(
                 ThreadPatch(
                     replace_env=env is not None,
                     env=env,
-                    env_types=env_types,
+                    env_types=body.env_types,
                     properties=properties,
                     set_properties=properties is not None,
                 ),
             )
-        for item in initial:
-            fields = dict(item.fields)
-            refs = await write_attachments(state, item.uploads)
+        for fields, uploads in initial:
+            refs = await write_attachments(state, uploads)
             if refs:
                 fields["attachments"] = refs
             try:
@@ -404,99 +217,21 @@ async def patch_thread(
     request: Request, row: ThreadRow = Depends(deps.thread_row)
 ) -> dict[str, Any]:
     runtime = deps.runtime(request)
-    body = await deps.json_object(request)
-    problems = Problems()
-    tags = check_tags(body.get("tags"), problems) if "tags" in body else None
-    agent_id = body.get("agent_id")
-    if agent_id is not None and not isinstance(agent_id, str):
-        problems.add("agent_id", "must be a string", "agent_id must be a string")
-        agent_id = None
-    replace_env = "env" in body or "tenvs" in body
-    env: dict[str, str] | None = None
-    if replace_env:
-        value = body.get("env", body.get("tenvs"))
-        if value is not None:
-            env = check_env(value, "env", problems)
-    env_types = body.get("env_types")
-    if env_types is not None and (not isinstance(env_types, dict) or not replace_env):
-        problems.add("env_types", "must be an object given together with env")
-    env_set: dict[str, str] = {}
-    if "env_patch" in body:
-        patch = body["env_patch"]
-        if not isinstance(patch, dict):
-            problems.add("env_patch", "must be an object", "env_patch must be an object")
-        else:
-            for key, value in patch.items():
-                if not key.strip():
-                    problems.add(
-                        "env_patch",
-                        "keys must be non-empty strings",
-                        "env_patch keys must be non-empty strings",
-                    )
-                elif not isinstance(value, str):
-                    problems.add(f"env_patch.{key}", "must be a string")
-                else:
-                    env_set[key.strip()] = value
-    type_set: dict[str, str] = {}
-    if "env_type_patch" in body:
-        patch = body["env_type_patch"]
-        if not isinstance(patch, dict):
-            problems.add("env_type_patch", "must be an object", "env_type_patch must be an object")
-        else:
-            for key, value in patch.items():
-                if not key.strip():
-                    problems.add(
-                        "env_type_patch",
-                        "keys must be non-empty strings",
-                        "env_type_patch keys must be non-empty strings",
-                    )
-                else:
-                    type_set[key.strip()] = "text" if value == "text" else "secret"
-    deletes: tuple[str, ...] = ()
-    if "env_delete" in body:
-        value = body["env_delete"]
-        if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
-            problems.add(
-                "env_delete",
-                "must be an array of strings",
-                "env_delete must be an array of strings",
-            )
-        elif not all(k.strip() for k in value):
-            problems.add(
-                "env_delete",
-                "entries must be non-empty strings",
-                "env_delete entries must be non-empty strings",
-            )
-        else:
-            deletes = tuple(k.strip() for k in value)
-    set_overlap = "overlap" in body
-    overlap = check_overlap(body.get("overlap"), problems) if set_overlap else None
-    problems.raise_if_any()
-    effective = (
-        tags is not None
-        or agent_id is not None
-        or replace_env
-        or env_set
-        or type_set
-        or deletes
-        or set_overlap
-    )
-    if not effective:
-        raise bad_field("body", "has no field to update", "No valid fields to update")
+    body = await deps.body_of(request, PatchThread)
     try:
         updated = await runtime.update_thread(
             row.id,
             ThreadPatch(
-                tags=tags,
-                set_overlap=set_overlap,
-                overlap=overlap,
-                replace_env=replace_env,
-                env=env,
-                env_types=env_types if isinstance(env_types, dict) else None,
-                env_set=env_set,
-                env_type_set=type_set,
-                env_delete=deletes,
-                agent_id=agent_id,
+                tags=tuple(body.tags) if body.tags is not None else None,
+                set_overlap=body.sets_overlap,
+                overlap=body.overlap,
+                replace_env=body.replaces_env,
+                env=body.env,
+                env_types=body.env_types,
+                env_set=body.env_patch or {},
+                env_type_set=body.env_type_patch or {},
+                env_delete=tuple(body.env_delete or ()),
+                agent_id=body.agent_id,
             ),
         )
     except InvalidField as exc:
