@@ -75,10 +75,14 @@ def _open_object(schema: dict[str, Any]) -> None:
 class Answer(BaseModel):
     """A documented answer: keys beyond those listed may be added later (forward
     compatibility, spec 08 §8.1.1 rule 5), so extra keys stay allowed, and a client reading
-    one keeps them. Fields are filled by name or alias; the server answers
-    ``model_dump(by_alias=True)``."""
+    one keeps them. Fields are filled by name or alias; the server answers ``to_wire()``."""
 
     model_config = ConfigDict(populate_by_name=True, extra="allow", json_schema_extra=_open_object)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object answered: the keys the answer was built with (a key left out
+        stays out), in the declared order, by alias."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
 
 
 # -- errors (§8.1.3) -------------------------------------------------------------------------

@@ -13,11 +13,24 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, bad_field
-from threadloom.server.thread_answers import agent_detail, status_wire, thread_item
+from threadloom.server.thread_answers import agent_detail, status_wire, thread_answer
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.thread.files import remove_attachments, write_attachments
-from threadloom.wire.threads import MAX_DATE_S, CreateThread, PatchThread
+from threadloom.wire.threads import (
+    MAX_DATE_S,
+    CreateThread,
+    Owner,
+    OwnerList,
+    PatchThread,
+    ThreadCreated,
+    ThreadDeleted,
+    ThreadDetail,
+    ThreadFields,
+    ThreadList,
+    ThreadStats,
+    ThreadUpdated,
+)
 
 
 class ThreadIdConvertor(StringConvertor):
@@ -90,15 +103,15 @@ async def list_threads(
         offset=offset or 0,
     )
     if not who.is_admin and not who.has_user_row:
-        return {"threads": [], "total": 0, "hasMore": False}
+        return ThreadList(threads=[], total=0, hasMore=False).to_wire()
     rows, total = await ctx.runtime.store.query_threads(query)
     origin = origin_of(request)
     defs = ctx.runtime.definitions
-    return {
-        "threads": [thread_item(r, defs, origin) for r in rows],
-        "total": total,
-        "hasMore": query.offset + len(rows) < total,
-    }
+    return ThreadList(
+        threads=[thread_answer(r, defs, origin) for r in rows],
+        total=total,
+        hasMore=query.offset + len(rows) < total,
+    ).to_wire()
 
 
 @router.post("", summary="Create a thread")
@@ -150,33 +163,33 @@ async def create_thread(
         raise
     row = await runtime.store.get_thread(state.thread_id)
     assert row is not None
-    return {
-        "threadId": row.id,
-        "agent_id": row.agent_id,
-        "message": "Thread created successfully",
-        "initialMessageIds": ids,
-        "thread": thread_item(row, runtime.definitions, origin_of(request)),
-    }
+    return ThreadCreated(
+        threadId=row.id,
+        agent_id=row.agent_id,
+        message="Thread created successfully",
+        initialMessageIds=ids,
+        thread=thread_answer(row, runtime.definitions, origin_of(request)),
+    ).to_wire()
 
 
 @router.get("/owners", summary="Owner facet for the thread list")
 async def owners(request: Request, who: Principal = Depends(deps.principal)) -> dict[str, Any]:
     store = deps.runtime(request).store
     if not who.is_admin and not who.has_user_row:
-        return {"owners": []}
+        return OwnerList(owners=[]).to_wire()
     rows = await store.thread_owners(None if who.is_admin else who.id)
-    return {
-        "owners": [
-            {
-                "user_id": r.user_id,
-                "username": None,
-                "display_name": None,
-                "email": None,
-                "thread_count": r.thread_count,
-            }
+    return OwnerList(
+        owners=[
+            Owner(
+                user_id=r.user_id,
+                username=None,
+                display_name=None,
+                email=None,
+                thread_count=r.thread_count,
+            )
             for r in rows
         ]
-    }
+    ).to_wire()
 
 
 @router.get(THREAD, summary="A thread with its agent, stats and run status")
@@ -184,29 +197,29 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
     runtime = deps.runtime(request)
     stats = await runtime.store.thread_stats(row.id)
     agent = runtime.definitions.agent(row.agent_id)
-    return {
-        "thread": {
-            "id": row.id,
-            "agent_id": row.agent_id,
-            "origin_agent_id": row.origin_agent_id,
-            "user_id": row.user_id,
-            "tags": list(row.tags),
-            "parent": row.parent_id,
-            "terminated": row.terminated,
-            "created_at": row.created_at_us // 1_000_000,
-            "arguments": dict(row.arguments),
-            "overlap": row.overlap,
-            "orphaned": agent is None,
-        },
-        "agent": agent_detail(agent, origin_of(request)),
-        "stats": {
-            "message_count": stats.message_count,
-            "log_count": stats.log_count,
-            "queued_count": stats.queued_count,
-        },
-        "status": status_wire(row),
-        "seq": row.event_seq,
-    }
+    return ThreadDetail(
+        thread=ThreadFields(
+            id=row.id,
+            agent_id=row.agent_id,
+            origin_agent_id=row.origin_agent_id,
+            user_id=row.user_id,
+            tags=list(row.tags),
+            parent=row.parent_id,
+            terminated=row.terminated,
+            created_at=row.created_at_us // 1_000_000,
+            arguments=dict(row.arguments),
+            overlap=row.overlap,
+            orphaned=agent is None,
+        ),
+        agent=agent_detail(agent, origin_of(request)),
+        stats=ThreadStats(
+            message_count=stats.message_count,
+            log_count=stats.log_count,
+            queued_count=stats.queued_count,
+        ),
+        status=status_wire(row),  # every key set: answered whole
+        seq=row.event_seq,
+    ).to_wire()
 
 
 @router.patch(
@@ -236,15 +249,15 @@ async def patch_thread(
         )
     except InvalidField as exc:
         raise bad_field(exc.field, exc.problem, str(exc)) from None
-    return {
-        "id": updated.id,
-        "agent_id": updated.agent_id,
-        "user_id": updated.user_id,
-        "tags": list(updated.tags),
-        "env_types": updated.env_types,
-        "created_at": updated.created_at_us // 1_000_000,
-        "overlap": updated.overlap,
-    }
+    return ThreadUpdated(
+        id=updated.id,
+        agent_id=updated.agent_id,
+        user_id=updated.user_id,
+        tags=list(updated.tags),
+        env_types=updated.env_types,
+        created_at=updated.created_at_us // 1_000_000,
+        overlap=updated.overlap,
+    ).to_wire()
 
 
 @router.delete(THREAD, summary="Delete a thread and its descendants")
@@ -258,10 +271,10 @@ async def delete_thread(
     except Exception:
         error = ApiError(500, "internal_error", "Internal server error", extra={"threadId": row.id})
         raise error from None
-    return {
-        "success": True,
-        "threadId": row.id,
-        "deletedThreadIds": deleted,
-        "deletedCount": len(deleted),
-        "message": "Thread and subthreads deleted successfully",
-    }
+    return ThreadDeleted(
+        success=True,
+        threadId=row.id,
+        deletedThreadIds=deleted,
+        deletedCount=len(deleted),
+        message="Thread and subthreads deleted successfully",
+    ).to_wire()
