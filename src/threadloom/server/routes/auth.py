@@ -19,7 +19,18 @@ from threadloom.server.auth.principal import Principal
 from threadloom.server.auth.tickets import TICKET_SECONDS, mint_ticket
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
 from threadloom.server.errors import ApiError
-from threadloom.wire.auth import Login, TicketRequest
+from threadloom.wire.auth import (
+    AuthConfig,
+    Caller,
+    LoggedIn,
+    Login,
+    LoginUser,
+    Me,
+    Revoked,
+    Success,
+    Ticket,
+    TicketRequest,
+)
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
@@ -54,8 +65,11 @@ async def login(request: Request) -> JSONResponse:
     if stored is not None and needs_rehash(stored):  # an older scheme: upgraded now
         await store.rehash_password(user.id, stored, await hash_password_async(password))
     token, _ = await open_session(store, user.id)
+    answer = LoggedIn(
+        token=token, user=LoginUser(id=user.id, username=user.username, role=user.role)
+    )
     return JSONResponse(
-        {"token": token, "user": {"id": user.id, "username": user.username, "role": user.role}},
+        answer.to_wire(),
         headers={
             **NO_STORE,
             "Set-Cookie": session_cookie(request, token, SESSION_LIFETIME_S),
@@ -74,27 +88,27 @@ async def logout(request: Request) -> JSONResponse:
         await deps.runtime(request).store.delete_session(token_digest)
         deps.credentials_revoked(request)
     return JSONResponse(
-        {"success": True},
+        Success(success=True).to_wire(),
         headers={**NO_STORE, "Set-Cookie": session_cookie(request, "", 0)},
     )
 
 
-def principal_json(who: Principal) -> dict[str, Any]:
-    return {
-        "id": who.id,
-        "username": who.username,
-        "role": who.role,
-        "permissions": list(who.permissions) if who.permissions is not None else None,
-        "roles": list(who.roles),
-        "display_name": who.display_name,
-        "email": who.email,
-        "avatar_url": who.avatar_url,
-    }
+def caller(who: Principal) -> Caller:
+    return Caller(
+        id=who.id,
+        username=who.username,
+        role=who.role,
+        permissions=list(who.permissions) if who.permissions is not None else None,
+        roles=list(who.roles),
+        display_name=who.display_name,
+        email=who.email,
+        avatar_url=who.avatar_url,
+    )
 
 
 @router.get("/me", summary="The caller")
 async def me(who: Principal = Depends(deps.principal)) -> dict[str, Any]:
-    return {"user": principal_json(who), "authType": who.auth_type}
+    return Me(user=caller(who), authType=who.auth_type).to_wire()
 
 
 @router.get("/config", summary="How this server authenticates (public)")
@@ -103,15 +117,15 @@ async def config(request: Request) -> dict[str, Any]:
     await ctx.credentials.refresh()
     has_credential = "authorization" in request.headers or SESSION_COOKIE in request.cookies
     local = ctx.local_mode and not has_credential and deps.is_local_request(request, ctx.settings)
-    return {
-        "localPassword": ctx.settings.password_login,
-        "authRequired": not ctx.local_mode,
-        "localMode": local,
-        "hosted": False,
-        "github": False,
-        "google": False,
-        "platformConnected": False,
-    }
+    return AuthConfig(
+        localPassword=ctx.settings.password_login,
+        authRequired=not ctx.local_mode,
+        localMode=local,
+        hosted=False,
+        github=False,
+        google=False,
+        platformConnected=False,
+    ).to_wire()
 
 
 @router.post("/websocket-ticket", summary="A 30-second ticket for one stream upgrade")
@@ -126,7 +140,8 @@ async def websocket_ticket(
     ticket = await mint_ticket(
         ctx, who, credential if isinstance(credential, str) else None, pathname
     )
-    return JSONResponse({"ticket": ticket, "expires_in": TICKET_SECONDS}, headers=NO_STORE)
+    answer = Ticket(ticket=ticket, expires_in=TICKET_SECONDS)
+    return JSONResponse(answer.to_wire(), headers=NO_STORE)
 
 
 @router.delete("/current-key", summary="Revoke the API key of this request")
@@ -138,4 +153,4 @@ async def revoke_current_key(
         raise ApiError(403, "forbidden", "Only an API key can revoke itself")
     await deps.runtime(request).store.delete_api_key_by_digest(token_digest)
     deps.credentials_revoked(request)
-    return {"revoked": True}
+    return Revoked(revoked=True).to_wire()

@@ -20,8 +20,8 @@ from threadloom.server.auth.passwords import hash_password_async
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
 from threadloom.store.base import UserPatch
-from threadloom.wire.auth import CreateApiKey
-from threadloom.wire.users import CreateUser, PatchUser
+from threadloom.wire.auth import ApiKey, ApiKeyCreated, ApiKeyList, CreateApiKey, Success
+from threadloom.wire.users import CreateUser, PatchUser, User, UserAnswer, UserList
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
 users = APIRouter(prefix="/api/users", tags=["users"])
@@ -43,9 +43,9 @@ def _invalidate(request: Request) -> None:
 async def list_keys(request: Request, who: Principal = Depends(deps.principal)) -> dict[str, Any]:
     every = deps.Query(request).bool("all", False) and who.is_admin
     if not every and not who.has_user_row:
-        return {"keys": []}
+        return ApiKeyList(keys=[]).to_wire()
     rows = await deps.runtime(request).store.list_api_keys(None if every else who.id)
-    return {"keys": [key_json(r) for r in rows]}
+    return ApiKeyList(keys=[ApiKey.model_validate(key_json(r)) for r in rows]).to_wire()
 
 
 @keys.post("", summary="Create an API key (shown once)")
@@ -66,17 +66,18 @@ async def create_key(request: Request, who: Principal = Depends(deps.principal))
     issued = await issue_api_key(store, owner, name.strip(), days)
     _invalidate(request)
     row = issued.row
+    created = ApiKeyCreated(
+        key=issued.key,
+        id=row.id,
+        name=row.name,
+        key_prefix=row.key_prefix,
+        last_five=row.last_five,
+        user_id=row.user_id,
+        created_at=seconds(row.created_at_us),
+        expires_at=seconds(row.expires_at_us),
+    )
     return JSONResponse(
-        {
-            "key": issued.key,
-            "id": row.id,
-            "name": row.name,
-            "key_prefix": row.key_prefix,
-            "last_five": row.last_five,
-            "user_id": row.user_id,
-            "created_at": seconds(row.created_at_us),
-            "expires_at": seconds(row.expires_at_us),
-        },
+        created.to_wire(),
         status_code=201,
         headers={"Cache-Control": "no-store"},
     )
@@ -92,7 +93,7 @@ async def delete_key(
         raise ApiError(404, "not_found", "API key not found")
     await store.delete_api_key(key_id)
     deps.credentials_revoked(request)
-    return {"success": True}
+    return Success(success=True).to_wire()
 
 
 # -- users (admin) ---------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def _user_fields(body: PatchUser) -> dict[str, Any]:
 @users.get("", summary="Every user (admin)")
 async def list_users(request: Request, who: Principal = Depends(deps.admin)) -> dict[str, Any]:
     rows = await deps.runtime(request).store.list_users()
-    return {"users": [user_json(r) for r in rows]}
+    return UserList(users=[User.model_validate(user_json(r)) for r in rows]).to_wire()
 
 
 @users.post("", summary="Create a user (admin)")
@@ -135,7 +136,8 @@ async def create_user(request: Request, who: Principal = Depends(deps.admin)) ->
     except E.UsernameTaken:
         raise ApiError(409, "conflict", "Username already exists") from None
     _invalidate(request)
-    return JSONResponse({"user": user_json(created)}, status_code=201)
+    answer = UserAnswer(user=User.model_validate(user_json(created)))
+    return JSONResponse(answer.to_wire(), status_code=201)
 
 
 @users.patch("/{user_id}", summary="Change a user (admin)")
@@ -163,7 +165,7 @@ async def patch_user(
     if updated is None:
         raise USER_NOT_FOUND
     deps.credentials_revoked(request)  # sessions, role or permissions may have changed
-    return {"user": user_json(updated)}
+    return UserAnswer(user=User.model_validate(user_json(updated))).to_wire()
 
 
 @users.delete("/{user_id}", summary="Delete a user (admin)")
@@ -180,4 +182,4 @@ async def delete_user(
         raise USER_NOT_FOUND
     _invalidate(request)
     deps.credentials_revoked(request)
-    return {"success": True}
+    return Success(success=True).to_wire()
