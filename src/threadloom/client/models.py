@@ -3,8 +3,10 @@
 Field names are snake_case; where the wire spells a key in camelCase (spec 08) the field has that
 alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server does not break
 an older client; message records are ``threadloom.records.Message``. Where the server's answer
-model (``threadloom.wire``) has the client's shape, it is the client's model too
-(``MessagePage``).
+model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
+client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
+(``wire.auth.Ticket``). The others differ on purpose: snake_case names for camelCase keys,
+and defaults where the server always sends a key (a client reads an older server's answers).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
+from threadloom.wire.auth import Ticket as WebSocketTicket
+from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
 
 __all__ = [
@@ -244,11 +248,6 @@ class ModelInfo(Wire):
     model: str | None = None
 
 
-class HookInfo(Wire):
-    id: str
-    hook: str
-
-
 class ToolInfo(Wire):
     description: str | None = None
     schema_: Any = Field(None, alias="schema")
@@ -303,13 +302,6 @@ class LoginResult(Wire):
 
     token: str = Field(repr=False)
     user: AuthUser
-
-
-class WebSocketTicket(Wire):
-    """``POST /api/auth/websocket-ticket``: a one-use ticket for one stream upgrade."""
-
-    ticket: str
-    expires_in: int
 
 
 class ApiKey(Wire):
