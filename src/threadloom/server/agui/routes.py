@@ -20,13 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ag_ui.core import RunAgentInput
 from fastapi import Request
 from pydantic import ValidationError
 
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
-from threadloom.records import is_uuid
 from threadloom.server import deps
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
 from threadloom.server.agui.run import (
@@ -44,11 +42,12 @@ from threadloom.server.stream.frames import Filters
 from threadloom.server.stream.session import Grant
 from threadloom.server.stream.stream import CountedStream, check_open_limit, hold_slot, redact_query
 from threadloom.store.base import ThreadRow
+from threadloom.wire.agui import ID_LIMIT, RunAgentInput
+from threadloom.wire.problems import REFUSED, problems_of
 
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 """AG-UI roles a request may add to a thread, as the queue's roles (tool results,
 reasoning and activity messages are not stored)."""
-ID_LIMIT = 128
 IDS_PER_READ = 200
 RECENT_EXTRA = 20
 
@@ -67,10 +66,14 @@ def field_path(body: Any, loc: Sequence[Any]) -> str:
 
 
 def parse_input(body: dict[str, Any]) -> RunAgentInput:
-    """The body as a ``RunAgentInput``; a 400 naming every bad field."""
+    """The body as ``wire.agui.RunAgentInput``; a 400 naming every bad field in AG-UI's
+    words, or the first refusal of Threadloom's rules of the ids in the spec's."""
     try:
-        parsed = RunAgentInput.model_validate(body)
+        return RunAgentInput.model_validate(body)
     except ValidationError as exc:
+        if all(err["type"] == REFUSED for err in exc.errors()):
+            first = problems_of(exc)[0]
+            raise invalid(first.message, [(first.field, first.problem)]) from None
         found: dict[str, str] = {}
         for err in exc.errors():
             loc = err["loc"]
@@ -83,11 +86,6 @@ def parse_input(body: dict[str, Any]) -> RunAgentInput:
         details = list(found.items())[:20]
         field, problem = details[0]
         raise invalid(f"Invalid RunAgentInput: {field}: {problem}", details) from None
-    if not is_uuid(parsed.thread_id):
-        raise bad_field("threadId", "must be a UUID (the Threadloom thread id)")
-    if not parsed.run_id.strip() or len(parsed.run_id) > ID_LIMIT:
-        raise bad_field("runId", f"must be a non-empty string of at most {ID_LIMIT} characters")
-    return parsed
 
 
 def last_event_id(request: Request, run_input: RunAgentInput) -> str | None:
