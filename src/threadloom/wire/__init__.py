@@ -6,8 +6,9 @@ checks), ``query`` and ``problems`` (a field checked by the spec's rule, with it
 the one mapper from a ``ValidationError`` to the 400's details); and ``routes``, the table
 of every operation (method, path, models, error statuses).
 
-The server generates ``/openapi.json`` from the table (``server/openapi.py``) and parses
-request bodies with these models (``server.deps.body_of``); the client reads answers with
-them where the shapes are its own (``MessagePage``). This room imports only the records
-floor and pydantic: never the engine, the thread floor, the store or the server.
+The server generates ``/openapi.json`` from the table (``server/openapi.py``), parses
+request bodies with these models (``server.deps.body_of``) and builds the thread, user and
+auth answers with them (``Answer.to_wire``); the client reads answers with them where the
+shapes are its own (``MessagePage``, ``HookEntry``, ``Ticket``). This room imports only the
+records floor and pydantic: never the engine, the thread floor, the store or the server.
 """
