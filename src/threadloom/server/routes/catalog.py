@@ -16,6 +16,7 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.thread_answers import absolute_icon, backing
+from threadloom.wire.catalog import HookEntry, HookList
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
@@ -210,7 +211,7 @@ async def models(request: Request, _: Principal = Depends(deps.admin)) -> dict[s
 async def hooks(request: Request, _: Principal = Depends(deps.admin)) -> dict[str, Any]:
     defs = deps.runtime(request).definitions
     items = sorted(((h.name, h.id) for h in defs.hooks), key=lambda t: (t[0], t[1]))
-    return {"hooks": [{"id": hook_id, "hook": name} for name, hook_id in items]}
+    return HookList(hooks=[HookEntry(id=hook_id, hook=name) for name, hook_id in items]).to_wire()
 
 
 service = APIRouter(prefix="/api", tags=["service"])

@@ -15,7 +15,7 @@ from threadloom.server.routes.threads import refuse_orphaned
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import delete_with_cascade
-from threadloom.wire.messages import PatchMessage, SendAccepted, SendMessage
+from threadloom.wire.messages import MessagesDeleted, PatchMessage, SendAccepted, SendMessage
 
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
 
@@ -148,4 +148,4 @@ async def delete_message(
     deleted = await delete_with_cascade(state, message_id)
     if not deleted:
         raise MESSAGE_NOT_FOUND
-    return {"success": True, "deletedIds": deleted}
+    return MessagesDeleted(success=True, deletedIds=deleted).to_wire()
