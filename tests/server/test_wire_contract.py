@@ -17,6 +17,7 @@ from threadloom.server.settings import ServerSettings
 from threadloom.wire.messages import SendMessage
 from threadloom.wire.problems import field_name, problems_of
 from threadloom.wire.routes import OPERATIONS, Content
+from threadloom.wire.threads import AgentSummary, CreateThread, PatchThread
 from threadloom.wire.users import CreateUser
 
 PARSES = re.compile(r"\b(?:body_of\(request, |parse\()(\w+)\b")
@@ -53,7 +54,7 @@ def test_routes_parse_with_the_models_their_row_declares() -> None:
         for model in PARSES.findall(source):
             assert model in _models(OPERATIONS[name].body), (name, model)
             parsed += 1
-    assert parsed >= 10  # the converted groups: messages, control, auth, users, files
+    assert parsed >= 12  # the converted groups: threads, messages, control, auth, users, files
 
 
 @pytest.mark.parametrize(
@@ -103,6 +104,88 @@ def test_routes_parse_with_the_models_their_row_declares() -> None:
                 ),
             ],
         ),
+        (  # one rule, several problems: across the items, and a caller's text kept as sent
+            CreateThread,
+            {
+                "agent_id": "a",
+                "tags": [""],
+                "user_id": 3,
+                "arguments": {},
+                "data": {},
+                "initial_messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "{at}", "function": {"name": "f"}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": "hi",
+                        "id": "x",
+                        "tool_calls": [{"id": "{at}", "function": {"name": "f"}}],
+                    },
+                    {"role": "tool", "tool_call_id": "c9", "content": "r", "silent": 1},
+                ],
+            },
+            [
+                ("tags[0]", "must be 1-200 characters", "tags[0] must be 1-200 characters"),
+                ("user_id", "must be a string or null", "user_id must be a string or null"),
+                ("arguments", "conflicts with data", "Use either arguments or data, not both"),
+                (
+                    "initial_messages[1].id",
+                    "cannot be set on an initial message",
+                    "initial_messages[1].id cannot be set on an initial message",
+                ),
+                (
+                    "initial_messages[1].tool_calls",
+                    "repeats call id {at}",
+                    "initial_messages[1].tool_calls repeats call id {at}",
+                ),
+                (
+                    "initial_messages[2].tool_call_id",
+                    "must name a call of an earlier assistant item",
+                    "initial_messages[2].tool_call_id must name a call of an earlier"
+                    " assistant item",
+                ),
+                (
+                    "initial_messages[2].silent",
+                    "must be a boolean",
+                    "initial_messages[2].silent must be a boolean",
+                ),
+            ],
+        ),
+        (  # an object's keys named as they are; tenvs read as env; env_types only with env
+            PatchThread,
+            {"tenvs": {"A": 1}, "env_patch": {" ": "x", "0": 5}, "env_types": {}},
+            [
+                (
+                    "env",
+                    "must be an object of string values",
+                    "env must be an object of string values",
+                ),
+                (
+                    "env_patch",
+                    "keys must be non-empty strings",
+                    "env_patch keys must be non-empty strings",
+                ),
+                ("env_patch.0", "must be a string", "env_patch.0 must be a string"),
+            ],
+        ),
+        (
+            PatchThread,
+            {"env_types": {"A": "text"}, "tags": None},
+            [
+                (
+                    "env_types",
+                    "must be an object given together with env",
+                    "env_types must be an object given together with env",
+                )
+            ],
+        ),
+        (
+            PatchThread,
+            {"tags": None},
+            [("body", "has no field to update", "No valid fields to update")],
+        ),
     ],
 )
 def test_the_mapper_gives_the_spec_texts(
@@ -119,3 +202,11 @@ def test_field_names() -> None:
         "initial_messages[2].attachments[1].data"
     )
     assert field_name(()) == ""
+
+
+def test_an_answer_is_the_keys_it_was_built_with() -> None:
+    """``to_wire()``: by alias, in the declared order, a key left out stays out (the agent of
+    a thread item has no ``description`` when the agent has none)."""
+    built = AgentSummary(name="a", title="A", side_b_backing="human", side_a_backing="prompt")
+    assert list(built.to_wire()) == ["name", "title", "side_a_backing", "side_b_backing"]
+    assert AgentSummary(name="gone", title="gone").to_wire() == {"name": "gone", "title": "gone"}
