@@ -16,7 +16,14 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.thread_answers import absolute_icon, backing
-from threadloom.wire.catalog import HookEntry, HookList
+from threadloom.wire.catalog import (
+    AgentEntry,
+    AgentList,
+    HookEntry,
+    HookList,
+    PromptEntry,
+    PromptList,
+)
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
@@ -40,7 +47,7 @@ async def agents(request: Request, who: Principal = Depends(deps.principal)) -> 
         for entry in prompt.tools
         if isinstance(entry, Subagent)
     }
-    out = []
+    out: list[AgentEntry] = []
     for agent in sorted(defs.agents(), key=lambda a: a.name):
         item: dict[str, Any] = {
             "id": agent.name,
@@ -72,8 +79,8 @@ async def agents(request: Request, who: Principal = Depends(deps.principal)) -> 
                 side_b_handler=None,
                 side_b_subagents=_subagents(defs, side_b.prompt if side_b else None),
             )
-        out.append(item)
-    return {"agents": out}
+        out.append(AgentEntry(**item))  # the admins' keys only when given
+    return AgentList(agents=out).to_wire()
 
 
 def _prompt_text(prompt: Prompt) -> str:
@@ -94,29 +101,29 @@ def _schema(prompt: Prompt) -> dict[str, Any] | None:
 @router.get("/prompts", summary="Prompt definitions (admin)")
 async def prompts(request: Request, _: Principal = Depends(deps.admin)) -> dict[str, Any]:
     defs = deps.runtime(request).definitions
-    out = []
+    out: list[PromptEntry] = []
     for prompt in sorted(defs.prompts(), key=lambda p: p.name):
         model = defs.model(prompt.model)
         out.append(
-            {
-                "id": prompt.name,
-                "name": prompt.name,
-                "tool_description": prompt.tool_description,
-                "prompt": _prompt_text(prompt),
-                "required_schema": _schema(prompt),
-                "model_id": prompt.model,
-                "model_name": model.model if model is not None else None,
-                "model_provider": (model.provider_name or "custom") if model else "unknown",
-                "include_chat": prompt.include_chat,
-                "include_past_tools": prompt.include_past_tools,
-                "parallel_tool_calls": prompt.parallel_tool_calls is not False,
-                "tool_choice": prompt.tool_choice,
-                "tools": [entry_name(e) for e in prompt.tools],
-                "reasoning": prompt.reasoning.model_dump() if prompt.reasoning else None,
-                "created_at": LOADED_AT,
-            }
+            PromptEntry(
+                id=prompt.name,
+                name=prompt.name,
+                tool_description=prompt.tool_description,
+                prompt=_prompt_text(prompt),
+                required_schema=_schema(prompt),
+                model_id=prompt.model,
+                model_name=model.model if model is not None else None,
+                model_provider=(model.provider_name or "custom") if model else "unknown",
+                include_chat=prompt.include_chat,
+                include_past_tools=prompt.include_past_tools,
+                parallel_tool_calls=prompt.parallel_tool_calls is not False,
+                tool_choice=prompt.tool_choice,
+                tools=[entry_name(e) for e in prompt.tools],
+                reasoning=prompt.reasoning.model_dump() if prompt.reasoning else None,
+                created_at=LOADED_AT,
+            )
         )
-    return {"prompts": out}
+    return PromptList(prompts=out).to_wire()
 
 
 @router.get("/tools", summary="Tools, prompts and agents callable as tools (admin)")
