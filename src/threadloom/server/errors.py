@@ -54,35 +54,6 @@ class ApiError(Exception):
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
-class Problems:
-    """Collects validation problems so a request reports all of them at once."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str, str]] = []
-
-    def add(self, field: str, problem: str, message: str | None = None) -> None:
-        """``message`` is the sentence used when this is the first problem (default:
-        ``"<field> <problem>"``)."""
-        self.items.append((field, problem, message or f"{field} {problem}"))
-
-    def integer(self, value: Any, field: str, low: int, high: int) -> int | None:
-        """``value`` as an integer from ``low`` to ``high``, else the problem added and None.
-        ``3.0`` is the integer 3, as in JSON Schema; ``true`` is not an integer."""
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.add(field, f"must be an integer from {low} to {high}")
-            return None
-        return value
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise invalid(self.items[0][2], [(f, p) for f, p, _ in self.items])
-
-
 def invalid(message: str, details: Sequence[tuple[str, str]] | None = None) -> ApiError:
     """A 400 ``invalid_request``; ``details`` defaults to one entry derived from nothing."""
     return ApiError(
