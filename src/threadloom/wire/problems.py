@@ -173,8 +173,3 @@ def problems_of(error: ValidationError, prefix: str = "") -> list[Problem]:
         _problem(item["type"], item["loc"], item["msg"], item.get("ctx"), prefix)
         for item in error.errors(include_url=False)
     ]
-
-
-def problem_of(refusal: PydanticCustomError, field: str) -> Problem:
-    """The problem of one rule's refusal of the value of ``field``."""
-    return _problem(refusal.type, (), refusal.message(), refusal.context, field)
