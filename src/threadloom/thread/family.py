@@ -30,7 +30,7 @@ async def set_registry_status(
 ) -> None:
     """Write ``label`` into the parent's registry entry for the child and publish it;
     ``fence``: the lease of the execution that writes it (``Store.fenced``)."""
-    store = hub.store if fence is None else hub.store.fenced(fence)
+    store = hub.store.fenced(fence)
     async with hub.lock(parent_id):
         event = await store.set_registry_status(parent_id, child_id, label)
         if event is not None:

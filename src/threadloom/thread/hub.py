@@ -465,17 +465,13 @@ class ThreadHub(HookResolution):
         )
         await self.write_runtime_log(state.thread_id, row, state.root_message_id, fence=state.fence)
 
-    def _fenced(self, fence: Fence | None) -> Store:
-        """The store, its writes checked against ``fence`` (an execution's, if given)."""
-        return self.store if fence is None else self.store.fenced(fence)
-
     async def insert_log(
         self, thread_id: str, row: LogRow, *, fence: Fence | None = None
     ) -> LogRow:
         """Insert a log row as given (``created_at`` from the store) and publish it;
         ``fence``: the lease of the execution that writes it (``Store.fenced``)."""
         async with self.lock(thread_id):
-            stored, event = await self._fenced(fence).insert_log(thread_id, row)
+            stored, event = await self.store.fenced(fence).insert_log(thread_id, row)
             self.publish_log(thread_id, event.seq, stored)
             return stored
 
@@ -489,7 +485,7 @@ class ThreadHub(HookResolution):
     ) -> LogRow:
         """Replace a log row's columns (and the named bodies) and publish the new row."""
         async with self.lock(thread_id):
-            event = await self._fenced(fence).update_log(thread_id, row, bodies=bodies)
+            event = await self.store.fenced(fence).update_log(thread_id, row, bodies=bodies)
             self.publish_log(thread_id, event.seq, row)
             return row
 
@@ -507,7 +503,7 @@ class ThreadHub(HookResolution):
             async with self.lock(thread_id):
                 if root_message_id is not None:
                     row = row.model_copy(update={"message_id": root_message_id})
-                stored, event = await self._fenced(fence).insert_log(
+                stored, event = await self.store.fenced(fence).insert_log(
                     thread_id, row, anchor_newest=root_message_id is None
                 )
                 self.publish_log(thread_id, event.seq, stored)

@@ -37,7 +37,7 @@ async def enqueue(
 ) -> Message:
     """Commit a validated entry, publish its pending view, and signal the runtime;
     ``fence``: the lease of the execution that queues it (``Store.fenced``)."""
-    store = hub.store if fence is None else hub.store.fenced(fence)
+    store = hub.store.fenced(fence)
     async with hub.lock(thread_id):
         entry = QueueEntry.model_construct(id=new_id(), source=source, created_at=0, **fields)
         try:

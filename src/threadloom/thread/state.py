@@ -98,8 +98,7 @@ class ThreadState:
     @property
     def store(self) -> Store:
         """The store this state writes through: fenced by its execution's lease, if any."""
-        fence = self.fence
-        return self._hub.store if fence is None else self._hub.store.fenced(fence)
+        return self._hub.store.fenced(self.fence)
 
     @property
     def terminated(self) -> int | None:

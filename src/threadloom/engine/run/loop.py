@@ -183,8 +183,7 @@ class Run:
     @property
     def store(self) -> Store:
         """The store the run writes through: its writes checked against its fence."""
-        fence = self.fence
-        return self.hub.store if fence is None else self.hub.store.fenced(fence)
+        return self.hub.store.fenced(self.fence)
 
     def hooks_for(
         self, name: str, execution: ExecutionState | None = None
