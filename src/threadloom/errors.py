@@ -88,6 +88,26 @@ class ThreadBusy(ThreadloomError):
         self.thread_id = thread_id
 
 
+class ApprovalNotFound(ThreadloomError, LookupError):
+    """No approval of that tool call in the thread (spec 14 §14.3): an unknown tool call
+    id, or a call that needs no approval."""
+
+    def __init__(self, thread_id: str, tool_call_id: str) -> None:
+        super().__init__(f"No approval of tool call {tool_call_id} in thread {thread_id}")
+        self.thread_id = thread_id
+        self.tool_call_id = tool_call_id
+
+
+class ApprovalConflict(ThreadloomError):
+    """A decision that cannot apply (spec 14 §14.3): the approval was decided or cancelled
+    already, the arguments it names are not the ones shown, or the thread is terminated.
+    Nothing was changed."""
+
+    def __init__(self, message: str, state: str | None = None) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 class DuplicateMessage(ThreadloomError):
     """A message with this ``metadata.client_message_id`` is already queued or stored in the
     thread (spec 08 §8.4.2 step 3): nothing was stored."""

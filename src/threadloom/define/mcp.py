@@ -59,6 +59,14 @@ class MCPServer(BaseModel):
     connect_timeout: float = Field(default=DEFAULT_CONNECT_TIMEOUT_S)
     tool_prefix: str = ""
     description: str | None = None
+    requires_approval: bool | tuple[str, ...] = False
+    """A person approves each call before it runs (spec 14 §14.1): ``True`` for every tool
+    of the server, or the server's names of the tools that need it."""
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether calls of the server's tool ``tool`` need approval."""
+        rule = self.requires_approval
+        return rule is True or (not isinstance(rule, bool) and tool in rule)
 
     @property
     def transport(self) -> Literal["stdio", "http"]:

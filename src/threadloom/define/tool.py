@@ -16,7 +16,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar, overload
 
@@ -35,6 +35,11 @@ from threadloom.records import AttachmentRef
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 Problem = tuple[str, str]
+
+
+ApprovalRule = Callable[[dict[str, Any], Any], "bool | Awaitable[bool]"]
+"""Decides per call whether a person must approve it: ``(arguments, state)`` (``state``
+the call's ``ThreadState``: its thread, user and properties)."""
 
 
 class WorkerThreads(Protocol):
@@ -131,6 +136,13 @@ class ToolDefinition:
     fields: tuple[tuple[str, str, bool], ...] = ()
     model_parameter: bool = False
     problems: tuple[str, ...] = ()
+    requires_approval: bool | ApprovalRule = False
+    """A person approves each call before it runs (spec 14 §14.1): ``True``, or a function
+    of the call ``(arguments, state) -> bool`` (may be async) deciding per call; a
+    function that raises is read as ``True``."""
+    idempotent: bool = False
+    """Running the call twice has the effect of running it once: a resumed run may run a
+    call again whose start was recorded without a result (spec 14 §14.6)."""
 
     def self_problems(self) -> list[Problem]:
         """V1 (name syntax) and V21 (schema and option problems) of this tool."""
@@ -140,6 +152,11 @@ class ToolDefinition:
         found.extend(("V21", f'Tool "{self.name}": {reason}') for reason in self.problems)
         if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
             found.append(("V21", f'Tool "{self.name}": timeout must be a number > 0'))
+        rule = self.requires_approval
+        if not isinstance(rule, bool) and not callable(rule):
+            found.append(
+                ("V21", f'Tool "{self.name}": requires_approval must be a bool or a function')
+            )
         if (
             self.progress_argument is not None
             and self.progress_argument not in self.parameter_names
@@ -262,6 +279,8 @@ def build_tool_definition(
     timeout: float | None = None,
     progress_argument: str | None = None,
     localns: Mapping[str, Any] | None = None,
+    requires_approval: bool | ApprovalRule = False,
+    idempotent: bool = False,
 ) -> ToolDefinition:
     """Derive a ``ToolDefinition`` from ``fn`` (§4.5.1, §4.5.2) without raising for V21."""
     if not callable(fn):
@@ -288,6 +307,8 @@ def build_tool_definition(
         timeout=float(timeout) if timeout is not None else None,
         progress_argument=progress_argument,
         is_async=_is_async(fn),
+        requires_approval=requires_approval,
+        idempotent=bool(idempotent),
     )
     try:
         parameters = list(inspect.signature(fn).parameters.values())
@@ -312,6 +333,8 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     progress_argument: str | None = None,
+    requires_approval: bool | ApprovalRule = False,
+    idempotent: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -323,8 +346,14 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     progress_argument: str | None = None,
+    requires_approval: bool | ApprovalRule = False,
+    idempotent: bool = False,
 ) -> Any:
     """Mark a function as a tool, bare (``@tool``) or with options (``@tool(name=...)``).
+
+    ``requires_approval``: a person approves each call before it runs (``True``, or a
+    function ``(arguments, state) -> bool`` deciding per call, spec 14); ``idempotent``:
+    a resumed run may run a call again whose start was recorded but whose result was lost.
 
     The function is returned unchanged, carrying its ``ToolDefinition`` as
     ``.tool_definition``. Annotations are resolved in the function's module and in the
@@ -341,6 +370,8 @@ def tool(
             timeout=timeout,
             progress_argument=progress_argument,
             localns=localns,
+            requires_approval=requires_approval,
+            idempotent=idempotent,
         )
         try:
             target.tool_definition = definition  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ from threadloom.engine.step.threads import ToolThreads
 from threadloom.providers.base import Provider
 from threadloom.providers.types import ProviderRequest
 from threadloom.records import LogRow, Message, ToolCall
-from threadloom.store.base import ThreadRow
+from threadloom.store.base import Store, ThreadRow
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.state import ThreadState
@@ -136,6 +136,11 @@ class RunView(Protocol):
     def thread_id(self) -> str: ...
     @property
     def execution(self) -> ExecutionState: ...
+    @property
+    def store(self) -> Store: ...
+
+    """The store of the run's writes (fenced with its lease where threads carry leases)."""
+
     @property
     def listened(self) -> object: ...
 

@@ -350,6 +350,9 @@ def bind(session: MCPSession, tools: Iterable[Any]) -> list[MCPTool]:
                 server=server.name,
                 remote_name=tool.name,
                 call=session.call,
+                requires_approval=server.needs_approval(tool.name),
+                idempotent=getattr(getattr(tool, "annotations", None), "idempotentHint", None)
+                is True,
             )
         )
     return bound

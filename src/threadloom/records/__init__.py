@@ -14,6 +14,12 @@ their identifiers — plain typed data, no I/O. This package is their one import
   records, not what they are.
 """
 
+from threadloom.records.approval import APPROVAL_STATES as APPROVAL_STATES
+from threadloom.records.approval import Approval as Approval
+from threadloom.records.approval import ApprovalDecision as ApprovalDecision
+from threadloom.records.approval import ApprovalState as ApprovalState
+from threadloom.records.approval import arguments_hash as arguments_hash
+from threadloom.records.approval import canonical_json as canonical_json
 from threadloom.records.cost import CostReport as CostReport
 from threadloom.records.cost import ModelAverage as ModelAverage
 from threadloom.records.cost import ModelCost as ModelCost

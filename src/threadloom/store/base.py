@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from threadloom.records import (
+    Approval,
+    ApprovalDecision,
     LogRow,
     Message,
     QueueEntry,
@@ -36,6 +38,7 @@ from threadloom.store.shapes import (
     Clock,
     CostSummary,
     CostSums,
+    Decided,
     Fence,
     FileContent,
     Lease,
@@ -192,6 +195,40 @@ class Store(FileStore, AccountStore, Protocol):
         """Persist a ThreadStatus change with its ``status`` event."""
         ...
 
+    # -- the tool-call ledger (spec 14) -----------------------------------------------
+    async def request_approvals(
+        self, thread_id: str, approvals: Sequence[Approval]
+    ) -> list[StoredEvent]:
+        """Store pending approvals, one ``approval`` event each (its data: the approval
+        as stored); a call already in the ledger keeps its row."""
+        ...
+
+    async def list_approvals(self, thread_id: str) -> list[Approval]:
+        """The thread's approvals, oldest first."""
+        ...
+
+    async def get_approval(self, thread_id: str, tool_call_id: str) -> Approval | None: ...
+
+    async def decide_approval(
+        self, thread_id: str, tool_call_id: str, decision: ApprovalDecision
+    ) -> Decided:
+        """Record a decision on a pending approval in one transaction, or raise
+        ``ApprovalNotFound`` / ``ApprovalConflict`` / ``InvalidArgument`` and change
+        nothing (spec 14 §14.3)."""
+        ...
+
+    async def consume_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
+        """Record the start of an approved call that has not started (consuming its
+        approval); ``None`` when it is not one (the tool must not run)."""
+        ...
+
+    async def cancel_approvals(
+        self, thread_id: str, reason: str, status: ThreadStatus | None
+    ) -> list[StoredEvent]:
+        """Cancel the approvals that can no longer run, answer their calls, and write
+        ``status`` when any was cancelled (stop or terminate of a parked thread)."""
+        ...
+
     async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
         """Settle a stopped, interrupted, terminated, aborted or lost run in one
         transaction (see :class:`Settlement`)."""
@@ -222,9 +259,11 @@ class Store(FileStore, AccountStore, Protocol):
         force: bool,
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
+        only_parked: bool = False,
     ) -> RunBegin | None:
         """The start of a run (spec 04 §4.7.3) in one transaction: ``None``, writing
-        nothing, when the thread is gone or terminated, when (unless ``force``) it is
+        nothing, when the thread is gone or terminated, when ``only_parked`` and its status
+        reason is not ``awaiting_approval`` (spec 14 §14.4), when (unless ``force``) it is
         stopped or has no waiting entry, or when ``runnable`` (called with the thread's
         agent id inside the transaction; it must not do I/O) refuses it. Otherwise writes
         ``status`` (unless None) and, with ``deliver``, delivers every waiting entry in

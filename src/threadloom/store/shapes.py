@@ -9,9 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from threadloom.records import Message, QueueEntry, StatusError, ThreadRecord, ThreadStatus
+from threadloom.records import (
+    Approval,
+    Message,
+    QueueEntry,
+    StatusError,
+    ThreadRecord,
+    ThreadStatus,
+)
 from threadloom.records import RequestDelta as RequestDelta
 
 Clock = Callable[[], int]
@@ -195,6 +202,9 @@ class RunBegin:
     events: list[StoredEvent]
     lease: Lease | None = None
     """The lease the run holds (a store several nodes share; ``None`` on SQLite)."""
+    parked: bool = False
+    """Whether the thread was parked for approval (its status reason before this run was
+    ``awaiting_approval``, spec 14 §14.4): the run reads the ledger before anything else."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,3 +429,12 @@ class TicketRow:
     principal_id: str
     credential_digest: str | None
     expires_at_us: int
+
+
+class Decided(NamedTuple):
+    """What a decision on an approval wrote (spec 14 §14.3): the approval as decided, its
+    events, and whether no approval of the thread is pending any more (the run may go on)."""
+
+    approval: Approval
+    events: list[StoredEvent]
+    ready: bool

@@ -105,6 +105,9 @@ class ThreadHub(HookResolution):
         self.wake: Callable[[str], None] | None = None
         """Set by the engine: called when a thread has new queued work."""
         self.abort_run: Callable[[str, str, bool], Awaitable[None]] | None = None
+        self.resume_decided: Callable[[str], Awaitable[bool]] | None = None
+        """Set by the engine: start the run of a thread parked for approval once none of
+        its approvals is pending (spec 14 §14.4)."""
         """Set by the engine: abort a running execution (thread id, reason, from inside)."""
         self.file_limits: Any = None
         """The thread file system's size limits (``thread.files.FileLimits``)."""

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from threadloom.errors import InvalidArgument, ThreadNotFound
 from threadloom.records import (
+    Approval,
+    ApprovalDecision,
     AttachmentRef,
     CostReport,
     FileChunk,
@@ -30,7 +32,7 @@ from threadloom.records import (
     UserHandle,
 )
 from threadloom.store.base import Fence, Store, ThreadRow
-from threadloom.thread import family, files, logs, messages, queue
+from threadloom.thread import approvals, family, files, logs, messages, queue
 from threadloom.thread.lognorm import to_json_safe
 
 if TYPE_CHECKING:
@@ -219,6 +221,37 @@ class ThreadState:
     async def terminate(self) -> int:
         """Soft shutdown: returns the termination µs (spec 02 §2.13)."""
         return await family.terminate(self)
+
+    # -- approvals (spec 14) ------------------------------------------------------------
+    async def get_approvals(self, *, pending_only: bool = False) -> list[Approval]:
+        """The thread's tool-call approvals, oldest first (spec 14 §14.3)."""
+        return await approvals.list_approvals(self, pending_only=pending_only)
+
+    async def decide_approval(
+        self,
+        tool_call_id: str,
+        *,
+        approve: bool,
+        arguments_hash: str | None = None,
+        reason: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        decided_by: str | None = None,
+    ) -> Approval:
+        """Approve or reject a pending tool call (spec 14 §14.3). Approving names the
+        ``arguments_hash`` of the approval that was shown (``Approval.arguments_hash``)
+        and may give edited ``arguments`` for the tool to run with. A decision that
+        cannot apply raises ``ApprovalNotFound`` / ``ApprovalConflict`` /
+        ``InvalidArgument`` and changes nothing."""
+        if not isinstance(approve, bool):
+            raise InvalidArgument("approve must be true or false")
+        decision = ApprovalDecision(
+            approve=approve,
+            arguments_hash=arguments_hash,
+            reason=reason,
+            arguments=dict(arguments) if arguments is not None else None,
+            decided_by=decided_by,
+        )
+        return await approvals.decide(self, tool_call_id, decision)
 
     # -- parent and child (spec 02 §2.14) ---------------------------------------------
     async def get_children(self) -> list[SubagentRegistryEntry]:

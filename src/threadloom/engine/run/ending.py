@@ -123,7 +123,7 @@ async def end_of_run(manager: Runs, run: Run, reason: str) -> bool:
                 tid,
                 reason,
                 (run.session["a"], run.session["b"]),
-                not (manager.closing or one_shot),
+                not (manager.closing or one_shot or reason == "awaiting_approval"),
                 prepared.delivery if prepared is not None else None,
                 run.failure,
             )

@@ -29,6 +29,7 @@ from threadloom.engine.step.dispatch import dispatch
 from threadloom.engine.step.model_call import ModelFailed, StepError, format_exception
 from threadloom.engine.step.outcome import CallOutcome, ModelResult
 from threadloom.engine.step.step import model_step, role_of
+from threadloom.engine.step.tools import run_decided
 from threadloom.errors import LeaseLost
 from threadloom.providers.base import Provider, ProviderRegistry
 from threadloom.records import LogRow, Message, StatusError, new_id, one_line
@@ -74,6 +75,9 @@ class Manager(StepManager, Protocol):
         self, thread_id: str, events: list[StoredEvent], delivered: list[Message]
     ) -> list[Message]: ...
     async def end_of_run(self, run: Run, reason: str) -> bool: ...
+    async def resume_decided(self, thread_id: str) -> bool: ...
+    @property
+    def background(self) -> set[asyncio.Task[Any]]: ...
     async def settle(self, run: Run, reason: str) -> None: ...
     def release(self, run: Run) -> None: ...
     def lease_lost(self, run: Run) -> None: ...
@@ -131,6 +135,9 @@ class Run:
         self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
         self.pre_delivered: list[Message] | None = None
         """Entries the start gate delivered with the status write: the first step's."""
+        self.parked = False
+        """The thread was parked for approval when the run started (``RunBegin.parked``):
+        its decided calls run before the first step (spec 14 §14.4)."""
         self.ended: tuple[str, bool] | None = None
         """``(reason, settled)`` once the end-of-run check committed with the run's last
         message (``RunManager.finish_run``)."""
@@ -233,8 +240,8 @@ class Run:
     def session_result(self, reason: str) -> SessionResult | None:
         """The session result of this run ended with ``reason`` (a child's, spec 06
         §6.8.1); ``None`` for a thread without a parent."""
-        if self.row.parent_id is None:
-            return None
+        if self.row.parent_id is None or reason == "awaiting_approval":
+            return None  # a parked child's session goes on after the decision
         final = final_message(self.execution.message_history.raw(), self.began_at)
         stop_text = self.execution.stop_session_result
         return ended_result(reason, self.agent, self.ending, final, stop_text)
@@ -280,6 +287,8 @@ class Run:
                 if tracing is not None:
                     tracing.end_run(self, reason)
                 if not again:
+                    if reason == "awaiting_approval":  # decided while it parked?
+                        self._resume_later()
                     return
                 self.side = "a"
                 self._reset()
@@ -301,6 +310,17 @@ class Run:
                 self.manager.release(self)  # cancelled after its run end was committed
 
     async def _loop(self) -> str:
+        if self.parked:
+            self.parked = False
+            try:
+                parked = await self._decided_calls()
+            except (asyncio.CancelledError, LeaseLost):
+                raise
+            except Exception as exc:
+                await self._step_error(exc)
+                return "step_error"
+            if parked is not None:
+                return parked
         sides = (self.agent.side_a, self.agent.side_b)
         ceiling = max(
             self.agent.max_run_steps or self.options.max_run_steps,
@@ -405,6 +425,8 @@ class Run:
         outcome = await model_step(env)
         if outcome.blocked:
             reason: str | None = "hook_blocked"
+        elif outcome.round.awaiting:
+            reason = "awaiting_approval"
         elif outcome.guard or outcome.result is None:
             reason = None
         elif outcome.handoff is not None:
@@ -417,6 +439,65 @@ class Run:
                 "step_completed", step=self.run_steps, stopped=reason is not None
             )
         return reason
+
+    async def _decided_calls(self) -> str | None:
+        """A run of a thread parked for approval (spec 14 §14.4): ``awaiting_approval``
+        while any approval is pending; else the decided calls without a result run (or
+        get their rejection) before the first step, on the side that issued them."""
+        answered = {
+            m.tool_call_id
+            for m in self.execution.message_history.raw()
+            if m.role == "tool" and m.tool_call_id
+        }
+        open_ = [
+            a
+            for a in await self.store.list_approvals(self.thread_id)
+            if a.tool_call_id not in answered and a.state != "cancelled"
+        ]
+        if any(a.state == "pending" for a in open_):
+            return "awaiting_approval"
+        decided = [a for a in open_ if a.state == "rejected" or a.started_at is None]
+        if not decided:
+            return None
+        issued: dict[str, Message] = {}
+        for approval in decided:
+            if approval.message_id not in issued:
+                found = await self.store.get_message(self.thread_id, approval.message_id)
+                if found is not None:
+                    issued[found.id] = found
+        first = issued.get(decided[0].message_id)
+        side = "b" if first is not None and first.role == "user" else "a"
+        side_def = self._side_def(side)
+        name = (first.prompt if first is not None else None) or side_def.prompt
+        prompt = self.definitions.prompt(name or "")
+        if prompt is None:
+            raise StepError(f'Prompt "{name}" is not defined')
+        self.side = side
+        self._activate(side)
+        env = StepEnv(
+            run=self,
+            state=self.state(),
+            side=side,
+            prompt=prompt,
+            side_def=side_def,
+            tools=await runtime_tools(self, prompt),
+            anchor_id=None,
+            anchor_created=None,
+            execution=self.execution,
+            dispatch=dispatch,
+        )
+        env.pending_id = first.id if first is not None else ""
+        self.execution.step = env
+        round_ = await run_decided(env, decided, issued)
+        self.tool_rows.extend(round_.stored)
+        return None
+
+    def _resume_later(self) -> None:
+        """After parking: a decision that landed while the run parked found it running,
+        so the run's end checks once more (the start gate lets one start through)."""
+        task = asyncio.get_running_loop().create_task(self.manager.resume_decided(self.thread_id))
+        self.manager.background.add(task)
+        task.add_done_callback(self.manager.background.discard)
 
     async def _spawn_immediate(self, side: str) -> None:
         """Turn start: the side's immediate subagents (spec 06 §6.9)."""

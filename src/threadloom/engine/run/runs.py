@@ -80,6 +80,7 @@ class RunManager:
         """Blocking parent calls waiting for a child's next session result, by child id."""
         hub.wake = self.wake
         hub.abort_run = self._terminate_hook
+        hub.resume_decided = self.resume_decided
         self.peers: Peers | None = None
         """Set where several nodes share the store (``node/relay.py``, by the runtime):
         what this node tells the others — a stop of another node's run (spec 12 §12.5), a
@@ -172,6 +173,7 @@ class RunManager:
         force: bool = False,
         keep_status: bool = False,
         spawn: bool = True,
+        only_parked: bool = False,
     ) -> Run | None:
         """Start a run if none is active and there is work (or ``force``: a continue);
         ``spawn=False``: the caller's task runs it (``run.execute()``).
@@ -192,14 +194,21 @@ class RunManager:
             deliver = not self.create_hooks_registered()
             async with self.hub.lock(thread_id):
                 begun = await self.hub.store.begin_run(
-                    thread_id, status=status, force=force, deliver=deliver, runnable=self._runnable
+                    thread_id,
+                    status=status,
+                    force=force,
+                    deliver=deliver,
+                    runnable=self._runnable,
+                    only_parked=only_parked,
                 )
                 if begun is None:
                     return None
                 delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
-                if deliver:
+                if deliver and not begun.parked:
                     self.hub.note_queue_empty(thread_id)
-            return self._launch(begun, side, delivered if deliver else None, spawn)
+            return self._launch(
+                begun, side, delivered if deliver and not begun.parked else None, spawn
+            )
 
     def _launch(
         self, begun: RunBegin, side: str, delivered: list[Message] | None, spawn: bool
@@ -210,6 +219,7 @@ class RunManager:
         if begun.lease is not None:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
+        run.parked = begun.parked
         run.started_at = row.status.since
         run.event_seq = row.event_seq
         self.active[row.id] = run
@@ -315,6 +325,15 @@ class RunManager:
         """Self-fencing (spec 12 §12.2 rule 4): cancel every run without settling it."""
         ending.drop_all(self)
 
+    async def _cancel_approvals(self, thread_id: str, reason: str) -> None:
+        """Stop or terminate of a thread with no active run: approvals that could still
+        run are cancelled and their calls answered; a parked thread's status then says
+        why (spec 14 §14.5)."""
+        status = ThreadStatus.settled(reason, self.hub.clock())
+        async with self.hub.lock(thread_id):
+            events = await self.hub.store.cancel_approvals(thread_id, reason, status)
+            await self.hub.publish_events(events)
+
     async def _terminate_hook(self, thread_id: str, reason: str, from_inside: bool) -> None:
         await ending.terminate_hook(self, thread_id, reason, from_inside)
 
@@ -325,11 +344,23 @@ class RunManager:
             raise ThreadNotFound(thread_id)
         await self.hub.store.set_stopped(thread_id, True)
         settled = await self.abort(thread_id, "aborted_by_user")
+        if not settled:  # parked for approval: nothing runs, its approvals end here
+            await self._cancel_approvals(thread_id, "aborted_by_user")
         if cascade:
             for child in await self.hub.store.descendants(thread_id):
                 await self.hub.store.set_stopped(child.id, True)
                 await self.abort(child.id, "aborted_by_user")
         return settled
+
+    async def resume_decided(self, thread_id: str) -> bool:
+        """Start the run of a thread parked for approval when none of its approvals is
+        pending any more (spec 14 §14.4): ``True`` when it started here."""
+        if not self.runs_threads:
+            return False
+        approvals = await self.hub.store.list_approvals(thread_id)
+        if any(a.state == "pending" for a in approvals):
+            return False
+        return await self.start(thread_id, force=True, only_parked=True) is not None
 
     async def continue_thread(
         self, thread_id: str, side: str = "a", trace_headers: Mapping[str, str] | None = None
@@ -449,9 +480,10 @@ class RunManager:
                     delivered = await self.publish_delivery(
                         thread_id, begun.events, begun.delivered
                     )
-                    hub.note_queue_empty(thread_id)
+                    if not begun.parked:
+                        hub.note_queue_empty(thread_id)
             if begun is not None:
-                self._launch(begun, "a", delivered, spawn=True)
+                self._launch(begun, "a", None if begun.parked else delivered, spawn=True)
         if begun is None:
             hub.signal_work(thread_id)
         return view

@@ -56,3 +56,6 @@ class ToolRound:
 
     outcomes: list[CallOutcome] = field(default_factory=list)
     stored: list[Message] = field(default_factory=list)
+    awaiting: list[str] = field(default_factory=list)
+    """Calls parked for a person's approval (spec 14 §14.2): the run parks after the
+    others ran."""

@@ -19,12 +19,13 @@ from typing import Any
 from threadloom.define import DROP
 from threadloom.define.tool import ToolArgumentsError, ToolResult
 from threadloom.engine.env import StepEnv
-from threadloom.engine.step import session_tools
+from threadloom.engine.step import approvals, session_tools
 from threadloom.engine.step.outcome import CallOutcome, ToolRound
 from threadloom.engine.step.pending import publish_event
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.errors import InvalidMessage
 from threadloom.records import (
+    Approval,
     LogRow,
     Message,
     ToolCall,
@@ -374,9 +375,64 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     )
 
 
+async def _gate(env: StepEnv, calls: list[ToolCall], round_: ToolRound) -> list[ToolCall]:
+    """The calls that run now; those that need approval are parked (a top-level step) or
+    refused (a nested one cannot wait), spec 14 §14.2."""
+    now: list[ToolCall] = []
+    gated: list[ToolCall] = []
+    for call in calls:
+        (gated if await approvals.needs_approval(env, call) else now).append(call)
+    if not gated:
+        return calls
+    if env.depth == 0 and env.nested is None:
+        await approvals.park(env, gated)
+        round_.awaiting = [c.id for c in gated]
+        return now
+    for call in gated:
+        result = approvals.nested_refusal(call.function.name)
+        outcome = CallOutcome(call, result, executed=False, message_id=new_id())
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    return now
+
+
+async def run_decided(
+    env: StepEnv, decided: list[Approval], issued: dict[str, Message]
+) -> ToolRound:
+    """The decided calls of a run parked for approval, in the order they were requested
+    (spec 14 §14.4): an approved one runs once its approval is consumed, a rejected one
+    gets its rejection as an error result; each result is stored as any call's."""
+    round_ = ToolRound()
+    execute = _execute if env.run.manager.tracing is None else _traced
+    for approval in decided:
+        call = ToolCall(
+            id=approval.tool_call_id,
+            function=ToolCallFunction(
+                name=approval.tool, arguments=json_compact(approval.arguments)
+            ),
+        )
+        if approval.state == "approved":
+            ready = await approvals.consume(env, approval, issued.get(approval.message_id))
+            if isinstance(ready, ToolCall):
+                if env.run.listened:
+                    env.run.publish_telemetry("tool_started", tool=ready.function.name)
+                outcome = await execute(env, ready)
+            else:
+                result = ToolResult(status="error", error=ready)
+                outcome = CallOutcome(call, result, executed=False, message_id=new_id())
+        else:
+            result = approvals.rejection(approval)
+            outcome = CallOutcome(call, result, executed=False, message_id=new_id())
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    return round_
+
+
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
+    if calls and approvals.has_rules(env):
+        calls = await _gate(env, calls, round_)
     execute = _execute if env.run.manager.tracing is None else _traced
     if len(calls) == 1:  # the common case, sequential or not: no task to schedule and
         # wait for, and no _run_calls coroutine around it

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from threadloom.errors import StoreError
 from threadloom.records import (
+    Approval,
+    ApprovalDecision,
     FileRecord,
     FileStats,
     LogRow,
@@ -23,11 +25,13 @@ from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
 )
+from threadloom.store.core import approvals as ledger
 from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
 from threadloom.store.shapes import (
     ApiKeyRow,
     Clock,
     CostSummary,
+    Decided,
     FileContent,
     NewFile,
     NewThread,
@@ -332,6 +336,31 @@ class TxStore:
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         return await self._write(threads.set_status, thread_id, status)
 
+    # -- the tool-call ledger (spec 14) -----------------------------------------------
+    async def request_approvals(
+        self, thread_id: str, approvals: Sequence[Approval]
+    ) -> list[StoredEvent]:
+        return await self._write(ledger.request_approvals, thread_id, list(approvals))
+
+    async def list_approvals(self, thread_id: str) -> list[Approval]:
+        return await self._read(ledger.list_approvals, thread_id)
+
+    async def get_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
+        return await self._read(ledger.get_approval, thread_id, tool_call_id)
+
+    async def decide_approval(
+        self, thread_id: str, tool_call_id: str, decision: ApprovalDecision
+    ) -> Decided:
+        return await self._write(ledger.decide_approval, thread_id, tool_call_id, decision)
+
+    async def consume_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
+        return await self._write(ledger.consume_approval, thread_id, tool_call_id)
+
+    async def cancel_approvals(
+        self, thread_id: str, reason: str, status: ThreadStatus | None
+    ) -> list[StoredEvent]:
+        return await self._write(runs.cancel_approvals, thread_id, reason, status)
+
     async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
         return await self._write(runs.settle_run, thread_id, settlement)
 
@@ -356,8 +385,11 @@ class TxStore:
         force: bool,
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
+        only_parked: bool = False,
     ) -> RunBegin | None:
-        return await self._write(runs.begin_run, thread_id, status, force, deliver, runnable)
+        return await self._write(
+            runs.begin_run, thread_id, status, force, deliver, runnable, only_parked
+        )
 
     async def enqueue_and_begin_run(
         self,

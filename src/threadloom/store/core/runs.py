@@ -27,6 +27,7 @@ from threadloom.store.base import (
     ThreadRow,
     delivered_message,
 )
+from threadloom.store.core import approvals
 from threadloom.store.core.bodies import inline_response
 from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
@@ -69,6 +70,8 @@ class _Started(NamedTuple):
     caller builds the row once the transaction's events are in: ``Tx.thread_row``)."""
     lease: Lease | None
     """The lease the run took (where threads carry leases)."""
+    parked: bool
+    """The status before the start was ``awaiting_approval`` (``RunBegin.parked``)."""
 
 
 def _may_run_here(tx: Tx) -> bool:
@@ -101,9 +104,10 @@ def _begin_in(
             return None
         lease = tx.acquire(node_id)
     activity = tx.activity
+    parked = tx.status_reason == "awaiting_approval"
     if status is not None:
         write_status(tx, status)
-    return _Started(activity, lease)
+    return _Started(activity, lease, parked)
 
 
 def begin_run(
@@ -114,21 +118,26 @@ def begin_run(
     force: bool,
     deliver: bool,
     runnable: Callable[[str], bool] | None,
+    only_parked: bool = False,
 ) -> RunBegin | None:
-    """The start gate's check, the ``running`` status and the first delivery, together."""
+    """The start gate's check, the ``running`` status and the first delivery, together;
+    ``only_parked``: only a thread parked for approval starts (spec 14 §14.4)."""
     try:
         tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
     except ThreadNotFound:
         return None
+    if only_parked and (tx.status_reason != "awaiting_approval" or tx.status_state == "running"):
+        return None
     started = _begin_in(tx, status, force, runnable)
     if started is None:
         return None
-    delivered = _deliver_waiting(tx) if deliver else []
+    # a thread parked for approval keeps its queue: the decided calls' results come first
+    delivered = _deliver_waiting(tx) if deliver and not started.parked else []
     if not tx.events and started.lease is None:
-        return RunBegin(tx.thread_row(started.activity), [], [])
+        return RunBegin(tx.thread_row(started.activity), [], [], parked=started.parked)
     events = tx.flush()
     row = tx.thread_row(started.activity)
-    return RunBegin(row, [m for m, _ in delivered], events, started.lease)
+    return RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
 
 
 def enqueue_and_begin_run(
@@ -151,19 +160,22 @@ def enqueue_and_begin_run(
     tx.renew_clock()  # the run starts after the send, as when they were two writes
     mark = len(tx.events)
     started = _begin_in(tx, status, False, runnable)
-    if started is None or was_waiting:
+    if started is None or was_waiting or started.parked:
         insert_entry(tx, stored, qseq)
     if started is None:
         tx.flush()
         return stored, event, None
-    if was_waiting:
+    if started.parked:  # delivered after the decided calls' results (spec 14 §14.4)
+        delivered = []
+    elif was_waiting:
         delivered = _deliver_waiting(tx)
     else:
         message = insert_in_tx(tx, delivered_message(_as_read(stored)))
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
     row = tx.thread_row(started.activity)
-    return stored, event, RunBegin(row, [m for m, _ in delivered], events, started.lease)
+    begun = RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
+    return stored, event, begun
 
 
 def _as_read(entry: QueueEntry) -> QueueEntry:
@@ -314,6 +326,12 @@ def settle_run(
     else:
         _answer_open_calls(tx, settlement, since, start)
         _complete_logs(tx, settlement)
+    approvals.close_in(
+        tx,
+        cancel=settlement.reason is not None,
+        reason=settlement.reason or "interrupted",
+        lost_text=settlement.tool_result_text,
+    )
     if settlement.note is not None:
         metadata = {"status_kind": settlement.note_status_kind}
         note = insert_in_tx(
@@ -575,3 +593,20 @@ def _insert_with_log(
     tx.renew_clock()  # the row's created_at: read after the message's stamp
     row, log_event = insert_log_in(tx, log, False)
     return stored, row, message_event, log_event
+
+
+def cancel_approvals(
+    conn: Conn,
+    clock: Clock,
+    thread_id: str,
+    reason: str,
+    status: ThreadStatus | None,
+) -> list[StoredEvent]:
+    """Stop of a thread with no active run (spec 14 §14.5): its approvals that could still
+    run are cancelled and their calls answered, and — when any was and no run is running —
+    ``status`` is written, in one transaction."""
+    tx = Tx(conn, thread_id, clock)
+    cancelled = approvals.cancel_and_answer_in(tx, reason)
+    if status is not None and cancelled and tx.status_state != "running":
+        write_status(tx, status)
+    return tx.flush()

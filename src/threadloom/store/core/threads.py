@@ -21,6 +21,7 @@ from threadloom.store.base import (
     ThreadRow,
     ThreadStats,
 )
+from threadloom.store.core import approvals
 from threadloom.store.core.codec import (
     KEY_SPAN,
     REGISTRY_COLUMNS,
@@ -373,6 +374,7 @@ def terminate(conn: Conn, clock: Clock, thread_id: str) -> tuple[int, list[Store
         "SELECT id FROM message_queue WHERE thread_id = ? ORDER BY qseq", (thread_id,)
     ).fetchall():
         tx.event("message", entry_id)
+    approvals.cancel_and_answer_in(tx, "terminated")
     tx.event("status", thread_id)
     return int(tx.now), tx.flush()
 

@@ -94,6 +94,7 @@ class Tx:
         self.stopped = bool(found[6])
         self.status_state: str = found[7]
         self.status_since: int = found[8]
+        self.status_reason: str | None = found[9]
         self.status: ThreadStatus | None = None
         """The status written by this transaction, if any."""
         self.parent_id: str | None = found[10]

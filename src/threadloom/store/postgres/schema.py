@@ -348,10 +348,31 @@ CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
 """
 """The login attempts of spec 10 §10.11, shared by every node (SQLite's migration 13)."""
 
+_V4 = f"""
+CREATE TABLE tool_ledger (
+    thread_id        {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    tool_call_id     {T} NOT NULL,
+    message_id       {T} NOT NULL,
+    tool             {T} NOT NULL,
+    arguments        {T} NOT NULL,
+    arguments_hash   {T} NOT NULL,
+    approval         {T} CHECK (approval IN ('pending','approved','rejected','cancelled')),
+    requested_at     BIGINT NOT NULL,
+    decided_at       BIGINT,
+    decided_by       {T},
+    reason           {T},
+    edited_arguments {T},
+    started_at       BIGINT,
+    CONSTRAINT tool_ledger_pkey PRIMARY KEY (thread_id, tool_call_id)
+);
+"""
+"""The tool-call ledger of spec 14: approvals and recorded starts (SQLite's migration 14)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
     (3, "login attempts kept in the store", _V3),
+    (4, "the tool-call ledger: approvals and recorded starts", _V4),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

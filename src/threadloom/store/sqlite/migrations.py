@@ -577,4 +577,30 @@ CREATE INDEX auth_attempts_key ON auth_attempts(key_digest, at_us);
 CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
 """,
     ),
+    (
+        14,
+        "the tool-call ledger: approvals and recorded starts",
+        # Spec 14: a row per tool call that needs a person's decision (approval is not
+        # NULL) or whose start a resumable run records (started_at). A decision is consumed
+        # by the conditional UPDATE that sets started_at (approved, not yet started), so an
+        # approval runs its tool at most once. Deleted with its thread.
+        """
+CREATE TABLE tool_ledger (
+    thread_id        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    tool_call_id     TEXT NOT NULL,
+    message_id       TEXT NOT NULL,
+    tool             TEXT NOT NULL,
+    arguments        TEXT NOT NULL,
+    arguments_hash   TEXT NOT NULL,
+    approval         TEXT CHECK (approval IN ('pending','approved','rejected','cancelled')),
+    requested_at     INTEGER NOT NULL,
+    decided_at       INTEGER,
+    decided_by       TEXT,
+    reason           TEXT,
+    edited_arguments TEXT,
+    started_at       INTEGER,
+    PRIMARY KEY (thread_id, tool_call_id)
+);
+""",
+    ),
 ]
