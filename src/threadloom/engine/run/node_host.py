@@ -49,6 +49,9 @@ class EngineHost:
         await results.finish(self.runs, done[0], done[1])
         return True
 
+    async def resume_parked(self) -> None:
+        await self.runs.resume_parked()
+
     def drop_all(self) -> None:
         self.runs.drop_all()
 

@@ -223,6 +223,7 @@ class Runtime:
                 await reconcile_registry(hub, parent_id, force=True)
             for thread_id in await cluster.claimable_queues(limit=1_000_000):
                 runtime.runs.wake(thread_id)
+            await runtime.runs.resume_parked()  # decided while no run could start
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
         return runtime
