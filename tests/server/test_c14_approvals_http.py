@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from test_c09_stream import open_ws, quiet, until
 
 from conftest import USERS
 from threadloom import Agent, Side
@@ -188,3 +189,40 @@ async def test_c14_015_reject_stores_an_error_result_with_the_reason(pay_api: An
     [result] = [m for m in page["messages"] if m["role"] == "tool"]
     assert result["tool_status"] == "error" and "too much" in result["content"]
     assert page["messages"][-1]["content"] == "done"
+
+
+async def test_c14_019_stream_frames_requested_then_decided(pay_api: Any) -> None:
+    """C14-019: on the thread's stream, parking sends ``approval_requested`` (the pending
+    approval as data) before the ``awaiting_approval`` status; the decision sends
+    ``approval_decided`` (approved, who); a replay from ``since=0`` after the decision sends
+    the approval once, decided."""
+    tid = await pay_api.thread("payer", "alice")
+    ws = await open_ws(pay_api, tid)
+    try:
+        await quiet(ws, 0.2)
+        client = pay_api.client("alice")
+        await client.post(f"/api/threads/{tid}/messages", json={"content": "pay bo"})
+        frames = await until(
+            ws,
+            lambda f: f["type"] == "thread_status" and f["status"]["reason"] == "awaiting_approval",
+        )
+        [requested] = [f for f in frames if f["type"] == "approval_requested"]
+        assert requested["data"]["state"] == "pending" and requested["data"]["tool"] == "pay"
+        hash_ = requested["data"]["arguments_hash"]
+        url = f"/api/threads/{tid}/approvals/{requested['tool_call_id']}"
+        await client.post(url, json={"approve": True, "arguments_hash": hash_})
+        decided = await until(ws, lambda f: f["type"] == "approval_decided")
+        assert decided[-1]["data"]["state"] == "approved"
+        assert decided[-1]["data"]["decided_by"] == USERS["alice"].id
+    finally:
+        await ws.close()
+    await pay_api.settle(tid)
+    replay = await open_ws(pay_api, tid, since=0)
+    try:
+        frames = await quiet(replay, 0.5)
+    finally:
+        await replay.close()
+    approvals = [f for f in frames if f["type"].startswith("approval_")]
+    assert [(f["type"], f["data"]["state"]) for f in approvals] == [
+        ("approval_decided", "approved")
+    ]
