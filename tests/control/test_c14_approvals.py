@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from threadloom.errors import ApprovalConflict, ApprovalNotFound, InvalidArgument, ThreadNotFound
+from threadloom.define import hook
+from threadloom.errors import (
+    ApprovalConflict,
+    ApprovalForbidden,
+    ApprovalNotFound,
+    InvalidArgument,
+    ThreadNotFound,
+)
 from threadloom.providers.script import Call, Reply
 from threadloom.records import ApprovalDecision, encode_tool_calls
 
@@ -298,3 +305,32 @@ async def test_c14_018_a_rule_decides_per_call_and_fails_closed(make_bench: Any)
     state, _ = await _park_pay(bench)
     assert bench.effect_lines() == ["transfer 50"]
     assert [a.tool_call_id for a in await state.get_approvals()] == ["t2"]
+
+
+async def test_c14_021_a_hook_narrows_who_may_decide(make_bench: Any) -> None:
+    """C14-021: a ``before_decide_approval`` hook that answers ``False`` unless ``ann``
+    decides → bob's approve is refused (``ApprovalForbidden``), the approval stays pending;
+    ann's runs the tool; a hook that raises refuses too (fail closed)."""
+
+    @hook("before_decide_approval", id="only_ann")
+    def only_ann(state: Any, approval: Any, decision: Any) -> bool:
+        if decision.decided_by == "boom":
+            raise RuntimeError("cannot tell")
+        return bool(decision.decided_by == "ann")
+
+    bench = await make_bench(
+        _script(Call("pay", {"amount": 5, "to": "bo"}, id="c1")), hooks=[only_ann]
+    )
+    state, tid = await _park_pay(bench)
+    [shown] = await state.get_approvals()
+    for who in ("bob", "boom"):
+        with pytest.raises(ApprovalForbidden):
+            await bench.runtime.decide_approval(
+                tid, "c1", approve=True, arguments_hash=shown.arguments_hash, decided_by=who
+            )
+    assert [a.state for a in await bench.runtime.approvals(tid)] == ["pending"]
+    await bench.runtime.decide_approval(
+        tid, "c1", approve=True, arguments_hash=shown.arguments_hash, decided_by="ann"
+    )
+    await bench.runtime.wait_idle(tid, timeout=5)
+    assert bench.effect_lines() == ["pay 5 bo"]

@@ -87,6 +87,8 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(423, "thread_terminated", message, extra={"terminated": exc.terminated_at})
     if isinstance(exc, E.ApprovalNotFound):
         return ApiError(404, "approval_not_found", message)
+    if isinstance(exc, E.ApprovalForbidden):
+        return ApiError(403, "approval_forbidden", message)
     if isinstance(exc, E.ApprovalConflict):
         return ApiError(409, "approval_conflict", message, extra={"state": exc.state})
     if isinstance(exc, E.ThreadBusy):
