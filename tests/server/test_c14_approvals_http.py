@@ -117,11 +117,12 @@ async def test_c14_012_unknown_call_twice_and_stale_hash(pay_api: Any) -> None:
     tid, pending = await _parked(pay_api)
     client = pay_api.client("alice")
     base = f"/api/threads/{tid}/approvals"
-    unknown = await client.post(f"{base}/call_nope", json={"approve": True})
+    unknown = await client.post(f"{base}/call_nope", json={"approve": False})
     assert unknown.status_code == 404 and unknown.json()["code"] == "approval_not_found"
     url = f"{base}/{pending['tool_call_id']}"
     no_hash = await client.post(url, json={"approve": True})
     assert no_hash.status_code == 400, no_hash.text
+    assert no_hash.json()["details"][0]["field"] == "arguments_hash"
     stale = await client.post(url, json={"approve": True, "arguments_hash": "sha256:" + "0" * 64})
     assert stale.status_code == 409 and stale.json()["code"] == "approval_conflict"
     ok = await client.post(url, json={"approve": True, "arguments_hash": pending["arguments_hash"]})

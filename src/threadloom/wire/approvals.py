@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from pydantic import model_validator
+
 from threadloom.records import Approval
 from threadloom.wire.model import Answer, Body, examples
 from threadloom.wire.problems import check, refuse
@@ -56,6 +58,19 @@ class DecideApproval(Body):
     arguments_hash: Annotated[str | None, check(_hash)] = None
     reason: Annotated[str | None, check(_text)] = None
     arguments: Annotated[dict[str, Any] | None, check(_arguments)] = None
+
+    @model_validator(mode="after")
+    def _bound(self) -> DecideApproval:
+        # approving names what was shown (spec 14 §14.3 rule 4); edits come with an approve
+        if self.approve and self.arguments_hash is None:
+            raise refuse(
+                "is required to approve",
+                "arguments_hash is required to approve: the hash of the arguments shown",
+                at="arguments_hash",
+            )
+        if not self.approve and self.arguments is not None:
+            raise refuse("can only be given with approve: true", at="arguments")
+        return self
 
 
 class ApprovalItem(Answer):
