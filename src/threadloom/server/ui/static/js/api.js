@@ -129,6 +129,7 @@ const REASONS = {
   stop_on_response: "replied",
   stop_tool: "stop tool",
   awaiting_human: "awaiting a human",
+  awaiting_approval: "awaiting approval",
   hook_blocked: "blocked by a hook",
   aborted_by_user: "stopped by user",
   interrupted: "interrupted",
