@@ -150,7 +150,7 @@ const REASONS = {
 export function statusPill(status, terminated) {
   const state = (status && status.state) || "idle";
   const reason = status && status.reason;
-  const pill = el("span", { class: `status status-${state}`, dataset: { state } });
+  const pill = el("span", { class: `status status-${state}`, dataset: { state, reason: reason || "" } });
   pill.append(el("span", { class: "status-dot", "aria-hidden": "true" }), state);
   if (reason) {
     pill.append(el("span", { class: "status-reason", title: reason }, ` · ${REASONS[reason] || reason}`));
