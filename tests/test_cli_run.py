@@ -188,3 +188,27 @@ def test_a_connection_error_says_what_failed_once(tmp_path: Path) -> None:
         'The run failed: Model "fast" (openai): Connection error: ConnectError: '
     ), failed
     assert failed.count("Connection error") == 1
+
+
+MULTINODE_PROJECT = Path(__file__).resolve().parent / "multinode" / "project"
+
+
+@pytest.mark.parametrize(("answer", "paid"), [("y\n", ["5 bo"]), ("n\ntoo much\n", [])])
+def test_c14_023_the_terminal_chat_asks_for_each_approval(
+    tmp_path: Path, answer: str, paid: list[str]
+) -> None:
+    """C14-023: ``threadloom run`` of the ``payer`` agent: the parked call is shown with its
+    arguments and the prompt asks; ``y`` runs it once, ``n`` with a reason rejects it; the
+    agent answers either way and the chat goes on."""
+    done = run_cli(
+        *("run", str(MULTINODE_PROJECT), "--agent", "payer", "--store", "sqlite:///c.db"),
+        cwd=tmp_path,
+        input=f"pay bo\n{answer}/quit\n",
+        env={"THREADLOOM_TEST_GATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '⏸ pay {"amount": 5, "to": "bo"}' in done.stdout
+    assert ("approved" if paid else "rejected") in done.stdout
+    assert "Agent: done" in done.stdout
+    written = tmp_path / "paid.txt"
+    assert (written.read_text().splitlines() if written.exists() else []) == paid

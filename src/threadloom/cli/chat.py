@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from rich.status import Status
 from rich.text import Text
 
 from threadloom.engine.run.runtime import Runtime
+from threadloom.errors import ThreadloomError
 from threadloom.thread.events import Subscription
 
 #: Why a run ended, in the words the chat shows (``None``: nothing to say, the answer is
@@ -29,7 +31,7 @@ from threadloom.thread.events import Subscription
 REASON_WORDS: Mapping[str, str | None] = {
     "stop_on_response": None,
     "awaiting_human": None,
-    "awaiting_approval": "a tool call waits for approval (the web UI, the API or the client)",
+    "awaiting_approval": "a tool call waits for approval",
     "stop_tool": None,
     "session_stop": "the session ended",
     "session_fail": "the session ended without success",
@@ -274,6 +276,44 @@ def ask(prompt: str) -> str | None:
         return None
 
 
+async def _decide_parked(
+    runtime: Runtime, thread_id: str, console: Console, interactive: bool
+) -> bool:
+    """A run parked for approval (spec 14): each pending call shown with its arguments,
+    approved or rejected at the prompt; ``True`` when a decision was made (the run goes
+    on). Not interactive (``-m``), or at end of input: nothing is decided."""
+    state = await runtime.thread(thread_id)
+    if (await state.status()).reason != "awaiting_approval":
+        return False
+    decided = False
+    for approval in await state.get_approvals(pending_only=True):
+        arguments = json.dumps(approval.arguments, ensure_ascii=False)
+        console.print(Text(f"  ⏸ {approval.tool} {arguments}", style="yellow"), soft_wrap=True)
+        if not interactive:
+            continue
+        answer = await asyncio.to_thread(ask, "  Approve this call? [y/N] ")
+        if answer is None:
+            return decided
+        approve = answer.strip().lower() in ("y", "yes")
+        reason = None
+        if not approve:
+            reason = (await asyncio.to_thread(ask, "  Reason (optional): ") or "").strip()
+        try:
+            await state.decide_approval(
+                approval.tool_call_id,
+                approve=approve,
+                arguments_hash=approval.arguments_hash if approve else None,
+                reason=reason or None,
+                decided_by="cli",
+            )
+        except ThreadloomError as exc:  # decided elsewhere meanwhile
+            console.print(Text(f"  ({exc})", style="dim"), soft_wrap=True)
+            continue
+        console.print(Text("  approved" if approve else "  rejected", style="dim"))
+        decided = True
+    return decided
+
+
 async def _show_history(runtime: Runtime, thread_id: str, renderer: Renderer) -> None:
     """The last messages of a resumed thread, labelled as the chat shows them."""
     state = await runtime.thread(thread_id)
@@ -341,15 +381,21 @@ async def chat(
             pump = asyncio.create_task(_pump(subscription, renderer, done))
             sent = await runtime.send_message(state.thread_id, text)
             renderer.shown.add(sent.id)
-            await runtime.wait_idle(state.thread_id)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), 0.5)
-            await asyncio.sleep(0.02)  # let the last events through
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
-            renderer.still()
-            renderer.end_stream()
+            while True:
+                await runtime.wait_idle(state.thread_id)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 0.5)
+                await asyncio.sleep(0.02)  # let the last events through
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+                renderer.still()
+                renderer.end_stream()
+                if not await _decide_parked(runtime, state.thread_id, console, message is None):
+                    break
+                done = asyncio.Event()  # the run goes on: follow it as before
+                pump = asyncio.create_task(_pump(subscription, renderer, done))
+                await asyncio.sleep(0.05)
             if message is not None:
                 return renderer.failure
     finally:
