@@ -334,3 +334,77 @@ async def test_c14_021_a_hook_narrows_who_may_decide(make_bench: Any) -> None:
     )
     await bench.runtime.wait_idle(tid, timeout=5)
     assert bench.effect_lines() == ["pay 5 bo"]
+
+
+async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
+    db_url: str, tmp_path: Any
+) -> None:
+    """C14-024: a blocking subagent's child calls ``pay`` → the child parks
+    (``awaiting_approval``) and delivers no session result; the parent's call waits. The
+    approval on the child runs ``pay`` once, the child's session ends, and the parent gets
+    the result and answers."""
+    from conftest import EFFECTS, pay
+    from threadloom import Agent, Definitions, Runtime, Side
+    from threadloom.define import Model, Prompt, Subagent
+    from threadloom.providers.scripted import ScriptedProvider
+
+    EFFECTS["file"] = tmp_path / "child-effects.txt"
+    provider = ScriptedProvider(
+        [
+            Reply.tool_calls(Call("payee", {"message": "pay bo"}, id="p1")),
+            Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}, id="c1")),
+            Reply.text("paid"),
+            Reply.text("fine"),
+            Reply.text("done"),
+        ]
+    )
+    defs = Definitions().add(
+        Model(name="M", provider=provider, model="scripted-1"),
+        Prompt(
+            name="BOSS",
+            model="M",
+            system="Delegate.",
+            tools=[Subagent("payee", resumable=False, blocking=True)],
+        ),
+        Prompt(name="CA", model="M", system="You pay.", tools=["pay"]),
+        Prompt(name="CB", model="M", system="You check."),
+        Agent(name="boss", side_a=Side(prompt="BOSS"), side_b=Side(label="User")),
+        Agent(
+            name="payee",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="Pays",
+            max_session_turns=1,
+            side_a=Side(prompt="CA"),
+            side_b=Side(prompt="CB"),
+        ),
+        pay,
+    )
+    runtime = await Runtime.open(db_url, definitions=defs)
+    try:
+        parent = await runtime.create_thread("boss")
+        await runtime.send_message(parent.thread_id, "go")
+        child_id = None
+        for _ in range(200):
+            children = await parent.get_children()
+            if children:
+                child_id = children[0].reference
+                child = await runtime.thread(child_id)
+                if (await child.status()).reason == "awaiting_approval":
+                    break
+            await asyncio.sleep(0.02)
+        assert child_id is not None
+        child = await runtime.thread(child_id)
+        assert (await child.status()).reason == "awaiting_approval"
+        assert (await parent.status()).state == "running"  # its blocking call waits
+        [shown] = await child.get_approvals()
+        await child.decide_approval("c1", approve=True, arguments_hash=shown.arguments_hash)
+        await runtime.wait_idle(parent.thread_id, timeout=10)
+        page = await parent.get_messages(order="asc")
+        assert page.messages[-1].content == "done"
+        [result] = [m for m in page.messages if m.role == "tool"]
+        assert result.tool_status == "success"
+        assert (result.content or "").startswith("fine")  # the child session's last word
+        assert EFFECTS["file"].read_text().splitlines() == ["pay 5 bo"]
+    finally:
+        await runtime.close(drain=0)
