@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from threadloom.define import hook
+from conftest import EFFECTS, pay
+from threadloom import Agent, Definitions, Runtime, Side
+from threadloom.define import Model, Prompt, Subagent, hook
 from threadloom.errors import (
     ApprovalConflict,
     ApprovalForbidden,
@@ -17,6 +19,7 @@ from threadloom.errors import (
     ThreadNotFound,
 )
 from threadloom.providers.script import Call, Reply
+from threadloom.providers.scripted import ScriptedProvider
 from threadloom.records import ApprovalDecision, encode_tool_calls
 
 
@@ -343,10 +346,6 @@ async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
     (``awaiting_approval``) and delivers no session result; the parent's call waits. The
     approval on the child runs ``pay`` once, the child's session ends, and the parent gets
     the result and answers."""
-    from conftest import EFFECTS, pay
-    from threadloom import Agent, Definitions, Runtime, Side
-    from threadloom.define import Model, Prompt, Subagent
-    from threadloom.providers.scripted import ScriptedProvider
 
     EFFECTS["file"] = tmp_path / "child-effects.txt"
     provider = ScriptedProvider(
