@@ -29,6 +29,7 @@ from threadloom.records import (
     StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
+    ToolCall,
 )
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
@@ -52,6 +53,7 @@ from threadloom.store.shapes import (
     RunBegin,
     RunEnd,
     SessionRow,
+    Settled,
     Settlement,
     StoredEvent,
     ThreadPatch,
@@ -84,6 +86,7 @@ __all__ = [
     "RunBegin",
     "RunEnd",
     "SessionRow",
+    "Settled",
     "Settlement",
     "Store",
     "StoredEvent",
@@ -232,6 +235,28 @@ class Store(FileStore, AccountStore, Protocol):
     async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
         """Settle a stopped, interrupted, terminated, aborted or lost run in one
         transaction (see :class:`Settlement`)."""
+        ...
+
+    async def settle_resumable(self, thread_id: str, settlement: Settlement) -> Settled:
+        """``settle_run`` of a lost run whose agent resumes (``settlement.resume_limit``,
+        spec 16 §16.3): says whether the run is to be resumed (``Settled.resume``)."""
+        ...
+
+    async def record_tool_starts(
+        self, thread_id: str, message_id: str, calls: Sequence[ToolCall]
+    ) -> None:
+        """Record, in one transaction, that ``calls`` of the model message ``message_id``
+        start now (spec 16 §16.2): a ledger row each, approval NULL, ``started_at`` set;
+        a call already in the ledger keeps its row."""
+        ...
+
+    async def tool_starts(self, thread_id: str) -> dict[str, int]:
+        """The thread's tool calls whose start is recorded (plain starts and consumed
+        approvals): tool call id → ``started_at``."""
+        ...
+
+    async def clear_resumes(self, thread_id: str) -> None:
+        """Set the thread's count of resumes in a row back to 0 (a resumed run ended)."""
         ...
 
     async def end_run(

@@ -282,6 +282,22 @@ class Settlement:
     """Event numbers left unused before the settlement's own events and recorded as
     pruned (``events_pruned_through``): the numbers a lost unsynced tail may have
     published, so they are never given to other events (spec 09 §9.6 rule 1)."""
+    resume_limit: int | None = None
+    """A lost run of an agent with ``on_lost="resume"`` (spec 16): its ``max_resumes``.
+    While the thread's resumes in a row are fewer, and the thread is neither stopped nor
+    terminated, the settlement leaves the run's top-level tool calls open, its approvals
+    as they are and a child's session result undelivered, and counts one resume
+    (``Store.settle_resumable``); else the run is settled for good (with the error
+    ``ResumesExhausted`` when the count was reached) and the count goes back to 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What ``Store.settle_resumable`` committed: its events, and the number of the
+    resume it counted (1 for the first in a row), 0 when the run was settled for good."""
+
+    events: list[StoredEvent]
+    resume: int = 0
 
 
 LOST_TAIL_EVENTS = 16

@@ -18,7 +18,7 @@ from typing import Any
 from threadloom.define.tool import ToolResult
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.request_head import Heads
-from threadloom.engine.run import ending, results
+from threadloom.engine.run import ending
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
@@ -174,6 +174,7 @@ class RunManager:
         keep_status: bool = False,
         spawn: bool = True,
         only_parked: bool = False,
+        resume: bool = False,
     ) -> Run | None:
         """Start a run if none is active and there is work (or ``force``: a continue);
         ``spawn=False``: the caller's task runs it (``run.execute()``).
@@ -191,7 +192,8 @@ class RunManager:
                 if keep_status
                 else ThreadStatus(state="running", since=self.hub.clock(), reason=None)
             )
-            deliver = not self.create_hooks_registered()
+            # a resumed run answers the lost run's calls before it delivers (spec 16 §16.4)
+            deliver = not resume and not self.create_hooks_registered()
             async with self.hub.lock(thread_id):
                 begun = await self.hub.store.begin_run(
                     thread_id,
@@ -207,11 +209,16 @@ class RunManager:
                 if deliver and not begun.parked:
                     self.hub.note_queue_empty(thread_id)
             return self._launch(
-                begun, side, delivered if deliver and not begun.parked else None, spawn
+                begun, side, delivered if deliver and not begun.parked else None, spawn, resume
             )
 
     def _launch(
-        self, begun: RunBegin, side: str, delivered: list[Message] | None, spawn: bool
+        self,
+        begun: RunBegin,
+        side: str,
+        delivered: list[Message] | None,
+        spawn: bool,
+        resumed: bool = False,
     ) -> Run:
         """Register the run that ``begin_run`` started (inside the start gate)."""
         row = begun.row
@@ -220,6 +227,7 @@ class RunManager:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
         run.parked = begun.parked
+        run.resumed = resumed
         run.started_at = row.status.since
         run.event_seq = row.event_seq
         self.active[row.id] = run
@@ -309,9 +317,16 @@ class RunManager:
 
     async def settle_lost(
         self, thread_id: str, reason: str = "execution_lost"
-    ) -> tuple[Any, results.Prepared | None] | None:
+    ) -> ending.Lost | None:
         """Settle the thread's run when no live node runs it (spec 12 §12.6.3)."""
         return await ending.settle_lost(self, thread_id, reason)
+
+    async def resume(self, thread_id: str) -> bool:
+        """Start the run that resumes a lost run (spec 16 §16.4) — after its settlement,
+        once every lost run found with it is settled; ``True`` when it started here."""
+        if not self.runs_threads:
+            return False
+        return await self.start(thread_id, force=True, resume=True) is not None
 
     def lease_lost(self, run: Run) -> None:
         """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3)."""

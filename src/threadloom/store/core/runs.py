@@ -22,6 +22,7 @@ from threadloom.store.base import (
     ParentDelivery,
     RunBegin,
     RunEnd,
+    Settled,
     Settlement,
     StoredEvent,
     ThreadRow,
@@ -268,10 +269,16 @@ def _complete_logs(tx: Tx, settlement: Settlement) -> None:
         tx.event("log", lid)
 
 
-def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -> None:
+def _answer_open_calls(
+    tx: Tx, settlement: Settlement, since: int, start: int, nested_only: bool = False
+) -> None:
+    """Answer the run's unanswered tool calls with ``settlement.tool_result_text``;
+    ``nested_only``: only those of nested prompts (a resumed run answers the top-level
+    ones, spec 16 §16.3)."""
     rows = tx.conn.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE rid > ? AND rid < ?"
-        " AND tool_calls IS NOT NULL AND created_at >= ? ORDER BY rid",
+        " AND tool_calls IS NOT NULL AND created_at >= ?"
+        f"{' AND depth > 0' if nested_only else ''} ORDER BY rid",
         (start, tx.key_range()[1], since),
     ).fetchall()
     for row in rows:
@@ -304,34 +311,74 @@ def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -
 def settle_run(
     conn: Conn, clock: Clock, thread_id: str, settlement: Settlement
 ) -> list[StoredEvent]:
+    return _settle(conn, clock, thread_id, settlement).events
+
+
+def settle_resumable(conn: Conn, clock: Clock, thread_id: str, settlement: Settlement) -> Settled:
+    """``settle_run`` with the resume rules of spec 16 §16.3 (``settlement.resume_limit``)."""
+    return _settle(conn, clock, thread_id, settlement)
+
+
+def clear_resumes(conn: Conn, clock: Clock, thread_id: str) -> None:
+    conn.execute("UPDATE threads SET resumes = 0 WHERE id = ? AND resumes <> 0", (thread_id,))
+
+
+def _resume_count(tx: Tx, settlement: Settlement) -> tuple[int, StatusError | None]:
+    """Inside a settlement: the number of the resume this lost run gets (0: none), and
+    the status error of a run settled for good because the resumes ran out. Writes the
+    thread's new count."""
+    limit = settlement.resume_limit
+    if limit is None:
+        return 0, None
+    found = tx.conn.execute("SELECT resumes FROM threads WHERE id = ?", (tx.thread_id,)).fetchone()
+    done = int(found[0]) if found is not None else 0
+    if tx.stopped or tx.terminated is not None:
+        resume, error = 0, None
+    elif done < limit:
+        resume, error = done + 1, None
+    else:
+        resume = 0
+        error = StatusError(
+            type="ResumesExhausted",
+            message=f"The run was lost again after {done} resumes in a row"
+            f" (max_resumes {limit}): it is not resumed",
+        )
+    if resume != done:
+        tx.conn.execute("UPDATE threads SET resumes = ? WHERE id = ?", (resume, tx.thread_id))
+    return resume, error
+
+
+def _settle(conn: Conn, clock: Clock, thread_id: str, settlement: Settlement) -> Settled:
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
-        return []
+        return Settled([])
     if settlement.take_over and tx.sql.leases:  # a lost run: only if no live node runs it
         node_id = tx.conn.node_id
         if node_id is None or (tx.lease_live and tx.lease_node != node_id):
-            return []
+            return Settled([])
         tx.acquire(node_id)
     if settlement.skip_events and tx.sql.lost_tails:
         tx.event_seq += settlement.skip_events
         conn.execute(
             "UPDATE threads SET events_pruned_through = ? WHERE id = ?", (tx.event_seq, thread_id)
         )
+    resume, exhausted = _resume_count(tx, settlement)
     since = int(tx.status_since if settlement.since is None else settlement.since)
     start = _run_start(tx, since)
     _fail_pending(tx, settlement, start)
     if settlement.logs_first:
         _complete_logs(tx, settlement)
-        _answer_open_calls(tx, settlement, since, start)
+        _answer_open_calls(tx, settlement, since, start, nested_only=resume > 0)
     else:
-        _answer_open_calls(tx, settlement, since, start)
+        _answer_open_calls(tx, settlement, since, start, nested_only=resume > 0)
         _complete_logs(tx, settlement)
-    approvals.close_in(
-        tx,
-        cancel=settlement.reason is not None,
-        reason=settlement.reason or "interrupted",
-        lost_text=settlement.tool_result_text,
-    )
+    if not resume:  # a resumed run takes its approvals and started calls as they are
+        approvals.close_in(
+            tx,
+            cancel=settlement.reason is not None,
+            reason=settlement.reason or "interrupted",
+            lost_text=settlement.tool_result_text,
+        )
     if settlement.note is not None:
         metadata = {"status_kind": settlement.note_status_kind}
         note = insert_in_tx(
@@ -345,12 +392,13 @@ def settle_run(
         )
         tx.event("message", note.id)
     if settlement.reason is not None:
-        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now, settlement.error))
+        error = exhausted or settlement.error
+        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now, error))
         tx.release()  # an interrupted run (no reason) is started again by the same node
     events = tx.flush()
-    if settlement.delivery is not None:
+    if settlement.delivery is not None and not resume:  # a resumed child's session goes on
         events += deliver_to_parent(conn, clock, settlement.delivery)
-    return events
+    return Settled(events, resume)
 
 
 def deliver_to_parent(conn: Conn, clock: Clock, delivery: ParentDelivery) -> list[StoredEvent]:

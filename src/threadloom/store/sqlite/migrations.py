@@ -603,4 +603,15 @@ CREATE TABLE tool_ledger (
 );
 """,
     ),
+    (
+        15,
+        "the resumes of a thread's lost runs",
+        # Spec 16: an agent with on_lost="resume" has its lost run settled and resumed
+        # from the stored history, at most max_resumes times in a row. The count is kept
+        # with the thread (a crash loop outlives every process), raised by each resuming
+        # settlement and cleared when a resumed run ends or a lost one is settled for good.
+        """
+ALTER TABLE threads ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
+""",
+    ),
 ]
