@@ -227,7 +227,7 @@ class RunManager:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
         run.parked = begun.parked
-        run.resumed = resumed
+        run.resumed = run.resuming = resumed
         run.started_at = row.status.since
         run.event_seq = row.event_seq
         self.active[row.id] = run
