@@ -389,6 +389,32 @@ async def test_c16_009_a_resumed_run_that_ends_clears_the_count(crash: Crash, re
     assert rt.bus.seen(tid) == RESUMED
 
 
+async def test_c16_012_a_live_nodes_sweeper_resumes_the_run(
+    crash: Crash, restart: Any, backend: str
+) -> None:
+    """C16-012 (PostgreSQL, spec 12 §12.6): a node is live while another is killed during
+    a non-idempotent tool → its sweeper settles the lost run once the dead node's TTL has
+    passed and resumes it there, as start-up recovery does: the finished call not run
+    again, the running one answered ``Interrupted``, the model asked, statuses streamed."""
+    if backend != "postgresql":
+        pytest.skip("the sweeper runs where several nodes share the store")
+    rt = await restart([Reply.text("checked")])
+    tid = (await crash.child("tool"))["thread_id"]
+    state = await rt.runtime.thread(tid)
+    async with asyncio.timeout(20):  # settled, resumed, ended: polled (no fixed sleep)
+        while (await state.status()).reason != "stop_on_response":
+            await asyncio.sleep(0.05)
+    rows = await _messages(rt.runtime, tid)
+    assert rows[2:] == [
+        ("tool", "completed", "charged 1"),
+        ("tool", "completed", INTERRUPTED),
+        ("assistant", "completed", "checked"),
+    ]
+    assert crash.effect_lines() == ["charge 1", "charge 2"]
+    assert len(rt.provider.requests) == 1
+    assert rt.bus.seen(tid)[-3:] == RESUMED
+
+
 # -- the default, and the definition ---------------------------------------------------
 
 
