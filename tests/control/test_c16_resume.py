@@ -17,7 +17,7 @@ import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,17 @@ from pg_support import NODE_TTL_S
 from threadloom import Agent, Runtime, Side
 from threadloom.providers.script import Reply
 from threadloom.providers.scripted import ScriptedProvider
-from threadloom.records import ApprovalDecision
+from threadloom.records import (
+    ApprovalDecision,
+    Message,
+    ThreadStatus,
+    ToolCall,
+    ToolCallFunction,
+    encode_tool_calls,
+    new_id,
+)
 from threadloom.store import open_store
+from threadloom.store.base import LOST_RUN
 from threadloom.thread import hub as hub_module
 from threadloom.thread.events import EventBus
 
@@ -413,6 +422,64 @@ async def test_c16_012_a_live_nodes_sweeper_resumes_the_run(
     assert crash.effect_lines() == ["charge 1", "charge 2"]
     assert len(rt.provider.requests) == 1
     assert rt.bus.seen(tid)[-3:] == RESUMED
+
+
+async def _settled_to_resume(store: Any, tid: str) -> None:
+    """What a process leaves when it settled a lost run to be resumed and stopped before
+    it started the resumed run: a model message with an open ``charge`` call whose start
+    is recorded, then the resumable settlement."""
+    await store.set_status(tid, ThreadStatus(state="running", since=store.clock(), reason=None))
+    call = ToolCall(id="call_open", function=ToolCallFunction(name="charge", arguments="{}"))
+    message = Message(
+        id=new_id(), role="assistant", tool_calls=encode_tool_calls([call]), prompt="P"
+    )
+    await store.insert_message(tid, message)
+    await store.record_tool_starts(tid, message.id, [call])
+    settled = await store.settle_resumable(tid, replace(LOST_RUN, resume_limit=3))
+    assert settled.resume == 1
+
+
+async def test_c16_013_a_resume_not_started_is_started_at_the_next_start_up(
+    crash: Crash, restart: Any
+) -> None:
+    """C16-013: a process settled a lost run to be resumed and stopped before it started
+    the resumed run (the status is ``failed``, not ``running``) → the next start-up finds
+    it (``Store.pending_resumes``) and resumes it: the started call ``Interrupted``, the
+    model asked."""
+    first = await restart([])
+    tid = (await first.runtime.create_thread("chat")).thread_id
+    await first.runtime.send_message(tid, "go")
+    await first.runtime.wait_idle(tid, timeout=5)  # the script is empty: a failed run
+    await _settled_to_resume(first.runtime.store, tid)
+    await first.runtime.close(drain=0)
+    rt = await restart([Reply.text("retried")])
+    assert await _settled(rt.runtime, tid) == ("idle", "stop_on_response")
+    rows = await _messages(rt.runtime, tid)
+    assert rows[-2:] == [("tool", "completed", INTERRUPTED), ("assistant", "completed", "retried")]
+    assert rt.bus.seen(tid) == [("running", None), ("idle", "stop_on_response")]
+    assert await rt.runtime.store.pending_resumes() == []
+
+
+async def test_c16_014_a_send_that_comes_first_starts_the_resumed_run(
+    crash: Crash, restart: Any
+) -> None:
+    """C16-014: any start of a thread whose lost run waits to be resumed is the resumed
+    run: a send that comes before it answers the open call first, then delivers the sent
+    message, then asks the model (the tool result follows its call in the context)."""
+    rt = await restart([Reply.text("hello")])
+    tid = (await rt.runtime.create_thread("chat")).thread_id
+    await _settled_to_resume(rt.runtime.store, tid)
+    await rt.runtime.send_message(tid, "are you there?")
+    assert await _settled(rt.runtime, tid) == ("idle", "stop_on_response")
+    rows = await _messages(rt.runtime, tid)
+    assert [(r[0], r[2]) for r in rows[1:]] == [
+        ("tool", INTERRUPTED),
+        ("user", "are you there?"),
+        ("assistant", "hello"),
+    ]
+    (request,) = rt.provider.requests
+    assert [m.role for m in request.messages] == ["system", "assistant", "tool", "user"]
+    assert await rt.runtime.store.pending_resumes() == []
 
 
 # -- the default, and the definition ---------------------------------------------------

@@ -255,6 +255,12 @@ class Store(FileStore, AccountStore, Protocol):
         approvals): tool call id → ``started_at``."""
         ...
 
+    async def pending_resumes(self, limit: int = 1000) -> list[str]:
+        """Threads whose lost run was settled to be resumed and that no run started since
+        (spec 16 §16.4): ``failed``/``execution_lost`` with resumes counted, neither
+        stopped nor terminated, no lease held."""
+        ...
+
     async def clear_resumes(self, thread_id: str) -> None:
         """Set the thread's count of resumes in a row back to 0 (a resumed run ended)."""
         ...
@@ -285,10 +291,12 @@ class Store(FileStore, AccountStore, Protocol):
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
         only_parked: bool = False,
+        only_resumed: bool = False,
     ) -> RunBegin | None:
         """The start of a run (spec 04 §4.7.3) in one transaction: ``None``, writing
         nothing, when the thread is gone or terminated, when ``only_parked`` and its status
-        reason is not ``awaiting_approval`` (spec 14 §14.4), when (unless ``force``) it is
+        reason is not ``awaiting_approval`` (spec 14 §14.4), when ``only_resumed`` and no
+        lost run of it waits to be resumed (spec 16 §16.4), when (unless ``force``) it is
         stopped or has no waiting entry, or when ``runnable`` (called with the thread's
         agent id inside the transaction; it must not do I/O) refuses it. Otherwise writes
         ``status`` (unless None) and, with ``deliver``, delivers every waiting entry in

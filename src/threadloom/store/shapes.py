@@ -205,6 +205,15 @@ class RunBegin:
     parked: bool = False
     """Whether the thread was parked for approval (its status reason before this run was
     ``awaiting_approval``, spec 14 §14.4): the run reads the ledger before anything else."""
+    resumed: bool = False
+    """Whether the run resumes a lost run (spec 16 §16.4): the status before it was
+    ``failed``/``execution_lost`` with resumes counted; it answers the lost run's open
+    calls before anything else, and keeps the queue for its first step."""
+
+    @property
+    def holds_queue(self) -> bool:
+        """Whether the run keeps the queue until its open calls are answered."""
+        return self.parked or self.resumed
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,7 @@ class RunManager:
         keep_status: bool = False,
         spawn: bool = True,
         only_parked: bool = False,
-        resume: bool = False,
+        only_resumed: bool = False,
     ) -> Run | None:
         """Start a run if none is active and there is work (or ``force``: a continue);
         ``spawn=False``: the caller's task runs it (``run.execute()``).
@@ -192,8 +192,7 @@ class RunManager:
                 if keep_status
                 else ThreadStatus(state="running", since=self.hub.clock(), reason=None)
             )
-            # a resumed run answers the lost run's calls before it delivers (spec 16 §16.4)
-            deliver = not resume and not self.create_hooks_registered()
+            deliver = not self.create_hooks_registered()
             async with self.hub.lock(thread_id):
                 begun = await self.hub.store.begin_run(
                     thread_id,
@@ -202,23 +201,19 @@ class RunManager:
                     deliver=deliver,
                     runnable=self._runnable,
                     only_parked=only_parked,
+                    only_resumed=only_resumed,
                 )
                 if begun is None:
                     return None
                 delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
-                if deliver and not begun.parked:
+                if deliver and not begun.holds_queue:
                     self.hub.note_queue_empty(thread_id)
             return self._launch(
-                begun, side, delivered if deliver and not begun.parked else None, spawn, resume
+                begun, side, delivered if deliver and not begun.holds_queue else None, spawn
             )
 
     def _launch(
-        self,
-        begun: RunBegin,
-        side: str,
-        delivered: list[Message] | None,
-        spawn: bool,
-        resumed: bool = False,
+        self, begun: RunBegin, side: str, delivered: list[Message] | None, spawn: bool
     ) -> Run:
         """Register the run that ``begin_run`` started (inside the start gate)."""
         row = begun.row
@@ -227,7 +222,7 @@ class RunManager:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
         run.parked = begun.parked
-        run.resumed = run.resuming = resumed
+        run.resumed = run.resuming = begun.resumed
         run.started_at = row.status.since
         run.event_seq = row.event_seq
         self.active[row.id] = run
@@ -323,10 +318,12 @@ class RunManager:
 
     async def resume(self, thread_id: str) -> bool:
         """Start the run that resumes a lost run (spec 16 §16.4) — after its settlement,
-        once every lost run found with it is settled; ``True`` when it started here."""
+        once every lost run found with it is settled; ``True`` when it started here. Any
+        start of such a thread is its resumed run (``RunBegin.resumed``): a send that
+        came first starts it, and this one then finds nothing to start."""
         if not self.runs_threads:
             return False
-        return await self.start(thread_id, force=True, resume=True) is not None
+        return await self.start(thread_id, force=True, only_resumed=True) is not None
 
     def lease_lost(self, run: Run) -> None:
         """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3)."""
@@ -495,10 +492,10 @@ class RunManager:
                     delivered = await self.publish_delivery(
                         thread_id, begun.events, begun.delivered
                     )
-                    if not begun.parked:
+                    if not begun.holds_queue:
                         hub.note_queue_empty(thread_id)
             if begun is not None:
-                self._launch(begun, "a", None if begun.parked else delivered, spawn=True)
+                self._launch(begun, "a", None if begun.holds_queue else delivered, spawn=True)
         if begun is None:
             hub.signal_work(thread_id)
         return view

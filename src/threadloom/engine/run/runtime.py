@@ -265,9 +265,13 @@ class Runtime:
         # that the settlement of the parent's own lost run would then fail
         for lost in delivered:
             await results.finish(self.runs, lost.row, lost.prepared)
-        for lost in delivered:  # the runs of agents that resume (spec 16 §16.4)
-            if lost.resume:
-                await self.runs.resume(lost.row.id)
+        # the runs of agents that resume (spec 16 §16.4), and those a process settled to
+        # be resumed but stopped before it started them
+        resumes = [lost.row.id for lost in delivered if lost.resume]
+        if self.runs.runs_threads:
+            resumes += [t for t in await self.store.pending_resumes() if t not in resumes]
+        for thread_id in resumes:
+            await self.runs.resume(thread_id)
         return settled
 
     async def _node_step(self, step: Callable[[], Awaitable[None]], what: str) -> None:

@@ -377,6 +377,9 @@ class TxStore:
     async def tool_starts(self, thread_id: str) -> dict[str, int]:
         return await self._read(ledger.tool_starts, thread_id)
 
+    async def pending_resumes(self, limit: int = 1000) -> list[str]:
+        return await self._read(runs.pending_resumes, limit)
+
     async def clear_resumes(self, thread_id: str) -> None:
         await self._write(runs.clear_resumes, thread_id)
 
@@ -402,9 +405,10 @@ class TxStore:
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
         only_parked: bool = False,
+        only_resumed: bool = False,
     ) -> RunBegin | None:
         return await self._write(
-            runs.begin_run, thread_id, status, force, deliver, runnable, only_parked
+            runs.begin_run, thread_id, status, force, deliver, runnable, only_parked, only_resumed
         )
 
     async def enqueue_and_begin_run(

@@ -73,6 +73,13 @@ class _Started(NamedTuple):
     """The lease the run took (where threads carry leases)."""
     parked: bool
     """The status before the start was ``awaiting_approval`` (``RunBegin.parked``)."""
+    resumed: bool = False
+    """The run resumes a lost run (``RunBegin.resumed``, spec 16 §16.4)."""
+
+    @property
+    def holds_queue(self) -> bool:
+        """The run answers open calls before it delivers the queue."""
+        return self.parked or self.resumed
 
 
 def _may_run_here(tx: Tx) -> bool:
@@ -106,9 +113,30 @@ def _begin_in(
         lease = tx.acquire(node_id)
     activity = tx.activity
     parked = tx.status_reason == "awaiting_approval"
+    resumed = tx.status_reason == "execution_lost" and _resume_pending(tx)
     if status is not None:
         write_status(tx, status)
-    return _Started(activity, lease, parked)
+    return _Started(activity, lease, parked, resumed)
+
+
+def _resume_pending(tx: Tx) -> bool:
+    """Whether the thread's lost run was settled to be resumed and no run started since
+    (spec 16 §16.4): read only after a lost run (``execution_lost``), never on a turn."""
+    found = tx.conn.execute("SELECT resumes FROM threads WHERE id = ?", (tx.thread_id,)).fetchone()
+    return found is not None and int(found[0]) > 0
+
+
+def pending_resumes(conn: Conn, limit: int) -> list[str]:
+    """Threads whose lost run was settled to be resumed and that no run started since
+    (``threads_resumes``, a partial index, finds them): ``failed``/``execution_lost``
+    with resumes counted, neither stopped nor terminated, no live node holding it."""
+    rows = conn.execute(
+        "SELECT id FROM threads t WHERE t.resumes > 0 AND t.status_state = 'failed'"
+        " AND t.status_reason = 'execution_lost' AND t.stopped = 0 AND t.terminated IS NULL"
+        f" AND {conn.sql.unowned('t')} ORDER BY t.tnum LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def begin_run(
@@ -120,25 +148,37 @@ def begin_run(
     deliver: bool,
     runnable: Callable[[str], bool] | None,
     only_parked: bool = False,
+    only_resumed: bool = False,
 ) -> RunBegin | None:
     """The start gate's check, the ``running`` status and the first delivery, together;
-    ``only_parked``: only a thread parked for approval starts (spec 14 §14.4)."""
+    ``only_parked``: only a thread parked for approval starts (spec 14 §14.4);
+    ``only_resumed``: only a thread whose lost run waits to be resumed (spec 16 §16.4)."""
     try:
         tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
     except ThreadNotFound:
         return None
     if only_parked and (tx.status_reason != "awaiting_approval" or tx.status_state == "running"):
         return None
-    started = _begin_in(tx, status, force, runnable)
-    if started is None:
+    if only_resumed and (tx.status_reason != "execution_lost" or tx.status_state == "running"):
         return None
-    # a thread parked for approval keeps its queue: the decided calls' results come first
-    delivered = _deliver_waiting(tx) if deliver and not started.parked else []
+    started = _begin_in(tx, status, force, runnable)
+    if started is None or (only_resumed and not started.resumed):
+        return None  # (the status is written by the commit only: nothing was)
+    # a thread parked for approval, or resumed, keeps its queue: the open calls' results
+    # come first
+    delivered = _deliver_waiting(tx) if deliver and not started.holds_queue else []
     if not tx.events and started.lease is None:
-        return RunBegin(tx.thread_row(started.activity), [], [], parked=started.parked)
+        return RunBegin(
+            tx.thread_row(started.activity),
+            [],
+            [],
+            parked=started.parked,
+            resumed=started.resumed,
+        )
     events = tx.flush()
     row = tx.thread_row(started.activity)
-    return RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
+    delivered_messages = [m for m, _ in delivered]
+    return RunBegin(row, delivered_messages, events, started.lease, started.parked, started.resumed)
 
 
 def enqueue_and_begin_run(
@@ -161,12 +201,12 @@ def enqueue_and_begin_run(
     tx.renew_clock()  # the run starts after the send, as when they were two writes
     mark = len(tx.events)
     started = _begin_in(tx, status, False, runnable)
-    if started is None or was_waiting or started.parked:
+    if started is None or was_waiting or started.holds_queue:
         insert_entry(tx, stored, qseq)
     if started is None:
         tx.flush()
         return stored, event, None
-    if started.parked:  # delivered after the decided calls' results (spec 14 §14.4)
+    if started.holds_queue:  # delivered after the open calls' results (spec 14, 16)
         delivered = []
     elif was_waiting:
         delivered = _deliver_waiting(tx)
@@ -175,7 +215,9 @@ def enqueue_and_begin_run(
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
     row = tx.thread_row(started.activity)
-    begun = RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
+    begun = RunBegin(
+        row, [m for m, _ in delivered], events, started.lease, started.parked, started.resumed
+    )
     return stored, event, begun
 
 

@@ -370,6 +370,7 @@ CREATE TABLE tool_ledger (
 
 _V5 = """
 ALTER TABLE threads ADD COLUMN resumes BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX threads_resumes ON threads(resumes) WHERE resumes > 0;
 """
 """The resumes in a row of a thread's lost runs (spec 16 §16.5; SQLite's migration 15)."""
 
