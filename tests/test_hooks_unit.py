@@ -78,7 +78,7 @@ def recording_runner(**kw: Any) -> tuple[HookRunner, list[Failure]]:
 
 
 def test_hook_names_catalogue() -> None:
-    assert len(HOOK_NAMES) == 14
+    assert len(HOOK_NAMES) == 15
     assert EVENT_HOOK_NAMES | TRANSFORM_HOOK_NAMES == HOOK_NAMES
     assert not EVENT_HOOK_NAMES & TRANSFORM_HOOK_NAMES
     assert "after_create_message" in EVENT_HOOK_NAMES

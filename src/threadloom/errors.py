@@ -98,6 +98,11 @@ class ApprovalNotFound(ThreadloomError, LookupError):
         self.tool_call_id = tool_call_id
 
 
+class ApprovalForbidden(ThreadloomError):
+    """A ``before_decide_approval`` hook refused the decision (spec 14 §14.3 rule 6):
+    nothing was changed."""
+
+
 class ApprovalConflict(ThreadloomError):
     """A decision that cannot apply (spec 14 §14.3): the approval was decided or cancelled
     already, the arguments it names are not the ones shown, or the thread is terminated.

@@ -12,6 +12,7 @@ import pytest
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
+from threadloom.define.hook import hook_definition_of
 from threadloom.providers.scripted import ScriptedProvider
 
 EFFECTS: dict[str, Path] = {}
@@ -67,7 +68,10 @@ async def make_bench(db_url: str, tmp_path: Path) -> AsyncIterator[Callable[...,
     effects = tmp_path / "effects.txt"
     EFFECTS["file"] = effects
 
-    async def make(script: Sequence[Any] | Any = None, **prompt: Any) -> Bench:
+    async def make(
+        script: Sequence[Any] | Any = None, *, hooks: Sequence[Any] = (), **prompt: Any
+    ) -> Bench:
+        """``hooks``: hook definitions the agent lists (by id)."""
         provider = ScriptedProvider(script)
         defs = Definitions().add(
             Model(name="M", provider=provider, model="scripted-1"),
@@ -84,7 +88,9 @@ async def make_bench(db_url: str, tmp_path: Path) -> AsyncIterator[Callable[...,
                 name="chat",
                 side_a=Side(prompt="P", label="Agent"),
                 side_b=Side(label="Customer"),
+                hooks=tuple(hook_definition_of(h).id for h in hooks),  # type: ignore[union-attr]
             ),
+            *hooks,
             pay,
             transfer,
             lookup,

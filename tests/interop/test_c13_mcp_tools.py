@@ -362,3 +362,30 @@ def test_c13_048_the_cli_reports_a_server_that_cannot_start_in_one_line(
         '  tools/servers.py: MCP server "calc" could not start: FileNotFoundError'
     ), output
     assert "Uvicorn running" not in output and "web UI" not in output, output
+
+
+async def test_c14_022_an_mcp_servers_tool_can_need_approval(db_url: str) -> None:
+    """C14-022: ``MCPServer(requires_approval=("add",))`` → a call of ``add`` parks the run
+    (nothing sent to the server) while ``greet`` of the same response runs at once; the
+    approve runs ``add`` on the server once and the model gets its result."""
+    model = calls_then_text(Call("greet", {"name": "Ada"}), Call("add", {"a": 2, "b": 3}))
+    server = stdio(requires_approval=("add",))
+    runtime = await Runtime.open(db_url, definitions=agent_defs(server, ["calc"], model))
+    try:
+        state = await runtime.create_thread("calc_agent")
+        await runtime.send_message(state.thread_id, "go")
+        await runtime.wait_idle(state.thread_id, 30)
+        assert (await state.status()).reason == "awaiting_approval"
+        [pending] = await state.get_approvals()
+        assert (pending.tool, pending.arguments) == ("add", {"a": 2, "b": 3})
+        page = await state.get_messages(limit=100, order="asc")
+        assert [m.content for m in page.messages if m.role == "tool"] == ["Hello, Ada!"]
+        await state.decide_approval(
+            pending.tool_call_id, approve=True, arguments_hash=pending.arguments_hash
+        )
+        await runtime.wait_idle(state.thread_id, 30)
+        page = await state.get_messages(limit=100, order="asc")
+    finally:
+        await runtime.close()
+    assert [m.content for m in page.messages if m.role == "tool"] == ["Hello, Ada!", "5"]
+    assert page.messages[-1].content == "results: Hello, Ada! | 5"

@@ -29,6 +29,7 @@ from threadloom.thread.events import Subscription
 REASON_WORDS: Mapping[str, str | None] = {
     "stop_on_response": None,
     "awaiting_human": None,
+    "awaiting_approval": "a tool call waits for approval (the web UI, the API or the client)",
     "stop_tool": None,
     "session_stop": "the session ended",
     "session_fail": "the session ended without success",

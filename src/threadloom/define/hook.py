@@ -18,7 +18,7 @@ from threadloom.errors import HookIdConflict, UnknownHookError
 
 HookKind = Literal["event", "transform"]
 
-#: The fourteen thread hook names (§3.1) and whether each is an event or a transform.
+#: The fifteen thread hook names (§3.1) and whether each is an event or a transform.
 HOOK_KINDS: Final[Mapping[str, HookKind]] = MappingProxyType(
     {
         "after_thread_created": "event",
@@ -35,6 +35,7 @@ HOOK_KINDS: Final[Mapping[str, HookKind]] = MappingProxyType(
         "after_tool_call_failure": "transform",
         "tool_call_started": "event",
         "tool_call_done": "event",
+        "before_decide_approval": "transform",
     }
 )
 HOOK_NAMES: Final[frozenset[str]] = frozenset(HOOK_KINDS)

@@ -73,6 +73,11 @@ class NodeHost(Protocol):
         result; ``True`` when a run was settled (spec 12 §12.5 rule 4)."""
         ...
 
+    async def resume_parked(self) -> None:
+        """Start the runs of threads parked for approval whose approvals were all decided
+        while no run started (the deciding node died in between, spec 14 §14.4)."""
+        ...
+
     def drop_all(self) -> None:
         """Self-fencing: cancel every run without settling it, start none until
         ``resume``."""

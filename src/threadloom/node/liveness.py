@@ -205,6 +205,7 @@ class Liveness:
         await self._orphans()
         for thread_id in await self.cluster.claimable_queues():
             self.host.wake(thread_id)
+        await self.host.resume_parked()
 
     async def _orphans(self) -> None:
         """Settle the runs the store says this node runs while no execution here does

@@ -23,6 +23,7 @@ from threadloom.server.auth.principal import Credentials
 from threadloom.server.deps import ServerContext
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.routes import (
+    approvals,
     auth,
     catalog,
     control,
@@ -59,7 +60,7 @@ def _build(
     )
     errors.install(app)
     redact.install()
-    routers = (threads, messages, control, records, files, catalog)
+    routers = (threads, messages, control, approvals, records, files, catalog)
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)

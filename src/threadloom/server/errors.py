@@ -85,6 +85,12 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(409, "message_generating", "Message is being generated")
     if isinstance(exc, E.ThreadTerminated):
         return ApiError(423, "thread_terminated", message, extra={"terminated": exc.terminated_at})
+    if isinstance(exc, E.ApprovalNotFound):
+        return ApiError(404, "approval_not_found", message)
+    if isinstance(exc, E.ApprovalForbidden):
+        return ApiError(403, "approval_forbidden", message)
+    if isinstance(exc, E.ApprovalConflict):
+        return ApiError(409, "approval_conflict", message, extra={"state": exc.state})
     if isinstance(exc, E.ThreadBusy):
         return ApiError(409, "thread_running", message)
     if isinstance(exc, E.FileTooLarge):

@@ -220,6 +220,11 @@ class Store(FileStore, AccountStore, Protocol):
         nothing (spec 14 §14.3)."""
         ...
 
+    async def decided_parked(self, limit: int = 1_000) -> list[str]:
+        """Threads parked for approval with no approval pending any more (their run did
+        not start: a restart or a dead node in between, spec 14 §14.4)."""
+        ...
+
     async def consume_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
         """Record the start of an approved call that has not started (consuming its
         approval); ``None`` when it is not one (the tool must not run)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from threadloom.errors import InvalidArgument
+from threadloom.errors import ApprovalForbidden, InvalidArgument
 from threadloom.records import Approval, ApprovalDecision
 
 if TYPE_CHECKING:
@@ -36,15 +36,37 @@ def _check_arguments(state: ThreadState, tool: str, arguments: Any) -> None:
         raise InvalidArgument(f"arguments: {exc}") from None
 
 
+async def _authorize(state: ThreadState, shown: Approval, decision: ApprovalDecision) -> None:
+    """The ``before_decide_approval`` hooks may refuse a decision (spec 14 §14.3 rule 6):
+    one that answers ``False`` — or fails: a hook that cannot say yes says no — refuses
+    it with ``ApprovalForbidden``."""
+    hooks = state.hub.resolve_hooks(
+        "before_decide_approval", state.agent_id, state.prompt_name, state.prompt_hooks
+    )
+    for hook, context in hooks:
+        try:
+            answer = await state.hub.hooks.call(
+                hook, context, state, shown.model_copy(), decision.model_copy()
+            )
+        except Exception as exc:
+            await state.hub.hooks.record_failure(state, hook, context, exc)
+            raise ApprovalForbidden(
+                f"The decision was refused: hook {hook.id} failed ({type(exc).__name__})"
+            ) from None
+        if answer is False:
+            raise ApprovalForbidden(f"The decision was refused by hook {hook.id}")
+
+
 async def decide(state: ThreadState, tool_call_id: str, decision: ApprovalDecision) -> Approval:
     """Record ``decision`` on the pending approval of ``tool_call_id``; the run goes on
     once none is pending. Refusals change nothing: ``ApprovalNotFound``,
     ``ApprovalConflict``, ``InvalidArgument``."""
     hub, tid = state.hub, state.thread_id
-    if decision.arguments is not None:
-        shown = await hub.store.get_approval(tid, tool_call_id)
-        if shown is not None:
+    shown = await hub.store.get_approval(tid, tool_call_id)
+    if shown is not None:
+        if decision.arguments is not None:
             _check_arguments(state, shown.tool, decision.arguments)
+        await _authorize(state, shown, decision)
     async with hub.lock(tid):
         decided = await hub.store.decide_approval(tid, tool_call_id, decision)
         await hub.publish_events(decided.events)

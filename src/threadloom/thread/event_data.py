@@ -80,4 +80,7 @@ async def event_data(
         return {"entry": registry_wire(found) if found else None}
     if event.kind == "subagent_removed":
         return {"reference": entity}
+    if event.kind == "approval":
+        approval = await store.get_approval(tid, entity)
+        return {"approval": approval.to_wire() if approval else None, "tool_call_id": entity}
     return dict(event.payload or {})

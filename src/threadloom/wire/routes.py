@@ -18,7 +18,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom.records import AttachmentRef, CostReport, FileStats
-from threadloom.wire import agui, auth, catalog, control, files, logs, messages, stream, threads
+from threadloom.wire import (
+    agui,
+    approvals,
+    auth,
+    catalog,
+    control,
+    files,
+    logs,
+    messages,
+    stream,
+    threads,
+)
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -118,6 +129,16 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "terminate_thread": Operation(
         "POST", f"{T}/terminate", {200: control.Terminated}, (*THREAD, *BODY), body=control.Cascade
+    ),
+    # tool-call approvals (spec 14 §14.3)
+    "list_approvals": Operation("GET", f"{T}/approvals", {200: approvals.ApprovalList}, THREAD),
+    "decide_approval": Operation(
+        "POST",
+        f"{T}/approvals/{{tool_call_id}}",
+        {200: approvals.ApprovalDecided},
+        (*THREAD, *BODY, 409),
+        body=approvals.DecideApproval,
+        body_required=True,
     ),
     # logs, cost, subagents (§8.6, §8.7, §8.9)
     "list_logs": Operation(

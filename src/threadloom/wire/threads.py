@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from threadloom.errors import ThreadloomError
 from threadloom.records import ThreadStatus, normalize_tool_calls
+from threadloom.wire.approvals import ApprovalItem
 from threadloom.wire.catalog import Backing
 from threadloom.wire.messages import Metadata, Upload, Uploads, message_metadata
 from threadloom.wire.model import Absent, Answer, Body, examples
@@ -677,6 +678,8 @@ class ThreadDetail(Answer):
     stats: ThreadStats
     status: ThreadStatus
     seq: int
+    approvals: list[ApprovalItem] = Field(default_factory=list)
+    """The pending approvals of a thread parked for them (spec 14 §14.3)."""
 
 
 class ThreadUpdated(Answer):

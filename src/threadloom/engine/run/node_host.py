@@ -51,6 +51,9 @@ class EngineHost:
             await self.runs.resume(thread_id)
         return True
 
+    async def resume_parked(self) -> None:
+        await self.runs.resume_parked()
+
     def drop_all(self) -> None:
         self.runs.drop_all()
 

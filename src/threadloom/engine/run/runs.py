@@ -374,6 +374,12 @@ class RunManager:
             return False
         return await self.start(thread_id, force=True, only_parked=True) is not None
 
+    async def resume_parked(self) -> None:
+        """Start the runs of parked threads whose approvals were all decided while no run
+        could start (at start-up, and from a node's sweep)."""
+        for thread_id in await self.hub.store.decided_parked():
+            await self.resume_decided(thread_id)
+
     async def continue_thread(
         self, thread_id: str, side: str = "a", trace_headers: Mapping[str, str] | None = None
     ) -> Run:

@@ -37,7 +37,7 @@ from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
 from threadloom.providers.base import MissingCredential, ProviderRegistry
-from threadloom.records import Message, ThreadRecord, is_uuid, new_id
+from threadloom.records import Approval, Message, ThreadRecord, is_uuid, new_id
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, ThreadPatch, ThreadRow, system_clock_us
 from threadloom.thread.events import EventBus
@@ -224,6 +224,7 @@ class Runtime:
                 await reconcile_registry(hub, parent_id, force=True)
             for thread_id in await cluster.claimable_queues(limit=1_000_000):
                 runtime.runs.wake(thread_id)
+            await runtime.runs.resume_parked()  # decided while no run could start
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
         return runtime
@@ -482,6 +483,32 @@ class Runtime:
         state = await load_state(self.hub, thread_id)
         assert state is not None
         return state
+
+    async def approvals(self, thread_id: str, *, pending_only: bool = False) -> list[Approval]:
+        """The thread's tool-call approvals, oldest first (spec 14 §14.3)."""
+        return await (await self.thread(thread_id)).get_approvals(pending_only=pending_only)
+
+    async def decide_approval(
+        self,
+        thread_id: str,
+        tool_call_id: str,
+        *,
+        approve: bool,
+        arguments_hash: str | None = None,
+        reason: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        decided_by: str | None = None,
+    ) -> Approval:
+        """``ThreadState.decide_approval`` of the thread (spec 14 §14.3)."""
+        state = await self.thread(thread_id)
+        return await state.decide_approval(
+            tool_call_id,
+            approve=approve,
+            arguments_hash=arguments_hash,
+            reason=reason,
+            arguments=arguments,
+            decided_by=decided_by,
+        )
 
     async def get_thread_record(self, thread_id: str) -> ThreadRecord:
         row = await self.store.get_thread(thread_id)

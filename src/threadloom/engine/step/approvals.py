@@ -117,9 +117,6 @@ async def park(env: StepEnv, calls: list[ToolCall]) -> None:
     async with hub.lock(env.state.thread_id):
         events = await env.run.store.request_approvals(env.state.thread_id, approvals)
         await hub.publish_events(events)
-    if env.run.listened:
-        for call in calls:
-            env.run.publish_telemetry("approval_requested", tool=call.function.name, id=call.id)
 
 
 def rejection(approval: Approval) -> ToolResult:

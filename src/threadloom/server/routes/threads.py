@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.registry import Definitions
+from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import InvalidField, StoreUnavailable
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
@@ -17,6 +18,7 @@ from threadloom.server.thread_answers import agent_detail, status_wire, thread_a
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
 from threadloom.thread.files import remove_attachments, write_attachments
+from threadloom.wire.approvals import ApprovalItem
 from threadloom.wire.threads import (
     MAX_DATE_S,
     CreateThread,
@@ -192,6 +194,14 @@ async def owners(request: Request, who: Principal = Depends(deps.principal)) -> 
     ).to_wire()
 
 
+async def pending_approvals(runtime: Runtime, row: ThreadRow) -> list[ApprovalItem]:
+    """A parked thread's pending approvals (spec 14 §14.3); read only when it is parked."""
+    if row.status.reason != "awaiting_approval":
+        return []
+    found = await runtime.store.list_approvals(row.id)
+    return [ApprovalItem.of(a) for a in found if a.state == "pending"]
+
+
 @router.get(THREAD, summary="A thread with its agent, stats and run status")
 async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)) -> dict[str, Any]:
     runtime = deps.runtime(request)
@@ -219,6 +229,7 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
         ),
         status=status_wire(row),  # every key set: answered whole
         seq=row.event_seq,
+        approvals=await pending_approvals(runtime, row),
     ).to_wire()
 
 

@@ -210,6 +210,17 @@ class Framer:
                 "subagent_id": entry.get("id"),
                 "data": entry,
             }
+        if kind == "approval":  # spec 14 §14.3: requested while pending, then decided
+            approval = data.get("approval")
+            if not isinstance(approval, dict):
+                return None
+            pending = approval.get("state") == "pending"
+            return {
+                "type": "approval_requested" if pending else "approval_decided",
+                "seq": seq,
+                "tool_call_id": approval.get("tool_call_id"),
+                "data": approval,
+            }
         if kind == "subagent_removed":
             return {"type": "subagent_removed", "seq": seq, "subagent_id": data.get("reference")}
         if kind in ("event", "file"):

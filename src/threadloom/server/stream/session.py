@@ -272,6 +272,8 @@ def _entity_key(event: StoredEvent) -> tuple[str, str] | None:
         return ("message", entity)
     if event.kind in ("subagent", "subagent_removed"):
         return ("subagent", entity)
+    if event.kind == "approval":
+        return ("approval", entity)
     if event.kind == "status":
         return ("status", "")
     if event.kind == "log":

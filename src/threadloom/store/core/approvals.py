@@ -351,3 +351,15 @@ def cancel_and_answer_in(tx: Tx, reason: str) -> list[Approval]:
         if not _answered(tx.conn, tx.thread_id, approval.tool_call_id):
             _answer(tx, approval, not_run_text(reason))
     return cancelled
+
+
+def decided_parked(conn: Conn, limit: int) -> list[str]:
+    """Threads parked for approval none of whose approvals is pending: a decision
+    committed, the run that goes on did not start (its process died in between)."""
+    rows = conn.execute(
+        "SELECT t.id FROM threads t WHERE t.status_reason = 'awaiting_approval'"
+        " AND NOT EXISTS (SELECT 1 FROM tool_ledger l WHERE l.thread_id = t.id"
+        " AND l.approval = 'pending') ORDER BY t.id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [r[0] for r in rows]

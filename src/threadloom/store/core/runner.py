@@ -355,6 +355,9 @@ class TxStore:
     ) -> Decided:
         return await self._write(ledger.decide_approval, thread_id, tool_call_id, decision)
 
+    async def decided_parked(self, limit: int = 1_000) -> list[str]:
+        return await self._read(ledger.decided_parked, limit)
+
     async def consume_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
         return await self._write(ledger.consume_approval, thread_id, tool_call_id)
 

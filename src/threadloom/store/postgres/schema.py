@@ -365,6 +365,7 @@ CREATE TABLE tool_ledger (
     started_at       BIGINT,
     CONSTRAINT tool_ledger_pkey PRIMARY KEY (thread_id, tool_call_id)
 );
+CREATE INDEX threads_parked ON threads(id) WHERE status_reason = 'awaiting_approval';
 """
 """The tool-call ledger of spec 14: approvals and recorded starts (SQLite's migration 14)."""
 

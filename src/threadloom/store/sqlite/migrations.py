@@ -601,6 +601,7 @@ CREATE TABLE tool_ledger (
     started_at       INTEGER,
     PRIMARY KEY (thread_id, tool_call_id)
 );
+CREATE INDEX threads_parked ON threads(id) WHERE status_reason = 'awaiting_approval';
 """,
     ),
     (

@@ -8,6 +8,7 @@ from threadloom.define import SessionBinding
 echo = Agent(name="echo", side_a=Side(prompt="echo_prompt"), side_b=Side(label="User"))
 slow = Agent(name="slow", side_a=Side(prompt="slow_prompt"), side_b=Side(label="User"))
 gate = Agent(name="gate", side_a=Side(prompt="gate_prompt"), side_b=Side(label="User"))
+payer = Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="User"))
 boss = Agent(name="boss", side_a=Side(prompt="boss_prompt"), side_b=Side(label="User"))
 worker = Agent(
     name="worker",

@@ -83,8 +83,16 @@ async def _slow(request: ProviderRequest) -> Reply:
     return Reply.tool_calls(Call("report", {"summary": _last_user(request)}), delay=0.2)
 
 
+def _pay(request: ProviderRequest) -> Reply:
+    """``pay`` once; once its result (or rejection) is there, ``done``."""
+    if any(message.role == "tool" for message in request.messages):
+        return Reply.text("done")
+    return Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}))
+
+
 echo_model = Model(name="echo_model", provider=ScriptedProvider(_echo), model="echo-1")
 gate_model = Model(name="gate_model", provider=ScriptedProvider(_gate), model="gate-1")
 boss_model = Model(name="boss_model", provider=ScriptedProvider(_boss), model="boss-1")
 slow_model = Model(name="slow_model", provider=ScriptedProvider(_slow), model="slow-1")
 worker_model = Model(name="worker_model", provider=ScriptedProvider(_worker), model="worker-1")
+pay_model = Model(name="pay_model", provider=ScriptedProvider(_pay), model="pay-1")

@@ -6,6 +6,7 @@ echo_prompt = Prompt(name="echo_prompt", model="echo_model", system="Echo the us
 slow_prompt = Prompt(
     name="slow_prompt", model="slow_model", system="Report, then answer.", tools=["report"]
 )
+pay_prompt = Prompt(name="pay_prompt", model="pay_model", system="Pay.", tools=["pay"])
 gate_prompt = Prompt(name="gate_prompt", model="gate_model", system="Wait for the gate.")
 boss_prompt = Prompt(
     name="boss_prompt",

@@ -1,0 +1,106 @@
+"""Tool-call approvals over HTTP (spec 14 §14.3): the list of a thread's approvals and a
+decision on one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import model_validator
+
+from threadloom.records import Approval
+from threadloom.wire.model import Answer, Body, examples
+from threadloom.wire.problems import check, refuse
+
+
+def _approve(value: Any) -> bool:
+    # fail closed: only a JSON boolean decides; absent, null, "yes", 1 are refused
+    if not isinstance(value, bool):
+        raise refuse("must be true or false", "approve must be true or false")
+    return value
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise refuse("must be a string")
+    if len(value) > 10_000:
+        raise refuse("must be at most 10000 characters")
+    return value
+
+
+def _hash(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("sha256:"):
+        raise refuse("must be the arguments_hash the approval shows (sha256:…)")
+    return value
+
+
+def _arguments(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise refuse("must be a JSON object")
+    return value
+
+
+class DecideApproval(Body):
+    """``POST /api/threads/{id}/approvals/{tool_call_id}``: approve (naming the hash of
+    the arguments shown, optionally with edited arguments) or reject, with a reason."""
+
+    model_config = examples(
+        {"approve": False, "reason": "not this one"},
+        {"approve": True, "arguments_hash": "sha256:" + "0" * 64},
+    )
+
+    approve: Annotated[bool, check(_approve)]
+    arguments_hash: Annotated[str | None, check(_hash)] = None
+    reason: Annotated[str | None, check(_text)] = None
+    arguments: Annotated[dict[str, Any] | None, check(_arguments)] = None
+
+    @model_validator(mode="after")
+    def _bound(self) -> DecideApproval:
+        # approving names what was shown (spec 14 §14.3 rule 4); edits come with an approve
+        if self.approve and self.arguments_hash is None:
+            raise refuse(
+                "is required to approve",
+                "arguments_hash is required to approve: the hash of the arguments shown",
+                at="arguments_hash",
+            )
+        if not self.approve and self.arguments is not None:
+            raise refuse("can only be given with approve: true", at="arguments")
+        return self
+
+
+class ApprovalItem(Answer):
+    """An approval as the API answers it (``records.Approval``)."""
+
+    thread_id: str
+    tool_call_id: str
+    message_id: str
+    tool: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    state: Literal["pending", "approved", "rejected", "cancelled"]
+    requested_at: int
+    decided_at: int | None
+    decided_by: str | None
+    reason: str | None
+    edited_arguments: dict[str, Any] | None
+    started_at: int | None
+
+    @classmethod
+    def of(cls, approval: Approval) -> ApprovalItem:
+        return cls.model_validate(approval.to_wire())
+
+
+class ApprovalList(Answer):
+    """``GET /api/threads/{id}/approvals``: every approval of the thread, oldest first."""
+
+    approvals: list[ApprovalItem]
+    pending: int
+
+
+class ApprovalDecided(Answer):
+    approval: ApprovalItem
