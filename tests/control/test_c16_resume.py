@@ -482,6 +482,30 @@ async def test_c16_014_a_send_that_comes_first_starts_the_resumed_run(
     assert await rt.runtime.store.pending_resumes() == []
 
 
+async def test_c16_015_a_run_lost_after_its_answer_was_stored_asks_nothing(
+    crash: Crash, restart: Any
+) -> None:
+    """C16-015: a run lost after it stored its final answer and before it committed its
+    end (side a of an ``ai_human`` agent, which stops on a response) → the resumed run
+    makes no model request and ends ``idle``/``stop_on_response``."""
+    first = await restart([])
+    store = first.runtime.store
+    tid = (await first.runtime.create_thread("chat")).thread_id
+    await store.set_status(tid, ThreadStatus(state="running", since=store.clock(), reason=None))  # type: ignore[attr-defined]
+    await store.insert_message(tid, Message(id=new_id(), role="user", content="hi"))
+    answer = Message(id=new_id(), role="assistant", content="hello", prompt="P")
+    await store.insert_message(tid, answer)
+    assert (await store.settle_resumable(tid, replace(LOST_RUN, resume_limit=3))).resume == 1
+    await first.runtime.close(drain=0)
+    rt = await restart([Reply.text("unused")])
+    assert await _settled(rt.runtime, tid) == ("idle", "stop_on_response")
+    assert rt.provider.requests == []
+    assert [(r[0], r[2]) for r in await _messages(rt.runtime, tid)] == [
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+
+
 # -- the default, and the definition ---------------------------------------------------
 
 

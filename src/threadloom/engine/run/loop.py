@@ -320,10 +320,12 @@ class Run:
         if self.parked or self.resuming:
             self.parked = False
             try:
+                parked = None
                 if self.resuming:
                     self.resuming = False
-                    await resume_calls(self)
-                parked = await self._decided_calls()
+                    parked = await resume_calls(self)
+                if parked is None:
+                    parked = await self._decided_calls()
             except (asyncio.CancelledError, LeaseLost):
                 raise
             except Exception as exc:

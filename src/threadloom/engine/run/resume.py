@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from threadloom.define.agent import Agent
 from threadloom.engine.env import ExecutionState, StepEnv
 from threadloom.engine.step.approvals import NOT_APPROVED
 from threadloom.engine.step.tools import is_idempotent, run_resumed
@@ -36,6 +37,8 @@ class Resuming(Protocol):
 
     side: str
 
+    @property
+    def agent(self) -> Agent: ...
     @property
     def thread_id(self) -> str: ...
     @property
@@ -69,16 +72,38 @@ def _acting_side(history: list[Message]) -> str | None:
     return None
 
 
-async def resume_calls(run: Resuming) -> None:
+def _answered(history: list[Message], agent: Agent) -> bool:
+    """Whether the lost run had ended its turn: the newest top-level message is side a's
+    completed answer with text and no calls, which ends the run of an ``ai_human`` agent
+    whose side a stops on a response (spec 04 §4.15) — the run was lost after it stored
+    the answer and before it committed its end."""
+    newest = next((m for m in reversed(history) if m.depth == 0 and not m.silent), None)
+    return (
+        newest is not None
+        and agent.type == "ai_human"
+        and agent.side_a.stop_on_response
+        and newest.role == "assistant"
+        and bool(newest.prompt)
+        and newest.status == "completed"
+        and not newest.tool_calls
+        and bool((newest.content or "").strip())
+    )
+
+
+async def resume_calls(run: Resuming) -> str | None:
     """Answer the lost run's open top-level calls (module docstring); the acting side
-    becomes the side of the newest model message."""
+    becomes the side of the newest model message. Returns ``stop_on_response`` when the
+    lost run had already stored its answer (the resumed run then asks nothing)."""
     history = run.execution.message_history.raw()
     pending = open_calls(history)
     if not pending:
+        if _answered(history, run.agent):
+            run.side = "a"
+            return "stop_on_response"
         side = _acting_side(history)
         if side is not None:
             run.side = side
-        return
+        return None
     approvals = {a.tool_call_id: a for a in await run.store.list_approvals(run.thread_id)}
     starts = await run.store.tool_starts(run.thread_id)
     for message, calls in pending:
@@ -101,3 +126,4 @@ async def resume_calls(run: Resuming) -> None:
         if plan:
             round_ = await run_resumed(env, plan, errors, again)
             run.tool_rows.extend(round_.stored)
+    return None
