@@ -6,10 +6,10 @@ holds:
 
 - an approval's (pending, approved and not started, rejected): left to the approvals'
   path (``Run._decided_calls``, spec 14 §14.4), which runs after this one;
-- started (a recorded start, or a consumed approval) by a tool declared idempotent: run
-  again;
-- started by anything else: answered with the error :data:`INTERRUPTED` — it may or may
-  not have taken effect, and the model decides what to do;
+- started (a recorded start) by a tool declared idempotent: run again;
+- started by anything else, a consumed approval's call included (an approval runs its call
+  once): answered with the error :data:`INTERRUPTED` — it may or may not have taken
+  effect, and the model decides what to do;
 - never started: run as a model step runs it (approval gate, recorded start).
 
 Calls are answered in the order the model made them, one at a time.
@@ -118,8 +118,8 @@ async def resume_calls(run: Resuming) -> str | None:
                 if approval.state != "cancelled":
                     continue  # the approvals' path runs it, rejects it or waits
                 errors[call.id] = NOT_APPROVED.format(state="cancelled")
-            elif started and is_idempotent(env, call.function.name):
-                again.add(call.id)
+            elif started and approval is None and is_idempotent(env, call.function.name):
+                again.add(call.id)  # (an approval runs its call once: spec 14 §14.4)
             elif started:
                 errors[call.id] = INTERRUPTED
             plan.append(call)
