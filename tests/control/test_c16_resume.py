@@ -28,11 +28,13 @@ from threadloom import Agent, Runtime, Side
 from threadloom.providers.script import Reply
 from threadloom.providers.scripted import ScriptedProvider
 from threadloom.records import (
+    Approval,
     ApprovalDecision,
     Message,
     ThreadStatus,
     ToolCall,
     ToolCallFunction,
+    arguments_hash,
     encode_tool_calls,
     new_id,
 )
@@ -504,6 +506,44 @@ async def test_c16_015_a_run_lost_after_its_answer_was_stored_asks_nothing(
         ("user", "hi"),
         ("assistant", "hello"),
     ]
+
+
+async def test_c16_016_a_consumed_approval_is_not_run_again(crash: Crash, restart: Any) -> None:
+    """C16-016: a run lost while an approved call ran (its approval consumed, no result)
+    → the resumed run answers it ``Interrupted`` and never runs it again."""
+    first = await restart([])
+    store = first.runtime.store
+    tid = (await first.runtime.create_thread("chat")).thread_id
+    await store.set_status(tid, ThreadStatus(state="running", since=store.clock(), reason=None))  # type: ignore[attr-defined]
+    arguments = {"amount": 50, "to": "bob"}
+    call = ToolCall(
+        id="call_pay", function=ToolCallFunction(name="pay", arguments=json.dumps(arguments))
+    )
+    message = Message(
+        id=new_id(), role="assistant", tool_calls=encode_tool_calls([call]), prompt="P"
+    )
+    await store.insert_message(tid, message)
+    shown = Approval(
+        thread_id=tid,
+        tool_call_id="call_pay",
+        message_id=message.id,
+        tool="pay",
+        arguments=arguments,
+        arguments_hash=arguments_hash(arguments),
+        state="pending",
+        requested_at=0,
+    )
+    await store.request_approvals(tid, [shown])
+    decision = ApprovalDecision(approve=True, arguments_hash=shown.arguments_hash)
+    await store.decide_approval(tid, "call_pay", decision)
+    assert await store.consume_approval(tid, "call_pay") is not None  # it started
+    assert (await store.settle_resumable(tid, replace(LOST_RUN, resume_limit=3))).resume == 1
+    await first.runtime.close(drain=0)
+    rt = await restart([Reply.text("checked")])
+    assert await _settled(rt.runtime, tid) == ("idle", "stop_on_response")
+    rows = await _messages(rt.runtime, tid)
+    assert rows[-2:] == [("tool", "completed", INTERRUPTED), ("assistant", "completed", "checked")]
+    assert crash.effect_lines() == []
 
 
 # -- the default, and the definition ---------------------------------------------------
