@@ -51,17 +51,17 @@ class Resuming(Protocol):
 
 
 def open_calls(history: list[Message]) -> list[tuple[Message, list[ToolCall]]]:
-    """The top-level model messages of ``history`` with calls that have no result, each
-    with those calls in the order the model made them."""
+    """The calls without a result of the newest top-level model message that made calls
+    (the lost run's last response: a step answers every call of its response before the
+    next one), in the order the model made them; none when all are answered. Older
+    messages are not read again: a call of theirs without a result is an approval's (the
+    approvals' path reads the ledger) or lost its result to a deletion."""
+    issued = next((m for m in reversed(history) if m.tool_calls and m.depth == 0), None)
+    if issued is None:
+        return []
     answered = {m.tool_call_id for m in history if m.role == "tool" and m.tool_call_id}
-    out: list[tuple[Message, list[ToolCall]]] = []
-    for message in history:
-        if not message.tool_calls or message.depth != 0:
-            continue
-        calls = [c for c in message.decoded_tool_calls() if c.id not in answered]
-        if calls:
-            out.append((message, calls))
-    return out
+    calls = [c for c in issued.decoded_tool_calls() if c.id not in answered]
+    return [(issued, calls)] if calls else []
 
 
 def _acting_side(history: list[Message]) -> str | None:
