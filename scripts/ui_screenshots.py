@@ -141,6 +141,7 @@ def seed(base: str) -> dict[str, str]:
         settle(client, threads["notes"])
         client.post(f"/api/threads/{threads['terminated']}/terminate").raise_for_status()
         threads["running"] = thread(client, "Long answer", "slow", wait=False)
+        threads["approval"] = thread(client, "Refunds", "pay-two")  # parks for approval
         return threads
 
 
@@ -203,6 +204,11 @@ def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list
             page.goto(f"/threads/{threads['terminated']}")
             expect(page.locator("#composer-note")).to_be_visible()
             save(page, "terminated")
+            page.goto(f"/threads/{threads['approval']}")
+            expect(page.locator("li.approval")).to_have_count(2)
+            eve = page.locator("li.approval").filter(has_text='"to": "eve"')
+            eve.get_by_label("Reason").fill("Over the refund limit")
+            save(page, "approval")
             context.close()
         context = browser.new_context(viewport={"width": 1280, "height": 600}, base_url=auth_base)
         page = context.new_page()

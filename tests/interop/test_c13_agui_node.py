@@ -120,11 +120,26 @@ PROJECT = {
                 return Reply.text(f"The sum is {{last.text}}.", chunk_size=5)
             return Reply.tool_calls(Call("add", {{"a": 2, "b": 3}}))
 
+        def pay(request):
+            if request.messages[-1].role == "tool":
+                return Reply.text("done")
+            bo, eve = {{"amount": 5, "to": "bo"}}, {{"amount": 700, "to": "eve"}}
+            return Reply.tool_calls(Call("pay", bo), Call("pay", eve))
+
         def story(request):
             return Reply.reasoning(STORY, "Think first.", chunk_size=4, chunk_delay=0.03)
 
         calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
         story_model = Model(name="story_model", provider=ScriptedProvider(story), model="story")
+        pay_model = Model(name="pay_model", provider=ScriptedProvider(pay), model="pay")
+    """,
+    "tools/pay.py": """
+        from threadloom.define import tool
+
+        @tool(requires_approval=True)
+        def pay(amount: int, to: str) -> str:
+            \"\"\"Pay an amount to someone (a person approves each call).\"\"\"
+            return f"paid {amount} to {to}"
     """,
     "tools/add.py": """
         from threadloom.define import tool
@@ -139,12 +154,14 @@ PROJECT = {
 
         calc_prompt = Prompt(name="calc_prompt", model="calc_model", system="Add.", tools=["add"])
         story_prompt = Prompt(name="story_prompt", model="story_model", system="Tell stories.")
+        pay_prompt = Prompt(name="pay_prompt", model="pay_model", system="Pay.", tools=["pay"])
     """,
     "agents/agents.py": """
         from threadloom import Agent, Side
 
         calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
         story = Agent(name="story", side_a=Side(prompt="story_prompt"), side_b=Side(label="User"))
+        payer = Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="User"))
     """,
 }
 
@@ -275,3 +292,28 @@ def test_c13_011_the_client_without_credentials_is_refused(
     out = node_run(agui_client, base=served, token=None, scenario="anonymous")
     assert out["events"] == []
     assert "401" in (out["error"] or ""), out["error"]
+
+
+def test_c14_045_the_ag_ui_client_answers_the_approval_interrupts(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C14-045 (spec 14 §14.8.3): the real client accepts the interrupt outcome of a run
+    parked on two calls (its verifier on) and holds them as its pending interrupts; its next
+    run, whose ``resume`` approves one (with the argumentsHash shown) and cancels the other,
+    follows the run to success: a result for each call, the approved one ``paid 5 to bo``;
+    no interrupt is left pending."""
+    out = node_run(agui_client, base=served, token=TOKEN, scenario="approval")
+    first, second = out["first"], out["second"]
+    assert first["error"] is None and second["error"] is None, out
+    outcome = first["events"][-1]["outcome"]
+    assert outcome["type"] == "interrupt" and len(outcome["interrupts"]) == 2
+    assert sorted(out["pending"]) == sorted(i["id"] for i in out["interrupts"])
+    assert all(i["reason"] == "tool_call" for i in out["interrupts"])
+    assert "TOOL_CALL_RESULT" not in types(first["events"])
+    assert second["events"][-1]["outcome"] == {"type": "success"}
+    results = {
+        e["toolCallId"]: e["content"] for e in second["events"] if e["type"] == "TOOL_CALL_RESULT"
+    }
+    bo = next(i["id"] for i in out["interrupts"] if i["metadata"]["arguments"]["to"] == "bo")
+    assert results[bo] == "paid 5 to bo" and len(results) == 2
+    assert out["left"] == 0

@@ -44,6 +44,7 @@ class Ids:
             .replace("{message_id}", self.message)
             .replace("{user_id}", self.user)
             .replace("{key_id}", self.key)
+            .replace("{tool_call_id}", "call_unknown")
             .replace("{path:fspath}", path)
         )
 
@@ -134,6 +135,13 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
     ],
     ("POST", "/api/threads/{id}/continue"): [
         Sample("POST", "/api/threads/{id}/continue", lambda ids: {"side": "a"})
+    ],
+    ("POST", "/api/threads/{id}/approvals/{tool_call_id}"): [
+        Sample(
+            "POST",
+            "/api/threads/{id}/approvals/{tool_call_id}",
+            lambda ids: {"approve": False, "reason": "not this one"},
+        )
     ],
     ("POST", "/api/threads/{id}/stop"): [
         Sample("POST", "/api/threads/{id}/stop", lambda ids: {"cascade": False})
@@ -260,6 +268,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/owners": ("", ()),
     "/api/threads/{id:thread_id}": ("", ()),
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
+    "/api/threads/{id}/approvals": ("", ()),
     "/api/threads/{id}/logs": ("", ("limit", "offset")),
     "/api/threads/{id}/logs/{log_id}": ("", ()),
     "/api/threads/{id}/cost": ("", ()),

@@ -9,6 +9,8 @@ from threadloom.client import chat
 from threadloom.client.calls import AUTO, UNSET, Upload
 from threadloom.client.errors import (
     APIError,
+    ApprovalConflictError,
+    ApprovalNotFoundError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
@@ -30,6 +32,8 @@ __all__ = [
     "AUTO",
     "UNSET",
     "APIError",
+    "ApprovalConflictError",
+    "ApprovalNotFoundError",
     "AsyncClient",
     "AuthenticationError",
     "BadRequestError",

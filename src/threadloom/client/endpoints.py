@@ -35,6 +35,8 @@ from threadloom.client.endpoints_auth import ApiKeysEndpoints, AuthEndpoints, Us
 from threadloom.client.models import (
     Accepted,
     AgentInfo,
+    Approval,
+    ApprovalList,
     AttachmentRef,
     CostReport,
     CreatedThread,
@@ -80,6 +82,10 @@ def fs_path(thread_id: str, path: str) -> str:
     """``/api/threads/<id>/fs/<path>``, percent-encoded segment by segment."""
     segments = [quote(part, safe="") for part in path.strip("/").split("/") if part]
     return f"{_thread(thread_id)}/fs/" + "/".join(segments)
+
+
+def _approval(thread_id: str, tool_call_id: str) -> str:
+    return f"{_thread(thread_id)}/approvals/{quote(tool_call_id, safe='')}"
 
 
 class ThreadsEndpoints:
@@ -200,6 +206,42 @@ class ThreadsEndpoints:
     def subagents(self, thread_id: str) -> Call[Subagents]:
         path = f"{_thread(thread_id)}/subagents"
         return Call("GET", path, list_of(SubagentEntry, "subagents"))
+
+    # -- tool-call approvals (spec 14 §14.3) ---------------------------------------------------
+
+    def approvals(self, thread_id: str) -> Call[ApprovalList]:
+        """Every approval of the thread, oldest first, and how many are pending."""
+        return Call("GET", f"{_thread(thread_id)}/approvals", model_of(ApprovalList))
+
+    def approve(
+        self,
+        thread_id: str,
+        tool_call_id: str,
+        arguments_hash: str,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> Call[Approval]:
+        """Approve a pending call, naming the ``arguments_hash`` of the approval that was
+        shown; ``arguments`` (edited) are what the tool then runs with."""
+        body: dict[str, Any] = {"approve": True, "arguments_hash": arguments_hash}
+        if arguments is not None:
+            body["arguments"] = dict(arguments)
+        if reason is not None:
+            body["reason"] = reason
+        # a repeat of a decision that was made answers 409: never repeated blindly
+        path = _approval(thread_id, tool_call_id)
+        return Call("POST", path, model_of(Approval, "approval"), json=body, retry="never")
+
+    def reject(
+        self, thread_id: str, tool_call_id: str, *, reason: str | None = None
+    ) -> Call[Approval]:
+        """Reject a pending call: it never runs; its result is an error with ``reason``."""
+        body: dict[str, Any] = {"approve": False}
+        if reason is not None:
+            body["reason"] = reason
+        path = _approval(thread_id, tool_call_id)
+        return Call("POST", path, model_of(Approval, "approval"), json=body, retry="never")
 
 
 ID_BATCH = 200

@@ -69,6 +69,17 @@ class ConflictError(APIError):
     """409."""
 
 
+class ApprovalNotFoundError(NotFoundError):
+    """404 ``approval_not_found``: the thread has no approval of that tool call (spec 14)."""
+
+
+class ApprovalConflictError(ConflictError):
+    """409 ``approval_conflict``: the decision cannot apply — the approval was decided or
+    cancelled already (``state`` says which), or the arguments hash is not the one shown."""
+
+    state: str | None = None
+
+
 class ThreadTerminatedError(APIError):
     """423: the thread is terminated; ``terminated`` is its timestamp (µs)."""
 
@@ -111,6 +122,13 @@ _BY_STATUS: dict[int, type[APIError]] = {
 }
 
 
+_BY_CODE: dict[str, type[APIError]] = {
+    "approval_not_found": ApprovalNotFoundError,
+    "approval_conflict": ApprovalConflictError,
+}
+"""A more precise error for some codes (a subclass of the status's class)."""
+
+
 def _retry_after(response: httpx.Response, body: Any) -> float | None:
     waited = retry_after_seconds(response.headers)
     if waited is not None:
@@ -134,12 +152,18 @@ def error_from_response(response: httpx.Response) -> APIError:
         details = body.get("details") if isinstance(body.get("details"), list) else []
         if isinstance(body.get("requestId"), str):
             request_id = body["requestId"]
+        precise = _BY_CODE.get(str(code))
+        if precise is not None and issubclass(precise, cls):
+            cls = precise
         error = cls(status, str(code), body["error"], details, request_id=request_id, body=body)
     else:
         error = cls(status, "unknown", response.text, [], request_id=request_id, body=body)
     if isinstance(error, ThreadTerminatedError) and isinstance(body, dict):
         terminated = body.get("terminated")
         error.terminated = terminated if isinstance(terminated, int) else None
+    if isinstance(error, ApprovalConflictError) and isinstance(body, dict):
+        state = body.get("state")
+        error.state = state if isinstance(state, str) else None
     if isinstance(error, RateLimitError):
         error.retry_after = _retry_after(response, body)
     return error

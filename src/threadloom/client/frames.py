@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from threadloom.client.models import LogRow, SubagentEntry
+from threadloom.client.models import Approval, LogRow, SubagentEntry
 from threadloom.records import Message, ThreadStatus
 
 DURABLE = frozenset(
@@ -18,6 +18,8 @@ DURABLE = frozenset(
         "log_data",
         "subagent_updated",
         "subagent_removed",
+        "approval_requested",
+        "approval_decided",
     }
 )
 FILE_EVENTS = frozenset({"file_created", "file_updated", "file_deleted", "file_moved"})
@@ -98,6 +100,22 @@ class SubagentRemovedFrame(Frame):
     subagent_id: str
 
 
+class ApprovalRequestedFrame(Frame):
+    """A tool call waits for a person's decision (spec 14 §14.3): ``data`` is the approval."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    tool_call_id: str
+    data: Approval
+
+
+class ApprovalDecidedFrame(Frame):
+    """An approval was decided (approved, rejected) or cancelled: ``data`` as it is now."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    tool_call_id: str
+    data: Approval
+
+
 class EventFrame(Frame):
     type: Literal["event"] = "event"
     event_type: str = Field(alias="eventType")
@@ -148,6 +166,8 @@ _TYPED: dict[str, type[Frame]] = {
     "stopped_by_user": StoppedByUserFrame,
     "subagent_updated": SubagentUpdatedFrame,
     "subagent_removed": SubagentRemovedFrame,
+    "approval_requested": ApprovalRequestedFrame,
+    "approval_decided": ApprovalDecidedFrame,
     "event": EventFrame,
     "heartbeat": HeartbeatFrame,
     "resync": ResyncFrame,

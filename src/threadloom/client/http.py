@@ -52,6 +52,9 @@ class AsyncThreads:
         self.terminate = run.wrap(b.terminate)
         self.cost = run.wrap(b.cost)
         self.subagents = run.wrap(b.subagents)
+        self.approvals = run.wrap(b.approvals)
+        self.approve = run.wrap(b.approve)
+        self.reject = run.wrap(b.reject)
 
     async def iterate(self, *, page_size: int = 100, **filters: Any) -> AsyncIterator[Any]:
         """Every thread matching ``filters``, page by page."""
@@ -320,6 +323,9 @@ class SyncThreads:
         self.terminate = run.wrap(b.terminate)
         self.cost = run.wrap(b.cost)
         self.subagents = run.wrap(b.subagents)
+        self.approvals = run.wrap(b.approvals)
+        self.approve = run.wrap(b.approve)
+        self.reject = run.wrap(b.reject)
 
     def iterate(self, *, page_size: int = 100, **filters: Any) -> Iterator[Any]:
         """Every thread matching ``filters``, page by page."""

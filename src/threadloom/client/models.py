@@ -5,8 +5,9 @@ alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server
 an older client; message records are ``threadloom.records.Message``. Where the server's answer
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
-(``wire.auth.Ticket``). The others differ on purpose: snake_case names for camelCase keys,
-and defaults where the server always sends a key (a client reads an older server's answers).
+(``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``) and ``ApprovalList``.
+The others differ on purpose: snake_case names for camelCase keys, and defaults where the
+server always sends a key (a client reads an older server's answers).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
+from threadloom.wire.approvals import ApprovalItem as Approval
+from threadloom.wire.approvals import ApprovalList
 from threadloom.wire.auth import Ticket as WebSocketTicket
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
@@ -24,6 +27,8 @@ __all__ = [
     "Accepted",
     "AgentInfo",
     "ApiKey",
+    "Approval",
+    "ApprovalList",
     "AttachmentRef",
     "AuthConfig",
     "AuthUser",
@@ -105,6 +110,8 @@ class ThreadDetail(Wire):
     stats: dict[str, Any] = Field(default_factory=dict)
     status: ThreadStatus
     seq: int = 0
+    approvals: list[Approval] = Field(default_factory=list)
+    """The pending tool-call approvals of a thread parked for them (spec 14 §14.3)."""
 
     @property
     def terminated(self) -> int | None:

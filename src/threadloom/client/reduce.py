@@ -28,6 +28,8 @@ from threadloom.client.chat import (
     upload_blocks,
 )
 from threadloom.client.frames import (
+    ApprovalDecidedFrame,
+    ApprovalRequestedFrame,
     EventFrame,
     Frame,
     LogDataFrame,
@@ -420,6 +422,8 @@ def _frame(
         )
     elif isinstance(frame, LogDataFrame):
         work.fields["logs"] = frozen({**view.logs, frame.log_id: frame.data})
+    elif isinstance(frame, ApprovalRequestedFrame | ApprovalDecidedFrame):
+        work.fields["approvals"] = frozen({**view.approvals, frame.tool_call_id: frame.data})
     elif isinstance(frame, EventFrame):
         changed = _event(work, frame, at_ms)
     else:
@@ -470,6 +474,7 @@ def _snapshot(
     work.fields["seq"] = event.seq
     work.extra["snapshot_seq"] = event.seq
     work.fields["subagents"] = frozen({s.id: s for s in event.subagents})
+    work.fields["approvals"] = frozen({a.tool_call_id: a for a in event.approvals})
     for record in event.records:
         _upsert(work, record, None, live=False)
     return work.finish()

@@ -13,6 +13,7 @@ from threadloom.client.calls import Upload
 from threadloom.client.chat import AttachmentUrl, Message
 from threadloom.client.errors import APIError, StreamClosed, TransportError
 from threadloom.client.frames import Frame, ResyncFrame
+from threadloom.client.models import Approval, ApprovalList
 from threadloom.client.reduce import (
     FrameEvent,
     LocalSend,
@@ -220,6 +221,32 @@ class ThreadSession(SessionCore):
 
     async def terminate(self) -> None:
         await self.client.threads.terminate(self.thread_id)
+
+    # -- tool-call approvals (spec 14) ---------------------------------------------------------
+
+    async def approvals(self) -> ApprovalList:
+        """Every approval of the thread, read from the server (``view.approvals`` holds
+        those the session saw)."""
+        return await self.client.threads.approvals(self.thread_id)
+
+    async def approve(
+        self,
+        tool_call_id: str,
+        arguments_hash: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> Approval:
+        """Approve a pending call; the hash defaults to that of the approval the view shows
+        (so what is approved is what was shown)."""
+        shown = self._shown_hash(tool_call_id, arguments_hash)
+        return await self.client.threads.approve(
+            self.thread_id, tool_call_id, shown, arguments=arguments, reason=reason
+        )
+
+    async def reject(self, tool_call_id: str, reason: str | None = None) -> Approval:
+        """Reject a pending call: it does not run."""
+        return await self.client.threads.reject(self.thread_id, tool_call_id, reason=reason)
 
     async def load_older(self, n: int) -> None:
         """Prepend up to ``n`` older messages."""

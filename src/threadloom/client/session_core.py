@@ -146,6 +146,16 @@ class SessionCore:
         self._sends[local_id] = event
         return event
 
+    def _shown_hash(self, tool_call_id: str, arguments_hash: str | None) -> str:
+        """The hash a decision names: the one given, else that of the approval the view
+        shows (``KeyError`` when it shows none for that call)."""
+        if arguments_hash is not None:
+            return arguments_hash
+        shown = self.view.approvals.get(tool_call_id)
+        if shown is None:
+            raise KeyError(f"no approval of tool call {tool_call_id} is shown")
+        return shown.arguments_hash
+
     def _shown(self, key: str) -> Message:
         found = self.view.by_key(key)
         assert found is not None
@@ -170,7 +180,9 @@ class SessionCore:
 
 
 def snapshot_of(page: Any, detail: Any, subagents: Any) -> Snapshot:
-    return Snapshot(page.messages, detail.status, detail.terminated, page.seq, subagents)
+    return Snapshot(
+        page.messages, detail.status, detail.terminated, page.seq, subagents, detail.approvals
+    )
 
 
 def with_client_ids(records: Sequence[Record], local: set[str]) -> list[Record]:

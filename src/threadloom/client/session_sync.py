@@ -17,6 +17,7 @@ from threadloom.client.calls import Upload
 from threadloom.client.chat import AttachmentUrl, Message
 from threadloom.client.errors import APIError, StreamClosed, ThreadloomError, TransportError
 from threadloom.client.frames import Frame, ResyncFrame
+from threadloom.client.models import Approval, ApprovalList
 from threadloom.client.reduce import (
     FrameEvent,
     LocalSend,
@@ -226,6 +227,32 @@ class SyncThreadSession(SessionCore):
 
     def terminate(self) -> None:
         self.client.threads.terminate(self.thread_id)
+
+    # -- tool-call approvals (spec 14) ---------------------------------------------------------
+
+    def approvals(self) -> ApprovalList:
+        """Every approval of the thread, read from the server (``view.approvals`` holds
+        those the session saw)."""
+        return self.client.threads.approvals(self.thread_id)
+
+    def approve(
+        self,
+        tool_call_id: str,
+        arguments_hash: str | None = None,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> Approval:
+        """Approve a pending call; the hash defaults to that of the approval the view shows
+        (so what is approved is what was shown)."""
+        shown = self._shown_hash(tool_call_id, arguments_hash)
+        return self.client.threads.approve(
+            self.thread_id, tool_call_id, shown, arguments=arguments, reason=reason
+        )
+
+    def reject(self, tool_call_id: str, reason: str | None = None) -> Approval:
+        """Reject a pending call: it does not run."""
+        return self.client.threads.reject(self.thread_id, tool_call_id, reason=reason)
 
     def load_older(self, n: int) -> None:
         """Prepend up to ``n`` older messages."""

@@ -19,7 +19,7 @@ from threadloom.client.chat import (
 from threadloom.client.frames import (
     Frame,
 )
-from threadloom.client.models import LogRow, SubagentEntry
+from threadloom.client.models import Approval, LogRow, SubagentEntry
 from threadloom.records import Message as Record
 from threadloom.records import ThreadStatus
 
@@ -35,6 +35,8 @@ class Snapshot:
     terminated: int | None
     seq: int
     subagents: Sequence[SubagentEntry] = ()
+    approvals: Sequence[Approval] = ()
+    """The pending approvals the thread read showed (``ThreadDetail.approvals``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class ThreadView:
     tool_calls: Mapping[str, ToolCall] = field(default_factory=no_values)
     subagents: Mapping[str, SubagentEntry] = field(default_factory=no_values)
     logs: Mapping[str, LogRow] = field(default_factory=no_values)
+    approvals: Mapping[str, Approval] = field(default_factory=no_values)
+    """Tool-call approvals by tool call id (spec 14): the pending ones of the last snapshot,
+    then as ``approval_requested`` / ``approval_decided`` frames show them."""
     error: AgentError | None = None
     extra: Mapping[str, Any] = field(default_factory=no_values)
     """Reducer bookkeeping: ``snapshot_seq``, ``aliases`` (local id → server id),
@@ -106,6 +111,12 @@ class ThreadView:
     def running(self) -> bool:
         return self.status is not None and self.status.state == "running"
 
+    @property
+    def pending_approvals(self) -> tuple[Approval, ...]:
+        """The approvals waiting for a decision, oldest first."""
+        waiting = (a for a in self.approvals.values() if a.state == "pending")
+        return tuple(sorted(waiting, key=lambda a: a.requested_at))
+
     def by_id(self, message_id: str) -> Message | None:
         return next((m for m in self.messages if m.id == message_id), None)
 
@@ -124,7 +135,7 @@ def outcome_of(status: ThreadStatus | None) -> Outcome:
     reason = status.reason
     if reason in ("aborted_by_user", "terminated"):
         return Outcome.ABORTED
-    if reason in ("awaiting_human", "forced_human_turn"):
+    if reason in ("awaiting_human", "forced_human_turn", "awaiting_approval"):
         return Outcome.PAUSED
     if reason in ("execution_lost", "interrupted", "aborted"):
         return Outcome.INTERRUPTED

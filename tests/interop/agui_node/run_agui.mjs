@@ -10,7 +10,10 @@
 //              new one);
 //   abort      a run of the `story` agent aborted by the client in the middle of the text,
 //              then resumed with the same runId and the cursor of the last event it saw;
-//   anonymous  a run without credentials (the client's error).
+//   anonymous  a run without credentials (the client's error);
+//   approval   a `payer` run that ends with the interrupt outcome (two tool calls waiting for
+//              approval), then a run whose `resume` approves the call paying bo (naming the
+//              argumentsHash the interrupt shows) and cancels the other.
 import { randomUUID } from "node:crypto";
 import { HttpAgent } from "@ag-ui/client";
 
@@ -99,6 +102,22 @@ async function anonymous() {
   return run(client, { runId: randomUUID() });
 }
 
-const scenarios = { turns, abort, anonymous };
+async function approval() {
+  const threadId = randomUUID();
+  const client = agent("payer", threadId);
+  client.addMessage({ id: randomUUID(), role: "user", content: "pay two" });
+  const first = await run(client, { runId: randomUUID() });
+  const pending = client.pendingInterrupts.map((i) => i.id);
+  const interrupts = first.events.at(-1)?.outcome?.interrupts ?? [];
+  const resume = interrupts.map((i) =>
+    i.metadata.arguments.to === "bo"
+      ? { interruptId: i.id, status: "resolved", payload: { approved: true, argumentsHash: i.metadata.argumentsHash } }
+      : { interruptId: i.id, status: "cancelled" },
+  );
+  const second = await run(client, { runId: randomUUID(), resume });
+  return { threadId, first, pending, interrupts, second, left: client.pendingInterrupts.length };
+}
+
+const scenarios = { turns, abort, anonymous, approval };
 const output = await scenarios[config.scenario]();
 process.stdout.write(JSON.stringify(output));

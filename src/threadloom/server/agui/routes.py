@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
 from threadloom.server import deps
+from threadloom.server.agui.approvals import Resume, decide, pending, read_resume
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
 from threadloom.server.agui.run import (
     ID_KEY,
@@ -37,6 +38,7 @@ from threadloom.server.agui.run import (
 )
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, bad_field, invalid
+from threadloom.server.routes.approvals import decider
 from threadloom.server.stream.auth import authenticate_stream
 from threadloom.server.stream.frames import Filters
 from threadloom.server.stream.session import Grant
@@ -235,6 +237,7 @@ async def run_agent(agent: str, request: Request) -> Any:
         checked_row(row, who, agent)
     cursor: Cursor | None = None
     new: list[NewMessage] = []
+    resume_entries = Resume()
     if resume is not None:
         try:
             cursor = Cursor.decode(resume)
@@ -245,6 +248,9 @@ async def run_agent(agent: str, request: Request) -> Any:
         if row is None:
             raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     else:
+        resume_entries = await read_resume(
+            runtime, row.id if row is not None else None, run_input.resume or ()
+        )
         new = await unseen(runtime, row, run_input.messages)
     app = request.app
     check_open_limit(app, who)
@@ -257,13 +263,22 @@ async def run_agent(agent: str, request: Request) -> Any:
             total, requests, _ = await cost_now(runtime, thread_id)
             key = run_key(thread_id, run_input.run_id)
             cursor = Cursor(row.event_seq, key, cost=total, requests=requests)
+            decided = await decide(runtime, thread_id, resume_entries, decider(who))
             sent = await store(runtime, thread_id, run_input.run_id, new, request.headers)
-            follow = sent > 0 or runtime.running(thread_id) or row.status.state == "running"
+            running = runtime.running(thread_id) or row.status.state == "running"
+            follow = decided > 0 or sent > 0 or running
+            if follow and (decided or row.status.reason == "awaiting_approval"):
+                # still parked: the run ends at once, with the interrupts still open
+                follow = not await pending(runtime, thread_id)
     except BaseException:
         release()
         raise
     grant = Grant(who, auth, thread_id, Filters(reasoning=True), cursor.seq)
-    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow)
+    warnings = [
+        f"resume entry {i!r} answers no interrupt of this thread"
+        for i in resume_entries.unrecognised
+    ]
+    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow, warnings)
     return CountedStream(
         run.body(),
         release,

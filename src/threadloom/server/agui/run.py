@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 from ag_ui.core import (
@@ -36,6 +36,7 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
 )
@@ -45,6 +46,7 @@ from threadloom.client.convert.agui.messages import REASONING_SUFFIX
 from threadloom.client.reduce import Snapshot, empty_view, reduce
 from threadloom.engine.run.runtime import Runtime
 from threadloom.records import ThreadStatus
+from threadloom.server.agui.approvals import pending
 from threadloom.server.agui.cursor import Cursor, Tracker
 from threadloom.server.deps import ServerContext
 from threadloom.server.stream.frames import Close
@@ -53,7 +55,15 @@ from threadloom.server.stream.session import Grant, Session
 log = logging.getLogger("threadloom.server.agui")
 
 DURABLE: Final = frozenset(
-    {"message_data", "message_deleted", "thread_status", "subagent_updated", "subagent_removed"}
+    {
+        "message_data",
+        "message_deleted",
+        "thread_status",
+        "subagent_updated",
+        "subagent_removed",
+        "approval_requested",
+        "approval_decided",
+    }
 )
 """Frames of the thread's durable events (the others are chunks, telemetry, heartbeats)."""
 LIFECYCLE: Final = (RunStartedEvent, RunFinishedEvent, RunErrorEvent, MessagesSnapshotEvent)
@@ -115,7 +125,13 @@ class AguiRun:
     """The AG-UI events of one run of a thread, for one HTTP response."""
 
     def __init__(
-        self, ctx: ServerContext, grant: Grant, run_id: str, cursor: Cursor, follow: bool
+        self,
+        ctx: ServerContext,
+        grant: Grant,
+        run_id: str,
+        cursor: Cursor,
+        follow: bool,
+        warnings: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
         self.grant = grant
@@ -124,6 +140,8 @@ class AguiRun:
         self.run_id = run_id
         self.follow = follow
         """Whether a run is to be followed to its end (else the stream ends at once)."""
+        self.warnings = list(warnings)
+        """What the request asked that was left out (``threadloom.warning`` events)."""
         self.tracker = Tracker(cursor)
         self.head = 0
         """The thread's last event number when the stream opened (its snapshot's ``head``)."""
@@ -141,6 +159,8 @@ class AguiRun:
 
     async def body(self) -> AsyncGenerator[bytes, None]:
         yield self._out(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
+        for warning in self.warnings:
+            yield self._out(CustomEvent(name="threadloom.warning", value={"message": warning}))
         if self.cursor.end is not None or not self.follow:
             async for chunk in self._finish(None):
                 yield chunk
@@ -257,13 +277,22 @@ class AguiRun:
             "requestCount": max(0, requests - self.cursor.requests),
         }
         yield self._out(CustomEvent(name="threadloom.cost", value={"run": run, "thread": report}))
-        yield self._out(self._final(end))
+        yield self._out(await self._final(end))
 
-    def _final(self, end: ThreadStatus | None) -> BaseEvent:
+    async def _final(self, end: ThreadStatus | None) -> BaseEvent:
         reason = end.reason if end is not None else None
         if end is not None and end.state == "failed":
             message = end.error.message if end.error is not None else reason or "failed"
             return RunErrorEvent(message=message, code=reason or "failed")
+        if reason not in CANCELLED:
+            # parked for approval (spec 14), or parking again (a message sent while parked
+            # starts a run that parks at once): the interrupts of the pending calls
+            interrupts = await pending(self.runtime, self.thread_id)
+            if interrupts:
+                paused = RunFinishedInterruptOutcome(interrupts=interrupts)
+                return RunFinishedEvent(
+                    thread_id=self.thread_id, run_id=self.run_id, outcome=paused
+                )
         outcome: Any = (
             RunFinishedCancelledOutcome() if reason in CANCELLED else RunFinishedSuccessOutcome()
         )

@@ -11,6 +11,8 @@
   answers ``The notes say: …``;
 - ``log-steps <gate>``: calls ``log_steps``, which waits for ``<gate>-1``, logs a row,
   waits for ``<gate>-2`` and logs another;
+- ``pay-two``: calls ``pay`` twice in one step (5 to bo, 700 to eve), each waiting for a
+  person's approval, then answers ``Payments handled.``;
 - ``fail``: the model call fails (not retryable), so the run settles ``failed``;
 - anything else: ``echo: <text>``, streamed in small chunks with reasoning first.
 """
@@ -47,6 +49,8 @@ async def _chat(request: ProviderRequest) -> Reply:
             return Reply.text(f"The notes say: {last.text}", chunk_size=6, chunk_delay=0.02)
         if text.startswith("log-steps "):
             return Reply.text("The steps are logged.")
+        if text == "pay-two":
+            return Reply.text("Payments handled.")
         order = text.split(" ", 1)[1] if " " in text else "?"
         return Reply.text(f"Order {order} has shipped.", chunk_size=3, chunk_delay=0.03)
     if text.startswith("order "):
@@ -58,6 +62,10 @@ async def _chat(request: ProviderRequest) -> Reply:
         return Reply.tool_calls(Call("notes_prompt", {"text": text[6:]}))
     if text.startswith("log-steps "):
         return Reply.tool_calls(Call("log_steps", {"gate": text[10:]}))
+    if text == "pay-two":
+        return Reply.tool_calls(
+            Call("pay", {"amount": 5, "to": "bo"}), Call("pay", {"amount": 700, "to": "eve"})
+        )
     if text == "fail":
         return Reply.error("The model is unavailable", retryable=False)
     if text == "slow":

@@ -9,6 +9,7 @@ chat_prompt = Prompt(
     tools=[
         "lookup_order",
         "log_steps",
+        "pay",
         "notes_prompt",
         Subagent("helper", relationship="helper", blocking=True),
     ],

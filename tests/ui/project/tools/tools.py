@@ -16,6 +16,13 @@ async def lookup_order(state: ThreadState, order_id: str) -> str:
     return f'{{"order_id": "{order_id}", "status": "shipped"}}'
 
 
+@tool(requires_approval=True)
+async def pay(state: ThreadState, amount: int, to: str) -> str:
+    """Pay an amount to someone (a person approves each call first)."""
+    await state.write_file(f"/payments/{to}.txt", f"{amount} to {to}")
+    return f"paid {amount} to {to}"
+
+
 @tool
 def report(summary: str) -> str:
     """Report the outcome and end the helper's session."""

@@ -42,8 +42,11 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from threadloom.client.chat import AttachmentRef, parse_tool_calls
+from threadloom.client.convert.agui.interrupts import approval_interrupts
 from threadloom.client.convert.agui.messages import to_agui_messages
 from threadloom.client.frames import (
+    ApprovalDecidedFrame,
+    ApprovalRequestedFrame,
     Frame,
     MessageChunkFrame,
     MessageDataFrame,
@@ -160,6 +163,9 @@ class AguiExporter:
             )
         elif isinstance(frame, SubagentUpdatedFrame):
             events += self._subagent(frame.data)
+        elif isinstance(frame, ApprovalRequestedFrame | ApprovalDecidedFrame):
+            value = frame.data.to_wire()
+            events.append(CustomEvent(name="threadloom.approval", value=value, **self._child()))
         return events
 
     # -- run lifecycle -------------------------------------------------------------------------
@@ -197,6 +203,11 @@ class AguiExporter:
         elif reason == "awaiting_human":
             outcome = RunFinishedInterruptOutcome(
                 interrupts=[Interrupt(id=run_id, reason="awaiting_human")]
+            )
+        elif reason == "awaiting_approval":  # one interrupt per pending tool call (spec 14)
+            interrupts = approval_interrupts(self.view.approvals.values())
+            outcome = RunFinishedInterruptOutcome(
+                interrupts=interrupts or [Interrupt(id=run_id, reason="awaiting_approval")]
             )
         elif status.state == "failed" or reason == "step_error":
             return [RunErrorEvent(message=reason or "failed", code=reason or "failed")]

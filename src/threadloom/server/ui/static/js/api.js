@@ -129,6 +129,7 @@ const REASONS = {
   stop_on_response: "replied",
   stop_tool: "stop tool",
   awaiting_human: "awaiting a human",
+  awaiting_approval: "awaiting approval",
   hook_blocked: "blocked by a hook",
   aborted_by_user: "stopped by user",
   interrupted: "interrupted",
@@ -149,7 +150,7 @@ const REASONS = {
 export function statusPill(status, terminated) {
   const state = (status && status.state) || "idle";
   const reason = status && status.reason;
-  const pill = el("span", { class: `status status-${state}`, dataset: { state } });
+  const pill = el("span", { class: `status status-${state}`, dataset: { state, reason: reason || "" } });
   pill.append(el("span", { class: "status-dot", "aria-hidden": "true" }), state);
   if (reason) {
     pill.append(el("span", { class: "status-reason", title: reason }, ` · ${REASONS[reason] || reason}`));

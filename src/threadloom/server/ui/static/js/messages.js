@@ -60,11 +60,21 @@ function attachment(a, view) {
   return el("a", { href, class: "attachment file", download: a.name }, a.name, el("span", { class: "muted" }, ` ${bytes(a.size)}`));
 }
 
+// how a decided approval reads on its call: "approved by …", "rejected: <reason>"
+function decisionText(a) {
+  const by = a.decided_by ? ` by ${a.decided_by}` : "";
+  const why = a.reason ? `: ${a.reason}` : "";
+  return `${a.state}${by}${why}`;
+}
+
 function toolCall(call, view) {
   const result = view.toolResults.get(call.id);
   const live = view.toolLive.get(call.id);
+  const approval = view.approvals ? view.approvals.get(call.id) : null;
   let status = "waiting";
   if (result) status = result.tool_status || "success";
+  else if (approval && approval.state === "pending") status = "approval";
+  else if (approval && approval.state === "rejected") status = "rejected";
   else if (live) status = live;
   const name = (call.function && call.function.name) || call.name || "tool";
   const args = call.function ? call.function.arguments : call.arguments;
@@ -72,7 +82,8 @@ function toolCall(call, view) {
     el("summary", {},
       el("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
       el("span", { class: "tool-name" }, name),
-      el("span", { class: `badge badge-tool-${status}` }, status)),
+      el("span", { class: `badge badge-tool-${status}` }, status === "approval" ? "awaiting approval" : status),
+      approval && approval.state !== "pending" ? el("span", { class: "muted small approval-note" }, decisionText(approval)) : null),
     el("div", { class: "tool-body" },
       el("div", { class: "label" }, "Arguments"),
       el("pre", { class: "json" }, pretty(args)),

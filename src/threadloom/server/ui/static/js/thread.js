@@ -7,6 +7,7 @@ import { renderMessage, parseCalls, isQueued } from "./messages.js";
 import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
+import { Approvals } from "./approvals.js";
 
 const PAGE = 100;
 // at most this many messages are loaded (and in the DOM): paging back past it lets the
@@ -57,8 +58,17 @@ let orphanedAgent = null; // the thread's agent, when the served project lacks i
 let loaded = false;
 
 const panels = new Panels(threadId, who);
+// pending tool-call approvals (spec 14): cards above the composer, badges on their calls
+const approvals = new Approvals({
+  threadId,
+  box: document.getElementById("approvals"),
+  list: document.getElementById("approvals-list"),
+  onChange: (callId) => redrawOwner(callId),
+});
+view.approvals = approvals;
 window.threadloom = {
   records,
+  get approvals() { return approvals.pending(); },
   get seq() { return seq; },
   get status() { return status; },
   get range() { return { first: firstIndex, last: lastIndex, loaded: records.size }; },
@@ -319,6 +329,7 @@ async function loadAll() {
   if (mine !== generation) return;
   banner.hidden = true;
   reset();
+  approvals.reset(info.approvals);
   applyThread(info);
   for (const m of pageData.messages) upsert(m);
   firstIndex = pageData.total - pageData.messages.length;
@@ -478,6 +489,10 @@ function onFrame(frame) {
       break;
     case "subagent_updated":
       panels.subagentUpdated(frame.data);
+      break;
+    case "approval_requested":
+    case "approval_decided":
+      approvals.apply(frame.data);
       break;
     case "event":
       if (frame.eventType === "tool_call_started" || frame.eventType === "tool_call_done") {
