@@ -101,6 +101,12 @@ class Agent(_Definition):
     tool_description: str = ""
     overlap: Literal["enqueue", "reject", "interrupt"] = "enqueue"
     max_run_steps: int | None = None
+    on_lost: Literal["settle", "resume"] = "settle"
+    """What start-up recovery and the sweeper do with a run lost in a crash (spec 16):
+    ``settle`` it ``failed``/``execution_lost`` (spec 04 §4.24), or settle it and
+    ``resume`` it from the stored history."""
+    max_resumes: int = 3
+    """Resumes in a row after which a lost run is settled for good (spec 16 §16.5)."""
     hooks: tuple[str, ...] = ()
     parent_hooks: tuple[ParentHook, ...] = ()
 
@@ -160,6 +166,8 @@ class Agent(_Definition):
                 problems.append(("V12", f"{where}: side {which} max_steps must be >= 1"))
         if self.max_run_steps is not None and self.max_run_steps < 1:
             problems.append(("V12", f"{where}: max_run_steps must be >= 1"))
+        if self.max_resumes < 1:
+            problems.append(("V12", f"{where}: max_resumes must be >= 1"))
         return problems
 
     def _shape_problems(self, require_prompts: bool) -> list[str]:

@@ -25,8 +25,8 @@ class StatusError(BaseModel):
 
     type: str
     """What failed: the exception's class name (``ProviderError``, ``KeyError`` …), or
-    ``RepeatedToolError``, ``ExecutionLost``, ``Shutdown`` for the failures that are not
-    one exception."""
+    ``RepeatedToolError``, ``ExecutionLost``, ``ResumesExhausted`` (spec 16), ``Shutdown``
+    for the failures that are not one exception."""
     message: str
     """One line that says why, in the words a user acts on."""
     log_id: str | None = None

@@ -29,6 +29,7 @@ from threadloom.records import (
     StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
+    ToolCall,
 )
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
@@ -52,6 +53,7 @@ from threadloom.store.shapes import (
     RunBegin,
     RunEnd,
     SessionRow,
+    Settled,
     Settlement,
     StoredEvent,
     ThreadPatch,
@@ -84,6 +86,7 @@ __all__ = [
     "RunBegin",
     "RunEnd",
     "SessionRow",
+    "Settled",
     "Settlement",
     "Store",
     "StoredEvent",
@@ -239,6 +242,34 @@ class Store(FileStore, AccountStore, Protocol):
         transaction (see :class:`Settlement`)."""
         ...
 
+    async def settle_resumable(self, thread_id: str, settlement: Settlement) -> Settled:
+        """``settle_run`` of a lost run whose agent resumes (``settlement.resume_limit``,
+        spec 16 §16.3): says whether the run is to be resumed (``Settled.resume``)."""
+        ...
+
+    async def record_tool_starts(
+        self, thread_id: str, message_id: str, calls: Sequence[ToolCall]
+    ) -> None:
+        """Record, in one transaction, that ``calls`` of the model message ``message_id``
+        start now (spec 16 §16.2): a ledger row each, approval NULL, ``started_at`` set;
+        a call already in the ledger keeps its row."""
+        ...
+
+    async def tool_starts(self, thread_id: str) -> dict[str, int]:
+        """The thread's tool calls whose start is recorded (plain starts and consumed
+        approvals): tool call id → ``started_at``."""
+        ...
+
+    async def pending_resumes(self, limit: int = 1000) -> list[str]:
+        """Threads whose lost run was settled to be resumed and that no run started since
+        (spec 16 §16.4): ``failed``/``execution_lost`` with resumes counted, neither
+        stopped nor terminated, no lease held."""
+        ...
+
+    async def clear_resumes(self, thread_id: str) -> None:
+        """Set the thread's count of resumes in a row back to 0 (a resumed run ended)."""
+        ...
+
     async def end_run(
         self,
         thread_id: str,
@@ -265,10 +296,12 @@ class Store(FileStore, AccountStore, Protocol):
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
         only_parked: bool = False,
+        only_resumed: bool = False,
     ) -> RunBegin | None:
         """The start of a run (spec 04 §4.7.3) in one transaction: ``None``, writing
         nothing, when the thread is gone or terminated, when ``only_parked`` and its status
-        reason is not ``awaiting_approval`` (spec 14 §14.4), when (unless ``force``) it is
+        reason is not ``awaiting_approval`` (spec 14 §14.4), when ``only_resumed`` and no
+        lost run of it waits to be resumed (spec 16 §16.4), when (unless ``force``) it is
         stopped or has no waiting entry, or when ``runnable`` (called with the thread's
         agent id inside the transaction; it must not do I/O) refuses it. Otherwise writes
         ``status`` (unless None) and, with ``deliver``, delivers every waiting entry in

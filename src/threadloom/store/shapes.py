@@ -205,6 +205,15 @@ class RunBegin:
     parked: bool = False
     """Whether the thread was parked for approval (its status reason before this run was
     ``awaiting_approval``, spec 14 §14.4): the run reads the ledger before anything else."""
+    resumed: bool = False
+    """Whether the run resumes a lost run (spec 16 §16.4): the status before it was
+    ``failed``/``execution_lost`` with resumes counted; it answers the lost run's open
+    calls before anything else, and keeps the queue for its first step."""
+
+    @property
+    def holds_queue(self) -> bool:
+        """Whether the run keeps the queue until its open calls are answered."""
+        return self.parked or self.resumed
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +291,22 @@ class Settlement:
     """Event numbers left unused before the settlement's own events and recorded as
     pruned (``events_pruned_through``): the numbers a lost unsynced tail may have
     published, so they are never given to other events (spec 09 §9.6 rule 1)."""
+    resume_limit: int | None = None
+    """A lost run of an agent with ``on_lost="resume"`` (spec 16): its ``max_resumes``.
+    While the thread's resumes in a row are fewer, and the thread is neither stopped nor
+    terminated, the settlement leaves the run's top-level tool calls open, its approvals
+    as they are and a child's session result undelivered, and counts one resume
+    (``Store.settle_resumable``); else the run is settled for good (with the error
+    ``ResumesExhausted`` when the count was reached) and the count goes back to 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What ``Store.settle_resumable`` committed: its events, and the number of the
+    resume it counted (1 for the first in a row), 0 when the run was settled for good."""
+
+    events: list[StoredEvent]
+    resume: int = 0
 
 
 LOST_TAIL_EVENTS = 16

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from threadloom.engine.run import results
 from threadloom.engine.run.loop import RUN_FAILED, Run
@@ -112,6 +112,7 @@ async def end_of_run(manager: Runs, run: Run, reason: str) -> bool:
         if settled:
             _unfence(run)
             release(manager, run)
+            await _resumed_ended(manager, run)
         else:
             run.ended = None
         return not settled
@@ -132,8 +133,23 @@ async def end_of_run(manager: Runs, run: Run, reason: str) -> bool:
             run.finished = True
             manager.active.pop(tid, None)
             _unfence(run)  # the lease is released: later writes are no execution's
+    if settled:
+        await _resumed_ended(manager, run)
     await results.finish(manager, run.row, prepared)
     return not settled
+
+
+async def _resumed_ended(manager: Runs, run: Run) -> None:
+    """A run that resumed a lost one ended: the thread's resumes in a row start again
+    from 0 (spec 16 §16.5). A failed write leaves the count as it is (a later lost run
+    is then settled for good sooner, never resumed more often)."""
+    if not run.resumed:
+        return
+    run.resumed = False
+    try:
+        await manager.hub.store.clear_resumes(run.thread_id)
+    except Exception as exc:
+        logger.warning("thread %s: clearing its count of resumes failed: %s", run.thread_id, exc)
 
 
 def release(manager: Runs, run: Run) -> None:
@@ -238,6 +254,8 @@ async def settle(manager: Runs, run: Run, reason: str) -> None:
             await manager.hub.publish_events(events)
         manager.active.pop(tid, None)
     _unfence(run)
+    if events:
+        await _resumed_ended(manager, run)
     if reason == "aborted" and events:
         logger.error(
             "thread %s (agent %s): the run failed: the runtime shut down before it"
@@ -259,25 +277,35 @@ async def settle(manager: Runs, run: Run, reason: str) -> None:
             await manager.hub.publish_events([event])
 
 
-async def settle_lost(
-    manager: Runs, thread_id: str, reason: str = "execution_lost"
-) -> tuple[Any, results.Prepared | None] | None:
+class Lost(NamedTuple):
+    """A lost run settled (``settle_lost``): the thread as it was, what ``results.finish``
+    then delivers, and the number of the resume it gets (spec 16; 0: none)."""
+
+    row: Any
+    prepared: results.Prepared | None
+    resume: int = 0
+
+
+async def settle_lost(manager: Runs, thread_id: str, reason: str = "execution_lost") -> Lost | None:
     """Settle the thread's run when no live node runs it (spec 12 §12.6.3), taking
     its lease: ``execution_lost``, or the abort a user asked for (spec 12 §12.5 rule
     4); returns what ``results.finish`` then delivers, ``None`` when nothing was
-    settled (not running, a live node holds it, or this node runs it after all)."""
+    settled (not running, a live node holds it, or this node runs it after all). A
+    run lost by an agent with ``on_lost="resume"`` is left to be resumed (spec 16):
+    ``Lost.resume`` says so, and the caller starts it (``RunManager.resume``)."""
     async with manager.gate(thread_id):  # no run of this node starts meanwhile
         if manager.owns(thread_id):
             return None  # this node runs it (or is starting it): not lost
         return await _settle_lost(manager, thread_id, reason)
 
 
-async def _settle_lost(
-    manager: Runs, thread_id: str, reason: str
-) -> tuple[Any, results.Prepared | None] | None:
+async def _settle_lost(manager: Runs, thread_id: str, reason: str) -> Lost | None:
     row = await manager.hub.store.get_thread(thread_id)
     if row is None:
         return None
+    agent = manager.hub.definitions.agent(row.agent_id)
+    if reason == "execution_lost" and agent is not None and agent.on_lost == "resume":
+        return await _settle_resumable(manager, row, agent)
     settlement = LOST_RUN
     if reason != "execution_lost":
         kind = ABORTS[reason]
@@ -310,7 +338,46 @@ async def _settle_lost(
         )
     if reason == "aborted_by_user":
         manager.hub.publish(thread_id, "stopped_by_user", None, {})
-    return row, prepared
+    return Lost(row, prepared)
+
+
+async def _settle_resumable(manager: Runs, row: Any, agent: Any) -> Lost | None:
+    """Settle a lost run of an agent that resumes (spec 16 §16.3): ``failed`` /
+    ``execution_lost`` as any lost run, its top-level tool calls left open for the
+    resumed run; settled for good once ``max_resumes`` resumes in a row were lost."""
+    thread_id = row.id
+    prepared = await results.prepare(manager, row, results.abort_result("execution_lost"))
+    settlement = replace(
+        LOST_RUN,
+        resume_limit=agent.max_resumes,
+        delivery=prepared.delivery if prepared is not None else None,
+    )
+    async with manager.hub.lock(thread_id):
+        settled = await manager.hub.store.settle_resumable(thread_id, settlement)
+        await manager.hub.publish_events(settled.events)
+    if not settled.events:
+        return None
+    if settled.resume:
+        logger.warning(
+            "thread %s (agent %s): the run was lost when the process running it stopped;"
+            " settled failed/execution_lost and resumed (%d of at most %d in a row)",
+            thread_id,
+            row.agent_id,
+            settled.resume,
+            agent.max_resumes,
+        )
+        return Lost(row, None, settled.resume)
+    logger.error(
+        "thread %s (agent %s): the run failed: it was lost when the process running"
+        " it stopped; settled failed/execution_lost%s",
+        thread_id,
+        row.agent_id,
+        ""
+        if row.stopped or row.terminated
+        else f" ({agent.max_resumes} resumes in a row: not resumed)",
+        extra=RUN_FAILED,
+    )
+    return Lost(row, prepared)
 
 
 MEND_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0)

@@ -24,6 +24,7 @@ from threadloom.engine.env import ExecutionState, StepEnv, StepManager, StepTrac
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.run.children import spawn_immediate
 from threadloom.engine.run.results import SessionResult, ended_result, final_message
+from threadloom.engine.run.resume import resume_calls
 from threadloom.engine.run.subagents import runtime_tools
 from threadloom.engine.step.dispatch import dispatch
 from threadloom.engine.step.model_call import ModelFailed, StepError, format_exception
@@ -138,6 +139,12 @@ class Run:
         self.parked = False
         """The thread was parked for approval when the run started (``RunBegin.parked``):
         its decided calls run before the first step (spec 14 §14.4)."""
+        self.resumed = False
+        """The run resumes a lost run (spec 16 §16.4): the lost run's open tool calls are
+        answered before the first step, and the thread's count of resumes in a row is
+        cleared when the run ends (``ending``)."""
+        self.resuming = False
+        """``resumed`` until the lost run's open calls were answered."""
         self.ended: tuple[str, bool] | None = None
         """``(reason, settled)`` once the end-of-run check committed with the run's last
         message (``RunManager.finish_run``)."""
@@ -310,10 +317,15 @@ class Run:
                 self.manager.release(self)  # cancelled after its run end was committed
 
     async def _loop(self) -> str:
-        if self.parked:
+        if self.parked or self.resuming:
             self.parked = False
             try:
-                parked = await self._decided_calls()
+                parked = None
+                if self.resuming:
+                    self.resuming = False
+                    parked = await resume_calls(self)
+                if parked is None:
+                    parked = await self._decided_calls()
             except (asyncio.CancelledError, LeaseLost):
                 raise
             except Exception as exc:
@@ -465,10 +477,18 @@ class Run:
                 found = await self.store.get_message(self.thread_id, approval.message_id)
                 if found is not None:
                     issued[found.id] = found
-        first = issued.get(decided[0].message_id)
-        side = "b" if first is not None and first.role == "user" else "a"
+        env = await self.issuing_env(issued.get(decided[0].message_id))
+        round_ = await run_decided(env, decided, issued)
+        self.tool_rows.extend(round_.stored)
+        return None
+
+    async def issuing_env(self, issued: Message | None) -> StepEnv:
+        """The environment of calls of the stored model message ``issued`` that run
+        outside its step (decided approvals, a resumed run's open calls): its side and
+        prompt become the acting ones."""
+        side = "b" if issued is not None and issued.role == "user" else "a"
         side_def = self._side_def(side)
-        name = (first.prompt if first is not None else None) or side_def.prompt
+        name = (issued.prompt if issued is not None else None) or side_def.prompt
         prompt = self.definitions.prompt(name or "")
         if prompt is None:
             raise StepError(f'Prompt "{name}" is not defined')
@@ -486,11 +506,9 @@ class Run:
             execution=self.execution,
             dispatch=dispatch,
         )
-        env.pending_id = first.id if first is not None else ""
+        env.pending_id = issued.id if issued is not None else ""
         self.execution.step = env
-        round_ = await run_decided(env, decided, issued)
-        self.tool_rows.extend(round_.stored)
-        return None
+        return env
 
     def _resume_later(self) -> None:
         """After parking: a decision that landed while the run parked found it running,

@@ -46,7 +46,9 @@ class EngineHost:
         done = await self.runs.settle_lost(thread_id, reason)
         if done is None:
             return False
-        await results.finish(self.runs, done[0], done[1])
+        await results.finish(self.runs, done.row, done.prepared)
+        if done.resume:
+            await self.runs.resume(thread_id)
         return True
 
     async def resume_parked(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from threadloom.define.tool import ToolResult
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.request_head import Heads
-from threadloom.engine.run import ending, results
+from threadloom.engine.run import ending
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
@@ -174,6 +174,7 @@ class RunManager:
         keep_status: bool = False,
         spawn: bool = True,
         only_parked: bool = False,
+        only_resumed: bool = False,
     ) -> Run | None:
         """Start a run if none is active and there is work (or ``force``: a continue);
         ``spawn=False``: the caller's task runs it (``run.execute()``).
@@ -200,14 +201,15 @@ class RunManager:
                     deliver=deliver,
                     runnable=self._runnable,
                     only_parked=only_parked,
+                    only_resumed=only_resumed,
                 )
                 if begun is None:
                     return None
                 delivered = await self.publish_delivery(thread_id, begun.events, begun.delivered)
-                if deliver and not begun.parked:
+                if deliver and not begun.holds_queue:
                     self.hub.note_queue_empty(thread_id)
             return self._launch(
-                begun, side, delivered if deliver and not begun.parked else None, spawn
+                begun, side, delivered if deliver and not begun.holds_queue else None, spawn
             )
 
     def _launch(
@@ -220,6 +222,7 @@ class RunManager:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
         run.parked = begun.parked
+        run.resumed = run.resuming = begun.resumed
         run.started_at = row.status.since
         run.event_seq = row.event_seq
         self.active[row.id] = run
@@ -309,9 +312,18 @@ class RunManager:
 
     async def settle_lost(
         self, thread_id: str, reason: str = "execution_lost"
-    ) -> tuple[Any, results.Prepared | None] | None:
+    ) -> ending.Lost | None:
         """Settle the thread's run when no live node runs it (spec 12 §12.6.3)."""
         return await ending.settle_lost(self, thread_id, reason)
+
+    async def resume(self, thread_id: str) -> bool:
+        """Start the run that resumes a lost run (spec 16 §16.4) — after its settlement,
+        once every lost run found with it is settled; ``True`` when it started here. Any
+        start of such a thread is its resumed run (``RunBegin.resumed``): a send that
+        came first starts it, and this one then finds nothing to start."""
+        if not self.runs_threads:
+            return False
+        return await self.start(thread_id, force=True, only_resumed=True) is not None
 
     def lease_lost(self, run: Run) -> None:
         """A fenced write of ``run`` found its lease gone (spec 12 §12.3.3)."""
@@ -486,10 +498,10 @@ class RunManager:
                     delivered = await self.publish_delivery(
                         thread_id, begun.events, begun.delivered
                     )
-                    if not begun.parked:
+                    if not begun.holds_queue:
                         hub.note_queue_empty(thread_id)
             if begun is not None:
-                self._launch(begun, "a", None if begun.parked else delivered, spawn=True)
+                self._launch(begun, "a", None if begun.holds_queue else delivered, spawn=True)
         if begun is None:
             hub.signal_work(thread_id)
         return view

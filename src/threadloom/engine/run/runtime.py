@@ -22,6 +22,7 @@ from threadloom.define.registry import Definitions
 from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.run import results
+from threadloom.engine.run.ending import Lost
 from threadloom.engine.run.node_host import EngineHost
 from threadloom.engine.run.runs import RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
@@ -253,7 +254,7 @@ class Runtime:
         caller (this node's runs with no execution here), instead of reading them; returns
         the ids settled."""
         settled: list[str] = []
-        delivered: list[tuple[Any, results.Prepared | None]] = []
+        delivered: list[Lost] = []
         if threads is None:
             threads = await self.cluster.lost_runs(limit=1_000_000, mine=mine)
         for thread_id in threads:
@@ -263,8 +264,15 @@ class Runtime:
                 delivered.append(done)
         # only once every lost run is settled: waking a parent earlier could start a run
         # that the settlement of the parent's own lost run would then fail
-        for row, prepared in delivered:
-            await results.finish(self.runs, row, prepared)
+        for lost in delivered:
+            await results.finish(self.runs, lost.row, lost.prepared)
+        # the runs of agents that resume (spec 16 §16.4), and those a process settled to
+        # be resumed but stopped before it started them
+        resumes = [lost.row.id for lost in delivered if lost.resume]
+        if self.runs.runs_threads:
+            resumes += [t for t in await self.store.pending_resumes() if t not in resumes]
+        for thread_id in resumes:
+            await self.runs.resume(thread_id)
         return settled
 
     async def _node_step(self, step: Callable[[], Awaitable[None]], what: str) -> None:

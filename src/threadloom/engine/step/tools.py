@@ -428,11 +428,65 @@ async def run_decided(
     return round_
 
 
+def is_idempotent(env: StepEnv, name: str) -> bool:
+    """Whether ``name`` is a tool of the step declared ``idempotent`` (spec 16 §16.2)."""
+    resolved = env.offered.get(name)
+    if resolved is None or getattr(resolved, "kind", "tool") != "tool":
+        return False
+    target = resolved.target
+    return getattr(getattr(target, "tool_definition", target), "idempotent", False) is True
+
+
+async def _record_starts(env: StepEnv, calls: list[ToolCall]) -> None:
+    """The effect ledger of an agent that resumes lost runs (spec 16 §16.2): the start of
+    each top-level call that is offered and not an idempotent tool, in one write before
+    any of them runs."""
+    if env.depth != 0 or env.nested is not None:
+        return
+    starting = [
+        c
+        for c in calls
+        if c.function.name in env.offered and not is_idempotent(env, c.function.name)
+    ]
+    if starting:
+        await env.run.store.record_tool_starts(env.state.thread_id, env.pending_id, starting)
+
+
+async def run_resumed(
+    env: StepEnv, calls: list[ToolCall], errors: Mapping[str, str], again: set[str]
+) -> ToolRound:
+    """The open calls of a lost run that a resumed run answers (spec 16 §16.4), one at a
+    time in call order: a call in ``errors`` gets that error as its result; one in
+    ``again`` runs without its start being recorded again (an idempotent tool that had
+    started); any other runs as in a model step (approval gate, recorded start)."""
+    round_ = ToolRound()
+    execute = _execute if env.run.manager.tracing is None else _traced
+    for call in calls:
+        if call.id in errors:
+            result = ToolResult(status="error", error=errors[call.id])
+            outcome = CallOutcome(call, result, executed=False, message_id=new_id())
+        elif call.id in again:
+            if env.run.listened:
+                env.run.publish_telemetry("tool_started", tool=call.function.name)
+            outcome = await execute(env, call)
+        else:
+            ran = await run_tools(env, [call])
+            round_.outcomes += ran.outcomes
+            round_.stored += ran.stored
+            round_.awaiting += ran.awaiting
+            continue
+        round_.outcomes.append(outcome)
+        _finish(env, round_, outcome, await _store(env, outcome))
+    return round_
+
+
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
+    if calls and env.run.agent.on_lost == "resume":
+        await _record_starts(env, calls)
     execute = _execute if env.run.manager.tracing is None else _traced
     if len(calls) == 1:  # the common case, sequential or not: no task to schedule and
         # wait for, and no _run_calls coroutine around it

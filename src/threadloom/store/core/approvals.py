@@ -17,6 +17,8 @@ from threadloom.records import (
     Approval,
     ApprovalDecision,
     Message,
+    ToolCall,
+    arguments_hash,
     canonical_json,
     new_id,
 )
@@ -200,6 +202,57 @@ def consume_approval(
     assert row is not None
     tx.flush()
     return approval_from_row(row)
+
+
+def _call_arguments(call: ToolCall) -> Any:
+    """A call's arguments as JSON (its text when that is not JSON: stored as a string)."""
+    try:
+        return json.loads(call.function.arguments or "{}")
+    except ValueError:
+        return call.function.arguments
+
+
+def record_starts(
+    conn: Conn, clock: Clock, thread_id: str, message_id: str, calls: Sequence[ToolCall]
+) -> None:
+    """The effect ledger (spec 16 §16.2): a row for each call of ``message_id`` that starts
+    now — approval NULL, ``requested_at`` = ``started_at`` = now — in one statement; a
+    call already in the ledger (an approval) keeps its row. The ``Tx`` checks the run's
+    fence (a run that lost its lease records nothing and runs nothing); nothing of the
+    thread row changes, so it is not written."""
+    tx = Tx(conn, thread_id, clock)
+    values: list[Any] = []
+    for call in calls:
+        arguments = _call_arguments(call)
+        values += (
+            thread_id,
+            call.id,
+            message_id,
+            call.function.name,
+            canonical_json(arguments),
+            arguments_hash(arguments),
+            tx.now,
+            tx.now,
+        )
+    if not values:
+        return
+    rows = ", ".join(["(?, ?, ?, ?, ?, ?, NULL, ?, ?)"] * len(calls))
+    conn.execute(
+        "INSERT INTO tool_ledger(thread_id, tool_call_id, message_id, tool, arguments,"
+        f" arguments_hash, approval, requested_at, started_at) VALUES {rows}"
+        " ON CONFLICT (thread_id, tool_call_id) DO NOTHING",
+        values,
+    )
+
+
+def tool_starts(conn: Conn, thread_id: str) -> dict[str, int]:
+    """Tool call id → ``started_at`` of the thread's calls whose start is recorded."""
+    rows = conn.execute(
+        "SELECT tool_call_id, started_at FROM tool_ledger"
+        " WHERE thread_id = ? AND started_at IS NOT NULL",
+        (thread_id,),
+    ).fetchall()
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def cancel_in(tx: Tx, decided_by: str, reason: str) -> list[Approval]:

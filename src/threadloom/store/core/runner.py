@@ -24,6 +24,7 @@ from threadloom.records import (
     StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
+    ToolCall,
 )
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
@@ -42,6 +43,7 @@ from threadloom.store.shapes import (
     RunBegin,
     RunEnd,
     SessionRow,
+    Settled,
     Settlement,
     StoredEvent,
     ThreadPatch,
@@ -367,6 +369,23 @@ class TxStore:
     async def settle_run(self, thread_id: str, settlement: Settlement) -> list[StoredEvent]:
         return await self._write(runs.settle_run, thread_id, settlement)
 
+    async def settle_resumable(self, thread_id: str, settlement: Settlement) -> Settled:
+        return await self._write(runs.settle_resumable, thread_id, settlement)
+
+    async def record_tool_starts(
+        self, thread_id: str, message_id: str, calls: Sequence[ToolCall]
+    ) -> None:
+        await self._write(ledger.record_starts, thread_id, message_id, list(calls))
+
+    async def tool_starts(self, thread_id: str) -> dict[str, int]:
+        return await self._read(ledger.tool_starts, thread_id)
+
+    async def pending_resumes(self, limit: int = 1000) -> list[str]:
+        return await self._read(runs.pending_resumes, limit)
+
+    async def clear_resumes(self, thread_id: str) -> None:
+        await self._write(runs.clear_resumes, thread_id)
+
     async def end_run(
         self,
         thread_id: str,
@@ -389,9 +408,10 @@ class TxStore:
         deliver: bool,
         runnable: Callable[[str], bool] | None = None,
         only_parked: bool = False,
+        only_resumed: bool = False,
     ) -> RunBegin | None:
         return await self._write(
-            runs.begin_run, thread_id, status, force, deliver, runnable, only_parked
+            runs.begin_run, thread_id, status, force, deliver, runnable, only_parked, only_resumed
         )
 
     async def enqueue_and_begin_run(

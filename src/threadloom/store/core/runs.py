@@ -22,6 +22,7 @@ from threadloom.store.base import (
     ParentDelivery,
     RunBegin,
     RunEnd,
+    Settled,
     Settlement,
     StoredEvent,
     ThreadRow,
@@ -72,6 +73,13 @@ class _Started(NamedTuple):
     """The lease the run took (where threads carry leases)."""
     parked: bool
     """The status before the start was ``awaiting_approval`` (``RunBegin.parked``)."""
+    resumed: bool = False
+    """The run resumes a lost run (``RunBegin.resumed``, spec 16 §16.4)."""
+
+    @property
+    def holds_queue(self) -> bool:
+        """The run answers open calls before it delivers the queue."""
+        return self.parked or self.resumed
 
 
 def _may_run_here(tx: Tx) -> bool:
@@ -105,9 +113,30 @@ def _begin_in(
         lease = tx.acquire(node_id)
     activity = tx.activity
     parked = tx.status_reason == "awaiting_approval"
+    resumed = tx.status_reason == "execution_lost" and _resume_pending(tx)
     if status is not None:
         write_status(tx, status)
-    return _Started(activity, lease, parked)
+    return _Started(activity, lease, parked, resumed)
+
+
+def _resume_pending(tx: Tx) -> bool:
+    """Whether the thread's lost run was settled to be resumed and no run started since
+    (spec 16 §16.4): read only after a lost run (``execution_lost``), never on a turn."""
+    found = tx.conn.execute("SELECT resumes FROM threads WHERE id = ?", (tx.thread_id,)).fetchone()
+    return found is not None and int(found[0]) > 0
+
+
+def pending_resumes(conn: Conn, limit: int) -> list[str]:
+    """Threads whose lost run was settled to be resumed and that no run started since
+    (``threads_resumes``, a partial index, finds them): ``failed``/``execution_lost``
+    with resumes counted, neither stopped nor terminated, no live node holding it."""
+    rows = conn.execute(
+        "SELECT id FROM threads t WHERE t.resumes > 0 AND t.status_state = 'failed'"
+        " AND t.status_reason = 'execution_lost' AND t.stopped = 0 AND t.terminated IS NULL"
+        f" AND {conn.sql.unowned('t')} ORDER BY t.tnum LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def begin_run(
@@ -119,25 +148,37 @@ def begin_run(
     deliver: bool,
     runnable: Callable[[str], bool] | None,
     only_parked: bool = False,
+    only_resumed: bool = False,
 ) -> RunBegin | None:
     """The start gate's check, the ``running`` status and the first delivery, together;
-    ``only_parked``: only a thread parked for approval starts (spec 14 §14.4)."""
+    ``only_parked``: only a thread parked for approval starts (spec 14 §14.4);
+    ``only_resumed``: only a thread whose lost run waits to be resumed (spec 16 §16.4)."""
     try:
         tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
     except ThreadNotFound:
         return None
     if only_parked and (tx.status_reason != "awaiting_approval" or tx.status_state == "running"):
         return None
-    started = _begin_in(tx, status, force, runnable)
-    if started is None:
+    if only_resumed and (tx.status_reason != "execution_lost" or tx.status_state == "running"):
         return None
-    # a thread parked for approval keeps its queue: the decided calls' results come first
-    delivered = _deliver_waiting(tx) if deliver and not started.parked else []
+    started = _begin_in(tx, status, force, runnable)
+    if started is None or (only_resumed and not started.resumed):
+        return None  # (the status is written by the commit only: nothing was)
+    # a thread parked for approval, or resumed, keeps its queue: the open calls' results
+    # come first
+    delivered = _deliver_waiting(tx) if deliver and not started.holds_queue else []
     if not tx.events and started.lease is None:
-        return RunBegin(tx.thread_row(started.activity), [], [], parked=started.parked)
+        return RunBegin(
+            tx.thread_row(started.activity),
+            [],
+            [],
+            parked=started.parked,
+            resumed=started.resumed,
+        )
     events = tx.flush()
     row = tx.thread_row(started.activity)
-    return RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
+    delivered_messages = [m for m, _ in delivered]
+    return RunBegin(row, delivered_messages, events, started.lease, started.parked, started.resumed)
 
 
 def enqueue_and_begin_run(
@@ -160,12 +201,12 @@ def enqueue_and_begin_run(
     tx.renew_clock()  # the run starts after the send, as when they were two writes
     mark = len(tx.events)
     started = _begin_in(tx, status, False, runnable)
-    if started is None or was_waiting or started.parked:
+    if started is None or was_waiting or started.holds_queue:
         insert_entry(tx, stored, qseq)
     if started is None:
         tx.flush()
         return stored, event, None
-    if started.parked:  # delivered after the decided calls' results (spec 14 §14.4)
+    if started.holds_queue:  # delivered after the open calls' results (spec 14, 16)
         delivered = []
     elif was_waiting:
         delivered = _deliver_waiting(tx)
@@ -174,7 +215,9 @@ def enqueue_and_begin_run(
         delivered = [(message, tx.event("message", message.id))]
     events = tx.flush()[mark:]
     row = tx.thread_row(started.activity)
-    begun = RunBegin(row, [m for m, _ in delivered], events, started.lease, started.parked)
+    begun = RunBegin(
+        row, [m for m, _ in delivered], events, started.lease, started.parked, started.resumed
+    )
     return stored, event, begun
 
 
@@ -268,10 +311,16 @@ def _complete_logs(tx: Tx, settlement: Settlement) -> None:
         tx.event("log", lid)
 
 
-def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -> None:
+def _answer_open_calls(
+    tx: Tx, settlement: Settlement, since: int, start: int, nested_only: bool = False
+) -> None:
+    """Answer the run's unanswered tool calls with ``settlement.tool_result_text``;
+    ``nested_only``: only those of nested prompts (a resumed run answers the top-level
+    ones, spec 16 §16.3)."""
     rows = tx.conn.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE rid > ? AND rid < ?"
-        " AND tool_calls IS NOT NULL AND created_at >= ? ORDER BY rid",
+        " AND tool_calls IS NOT NULL AND created_at >= ?"
+        f"{' AND depth > 0' if nested_only else ''} ORDER BY rid",
         (start, tx.key_range()[1], since),
     ).fetchall()
     for row in rows:
@@ -304,34 +353,74 @@ def _answer_open_calls(tx: Tx, settlement: Settlement, since: int, start: int) -
 def settle_run(
     conn: Conn, clock: Clock, thread_id: str, settlement: Settlement
 ) -> list[StoredEvent]:
+    return _settle(conn, clock, thread_id, settlement).events
+
+
+def settle_resumable(conn: Conn, clock: Clock, thread_id: str, settlement: Settlement) -> Settled:
+    """``settle_run`` with the resume rules of spec 16 §16.3 (``settlement.resume_limit``)."""
+    return _settle(conn, clock, thread_id, settlement)
+
+
+def clear_resumes(conn: Conn, clock: Clock, thread_id: str) -> None:
+    conn.execute("UPDATE threads SET resumes = 0 WHERE id = ? AND resumes <> 0", (thread_id,))
+
+
+def _resume_count(tx: Tx, settlement: Settlement) -> tuple[int, StatusError | None]:
+    """Inside a settlement: the number of the resume this lost run gets (0: none), and
+    the status error of a run settled for good because the resumes ran out. Writes the
+    thread's new count."""
+    limit = settlement.resume_limit
+    if limit is None:
+        return 0, None
+    found = tx.conn.execute("SELECT resumes FROM threads WHERE id = ?", (tx.thread_id,)).fetchone()
+    done = int(found[0]) if found is not None else 0
+    if tx.stopped or tx.terminated is not None:
+        resume, error = 0, None
+    elif done < limit:
+        resume, error = done + 1, None
+    else:
+        resume = 0
+        error = StatusError(
+            type="ResumesExhausted",
+            message=f"The run was lost again after {done} resumes in a row"
+            f" (max_resumes {limit}): it is not resumed",
+        )
+    if resume != done:
+        tx.conn.execute("UPDATE threads SET resumes = ? WHERE id = ?", (resume, tx.thread_id))
+    return resume, error
+
+
+def _settle(conn: Conn, clock: Clock, thread_id: str, settlement: Settlement) -> Settled:
     tx = Tx(conn, thread_id, clock)
     if settlement.only_if_running and tx.status_state != "running":
-        return []
+        return Settled([])
     if settlement.take_over and tx.sql.leases:  # a lost run: only if no live node runs it
         node_id = tx.conn.node_id
         if node_id is None or (tx.lease_live and tx.lease_node != node_id):
-            return []
+            return Settled([])
         tx.acquire(node_id)
     if settlement.skip_events and tx.sql.lost_tails:
         tx.event_seq += settlement.skip_events
         conn.execute(
             "UPDATE threads SET events_pruned_through = ? WHERE id = ?", (tx.event_seq, thread_id)
         )
+    resume, exhausted = _resume_count(tx, settlement)
     since = int(tx.status_since if settlement.since is None else settlement.since)
     start = _run_start(tx, since)
     _fail_pending(tx, settlement, start)
     if settlement.logs_first:
         _complete_logs(tx, settlement)
-        _answer_open_calls(tx, settlement, since, start)
+        _answer_open_calls(tx, settlement, since, start, nested_only=resume > 0)
     else:
-        _answer_open_calls(tx, settlement, since, start)
+        _answer_open_calls(tx, settlement, since, start, nested_only=resume > 0)
         _complete_logs(tx, settlement)
-    approvals.close_in(
-        tx,
-        cancel=settlement.reason is not None,
-        reason=settlement.reason or "interrupted",
-        lost_text=settlement.tool_result_text,
-    )
+    if not resume:  # a resumed run takes its approvals and started calls as they are
+        approvals.close_in(
+            tx,
+            cancel=settlement.reason is not None,
+            reason=settlement.reason or "interrupted",
+            lost_text=settlement.tool_result_text,
+        )
     if settlement.note is not None:
         metadata = {"status_kind": settlement.note_status_kind}
         note = insert_in_tx(
@@ -345,12 +434,13 @@ def settle_run(
         )
         tx.event("message", note.id)
     if settlement.reason is not None:
-        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now, settlement.error))
+        error = exhausted or settlement.error
+        write_status(tx, ThreadStatus.settled(settlement.reason, tx.now, error))
         tx.release()  # an interrupted run (no reason) is started again by the same node
     events = tx.flush()
-    if settlement.delivery is not None:
+    if settlement.delivery is not None and not resume:  # a resumed child's session goes on
         events += deliver_to_parent(conn, clock, settlement.delivery)
-    return events
+    return Settled(events, resume)
 
 
 def deliver_to_parent(conn: Conn, clock: Clock, delivery: ParentDelivery) -> list[StoredEvent]:

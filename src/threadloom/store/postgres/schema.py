@@ -369,11 +369,18 @@ CREATE INDEX threads_parked ON threads(id) WHERE status_reason = 'awaiting_appro
 """
 """The tool-call ledger of spec 14: approvals and recorded starts (SQLite's migration 14)."""
 
+_V5 = """
+ALTER TABLE threads ADD COLUMN resumes BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX threads_resumes ON threads(resumes) WHERE resumes > 0;
+"""
+"""The resumes in a row of a thread's lost runs (spec 16 §16.5; SQLite's migration 15)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
     (3, "login attempts kept in the store", _V3),
     (4, "the tool-call ledger: approvals and recorded starts", _V4),
+    (5, "the resumes of a thread's lost runs", _V5),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -604,4 +604,18 @@ CREATE TABLE tool_ledger (
 CREATE INDEX threads_parked ON threads(id) WHERE status_reason = 'awaiting_approval';
 """,
     ),
+    (
+        15,
+        "the resumes of a thread's lost runs",
+        # Spec 16: an agent with on_lost="resume" has its lost run settled and resumed
+        # from the stored history, at most max_resumes times in a row. The count is kept
+        # with the thread (a crash loop outlives every process), raised by each resuming
+        # settlement and cleared when a resumed run ends or a lost one is settled for good.
+        # The partial index finds the threads whose resumed run has not started yet (a
+        # process that settled one and stopped before it started it) without a scan.
+        """
+ALTER TABLE threads ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX threads_resumes ON threads(resumes) WHERE resumes > 0;
+""",
+    ),
 ]
