@@ -5,7 +5,8 @@ PostgreSQL is ``THREADLOOM_TEST_PG_URL`` (default ``postgresql://postgres@127.0.
 When it cannot be reached, the PostgreSQL half is skipped with the reason
 (``pg_support.require_postgres``); under ``CI=true`` such a skip is a failure. A test
 about SQLite itself (its pragmas, WAL, migrations, process lock) is marked
-``sqlite_only`` and runs on SQLite alone.
+``sqlite_only`` and runs on SQLite alone; one about several nodes sharing the store,
+``postgres_only``.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "sqlite_only: about SQLite itself; runs on the SQLite store only"
     )
+    config.addinivalue_line(
+        "markers",
+        "postgres_only: about several nodes sharing a store; runs on PostgreSQL only",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_url" in metafunc.fixturenames:
-        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        backends = ["sqlite"] if sqlite_only else ["sqlite", "postgresql"]
+        marked = metafunc.definition.get_closest_marker
+        backends = ["sqlite", "postgresql"]
+        if marked("sqlite_only") is not None:
+            backends = ["sqlite"]
+        elif marked("postgres_only") is not None:
+            backends = ["postgresql"]
         metafunc.parametrize("db_url", backends, indirect=True)
 
 

@@ -400,6 +400,7 @@ async def test_c16_009_a_resumed_run_that_ends_clears_the_count(crash: Crash, re
     assert rt.bus.seen(tid) == RESUMED
 
 
+@pytest.mark.postgres_only
 async def test_c16_012_a_live_nodes_sweeper_resumes_the_run(
     crash: Crash, restart: Any, backend: str
 ) -> None:
@@ -407,8 +408,6 @@ async def test_c16_012_a_live_nodes_sweeper_resumes_the_run(
     a non-idempotent tool → its sweeper settles the lost run once the dead node's TTL has
     passed and resumes it there, as start-up recovery does: the finished call not run
     again, the running one answered ``Interrupted``, the model asked, statuses streamed."""
-    if backend != "postgresql":
-        pytest.skip("the sweeper runs where several nodes share the store")
     rt = await restart([Reply.text("checked")])
     tid = (await crash.child("tool"))["thread_id"]
     state = await rt.runtime.thread(tid)
