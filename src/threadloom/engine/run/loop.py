@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from threadloom.define.agent import Agent
@@ -318,19 +318,7 @@ class Run:
 
     async def _loop(self) -> str:
         if self.parked or self.resuming:
-            self.parked = False
-            try:
-                parked = None
-                if self.resuming:
-                    self.resuming = False
-                    parked = await resume_calls(self)
-                if parked is None:
-                    parked = await self._decided_calls()
-            except (asyncio.CancelledError, LeaseLost):
-                raise
-            except Exception as exc:
-                await self._step_error(exc)
-                return "step_error"
+            parked = await self._guarded(self._before_first_step)
             if parked is not None:
                 return parked
         sides = (self.agent.side_a, self.agent.side_b)
@@ -339,13 +327,9 @@ class Run:
             *[(s.max_steps or 0) if s is not None else 0 for s in sides],
         )
         while True:
-            try:
-                reason = await self._step()
-            except (asyncio.CancelledError, LeaseLost):
-                raise
-            except Exception as exc:
-                await self._step_error(exc)
-                return "step_error"
+            reason = await self._guarded(self._step)
+            if reason == "step_error":
+                return reason
             self.run_steps += 1
             if reason is not None:
                 return reason
@@ -353,6 +337,28 @@ class Run:
                 return "repeated_tool_error"
             if self.run_steps >= ceiling:
                 return "max_total_steps"
+
+    async def _guarded(self, work: Callable[[], Awaitable[str | None]]) -> str | None:
+        """``work()``'s reason; an exception other than a cancellation or a lost lease ends
+        the run with ``step_error`` (spec 04 §4.9.1)."""
+        try:
+            return await work()
+        except (asyncio.CancelledError, LeaseLost):
+            raise
+        except Exception as exc:
+            await self._step_error(exc)
+            return "step_error"
+
+    async def _before_first_step(self) -> str | None:
+        """A resumed run's lost calls (spec 16), then a parked run's decided calls (spec
+        14 §14.4); a reason when the run parks (again) instead of going on."""
+        self.parked = False
+        if self.resuming:
+            self.resuming = False
+            parked = await resume_calls(self)
+            if parked is not None:
+                return parked
+        return await self._decided_calls()
 
     async def _deliver(self) -> list[Message]:
         """Deliver every waiting entry, in order (spec 04 §4.10): the first step's were
