@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from payer import PAID, payer
 from server.conftest import USERS, Api
-from threadloom import Agent, Side
 from threadloom.client import (
     ApprovalConflictError,
     ApprovalNotFoundError,
@@ -32,44 +32,12 @@ from threadloom.client.frames import (
 )
 from threadloom.client.models import Approval, ApprovalList
 from threadloom.client.reduce import ThreadView
-from threadloom.define import Model, Prompt, tool
-from threadloom.providers.script import Call, Reply
-from threadloom.providers.scripted import ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
-
-PAID: list[tuple[int, str]] = []
-
-
-@tool(requires_approval=True)
-def pay(amount: int, to: str) -> str:
-    """Pay an amount to someone."""
-    PAID.append((amount, to))
-    return f"paid {amount} to {to}"
-
-
-def _reply(request: ProviderRequest) -> Reply:
-    if any(isinstance(m, ToolMessage) for m in request.messages):
-        return Reply.text("done")
-    text = request.messages[-1].text
-    if text == "pay two":
-        return Reply.tool_calls(
-            Call("pay", {"amount": 5, "to": "bo"}), Call("pay", {"amount": 700, "to": "eve"})
-        )
-    return Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}))
-
-
-PAYER = (
-    pay,
-    Model(name="pay_model", provider=ScriptedProvider(_reply), model="scripted-pay"),
-    Prompt(name="pay_prompt", model="pay_model", system="You pay.", tools=["pay"]),
-    Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="Customer")),
-)
 
 
 @pytest.fixture
 async def pay_api(make_api: Any) -> Api:
     PAID.clear()
-    made: Api = await make_api(extra=PAYER)
+    made: Api = await make_api(extra=payer())
     return made
 
 

@@ -12,35 +12,7 @@ import pytest
 from test_c09_stream import open_ws, quiet, until
 
 from conftest import USERS
-from threadloom import Agent, Side
-from threadloom.define import Model, Prompt, tool
-from threadloom.providers.script import Call, Reply
-from threadloom.providers.scripted import ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
-
-PAID: list[tuple[int, str]] = []
-
-
-@tool(requires_approval=True)
-def pay(amount: int, to: str) -> str:
-    """Pay an amount to someone."""
-    PAID.append((amount, to))
-    return f"paid {amount} to {to}"
-
-
-def payer_reply(request: ProviderRequest) -> Reply:
-    if any(isinstance(m, ToolMessage) for m in request.messages):
-        return Reply.text("done")
-    return Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}))
-
-
-def payer() -> tuple[Any, ...]:
-    return (
-        pay,
-        Model(name="pay_model", provider=ScriptedProvider(payer_reply), model="scripted-pay"),
-        Prompt(name="pay_prompt", model="pay_model", system="You pay.", tools=["pay"]),
-        Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="Customer")),
-    )
+from payer import PAID, payer
 
 
 @pytest.fixture
