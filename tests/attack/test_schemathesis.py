@@ -490,6 +490,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["key_id"] = served.new_key()[0]
     if "{user_id}" in path:
         ids["user_id"] = served.new_user()
+    if "{tool_call_id}" in path:  # no approval is pending: the decision's answer is a 404
+        ids["tool_call_id"] = "call_example"
     return path.format(**ids)
 
 
