@@ -11,7 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from threadloom.records import Message, QueueEntry, StatusError, ThreadRecord, ThreadStatus
+from threadloom.records import (
+    Message,
+    QueueEntry,
+    StatusError,
+    ThreadBudget,
+    ThreadRecord,
+    ThreadStatus,
+)
 from threadloom.records import RequestDelta as RequestDelta
 
 Clock = Callable[[], int]
@@ -50,6 +57,9 @@ class NewThread:
     parent_id: str | None = None
     arguments: dict[str, Any] | None = None
     overlap: str | None = None
+    budgets: tuple[ThreadBudget, ...] = ()
+    """The thread's own budgets (spec 15 §15.3); the store adds the ``thread``-scope
+    budgets its parent keeps (they limit an ancestor's lifetime, descendants included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +161,9 @@ class ThreadRow:
     """Newest visible top-level user text, cut to 140 characters (list reads only)."""
     last_message_at_us: int | None = None
     """Newest visible user or final assistant message (list reads only)."""
+    budgets: tuple[ThreadBudget, ...] = ()
+    """The budgets the thread keeps (spec 15 §15.3): its own and its ancestors'
+    ``thread``-scope ones."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

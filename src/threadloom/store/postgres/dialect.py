@@ -46,6 +46,7 @@ UNIQUE_KEYS = {
     "auth_tickets_pkey": "auth_tickets.ticket_digest",
     "logs_pkey": "logs.id",
     "auth_attempts_pkey": "auth_attempts.attempt_id, auth_attempts.key_digest",
+    "user_quotas_pkey": "user_quotas.user_id",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""

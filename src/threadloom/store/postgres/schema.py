@@ -348,10 +348,22 @@ CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
 """
 """The login attempts of spec 10 §10.11, shared by every node (SQLite's migration 13)."""
 
+_V5 = f"""
+ALTER TABLE threads ADD COLUMN budgets {T};
+CREATE TABLE user_quotas (
+    user_id       {T} PRIMARY KEY,
+    quota         {T} NOT NULL,
+    updated_at_us BIGINT NOT NULL
+);
+"""
+"""Budgets of threads and quotas of users (spec 15, SQLite's migration 15); number 4 is
+the approvals ledger's."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
     (3, "login attempts kept in the store", _V3),
+    (5, "budgets of threads and quotas of users", _V5),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -577,4 +577,21 @@ CREATE INDEX auth_attempts_key ON auth_attempts(key_digest, at_us);
 CREATE INDEX auth_attempts_age ON auth_attempts(at_us);
 """,
     ),
+    (
+        15,
+        "budgets of threads and quotas of users",
+        # Spec 15: a thread keeps the budgets set at its creation and the lifetime budgets
+        # of its ancestors (a JSON array, NULL when none: a thread without budgets costs its
+        # run nothing to check), and an admin sets a user's quota over a rolling window.
+        # The spend itself is summed from the logs (logs_order, threads_user). Number 14
+        # is the approvals ledger's.
+        """
+ALTER TABLE threads ADD COLUMN budgets TEXT;
+CREATE TABLE user_quotas (
+    user_id       TEXT PRIMARY KEY,
+    quota         TEXT NOT NULL,
+    updated_at_us INTEGER NOT NULL
+);
+""",
+    ),
 ]
