@@ -50,7 +50,11 @@ class Limits(BaseModel):
 
     def limits(self) -> list[tuple[str, float]]:
         """``(dimension, limit)`` for each limit that is set, in ``LIMIT_FIELDS`` order."""
-        return [(name, float(getattr(self, name))) for name in LIMIT_FIELDS if getattr(self, name) is not None]
+        return [
+            (name, float(getattr(self, name)))
+            for name in LIMIT_FIELDS
+            if getattr(self, name) is not None
+        ]
 
 
 class Budget(Limits):

@@ -31,7 +31,9 @@ def _spend(row: Sequence[Any] | None) -> Spend:
     if row is None:
         return Spend()
     return Spend(
-        usd=float(row[0] or 0), tokens=int(row[1] or 0), requests=int(row[2] or 0),
+        usd=float(row[0] or 0),
+        tokens=int(row[1] or 0),
+        requests=int(row[2] or 0),
         unknown_cost=int(row[3] or 0),
     )
 
