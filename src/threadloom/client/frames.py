@@ -164,6 +164,7 @@ TELEMETRY = frozenset(
         "tool_completed",
         "stopped",
         "agent_handoff",
+        "budget_warning",
     }
 )
 

@@ -18,7 +18,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom.records import AttachmentRef, CostReport, FileStats
-from threadloom.wire import agui, auth, catalog, control, files, logs, messages, stream, threads
+from threadloom.wire import (
+    agui,
+    auth,
+    budgets,
+    catalog,
+    control,
+    files,
+    logs,
+    messages,
+    stream,
+    threads,
+)
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -234,6 +245,20 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "delete_user": Operation(
         "DELETE", "/api/users/{user_id}", {200: auth.Success}, (*SIGNED, 404, 409)
+    ),
+    "get_user_quota": Operation(
+        "GET", "/api/users/{user_id}/quota", {200: budgets.QuotaAnswer}, (*SIGNED, 404)
+    ),
+    "set_user_quota": Operation(
+        "PUT",
+        "/api/users/{user_id}/quota",
+        {200: budgets.QuotaAnswer},
+        (*SIGNED, *BODY, 404),
+        body=budgets.QuotaBody,
+        body_required=True,
+    ),
+    "delete_user_quota": Operation(
+        "DELETE", "/api/users/{user_id}/quota", {200: budgets.QuotaAnswer}, (*SIGNED, 404)
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(

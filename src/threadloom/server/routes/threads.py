@@ -134,6 +134,7 @@ async def create_thread(
         tags=tuple(body.tags or ()),
         arguments=body.arguments,
         overlap=body.overlap,
+        budget=body.budget,
     )
     ids: list[str] = []
     try:
