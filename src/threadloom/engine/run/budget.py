@@ -157,7 +157,7 @@ class RunBudget:
             f"Budget warning: {amount(dimension, spent.of(dimension))} spent of the"
             f" {amount(dimension, value)} {limit.name} allows"
         )
-        if dimension == "usd" and spent.unknown_cost:
+        if note is None and dimension == "usd" and spent.unknown_cost:
             text += f" ({spent.unknown_cost} requests of unknown cost not counted)"
         self.publish(
             "budget_warning",
