@@ -1,0 +1,79 @@
+"""Budgets and quotas over HTTP (spec 15 §15.8): a new thread's ``budget`` and the admins'
+quota routes, on a real server and Runtime (``api``: the ``echo`` agent on the scripted
+model, users alice and bob, admin root)."""
+
+from __future__ import annotations
+
+from conftest import USERS, Api
+
+
+async def _status(api: Api, thread: str, text: str) -> dict[str, object]:
+    client = api.client()
+    sent = await client.post(f"/api/threads/{thread}/messages", json={"content": text})
+    assert sent.status_code == 202, sent.text
+    await api.settle(thread)
+    status: dict[str, object] = (await client.get(f"/api/threads/{thread}")).json()["status"]
+    return status
+
+
+async def test_c15_012_a_thread_created_with_a_budget(api: Api) -> None:
+    thread = await api.thread(budget={"scope": "thread", "requests": 1})
+    first = await _status(api, thread, "one")
+    assert (first["state"], first["reason"]) == ("idle", "stop_on_response")
+    second = await _status(api, thread, "two")
+    assert (second["state"], second["reason"]) == ("failed", "budget_exceeded")
+    error = second["error"]
+    assert isinstance(error, dict)
+    assert error["type"] == "BudgetExceeded" and error["retryable"] is False
+    assert error["message"] == (
+        f"Budget exceeded: the lifetime budget of thread {thread} allows 1 model requests;"
+        " 1 model requests spent"
+    )
+    several = await api.thread(budget=[{"requests": 3}, {"usd": 1.5, "warn_at": 0.5}])
+    row = await api.runtime.store.get_thread(several)
+    assert row is not None and [b.requests for b in row.budgets] == [3, None]
+    client = api.client()
+    for bad in ({"scope": "forever", "requests": 1}, {}, 5, [{"tokens": -1}]):
+        refused = await client.post("/api/threads", json={"agent_id": "echo", "budget": bad})
+        assert refused.status_code == 400, (bad, refused.text)
+        body = refused.json()
+        assert body["error"].startswith("budget must be a budget or a list of budgets"), body
+        assert body["details"][0]["field"] == "budget"
+
+
+async def test_c15_013_admins_set_read_and_remove_a_users_quota(api: Api) -> None:
+    alice = USERS["alice"].id
+    root = api.client("root")
+    path = f"/api/users/{alice}/quota"
+    assert (await root.get(path)).json() == {"user_id": alice, "quota": None, "spent": None}
+    thread = await api.thread(user="alice")
+    await _status(api, thread, "spend something")
+    put = await root.put(path, json={"requests": 10, "window": "week"})
+    assert put.status_code == 200, put.text
+    expected = {
+        "user_id": alice,
+        "quota": {"usd": None, "tokens": None, "requests": 10, "warn_at": 0.8, "window": "week"},
+        "spent": {
+            "usd": 0.0,
+            "tokens": put.json()["spent"]["tokens"],
+            "requests": 1,
+            "unknown_cost": 1,
+        },
+    }
+    assert put.json() == expected
+    assert (await root.get(path)).json() == expected
+    assert (await api.client("alice").get(path)).status_code == 403
+    assert (await api.client("alice").put(path, json={"requests": 99})).status_code == 403
+    empty = await root.put(path, json={})
+    assert empty.status_code == 400
+    assert empty.json()["error"] == "A quota needs at least one of usd, tokens, requests"
+    for bad in ({"requests": -1}, {"usd": 1, "window": "year"}, {"tokens": 5, "warn_at": 2}):
+        assert (await root.put(path, json=bad)).status_code == 400, bad
+    await root.put(path, json={"requests": 1})
+    stopped = await _status(api, thread, "over the quota")
+    assert (stopped["state"], stopped["reason"]) == ("failed", "budget_exceeded")
+    removed = await root.delete(path)
+    assert removed.json() == {"user_id": alice, "quota": None, "spent": None}
+    assert (await root.get(path)).json()["quota"] is None
+    again = await _status(api, thread, "free again")
+    assert (again["state"], again["reason"]) == ("idle", "stop_on_response")
