@@ -64,6 +64,10 @@ async def test_c15_013_admins_set_read_and_remove_a_users_quota(api: Api) -> Non
     assert (await root.get(path)).json() == expected
     assert (await api.client("alice").get(path)).status_code == 403
     assert (await api.client("alice").put(path, json={"requests": 99})).status_code == 403
+    unknown = "/api/users/00000000-0000-4000-8000-000000000000/quota"
+    for method in ("GET", "PUT", "DELETE"):
+        missing = await root.request(method, unknown, json={"requests": 1})
+        assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
     empty = await root.put(path, json={})
     assert empty.status_code == 400
     assert empty.json()["error"] == "A quota needs at least one of usd, tokens, requests"

@@ -9,8 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from threadloom.records import Budget, Limits, Spend, UserQuota
+from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.wire.model import Answer, Body, examples
-from threadloom.wire.problems import check, refuse
+from threadloom.wire.problems import check, integer_from, refuse
 
 BUDGET_PROBLEM = (
     "must be a budget or a list of budgets ({usd, tokens, requests, scope, warn_at}; at least"
@@ -45,6 +46,33 @@ BudgetField = Annotated[
 ]
 
 
+MAX_USD = 1e12
+MAX_COUNT = 2**53
+_count = integer_from(0, MAX_COUNT)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _usd(value: Any) -> float | None:
+    if value is not None and (not _number(value) or not 0 <= value <= MAX_USD):
+        raise refuse(f"must be a number from 0 to {MAX_USD:.0e} or null")
+    return None if value is None else float(value)
+
+
+def _window(value: Any) -> str:
+    if not isinstance(value, str) or value not in WINDOW_SECONDS:
+        raise refuse("must be one of hour, day, week, month")
+    return str(value)
+
+
+def _warn_at(value: Any) -> float:
+    if not _number(value) or not 0 < value <= 1:
+        raise refuse("must be a number greater than 0 and at most 1")
+    return float(value)
+
+
 class QuotaBody(Body):
     """A user's quota: at least one of ``usd``, ``tokens``, ``requests``, over a rolling
     ``window`` (default ``day``)."""
@@ -53,11 +81,11 @@ class QuotaBody(Body):
         {"usd": 5.0, "window": "day"}, {"tokens": 1_000_000, "requests": 500, "window": "week"}
     )
 
-    usd: float | None = Field(None, ge=0)
-    tokens: int | None = Field(None, ge=0)
-    requests: int | None = Field(None, ge=0)
-    window: Literal["hour", "day", "week", "month"] = "day"
-    warn_at: float = Field(0.8, gt=0, le=1)
+    usd: Annotated[float | None, check(_usd)] = Field(None, ge=0, le=MAX_USD)
+    tokens: Annotated[int | None, check(_count)] = Field(None, ge=0, le=MAX_COUNT)
+    requests: Annotated[int | None, check(_count)] = Field(None, ge=0, le=MAX_COUNT)
+    window: Annotated[Literal["hour", "day", "week", "month"], check(_window)] = "day"
+    warn_at: Annotated[float, check(_warn_at)] = Field(0.8, gt=0, le=1)
 
     @model_validator(mode="after")
     def _one_limit(self) -> QuotaBody:

@@ -189,8 +189,9 @@ async def delete_user(
 # -- quotas (admin, spec 15 §15.4) ----------------------------------------------------------
 
 
-def _quota_user(user_id: str) -> str:
-    if not deps.storable(user_id):
+async def _quota_user(request: Request, user_id: str) -> str:
+    """The id of an existing user (quotas over HTTP are set on accounts), else 404."""
+    if not deps.storable(user_id) or await deps.runtime(request).store.get_user(user_id) is None:
         raise USER_NOT_FOUND
     return user_id
 
@@ -199,7 +200,7 @@ def _quota_user(user_id: str) -> str:
 async def get_user_quota(
     user_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
-    quota, spent = await deps.runtime(request).user_quota(_quota_user(user_id))
+    quota, spent = await deps.runtime(request).user_quota(await _quota_user(request, user_id))
     return quota_answer(user_id, quota, spent).to_wire()
 
 
@@ -209,7 +210,7 @@ async def set_user_quota(
 ) -> dict[str, Any]:
     body = await deps.body_of(request, QuotaBody)
     runtime = deps.runtime(request)
-    quota = body.quota(_quota_user(user_id))
+    quota = body.quota(await _quota_user(request, user_id))
     await runtime.set_user_quota(user_id, quota)
     _, spent = await runtime.user_quota(user_id)
     return quota_answer(user_id, quota, spent).to_wire()
@@ -219,5 +220,5 @@ async def set_user_quota(
 async def delete_user_quota(
     user_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
-    await deps.runtime(request).set_user_quota(_quota_user(user_id), None)
+    await deps.runtime(request).set_user_quota(await _quota_user(request, user_id), None)
     return quota_answer(user_id, None, None).to_wire()
