@@ -307,6 +307,7 @@ class Run:
 
     async def _loop(self) -> str:
         row = self.row
+        self.budget = None
         if self.agent.budget or row.budgets or row.user_id is not None:  # else none applies
             self.budget = await open_budget(
                 self.agent,
