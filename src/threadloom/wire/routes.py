@@ -18,18 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadloom.records import AttachmentRef, CostReport, FileStats
-from threadloom.wire import (
-    agui,
-    auth,
-    budgets,
-    catalog,
-    control,
-    files,
-    logs,
-    messages,
-    stream,
-    threads,
-)
+from threadloom.wire import agui, auth, catalog, control, files, logs, messages, stream, threads
+from threadloom.wire import budgets as B
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -247,18 +237,18 @@ OPERATIONS: dict[str, Operation] = {
         "DELETE", "/api/users/{user_id}", {200: auth.Success}, (*SIGNED, 404, 409)
     ),
     "get_user_quota": Operation(
-        "GET", "/api/users/{user_id}/quota", {200: budgets.QuotaAnswer}, (*SIGNED, 404)
+        "GET", "/api/users/{user_id}/quota", {200: B.QuotaAnswer}, (*SIGNED, 404)
     ),
     "set_user_quota": Operation(
         "PUT",
         "/api/users/{user_id}/quota",
-        {200: budgets.QuotaAnswer},
+        {200: B.QuotaAnswer},
         (*SIGNED, *BODY, 404),
-        body=budgets.QuotaBody,
+        body=B.QuotaBody,
         body_required=True,
     ),
     "delete_user_quota": Operation(
-        "DELETE", "/api/users/{user_id}/quota", {200: budgets.QuotaAnswer}, (*SIGNED, 404)
+        "DELETE", "/api/users/{user_id}/quota", {200: B.QuotaAnswer}, (*SIGNED, 404)
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(
