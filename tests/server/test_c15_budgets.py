@@ -4,7 +4,14 @@ model, users alice and bob, admin root)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from typer.testing import CliRunner
+
 from conftest import USERS, Api
+from threadloom.cli.commands import app
+from threadloom.records import UserQuota
 
 
 async def _status(api: Api, thread: str, text: str) -> dict[str, object]:
@@ -81,3 +88,50 @@ async def test_c15_013_admins_set_read_and_remove_a_users_quota(api: Api) -> Non
     assert (await root.get(path)).json()["quota"] is None
     again = await _status(api, thread, "free again")
     assert (again["state"], again["reason"]) == ("idle", "stop_on_response")
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+async def test_c15_013_the_quota_command(db_url: str) -> None:
+    """``threadloom users quota`` (spec 15 §15.4 rule 3): set, show, refuse, remove."""
+    run = asyncio.to_thread
+    assert (await run(cli, "users", "create", "carol", "--store", db_url)).exit_code == 0
+    shown = await run(cli, "users", "quota", "carol", "--store", db_url)
+    assert (shown.exit_code, shown.output) == (0, "carol: no quota\n")
+    made = await run(
+        cli,
+        "users",
+        "quota",
+        "carol",
+        "--usd",
+        "2.5",
+        "--requests",
+        "9",
+        "--window",
+        "week",
+        "--store",
+        db_url,
+    )
+    assert made.exit_code == 0, made.output
+    assert made.output.splitlines() == [
+        "carol: usd 2.5, requests 9 per week (warning at 80%)",
+        "spent in the window: $0, 0 tokens, 0 model requests",
+    ]
+    bad = await run(cli, "users", "quota", "carol", "--tokens", "-1", "--store", db_url)
+    assert bad.exit_code == 2 and "tokens must be >= 0" in bad.output
+    unknown = await run(cli, "users", "quota", "nobody", "--requests", "1", "--store", db_url)
+    assert unknown.exit_code == 1 and "no user 'nobody'" in unknown.output
+    from threadloom.store import open_store
+
+    store = await open_store(db_url)
+    try:
+        user = await store.get_user_by_name("carol")
+        assert user is not None
+        quota = await store.get_user_quota(user.id)
+        assert quota == UserQuota(user_id=user.id, usd=2.5, requests=9, window="week")
+    finally:
+        await store.close()
+    gone = await run(cli, "users", "quota", "carol", "--remove", "--store", db_url)
+    assert (gone.exit_code, gone.output) == (0, "carol: no quota\n")

@@ -239,10 +239,11 @@ def users_quota(
     remove: Annotated[bool, typer.Option("--remove", help="Remove the quota")] = False,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
-    """Show, set or remove a user's quota (spec 15 §15.4).
+    """Show, set or remove a user's quota of model spend.
 
     Without a limit option, shows the quota and what the user's threads spent in its
-    window; with one, sets the quota; with --remove, removes it."""
+    window; with one, sets the quota; with --remove, removes it. A run of the user that
+    reaches the quota stops before its next model request."""
     setting = usd is not None or tokens is not None or requests is not None
     quota: UserQuota | None = None
     if setting and not remove:
