@@ -231,11 +231,19 @@ def users_set_roles(
 @users_app.command("quota")
 def users_quota(
     username: Username,
-    usd: Annotated[float | None, typer.Option(help="USD of known cost per window")] = None,
-    tokens: Annotated[int | None, typer.Option(help="Tokens per window")] = None,
-    requests: Annotated[int | None, typer.Option(help="Model requests per window")] = None,
-    window: Annotated[str, typer.Option(help="hour, day, week or month (30 days)")] = "day",
-    warn_at: Annotated[float, typer.Option(help="Share of a limit that sends a warning")] = 0.8,
+    usd: Annotated[
+        float | None, typer.Option(metavar="USD", help="USD of known cost per window")
+    ] = None,
+    tokens: Annotated[int | None, typer.Option(metavar="N", help="Tokens per window")] = None,
+    requests: Annotated[
+        int | None, typer.Option(metavar="N", help="Model requests per window")
+    ] = None,
+    window: Annotated[
+        str, typer.Option(metavar="WINDOW", help="hour, day, week or month (30 days)")
+    ] = "day",
+    warn_at: Annotated[
+        float, typer.Option(metavar="SHARE", help="Share of a limit that sends a warning")
+    ] = 0.8,
     remove: Annotated[bool, typer.Option("--remove", help="Remove the quota")] = False,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
