@@ -233,6 +233,10 @@ async def test_c15_011_a_child_keeps_the_parent_agents_lifetime_budget(make_chat
     )  # not the agent's run budget, not the thread's run budget
     parent_row = await chat.runtime.store.get_thread(state.thread_id)
     assert parent_row.budgets == (ThreadBudget(owner=state.thread_id, requests=7),)
+    made = await chat.runtime.create_thread("chat", parent=state.thread_id)  # the Python API
+    assert (await chat.runtime.store.get_thread(made.thread_id)).budgets == (
+        ThreadBudget(owner=state.thread_id, scope="thread", tokens=10_000),
+    )
     assert (await chat.runtime.thread(state.thread_id)).thread_id == state.thread_id
     status = await (await chat.runtime.thread(state.thread_id)).status()
     assert status.state == "idle"

@@ -23,6 +23,7 @@ from threadloom.define.registry import Definitions
 from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.run import results
+from threadloom.engine.run.budget import lifetime_budgets
 from threadloom.engine.run.node_host import EngineHost
 from threadloom.engine.run.runs import RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
@@ -459,6 +460,12 @@ class Runtime:
         if not isinstance(budgets, tuple) or not all(isinstance(b, Budget) for b in budgets):
             raise InvalidArgument("budget must be a Budget or a list of Budgets")
         new_id_ = thread_id or new_id()
+        kept = owned(budgets, new_id_)
+        if parent is not None:  # the parent agent's lifetime budgets count this thread too
+            parent_row = await self.store.get_thread(parent)
+            parent_agent = self.definitions.agent(parent_row.agent_id) if parent_row else None
+            if parent_agent is not None:
+                kept += lifetime_budgets(parent_agent.budget, parent)
         row = await self.store.create_thread(
             NewThread(
                 id=new_id_,
@@ -468,7 +475,7 @@ class Runtime:
                 parent_id=parent,
                 arguments=dict(arguments) if arguments else None,
                 overlap=overlap,
-                budgets=owned(budgets, new_id_),
+                budgets=kept,
             )
         )
         self.hub.publish(row.id, "thread_created", None, {"thread": row.record().model_dump()})
