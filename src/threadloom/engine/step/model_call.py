@@ -71,12 +71,17 @@ def price(
     if inp is None or out is None:
         if usage.cost is not None:
             return None, None, None, round(usage.cost, 12)
-        found = catalog_cost(  # spec 15 §15.6: a model without prices of its own
-            getattr(model, "provider_name", None),
-            getattr(model, "model", ""),
-            usage.input_tokens,
-            usage.cached_tokens,
-            usage.output_tokens,
+        provider = getattr(model, "provider", None)  # a name: the catalog may know it
+        found = (  # spec 15 §15.7: a model without prices of its own
+            catalog_cost(
+                provider,
+                getattr(model, "model", ""),
+                usage.input_tokens,
+                usage.cached_tokens,
+                usage.output_tokens,
+            )
+            if type(provider) is str
+            else None
         )
         if found is None:
             return None, None, None, None  # unknown: never 0
