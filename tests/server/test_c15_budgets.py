@@ -44,7 +44,7 @@ async def test_c15_012_a_thread_created_with_a_budget(api: Api) -> None:
         refused = await client.post("/api/threads", json={"agent_id": "echo", "budget": bad})
         assert refused.status_code == 400, (bad, refused.text)
         body = refused.json()
-        assert body["error"].startswith("budget must be a budget or a list of budgets"), body
+        assert body["error"].startswith("budget must be a budget or a list of at most 16"), body
         assert body["details"][0]["field"] == "budget"
 
 

@@ -6,48 +6,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from threadloom.records import Budget, Limits, Spend, UserQuota
 from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.wire.model import Answer, Body, examples
 from threadloom.wire.problems import check, integer_from, refuse
 
-BUDGET_PROBLEM = (
-    "must be a budget or a list of budgets ({usd, tokens, requests, scope, warn_at}; at least"
-    " one limit)"
-)
-
-
-def _first(error: ValidationError) -> str:
-    item = error.errors(include_url=False)[0]
-    text = str(item["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(part) for part in item["loc"])
-    return f"{where} {text}" if where else text
-
-
-def budget_rule(value: Any) -> list[Budget] | None:
-    """A new thread's ``budget``: null, one budget object or a list of at most 16."""
-    if value is None:
-        return None
-    items = value if isinstance(value, list) else [value]
-    if len(items) > 16 or not all(isinstance(item, dict) for item in items):
-        raise refuse(BUDGET_PROBLEM)
-    try:
-        return [Budget.model_validate(item) for item in items]
-    except ValidationError as exc:
-        raise refuse(f"{BUDGET_PROBLEM}: {_first(exc)}") from None
-
-
-BudgetField = Annotated[
-    Budget | list[Budget] | None,
-    check(budget_rule),
-    Field(description="Limits of each run, or of the thread's lifetime with its descendants"),
-]
-
-
 MAX_USD = 1e12
 MAX_COUNT = 2**53
+MAX_BUDGETS = 16
+LIMIT_KEYS = ("usd", "tokens", "requests")
 _count = integer_from(0, MAX_COUNT)
 
 
@@ -73,12 +43,85 @@ def _warn_at(value: Any) -> float:
     return float(value)
 
 
+def _scope(value: Any) -> str:
+    if value not in ("run", "thread"):
+        raise refuse("must be run or thread")
+    return str(value)
+
+
+def one_limit(schema: dict[str, Any]) -> None:
+    """JSON Schema of "at least one of usd, tokens, requests, not null"."""
+    schema["anyOf"] = [
+        {"required": [key], "properties": {key: {"not": {"type": "null"}}}} for key in LIMIT_KEYS
+    ]
+
+
+BUDGET_PROBLEM = (
+    "must be a budget or a list of at most 16 budgets ({usd, tokens, requests, scope, warn_at};"
+    " at least one limit)"
+)
+_BUDGET_RULES = {
+    "usd": _usd,
+    "tokens": _count,
+    "requests": _count,
+    "scope": _scope,
+    "warn_at": _warn_at,
+}
+
+
+def _budget(item: dict[str, Any]) -> Budget:
+    """One budget of a body: its known keys checked by the rules (others are ignored, spec
+    08 §8.1.1 rule 5); at least one limit."""
+    fields: dict[str, Any] = {}
+    for key, rule in _BUDGET_RULES.items():
+        if key in item:
+            try:
+                fields[key] = rule(item[key])
+            except PydanticCustomError as refusal:
+                problem = (refusal.context or {}).get("problem", "is invalid")
+                raise refuse(f"{BUDGET_PROBLEM}: {key} {problem}") from None
+    if all(fields.get(key) is None for key in LIMIT_KEYS):
+        raise refuse(f"{BUDGET_PROBLEM}: a budget needs at least one of usd, tokens, requests")
+    return Budget(**fields)
+
+
+def budget_rule(value: Any) -> list[Budget] | None:
+    """A new thread's ``budget``: null, one budget object or a list of at most 16."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if len(items) > MAX_BUDGETS or not all(isinstance(item, dict) for item in items):
+        raise refuse(BUDGET_PROBLEM)
+    return [_budget(item) for item in items]
+
+
+class BudgetBody(Body):
+    """One budget as a request sends it (the schema of ``budget``; spec 15 §15.2)."""
+
+    model_config = examples({"requests": 20}, {"scope": "thread", "usd": 5.0}, extra=one_limit)
+
+    usd: float | None = Field(None, ge=0, le=MAX_USD)
+    tokens: int | None = Field(None, ge=0, le=MAX_COUNT)
+    requests: int | None = Field(None, ge=0, le=MAX_COUNT)
+    scope: Literal["run", "thread"] = "run"
+    warn_at: float = Field(0.8, gt=0, le=1)
+
+
+BudgetField = Annotated[
+    BudgetBody | Annotated[list[BudgetBody], Field(max_length=MAX_BUDGETS)] | None,
+    check(budget_rule),
+    Field(description="Limits of each run, or of the thread's lifetime with its descendants"),
+]
+
+
 class QuotaBody(Body):
     """A user's quota: at least one of ``usd``, ``tokens``, ``requests``, over a rolling
     ``window`` (default ``day``)."""
 
     model_config = examples(
-        {"usd": 5.0, "window": "day"}, {"tokens": 1_000_000, "requests": 500, "window": "week"}
+        {"usd": 5.0, "window": "day"},
+        {"tokens": 1_000_000, "requests": 500, "window": "week"},
+        extra=one_limit,
     )
 
     usd: Annotated[float | None, check(_usd)] = Field(None, ge=0, le=MAX_USD)
