@@ -135,3 +135,23 @@ async def test_c15_013_the_quota_command(db_url: str) -> None:
         await store.close()
     gone = await run(cli, "users", "quota", "carol", "--remove", "--store", db_url)
     assert (gone.exit_code, gone.output) == (0, "carol: no quota\n")
+
+
+async def test_c15_013_the_clients_quota_calls(api: Api) -> None:
+    """The Python client's calls of §15.8 (spec 11): ``users.set_quota`` / ``quota`` /
+    ``delete_quota`` and ``threads.create(budget=…)``."""
+    from threadloom.client import AsyncClient
+
+    alice = USERS["alice"].id
+    async with AsyncClient(api.base, token=api.keys["root"]) as client:
+        made = await client.users.set_quota(alice, tokens=500, window="hour")
+        assert made.user_id == alice and made.quota is not None
+        assert (made.quota["tokens"], made.quota["window"]) == (500, "hour")
+        read = await client.users.quota(alice)
+        assert read.quota == made.quota and read.spent is not None
+        removed = await client.users.delete_quota(alice)
+        assert (removed.quota, removed.spent) == (None, None)
+    async with AsyncClient(api.base, token=api.keys["alice"]) as client:
+        created = await client.threads.create("echo", budget=[{"requests": 2}])
+    row = await api.runtime.store.get_thread(created.thread_id)
+    assert row is not None and [b.requests for b in row.budgets] == [2]

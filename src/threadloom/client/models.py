@@ -5,8 +5,9 @@ alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server
 an older client; message records are ``threadloom.records.Message``. Where the server's answer
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
-(``wire.auth.Ticket``). The others differ on purpose: snake_case names for camelCase keys,
-and defaults where the server always sends a key (a client reads an older server's answers).
+(``wire.auth.Ticket``), ``UserQuota`` (``wire.budgets.QuotaAnswer``). The others differ on
+purpose: snake_case names for camelCase keys, and defaults where the server always sends a key
+(a client reads an older server's answers).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
 from threadloom.wire.auth import Ticket as WebSocketTicket
+from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
 
@@ -55,6 +57,7 @@ __all__ = [
     "ThreadUpdated",
     "ToolInfo",
     "User",
+    "UserQuota",
     "WebSocketTicket",
 ]
 
