@@ -105,6 +105,7 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["users", "list"],
         ["users", "delete"],
         ["users", "set-roles"],
+        ["users", "quota"],
         ["keys"],
         ["keys", "create"],
         ["keys", "list"],

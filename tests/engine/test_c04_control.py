@@ -786,7 +786,8 @@ async def test_c04_092_provider_reported_cost_wins(make_chat: Any) -> None:
 
 
 async def test_c04_093_no_prices_no_cost(make_chat: Any) -> None:
-    """C04-093: a model without prices → cost columns null."""
+    """C04-093: a model without prices of its own, unknown to the price catalog (the
+    scripted model, spec 15 §15.7) → cost columns null."""
     chat = await make_chat([Reply.text("Hi", usage={"input_tokens": 1000, "output_tokens": 500})])
     row = await _one_row(chat)
     assert (row.cost_input, row.cost_cached, row.cost_output, row.cost_total) == (

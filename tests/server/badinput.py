@@ -250,6 +250,19 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             },
         )
     ],
+    ("PUT", "/api/users/{user_id}/quota"): [
+        Sample(
+            "PUT",
+            "/api/users/{user_id}/quota",
+            lambda ids: {
+                "usd": 5.0,
+                "tokens": 100000,
+                "requests": 50,
+                "window": "day",
+                "warn_at": 0.8,
+            },
+        )
+    ],
 }
 
 NO_BODY = {
@@ -259,6 +272,7 @@ NO_BODY = {
     ("DELETE", "/api/auth/current-key"),
     ("DELETE", "/api/api-keys/{key_id}"),
     ("DELETE", "/api/users/{user_id}"),
+    ("DELETE", "/api/users/{user_id}/quota"),
     ("POST", "/api/auth/logout"),
 }
 
@@ -287,6 +301,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/auth/config": ("", ()),
     "/api/api-keys": ("", ()),
     "/api/users": ("", ()),
+    "/api/users/{user_id}/quota": ("", ()),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

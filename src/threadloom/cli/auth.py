@@ -1,7 +1,7 @@
 """``threadloom users …`` and ``threadloom keys …``: credentials from the command line
 (spec 10 §10.13).
 
-``users create|list|delete|set-roles`` and ``keys create|list|revoke``: a user is named by
+``users create|list|delete|set-roles|quota`` and ``keys create|list|revoke``: a user is named by
 its username, the first argument wherever one is needed (``keys create USERNAME``; the
 older ``keys create --user USERNAME`` still works); a key by the id ``keys list`` shows, or
 by the key itself. They write to the same store as the server (``--store``, default
@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
+from threadloom.records import Spend, UserQuota
+from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.server.auth.accounts import ROLES, issue_api_key, new_user
 from threadloom.server.auth.passwords import hash_password
 from threadloom.server.auth.principal import digest
@@ -222,6 +226,79 @@ def users_set_roles(
 
     _with_store(store, work)
     typer.echo(f"{username}: roles {', '.join(wanted) or '(none)'}")
+
+
+@users_app.command("quota")
+def users_quota(
+    username: Username,
+    usd: Annotated[
+        float | None, typer.Option(metavar="USD", help="USD of known cost per window")
+    ] = None,
+    tokens: Annotated[int | None, typer.Option(metavar="N", help="Tokens per window")] = None,
+    requests: Annotated[
+        int | None, typer.Option(metavar="N", help="Model requests per window")
+    ] = None,
+    window: Annotated[
+        str, typer.Option(metavar="WINDOW", help="hour, day, week or month (30 days)")
+    ] = "day",
+    warn_at: Annotated[
+        float, typer.Option(metavar="SHARE", help="Share of a limit that sends a warning")
+    ] = 0.8,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the quota")] = False,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Show, set or remove a user's quota of model spend.
+
+    Without a limit option, shows the quota and what the user's threads spent in its
+    window; with one, sets the quota; with --remove, removes it. A run of the user that
+    reaches the quota stops before its next model request."""
+    setting = usd is not None or tokens is not None or requests is not None
+    quota: UserQuota | None = None
+    if setting and not remove:
+        try:
+            quota = UserQuota(
+                user_id="-",
+                usd=usd,
+                tokens=tokens,
+                requests=requests,
+                window=window,
+                warn_at=warn_at,
+            )
+        except ValueError as exc:
+            first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise _fail(f"invalid quota: {first.removeprefix('Value error, ')}", 2) from None
+
+    async def work(s: Store) -> tuple[UserQuota | None, Spend | None]:
+        user_id = (await _user(s, username)).id
+        if remove:
+            await s.set_user_quota(user_id, None)
+            return None, None
+        found = quota.model_copy(update={"user_id": user_id}) if quota is not None else None
+        if found is not None:
+            await s.set_user_quota(user_id, found)
+        else:
+            found = await s.get_user_quota(user_id)
+        if found is None:
+            return None, None
+        since = time.time_ns() // 1000 - WINDOW_SECONDS[found.window] * 1_000_000
+        return found, await s.user_spend(user_id, since)
+
+    found, spent = _with_store(store, work)
+    if found is None:
+        typer.echo(f"{username}: no quota")
+        return
+    limits = ", ".join(
+        f"{name} {getattr(found, name)}"
+        for name in ("usd", "tokens", "requests")
+        if getattr(found, name) is not None
+    )
+    typer.echo(f"{username}: {limits} per {found.window} (warning at {found.warn_at:.0%})")
+    if spent is not None:
+        unknown = f", {spent.unknown_cost} of unknown cost" if spent.unknown_cost else ""
+        typer.echo(
+            f"spent in the window: ${spent.usd:.6g}, {spent.tokens} tokens,"
+            f" {spent.requests} model requests{unknown}"
+        )
 
 
 # -- API keys --------------------------------------------------------------------------------

@@ -137,6 +137,7 @@ class ThreadsEndpoints:
         env_types: Mapping[str, str] | Unset = UNSET,
         properties: Mapping[str, Any] | Unset = UNSET,
         overlap: str | Unset | None = UNSET,
+        budget: Mapping[str, Any] | Sequence[Mapping[str, Any]] | Unset | None = UNSET,
     ) -> Call[CreatedThread]:
         body = json_body(
             agent_id=agent_id,
@@ -150,6 +151,11 @@ class ThreadsEndpoints:
             env_types=env_types if env_types is UNSET else dict(env_types),
             properties=properties if properties is UNSET else dict(properties),
             overlap=overlap,
+            budget=(
+                budget
+                if budget is UNSET or budget is None or isinstance(budget, Mapping)
+                else [dict(b) for b in budget]
+            ),
         )
         return Call("POST", "/api/threads", model_of(CreatedThread), json=body, retry="never")
 

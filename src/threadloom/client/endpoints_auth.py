@@ -27,6 +27,7 @@ from threadloom.client.models import (
     LoginResult,
     Me,
     User,
+    UserQuota,
     WebSocketTicket,
 )
 
@@ -143,3 +144,26 @@ class UsersEndpoints:
     def delete(self, user_id: str) -> Call[None]:
         path = f"/api/users/{quote(user_id, safe='')}"
         return Call("DELETE", path, _done, retry="never")
+
+    def quota(self, user_id: str) -> Call[UserQuota]:
+        """The user's quota and its window's spend (spec 15 §15.8)."""
+        path = f"/api/users/{quote(user_id, safe='')}/quota"
+        return Call("GET", path, model_of(UserQuota))
+
+    def set_quota(
+        self,
+        user_id: str,
+        *,
+        usd: float | Unset | None = UNSET,
+        tokens: int | Unset | None = UNSET,
+        requests: int | Unset | None = UNSET,
+        window: Literal["hour", "day", "week", "month"] | Unset = UNSET,
+        warn_at: float | Unset = UNSET,
+    ) -> Call[UserQuota]:
+        body = json_body(usd=usd, tokens=tokens, requests=requests, window=window, warn_at=warn_at)
+        path = f"/api/users/{quote(user_id, safe='')}/quota"
+        return Call("PUT", path, model_of(UserQuota), json=body)
+
+    def delete_quota(self, user_id: str) -> Call[UserQuota]:
+        path = f"/api/users/{quote(user_id, safe='')}/quota"
+        return Call("DELETE", path, model_of(UserQuota))

@@ -184,6 +184,7 @@ TELEMETRY = frozenset(
         "tool_completed",
         "stopped",
         "agent_handoff",
+        "budget_warning",
     }
 )
 

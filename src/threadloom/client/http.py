@@ -202,6 +202,9 @@ class AsyncUsers:
         self.create = run.wrap(b.create)
         self.update = run.wrap(b.update)
         self.delete = run.wrap(b.delete)
+        self.quota = run.wrap(b.quota)
+        self.set_quota = run.wrap(b.set_quota)
+        self.delete_quota = run.wrap(b.delete_quota)
 
 
 class AsyncClient:
@@ -440,6 +443,9 @@ class SyncUsers:
         self.create = run.wrap(b.create)
         self.update = run.wrap(b.update)
         self.delete = run.wrap(b.delete)
+        self.quota = run.wrap(b.quota)
+        self.set_quota = run.wrap(b.set_quota)
+        self.delete_quota = run.wrap(b.delete_quota)
 
 
 class Client:

@@ -5,9 +5,10 @@ alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server
 an older client; message records are ``threadloom.records.Message``. Where the server's answer
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
-(``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``) and ``ApprovalList``.
-The others differ on purpose: snake_case names for camelCase keys, and defaults where the
-server always sends a key (a client reads an older server's answers).
+(``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList`` and
+``UserQuota`` (``wire.budgets.QuotaAnswer``). The others differ on purpose: snake_case names
+for camelCase keys, and defaults where the server always sends a key (a client reads an older
+server's answers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
 from threadloom.wire.approvals import ApprovalItem as Approval
 from threadloom.wire.approvals import ApprovalList
 from threadloom.wire.auth import Ticket as WebSocketTicket
+from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
 
@@ -60,6 +62,7 @@ __all__ = [
     "ThreadUpdated",
     "ToolInfo",
     "User",
+    "UserQuota",
     "WebSocketTicket",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from threadloom.define.agent import Agent, ParentHook, SessionBinding, Side
+from threadloom.define.budget import Budget
 from threadloom.define.hook import (
     DROP,
     HOOK_NAMES,
@@ -43,6 +44,7 @@ __all__ = [
     "RUNTIME_DEFAULT",
     "Agent",
     "Attachment",
+    "Budget",
     "Definitions",
     "HookContext",
     "HookDefinition",

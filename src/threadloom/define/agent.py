@@ -12,6 +12,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from threadloom.define.budget import Budget, budgets_of
+
 #: Agent, prompt, tool and hook names: they may be offered to a model as tool names (§4.2.3).
 NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -109,6 +111,13 @@ class Agent(_Definition):
     """Resumes in a row after which a lost run is settled for good (spec 16 §16.5)."""
     hooks: tuple[str, ...] = ()
     parent_hooks: tuple[ParentHook, ...] = ()
+    budget: tuple[Budget, ...] = ()
+    """The agent's budgets (spec 15 §15.2): one ``Budget`` or several."""
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budgets(cls, value: object) -> object:
+        return budgets_of(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -117,8 +117,19 @@ class StepManager(Protocol):
     def threads(self) -> ToolThreads: ...
 
 
+class BudgetView(Protocol):
+    """What a step tells the budget of its run (``run/budget.py``'s ``RunBudget``)."""
+
+    def spent(self, row: LogRow) -> None: ...
+
+
 class RunView(Protocol):
     """What a step needs of its run (``run/loop.py``'s ``Run``)."""
+
+    @property
+    def budget(self) -> BudgetView | None:
+        """The run's budget (spec 15); ``None`` when no limit applies."""
+        ...
 
     @property
     def manager(self) -> StepManager: ...

@@ -7,6 +7,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``thread``: the thread's record, run status and its reasons, the subagent registry;
 - ``log``: log rows and request deltas (spec 05);
 - ``cost``: the cost report (spec 05);
+- ``budget``: budgets, user quotas and the spend they limit (spec 15);
 - ``file``: file records and listings (spec 06);
 - ``ids``: identifiers (canonical UUID4s, tool-call ids);
 - ``trusted``: records built or copied without validation from values already typed, and
@@ -20,6 +21,11 @@ from threadloom.records.approval import ApprovalDecision as ApprovalDecision
 from threadloom.records.approval import ApprovalState as ApprovalState
 from threadloom.records.approval import arguments_hash as arguments_hash
 from threadloom.records.approval import canonical_json as canonical_json
+from threadloom.records.budget import Budget as Budget
+from threadloom.records.budget import Limits as Limits
+from threadloom.records.budget import Spend as Spend
+from threadloom.records.budget import ThreadBudget as ThreadBudget
+from threadloom.records.budget import UserQuota as UserQuota
 from threadloom.records.cost import CostReport as CostReport
 from threadloom.records.cost import ModelAverage as ModelAverage
 from threadloom.records.cost import ModelCost as ModelCost

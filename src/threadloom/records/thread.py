@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 RunState = Literal["idle", "running", "failed"]
 
 FAILED_REASONS: frozenset[str] = frozenset(
-    ("step_error", "repeated_tool_error", "execution_lost", "aborted")
+    ("step_error", "repeated_tool_error", "execution_lost", "aborted", "budget_exceeded")
 )
 """The reasons a run ends with that settle its thread ``failed`` (spec 01 §1.7.2)."""
 
@@ -89,6 +89,7 @@ REASON_ERRORS: Mapping[str, tuple[str, str, bool]] = {
         "The runtime shut down before the run finished",
         True,
     ),
+    "budget_exceeded": ("BudgetExceeded", "A budget of the run was exhausted", False),
 }
 
 

@@ -26,10 +26,12 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    Spend,
     StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
     ToolCall,
+    UserQuota,
 )
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
@@ -520,6 +522,28 @@ class Store(FileStore, AccountStore, Protocol):
         ...
 
     async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary: ...
+
+    # -- budgets and quotas (spec 15) ------------------------------------------------
+    async def thread_spend(self, thread_id: str) -> Spend:
+        """The spend of the thread and every descendant (its lifetime, spec 15 §15.5):
+        USD of known cost, tokens, model requests (LLM rows) and successful requests of
+        unknown cost; one read."""
+        ...
+
+    async def user_spend(self, user_id: str, since_us: int) -> Spend:
+        """The spend of every thread of ``user_id`` whose LLM rows were created at or
+        after ``since_us`` (a quota's window, spec 15 §15.4)."""
+        ...
+
+    async def set_user_quota(self, user_id: str, quota: UserQuota | None) -> None:
+        """Set the quota of ``user_id``, or remove it (``None``)."""
+        ...
+
+    async def get_user_quota(self, user_id: str) -> UserQuota | None: ...
+
+    async def list_user_quotas(self) -> list[UserQuota]:
+        """Every quota, by user id."""
+        ...
 
     # -- events ----------------------------------------------------------------------
     async def read_events(

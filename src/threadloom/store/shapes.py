@@ -16,6 +16,7 @@ from threadloom.records import (
     Message,
     QueueEntry,
     StatusError,
+    ThreadBudget,
     ThreadRecord,
     ThreadStatus,
 )
@@ -57,6 +58,9 @@ class NewThread:
     parent_id: str | None = None
     arguments: dict[str, Any] | None = None
     overlap: str | None = None
+    budgets: tuple[ThreadBudget, ...] = ()
+    """The thread's own budgets (spec 15 §15.3); the store adds the ``thread``-scope
+    budgets its parent keeps (they limit an ancestor's lifetime, descendants included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +162,9 @@ class ThreadRow:
     """Newest visible top-level user text, cut to 140 characters (list reads only)."""
     last_message_at_us: int | None = None
     """Newest visible user or final assistant message (list reads only)."""
+    budgets: tuple[ThreadBudget, ...] = ()
+    """The budgets the thread keeps (spec 15 §15.3): its own and its ancestors'
+    ``thread``-scope ones."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

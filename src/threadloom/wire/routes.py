@@ -30,6 +30,7 @@ from threadloom.wire import (
     stream,
     threads,
 )
+from threadloom.wire import budgets as B
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -255,6 +256,20 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "delete_user": Operation(
         "DELETE", "/api/users/{user_id}", {200: auth.Success}, (*SIGNED, 404, 409)
+    ),
+    "get_user_quota": Operation(
+        "GET", "/api/users/{user_id}/quota", {200: B.QuotaAnswer}, (*SIGNED, 404)
+    ),
+    "set_user_quota": Operation(
+        "PUT",
+        "/api/users/{user_id}/quota",
+        {200: B.QuotaAnswer},
+        (*SIGNED, *BODY, 404),
+        body=B.QuotaBody,
+        body_required=True,
+    ),
+    "delete_user_quota": Operation(
+        "DELETE", "/api/users/{user_id}/quota", {200: B.QuotaAnswer}, (*SIGNED, 404)
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 from threadloom.errors import ThreadloomError
 from threadloom.records import ThreadStatus, normalize_tool_calls
 from threadloom.wire.approvals import ApprovalItem
+from threadloom.wire.budgets import BudgetField
 from threadloom.wire.catalog import Backing
 from threadloom.wire.messages import Metadata, Upload, Uploads, message_metadata
 from threadloom.wire.model import Absent, Answer, Body, examples
@@ -472,6 +473,7 @@ class CreateThread(Body):
     env_types: Annotated[EnvTypes | None, check(_object)] = None
     properties: Annotated[dict[str, Any] | None, check(_object)] = None
     overlap: Annotated[Overlap | None, check(_overlap)] = None
+    budget: BudgetField = None
 
     @model_validator(mode="before")
     @classmethod

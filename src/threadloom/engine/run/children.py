@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from threadloom.define.tool import ToolResult
 from threadloom.engine.env import StepEnv
+from threadloom.engine.run.budget import lifetime_budgets
 from threadloom.records import LogRow, Message, SubagentRegistryEntry, new_id
 from threadloom.store.base import NewThread
 from threadloom.thread import messages as thread_messages
@@ -248,6 +249,8 @@ async def create(state: ThreadState, request: Request, run: Any = None) -> ToolR
         parent_id=parent_id,
         arguments=arguments or None,
         overlap=getattr(agent, "overlap", None),
+        # the parent agent's lifetime budgets count the child's spend (spec 15 §15.3)
+        budgets=lifetime_budgets(getattr(run.agent, "budget", ()), parent_id),
     )
     entry = SubagentRegistryEntry(
         reference=reference,

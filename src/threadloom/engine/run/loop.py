@@ -22,6 +22,7 @@ from threadloom.define.model import Model
 from threadloom.define.registry import Definitions
 from threadloom.engine.env import ExecutionState, StepEnv, StepManager, StepTracing
 from threadloom.engine.options import EngineOptions
+from threadloom.engine.run.budget import Quotas, RunBudget, open_budget
 from threadloom.engine.run.children import spawn_immediate
 from threadloom.engine.run.results import SessionResult, ended_result, final_message
 from threadloom.engine.run.resume import resume_calls
@@ -66,6 +67,8 @@ class Manager(StepManager, Protocol):
     @property
     def hub(self) -> ThreadHub: ...
     @property
+    def quotas(self) -> Quotas: ...
+    @property
     def options(self) -> EngineOptions: ...
     @property
     def providers(self) -> ProviderRegistry: ...
@@ -102,6 +105,8 @@ class Run:
     trace_previous: Any = None
     """The span context of this task's previous run (the next one links to it)."""
     trace_cost: float = 0.0
+    budget: RunBudget | None = None
+    """The run's budget (spec 15), opened as the run begins; ``None``: no limit applies."""
 
     def __init__(self, manager: Manager, row: ThreadRow, agent: Any, side: str) -> None:
         self.manager = manager
@@ -321,6 +326,17 @@ class Run:
             parked = await self._guarded(self._before_first_step)
             if parked is not None:
                 return parked
+        row = self.row
+        self.budget = None
+        if self.agent.budget or row.budgets or row.user_id is not None:  # else none applies
+            self.budget = await open_budget(
+                self.agent,
+                row,
+                self.hub.store,
+                self.manager.quotas,
+                self.hub.clock,
+                self.publish_telemetry,
+            )
         sides = (self.agent.side_a, self.agent.side_b)
         ceiling = max(
             self.agent.max_run_steps or self.options.max_run_steps,
@@ -417,6 +433,8 @@ class Run:
         side_def = self._side_def(side)
         if side_def.max_steps and self.side_steps[side] >= side_def.max_steps:
             return "max_side_steps"
+        if self.budget is not None and await self._over_budget():
+            return "budget_exceeded"
         self.side_steps[side] += 1
         self.execution.step_count += 1
         self.execution.side_step_counts[side] = self.side_steps[side]
@@ -677,6 +695,23 @@ class Run:
             self.thread_id,
             self.agent.name,
             self.failure.message,
+            extra=RUN_FAILED,
+        )
+        return True
+
+    async def _over_budget(self) -> bool:
+        """Spec 15 §15.5: before the step's model request, whether a limit is reached;
+        then the run ends ``failed`` / ``budget_exceeded`` with nothing half-written."""
+        assert self.budget is not None
+        failure = await self.budget.check(self.hub.store, self.has_registry)
+        if failure is None:
+            return False
+        self.failure = failure
+        logger.error(
+            "thread %s (agent %s): the run failed: %s",
+            self.thread_id,
+            self.agent.name,
+            failure.message,
             extra=RUN_FAILED,
         )
         return True

@@ -47,7 +47,7 @@ ATTACHMENT_MARKERS = (
 )
 """The parts of the parent's queued result message (§6.8.3)."""
 
-FAILED_CODES = frozenset(("step_error", "repeated_tool_error", "aborted"))
+FAILED_CODES = frozenset(("step_error", "repeated_tool_error", "aborted", "budget_exceeded"))
 """Rule 9: failures of an agent without terminal session tools."""
 
 

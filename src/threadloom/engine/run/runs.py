@@ -19,6 +19,7 @@ from threadloom.define.tool import ToolResult
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.request_head import Heads
 from threadloom.engine.run import ending
+from threadloom.engine.run.budget import Quotas
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
@@ -60,6 +61,8 @@ class RunManager:
         self.hub = hub
         self.providers = providers
         self.options = options
+        self.quotas = Quotas()
+        """The user quotas (spec 15 §15.4), read at most every 30 s by the runs."""
         self.request_heads: Heads = {}
         """The constant parts of model requests (``request_head.head_for``)."""
         self.slow_models: set[str] = set()

@@ -18,10 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from threadloom.define.budget import Budget, budgets_of, owned
 from threadloom.define.registry import Definitions
 from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.run import results
+from threadloom.engine.run.budget import lifetime_budgets
 from threadloom.engine.run.ending import Lost
 from threadloom.engine.run.node_host import EngineHost
 from threadloom.engine.run.runs import RunManager
@@ -37,7 +39,17 @@ from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
 from threadloom.providers.base import MissingCredential, ProviderRegistry
-from threadloom.records import Approval, Message, ThreadRecord, is_uuid, new_id
+from threadloom.records import (
+    Approval,
+    Limits,
+    Message,
+    Spend,
+    ThreadRecord,
+    UserQuota,
+    is_uuid,
+    new_id,
+)
+from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, ThreadPatch, ThreadRow, system_clock_us
 from threadloom.thread.events import EventBus
@@ -438,9 +450,11 @@ class Runtime:
         arguments: Mapping[str, Any] | None = None,
         overlap: str | None = None,
         thread_id: str | None = None,
+        budget: Budget | Sequence[Budget] | None = None,
     ) -> ThreadState:
         """Create a thread (status idle), run ``after_thread_created``, return it at rest;
-        ``thread_id`` is its id when the caller chose one (a UUID, canonical form)."""
+        ``thread_id`` is its id when the caller chose one (a UUID, canonical form);
+        ``budget``: one or several budgets of the thread's runs or lifetime (spec 15)."""
         if not isinstance(agent_id, str) or not agent_id:
             raise InvalidArgument("agent_id must be a non-empty string")
         if thread_id is not None and not is_uuid(thread_id):
@@ -460,15 +474,26 @@ class Runtime:
                 raise InvalidArgument("arguments must be JSON-encodable") from None
         if overlap not in (None, "enqueue", "reject", "interrupt"):
             raise InvalidArgument("overlap must be 'enqueue', 'reject', 'interrupt' or None")
+        budgets = budgets_of(budget)
+        if not isinstance(budgets, tuple) or not all(isinstance(b, Budget) for b in budgets):
+            raise InvalidArgument("budget must be a Budget or a list of Budgets")
+        new_id_ = thread_id or new_id()
+        kept = owned(budgets, new_id_)
+        if parent is not None:  # the parent agent's lifetime budgets count this thread too
+            parent_row = await self.store.get_thread(parent)
+            parent_agent = self.definitions.agent(parent_row.agent_id) if parent_row else None
+            if parent_agent is not None:
+                kept += lifetime_budgets(parent_agent.budget, parent)
         row = await self.store.create_thread(
             NewThread(
-                id=thread_id or new_id(),
+                id=new_id_,
                 agent_id=agent_id,
                 user_id=user_id,
                 tags=tuple(tags),
                 parent_id=parent,
                 arguments=dict(arguments) if arguments else None,
                 overlap=overlap,
+                budgets=kept,
             )
         )
         self.hub.publish(row.id, "thread_created", None, {"thread": row.record().model_dump()})
@@ -477,6 +502,33 @@ class Runtime:
         if hooks:
             await self.hub.hooks.run_event(hooks, state)
         return state
+
+    # -- budgets and quotas (spec 15) ---------------------------------------------------
+    async def set_user_quota(self, user_id: str, quota: Limits | None) -> UserQuota | None:
+        """Set the quota of ``user_id`` (``UserQuota``, or ``Limits`` with a ``window``
+        given as a ``UserQuota``), or remove it with ``None``; runs that begin from now on
+        are checked against it."""
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidArgument("user_id must be a non-empty string")
+        found: UserQuota | None = None
+        if quota is not None:
+            fields = quota.model_dump(exclude={"user_id"})
+            found = UserQuota(user_id=user_id, **fields)
+        await self.store.set_user_quota(user_id, found)
+        self.runs.quotas.changed(user_id, found)
+        return found
+
+    async def user_quota(self, user_id: str) -> tuple[UserQuota | None, Spend | None]:
+        """The quota of ``user_id`` and what their threads spent in its window now."""
+        quota = await self.store.get_user_quota(user_id)
+        if quota is None:
+            return None, None
+        since = self.hub.clock() - WINDOW_SECONDS[quota.window] * 1_000_000
+        return quota, await self.store.user_spend(user_id, since)
+
+    async def thread_spend(self, thread_id: str) -> Spend:
+        """What the thread and its descendants spent in their lifetime (spec 15 §15.5)."""
+        return await self.store.thread_spend(thread_id)
 
     async def thread(self, thread_id: str) -> ThreadState:
         """An at-rest ThreadState; unknown id → ``ThreadNotFound``."""

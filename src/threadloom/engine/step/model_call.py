@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from threadloom.define.prices import catalog_cost
 from threadloom.engine.env import StepEnv
 from threadloom.engine.request.context import Assembly
 from threadloom.engine.request.fragments import calls_json, fragment, json_string
@@ -68,8 +69,24 @@ def price(
     """``(cost_input, cost_cached, cost_output, cost_total)`` per spec 04 §4.25."""
     inp, out = getattr(model, "input_price", None), getattr(model, "output_price", None)
     if inp is None or out is None:
-        total = round(usage.cost, 12) if usage.cost is not None else None
-        return None, None, None, total
+        if usage.cost is not None:
+            return None, None, None, round(usage.cost, 12)
+        provider = getattr(model, "provider", None)  # a name: the catalog may know it
+        found = (  # spec 15 §15.7: a model without prices of its own
+            catalog_cost(
+                provider,
+                getattr(model, "model", ""),
+                usage.input_tokens,
+                usage.cached_tokens,
+                usage.output_tokens,
+            )
+            if type(provider) is str
+            else None
+        )
+        if found is None:
+            return None, None, None, None  # unknown: never 0
+        cached = round(found.cached, 12) if found.cached is not None else None
+        return round(found.input, 12), cached, round(found.output, 12), round(found.total, 12)
     cached_price = getattr(model, "cached_price", None)
     reasoning_price = getattr(model, "reasoning_price", None)
     uncached = max(usage.input_tokens - usage.cached_tokens, 0)
@@ -235,6 +252,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 await release_hold(env)  # the failure is recorded on the stored row
                 row = row_as_stored(env, row)
                 await _record_failure(env, row, error, started)
+                if run.budget is not None:  # a request made, of no tokens (spec 15 §15.5)
+                    run.budget.spent(row)
                 failure = (model, str(provider_name), error)
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug(
@@ -261,6 +280,8 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             result.log_row = _record_success(
                 env, row, model, result, started, sent, first_at, last_at
             )
+            if run.budget is not None:
+                run.budget.spent(result.log_row)
             if tracing is not None:
                 tracing.end_chat(env, span, token, result, request.model)
             if run.listened:

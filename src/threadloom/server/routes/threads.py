@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
+from threadloom.define.budget import Budget
 from threadloom.define.registry import Definitions
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import InvalidField, StoreUnavailable
@@ -136,6 +137,8 @@ async def create_thread(
         tags=tuple(body.tags or ()),
         arguments=body.arguments,
         overlap=body.overlap,
+        # the field's rule (wire.budgets.budget_rule) made the body's budgets Budgets
+        budget=cast("list[Budget] | None", body.budget),
     )
     ids: list[str] = []
     try:

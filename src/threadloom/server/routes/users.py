@@ -21,6 +21,7 @@ from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
 from threadloom.store.base import UserPatch
 from threadloom.wire.auth import ApiKey, ApiKeyCreated, ApiKeyList, CreateApiKey, Success
+from threadloom.wire.budgets import QuotaBody, quota_answer
 from threadloom.wire.users import CreateUser, PatchUser, User, UserAnswer, UserList
 
 keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
@@ -183,3 +184,41 @@ async def delete_user(
     _invalidate(request)
     deps.credentials_revoked(request)
     return Success(success=True).to_wire()
+
+
+# -- quotas (admin, spec 15 §15.4) ----------------------------------------------------------
+
+
+async def _quota_user(request: Request, user_id: str) -> str:
+    """The id of an existing user (quotas over HTTP are set on accounts), else 404."""
+    if not deps.storable(user_id) or await deps.runtime(request).store.get_user(user_id) is None:
+        raise USER_NOT_FOUND
+    return user_id
+
+
+@users.get("/{user_id}/quota", summary="A user's quota and spend in its window (admin)")
+async def get_user_quota(
+    user_id: str, request: Request, who: Principal = Depends(deps.admin)
+) -> dict[str, Any]:
+    quota, spent = await deps.runtime(request).user_quota(await _quota_user(request, user_id))
+    return quota_answer(user_id, quota, spent).to_wire()
+
+
+@users.put("/{user_id}/quota", summary="Set a user's quota (admin)")
+async def set_user_quota(
+    user_id: str, request: Request, who: Principal = Depends(deps.admin)
+) -> dict[str, Any]:
+    body = await deps.body_of(request, QuotaBody)
+    runtime = deps.runtime(request)
+    quota = body.quota(await _quota_user(request, user_id))
+    await runtime.set_user_quota(user_id, quota)
+    _, spent = await runtime.user_quota(user_id)
+    return quota_answer(user_id, quota, spent).to_wire()
+
+
+@users.delete("/{user_id}/quota", summary="Remove a user's quota (admin)")
+async def delete_user_quota(
+    user_id: str, request: Request, who: Principal = Depends(deps.admin)
+) -> dict[str, Any]:
+    await deps.runtime(request).set_user_quota(await _quota_user(request, user_id), None)
+    return quota_answer(user_id, None, None).to_wire()

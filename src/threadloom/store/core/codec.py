@@ -15,6 +15,7 @@ from threadloom.records import (
     QueueEntry,
     StatusError,
     SubagentRegistryEntry,
+    ThreadBudget,
     ThreadStatus,
     json_compact,
 )
@@ -31,7 +32,7 @@ THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
     "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
-    "status_error"
+    "status_error, budgets"
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
@@ -74,7 +75,7 @@ _LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 
 
-THREAD_COLUMN_COUNT = 21
+THREAD_COLUMN_COUNT = 22
 """The columns of ``THREAD_COLUMNS``: extra columns of a query follow them."""
 
 
@@ -242,7 +243,20 @@ def thread_with_state(
         last_activity_us=last_activity_us,
         last_message_preview=last_message_preview,
         last_message_at_us=last_message_at_us,
+        budgets=load_budgets(row[21]) if row[21] else (),
     )
+
+
+def load_budgets(text: str) -> tuple[ThreadBudget, ...]:
+    """The ``budgets`` column of a thread (spec 15 §15.3): a JSON array of budgets."""
+    return tuple(ThreadBudget.model_validate(item) for item in json.loads(text))
+
+
+def dump_budgets(budgets: Sequence[ThreadBudget]) -> str | None:
+    """The ``budgets`` column of ``budgets``: ``NULL`` when there is none."""
+    if not budgets:
+        return None
+    return json_compact([b.model_dump(exclude_none=True) for b in budgets])
 
 
 def registry_from_row(row: Sequence[Any]) -> SubagentRegistryEntry:

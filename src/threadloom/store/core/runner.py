@@ -21,13 +21,16 @@ from threadloom.records import (
     LogRow,
     Message,
     QueueEntry,
+    Spend,
     StatusError,
     SubagentRegistryEntry,
     ThreadStatus,
     ToolCall,
+    UserQuota,
 )
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
+from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
     ApiKeyRow,
     Clock,
@@ -263,6 +266,22 @@ class TxStore:
 
     async def cost_summary(self, thread_ids: Sequence[str]) -> CostSummary:
         return await self._read(logs.cost_summary, list(thread_ids))
+
+    # -- budgets and quotas ------------------------------------------------------------
+    async def thread_spend(self, thread_id: str) -> Spend:
+        return await self._read(spends.thread_spend, thread_id)
+
+    async def user_spend(self, user_id: str, since_us: int) -> Spend:
+        return await self._read(spends.user_spend, user_id, since_us)
+
+    async def set_user_quota(self, user_id: str, quota: UserQuota | None) -> None:
+        await self._write(spends.set_user_quota, user_id, quota)
+
+    async def get_user_quota(self, user_id: str) -> UserQuota | None:
+        return await self._read(spends.get_user_quota, user_id)
+
+    async def list_user_quotas(self) -> list[UserQuota]:
+        return await self._read(spends.list_user_quotas)
 
     # -- events ------------------------------------------------------------------------
     async def read_events(

@@ -27,6 +27,7 @@ from threadloom.store.core.codec import (
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
     THREAD_SUMMARY,
+    dump_budgets,
     dump_json,
     registry_from_row,
     thread_from_row,
@@ -36,13 +37,18 @@ from threadloom.store.core.tx import Tx
 
 
 def create_thread(conn: Conn, clock: Clock, new: NewThread) -> ThreadRow:
-    if new.parent_id is not None and get_thread(conn, new.parent_id) is None:
-        raise ThreadNotFound(new.parent_id)
+    budgets = list(new.budgets)
+    if new.parent_id is not None:
+        parent = get_thread(conn, new.parent_id)
+        if parent is None:
+            raise ThreadNotFound(new.parent_id)
+        # an ancestor's lifetime budgets count this thread's spend too (spec 15 §15.3)
+        budgets.extend(b for b in parent.budgets if b.scope == "thread" and b not in budgets)
     now = clock()
     conn.execute(
         "INSERT INTO threads(id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments,"
-        " created_at_us, status_state, status_since, overlap, last_activity_us, tnum)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?,"
+        " created_at_us, status_state, status_since, overlap, last_activity_us, budgets, tnum)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?,"
         f" {conn.sql.next_tnum})",
         (
             new.id,
@@ -56,6 +62,7 @@ def create_thread(conn: Conn, clock: Clock, new: NewThread) -> ThreadRow:
             now,
             new.overlap,
             now,  # the activity starts at the creation (spec 08 §8.2.2)
+            dump_budgets(budgets),
         ),
     )
     row = get_thread(conn, new.id)

@@ -47,6 +47,7 @@ UNIQUE_KEYS = {
     "logs_pkey": "logs.id",
     "auth_attempts_pkey": "auth_attempts.attempt_id, auth_attempts.key_digest",
     "tool_ledger_pkey": "tool_ledger.thread_id, tool_ledger.tool_call_id",
+    "user_quotas_pkey": "user_quotas.user_id",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""

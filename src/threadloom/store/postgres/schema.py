@@ -375,12 +375,23 @@ CREATE INDEX threads_resumes ON threads(resumes) WHERE resumes > 0;
 """
 """The resumes in a row of a thread's lost runs (spec 16 §16.5; SQLite's migration 15)."""
 
+_V6 = f"""
+ALTER TABLE threads ADD COLUMN budgets {T};
+CREATE TABLE user_quotas (
+    user_id       {T} PRIMARY KEY,
+    quota         {T} NOT NULL,
+    updated_at_us BIGINT NOT NULL
+);
+"""
+"""Budgets of threads and quotas of users (spec 15, SQLite's migration 16)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
     (3, "login attempts kept in the store", _V3),
     (4, "the tool-call ledger: approvals and recorded starts", _V4),
     (5, "the resumes of a thread's lost runs", _V5),
+    (6, "budgets of threads and quotas of users", _V6),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -618,4 +618,20 @@ ALTER TABLE threads ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX threads_resumes ON threads(resumes) WHERE resumes > 0;
 """,
     ),
+    (
+        16,
+        "budgets of threads and quotas of users",
+        # Spec 15: a thread keeps the budgets set at its creation and the lifetime budgets
+        # of its ancestors (a JSON array, NULL when none: a thread without budgets costs its
+        # run nothing to check), and an admin sets a user's quota over a rolling window.
+        # The spend itself is summed from the logs (logs_order, threads_user).
+        """
+ALTER TABLE threads ADD COLUMN budgets TEXT;
+CREATE TABLE user_quotas (
+    user_id       TEXT PRIMARY KEY,
+    quota         TEXT NOT NULL,
+    updated_at_us INTEGER NOT NULL
+);
+""",
+    ),
 ]
