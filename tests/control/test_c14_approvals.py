@@ -339,25 +339,10 @@ async def test_c14_021_a_hook_narrows_who_may_decide(make_bench: Any) -> None:
     assert bench.effect_lines() == ["pay 5 bo"]
 
 
-async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
-    db_url: str, tmp_path: Any
-) -> None:
-    """C14-024: a blocking subagent's child calls ``pay`` → the child parks
-    (``awaiting_approval``) and delivers no session result; the parent's call waits. The
-    approval on the child runs ``pay`` once, the child's session ends, and the parent gets
-    the result and answers."""
-
-    EFFECTS["file"] = tmp_path / "child-effects.txt"
-    provider = ScriptedProvider(
-        [
-            Reply.tool_calls(Call("payee", {"message": "pay bo"}, id="p1")),
-            Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}, id="c1")),
-            Reply.text("paid"),
-            Reply.text("fine"),
-            Reply.text("done"),
-        ]
-    )
-    defs = Definitions().add(
+def _delegating(provider: ScriptedProvider) -> Definitions:
+    """``boss`` delegates to a blocking ``payee`` subagent, a ``dual_ai`` agent whose side a
+    may call ``pay``."""
+    return Definitions().add(
         Model(name="M", provider=provider, model="scripted-1"),
         Prompt(
             name="BOSS",
@@ -379,6 +364,27 @@ async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
         ),
         pay,
     )
+
+
+async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
+    db_url: str, tmp_path: Any
+) -> None:
+    """C14-024: a blocking subagent's child calls ``pay`` → the child parks
+    (``awaiting_approval``) and delivers no session result; the parent's call waits. The
+    approval on the child runs ``pay`` once, the child's session ends, and the parent gets
+    the result and answers."""
+
+    EFFECTS["file"] = tmp_path / "child-effects.txt"
+    provider = ScriptedProvider(
+        [
+            Reply.tool_calls(Call("payee", {"message": "pay bo"}, id="p1")),
+            Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}, id="c1")),
+            Reply.text("paid"),
+            Reply.text("fine"),
+            Reply.text("done"),
+        ]
+    )
+    defs = _delegating(provider)
     runtime = await Runtime.open(db_url, definitions=defs)
     try:
         parent = await runtime.create_thread("boss")
@@ -405,5 +411,49 @@ async def test_c14_024_a_child_thread_parks_and_its_parent_waits(
         assert result.tool_status == "success"
         assert (result.content or "").startswith("fine")  # the child session's last word
         assert EFFECTS["file"].read_text().splitlines() == ["pay 5 bo"]
+    finally:
+        await runtime.close(drain=0)
+
+
+async def _parked_child(runtime: Runtime, parent: Any) -> Any:
+    for _ in range(200):
+        children = await parent.get_children()
+        if children:
+            child = await runtime.thread(children[0].reference)
+            if (await child.status()).reason == "awaiting_approval":
+                return child
+        await asyncio.sleep(0.02)
+    raise AssertionError("the child did not park")
+
+
+async def test_c14_025_a_cascading_stop_cancels_a_parked_childs_approval(
+    db_url: str, tmp_path: Any
+) -> None:
+    """C14-025: the parent of a child parked for approval is stopped with ``cascade`` →
+    the child's approval is cancelled and its call answered ``Not run``; a later decision
+    is refused; ``pay`` never ran."""
+    EFFECTS["file"] = tmp_path / "cascade-effects.txt"
+    provider = ScriptedProvider(
+        [
+            Reply.tool_calls(Call("payee", {"message": "pay bo"}, id="p1")),
+            Reply.tool_calls(Call("pay", {"amount": 5, "to": "bo"}, id="c1")),
+        ]
+    )
+    runtime = await Runtime.open(db_url, definitions=_delegating(provider))
+    try:
+        parent = await runtime.create_thread("boss")
+        await runtime.send_message(parent.thread_id, "go")
+        child = await _parked_child(runtime, parent)
+        [shown] = await child.get_approvals()
+        await runtime.stop(parent.thread_id, cascade=True)
+        [after] = await child.get_approvals()
+        assert after.state == "cancelled"
+        with pytest.raises(ApprovalConflict):
+            await child.decide_approval("c1", approve=True, arguments_hash=shown.arguments_hash)
+        results = [m for m in (await child.get_messages(order="asc")).messages if m.role == "tool"]
+        assert [r.content for r in results] == [
+            "Not run: the call was not approved before the run ended (aborted_by_user)."
+        ]
+        assert not EFFECTS["file"].exists()
     finally:
         await runtime.close(drain=0)

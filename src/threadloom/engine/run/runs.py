@@ -28,7 +28,7 @@ from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, Threa
 from threadloom.node.host import Peers
 from threadloom.providers.base import ProviderRegistry
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
-from threadloom.store.base import Fence, RunBegin, StoredEvent
+from threadloom.store.base import Fence, RunBegin, StoredEvent, ThreadRow
 from threadloom.thread.hub import ThreadHub
 from threadloom.thread.lock import ThreadLock
 from threadloom.thread.queue import enqueue
@@ -355,16 +355,20 @@ class RunManager:
     # -- entry points ------------------------------------------------------------------
     async def stop(self, thread_id: str, *, cascade: bool = False) -> bool:
         """Set the stop flag and abort a running execution (spec 04 §4.20.2)."""
-        if await self.hub.store.get_thread(thread_id) is None:
+        row = await self.hub.store.get_thread(thread_id)
+        if row is None:
             raise ThreadNotFound(thread_id)
-        await self.hub.store.set_stopped(thread_id, True)
-        settled = await self.abort(thread_id, "aborted_by_user")
-        if not settled:  # parked for approval: nothing runs, its approvals end here
-            await self._cancel_approvals(thread_id, "aborted_by_user")
+        settled = await self._stop_one(row)
         if cascade:
             for child in await self.hub.store.descendants(thread_id):
-                await self.hub.store.set_stopped(child.id, True)
-                await self.abort(child.id, "aborted_by_user")
+                await self._stop_one(child)
+        return settled
+
+    async def _stop_one(self, row: ThreadRow) -> bool:
+        await self.hub.store.set_stopped(row.id, True)
+        settled = await self.abort(row.id, "aborted_by_user")
+        if not settled and row.status.reason == "awaiting_approval":  # parked: nothing
+            await self._cancel_approvals(row.id, "aborted_by_user")  # runs, they end here
         return settled
 
     async def resume_decided(self, thread_id: str) -> bool:

@@ -157,7 +157,9 @@ def begin_run(
         tx = Tx(conn, thread_id, clock, row=True, waiting=not force)
     except ThreadNotFound:
         return None
-    if only_parked and (tx.status_reason != "awaiting_approval" or tx.status_state == "running"):
+    if only_parked and (
+        tx.status_reason != "awaiting_approval" or tx.status_state == "running" or tx.stopped
+    ):
         return None
     if only_resumed and (tx.status_reason != "execution_lost" or tx.status_state == "running"):
         return None
