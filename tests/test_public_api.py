@@ -31,6 +31,7 @@ TOP_LEVEL = {
     "Reasoning",
     "Immediate",
     "MCPServer",
+    "Budget",
     "ToolResult",
     "Attachment",
     "HookContext",

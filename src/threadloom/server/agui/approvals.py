@@ -57,15 +57,16 @@ async def read_resume(runtime: Runtime, thread_id: str | None, entries: Sequence
     known = await runtime.store.list_approvals(thread_id) if thread_id is not None else []
     by_id = {a.tool_call_id: a for a in known}
     for index, entry in enumerate(entries):
+        approval = by_id.get(entry.interrupt_id)
+        if approval is None:  # answers nothing of this thread: warned about, whatever it says
+            resume.unrecognised.append(entry.interrupt_id)
+            continue
         try:
             answer = answer_of(entry.status, entry.payload)
         except AnswerError as exc:
             where = "payload" if exc.field == "payload" else f"payload.{exc.field}"
             raise bad_field(f"resume[{index}].{where}", exc.problem) from None
-        approval = by_id.get(entry.interrupt_id)
-        if approval is None:
-            resume.unrecognised.append(entry.interrupt_id)
-        elif approval.state == "pending":
+        if approval.state == "pending":
             resume.decisions.append((approval.tool_call_id, answer))
         elif not _replayed(approval, answer):
             raise ApprovalConflict(
