@@ -113,6 +113,23 @@ class ApprovalConflict(ThreadloomError):
         self.state = state
 
 
+class StateConflict(ThreadloomError):
+    """A write of a thread's shared state that names a version other than the stored one
+    (spec 02 §2.20): nothing was changed. ``version`` is the stored version."""
+
+    def __init__(self, expected: int, version: int) -> None:
+        super().__init__(
+            f"The shared state is at version {version}, not {expected}; nothing was changed"
+        )
+        self.expected = expected
+        self.version = version
+
+
+class StateTooLarge(InvalidArgument):
+    """A shared state (or a run context) over its size limit (spec 02 §2.20): nothing was
+    changed."""
+
+
 class DuplicateMessage(ThreadloomError):
     """A message with this ``metadata.client_message_id`` is already queued or stored in the
     thread (spec 08 §8.4.2 step 3): nothing was stored."""

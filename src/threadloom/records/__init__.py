@@ -71,12 +71,17 @@ from threadloom.records.message import normalize_tool_calls as normalize_tool_ca
 from threadloom.records.thread import ERROR_LINE_MAX as ERROR_LINE_MAX
 from threadloom.records.thread import FAILED_REASONS as FAILED_REASONS
 from threadloom.records.thread import REASON_ERRORS as REASON_ERRORS
+from threadloom.records.thread import RUN_CONTEXT_MAX_BYTES as RUN_CONTEXT_MAX_BYTES
+from threadloom.records.thread import SHARED_STATE_MAX_BYTES as SHARED_STATE_MAX_BYTES
+from threadloom.records.thread import ContextEntry as ContextEntry
 from threadloom.records.thread import RunState as RunState
+from threadloom.records.thread import SharedState as SharedState
 from threadloom.records.thread import StatusError as StatusError
 from threadloom.records.thread import SubagentRegistryEntry as SubagentRegistryEntry
 from threadloom.records.thread import ThreadRecord as ThreadRecord
 from threadloom.records.thread import ThreadStatus as ThreadStatus
 from threadloom.records.thread import one_line as one_line
+from threadloom.records.thread import state_json as state_json
 from threadloom.records.thread import thread_name as thread_name
 from threadloom.records.trusted import MESSAGE_FIELDS_SET as MESSAGE_FIELDS_SET
 from threadloom.records.trusted import AllFieldsSet as AllFieldsSet

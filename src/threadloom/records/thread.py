@@ -4,10 +4,13 @@ data, no I/O; ``threadloom.records`` re-exports every name."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from threadloom.errors import InvalidArgument, StateTooLarge
 
 RunState = Literal["idle", "running", "failed"]
 
@@ -169,3 +172,55 @@ class SubagentRegistryEntry(BaseModel):
     thread_name: str | None = None
     spawn_group_id: str | None = None
     created_at: int = 0
+
+
+SHARED_STATE_MAX_BYTES = 262_144
+"""The largest shared state (spec 02 §2.20): its compact JSON text, UTF-8, in bytes."""
+RUN_CONTEXT_MAX_BYTES = 65_536
+"""The largest run context (spec 13 §13.2.10): the compact JSON text of its entries."""
+
+
+class SharedState(BaseModel):
+    """A thread's shared state (spec 02 §2.20): one JSON object that the client and the
+    agent both read and write, with the version of its last change (0: never written)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: dict[str, Any] = Field(default_factory=dict)
+    version: int = 0
+    updated_at: int | None = None
+    """µs of the last change (``None``: never written)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The HTTP and stream form: ``{state, version, updatedAt}``."""
+        return {"state": self.value, "version": self.version, "updatedAt": self.updated_at}
+
+
+class ContextEntry(BaseModel):
+    """One entry of a run's context (AG-UI's ``Context``, spec 13 §13.2.10): what the
+    client application tells the model, never stored as a message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    description: str
+    value: str
+
+
+def state_json(
+    value: object, what: str = "state", limit: int = SHARED_STATE_MAX_BYTES
+) -> tuple[dict[str, Any], str]:
+    """``value`` as a shared state: the JSON object it is (a fresh copy) and its compact
+    JSON text. ``InvalidArgument`` when it is not a JSON object (a value JSON cannot hold:
+    NaN, infinity, a set, a cycle …); ``StateTooLarge`` when its text is over ``limit``
+    bytes (spec 02 §2.20)."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"{what} must be a JSON object")
+    try:
+        text = json.dumps(dict(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{what} is not JSON: {exc}") from None
+    size = len(text.encode())
+    if size > limit:
+        raise StateTooLarge(f"{what} is {size} bytes of JSON, over the limit of {limit}")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded, text

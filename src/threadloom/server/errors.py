@@ -91,6 +91,10 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(403, "approval_forbidden", message)
     if isinstance(exc, E.ApprovalConflict):
         return ApiError(409, "approval_conflict", message, extra={"state": exc.state})
+    if isinstance(exc, E.StateConflict):
+        return ApiError(409, "state_conflict", message, extra={"version": exc.version})
+    if isinstance(exc, E.StateTooLarge):
+        return ApiError(413, "payload_too_large", message)
     if isinstance(exc, E.ThreadBusy):
         return ApiError(409, "thread_running", message)
     if isinstance(exc, E.FileTooLarge):

@@ -23,9 +23,11 @@ from typing import Protocol, runtime_checkable
 from threadloom.records import (
     Approval,
     ApprovalDecision,
+    ContextEntry,
     LogRow,
     Message,
     QueueEntry,
+    SharedState,
     Spend,
     StatusError,
     SubagentRegistryEntry,
@@ -57,6 +59,8 @@ from threadloom.store.shapes import (
     SessionRow,
     Settled,
     Settlement,
+    StateChange,
+    StateWrite,
     StoredEvent,
     ThreadPatch,
     ThreadQuery,
@@ -90,6 +94,8 @@ __all__ = [
     "SessionRow",
     "Settled",
     "Settlement",
+    "StateChange",
+    "StateWrite",
     "Store",
     "StoredEvent",
     "ThreadPatch",
@@ -198,6 +204,24 @@ class Store(FileStore, AccountStore, Protocol):
     # -- run status and termination ---------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         """Persist a ThreadStatus change with its ``status`` event."""
+        ...
+
+    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.10) ---------------
+    async def get_shared_state(self, thread_id: str) -> SharedState:
+        """The thread's shared state (``ThreadNotFound`` for an unknown thread)."""
+        ...
+
+    async def write_shared_state(self, thread_id: str, change: StateChange) -> StateWrite:
+        """Apply ``change`` in one transaction with its ``shared_state`` event, or raise
+        ``StateConflict`` / ``StateTooLarge`` / ``InvalidArgument`` and change nothing."""
+        ...
+
+    async def get_run_context(self, thread_id: str) -> list[ContextEntry]:
+        """The context of the thread's latest AG-UI request (none: empty)."""
+        ...
+
+    async def set_run_context(self, thread_id: str, entries: Sequence[ContextEntry]) -> None:
+        """Replace the thread's run context (no event: it is not part of its history)."""
         ...
 
     # -- the tool-call ledger (spec 14) -----------------------------------------------

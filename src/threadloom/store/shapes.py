@@ -15,6 +15,7 @@ from threadloom.records import (
     Approval,
     Message,
     QueueEntry,
+    SharedState,
     StatusError,
     ThreadBudget,
     ThreadRecord,
@@ -45,6 +46,27 @@ class StoredEvent:
     """What to publish for the event, when the transaction that wrote it knows the
     committed state (spec 09 §9.6 rule 6: the committing node sends its committed state),
     so publishing needs no read. Never stored: replay reads the entity then."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A write of a thread's shared state (spec 02 §2.20): ``replace`` it (``None``: keep
+    it), then set the keys of ``merge`` and drop those of ``remove``; refused unless the
+    stored version is ``expected_version`` (``None``: any)."""
+
+    replace: dict[str, Any] | None = None
+    merge: dict[str, Any] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """The shared state after a write, and its ``shared_state`` event (none when the
+    write changed nothing)."""
+
+    state: SharedState
+    events: list[StoredEvent]
 
 
 @dataclass(frozen=True, slots=True)

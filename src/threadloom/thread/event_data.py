@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from threadloom.errors import ThreadNotFound
 from threadloom.records import Message, SubagentRegistryEntry
 from threadloom.store.base import Store, StoredEvent
 
@@ -80,6 +81,11 @@ async def event_data(
         return {"entry": registry_wire(found) if found else None}
     if event.kind == "subagent_removed":
         return {"reference": entity}
+    if event.kind == "shared_state":  # spec 02 §2.20: the state now, with its version
+        try:
+            return (await store.get_shared_state(tid)).to_wire()
+        except ThreadNotFound:
+            return {"state": None, "version": None, "updatedAt": None}
     if event.kind == "approval":
         approval = await store.get_approval(tid, entity)
         return {"approval": approval.to_wire() if approval else None, "tool_call_id": entity}

@@ -9,7 +9,7 @@ whose depth, parent message, active prompt and live history its writes inherit.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -27,12 +27,13 @@ from threadloom.records import (
     Message,
     MessagesPage,
     ReaddirResult,
+    SharedState,
     SubagentRegistryEntry,
     ThreadStatus,
     UserHandle,
 )
 from threadloom.store.base import Fence, Store, ThreadRow
-from threadloom.thread import approvals, family, files, logs, messages, queue
+from threadloom.thread import approvals, family, files, logs, messages, queue, shared_state
 from threadloom.thread.lognorm import to_json_safe
 
 if TYPE_CHECKING:
@@ -190,6 +191,36 @@ class ThreadState:
     async def delete_message(self, message_id: str) -> bool:
         """Delete a message with its cascade, or cancel a waiting entry (spec 02 §2.8)."""
         return await messages.delete_message(self, message_id)
+
+    # -- shared state (spec 02 §2.20) ---------------------------------------------------
+    async def get_shared_state(self) -> dict[str, Any]:
+        """The thread's shared state now: a copy of its JSON object (``{}`` when never
+        written); ``read_shared_state()`` gives its version too."""
+        return dict((await shared_state.read(self)).value)
+
+    async def read_shared_state(self) -> SharedState:
+        """The thread's shared state with its version and the time of its last change."""
+        return await shared_state.read(self)
+
+    async def set_shared_state(
+        self, value: Mapping[str, Any], *, version: int | None = None
+    ) -> SharedState:
+        """Replace the shared state with ``value`` (a JSON object); with ``version``, only
+        if it is still the stored version (else ``StateConflict``). Published as a
+        ``shared_state`` event unless it changes nothing (spec 02 §2.20)."""
+        return await shared_state.replace(self, value, version)
+
+    async def update_shared_state(
+        self,
+        changes: Mapping[str, Any] | None = None,
+        /,
+        *,
+        remove: Iterable[str] = (),
+        version: int | None = None,
+    ) -> SharedState:
+        """Set the top-level keys of ``changes`` and drop those of ``remove``, the others
+        kept, in one transaction (two concurrent updates of different keys both land)."""
+        return await shared_state.update(self, changes or {}, remove, version)
 
     # -- status, logs, cost -----------------------------------------------------------
     async def status(self) -> ThreadStatus:

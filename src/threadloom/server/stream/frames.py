@@ -221,6 +221,16 @@ class Framer:
                 "tool_call_id": approval.get("tool_call_id"),
                 "data": approval,
             }
+        if kind == "shared_state":  # spec 09 §9.9.8: the whole state, with its version
+            if not isinstance(data.get("state"), dict):
+                return None
+            return {
+                "type": "state_updated",
+                "seq": seq,
+                "state": data["state"],
+                "version": data.get("version"),
+                "updatedAt": data.get("updatedAt"),
+            }
         if kind == "subagent_removed":
             return {"type": "subagent_removed", "seq": seq, "subagent_id": data.get("reference")}
         if kind in ("event", "file"):

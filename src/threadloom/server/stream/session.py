@@ -276,6 +276,8 @@ def _entity_key(event: StoredEvent) -> tuple[str, str] | None:
         return ("approval", entity)
     if event.kind == "status":
         return ("status", "")
+    if event.kind == "shared_state":
+        return ("shared_state", "")
     if event.kind == "log":
         return ("log", entity)
     return None

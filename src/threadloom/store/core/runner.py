@@ -16,11 +16,13 @@ from threadloom.errors import StoreError
 from threadloom.records import (
     Approval,
     ApprovalDecision,
+    ContextEntry,
     FileRecord,
     FileStats,
     LogRow,
     Message,
     QueueEntry,
+    SharedState,
     Spend,
     StatusError,
     SubagentRegistryEntry,
@@ -30,6 +32,7 @@ from threadloom.records import (
 )
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
+from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
     ApiKeyRow,
@@ -48,6 +51,8 @@ from threadloom.store.shapes import (
     SessionRow,
     Settled,
     Settlement,
+    StateChange,
+    StateWrite,
     StoredEvent,
     ThreadPatch,
     ThreadQuery,
@@ -356,6 +361,19 @@ class TxStore:
     # -- runs ----------------------------------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         return await self._write(threads.set_status, thread_id, status)
+
+    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.10) ---------------
+    async def get_shared_state(self, thread_id: str) -> SharedState:
+        return await self._read(states.get_shared_state, thread_id)
+
+    async def write_shared_state(self, thread_id: str, change: StateChange) -> StateWrite:
+        return await self._write(states.write_shared_state, thread_id, change)
+
+    async def get_run_context(self, thread_id: str) -> list[ContextEntry]:
+        return await self._read(states.get_run_context, thread_id)
+
+    async def set_run_context(self, thread_id: str, entries: Sequence[ContextEntry]) -> None:
+        await self._write(states.set_run_context, thread_id, list(entries))
 
     # -- the tool-call ledger (spec 14) -----------------------------------------------
     async def request_approvals(

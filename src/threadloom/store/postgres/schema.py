@@ -385,6 +385,15 @@ CREATE TABLE user_quotas (
 """
 """Budgets of threads and quotas of users (spec 15, SQLite's migration 16)."""
 
+_V7 = f"""
+ALTER TABLE threads ADD COLUMN shared_state {T};
+ALTER TABLE threads ADD COLUMN shared_state_version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN shared_state_at BIGINT;
+ALTER TABLE threads ADD COLUMN run_context {T};
+"""
+"""The shared state and the run context of a thread (spec 02 §2.20, spec 13 §13.2.10;
+SQLite's migration 17)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -392,6 +401,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (4, "the tool-call ledger: approvals and recorded starts", _V4),
     (5, "the resumes of a thread's lost runs", _V5),
     (6, "budgets of threads and quotas of users", _V6),
+    (7, "the shared state and the run context of a thread", _V7),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -634,4 +634,17 @@ CREATE TABLE user_quotas (
 );
 """,
     ),
+    (
+        17,
+        "the shared state and the run context of a thread",
+        # Spec 02 §2.20: a thread's shared state, one JSON object (NULL: never written)
+        # with the version of its last change and when it was made; spec 13 §13.2.10:
+        # the context of the thread's latest AG-UI request (a JSON array, NULL: none).
+        """
+ALTER TABLE threads ADD COLUMN shared_state TEXT;
+ALTER TABLE threads ADD COLUMN shared_state_version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN shared_state_at INTEGER;
+ALTER TABLE threads ADD COLUMN run_context TEXT;
+""",
+    ),
 ]
