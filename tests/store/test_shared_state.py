@@ -43,7 +43,10 @@ async def test_c02_101_state_is_stored_versioned_with_one_event_per_change(store
     again = await store.get_shared_state("t1")
     assert again == merged.state
     rows = await store.read_events("t1", event.seq - 1, 10)
-    assert [(r.kind, r.seq) for r in rows] == [("shared_state", event.seq), ("shared_state", event.seq + 1)]
+    assert [(r.kind, r.seq) for r in rows] == [
+        ("shared_state", event.seq),
+        ("shared_state", event.seq + 1),
+    ]
 
 
 async def test_c02_102_a_versioned_write_refuses_a_stale_version(store: Store) -> None:
@@ -91,7 +94,10 @@ async def test_c13_070_run_context_is_kept_with_the_thread(store: Store) -> None
     no event of the thread."""
     row = await store.create_thread(NewThread(id="t5", agent_id="chat"))
     assert await store.get_run_context("t5") == []
-    entries = [ContextEntry(description="user", value="Ada"), ContextEntry(description="é", value="1")]
+    entries = [
+        ContextEntry(description="user", value="Ada"),
+        ContextEntry(description="é", value="1"),
+    ]
     await store.set_run_context("t5", entries)
     assert await store.get_run_context("t5") == entries
     await store.set_run_context("t5", [])
