@@ -187,6 +187,8 @@ class ThreadRow:
     budgets: tuple[ThreadBudget, ...] = ()
     """The budgets the thread keeps (spec 15 §15.3): its own and its ancestors'
     ``thread``-scope ones."""
+    has_run_context: bool = False
+    """Whether the thread keeps a run context (spec 13 §13.2.10): a run reads it only then."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

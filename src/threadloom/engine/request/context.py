@@ -26,7 +26,7 @@ from threadloom.engine.request.presentation import (
     is_image,
 )
 from threadloom.errors import HookBlocked, InvalidMessage
-from threadloom.records import Message, new_id
+from threadloom.records import ContextEntry, Message, new_id
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
 
@@ -118,6 +118,20 @@ def _details_text(value: object) -> str | None:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+# -- the run context (spec 13 §13.2.10) ----------------------------------------------
+
+CONTEXT_HEADING = "Context from the client application:"
+
+
+def context_part(entries: Sequence[ContextEntry]) -> str:
+    """The run context as the part of the system text it is: a heading, then one line
+    ``- <description>: <value>`` per entry, in order (``""`` for none)."""
+    if not entries:
+        return ""
+    lines = [f"- {e.description}: {e.value}" for e in entries]
+    return "\n".join([CONTEXT_HEADING, *lines])
+
+
 # -- the pipeline --------------------------------------------------------------------
 
 
@@ -198,6 +212,9 @@ async def assemble(env: StepEnv) -> Assembly:
     run, state, prompt = env.run, env.state, env.prompt
     hub = state.hub
     system = run.definitions.render_system(prompt, state.arguments, state.context)
+    if env.nested is None and run.row.has_run_context:  # spec 13 §13.2.10
+        part = await run.run_context()
+        system = f"{system}\n\n{part}" if system and part else system or part
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
     hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:

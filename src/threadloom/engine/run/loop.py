@@ -22,6 +22,7 @@ from threadloom.define.model import Model
 from threadloom.define.registry import Definitions
 from threadloom.engine.env import ExecutionState, StepEnv, StepManager, StepTracing
 from threadloom.engine.options import EngineOptions
+from threadloom.engine.request.context import context_part
 from threadloom.engine.run.budget import Quotas, RunBudget, open_budget
 from threadloom.engine.run.children import spawn_immediate
 from threadloom.engine.run.results import SessionResult, ended_result, final_message
@@ -128,6 +129,8 @@ class Run:
         self.task: asyncio.Task[Any] | None = None
         self.started_at = 0
         self.abort_reason: str | None = None
+        self._run_context: str | None = None
+        """The thread's run context as a system text part, once read (spec 13 §13.2.10)."""
         self.finished = False
         self.settled = False
         self.unwritten_row: LogRow | None = None
@@ -615,6 +618,15 @@ class Run:
             self.side = sibling
             self.turn_side = None
         return None
+
+    async def run_context(self) -> str:
+        """The thread's run context as a part of the system text (spec 13 §13.2.10): read
+        once a run, and only when the thread keeps one (its row says so)."""
+        if not self.row.has_run_context:
+            return ""
+        if self._run_context is None:
+            self._run_context = context_part(await self.store.get_run_context(self.thread_id))
+        return self._run_context
 
     async def _handoff(self, env: StepEnv, outcome: CallOutcome) -> None:
         """Bind the thread to the handoff's agent and restart on its side a (spec 04 §4.18)."""

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
+from threadloom.records import ContextEntry
 from threadloom.server import deps
 from threadloom.server.agui.approvals import Resume, decide, pending, read_resume
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
@@ -36,6 +37,7 @@ from threadloom.server.agui.run import (
     agui_id,
     cost_now,
 )
+from threadloom.server.agui.state import apply, request_context, request_state
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, bad_field, invalid
 from threadloom.server.routes.approvals import decider
@@ -237,6 +239,8 @@ async def run_agent(agent: str, request: Request) -> Any:
         checked_row(row, who, agent)
     cursor: Cursor | None = None
     new: list[NewMessage] = []
+    state: dict[str, Any] | None = None
+    context: list[ContextEntry] = []
     resume_entries = Resume()
     if resume is not None:
         try:
@@ -247,7 +251,9 @@ async def run_agent(agent: str, request: Request) -> Any:
             raise bad_field("Last-Event-ID", "is the cursor of another run (threadId and runId)")
         if row is None:
             raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
-    else:
+    else:  # a resume stores nothing: its state and context are not read (§13.3.2)
+        state = request_state(run_input.state)
+        context = request_context(run_input.context)
         resume_entries = await read_resume(
             runtime, row.id if row is not None else None, run_input.resume or ()
         )
@@ -263,6 +269,7 @@ async def run_agent(agent: str, request: Request) -> Any:
             total, requests, _ = await cost_now(runtime, thread_id)
             key = run_key(thread_id, run_input.run_id)
             cursor = Cursor(row.event_seq, key, cost=total, requests=requests)
+            await apply(runtime, row, state, context)
             decided = await decide(runtime, thread_id, resume_entries, decider(who))
             sent = await store(runtime, thread_id, run_input.run_id, new, request.headers)
             running = runtime.running(thread_id) or row.status.state == "running"

@@ -48,6 +48,7 @@ from threadloom.engine.run.runtime import Runtime
 from threadloom.records import ThreadStatus
 from threadloom.server.agui.approvals import pending
 from threadloom.server.agui.cursor import Cursor, Tracker
+from threadloom.server.agui.state import StateStream
 from threadloom.server.deps import ServerContext
 from threadloom.server.stream.frames import Close
 from threadloom.server.stream.session import Grant, Session
@@ -63,6 +64,7 @@ DURABLE: Final = frozenset(
         "subagent_removed",
         "approval_requested",
         "approval_decided",
+        "state_updated",
     }
 )
 """Frames of the thread's durable events (the others are chunks, telemetry, heartbeats)."""
@@ -147,6 +149,8 @@ class AguiRun:
         """The thread's last event number when the stream opened (its snapshot's ``head``)."""
         self.ended_at_head = False
         """Whether the run had ended by then (the snapshot's status is not ``running``)."""
+        self.state = StateStream()
+        """The thread's shared state as this client was sent it (spec 13 §13.2.9)."""
         self.exporter = AguiExporter(self.thread_id)
         self.exporter.snapshot()  # its snapshot of what it saw is not sent: ours is read
 
@@ -159,6 +163,9 @@ class AguiRun:
 
     async def body(self) -> AsyncGenerator[bytes, None]:
         yield self._out(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
+        state = await self.state.snapshot(self.runtime, self.thread_id)
+        if state is not None:
+            yield self._out(state)
         for warning in self.warnings:
             yield self._out(CustomEvent(name="threadloom.warning", value={"message": warning}))
         if self.cursor.end is not None or not self.follow:
@@ -205,7 +212,11 @@ class AguiRun:
         if isinstance(record, Mapping) and (presented := agui_id(record)) is not None:
             record = {**record, "id": presented}
             frame = {**frame, "message_id": presented, "data": record}
-        events = [] if own == self.run_id else self.exporter.feed(dict(frame))
+        if kind == "state_updated":
+            delta = self.state.delta(frame)
+            events: list[BaseEvent] = [] if delta is None else [delta]
+        else:
+            events = [] if own == self.run_id else self.exporter.feed(dict(frame))
         done: list[str] = []  # the messages whose progress the cursor no longer needs
         if seq <= self.head:
             pass  # a replayed frame carries its entity as it is now, perhaps ahead of its
