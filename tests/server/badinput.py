@@ -143,6 +143,14 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"approve": False, "reason": "not this one"},
         )
     ],
+    ("PUT", "/api/threads/{id}/state"): [
+        Sample(
+            "PUT",
+            "/api/threads/{id}/state",
+            lambda ids: {"state": {"todos": ["milk"]}, "version": 0},
+            free=("state",),
+        )
+    ],
     ("POST", "/api/threads/{id}/stop"): [
         Sample("POST", "/api/threads/{id}/stop", lambda ids: {"cascade": False})
     ],
@@ -283,6 +291,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/{id:thread_id}": ("", ()),
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
     "/api/threads/{id}/approvals": ("", ()),
+    "/api/threads/{id}/state": ("", ()),
     "/api/threads/{id}/logs": ("", ("limit", "offset")),
     "/api/threads/{id}/logs/{log_id}": ("", ()),
     "/api/threads/{id}/cost": ("", ()),

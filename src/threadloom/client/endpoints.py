@@ -53,6 +53,7 @@ from threadloom.client.models import (
     Owner,
     PromptInfo,
     SendResult,
+    SharedState,
     StopResult,
     SubagentEntry,
     TerminateResult,
@@ -212,6 +213,22 @@ class ThreadsEndpoints:
     def subagents(self, thread_id: str) -> Call[Subagents]:
         path = f"{_thread(thread_id)}/subagents"
         return Call("GET", path, list_of(SubagentEntry, "subagents"))
+
+    # -- the shared state (spec 02 §2.20, spec 08 §8.2.10) ----------------------------------
+
+    def state(self, thread_id: str) -> Call[SharedState]:
+        """The thread's shared state: ``state`` (a JSON object), ``version``, ``updated_at``."""
+        return Call("GET", f"{_thread(thread_id)}/state", model_of(SharedState))
+
+    def set_state(
+        self, thread_id: str, state: Mapping[str, Any], *, version: int | None = None
+    ) -> Call[SharedState]:
+        """Replace the thread's shared state; with ``version``, only if it is still the
+        stored one (else ``ConflictError``, code ``state_conflict``)."""
+        body: dict[str, Any] = {"state": dict(state)}
+        if version is not None:
+            body["version"] = version
+        return Call("PUT", f"{_thread(thread_id)}/state", model_of(SharedState), json=body)
 
     # -- tool-call approvals (spec 14 §14.3) ---------------------------------------------------
 

@@ -5,10 +5,10 @@ alias. Every model keeps unknown keys (``extra="allow"``) so that a newer server
 an older client; message records are ``threadloom.records.Message``. Where the server's answer
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
-(``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList`` and
-``UserQuota`` (``wire.budgets.QuotaAnswer``). The others differ on purpose: snake_case names
-for camelCase keys, and defaults where the server always sends a key (a client reads an older
-server's answers).
+(``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList``,
+``UserQuota`` (``wire.budgets.QuotaAnswer``) and ``SharedState`` (``wire.state.StateAnswer``).
+The others differ on purpose: snake_case names for camelCase keys, and defaults where the
+server always sends a key (a client reads an older server's answers).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from threadloom.wire.auth import Ticket as WebSocketTicket
 from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
+from threadloom.wire.state import StateAnswer as SharedState
 
 __all__ = [
     "Accepted",
@@ -53,6 +54,7 @@ __all__ = [
     "Owner",
     "PromptInfo",
     "SendResult",
+    "SharedState",
     "StopResult",
     "SubagentEntry",
     "TerminateResult",

@@ -192,8 +192,8 @@ class SharedState(BaseModel):
     """µs of the last change (``None``: never written)."""
 
     def to_wire(self) -> dict[str, Any]:
-        """The HTTP and stream form: ``{state, version, updatedAt}``."""
-        return {"state": self.value, "version": self.version, "updatedAt": self.updated_at}
+        """The HTTP and stream form: ``{state, version, updated_at}``."""
+        return {"state": self.value, "version": self.version, "updated_at": self.updated_at}
 
 
 class ContextEntry(BaseModel):

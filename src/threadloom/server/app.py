@@ -30,6 +30,7 @@ from threadloom.server.routes import (
     files,
     messages,
     records,
+    state,
     threads,
     users,
 )
@@ -60,7 +61,7 @@ def _build(
     )
     errors.install(app)
     redact.install()
-    routers = (threads, messages, control, approvals, records, files, catalog)
+    routers = (threads, messages, control, approvals, state, records, files, catalog)
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)

@@ -85,7 +85,7 @@ async def event_data(
         try:
             return (await store.get_shared_state(tid)).to_wire()
         except ThreadNotFound:
-            return {"state": None, "version": None, "updatedAt": None}
+            return {"state": None, "version": None, "updated_at": None}
     if event.kind == "approval":
         approval = await store.get_approval(tid, entity)
         return {"approval": approval.to_wire() if approval else None, "tool_call_id": entity}

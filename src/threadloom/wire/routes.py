@@ -27,6 +27,7 @@ from threadloom.wire import (
     files,
     logs,
     messages,
+    state,
     stream,
     threads,
 )
@@ -139,6 +140,16 @@ OPERATIONS: dict[str, Operation] = {
         {200: approvals.ApprovalDecided},
         (*THREAD, *BODY, 409),
         body=approvals.DecideApproval,
+        body_required=True,
+    ),
+    # the shared state (spec 02 §2.20, §8.2.10)
+    "get_state": Operation("GET", f"{T}/state", {200: state.StateAnswer}, THREAD),
+    "put_state": Operation(
+        "PUT",
+        f"{T}/state",
+        {200: state.StateAnswer},
+        (*THREAD, *BODY, 409),
+        body=state.PutState,
         body_required=True,
     ),
     # logs, cost, subagents (§8.6, §8.7, §8.9)

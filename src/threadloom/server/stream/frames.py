@@ -229,7 +229,7 @@ class Framer:
                 "seq": seq,
                 "state": data["state"],
                 "version": data.get("version"),
-                "updatedAt": data.get("updatedAt"),
+                "updated_at": data.get("updated_at"),
             }
         if kind == "subagent_removed":
             return {"type": "subagent_removed", "seq": seq, "subagent_id": data.get("reference")}
