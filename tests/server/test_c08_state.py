@@ -1,4 +1,4 @@
-"""A thread's shared state over HTTP (spec 08 §8.2.10, spec 02 §2.20) against a real server
+"""A thread's shared state over HTTP (spec 08 §8.3.7, spec 02 §2.20) against a real server
 on SQLite and PostgreSQL: read and replaced with ``GET``/``PUT /api/threads/{id}/state``,
 versioned, refused whole when bad, published on the thread's stream as ``state_updated``;
 and the Python client's ``threads.state`` / ``threads.set_state``."""

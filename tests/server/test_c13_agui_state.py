@@ -160,3 +160,26 @@ async def test_c13_073_context_reaches_the_model_request_and_is_not_stored(
     response, _ = await run(api, "todo", with_state(run_input(thread, user("more")), None))
     system = [m for m in provider_of(api).requests[0].messages if isinstance(m, SystemMessage)]
     assert system[0].text == "You keep todos."
+
+
+async def test_c13_075_a_resume_snapshots_the_stored_state_and_stores_nothing(
+    make_api: Any,
+) -> None:
+    """C13-075: a resume (the same runId, the cursor of the last event) starts with
+    RUN_STARTED and STATE_SNAPSHOT of the stored state; the request's own state is not
+    written."""
+    api: Api = await make_api(extra=agents())
+    thread, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    body = with_state(run_input(thread, user("add milk"), run=run_id), {"todos": []})
+    _, events = await run(api, "todo", body)
+    cursor = events[-1][0]
+    assert cursor is not None
+    before = await (await api.runtime.thread(thread)).read_shared_state()
+    again = with_state(run_input(thread, user("add milk"), run=run_id), {"other": 1})
+    response, resumed = await run(api, "todo", again, **{"Last-Event-ID": cursor})
+    assert response.status_code == 200
+    seen = types(resumed)
+    assert seen[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and seen[-1] == "RUN_FINISHED"
+    assert resumed[1][1]["snapshot"] == before.value
+    assert "STATE_DELTA" not in seen
+    assert await (await api.runtime.thread(thread)).read_shared_state() == before

@@ -214,7 +214,7 @@ class ThreadsEndpoints:
         path = f"{_thread(thread_id)}/subagents"
         return Call("GET", path, list_of(SubagentEntry, "subagents"))
 
-    # -- the shared state (spec 02 §2.20, spec 08 §8.2.10) ----------------------------------
+    # -- the shared state (spec 02 §2.20, spec 08 §8.3.7) ----------------------------------
 
     def state(self, thread_id: str) -> Call[SharedState]:
         """The thread's shared state: ``state`` (a JSON object), ``version``, ``updated_at``."""

@@ -142,7 +142,7 @@ OPERATIONS: dict[str, Operation] = {
         body=approvals.DecideApproval,
         body_required=True,
     ),
-    # the shared state (spec 02 §2.20, §8.2.10)
+    # the shared state (spec 02 §2.20, §8.3.7)
     "get_state": Operation("GET", f"{T}/state", {200: state.StateAnswer}, THREAD),
     "put_state": Operation(
         "PUT",

@@ -1,4 +1,4 @@
-"""A thread's shared state over HTTP (spec 02 §2.20, spec 08 §8.2.10): read it, replace it
+"""A thread's shared state over HTTP (spec 02 §2.20, spec 08 §8.3.7): read it, replace it
 (``GET``/``PUT /api/threads/{id}/state``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A thread's shared state (spec 02 §2.20, spec 08 §8.2.10): read it, replace it.
+"""A thread's shared state (spec 02 §2.20, spec 08 §8.3.7): read it, replace it.
 
 Who may: whoever may act on the thread (``deps.thread_row``: 404/403 for anyone else). A
 replacement is ``ThreadState.set_shared_state``: one transaction with its ``shared_state``
