@@ -27,6 +27,7 @@ export class Panels {
     this.logRows = new Map(); // log id -> the row as last shown (with its timing)
     this.logTotal = 0;
     this.subagents = new Map();
+    this.stateVersion = 0;
     this.expanded = new Set(); // directories open in the file tree
     document.getElementById("logs-refresh").addEventListener("click", () => this.loadLogs());
     document.getElementById("logs-kind").addEventListener("change", () => { this.logOffset = 0; this.loadLogs(); });
@@ -41,6 +42,7 @@ export class Panels {
     if (name === "logs") { this.loadLogs(); this.loadCost(); }
     if (name === "subagents") this.loadSubagents();
     if (name === "files") this.loadFiles();
+    if (name === "state") this.loadState();
   }
 
   // a run started or settled: logs and cost changed
@@ -241,6 +243,30 @@ export class Panels {
       }
       tr.scrollIntoView({ block: "center" });
     }
+  }
+
+  // ---- shared state (spec 02 §2.20) --------------------------------------------------------
+
+  async loadState() {
+    try {
+      this.drawState(await api(`/api/threads/${this.threadId}/state`));
+      this.loaded.add("state");
+    } catch (err) {
+      toast(err.message, "error");
+    }
+  }
+
+  // a state_updated frame (spec 09 §9.9.8): the whole state, kept when newer
+  stateUpdated(frame) {
+    if (!this.loaded.has("state") || frame.version < this.stateVersion) return;
+    this.drawState(frame);
+  }
+
+  drawState(state) {
+    this.stateVersion = state.version;
+    document.getElementById("shared-state").textContent = pretty(state.state);
+    document.getElementById("state-version").textContent = state.version
+      ? `version ${state.version}` : "never written";
   }
 
   // ---- subagents -----------------------------------------------------------------------

@@ -494,6 +494,9 @@ function onFrame(frame) {
     case "approval_decided":
       approvals.apply(frame.data);
       break;
+    case "state_updated":
+      panels.stateUpdated(frame);
+      break;
     case "event":
       if (frame.eventType === "tool_call_started" || frame.eventType === "tool_call_done") {
         const d = frame.data || {};
