@@ -20,6 +20,7 @@ DURABLE = frozenset(
         "subagent_removed",
         "approval_requested",
         "approval_decided",
+        "state_updated",
     }
 )
 FILE_EVENTS = frozenset({"file_created", "file_updated", "file_deleted", "file_moved"})
@@ -116,6 +117,15 @@ class ApprovalDecidedFrame(Frame):
     data: Approval
 
 
+class StateUpdatedFrame(Frame):
+    """The thread's shared state changed (spec 09 §9.9.8): the whole state, its version."""
+
+    type: Literal["state_updated"] = "state_updated"
+    state: dict[str, Any]
+    version: int
+    updated_at: int | None = None
+
+
 class EventFrame(Frame):
     type: Literal["event"] = "event"
     event_type: str = Field(alias="eventType")
@@ -168,6 +178,7 @@ _TYPED: dict[str, type[Frame]] = {
     "subagent_removed": SubagentRemovedFrame,
     "approval_requested": ApprovalRequestedFrame,
     "approval_decided": ApprovalDecidedFrame,
+    "state_updated": StateUpdatedFrame,
     "event": EventFrame,
     "heartbeat": HeartbeatFrame,
     "resync": ResyncFrame,

@@ -38,11 +38,13 @@ from threadloom.client.frames import (
     MessageDataFrame,
     MessageDeletedFrame,
     ReasoningChunkFrame,
+    StateUpdatedFrame,
     SubagentRemovedFrame,
     SubagentUpdatedFrame,
     ThreadStatusFrame,
     parse_frame,
 )
+from threadloom.client.models import SharedState
 from threadloom.client.view import (
     LOCAL,
     FrameEvent,
@@ -424,6 +426,13 @@ def _frame(
         work.fields["logs"] = frozen({**view.logs, frame.log_id: frame.data})
     elif isinstance(frame, ApprovalRequestedFrame | ApprovalDecidedFrame):
         work.fields["approvals"] = frozen({**view.approvals, frame.tool_call_id: frame.data})
+    elif isinstance(frame, StateUpdatedFrame):  # the newest version wins (spec 09 §9.9.8)
+        held = view.shared_state
+        changed = held is None or frame.version > held.version
+        if changed:
+            work.fields["shared_state"] = SharedState(
+                state=frame.state, version=frame.version, updated_at=frame.updated_at
+            )
     elif isinstance(frame, EventFrame):
         changed = _event(work, frame, at_ms)
     else:

@@ -19,7 +19,7 @@ from threadloom.client.chat import (
 from threadloom.client.frames import (
     Frame,
 )
-from threadloom.client.models import Approval, LogRow, SubagentEntry
+from threadloom.client.models import Approval, LogRow, SharedState, SubagentEntry
 from threadloom.records import Message as Record
 from threadloom.records import ThreadStatus
 
@@ -92,6 +92,9 @@ class ThreadView:
     approvals: Mapping[str, Approval] = field(default_factory=no_values)
     """Tool-call approvals by tool call id (spec 14): the pending ones of the last snapshot,
     then as ``approval_requested`` / ``approval_decided`` frames show them."""
+    shared_state: SharedState | None = None
+    """The thread's shared state (spec 02 §2.20) as the last ``state_updated`` frame showed
+    it (``None``: no frame yet; read it with ``client.threads.state``)."""
     error: AgentError | None = None
     extra: Mapping[str, Any] = field(default_factory=no_values)
     """Reducer bookkeeping: ``snapshot_seq``, ``aliases`` (local id → server id),
