@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ def served(tmp_path: Path, db_url: str) -> Iterator[str]:
         yield base
     finally:
         proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=120)
         assert b"Traceback" not in output, output.decode(errors="replace")
 
 
@@ -249,3 +250,58 @@ def test_c13_051_copilotkit_runs_a_dual_ai_agent(
     ]
     assert call["parentMessageId"] == snapshot[4]["id"]
     assert events[-1]["type"] == "RUN_FINISHED"
+
+
+def settled(base: str, thread: str) -> dict[str, Any]:
+    """The thread's status once it left ``running`` (the stop is asynchronous to the
+    client: read until it settles, at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        status: dict[str, Any] = api(base, f"/api/threads/{thread}")["status"]
+        if status["state"] != "running" or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+def model_requests(base: str, thread: str) -> int:
+    total: int = api(base, f"/api/threads/{thread}/logs?kind=llm")["total"]
+    return total
+
+
+def test_c13_054_a_run_stopped_on_the_server_ends_as_copilotkit_accepts(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-054: a run CopilotKit's runtime relays (its client before AG-UI 1.0 sends no
+    ``protocolVersion``) stopped with ``POST …/stop`` → RUN_FINISHED without an outcome,
+    ``result.threadloom`` = cancelled with the reason; the bundled schemas and verifier
+    accept every event (a ``cancelled`` outcome was a ZodError there)."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="server_stop")
+    run = out["run"]
+    assert out["stop"]["status"] == 200, out["stop"]
+    assert run["problems"] == [], run
+    last = run["events"][-1]
+    assert last["type"] == "RUN_FINISHED", run["events"][-3:]
+    assert "outcome" not in last
+    assert last["result"] == {"threadloom": {"outcome": "cancelled", "reason": "aborted_by_user"}}
+    assert settled(served, out["threadId"])["reason"] == "aborted_by_user"
+
+
+def test_c13_055_copilotkit_stop_stops_the_run(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-055: CopilotKit's Stop (its runtime aborts the agent's request: the server sees
+    the response dropped) on a run that is streaming → after the grace period the thread
+    settles idle ``aborted_by_user``; its one model request stays the only one; the
+    message is stored as far as it got."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="stop")
+    assert out["stop"]["body"]["stopped"] is True, out["stop"]
+    assert out["run"]["events"][-1]["type"] == "RUN_ERROR"  # the runtime's own, on abort
+    thread = out["threadId"]
+    status = settled(served, thread)
+    assert (status["state"], status["reason"]) == ("idle", "aborted_by_user"), status
+    assert model_requests(served, thread) == 1
+    messages = api(served, f"/api/threads/{thread}/messages?order=asc")["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "system"]
+    assert 0 < len(messages[1]["content"] or "") < len("tick " * 4000)
+    assert "stopped by user" in messages[2]["content"]
+    assert model_requests(served, thread) == 1  # read again after the messages: no more

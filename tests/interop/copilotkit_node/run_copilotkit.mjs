@@ -16,7 +16,9 @@
 //   dual  one turn of a dual_ai agent (`config.agent`, default `writer_critic`);
 //   stop  a run of `config.agent` (default `slow`) stopped the way CopilotKit's Stop
 //         button does it (`POST <basePath>/agent/<id>/stop/<threadId>`) once its first
-//         text arrived.
+//         text arrived;
+//   server_stop  a run of `config.agent` (default `slow`) stopped with Threadloom's own
+//         `POST /api/threads/{id}/stop` once its first text arrived.
 import { randomUUID } from "node:crypto";
 import { CopilotRuntime, createCopilotRuntimeHandler } from "@copilotkit/runtime/v2";
 import { HttpAgent, verifyEvents } from "@ag-ui/client";
@@ -147,7 +149,28 @@ async function stop() {
   return { threadId, stop: answer, run };
 }
 
-const SCENARIOS = { tool, dual, stop };
+// A run stopped on the server (`POST /api/threads/{id}/stop`, the REST API) while
+// CopilotKit's runtime relays it: the terminal event must pass the bundled client.
+async function serverStop() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "slow";
+  let answer = null;
+  const running = post(`/agent/${name}/run`, runInput(threadId, config.text ?? "Go on."));
+  const run = await readRun(await running, async (event) => {
+    if (answer === null && event.type === "TEXT_MESSAGE_CONTENT") {
+      answer = "pending";
+      const stopped = await fetch(`${config.base}/api/threads/${threadId}/stop`, {
+        method: "POST",
+        headers: { ...headers, "Content-Type": "application/json" },
+        body: "{}",
+      });
+      answer = { status: stopped.status, body: await stopped.json() };
+    }
+  });
+  return { threadId, stop: answer, run };
+}
+
+const SCENARIOS = { tool, dual, stop, server_stop: serverStop };
 
 const scenario = SCENARIOS[config.scenario];
 if (!scenario) throw new Error(`unknown scenario ${config.scenario}`);
