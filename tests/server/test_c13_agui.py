@@ -315,18 +315,35 @@ async def test_c13_008_c13_009_c13_010_a_dropped_stream_resumes_from_its_last_ev
     assert "another run" in wrong_run.json()["details"][0]["problem"]
 
 
-async def test_c13_006_a_run_stopped_by_the_user_finishes_cancelled(make_api: Any) -> None:
-    api: Api = await make_api(extra=agents())
+async def _stopped_run(api: Api, protocol: str | None) -> list[dict[str, Any]]:
+    """The events of a `gate` run stopped with POST …/stop while its model waits."""
+    api.gate.entered.clear()
     thread = str(uuid.uuid4())
-    streaming = asyncio.create_task(run(api, "gate", run_input(thread, user("wait"))))
+    body = run_input(thread, user("wait"))
+    if protocol is not None:
+        body["protocolVersion"] = protocol
+    streaming = asyncio.create_task(run(api, "gate", body))
     await asyncio.wait_for(api.gate.entered.wait(), 10)
     stopped = await api.client().post(f"/api/threads/{thread}/stop", json={})
     assert stopped.status_code == 200, stopped.text
     _, events = await asyncio.wait_for(streaming, 20)
-    last = events[-1][1]
-    assert last["type"] == "RUN_FINISHED" and last["outcome"] == {"type": "cancelled"}
     statuses = [e for _, e in events if e.get("name") == "threadloom.thread_status"]
     assert statuses[-1]["value"]["reason"] == "aborted_by_user"
+    return [e for _, e in events]
+
+
+async def test_c13_006_a_run_stopped_by_the_user_finishes_cancelled(make_api: Any) -> None:
+    """C13-006 (with C13-054): an AG-UI 1.0 client (``protocolVersion`` 1.0) gets the
+    outcome ``cancelled``; a client before 1.0 (no ``protocolVersion``) RUN_FINISHED
+    without an outcome; both carry ``result.threadloom`` cancelled with the reason."""
+    api: Api = await make_api(extra=agents())
+    said = {"threadloom": {"outcome": "cancelled", "reason": "aborted_by_user"}}
+    last = (await _stopped_run(api, "1.0"))[-1]
+    assert last["type"] == "RUN_FINISHED" and last["outcome"] == {"type": "cancelled"}
+    assert last["result"] == said
+    last = (await _stopped_run(api, None))[-1]
+    assert last["type"] == "RUN_FINISHED" and "outcome" not in last
+    assert last["result"] == said
 
 
 async def test_c13_012_a_refused_request_creates_nothing(make_api: Any) -> None:
