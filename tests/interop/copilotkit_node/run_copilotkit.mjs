@@ -18,7 +18,12 @@
 //         button does it (`POST <basePath>/agent/<id>/stop/<threadId>`) once its first
 //         text arrived;
 //   server_stop  a run of `config.agent` (default `slow`) stopped with Threadloom's own
-//         `POST /api/threads/{id}/stop` once its first text arrived.
+//         `POST /api/threads/{id}/stop` once its first text arrived;
+//   state shared state and readable context (what `useCoAgent` and `useCopilotReadable`
+//         send): a run of `config.agent` (default `todo`) with `config.state` and
+//         `config.context`, then a second run on the same thread with the state the front
+//         end holds after the first (its STATE_SNAPSHOT and STATE_DELTAs applied) with
+//         `config.edit` merged in (a user's edit in the page), and no context.
 import { randomUUID } from "node:crypto";
 import { CopilotRuntime, createCopilotRuntimeHandler } from "@copilotkit/runtime/v2";
 import { HttpAgent, verifyEvents } from "@ag-ui/client";
@@ -63,7 +68,8 @@ function runInput(threadId, text, messages = []) {
 function summary(event) {
   const out = { type: event.type };
   for (const key of ["messageId", "toolCallId", "toolCallName", "parentMessageId", "delta",
-    "content", "role", "name", "code", "message", "runId", "threadId", "outcome", "result"]) {
+    "content", "role", "name", "code", "message", "runId", "threadId", "outcome", "result",
+    "snapshot"]) {
     if (event[key] !== undefined) out[key] = event[key];
   }
   if (event.type === "CUSTOM") out.value = event.value;
@@ -170,7 +176,34 @@ async function serverStop() {
   return { threadId, stop: answer, run };
 }
 
-const SCENARIOS = { tool, dual, stop, server_stop: serverStop };
+// The state a front end holds after a run: the snapshot, then each delta applied (the
+// bundled client's own JSON Patch: `applyPatch` of fast-json-patch, which it depends on).
+async function heldState(events, start) {
+  const patch = await import("fast-json-patch");
+  const applyPatch = patch.applyPatch ?? patch.default.applyPatch;
+  let held = start;
+  for (const event of events) {
+    if (event.type === "STATE_SNAPSHOT") held = event.snapshot;
+    if (event.type === "STATE_DELTA") held = applyPatch(structuredClone(held), event.delta).newDocument;
+  }
+  return held;
+}
+
+async function state() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "todo";
+  const first = runInput(threadId, config.text ?? "Add milk.");
+  first.state = config.state ?? {};
+  first.context = config.context ?? [];
+  const run = await readRun(await post(`/agent/${name}/run`, first));
+  const held = await heldState(run.events, first.state);
+  const second = runInput(threadId, "Thanks.", first.messages);
+  second.state = { ...held, ...(config.edit ?? {}) };
+  const again = await readRun(await post(`/agent/${name}/run`, second));
+  return { threadId, run, held, again, heldAgain: await heldState(again.events, second.state) };
+}
+
+const SCENARIOS = { tool, dual, stop, server_stop: serverStop, state };
 
 const scenario = SCENARIOS[config.scenario];
 if (!scenario) throw new Error(`unknown scenario ${config.scenario}`);
