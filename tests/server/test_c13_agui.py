@@ -1,7 +1,7 @@
 """``POST /api/agui/{agent}`` (spec 13 §13.2, §13.3) against a real server on SQLite and
-PostgreSQL, read as raw Server-Sent Events; every event is checked against the
-``ag-ui-protocol`` models. (The real TypeScript client drives the same endpoint in
-``tests/interop/test_c13_agui_node.py``.)"""
+PostgreSQL, read as raw Server-Sent Events; every response is checked with the
+``ag-ui-protocol`` models and AG-UI's sequence rules (``tests/interop/agui_events.py``).
+(The real TypeScript client drives the same endpoint in ``tests/interop/test_c13_agui_node.py``.)"""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from ag_ui.core import Event
-from pydantic import TypeAdapter
 
 from conftest import USERS, Api, last_user_text
+from interop.agui_events import check_events, parse_sse
 from threadloom import Agent, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.errors import ProviderError
@@ -23,7 +22,6 @@ from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
 
-EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 STORY = "Once upon a time there was a durable thread that never lost a message."
 
 
@@ -86,21 +84,6 @@ def user(text: str, message_id: str | None = None) -> dict[str, Any]:
     return {"id": message_id or str(uuid.uuid4()), "role": "user", "content": text}
 
 
-def parse_sse(text: str) -> list[tuple[str | None, dict[str, Any]]]:
-    """``(id, event)`` of each SSE event carrying data (comments are keep-alives)."""
-    out: list[tuple[str | None, dict[str, Any]]] = []
-    for block in text.split("\n\n"):
-        event_id, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("id: "):
-                event_id = line[4:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-        if data:
-            out.append((event_id, json.loads("\n".join(data))))
-    return out
-
-
 async def run(
     api: Api,
     agent: str,
@@ -122,10 +105,10 @@ async def run(
             complete = buffer[: buffer.rfind("\n\n") + 2] if "\n\n" in buffer else ""
             events = parse_sse(complete)
             if stop is not None and stop([e for _, e in events]):
+                check_events(events)  # what the client had when it dropped
                 return response, events
     events = parse_sse(buffer)
-    for _, event in events:
-        EVENT.validate_python(event)  # a valid AG-UI event
+    check_events(events)  # AG-UI's models and sequence rules (tests/interop/agui_events.py)
     return response, events
 
 
