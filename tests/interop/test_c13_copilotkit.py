@@ -29,9 +29,12 @@ from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import require_node, spawn_server
+from test_c13_agui_node import agui_client, require_node, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
+__all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
+
+AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
 NPM_TIMEOUT_S = 600
 AGENTS = ["calc", "writer_critic", "slow"]
@@ -305,3 +308,34 @@ def test_c13_055_copilotkit_stop_stops_the_run(
     assert 0 < len(messages[1]["content"] or "") < len("tick " * 4000)
     assert "stopped by user" in messages[2]["content"]
     assert model_requests(served, thread) == 1  # read again after the messages: no more
+
+
+def test_c13_058_the_ag_ui_client_1_0_runs_a_dual_ai_agent(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C13-058: ``@ag-ui/client`` 1.0's HttpAgent (its verifier on, every event also
+    checked with 1.0's ``EventSchemas``) accepts a dual_ai turn; the messages it holds are
+    the snapshot's: both sides as assistant messages named after their labels, side b's
+    call on its message, the result after it."""
+    node, folder = agui_client
+    shutil.copy(AGUI_NODE / "run_dual.mjs", folder / "run_dual.mjs")
+    config = {"base": served, "token": TOKEN, "text": "Write about durable threads."}
+    done = subprocess.run(
+        [node, "run_dual.mjs", json.dumps(config)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    out = json.loads(done.stdout)
+    assert out["error"] is None and out["problems"] == [], out
+    held = [(m["role"], m["name"], m["content"], m["toolCalls"]) for m in out["messages"]]
+    assert held == [
+        ("user", None, "Write about durable threads.", []),
+        ("assistant", "Writer", "Draft 1.", []),
+        ("assistant", "Critic", "Add one example.", []),
+        ("assistant", "Writer", "Draft 2.", []),
+        ("assistant", "Critic", None, ["approve"]),
+        ("tool", None, "Good.", []),
+    ]

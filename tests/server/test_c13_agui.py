@@ -565,3 +565,32 @@ async def test_c13_057_a_new_request_stops_the_dropped_run_first(make_api: Any) 
     page = await state.get_messages(limit=20, include_silent=True)
     notes = [m.content for m in page.messages if m.role == "system"]
     assert any("stopped by user" in (n or "") for n in notes), notes
+
+
+async def test_c13_059_a_dual_ai_snapshot_converts_back_to_the_stored_roles(
+    make_api: Any,
+) -> None:
+    """C13-059: the AG-UI snapshot of a dual_ai turn, read back with
+    ``from_agui_messages``, gives side b's messages as ``user`` messages again (named
+    ``Critic``, the call and its result kept), side a's as ``assistant``: the roles the
+    thread stores."""
+    from threadloom.client.convert.agui import from_agui_messages
+
+    api: Api = await make_api(extra=dual_agents())
+    thread = str(uuid.uuid4())
+    _, pairs = await run(api, "writer_critic", run_input(thread, user("Write about threads.")))
+    snapshot = next(e for _, e in pairs if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    back = from_agui_messages(snapshot)
+    assert [(m.role, m.name) for m in back] == [
+        ("user", None),
+        ("assistant", "Writer"),
+        ("user", "Critic"),
+        ("assistant", "Writer"),
+        ("user", "Critic"),
+        ("tool", None),
+    ]
+    assert [c.name for c in back[4].tool_uses] == ["approve"]
+    assert back[5].tool_call_id == back[4].tool_uses[0].id
+    state = await api.runtime.thread(thread)
+    stored = (await state.get_messages(limit=20)).messages
+    assert [m.role for m in reversed(stored)] == [m.role for m in back]
