@@ -594,3 +594,20 @@ async def test_c13_059_a_dual_ai_snapshot_converts_back_to_the_stored_roles(
     state = await api.runtime.thread(thread)
     stored = (await state.get_messages(limit=20)).messages
     assert [m.role for m in reversed(stored)] == [m.role for m in back]
+
+
+def test_c13_056_the_grace_period_is_seconds_or_off() -> None:
+    """C13-056: ``THREADLOOM_AGUI_STOP_GRACE_S`` reads seconds (0 or more) or ``off``;
+    10 s when unset; anything else refuses to start, naming the variable."""
+    import pytest
+
+    from threadloom.server.settings import SettingsError
+
+    read = ServerSettings.from_env
+    assert read({}).agui_stop_grace_s == 10.0
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "0"}).agui_stop_grace_s == 0.0
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "2.5"}).agui_stop_grace_s == 2.5
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "OFF"}).agui_stop_grace_s is None
+    for bad in ("-1", "soon", "inf"):
+        with pytest.raises(SettingsError, match="THREADLOOM_AGUI_STOP_GRACE_S"):
+            read({"THREADLOOM_AGUI_STOP_GRACE_S": bad})
