@@ -510,13 +510,20 @@ async def test_c13_053_a_dual_ai_stream_resumes_from_a_cursor(make_api: Any) -> 
     assert shown(snapshot) == DUAL
 
 
+async def until(check: Callable[[], bool], seconds: float = 10) -> None:
+    """Wait until ``check()`` (a state the server reaches by itself), at most ``seconds``."""
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
 async def test_c13_056_a_dropped_response_stops_its_run_unless_resumed(make_api: Any) -> None:
-    """C13-056: a `gate` run whose client dropped the response is stopped once the grace
-    period has passed (``aborted_by_user``, one model request); one whose client resumed
-    within the grace goes on and ends normally; with the grace ``off`` a dropped run goes
-    on."""
-    settings = ServerSettings(auth="required", agui_stop_grace_s=0.2)
+    """C13-056: a `gate` run whose client dropped the response waits out the grace period
+    and is stopped (``aborted_by_user``) though nothing released its model; one whose client
+    resumed from its cursor within the grace is not stopped and ends normally."""
+    settings = ServerSettings(auth="required", agui_stop_grace_s=1.0)
     api: Api = await make_api(settings, extra=agents())
+    drops = api.app.context.agui_drops
 
     def begun(events: list[dict[str, Any]]) -> bool:
         return any(e["type"] == "CUSTOM" for e in events)
@@ -524,20 +531,25 @@ async def test_c13_056_a_dropped_response_stops_its_run_unless_resumed(make_api:
     thread = str(uuid.uuid4())
     await run(api, "gate", run_input(thread, user("wait")), stop=begun)
     await asyncio.wait_for(api.gate.entered.wait(), 10)
+    await until(lambda: drops.waiting(thread))  # the server saw the drop
     await api.settle(thread)  # stopped by the server after the grace: nothing released it
     row = await api.runtime.store.get_thread(thread)
     assert row is not None and row.status.reason == "aborted_by_user", row.status
+    assert not drops.waiting(thread)
 
     api.gate.entered.clear()
     thread, run_id = str(uuid.uuid4()), str(uuid.uuid4())
     body = run_input(thread, user("wait"), run=run_id)
     _, head = await run(api, "gate", body, stop=begun)
     await asyncio.wait_for(api.gate.entered.wait(), 10)
+    await until(lambda: drops.waiting(thread))
     resuming = asyncio.create_task(run(api, "gate", body, **{"Last-Event-ID": head[-1][0] or ""}))
-    await asyncio.sleep(0.5)  # longer than the grace: the resume cancelled the stop
+    await until(lambda: not drops.waiting(thread))  # the resume took the pending stop back
     api.gate.open()
     _, tail = await asyncio.wait_for(resuming, 20)
     assert tail[-1][1]["outcome"] == {"type": "success"}
+    row = await api.runtime.store.get_thread(thread)
+    assert row is not None and row.status.reason != "aborted_by_user"
 
 
 async def test_c13_057_a_new_request_stops_the_dropped_run_first(make_api: Any) -> None:
