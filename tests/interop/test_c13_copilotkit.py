@@ -339,3 +339,65 @@ def test_c13_058_the_ag_ui_client_1_0_runs_a_dual_ai_agent(
         ("assistant", "Critic", None, ["approve"]),
         ("tool", None, "Good.", []),
     ]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def served_examples(db_url: str) -> Iterator[str]:
+    """``threadloom serve examples/`` (its offline demo model; the admin token required)."""
+    proc, base = spawn_server(
+        EXAMPLES, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+        assert b"Traceback" not in output, output.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "sides"),
+    [
+        ("writer_critic", "Write about durable threads.", ("Writer", "Critic")),
+        (
+            "warranty_research",
+            "Research the warranty for order A-1001.",
+            ("Researcher", "Reviewer"),
+        ),
+    ],
+)
+def test_c13_051_copilotkit_runs_the_example_dual_ai_agents(
+    copilotkit_runtime: tuple[str, Path],
+    served_examples: str,
+    agent: str,
+    text: str,
+    sides: tuple[str, str],
+) -> None:
+    """C13-051 on the examples the issue names (``POST /api/agui/writer_critic`` and
+    ``warranty_research``): every event accepted by CopilotKit's bundled client; both
+    sides' messages are named assistant messages; each tool result follows its call's
+    announcement; the run finishes."""
+    out = copilotkit(
+        copilotkit_runtime,
+        base=served_examples,
+        token=TOKEN,
+        scenario="dual",
+        agent=agent,
+        text=text,
+        agents=[agent],
+    )
+    run = out["run"]
+    assert run["problems"] == [], run
+    events = [e for e in run["events"] if e["type"] != "CUSTOM"]
+    names = {e.get("name") for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    assert names == set(sides), events
+    announced = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
+    results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results and all(r in announced for r in results)
+    snapshot = next(e for e in events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert {m["role"] for m in snapshot} <= {"user", "assistant", "reasoning", "tool"}
+    assert {m["name"] for m in snapshot if m["role"] == "assistant"} == set(sides)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
