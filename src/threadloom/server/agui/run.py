@@ -180,9 +180,11 @@ class AguiRun:
         self.ended_at_head = False
         """Whether the run had ended by then (the snapshot's status is not ``running``)."""
         self.closed_by_server = False
-        self.reader_gone = False
         """Whether the server ended the response (shutting down, an error, the thread
         deleted, the access gone): not a dropped response."""
+        self.reader_gone = False
+        """Whether the response ended because its client did not read it (a slow reader):
+        a dropped response."""
         self.exporter = AguiExporter(self.thread_id)
         self.exporter.snapshot()  # its snapshot of what it saw is not sent: ours is read
 
