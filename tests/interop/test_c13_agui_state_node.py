@@ -1,4 +1,4 @@
-"""AG-UI shared state and context with the real client (spec 13 §13.2.9, §13.2.10, C13-074).
+"""AG-UI shared state and context with the real client (spec 13 §13.2.9, §13.2.11, C13-074).
 
 ``@ag-ui/client``'s ``HttpAgent`` (installed from the lock file kept in ``agui_node/``, as
 ``test_c13_agui_node.py`` does) runs ``agui_node/run_agui_state.mjs`` against ``threadloom

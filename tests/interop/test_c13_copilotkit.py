@@ -29,9 +29,12 @@ from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import require_node, spawn_server
+from test_c13_agui_node import agui_client, require_node, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
+__all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
+
+AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
 NPM_TIMEOUT_S = 600
 AGENTS = ["calc", "writer_critic", "slow"]
@@ -305,3 +308,96 @@ def test_c13_055_copilotkit_stop_stops_the_run(
     assert 0 < len(messages[1]["content"] or "") < len("tick " * 4000)
     assert "stopped by user" in messages[2]["content"]
     assert model_requests(served, thread) == 1  # read again after the messages: no more
+
+
+def test_c13_058_the_ag_ui_client_1_0_runs_a_dual_ai_agent(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C13-058: ``@ag-ui/client`` 1.0's HttpAgent (its verifier on, every event also
+    checked with 1.0's ``EventSchemas``) accepts a dual_ai turn; the messages it holds are
+    the snapshot's: both sides as assistant messages named after their labels, side b's
+    call on its message, the result after it."""
+    node, folder = agui_client
+    shutil.copy(AGUI_NODE / "run_dual.mjs", folder / "run_dual.mjs")
+    config = {"base": served, "token": TOKEN, "text": "Write about durable threads."}
+    done = subprocess.run(
+        [node, "run_dual.mjs", json.dumps(config)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    out = json.loads(done.stdout)
+    assert out["error"] is None and out["problems"] == [], out
+    held = [(m["role"], m["name"], m["content"], m["toolCalls"]) for m in out["messages"]]
+    assert held == [
+        ("user", None, "Write about durable threads.", []),
+        ("assistant", "Writer", "Draft 1.", []),
+        ("assistant", "Critic", "Add one example.", []),
+        ("assistant", "Writer", "Draft 2.", []),
+        ("assistant", "Critic", None, ["approve"]),
+        ("tool", None, "Good.", []),
+    ]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def served_examples(db_url: str) -> Iterator[str]:
+    """``threadloom serve examples/`` (its offline demo model; the admin token required)."""
+    proc, base = spawn_server(
+        EXAMPLES, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+        assert b"Traceback" not in output, output.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "sides"),
+    [
+        ("writer_critic", "Write about durable threads.", ("Writer", "Critic")),
+        (
+            "warranty_research",
+            "Research the warranty for order A-1001.",
+            ("Researcher", "Reviewer"),
+        ),
+    ],
+)
+def test_c13_051_copilotkit_runs_the_example_dual_ai_agents(
+    copilotkit_runtime: tuple[str, Path],
+    served_examples: str,
+    agent: str,
+    text: str,
+    sides: tuple[str, str],
+) -> None:
+    """C13-051 on the examples the issue names (``POST /api/agui/writer_critic`` and
+    ``warranty_research``): every event accepted by CopilotKit's bundled client; both
+    sides' messages are named assistant messages; each tool result follows its call's
+    announcement; the run finishes."""
+    out = copilotkit(
+        copilotkit_runtime,
+        base=served_examples,
+        token=TOKEN,
+        scenario="dual",
+        agent=agent,
+        text=text,
+        agents=[agent],
+    )
+    run = out["run"]
+    assert run["problems"] == [], run
+    events = [e for e in run["events"] if e["type"] != "CUSTOM"]
+    names = {e.get("name") for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    assert names == set(sides), events
+    announced = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
+    results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results and all(r in announced for r in results)
+    snapshot = next(e for e in events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert {m["role"] for m in snapshot} <= {"user", "assistant", "reasoning", "tool"}
+    assert {m["name"] for m in snapshot if m["role"] == "assistant"} == set(sides)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}

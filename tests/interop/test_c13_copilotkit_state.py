@@ -1,5 +1,5 @@
 """CopilotKit's shared state and readable context through its runtime (spec 13 §13.2.9,
-§13.2.10, C13-076): ``copilotkit_node/run_copilotkit.mjs``'s ``state`` scenario, driven as
+§13.2.11, C13-076): ``copilotkit_node/run_copilotkit.mjs``'s ``state`` scenario, driven as
 ``test_c13_copilotkit.py`` drives the others (its fixture installs the runtime from the
 lock file), against a real ``threadloom serve`` on SQLite and PostgreSQL whose ``todo``
 agent's tool changes the shared state."""

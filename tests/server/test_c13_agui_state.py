@@ -1,4 +1,4 @@
-"""AG-UI shared state and context (spec 13 §13.2.9, §13.2.10) against a real server on
+"""AG-UI shared state and context (spec 13 §13.2.9, §13.2.11) against a real server on
 SQLite and PostgreSQL: a request's ``state`` becomes the thread's shared state, the
 response snapshots it and sends each change of the run as a ``STATE_DELTA`` that, applied
 to the snapshot, is the stored state; a request's ``context`` reaches the model's request

@@ -1,5 +1,5 @@
 """A thread's shared state and run context on every store (spec 02 §2.20, spec 13
-§13.2.10): stored with the thread, versioned, written with a ``shared_state`` event."""
+§13.2.11): stored with the thread, versioned, written with a ``shared_state`` event."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ class SubagentRegistryEntry(BaseModel):
 SHARED_STATE_MAX_BYTES = 262_144
 """The largest shared state (spec 02 §2.20): its compact JSON text, UTF-8, in bytes."""
 RUN_CONTEXT_MAX_BYTES = 65_536
-"""The largest run context (spec 13 §13.2.10): the compact JSON text of its entries."""
+"""The largest run context (spec 13 §13.2.11): the compact JSON text of its entries."""
 
 
 class SharedState(BaseModel):
@@ -197,7 +197,7 @@ class SharedState(BaseModel):
 
 
 class ContextEntry(BaseModel):
-    """One entry of a run's context (AG-UI's ``Context``, spec 13 §13.2.10): what the
+    """One entry of a run's context (AG-UI's ``Context``, spec 13 §13.2.11): what the
     client application tells the model, never stored as a message."""
 
     model_config = ConfigDict(frozen=True)

@@ -191,7 +191,12 @@ class ServerSettings:
                     values[name] = None
                     continue
                 zero_ok = name in ("drain_seconds", "agui_stop_grace_s")
-                values[name] = _seconds(key, raw, zero_ok=zero_ok)
+                try:
+                    values[name] = _seconds(key, raw, zero_ok=zero_ok)
+                except SettingsError as exc:
+                    if name != "agui_stop_grace_s":
+                        raise
+                    raise SettingsError(f"{exc} (or off)") from None
         warm = (env.get("THREADLOOM_WARM_MESSAGES") or "").strip()
         if warm:
             if not warm.isdigit():

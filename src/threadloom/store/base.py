@@ -206,7 +206,7 @@ class Store(FileStore, AccountStore, Protocol):
         """Persist a ThreadStatus change with its ``status`` event."""
         ...
 
-    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.10) ---------------
+    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.11) ---------------
     async def get_shared_state(self, thread_id: str) -> SharedState:
         """The thread's shared state (``ThreadNotFound`` for an unknown thread)."""
         ...

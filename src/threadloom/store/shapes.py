@@ -188,7 +188,7 @@ class ThreadRow:
     """The budgets the thread keeps (spec 15 §15.3): its own and its ancestors'
     ``thread``-scope ones."""
     has_run_context: bool = False
-    """Whether the thread keeps a run context (spec 13 §13.2.10): a run reads it only then."""
+    """Whether the thread keeps a run context (spec 13 §13.2.11): a run reads it only then."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

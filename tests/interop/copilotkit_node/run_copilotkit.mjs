@@ -9,7 +9,9 @@
 // Prints one JSON object. Every run's answer is what the front end reads: the SSE body the
 // runtime answers `POST <basePath>/agent/<id>/run` with. Each of its events is checked with
 // the bundled protocol's own schemas (`EventSchemas` of @ag-ui/core) and the sequence with
-// the bundled client's `verifyEvents`; `problems` lists what they refused (none expected).
+// the bundled client's `verifyEvents`; `problems` lists what they refused (none expected),
+// and what the runtime's own HttpAgent refused of Threadloom's stream (it ends the run with
+// RUN_ERROR `INCOMPLETE_STREAM` then: an invalid event, or a sequence its verifier rejects).
 //
 // Scenarios (add yours to SCENARIOS; each gets `config` and returns a JSON-able object):
 //   tool  one turn of `calc` (a tool call, its result, the answer);
@@ -113,6 +115,11 @@ async function readRun(response, onEvent = async () => {}) {
       const raw = JSON.parse(data);
       const parsed = EventSchemas.safeParse(raw);
       if (!parsed.success) problems.push(`${raw.type}: ${parsed.error.message}`);
+      // the runtime's client refused what Threadloom sent (its verifier or its schemas):
+      // the runtime ends the run with RUN_ERROR INCOMPLETE_STREAM and the refusal
+      if (raw.type === "RUN_ERROR" && raw.code === "INCOMPLETE_STREAM") {
+        problems.push(`the runtime's client refused the stream: ${raw.message}`);
+      }
       events.push(raw);
       await onEvent(raw);
     }

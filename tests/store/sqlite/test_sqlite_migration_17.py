@@ -1,5 +1,5 @@
 """Migration 17: the shared state and the run context of a thread (spec 02 §2.20, spec 13
-§13.2.10). A version-16 file opens, migrates, reads every thread as before with an empty
+§13.2.11). A version-16 file opens, migrates, reads every thread as before with an empty
 state at version 0 and no run context, and keeps what is written afterwards. Real
 ``Runtime`` on real SQLite files; raw SQL only to make the old file."""
 

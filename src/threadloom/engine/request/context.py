@@ -118,7 +118,7 @@ def _details_text(value: object) -> str | None:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-# -- the run context (spec 13 §13.2.10) ----------------------------------------------
+# -- the run context (spec 13 §13.2.11) ----------------------------------------------
 
 CONTEXT_HEADING = "Context from the client application:"
 
@@ -212,7 +212,7 @@ async def assemble(env: StepEnv) -> Assembly:
     run, state, prompt = env.run, env.state, env.prompt
     hub = state.hub
     system = run.definitions.render_system(prompt, state.arguments, state.context)
-    if env.nested is None and run.row.has_run_context:  # spec 13 §13.2.10
+    if env.nested is None and run.row.has_run_context:  # spec 13 §13.2.11
         part = await run.run_context()
         system = f"{system}\n\n{part}" if system and part else system or part
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited

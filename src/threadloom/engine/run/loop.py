@@ -130,7 +130,7 @@ class Run:
         self.started_at = 0
         self.abort_reason: str | None = None
         self._run_context: str | None = None
-        """The thread's run context as a system text part, once read (spec 13 §13.2.10)."""
+        """The thread's run context as a system text part, once read (spec 13 §13.2.11)."""
         self.finished = False
         self.settled = False
         self.unwritten_row: LogRow | None = None
@@ -620,7 +620,7 @@ class Run:
         return None
 
     async def run_context(self) -> str:
-        """The thread's run context as a part of the system text (spec 13 §13.2.10): read
+        """The thread's run context as a part of the system text (spec 13 §13.2.11): read
         once a run, and only when the thread keeps one (its row says so)."""
         if not self.row.has_run_context:
             return ""

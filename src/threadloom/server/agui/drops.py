@@ -81,6 +81,10 @@ class Drops:
             await self._stop_now(thread_id)
         return bool(keys)
 
+    def waiting(self, thread_id: str) -> bool:
+        """Whether a dropped run of the thread waits out its grace period."""
+        return any(p.thread_id == thread_id for p in self._pending.values())
+
     def close(self) -> None:
         """The server shuts down: nothing more is stopped (its clients resume elsewhere)."""
         for pending in self._pending.values():

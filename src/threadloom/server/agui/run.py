@@ -184,9 +184,11 @@ class AguiRun:
         self.state = StateStream()
         """The thread's shared state as this client was sent it (spec 13 §13.2.9)."""
         self.closed_by_server = False
-        self.reader_gone = False
         """Whether the server ended the response (shutting down, an error, the thread
         deleted, the access gone): not a dropped response."""
+        self.reader_gone = False
+        """Whether the response ended because its client did not read it (a slow reader):
+        a dropped response."""
         self.exporter = AguiExporter(self.thread_id)
         self.exporter.snapshot()  # its snapshot of what it saw is not sent: ours is read
 

@@ -1,4 +1,4 @@
-"""AG-UI shared state and context (spec 13 §13.2.9, §13.2.10).
+"""AG-UI shared state and context (spec 13 §13.2.9, §13.2.11).
 
 A request's ``state`` becomes the thread's shared state (spec 02 §2.20) before its messages
 are sent; its ``context`` the thread's run context, which the engine puts into the system

@@ -362,7 +362,7 @@ class TxStore:
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:
         return await self._write(threads.set_status, thread_id, status)
 
-    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.10) ---------------
+    # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.11) ---------------
     async def get_shared_state(self, thread_id: str) -> SharedState:
         return await self._read(states.get_shared_state, thread_id)
 

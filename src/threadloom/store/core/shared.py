@@ -1,4 +1,4 @@
-"""A thread's shared state and run context (spec 02 §2.20, spec 13 §13.2.10), on both
+"""A thread's shared state and run context (spec 02 §2.20, spec 13 §13.2.11), on both
 stores: columns of the thread row, written in the thread's transaction (``Tx``), so a
 change and its ``shared_state`` event commit together and concurrent writers of one
 thread are ordered by the thread's lock."""

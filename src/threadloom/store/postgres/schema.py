@@ -391,7 +391,7 @@ ALTER TABLE threads ADD COLUMN shared_state_version BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE threads ADD COLUMN shared_state_at BIGINT;
 ALTER TABLE threads ADD COLUMN run_context {T};
 """
-"""The shared state and the run context of a thread (spec 02 §2.20, spec 13 §13.2.10;
+"""The shared state and the run context of a thread (spec 02 §2.20, spec 13 §13.2.11;
 SQLite's migration 17)."""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (

@@ -638,7 +638,7 @@ CREATE TABLE user_quotas (
         17,
         "the shared state and the run context of a thread",
         # Spec 02 §2.20: a thread's shared state, one JSON object (NULL: never written)
-        # with the version of its last change and when it was made; spec 13 §13.2.10:
+        # with the version of its last change and when it was made; spec 13 §13.2.11:
         # the context of the thread's latest AG-UI request (a JSON array, NULL: none).
         """
 ALTER TABLE threads ADD COLUMN shared_state TEXT;
