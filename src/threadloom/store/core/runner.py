@@ -364,13 +364,13 @@ class TxStore:
 
     # -- shared state and run context (spec 02 §2.20, spec 13 §13.2.11) ---------------
     async def get_shared_state(self, thread_id: str) -> SharedState:
-        return await self._read(states.get_shared_state, thread_id)
+        return await self._point_read(states.get_shared_state, thread_id)
 
     async def write_shared_state(self, thread_id: str, change: StateChange) -> StateWrite:
         return await self._write(states.write_shared_state, thread_id, change)
 
     async def get_run_context(self, thread_id: str) -> list[ContextEntry]:
-        return await self._read(states.get_run_context, thread_id)
+        return await self._point_read(states.get_run_context, thread_id)
 
     async def set_run_context(self, thread_id: str, entries: Sequence[ContextEntry]) -> None:
         await self._write(states.set_run_context, thread_id, list(entries))
