@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import AgentNotFound, DuplicateMessage
-from threadloom.records import ContextEntry
+from threadloom.records import ContextEntry, SharedState
 from threadloom.server import deps
 from threadloom.server.agui.approvals import Resume, decide, pending, read_resume
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
@@ -262,6 +262,7 @@ async def run_agent(agent: str, request: Request) -> Any:
     app = request.app
     check_open_limit(app, who)
     release = hold_slot(app, who)  # counted with the check, before any await (§9.2.4)
+    shared: SharedState | None = None
     try:
         follow = True
         if cursor is None:
@@ -274,6 +275,8 @@ async def run_agent(agent: str, request: Request) -> Any:
             key = run_key(thread_id, run_input.run_id)
             cursor = Cursor(row.event_seq, key, cost=total, requests=requests)
             await apply(runtime, row, state, context)
+            # read before the run starts: the response opens without a read (§13.2.9)
+            shared = await runtime.store.get_shared_state(thread_id)
             decided = await decide(runtime, thread_id, resume_entries, decider(who))
             sent = await store(runtime, thread_id, run_input.run_id, new, request.headers)
             running = runtime.running(thread_id) or row.status.state == "running"
@@ -281,6 +284,8 @@ async def run_agent(agent: str, request: Request) -> Any:
             if follow and (decided or row.status.reason == "awaiting_approval"):
                 # still parked: the run ends at once, with the interrupts still open
                 follow = not await pending(runtime, thread_id)
+        if shared is None:  # a resume: the state now (§13.3.2)
+            shared = await runtime.store.get_shared_state(thread_id)
     except BaseException:
         release()
         raise
@@ -290,7 +295,7 @@ async def run_agent(agent: str, request: Request) -> Any:
         for i in resume_entries.unrecognised
     ]
     protocol = run_input.protocol_version
-    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow, warnings, protocol)
+    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow, warnings, protocol, shared)
     return CountedStream(
         run.body(),
         release,

@@ -45,7 +45,7 @@ from threadloom.client.convert.agui import AguiExporter
 from threadloom.client.convert.agui.messages import REASONING_SUFFIX
 from threadloom.client.reduce import Snapshot, empty_view, reduce
 from threadloom.engine.run.runtime import Runtime
-from threadloom.records import ThreadStatus
+from threadloom.records import SharedState, ThreadStatus
 from threadloom.server.agui.approvals import pending
 from threadloom.server.agui.cursor import Cursor, Tracker
 from threadloom.server.agui.state import StateStream
@@ -164,6 +164,7 @@ class AguiRun:
         follow: bool,
         warnings: Sequence[str] = (),
         protocol: str | None = None,
+        shared: SharedState | None = None,
     ) -> None:
         self.ctx = ctx
         self.protocol = protocol
@@ -181,7 +182,7 @@ class AguiRun:
         """The thread's last event number when the stream opened (its snapshot's ``head``)."""
         self.ended_at_head = False
         """Whether the run had ended by then (the snapshot's status is not ``running``)."""
-        self.state = StateStream()
+        self.state = StateStream(shared)
         """The thread's shared state as this client was sent it (spec 13 §13.2.9)."""
         self.closed_by_server = False
         """Whether the server ended the response (shutting down, an error, the thread
@@ -221,7 +222,7 @@ class AguiRun:
 
     async def _body(self) -> AsyncGenerator[bytes, None]:
         yield self._out(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
-        state = await self.state.snapshot(self.runtime, self.thread_id)
+        state = self.state.snapshot()
         if state is not None:
             yield self._out(state)
         for warning in self.warnings:

@@ -19,7 +19,7 @@ from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from threadloom.engine.run.runtime import Runtime
 from threadloom.errors import InvalidArgument, StateTooLarge
-from threadloom.records import RUN_CONTEXT_MAX_BYTES, ContextEntry, state_json
+from threadloom.records import RUN_CONTEXT_MAX_BYTES, ContextEntry, SharedState, state_json
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.store.base import ThreadRow
 
@@ -66,17 +66,21 @@ async def apply(
 
 
 class StateStream:
-    """What of the thread's state one response has sent: its snapshot, then deltas."""
+    """What of the thread's state one response has sent: its snapshot, then deltas.
+    The state it starts from is read by the route before the run starts (after the
+    request's own writes), so the response opens without a read of its own."""
 
-    def __init__(self) -> None:
-        self.sent: dict[str, Any] = {}
+    def __init__(self, start: SharedState | None = None) -> None:
+        self.start = start or SharedState()
+        self.sent: dict[str, Any] = dict(self.start.value)
 
-    async def snapshot(self, runtime: Runtime, thread_id: str) -> StateSnapshotEvent | None:
+    def snapshot(self) -> StateSnapshotEvent | None:
         """``STATE_SNAPSHOT`` of the thread's state, when it was ever written (a thread
-        whose state never was sends none: the client's state is taken to be ``{}``)."""
-        state = await runtime.store.get_shared_state(thread_id)
-        self.sent = state.value
-        return StateSnapshotEvent(snapshot=state.value) if state.version else None
+        whose state never was sends none: the client's state is taken to be ``{}``).
+        Changes after the read come as deltas (their frames follow the cursor)."""
+        if not self.start.version:
+            return None
+        return StateSnapshotEvent(snapshot=self.start.value)
 
     def delta(self, frame: Mapping[str, Any]) -> BaseEvent | None:
         """The ``STATE_DELTA`` of a ``state_updated`` frame (``None``: nothing changed for
