@@ -9,7 +9,7 @@ from pydantic import Field
 
 from threadloom.records import SharedState
 from threadloom.wire.model import Answer, Body, examples
-from threadloom.wire.problems import check, refuse
+from threadloom.wire.problems import check, integer_from, refuse
 
 
 def _state(value: Any) -> dict[str, Any]:
@@ -18,12 +18,8 @@ def _state(value: Any) -> dict[str, Any]:
     return value
 
 
-def _version(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise refuse("must be a non-negative integer")
-    return value
+MAX_VERSION = 2**53 - 1
+"""The largest version a body may name (JavaScript's largest safe integer)."""
 
 
 class PutState(Body):
@@ -33,7 +29,9 @@ class PutState(Body):
     model_config = examples({"state": {"todos": ["milk"]}}, {"state": {}, "version": 0})
 
     state: Annotated[dict[str, Any], check(_state)]
-    version: Annotated[int | None, Field(ge=0), check(_version)] = None
+    version: Annotated[
+        int | None, Field(ge=0, le=MAX_VERSION), check(integer_from(0, MAX_VERSION))
+    ] = None
 
 
 class StateAnswer(Answer):
