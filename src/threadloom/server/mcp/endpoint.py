@@ -174,6 +174,8 @@ def progress_message(data: Mapping[str, Any]) -> str | None:
     role = message.get("role")
     if role == "assistant":
         calls = message.get("tool_calls") or []
+        if isinstance(calls, str):  # the wire's JSON text (spec 01 §1.4.3)
+            calls = _json(calls.encode()) or []
         names = [
             str((call.get("function") or {}).get("name") or call.get("name") or "a tool")
             for call in calls
