@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from node_clients import installed, spawn_server
 from node_clients import node_run as run_script
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from node_clients import installed, node_run, spawn_server
 
 HERE = Path(__file__).resolve().parent / "mcp_node"
