@@ -131,7 +131,7 @@ def version() -> str:
     return __version__
 
 
-def test_c13_080_the_sdk_client_gets_the_answer_as_the_result(
+def test_c13_080_c13_084_the_sdk_client_gets_the_answer_and_the_version(
     mcp_clients: tuple[str, Path], served: str
 ) -> None:
     """C13-080, C13-084: the tool's outputSchema wraps a string; the call's structured
