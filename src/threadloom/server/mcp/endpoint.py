@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+import anyio
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -199,8 +200,9 @@ class McpEndpoint:
 
     def __init__(self) -> None:
         self._server: Any = None
-        self.calls: dict[CallKey, str] = {}
-        """The thread of each call this node serves, for ``notifications/cancelled``."""
+        self.calls: dict[CallKey, tuple[str, _Progress | None]] = {}
+        """The thread (and progress) of each call this node serves, for
+        ``notifications/cancelled``."""
 
     @property
     def server(self) -> Any:
@@ -247,8 +249,11 @@ class McpEndpoint:
         if not isinstance(params, dict) or "requestId" not in params:
             return
         key = (who.id, request.headers.get(SESSION_HEADER, ""), _request_key(params["requestId"]))
-        thread_id = self.calls.get(key)
-        if thread_id is not None:
+        call = self.calls.get(key)
+        if call is not None:
+            thread_id, progress = call
+            if progress is not None:
+                await progress.close()  # no progress after the cancel
             await _stop(deps.runtime(request), thread_id)
 
     @staticmethod
@@ -294,7 +299,7 @@ class McpEndpoint:
 
         async def started(thread_id: str) -> None:
             thread.append(thread_id)
-            self.calls[key] = thread_id
+            self.calls[key] = (thread_id, progress)
             if progress is not None:
                 progress.start(thread_id)
 
@@ -308,10 +313,11 @@ class McpEndpoint:
             # the call was cancelled (its connection closed, the 2026 wire's cancel): stop
             # the thread, which nobody could answer any more
             if thread:
-                await asyncio.shield(_stop(runtime, thread[0]))
+                with anyio.CancelScope(shield=True):
+                    await _stop(runtime, thread[0])
             raise
         finally:
-            if thread and self.calls.get(key) == thread[0]:
+            if thread and self.calls.get(key, ("",))[0] == thread[0]:
                 del self.calls[key]
             if progress is not None:
                 await progress.close()
