@@ -145,3 +145,24 @@ async def test_c13_033_a_failed_run_is_an_error_result(make_api: Any) -> None:
     assert failed.meta["threadloom"]["reason"] == "step_error"
     assert unknown.is_error
     assert unknown.content[0].text == "Unknown tool: hidden"  # type: ignore[union-attr]
+
+
+async def test_c13_087_a_body_over_the_json_limit_is_refused(make_api: Any) -> None:
+    """C13-087: ``/mcp`` reads a POST's body before the MCP layer (the cancel lookup needs
+    it) and bounds it as the API bounds JSON: past 1 MiB, the API's 413."""
+    api: Api = await make_api(extra=exposed())
+    message = "x" * (1024 * 1024)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "summarizer", "arguments": {"message": message}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {api.keys['alice']}",
+    }
+    async with httpx.AsyncClient(base_url=api.base) as http:
+        refused = await http.post("/mcp", json=body, headers=headers)
+    assert (refused.status_code, refused.json()["code"]) == (413, "payload_too_large")
+    assert (await api.runtime.list_threads())[1] == 0
