@@ -359,7 +359,7 @@ class _Progress:
                 try:
                     event = await subscription.get(self.every)
                 except TimeoutError:
-                    said = f"running for {loop.time() - began:.0f} s"
+                    said = f"running for {loop.time() - began:.1f} s"
                 else:
                     said = progress_message(event.data)
                     if said is None:
