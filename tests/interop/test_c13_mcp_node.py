@@ -152,6 +152,7 @@ def test_c13_080_c13_084_the_sdk_client_gets_the_answer_and_the_version(
     thread = api(served, f"/api/threads/{meta['threadId']}")["thread"]
     assert thread["agent_id"] == "summarizer" and "mcp" in thread["tags"]
     assert out["errors"] == []
+    assert out["sessionId"]  # issued with initialize, sent back with every request (§13.5.6)
 
 
 def test_c13_082_a_call_longer_than_the_request_timeout_lives_on_progress(

@@ -40,10 +40,11 @@ function failure(error) {
 const scenarios = {
   // list the tools, call one: the answer as text and structured content, the server's version
   async plain() {
-    const client = await connect(http());
+    const transport = http();
+    const client = await connect(transport);
     const tools = (await client.listTools()).tools;
     const result = await client.callTool({ name: "summarizer", arguments: { message: "a long story" } });
-    const out = { server: client.getServerVersion(), tools, result: seen(result) };
+    const out = { server: client.getServerVersion(), tools, result: seen(result), sessionId: transport.sessionId ?? null };
     await client.close();
     return out;
   },

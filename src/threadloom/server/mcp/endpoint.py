@@ -393,7 +393,7 @@ async def _stop(runtime: Runtime, thread_id: str) -> None:
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # the SDK answers it
 
 
