@@ -1,12 +1,11 @@
 """The real Python MCP clients against a real ``threadloom serve`` (spec 13 §13.5, C13-080,
 C13-081): pydantic-ai's ``MCPToolset`` giving an Agent the project's agents as tools, and
-fastmcp's ``Client``. Both are in the ``dev`` extra; the project is the Node test's
-(``test_c13_mcp_node.py``), on SQLite and PostgreSQL."""
+fastmcp's ``Client``. Both are in the ``dev`` extra; the project is the Node tests' one
+(``mcp_project.py``), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,30 +16,18 @@ import pytest
 from fastmcp import Client as FastMCPClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from node_clients import spawn_server
+from mcp_project import TOKEN, serve
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_c13_mcp_node import TOKEN, write_project
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
-    proc, base = spawn_server(
-        write_project(tmp_path / "project"),
-        db_url,
-        THREADLOOM_AUTH="required",
-        THREADLOOM_ADMIN_TOKEN=TOKEN,
-    )
-    try:
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")
+    yield from serve(tmp_path / "project", db_url)
 
 
 async def test_c13_080_pydantic_ai_hands_its_model_the_agents_answer(served: str) -> None:
