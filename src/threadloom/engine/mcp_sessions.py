@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import mimetypes
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from threadloom.define.mcp import MCPServer, MCPTool
 from threadloom.define.registry import Definitions
 from threadloom.define.tool import Attachment, ToolResult
+from threadloom.thread.filetypes import extension_for_mime
 from threadloom.version import __version__
 from threadloom.wire.patterns import decode_base64
 
@@ -258,8 +258,7 @@ def tool_result(tool: str, result: Any, where: str = "MCP server") -> ToolResult
             texts.append(block.text)
         elif kind in ("image", "audio"):
             mime = block.mime_type or "application/octet-stream"
-            suffix = mimetypes.guess_extension(mime.split(";", 1)[0].strip()) or ""
-            name = f"{tool}-{index}{suffix}"
+            name = f"{tool}-{index}.{extension_for_mime(mime)}"  # spec 07 §7.4
             data = decode_base64(block.data) if isinstance(block.data, str) else None
             if data is None:
                 return _error(f"{where}: tool {tool} returned {kind} {name} not in base64")
