@@ -145,6 +145,11 @@ async def test_c13_101_an_image_alone_and_a_data_url(make_api: Any) -> None:
             "is a URL, which this server does not fetch",
         ),
         (
+            {"type": "image", "source": {"type": "url", "value": "data:image/png,abc"}},
+            "messages[0].content[1].source.value",
+            "must be a base64 data: URL",
+        ),
+        (
             {"type": "image", "source": {"type": "file", "value": "file-abc"}},
             "messages[0].content[1].source",
             "is a provider's file handle",
@@ -178,6 +183,7 @@ async def test_c13_101_an_image_alone_and_a_data_url(make_api: Any) -> None:
     ids=[
         "not-base64",
         "http-url",
+        "data-url-not-base64",
         "file-handle",
         "svg",
         "not-png",

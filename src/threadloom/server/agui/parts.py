@@ -50,7 +50,9 @@ def _inline(source: Any, at: str) -> tuple[str, str]:
     if kind == "url":
         value = str(source.value)
         head, sep, data = value.partition(",")
-        if value[:5].lower() == "data:" and sep and head.lower().endswith(";base64"):
+        if value[:5].lower() == "data:":
+            if not (sep and head.lower().endswith(";base64")):
+                raise bad_field(f"{at}.source.value", "must be a base64 data: URL")
             mime = head[5:-7].split(";", 1)[0] or source.mime_type or ""
             return data, mime
         raise bad_field(f"{at}.source", NOT_FETCHED)
