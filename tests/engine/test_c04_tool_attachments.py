@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from threadloom import Agent, Definitions, Runtime, Side
+from threadloom import DROP, Agent, Definitions, Runtime, Side, hook
 from threadloom.define import Attachment, Model, Prompt, ToolResult, tool
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
+from threadloom.records import AttachmentRef
 
 ATTACHMENT_PATH = re.compile(r"^/attachments/\d{13}-[0-9a-f]{8}\.(png|csv|txt|bin)$")
 
@@ -66,12 +67,14 @@ def model_of(*calls: Call) -> ScriptedProvider:
 async def opened(db_url: str) -> AsyncIterator[Callable[..., Any]]:
     runtimes: list[Runtime] = []
 
-    async def open_(provider: ScriptedProvider, **options: Any) -> Runtime:
+    async def open_(provider: ScriptedProvider, *hooks: Any, **options: Any) -> Runtime:
+        names = [h.__name__ for h in hooks]
         defs = Definitions().add(
             Model(name="M", provider=provider, model="scripted-1"),
             Prompt(name="P", model="M", system="You make files.", tools=["make"]),
-            Agent(name="maker", side_a=Side(prompt="P"), side_b=Side(label="User")),
+            Agent(name="maker", side_a=Side(prompt="P"), side_b=Side(label="User"), hooks=names),
             make,
+            *hooks,
         )
         runtime = await Runtime.open(db_url, definitions=defs, **options)
         runtimes.append(runtime)
@@ -232,3 +235,73 @@ async def test_c04_133_attachments_over_the_file_limits(opened: Callable[..., An
     ), two.content
     assert (await state.get_file_stats("/")).file_count == 0
     assert messages[-1].content == "done"
+
+
+async def test_c04_137_hooks_see_the_refs_and_a_dropped_call_leaves_no_file(
+    opened: Callable[..., Any],
+) -> None:
+    """C04-137: the files are written when the call's result is normalised → the
+    ``tool_call_done`` and ``after_tool_call_*`` hooks see refs (the success hook for a good
+    attachment, the failure hook for a refused one); a call an ``after_tool_call_success``
+    hook drops leaves no file; an ``Attachment`` a ``before_store_tool_result`` hook adds is
+    written at storage and referenced."""
+    seen: list[tuple[str, str, list[str]]] = []
+
+    def kinds(result: ToolResult) -> list[str]:
+        return [type(a).__name__ for a in result.attachments]
+
+    @hook("tool_call_done")
+    def done(state: Any, call: Any, result: ToolResult) -> None:
+        seen.append(("done", result.status, kinds(result)))
+
+    @hook("after_tool_call_success")
+    def success(state: Any, call: Any, result: ToolResult) -> Any:
+        seen.append(("success", result.status, kinds(result)))
+        return DROP if "drop" in call.function.arguments else None
+
+    @hook("after_tool_call_failure")
+    def failure(state: Any, call: Any, result: ToolResult) -> None:
+        seen.append(("failure", result.status, kinds(result)))
+
+    @hook("before_store_tool_result")
+    def add_note(state: Any, call: Any, result: ToolResult) -> Any:
+        if "note" not in call.function.arguments:
+            return None
+        note = Attachment(data=b"noted", name="note.txt", mime_type="text/plain")
+        return result.model_copy(update={"attachments": [*result.attachments, note]})
+
+    picture = Attachment(data=CHART, name="c.png", mime_type="image/png")
+    RETURNED["good"] = ToolResult(result="good", attachments=[picture])
+    RETURNED["drop"] = ToolResult(result="dropped", attachments=[picture])
+    RETURNED["bad"] = ToolResult(
+        result="bad", attachments=[Attachment(data=b"x", name="x.png", mime_type="image/png")]
+    )
+    RETURNED["note"] = "plain"
+    model = model_of(
+        Call("make", {"kind": "good"}),
+        Call("make", {"kind": "drop"}),
+        Call("make", {"kind": "bad"}),
+        Call("make", {"kind": "note"}),
+    )
+    runtime = await opened(model, done, success, failure, add_note)
+    state, messages = await turn(runtime)
+    assert sorted(seen) == sorted(  # the calls run together: any order
+        [
+            ("done", "success", ["AttachmentRef"]),
+            ("success", "success", ["AttachmentRef"]),
+            ("done", "success", ["AttachmentRef"]),
+            ("success", "success", ["AttachmentRef"]),
+            ("done", "error", []),
+            ("failure", "error", []),
+            ("done", "success", []),
+            ("success", "success", []),
+        ]
+    )
+    good, bad, noted = tool_rows(messages)
+    assert good.content.startswith("good") and bad.tool_status == "error"
+    (note,) = noted.attachments
+    assert isinstance(note, AttachmentRef) and note.name == "note.txt"
+    assert await state.read_file(note.path) == b"noted"
+    (kept,) = good.attachments
+    listing = await state.readdir_file("/attachments")
+    assert sorted(e.path for e in listing.entries) == sorted([kept.path, note.path])

@@ -259,6 +259,9 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             exc,
             exc_info=exc,
         )
+    files: list[AttachmentRef] = []
+    if result.attachments:  # step 4: the files it returned, before any hook sees it
+        result, files = await written(state, result)
     outcome = CallOutcome(
         call,
         result,
@@ -307,6 +310,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         )
         if final is DROP:
             outcome.dropped = True
+            await thread_files.remove_attachments(state, files)  # no message refers to them
         else:
             outcome.result = final
     if not outcome.dropped:  # step 7: the side's session bindings (spec 06 §6.5, §6.8.5)
@@ -336,15 +340,15 @@ def _refused(result: ToolResult, why: str) -> ToolResult:
     return ToolResult(status="error", error=f"{why}\n\n{own.strip()}" if own.strip() else why)
 
 
-async def written(state: Any, result: ToolResult) -> ToolResult:
+async def written(state: Any, result: ToolResult) -> tuple[ToolResult, list[AttachmentRef]]:
     """``result`` with each ``Attachment`` written to the thread's files
     (``write_attachment``, spec 07 §7.6) and replaced by its ref, in place; refs are kept
-    as given (spec 04 §4.5.4). An attachment that cannot be stored — a MIME type that is
-    not one, an image models are not given or whose bytes are not of its type, a file over
-    the limits — makes the result an error that names it and says why, and the files this
-    result had written are removed again."""
+    as given (spec 04 §4.5.4); and the refs of the files written. An attachment that cannot
+    be stored — a MIME type that is not one, an image models are not given or whose bytes
+    are not of its type, a file over the limits — makes the result an error that names it
+    and says why, and the files this result had written are removed again."""
     if not any(isinstance(item, Attachment) for item in result.attachments):
-        return result
+        return result, []
     refs: list[AttachmentRef] = []
     new: list[AttachmentRef] = []
     try:
@@ -355,7 +359,7 @@ async def written(state: Any, result: ToolResult) -> ToolResult:
             problem = attachment_problem(item.mime_type, item.data)
             if problem is not None:
                 await thread_files.remove_attachments(state, new)
-                return _refused(result, f'Attachment "{item.name}" {problem}')
+                return _refused(result, f'Attachment "{item.name}" {problem}'), []
             try:
                 ref = await thread_files.write_attachment(
                     state,
@@ -368,13 +372,14 @@ async def written(state: Any, result: ToolResult) -> ToolResult:
                 )
             except (FileError, InvalidArgument) as exc:
                 await thread_files.remove_attachments(state, new)
-                return _refused(result, f'Attachment "{item.name}" could not be stored: {exc}')
+                why = f'Attachment "{item.name}" could not be stored: {exc}'
+                return _refused(result, why), []
             new.append(ref)
             refs.append(ref)
     except BaseException:  # cancelled (or the store failed): no file left without its result
         await asyncio.shield(thread_files.remove_attachments(state, new))
         raise
-    return result.model_copy(update={"attachments": refs})
+    return result.model_copy(update={"attachments": refs}), new
 
 
 async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
@@ -393,8 +398,8 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
             validate=lambda prev, ret, hook: _result_from(prev, ret),
             propagate=False,
         )
-    if result.attachments:
-        result = await written(state, result)
+    if result.attachments:  # those a hook added (the tool's were written at step 4)
+        result, _ = await written(state, result)
     outcome.result = result
     metadata: dict[str, Any] | None = None
     if outcome.notifications:
