@@ -31,6 +31,7 @@ async function run(client) {
         if (event.type === "MESSAGES_SNAPSHOT") out.messages = event.messages;
         if (event.type === "TEXT_MESSAGE_CONTENT") out.delta = event.delta;
         if (event.type === "RUN_ERROR") out.message = event.message;
+        if (event.type === "CUSTOM") out.name = event.name;
         events.push(out);
       },
     });
