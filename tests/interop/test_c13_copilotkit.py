@@ -2,7 +2,7 @@
 
 ``@copilotkit/runtime`` (the newest 1.x, with the ``@ag-ui/client`` it bundles) is installed
 from the lock file kept beside this test (``copilotkit_node/``) into a cache folder keyed
-by the lock file's digest, as ``test_c13_agui_node.py`` does, and driven headless by Node.js
+by the lock file's digest (``npm_packages.installed``), and driven headless by Node.js
 (``copilotkit_node/run_copilotkit.mjs``: the runtime's own fetch handler, called in-process
 with the requests CopilotKit's front end sends) against a real ``threadloom serve`` on
 SQLite and PostgreSQL. Every event the runtime answers with is checked with the bundled
@@ -15,9 +15,7 @@ here; ``copilotkit(…)`` runs one.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -31,14 +29,14 @@ from typing import Any
 import httpx
 import pytest
 from agui_events import check_events, parse_sse
-from test_c13_agui_node import agui_client, require_node, spawn_server
+from npm_packages import installed
+from test_c13_agui_node import agui_client, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
 __all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
 
 AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
-NPM_TIMEOUT_S = 600
 AGENTS = ["calc", "writer_critic", "slow"]
 STOP_GRACE_S = "0.5"
 """The server's grace after a dropped AG-UI response before it stops the run (§13.2.8)."""
@@ -46,31 +44,10 @@ STOP_GRACE_S = "0.5"
 
 @pytest.fixture(scope="module")
 def copilotkit_runtime() -> tuple[str, Path]:
-    """``node`` and a folder with ``@copilotkit/runtime`` installed (``npm ci`` from the
-    lock file, once per lock file: ``~/.cache/threadloom-tests/copilotkit-node-<digest>``)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"copilotkit-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    for script in HERE.glob("*.mjs"):
-        shutil.copy(script, folder / script.name)
-    return node, folder
+    """``node`` and a folder with ``@copilotkit/runtime`` installed from the lock file
+    (``npm_packages.installed``: ``npm ci`` once per lock file, into a cache folder keyed
+    by its digest; the scripts copied on every call)."""
+    return installed(HERE, "the CopilotKit runtime tests")
 
 
 def copilotkit(runtime: tuple[str, Path], **config: Any) -> Any:
