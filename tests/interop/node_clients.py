@@ -56,9 +56,10 @@ def require_node(what: str) -> tuple[str, str]:
     return node, npm
 
 
-def installed(here: Path, what: str, scripts: Iterable[str]) -> tuple[str, Path]:
+def installed(here: Path, what: str, scripts: Iterable[str] | None = None) -> tuple[str, Path]:
     """``node`` and a folder with the packages of ``here``'s lock file installed (``npm ci``,
-    once per lock file), the ``scripts`` of ``here`` copied in beside them."""
+    once per lock file), the ``scripts`` of ``here`` copied in beside them on every call (all
+    its other files when ``None``), so an edited script runs without a new install."""
     node, npm = require_node(what)
     lock = (here / "package-lock.json").read_bytes() + (here / "package.json").read_bytes()
     digest = hashlib.sha256(lock).hexdigest()[:16]
@@ -79,6 +80,12 @@ def installed(here: Path, what: str, scripts: Iterable[str]) -> tuple[str, Path]
         if done.returncode != 0:
             raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
         stamp.write_text(digest)
+    if scripts is None:
+        scripts = [
+            item.name
+            for item in here.iterdir()
+            if item.is_file() and item.name not in ("package.json", "package-lock.json")
+        ]
     for script in scripts:
         shutil.copy(here / script, folder / script)
     return node, folder

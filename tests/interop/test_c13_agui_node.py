@@ -31,7 +31,7 @@ STORY = "Once upon a time there was a durable thread that never lost a message."
 def agui_client() -> tuple[str, Path]:
     """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
     file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
-    return installed(HERE, "the AG-UI TypeScript client", ["run_agui.mjs"])
+    return installed(HERE, "the AG-UI TypeScript client")
 
 
 def node_run(agui_client: tuple[str, Path], **config: Any) -> Any:
