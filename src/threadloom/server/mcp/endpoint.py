@@ -9,9 +9,10 @@ arguments), waits until the run settles and answers with the thread's session re
 structured content.
 
 Served with the official ``mcp`` SDK's low-level server over streamable HTTP, stateless, so
-any node answers any request. Credentials are the REST API's (spec 10): a request that does
-not authenticate gets the API's JSON 401 before the SDK sees it. Without the ``mcp`` extra the
-path answers 501.
+any node answers any request. Credentials are the REST API's (spec 10), OAuth access tokens
+included: a request that does not authenticate gets the API's JSON 401 before the SDK sees
+it, with the ``WWW-Authenticate`` that leads an MCP host to the authorization server (spec 10
+§10.15). Without the ``mcp`` extra the path answers 501.
 """
 
 from __future__ import annotations
@@ -159,7 +160,10 @@ class McpEndpoint:
             await deps.principal(request)  # kept in scope["state"] for the handlers
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         except ApiError as error:
-            await error.response()(scope, receive, send)
+            response = error.response()
+            if error.status == 401:
+                response.headers["WWW-Authenticate"] = _challenge(request)
+            await response(scope, receive, send)
             return
         except ImportError:
             await _unavailable(request)(scope, receive, send)
@@ -216,6 +220,22 @@ def _error(text: str) -> Any:
     from mcp import types
 
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _challenge(request: Request) -> str:
+    """The 401's ``WWW-Authenticate`` (RFC 6750 §3, RFC 9728 §5.1): where an MCP host finds
+    the authorization server (spec 10 §10.15); ``invalid_token`` when a credential was
+    presented."""
+    from threadloom.server.auth.oauth import SCOPE, available
+    from threadloom.server.routes.oauth import urls
+
+    parts = ['Bearer realm="threadloom"']
+    if available():
+        parts.append(f'resource_metadata="{urls(request).resource_metadata}"')
+        parts.append(f'scope="{SCOPE}"')
+    if "authorization" in request.headers:
+        parts.append('error="invalid_token"')
+    return ", ".join(parts)
 
 
 def _unavailable(request: Request) -> JSONResponse:
