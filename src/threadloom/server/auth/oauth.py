@@ -379,8 +379,8 @@ def _authlib_server(owner: OAuthServer) -> Any:
             return metadata
 
         def extract_client_metadata(self, request: Any) -> dict[str, Any]:
-            metadata: dict[str, Any] = super().extract_client_metadata(request)
-            uris = metadata.get("redirect_uris")
+            data = request.payload.data
+            uris = data.get("redirect_uris") if isinstance(data, dict) else None
             if not isinstance(uris, list) or not uris:
                 raise InvalidRedirectURIError("redirect_uris is required")
             if len(uris) > MAX_REDIRECT_URIS:
@@ -389,6 +389,7 @@ def _authlib_server(owner: OAuthServer) -> Any:
                 problem = redirect_uri_problem(uri) if isinstance(uri, str) else "not a string"
                 if problem is not None:
                     raise InvalidRedirectURIError(problem)
+            metadata: dict[str, Any] = super().extract_client_metadata(request)
             grant_types = metadata.get("grant_types") or ["authorization_code"]
             if "authorization_code" not in grant_types:
                 raise InvalidClientMetadataError("grant_types must include authorization_code")

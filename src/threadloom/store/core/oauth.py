@@ -4,6 +4,7 @@ one conditional write, so of two requests presenting the same one at once, one w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from threadloom.records import OAuthClient, OAuthCode, OAuthToken
@@ -81,7 +82,7 @@ def take_oauth_code(conn: Conn, clock: Clock, code_digest: str) -> OAuthCode | N
         (code_digest,),
     ).fetchone()
     if row is not None:
-        return _code(row)
+        return replace(_code(row), used=False)  # RETURNING gives the row as updated
     row = conn.execute(
         f"SELECT {CODE_COLUMNS} FROM oauth_codes WHERE code_digest = ?", (code_digest,)
     ).fetchone()
