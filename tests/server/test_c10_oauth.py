@@ -384,7 +384,7 @@ async def test_c10_056_an_expired_token_is_refused_and_refresh_renews_it(make_ap
 async def test_c10_057_another_users_token_is_refused(make_api: Any) -> None:
     api: Api = await make_api()
     thread = await api.thread(user="alice")
-    host, bobs = await tokens(api, "bob")
+    _, bobs = await tokens(api, "bob")
     async with httpx.AsyncClient(base_url=api.base) as http:
         auth = {"Authorization": f"Bearer {bobs['access_token']}"}
         read = await http.get(f"/api/threads/{thread}", headers=auth)
