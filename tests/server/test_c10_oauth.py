@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -25,7 +26,7 @@ from threadloom import Agent, Side
 from threadloom.define import Model, Prompt
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.server.auth.accounts import now_us
-from threadloom.server.settings import ServerSettings
+from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.store.base import UserPatch
 
 PASSWORD = "correct horse battery staple"
@@ -476,3 +477,42 @@ async def test_c10_061_a_loopback_redirect_uri_matches_any_port(make_api: Any) -
     assert answer.headers["location"].startswith("http://localhost:50123/callback?code=")
     code = parse_qs(urlsplit(answer.headers["location"]).query)["code"][0]
     assert (await host.exchange(code)).status_code == 200
+
+
+async def test_c10_062_hostile_input_is_refused_with_oauths_errors(make_api: Any) -> None:
+    api: Api = await make_api()
+    host = await new_host(api)
+    browser = await signed_in(api)
+    nul = await browser.get("/oauth/authorize", params=host.authorize_params(client_id="a\x00b"))
+    assert nul.status_code == 400
+    twice = await browser.get(
+        "/oauth/authorize?" + urlencode(host.authorize_params()) + "&client_id=tlc_other"
+    )
+    assert twice.status_code == 400 and "location" not in twice.headers
+    async with httpx.AsyncClient(base_url=api.base) as http:
+        as_json = await http.post("/oauth/token", json={"grant_type": "authorization_code"})
+        repeated = await http.post(
+            "/oauth/token",
+            content="grant_type=refresh_token&grant_type=refresh_token",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        nul_code = await http.post(
+            "/oauth/token",
+            data={"grant_type": "authorization_code", "code": "a\x00", "client_id": host.client_id},
+        )
+        unknown = await http.post("/oauth/token", data={"grant_type": "password"})
+        not_list = await http.post("/oauth/register", json={"redirect_uris": REDIRECT})
+        not_json = await http.post("/oauth/register", content=b"redirect_uris=x")
+    for answer in (as_json, repeated, nul_code):
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_request"
+        assert answer.headers["cache-control"] == "no-store"
+    assert unknown.status_code == 400 and unknown.json()["error"] == "unsupported_grant_type"
+    assert not_list.status_code == 400 and not_list.json()["error"] == "invalid_redirect_uri"
+    assert not_json.status_code == 400
+    assert not_json.json()["error"] == "invalid_client_metadata"
+    for bad in ("ftp://x", "https://x?y=1", "relative/path"):
+        with pytest.raises(SettingsError):
+            ServerSettings.from_env({"THREADLOOM_PUBLIC_URL": bad})
+    assert (
+        ServerSettings.from_env({"THREADLOOM_PUBLIC_URL": "https://x/"}).public_url == "https://x"
+    )

@@ -142,7 +142,10 @@ async def register(request: Request) -> Response:
     """RFC 7591 dynamic client registration (open: a client gets nothing without a
     user's consent)."""
     server = _server(request)
-    body = await deps.json_object(request)
+    try:
+        body = await deps.json_object(request, required="A JSON body is required.")
+    except ApiError as refused:  # as RFC 7591 §3.2.2 says, not the REST API's shape
+        return _oauth_error(refused.status, "invalid_client_metadata", refused.error)
     oauth_request = oauth.json_request(_uri(request, "/oauth/register"), body, request.headers)
 
     def run() -> Any:
@@ -260,7 +263,13 @@ async def authorize(request: Request) -> Response:
     """The authorization endpoint: a signed-in user sees the consent page; anyone else is
     sent to ``/login`` and back."""
     server = _server(request)
-    params = _params(request.query_params)
+    query = request.query_params
+    for name in AUTHORIZE_PARAMS:
+        values = query.getlist(name)
+        if len(values) > 1 or any("\x00" in v for v in values):
+            text = f"'{name}' is given more than once or holds a NUL character."
+            return _error_page(400, "This sign-in link is not valid", text)
+    params = _params(query)
     who = await pages.viewer(request)
     if who is None:
         target = request.url.path + "?" + request.url.query
