@@ -516,3 +516,25 @@ async def test_c10_062_hostile_input_is_refused_with_oauths_errors(make_api: Any
     assert (
         ServerSettings.from_env({"THREADLOOM_PUBLIC_URL": "https://x/"}).public_url == "https://x"
     )
+
+
+async def test_c10_063_a_user_lists_and_revokes_the_hosts_they_allowed(make_api: Any) -> None:
+    api: Api = await make_api()
+    host, issued = await tokens(api)
+    alice, bob = api.client("alice"), api.client("bob")
+    listed = await alice.get("/api/oauth/grants")
+    assert listed.status_code == 200 and listed.headers["cache-control"] == "no-store"
+    [grant] = listed.json()["grants"]
+    assert grant["client_id"] == host.client_id and grant["client_name"] == "Test host"
+    assert grant["scope"] == "threadloom" and grant["resource"] == f"{api.base}/mcp"
+    assert "access_token" not in grant and issued["access_token"] not in listed.text
+    assert (await bob.get("/api/oauth/grants")).json()["grants"] == []
+    assert (await bob.delete(f"/api/oauth/grants/{grant['id']}")).status_code == 404
+    assert (await me(api, issued["access_token"])).status_code == 200
+    revoked = await alice.delete(f"/api/oauth/grants/{grant['id']}")
+    assert revoked.status_code == 200 and revoked.json() == {"success": True}
+    assert (await me(api, issued["access_token"])).status_code == 401
+    refresh = await host.token(grant_type="refresh_token", refresh_token=issued["refresh_token"])
+    assert refresh.status_code == 400
+    assert (await alice.get("/api/oauth/grants")).json()["grants"] == []
+    assert (await alice.delete(f"/api/oauth/grants/{grant['id']}")).status_code == 404

@@ -119,6 +119,14 @@ class AccountStore(Protocol):
         check)."""
         ...
 
+    async def list_oauth_grants(self, user_id: str) -> list[tuple[OAuthToken, OAuthClient | None]]:
+        """The user's live grants (a token row each), newest first, with their clients."""
+        ...
+
+    async def revoke_oauth_grant(self, user_id: str, grant_id: str) -> bool:
+        """End the grant ``grant_id`` of ``user_id``; False when they have no such grant."""
+        ...
+
     # -- login attempts (spec 10 §10.11) -----------------------------------------------
     async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
         """Count the attempt ``attempt_id`` under each ``(key digest, limit, window µs)`` of

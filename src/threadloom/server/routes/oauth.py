@@ -17,7 +17,7 @@ import json
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from threadloom.server import deps
@@ -26,8 +26,10 @@ from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
 from threadloom.server.settings import JSON_BODY_LIMIT
 from threadloom.server.ui import pages
+from threadloom.wire.auth import OAuthGrant, OAuthGrantList, Success
 
 router = APIRouter(include_in_schema=False)
+grants = APIRouter(prefix="/api/oauth/grants", tags=["auth"])
 
 NO_STORE: Final = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 AUTHORIZE_PARAMS: Final = (
@@ -344,3 +346,43 @@ async def decide(request: Request) -> Response:
         )
 
     return _answer(await server.call(run))
+
+
+# -- the user's grants (REST) ----------------------------------------------------------------
+
+
+@grants.get("", summary="The MCP hosts you allowed (OAuth grants)")
+async def list_oauth_grants(
+    request: Request, who: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
+    if not who.has_user_row:
+        return OAuthGrantList(grants=[]).to_wire()
+    rows = await deps.runtime(request).store.list_oauth_grants(who.id)
+    listed = []
+    for token_row, client in rows:
+        name = json.loads(client.metadata).get("client_name") if client is not None else None
+        listed.append(
+            OAuthGrant(
+                id=token_row.grant_id,
+                client_id=token_row.client_id,
+                client_name=name if isinstance(name, str) else None,
+                scope=token_row.scope,
+                resource=token_row.resource,
+                issued_at=token_row.issued_at_us // 1_000_000,
+                expires_at=token_row.refresh_expires_at_us // 1_000_000,
+            )
+        )
+    return OAuthGrantList(grants=listed).to_wire()
+
+
+@grants.delete("/{grant_id}", summary="Revoke an MCP host's access (an OAuth grant)")
+async def revoke_oauth_grant(
+    grant_id: str, request: Request, who: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
+    store = deps.runtime(request).store
+    if not who.has_user_row or not deps.storable(grant_id):
+        raise ApiError(404, "not_found", "Grant not found")
+    if not await store.revoke_oauth_grant(who.id, grant_id):
+        raise ApiError(404, "not_found", "Grant not found")
+    deps.credentials_revoked(request)
+    return Success(success=True).to_wire()

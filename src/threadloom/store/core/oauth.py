@@ -137,6 +137,15 @@ def revoke_oauth_token(conn: Conn, clock: Clock, token_digest: str) -> OAuthToke
     return _token(row) if row is not None else None
 
 
+def revoke_oauth_grant(conn: Conn, clock: Clock, user_id: str, grant_id: str) -> bool:
+    """Delete the grant ``grant_id`` of ``user_id`` (its token rows and, if unused, its
+    code); False when the user has no such grant."""
+    deleted = conn.execute(
+        "DELETE FROM oauth_tokens WHERE grant_id = ? AND user_id = ?", (grant_id, user_id)
+    ).rowcount
+    return deleted > 0
+
+
 # -- reads (conn, *args) ---------------------------------------------------------------------
 
 
@@ -166,3 +175,15 @@ def oauth_token_by_digest(conn: Conn, access_digest: str) -> tuple[OAuthToken, U
     token = _token(row)
     user = auth.get_user(conn, token.user_id)
     return (token, user) if user is not None else None
+
+
+def list_oauth_grants(conn: Conn, user_id: str) -> list[tuple[OAuthToken, OAuthClient | None]]:
+    """The user's live grants (their token rows, a row a grant), newest first, each with its
+    client."""
+    rows = conn.execute(
+        f"SELECT {TOKEN_COLUMNS} FROM oauth_tokens WHERE user_id = ?"
+        " ORDER BY issued_at_us DESC, access_digest",
+        (user_id,),
+    ).fetchall()
+    tokens = [_token(r) for r in rows]
+    return [(t, get_oauth_client(conn, t.client_id)) for t in tokens]

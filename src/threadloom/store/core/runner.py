@@ -591,6 +591,12 @@ class TxStore:
     async def oauth_token_by_digest(self, access_digest: str) -> tuple[OAuthToken, UserRow] | None:
         return await self._point_read(oauth.oauth_token_by_digest, access_digest)
 
+    async def list_oauth_grants(self, user_id: str) -> list[tuple[OAuthToken, OAuthClient | None]]:
+        return await self._read(oauth.list_oauth_grants, user_id)
+
+    async def revoke_oauth_grant(self, user_id: str, grant_id: str) -> bool:
+        return await self._write(oauth.revoke_oauth_grant, user_id, grant_id)
+
     async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
         # a counted attempt lost in a crash is no loss: no wait for the disk
         return await self._write(auth.take_attempt, attempt_id, list(windows), durable=False)
