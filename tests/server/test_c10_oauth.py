@@ -221,6 +221,20 @@ async def test_c10_049_the_public_url_names_the_issuer(make_api: Any) -> None:
     assert asm.json()["token_endpoint"] == "https://tl.example/x/oauth/token"
 
 
+async def test_c10_049_oauth_needs_https_off_loopback(make_api: Any) -> None:
+    plain = await make_api(ServerSettings(auth="required", public_url="http://tl.example"))
+    async with httpx.AsyncClient(base_url=plain.base) as http:
+        refused = await http.post("/mcp", json=LIST_TOOLS, headers=MCP_ACCEPT)
+        asm = await http.get("/.well-known/oauth-authorization-server")
+        registered = await http.post("/oauth/register", json={"redirect_uris": [REDIRECT]})
+    assert (
+        refused.status_code == 401
+        and "resource_metadata" not in refused.headers["www-authenticate"]
+    )
+    for answer in (asm, registered):
+        assert answer.status_code == 400 and answer.json()["error"] == "insecure_transport"
+
+
 async def test_c10_050_dynamic_registration(make_api: Any) -> None:
     api: Api = await make_api()
     public = await register(api)

@@ -62,6 +62,13 @@ class Urls:
     base: str
 
     @property
+    def secure(self) -> bool:
+        """OAuth's transport rule (authlib's): https, or http on a loopback host."""
+        from authlib.common.security import is_secure_transport
+
+        return bool(is_secure_transport(self.base))
+
+    @property
     def issuer(self) -> str:
         return self.base
 

@@ -230,8 +230,9 @@ def _challenge(request: Request) -> str:
     from threadloom.server.routes.oauth import urls
 
     parts = ['Bearer realm="threadloom"']
-    if available():
-        parts.append(f'resource_metadata="{urls(request).resource_metadata}"')
+    where = urls(request) if available() else None
+    if where is not None and where.secure:
+        parts.append(f'resource_metadata="{where.resource_metadata}"')
         parts.append(f'scope="{SCOPE}"')
     if "authorization" in request.headers:
         parts.append('error="invalid_token"')

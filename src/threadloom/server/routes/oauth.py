@@ -51,6 +51,23 @@ def urls(request: Request) -> oauth.Urls:
     return oauth.Urls(base.rstrip("/"))
 
 
+class Insecure(Exception):
+    """The server's URL is plain http on a host that is not loopback."""
+
+
+INSECURE_TEXT: Final = (
+    "OAuth needs https: serve over TLS, or behind a TLS proxy with THREADLOOM_PUBLIC_URL set"
+)
+
+
+def secure_urls(request: Request) -> oauth.Urls:
+    """The server's URLs when OAuth may run on them (``Insecure`` otherwise)."""
+    where = urls(request)
+    if not where.secure:
+        raise Insecure
+    return where
+
+
 def _unavailable() -> ApiError:
     return ApiError(
         404, "not_found", "OAuth needs the authlib package: pip install 'threadloom[oauth]'"
@@ -62,7 +79,7 @@ def _server(request: Request) -> oauth.OAuthServer:
         raise _unavailable()
     ctx = deps.context(request)
     return oauth.OAuthServer(
-        ctx.runtime.store, urls(request), asyncio.get_running_loop(), clock=ctx.clock
+        ctx.runtime.store, secure_urls(request), asyncio.get_running_loop(), clock=ctx.clock
     )
 
 
@@ -81,6 +98,11 @@ def _oauth_error(status: int, error: str, description: str) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=NO_STORE)
 
 
+async def insecure(request: Request, exc: Exception) -> Response:
+    """Every OAuth route on a plain-http, non-loopback URL: OAuth's ``insecure_transport``."""
+    return _oauth_error(400, "insecure_transport", INSECURE_TEXT)
+
+
 # -- metadata ---------------------------------------------------------------------------------
 
 
@@ -89,7 +111,7 @@ async def mcp_resource_metadata(request: Request) -> JSONResponse:
     """RFC 9728 metadata of ``/mcp`` (the URL its 401 names)."""
     if not oauth.available():
         raise _unavailable()
-    where = urls(request)
+    where = secure_urls(request)
     return JSONResponse(where.protected_resource_metadata(where.mcp))
 
 
@@ -98,7 +120,7 @@ async def resource_metadata(request: Request) -> JSONResponse:
     """RFC 9728 metadata of the whole server (its API accepts the same tokens)."""
     if not oauth.available():
         raise _unavailable()
-    where = urls(request)
+    where = secure_urls(request)
     return JSONResponse(where.protected_resource_metadata(where.base))
 
 
@@ -107,7 +129,7 @@ async def authorization_server_metadata(request: Request) -> JSONResponse:
     """RFC 8414 metadata."""
     if not oauth.available():
         raise _unavailable()
-    return JSONResponse(urls(request).authorization_server_metadata())
+    return JSONResponse(secure_urls(request).authorization_server_metadata())
 
 
 # -- registration, token, revocation ----------------------------------------------------------
