@@ -374,6 +374,11 @@ async def test_c10_055_refresh_rotates(make_api: Any) -> None:
     assert (await me(api, issued["access_token"])).status_code == 401
     old = await host.token(grant_type="refresh_token", refresh_token=issued["refresh_token"])
     assert old.status_code == 400 and old.json()["error"] == "invalid_grant"
+    # a rotated refresh token presented again: one of its two holders is not the client,
+    # so the grant ends (OAuth 2.1 §4.3.1)
+    assert (await me(api, renewed["access_token"])).status_code == 401
+    later = await host.token(grant_type="refresh_token", refresh_token=renewed["refresh_token"])
+    assert later.status_code == 400 and later.json()["error"] == "invalid_grant"
 
 
 async def test_c10_056_an_expired_token_is_refused_and_refresh_renews_it(make_api: Any) -> None:

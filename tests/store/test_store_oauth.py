@@ -82,6 +82,9 @@ async def test_c10_055_a_refresh_token_is_taken_once(store: Store) -> None:
     taken = await asyncio.gather(*(store.take_oauth_refresh("refresh-1") for _ in range(8)))
     assert [t for t in taken if t is not None] == [token(1)]
     assert await store.oauth_token_by_digest("access-1") is None
+    assert await store.create_oauth_token(token(5))  # the rotated pair, same grant
+    assert await store.take_oauth_refresh("refresh-1") is None  # spent, presented again
+    assert await store.oauth_token_by_digest("access-5") is None  # the grant ended
     assert await store.create_oauth_token(token(2))
     assert await store.get_oauth_refresh("refresh-2") == token(2)
     assert await store.revoke_oauth_token("refresh-2") == token(2)

@@ -98,6 +98,7 @@ def create_oauth_token(conn: Conn, clock: Clock, token: OAuthToken) -> bool:
     if auth.get_user(conn, token.user_id) is None:
         return False
     conn.execute("DELETE FROM oauth_tokens WHERE refresh_expires_at_us < ?", (clock(),))
+    conn.execute("DELETE FROM oauth_spent_refresh WHERE expires_at_us < ?", (clock(),))
     conn.execute(
         f"INSERT INTO oauth_tokens({TOKEN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
         (
@@ -118,12 +119,27 @@ def create_oauth_token(conn: Conn, clock: Clock, token: OAuthToken) -> bool:
 
 def take_oauth_refresh(conn: Conn, clock: Clock, refresh_digest: str) -> OAuthToken | None:
     """Delete the row of this refresh token (its access token with it) and return it: a
-    refresh token is used once (rotation); None when unknown."""
+    refresh token is used once (rotation), and remembered as spent until it would have
+    expired. None when unknown; a spent one presented again ends the rest of its grant
+    (OAuth 2.1 §4.3.1: one of two holders of a refresh token is not the client)."""
     row = conn.execute(
         f"DELETE FROM oauth_tokens WHERE refresh_digest = ? RETURNING {TOKEN_COLUMNS}",
         (refresh_digest,),
     ).fetchone()
-    return _token(row) if row is not None else None
+    if row is not None:
+        token = _token(row)
+        conn.execute(
+            "INSERT INTO oauth_spent_refresh(refresh_digest, grant_id, expires_at_us)"
+            " VALUES (?,?,?) ON CONFLICT DO NOTHING",
+            (refresh_digest, token.grant_id, token.refresh_expires_at_us),
+        )
+        return token
+    spent = conn.execute(
+        "SELECT grant_id FROM oauth_spent_refresh WHERE refresh_digest = ?", (refresh_digest,)
+    ).fetchone()
+    if spent is not None:
+        conn.execute("DELETE FROM oauth_tokens WHERE grant_id = ?", (spent[0],))
+    return None
 
 
 def revoke_oauth_token(conn: Conn, clock: Clock, token_digest: str) -> OAuthToken | None:

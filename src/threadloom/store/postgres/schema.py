@@ -421,6 +421,12 @@ CREATE TABLE oauth_tokens (
 CREATE INDEX oauth_tokens_user ON oauth_tokens(user_id);
 CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
 CREATE INDEX oauth_tokens_expiry ON oauth_tokens(refresh_expires_at_us);
+CREATE TABLE oauth_spent_refresh (
+    refresh_digest {T} PRIMARY KEY,
+    grant_id       {T} NOT NULL,
+    expires_at_us  BIGINT NOT NULL
+);
+CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
 """
 """The OAuth authorization server's clients, codes and tokens (spec 10 §10.15; SQLite's
 migration 18)."""

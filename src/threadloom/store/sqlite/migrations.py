@@ -641,7 +641,9 @@ CREATE TABLE user_quotas (
         # consent issues a single-use code (PKCE S256), the code and each refresh give an
         # access token with its refresh token. Codes and tokens are kept as SHA-256
         # digests; a grant's rows share grant_id (the code's digest), so a reused code
-        # revokes what it issued; a user's deletion deletes their codes and tokens.
+        # revokes what it issued, as a rotated refresh token presented again does (its
+        # digest kept in oauth_spent_refresh until it would have expired); a user's
+        # deletion deletes their codes and tokens.
         """
 CREATE TABLE oauth_clients (
     client_id     TEXT PRIMARY KEY,
@@ -678,6 +680,12 @@ CREATE TABLE oauth_tokens (
 CREATE INDEX oauth_tokens_user ON oauth_tokens(user_id);
 CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
 CREATE INDEX oauth_tokens_expiry ON oauth_tokens(refresh_expires_at_us);
+CREATE TABLE oauth_spent_refresh (
+    refresh_digest TEXT PRIMARY KEY,
+    grant_id       TEXT NOT NULL,
+    expires_at_us  INTEGER NOT NULL
+);
+CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
 """,
     ),
 ]
