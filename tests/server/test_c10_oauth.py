@@ -192,6 +192,10 @@ async def test_c10_049_the_mcp_401_leads_to_the_metadata(make_api: Any) -> None:
         prm = await http.get(prm_url)
         root_prm = await http.get("/.well-known/oauth-protected-resource")
         asm = await http.get("/.well-known/oauth-authorization-server")
+        untrusted = await http.get(  # no trusted proxy: the header counts for nothing
+            "/.well-known/oauth-authorization-server", headers={"X-Forwarded-Proto": "https"}
+        )
+    assert untrusted.json()["issuer"] == api.base
     assert refused.status_code == 401
     challenge = refused.headers["www-authenticate"]
     assert challenge.startswith("Bearer ") and f'resource_metadata="{prm_url}"' in challenge
@@ -219,6 +223,19 @@ async def test_c10_049_the_public_url_names_the_issuer(make_api: Any) -> None:
     assert f'resource_metadata="{expected}"' in refused.headers["www-authenticate"]
     assert asm.json()["issuer"] == "https://tl.example/x"
     assert asm.json()["token_endpoint"] == "https://tl.example/x/oauth/token"
+
+
+async def test_c10_049_behind_a_trusted_proxy_the_issuer_is_its_https_origin(
+    make_api: Any,
+) -> None:
+    api = await make_api(ServerSettings(auth="required", trusted_proxies=("127.0.0.1",)))
+    proxied = {"Host": "tl.example", "X-Forwarded-Proto": "https"}
+    async with httpx.AsyncClient(base_url=api.base) as http:
+        asm = await http.get("/.well-known/oauth-authorization-server", headers=proxied)
+        refused = await http.post("/mcp", json=LIST_TOOLS, headers={**MCP_ACCEPT, **proxied})
+    assert asm.json()["issuer"] == "https://tl.example"
+    expected = "https://tl.example/.well-known/oauth-protected-resource/mcp"
+    assert f'resource_metadata="{expected}"' in refused.headers["www-authenticate"]
 
 
 async def test_c10_049_oauth_needs_https_off_loopback(make_api: Any) -> None:
