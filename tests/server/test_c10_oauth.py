@@ -5,6 +5,7 @@ must be refused."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import secrets
@@ -20,9 +21,11 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from typer.testing import CliRunner
 
 from conftest import USERS, Api, last_user_text
 from threadloom import Agent, Side
+from threadloom.cli.commands import app
 from threadloom.define import Model, Prompt
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.server.auth.accounts import now_us
@@ -574,3 +577,23 @@ async def test_c10_063_a_user_lists_and_revokes_the_hosts_they_allowed(make_api:
     assert refresh.status_code == 400
     assert (await alice.get("/api/oauth/grants")).json()["grants"] == []
     assert (await alice.delete(f"/api/oauth/grants/{grant['id']}")).status_code == 404
+
+
+async def test_c10_064_an_admin_ends_a_users_grants_from_the_command_line(
+    make_api: Any, db_url: str
+) -> None:
+    api: Api = await make_api()
+    _, issued = await tokens(api)
+    _, bobs = await tokens(api, "bob")
+    runner = CliRunner()
+    done = await asyncio.to_thread(
+        runner.invoke, app, ["users", "revoke-oauth", "alice", "--store", db_url]
+    )
+    assert done.exit_code == 0, done.output
+    assert done.output.strip() == "revoked 1 OAuth grant of alice"
+    assert (await me(api, issued["access_token"])).status_code == 401
+    assert (await me(api, bobs["access_token"])).status_code == 200
+    unknown = await asyncio.to_thread(
+        runner.invoke, app, ["users", "revoke-oauth", "nobody", "--store", db_url]
+    )
+    assert unknown.exit_code == 1
