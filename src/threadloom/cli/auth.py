@@ -209,7 +209,7 @@ def users_delete(username: Username, store: StoreOption = DEFAULT_STORE) -> None
 
 @users_app.command("revoke-oauth")
 def users_revoke_oauth(username: Username, store: StoreOption = DEFAULT_STORE) -> None:
-    """End every OAuth grant of a user (the MCP hosts they allowed, spec 10 §10.15).
+    """End every OAuth grant of a user: the MCP hosts they allowed.
 
     Their tokens are refused from the next request on; the hosts must ask again."""
 
