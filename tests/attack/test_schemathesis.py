@@ -99,6 +99,8 @@ _BAD_TEXT = (
     "must be a finite number (not NaN or Infinity)",
 )
 """§8.1.1's refusals of any JSON body, wherever the value sits (deps.json_object)."""
+_AGUI_SOURCE = re.compile(r"^messages\[\d+\]\.content\[\d+\]\.source(\.value)?$")
+"""The source of an AG-UI media part, refused for its bytes or its kind (spec 13 §13.2.3)."""
 _CROSS_ITEM = re.compile(
     r"^initial_messages\[\d+\]\.(tool_call_id: must name a call of an earlier assistant"
     r" item|tool_calls: (repeats call id|is invalid: tool_calls: duplicate call id).*)$"
@@ -120,7 +122,8 @@ def _excused(case: Any, response: Any) -> str | None:
     - what depends on the caller, the project or the thread: a key for a system principal
       needs a ``user_id``; an agent assigned to a thread must have a human-backed side; a
       variable typed by ``env_type_patch`` must exist; an AG-UI message the thread does not
-      have yet must hold text.
+      have yet must hold text or a media part, and a media part's source must be inline
+      base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch).
     """
     if response.status_code != 400:
         return None
@@ -150,7 +153,9 @@ def _excused(case: Any, response: Any) -> str | None:
             or said == "must be at most 16 KiB as JSON"
             or said == "must name an agent with a human-backed side"
             or said == "has no matching env value"
-            or said == "must hold text (a new message)"
+            or said == "must hold text or a media part (a new message)"
+            or said == "must have at most 20 media parts"
+            or _AGUI_SOURCE.match(str(detail.get("field"))) is not None
             or _CROSS_ITEM.match(problem) is not None
             or (
                 text_form

@@ -10,13 +10,7 @@ with the reason; under ``CI=true`` that is a failure.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
-import shutil
 import signal
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,86 +18,24 @@ from typing import Any
 
 import httpx
 import pytest
-
-from needs import cannot_run
+from node_clients import installed, spawn_server
+from node_clients import node_run as run_script
 
 HERE = Path(__file__).resolve().parent / "agui_node"
 
-
-def _serve_harness() -> Any:
-    """``tests/server/test_serve.py`` (its ``spawn_server``), loaded under a name of its
-    own: no ``sys.path`` change that could make another folder's ``conftest`` shadow."""
-    path = Path(__file__).resolve().parents[1] / "server" / "test_serve.py"
-    spec = importlib.util.spec_from_file_location("threadloom_tests_serve_harness", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-spawn_server = _serve_harness().spawn_server
-
 TOKEN = "agui-node-test-admin-token-" + "x" * 16
 STORY = "Once upon a time there was a durable thread that never lost a message."
-NPM_TIMEOUT_S = 300
-
-
-def require_node() -> tuple[str, str]:
-    """``node`` and ``npm`` (20 or later): skipped without them, failing under CI=true."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    problem = None
-    if node is None or npm is None:
-        problem = "node and npm are needed to run the AG-UI TypeScript client"
-    else:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-        if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-            problem = f"node 20 or later is needed, this is {version.strip()}"
-    if problem is not None:
-        cannot_run(problem, "the AG-UI interop tests")
-    assert node is not None and npm is not None
-    return node, npm
 
 
 @pytest.fixture(scope="module")
 def agui_client() -> tuple[str, Path]:
     """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
     file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"agui-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    shutil.copy(HERE / "run_agui.mjs", folder / "run_agui.mjs")
-    return node, folder
+    return installed(HERE, "the AG-UI TypeScript client", ["run_agui.mjs"])
 
 
 def node_run(agui_client: tuple[str, Path], **config: Any) -> Any:
-    node, folder = agui_client
-    done = subprocess.run(
-        [node, "run_agui.mjs", json.dumps(config)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
-    print(f"--- node {config['scenario']} ---\n{done.stdout}")  # shown with -s
-    return json.loads(done.stdout)
+    return run_script(agui_client, "run_agui.mjs", **config)
 
 
 PROJECT = {

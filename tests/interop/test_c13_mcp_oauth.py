@@ -1,8 +1,8 @@
 """MCP hosts that sign in with OAuth against a real ``threadloom serve`` (spec 10 §10.15,
-spec 13 §13.5 rule 4), on SQLite and PostgreSQL:
+spec 13 §13.5 rule 8), on SQLite and PostgreSQL:
 
 - the TypeScript MCP SDK's client (``@modelcontextprotocol/sdk``) with an OAuth client
-  provider (``mcp_oauth_node/run_sdk.mjs``): it meets the 401, discovers, registers,
+  provider (``mcp_node/run_oauth.mjs``): it meets the 401, discovers, registers,
   asks for authorization; the test performs the signed-in user's consent over HTTP and hands
   the code back; then a tool call succeeds;
 - ``mcp-remote`` run as a stdio MCP server without any header, as Claude Desktop runs it,
@@ -11,18 +11,15 @@ spec 13 §13.5 rule 4), on SQLite and PostgreSQL:
   performs the consent with the user's session and follows the redirect to mcp-remote's
   callback server.
 
-Both packages are installed with ``npm ci`` from the lock file kept beside this test, into a
-cache folder keyed by its digest. Without ``node`` and ``npm`` the tests are skipped with
-the reason; under ``CI=true`` that is a failure.
+Both packages are installed with ``npm ci`` from ``mcp_node/``'s lock file (the one the other
+MCP interop tests use), into a cache folder keyed by its digest. Without ``node`` and ``npm``
+the tests are skipped with the reason; under ``CI=true`` that is a failure.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,26 +34,12 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from node_clients import installed, spawn_server
 
-from needs import cannot_run
-
-HERE = Path(__file__).resolve().parent / "mcp_oauth_node"
+MCP_NODE = Path(__file__).resolve().parent / "mcp_node"
 TOKEN = "mcp-oauth-node-test-admin-token-" + "x" * 16
 PASSWORD = "correct horse battery staple"
-NPM_TIMEOUT_S = 300
 
-
-def _serve_harness() -> Any:
-    """``tests/server/test_serve.py`` (its ``spawn_server``), loaded under a name of its own."""
-    path = Path(__file__).resolve().parents[1] / "server" / "test_serve.py"
-    spec = importlib.util.spec_from_file_location("threadloom_tests_serve_harness", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-spawn_server = _serve_harness().spawn_server
 
 PROJECT = {
     "models/models.py": """
@@ -118,48 +101,11 @@ with open({log!r}, "a") as log, httpx.Client(cookies=cookies) as browser:
 '''
 
 
-def require_node() -> tuple[str, str]:
-    """``node`` and ``npm`` (20 or later): skipped without them, failing under CI=true."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    problem = None
-    if node is None or npm is None:
-        problem = "node and npm are needed to run the MCP SDK's OAuth client and mcp-remote"
-    else:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-        if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-            problem = f"node 20 or later is needed, this is {version.strip()}"
-    if problem is not None:
-        cannot_run(problem, "the MCP OAuth interop tests")
-    assert node is not None and npm is not None
-    return node, npm
-
-
 @pytest.fixture(scope="module")
 def node_clients() -> tuple[str, Path]:
-    """``node`` and a folder with ``@modelcontextprotocol/sdk`` and ``mcp-remote`` installed
-    (``npm ci`` from the lock file, once per lock file)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"mcp-oauth-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    shutil.copy(HERE / "run_sdk.mjs", folder / "run_sdk.mjs")
-    return node, folder
+    """``node`` and the folder of ``mcp_node/``'s lock file installed (the TypeScript SDK and
+    mcp-remote, as the other MCP interop tests use them), with ``run_oauth.mjs``."""
+    return installed(MCP_NODE, "the MCP OAuth interop tests", ["run_oauth.mjs"])
 
 
 @pytest.fixture
@@ -225,7 +171,7 @@ def test_c13_090_the_typescript_sdk_signs_in_with_oauth_and_calls_a_tool(
     node, folder = node_clients
     session = session_of(served)
     proc = subprocess.Popen(
-        [node, "run_sdk.mjs", f"{served}/mcp", "summarizer", "a long story"],
+        [node, "run_oauth.mjs", f"{served}/mcp", "summarizer", "a long story"],
         cwd=folder,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -265,7 +211,7 @@ def test_c13_090_the_typescript_sdk_signs_in_with_oauth_and_calls_a_tool(
     assert result["tokenType"].lower() == "bearer" and result["accessPrefix"] == "tlo_"
     assert result["hasRefresh"] is True
     thread = httpx.get(
-        f"{served}/api/threads/{result['structured']['threadId']}",
+        f"{served}/api/threads/{result['thread']['threadId']}",
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
     users = httpx.get(f"{served}/api/users", headers={"Authorization": f"Bearer {TOKEN}"})

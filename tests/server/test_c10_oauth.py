@@ -345,8 +345,8 @@ async def test_c10_053_a_token_calls_mcp_and_the_api_as_its_user(make_api: Any) 
     async with mcp_client(api, issued["access_token"]) as client:
         said = await client.call_tool("summarizer", {"message": "a long story"})
     assert not said.is_error
-    assert said.structured_content is not None
-    row = await api.runtime.store.get_thread(said.structured_content["threadId"])
+    assert said.meta is not None
+    row = await api.runtime.store.get_thread(said.meta["threadloom"]["threadId"])
     assert row is not None and row.user_id == USERS["alice"].id
     who = await me(api, issued["access_token"])
     assert who.status_code == 200

@@ -11,7 +11,8 @@ A session lives in a task of its own: the SDK's transports are anyio task groups
 be left by the task that entered them. Tool calls come from any task. A call waits at most the
 server's ``timeout``; an error result of the server (``isError``) is a tool result with status
 ``error``; a session whose connection failed is reopened by the next call (the failed call is
-not sent again: the server may have run it).
+not sent again: the server may have run it), except a call the server answered 404 for
+its session (it lost the session and ran nothing), which is made once more on a new one.
 
 The SDK is imported only when a project declares a server (the ``threadloom[mcp]`` extra).
 """
@@ -19,12 +20,9 @@ The SDK is imported only when a project declares a server (the ``threadloom[mcp]
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import logging
-import mimetypes
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -32,7 +30,9 @@ from typing import Any
 from threadloom.define.mcp import MCPServer, MCPTool
 from threadloom.define.registry import Definitions
 from threadloom.define.tool import Attachment, ToolResult
+from threadloom.thread.filetypes import extension_for_mime
 from threadloom.version import __version__
+from threadloom.wire.patterns import decode_base64
 
 logger = logging.getLogger("threadloom.mcp")
 
@@ -73,6 +73,8 @@ class MCPSession:
         self._lock = asyncio.Lock()
         self._broken = False
         self._closed = False
+        self._lost = False
+        """The server answered 404 to a request naming this session: it lost the session."""
 
     @property
     def where(self) -> str:
@@ -99,7 +101,7 @@ class MCPSession:
             await _stop(task, closing)
             raise MCPStartError(describe(exc)) from exc
         self._task, self._closing = task, closing
-        self._broken = False
+        self._broken = self._lost = False
         self.opened += 1
         return tools
 
@@ -144,14 +146,20 @@ class MCPSession:
                 env=dict(server.env) if server.env is not None else None,
                 cwd=server.cwd,
             )
-        if not server.headers:
-            return server.url
         import httpx2  # the SDK's HTTP client; headers are given through one (its docs)
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+
+        async def watch(response: Any) -> None:
+            # 404 to a request naming a session: the server no longer knows the session
+            # (restarted, expired) and handled nothing (the MCP transport's rule)
+            if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+                self._lost = True
 
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                headers=dict(server.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                headers=dict(server.headers or {}),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [watch]},
             )
         )
         return streamable_http_client(server.url, http_client=http)
@@ -170,35 +178,49 @@ class MCPSession:
             return self._client
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call ``tool`` with ``arguments``: its result, or an error result saying why."""
+        """Call ``tool`` with ``arguments``: its result, or an error result saying why. A
+        call the server refused because it no longer knew the session (404: it ran nothing)
+        is made once more, on a new session."""
         from mcp.shared.exceptions import MCPError
+
+        timeout = self.server.timeout
+        for attempt in (1, 2):
+            try:
+                client = await self._client_now()
+            except MCPStartError as exc:
+                return _error(f"{self.where} could not be reopened: {exc}")
+            try:
+                async with asyncio.timeout(timeout + 5.0):  # the SDK's own timeout first
+                    result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            except MCPError as exc:
+                if self._lost and attempt == 1:
+                    self._broken = True
+                    logger.info("%s: the server lost the session; calling on a new one", self.where)
+                    continue
+                return self._failed(tool, exc)
+            except TimeoutError:
+                self._broken = True
+                return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._broken = True
+                return _error(f"{self.where}: {describe(exc)}; it is reopened for the next call")
+            return tool_result(tool, result, self.where)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, tool: str, exc: Any) -> ToolResult:
+        """The error result of a call the SDK answered with an ``MCPError``."""
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         timeout = self.server.timeout
-        try:
-            client = await self._client_now()
-        except MCPStartError as exc:
-            return _error(f"{self.where} could not be reopened: {exc}")
-        try:
-            async with asyncio.timeout(timeout + 5.0):  # the SDK's own timeout comes first
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
-            if exc.code == CONNECTION_CLOSED:
-                self._broken = True
-                lost = f"the connection was lost ({exc}); it is reopened for the next call"
-                return _error(f"{self.where}: {lost}")
-            return _error(f"{self.where}: {exc}")
-        except TimeoutError:
-            self._broken = True
+        if exc.code == REQUEST_TIMEOUT:
             return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        if exc.code == CONNECTION_CLOSED or self._lost:
             self._broken = True
-            return _error(f"{self.where}: {describe(exc)}; it is reopened for the next call")
-        return tool_result(tool, result)
+            lost = f"the connection was lost ({exc}); it is reopened for the next call"
+            return _error(f"{self.where}: {lost}")
+        return _error(f"{self.where}: {exc}")
 
     async def _stop(self) -> None:
         task, closing = self._task, self._closing
@@ -244,18 +266,13 @@ def _error(text: str) -> ToolResult:
     return ToolResult(status="error", error=text)
 
 
-def _decoded(data: str) -> bytes | None:
-    try:
-        return base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def tool_result(tool: str, result: Any) -> ToolResult:
+def tool_result(tool: str, result: Any, where: str = "MCP server") -> ToolResult:
     """An MCP ``CallToolResult`` as a ``ToolResult``: text blocks (and embedded text
     resources) joined by a blank line, the structured content when there is no text,
-    images, audio and binary resources as attachments written to the thread's files;
-    ``isError`` makes it an error result."""
+    images, audio and binary resources as attachments, which the engine writes to the
+    thread's files (spec 04 §4.5.4); ``isError`` makes it an error result. A block whose
+    data is not base64 makes it an error result naming the block (``where`` names the
+    server)."""
     texts: list[str] = []
     files: list[Attachment] = []
     for index, block in enumerate(getattr(result, "content", None) or [], start=1):
@@ -263,22 +280,25 @@ def tool_result(tool: str, result: Any) -> ToolResult:
         if kind == "text":
             texts.append(block.text)
         elif kind in ("image", "audio"):
-            data = _decoded(block.data)
             mime = block.mime_type or "application/octet-stream"
-            if data is not None:
-                suffix = mimetypes.guess_extension(mime) or ""
-                files.append(Attachment(data=data, name=f"{tool}-{index}{suffix}", mime_type=mime))
+            name = f"{tool}-{index}.{extension_for_mime(mime)}"  # spec 07 §7.4
+            data = decode_base64(block.data) if isinstance(block.data, str) else None
+            if data is None:
+                return _error(f"{where}: tool {tool} returned {kind} {name} not in base64")
+            files.append(Attachment(data=data, name=name, mime_type=mime))
         elif kind == "resource":
             resource = block.resource
             text = getattr(resource, "text", None)
             if isinstance(text, str):
                 texts.append(text)
             else:
-                data = _decoded(getattr(resource, "blob", "") or "")
+                blob = getattr(resource, "blob", None)
                 name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or f"{tool}-{index}"
                 mime = resource.mime_type or "application/octet-stream"
-                if data is not None:
-                    files.append(Attachment(data=data, name=name, mime_type=mime))
+                data = decode_base64(blob) if isinstance(blob, str) else None
+                if data is None:
+                    return _error(f"{where}: tool {tool} returned resource {name} not in base64")
+                files.append(Attachment(data=data, name=name, mime_type=mime))
         elif kind == "resource_link":
             texts.append(f"{block.name}: {block.uri}")
     structured = getattr(result, "structured_content", None)

@@ -109,6 +109,7 @@ _SECONDS_ENV = (
     ("node_ttl_s", "THREADLOOM_NODE_TTL_SECONDS"),
     ("sweep_s", "THREADLOOM_SWEEP_SECONDS"),
     ("replay_seconds", "THREADLOOM_STREAM_REPLAY_SECONDS"),
+    ("mcp_progress_s", "THREADLOOM_MCP_PROGRESS_SECONDS"),
 )
 
 
@@ -159,6 +160,8 @@ class ServerSettings:
     page_cache_bytes: int = 16 * 1024 * 1024
     """Bodies of ``GET …/messages`` pages kept while their thread is unchanged
     (``server/page_cache.py``), in bytes; 0: none."""
+    mcp_progress_s: float = 5.0
+    """The steady interval of an MCP call's ``notifications/progress`` (spec 13 §13.5)."""
     replay_seconds: float = 3600.0
     replay_events: int = 10_000
     """The stream's replay window (spec 09 §9.6.1): event rows older than

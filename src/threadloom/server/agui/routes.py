@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
@@ -28,6 +28,7 @@ from threadloom.errors import AgentNotFound, DuplicateMessage
 from threadloom.server import deps
 from threadloom.server.agui.approvals import Resume, decide, pending, read_resume
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
+from threadloom.server.agui.parts import content_of, fit
 from threadloom.server.agui.run import (
     ID_KEY,
     RUN_KEY,
@@ -43,7 +44,9 @@ from threadloom.server.stream.auth import authenticate_stream
 from threadloom.server.stream.frames import Filters
 from threadloom.server.stream.session import Grant
 from threadloom.server.stream.stream import CountedStream, check_open_limit, hold_slot, redact_query
+from threadloom.server.uploads import Upload
 from threadloom.store.base import ThreadRow
+from threadloom.thread.files import file_limits
 from threadloom.wire.agui import ID_LIMIT, RunAgentInput
 from threadloom.wire.problems import REFUSED, problems_of
 
@@ -113,15 +116,6 @@ def checked_row(row: ThreadRow, who: Principal, agent: str | None) -> ThreadRow:
     return row
 
 
-def _text(content: Any) -> str:
-    """The text of an AG-UI message's content (a string, or parts of which text counts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(part.text for part in content if getattr(part, "type", None) == "text")
-    return ""
-
-
 def client_id(message_id: str) -> str:
     """The ``client_message_id`` a message is stored under (its AG-UI id, or a digest of
     an id longer than the field holds)."""
@@ -132,11 +126,13 @@ def client_id(message_id: str) -> str:
 
 @dataclass(frozen=True)
 class NewMessage:
-    """A message of the request the thread does not have: what is sent for it."""
+    """A message of the request the thread does not have: what is sent for it (its
+    media parts as uploads, written as attachments with it)."""
 
     agui_id: str
     role: str
     text: str
+    uploads: list[Upload] = field(default_factory=list)
 
 
 async def unseen(
@@ -162,14 +158,22 @@ async def unseen(
             )
             known.update(m.id for m in page.messages)
     new: list[NewMessage] = []
+    limits = file_limits(runtime.hub)
     for index, message in enumerate(messages):
         role = ROLES.get(message.role)
         if message.id in known or role is None:
             continue
-        text = _text(getattr(message, "content", None))
-        if not text.strip():
-            raise bad_field(f"messages[{index}].content", "must hold text (a new message)")
-        new.append(NewMessage(message.id, role, text))
+        at = f"messages[{index}].content"
+        content = content_of(getattr(message, "content", None), at, limits)
+        if not content.text.strip() and not content.uploads:
+            raise bad_field(at, "must hold text or a media part (a new message)")
+        new.append(NewMessage(message.id, role, content.text, content.uploads))
+    uploads = [u for m in new for u in m.uploads]
+    if uploads and limits.max_thread_file_bytes is not None:
+        used = 0
+        if row is not None:
+            used = (await (await runtime.thread(row.id)).get_file_stats("/")).total_size
+        fit(uploads, used, limits)
     return new
 
 
@@ -190,13 +194,23 @@ async def store(
             ID_KEY: message.agui_id,
         }
         try:
-            await runtime.send_message(
-                thread_id,
-                message.text,
-                role=message.role,
-                metadata=metadata,
-                trace_headers=trace_headers,
-            )
+            if message.uploads:
+                await runtime.send_with_uploads(
+                    await runtime.thread(thread_id),
+                    message.text,
+                    message.uploads,
+                    role=message.role,
+                    metadata=metadata,
+                    trace_headers=trace_headers,
+                )
+            else:
+                await runtime.send_message(
+                    thread_id,
+                    message.text,
+                    role=message.role,
+                    metadata=metadata,
+                    trace_headers=trace_headers,
+                )
         except DuplicateMessage:
             continue  # stored meanwhile by a concurrent request
         sent += 1

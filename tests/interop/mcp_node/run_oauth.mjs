@@ -1,5 +1,5 @@
 // The TypeScript MCP SDK's client with its OAuth client provider against a Threadloom
-// server (tests/interop/test_c13_mcp_oauth.py). Usage: node run_sdk.mjs <server>/mcp <tool> <message>
+// server (tests/interop/test_c13_mcp_oauth.py). Usage: node run_oauth.mjs <server>/mcp <tool> <message>
 //
 // The provider keeps everything in memory. Its redirectToAuthorization prints
 // {"authorize": url} on stdout and waits for the test, which performs the signed-in user's
@@ -90,6 +90,7 @@ try {
       isError: called.isError ?? false,
       text: called.content.map((c) => c.text).join(""),
       structured: called.structuredContent ?? null,
+      thread: called._meta?.threadloom ?? null,
       tokenType: store.tokens?.token_type,
       accessPrefix: store.tokens?.access_token?.slice(0, 4),
       hasRefresh: Boolean(store.tokens?.refresh_token),
