@@ -364,6 +364,8 @@ def _real_ids(served: Served, case: Any) -> dict[str, str]:
         params["path"] = served.file
     if "{key_id}" in path and served.key:
         params["key_id"] = served.new_key()[0]
+    if "{grant_id}" in path:  # no host was allowed: the revocation's answer is a 404
+        params["grant_id"] = "0" * 64
     if "{user_id}" in path and served.key:
         params["user_id"] = served.new_user() if method == "DELETE" else USERS["bob"].id
     return params
@@ -497,6 +499,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["user_id"] = served.new_user()
     if "{tool_call_id}" in path:  # no approval is pending: the decision's answer is a 404
         ids["tool_call_id"] = "call_example"
+    if "{grant_id}" in path:  # no MCP host was allowed: the revocation's answer is a 404
+        ids["grant_id"] = "0" * 64
     return path.format(**ids)
 
 

@@ -15,9 +15,10 @@ for them): at each message the run commits and at a steady interval. A cancelled
 Served with the official ``mcp`` SDK's low-level server over streamable HTTP, stateless, so
 any node answers any request; ``initialize`` is answered with an ``Mcp-Session-Id`` that names
 no state, only so that a client's ``notifications/cancelled`` (a POST of its own) can be told
-from another client's. Credentials are the REST API's (spec 10): a request that does
-not authenticate gets the API's JSON 401 before the SDK sees it. Without the ``mcp`` extra the
-path answers 501.
+from another client's. Credentials are the REST API's (spec 10), OAuth access tokens included:
+a request that does not authenticate gets the API's JSON 401 before the SDK sees it, with the
+``WWW-Authenticate`` that leads an MCP host to the authorization server (spec 10 §10.15).
+Without the ``mcp`` extra the path answers 501.
 """
 
 from __future__ import annotations
@@ -228,7 +229,10 @@ class McpEndpoint:
             post = scope["method"] == "POST"
             body = await deps.read_body(request, JSON_BODY_LIMIT) if post else b""
         except ApiError as error:
-            await error.response()(scope, receive, send)
+            response = error.response()
+            if error.status == 401:
+                response.headers["WWW-Authenticate"] = _challenge(request)
+            await response(scope, receive, send)
             return
         except ImportError:
             await _unavailable(request)(scope, receive, send)
@@ -435,6 +439,23 @@ def _error(text: str) -> Any:
     from mcp import types
 
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _challenge(request: Request) -> str:
+    """The 401's ``WWW-Authenticate`` (RFC 6750 §3, RFC 9728 §5.1): where an MCP host finds
+    the authorization server (spec 10 §10.15); ``invalid_token`` when a credential was
+    presented."""
+    from threadloom.server.auth.oauth import SCOPE, available
+    from threadloom.server.routes.oauth import urls
+
+    parts = ['Bearer realm="threadloom"']
+    where = urls(request) if available() else None
+    if where is not None and where.secure:
+        parts.append(f'resource_metadata="{where.resource_metadata}"')
+        parts.append(f'scope="{SCOPE}"')
+    if "authorization" in request.headers:
+        parts.append('error="invalid_token"')
+    return ", ".join(parts)
 
 
 def _unavailable(request: Request) -> JSONResponse:
