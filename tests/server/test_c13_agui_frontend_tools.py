@@ -147,7 +147,8 @@ async def test_c13_062_c13_063_a_frontend_call_ends_the_run_and_its_result_goes_
     assert [r["toolCallId"] for r in results] == ["call_add"]
     card_events = [e["type"] for e in events if e.get("toolCallId") == "call_card"]
     assert card_events == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
-    assert kinds[-1] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+    assert kinds[-1] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_card"]}
     assert len(desk.requests) == 1
     status = (await api.client("alice").get(f"/api/threads/{thread}")).json()["status"]
     assert status["state"] == "idle" and status["reason"] == "awaiting_client_tool"
