@@ -120,7 +120,8 @@ def _excused(case: Any, response: Any) -> str | None:
     - what depends on the caller, the project or the thread: a key for a system principal
       needs a ``user_id``; an agent assigned to a thread must have a human-backed side; a
       variable typed by ``env_type_patch`` must exist; an AG-UI message the thread does not
-      have yet must hold text.
+      have yet must hold text; an AG-UI frontend tool may not take the name of one of the
+      agent's tools, nor a name an earlier entry of ``tools`` has.
     """
     if response.status_code != 400:
         return None
@@ -151,6 +152,8 @@ def _excused(case: Any, response: Any) -> str | None:
             or said == "must name an agent with a human-backed side"
             or said == "has no matching env value"
             or said == "must hold text (a new message)"
+            or said.startswith("names the tool ")  # a frontend tool listed twice (items)
+            or said.startswith("is the name of a tool of agent ")  # the project's tools
             or _CROSS_ITEM.match(problem) is not None
             or (
                 text_form
