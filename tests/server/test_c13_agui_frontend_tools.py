@@ -5,14 +5,18 @@ event is checked against the ``ag-ui-protocol`` models (``test_c13_agui.run``)."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
 
+from ag_ui.core import BaseEvent, EventType, RunFinishedEvent
 from test_c13_agui import run, run_input, types, user
 
-from conftest import Api, last_user_text
+from conftest import USERS, Api, last_user_text
 from threadloom import Agent, Side
+from threadloom.client import AsyncClient
+from threadloom.client.convert.agui import agui_events
 from threadloom.define import Model, Prompt, tool
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
@@ -291,3 +295,35 @@ async def test_c13_065_a_rest_send_while_a_frontend_call_waits(make_api: Any) ->
     state = await api.runtime.thread(thread)
     page = await state.get_messages(limit=50)
     assert not [m for m in page.messages if m.tool_call_id == "call_card"]
+
+
+async def test_c13_062_the_client_exporter_names_the_calls_left_to_the_client(
+    make_api: Any,
+) -> None:
+    """The Python client's exporter (spec 11 §11.7.3) ends a run that waits for the client
+    as the endpoint does: RUN_FINISHED success naming the frontend call pending."""
+    desk = Desk()
+    api: Api = await make_api(extra=desk_agents(desk))
+    thread = str(uuid.uuid4())
+    await api.runtime.create_thread("desk", user_id=USERS["alice"].id, thread_id=thread)
+    events: list[BaseEvent] = []
+    async with AsyncClient(api.base, token=api.keys["alice"]) as client:
+        source = agui_events(client, thread)
+        started: asyncio.Task[Any] | None = None
+        async with asyncio.timeout(20):
+            async for event in source:
+                events.append(event)
+                if len(events) == 2:  # the stream is open: start the AG-UI run
+                    started = asyncio.create_task(first_run(api, thread))
+                if event.type is EventType.RUN_FINISHED:
+                    break
+        await source.aclose()
+        assert started is not None
+        await started
+    final = events[-1]
+    assert isinstance(final, RunFinishedEvent)
+    assert final.outcome is not None
+    assert final.outcome.model_dump(by_alias=True, exclude_none=True) == {
+        "type": "success",
+        "pendingToolCallIds": ["call_card"],
+    }
