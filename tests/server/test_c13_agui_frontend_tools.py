@@ -327,3 +327,24 @@ async def test_c13_062_the_client_exporter_names_the_calls_left_to_the_client(
         "type": "success",
         "pendingToolCallIds": ["call_card"],
     }
+
+
+async def test_c13_063_a_stopped_thread_stores_the_result_and_runs_nothing(
+    make_api: Any,
+) -> None:
+    """The user stopped the thread while the client ran its tool: the client's result is
+    stored, and no run starts (the response ends at once)."""
+    desk = Desk()
+    api: Api = await make_api(extra=desk_agents(desk))
+    thread = str(uuid.uuid4())
+    await first_run(api, thread)
+    stopped = await api.client("alice").post(f"/api/threads/{thread}/stop")
+    assert stopped.status_code in (200, 202), stopped.text
+    answer = {"id": "t-card", "role": "tool", "toolCallId": "call_card", "content": "shown"}
+    response, events = await run(api, "desk", with_tools(run_input(thread, answer), CARD))
+    assert response.status_code == 200
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "CUSTOM", "RUN_FINISHED"]
+    assert len(desk.requests) == 1
+    state = await api.runtime.thread(thread)
+    page = await state.get_messages(limit=50)
+    assert [m.content for m in page.messages if m.tool_call_id == "call_card"] == ["shown"]

@@ -193,8 +193,10 @@ async def answer(
             )
             stored += 1
         left = len(calls) - stored
-        status = await state.status()
-    if stored == 0 or left > 0 or status.reason != AWAITING or status.state == "running":
+        row = await manager.hub.store.get_thread(tid)
+    if stored == 0 or left > 0 or row is None or row.stopped:
+        return stored, False  # (a thread stopped while the client ran its tool stays put)
+    if row.status.reason != AWAITING or row.status.state == "running":
         return stored, False
     manager.offer_client_tools(tid, tools)
     return stored, await manager.start_continue(tid)
