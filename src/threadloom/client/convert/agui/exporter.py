@@ -67,6 +67,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AguiExporter", "agui_events", "encode_sse"]
 
+
+def by_side_b(record: Record) -> bool:
+    """A message side b's model wrote (a ``dual_ai`` agent): stored ``user`` (spec 04
+    §4.8.1) with the prompt that wrote it, where a person's message has none."""
+    return record.role == "user" and record.prompt is not None
+
+
 _CANCELLED = frozenset({"aborted_by_user", "terminated"})
 _FINISHED = frozenset({"idle", "terminated"})
 
@@ -109,6 +116,7 @@ class AguiExporter:
         self._done: set[str] = set()  # records whose events were emitted in full
         self._queued: set[str] = set()
         self._subagents: dict[str, bool] = {}  # child id → finished
+        self._names: dict[str, str] = {}  # message id → its author's name (the side's label)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -298,7 +306,7 @@ class AguiExporter:
             if not frame.chunk:
                 return []
             events += self._close_reasoning(mid)
-            events.append(TextMessageStartEvent(message_id=mid, role="assistant", **self._child()))
+            events.append(self._text_start(mid))
             self._text[mid] = ""
             self._text_open.add(mid)
         delta = self._delta(self._text, frame)
@@ -310,6 +318,8 @@ class AguiExporter:
 
     def _record(self, record: Record) -> list[BaseEvent]:
         meta = record.metadata or {}
+        if record.name and (record.role == "assistant" or by_side_b(record)):
+            self._names[record.id] = record.name
         if record.status == "pending":
             if not meta.get("queued") or record.id in self._queued:
                 return []  # being generated: its chunks and completing record follow
@@ -323,8 +333,8 @@ class AguiExporter:
         if record.id in self._done:
             return []
         self._done.add(record.id)
-        if record.role == "assistant":
-            return self._assistant(record)
+        if record.role == "assistant" or by_side_b(record):
+            return self._assistant(record)  # side b's model writes as an assistant too
         if record.role == "tool":
             return [
                 ToolCallResultEvent(
@@ -366,7 +376,7 @@ class AguiExporter:
             events.append(TextMessageEndEvent(message_id=mid, **self._child()))
         elif mid not in self._text and text:
             events += [
-                TextMessageStartEvent(message_id=mid, role="assistant", **self._child()),
+                self._text_start(mid),
                 TextMessageContentEvent(message_id=mid, delta=text, **self._child()),
                 TextMessageEndEvent(message_id=mid, **self._child()),
             ]
@@ -387,6 +397,12 @@ class AguiExporter:
                 )
             events.append(ToolCallEndEvent(tool_call_id=call.id, **self._child()))
         return events
+
+    def _text_start(self, mid: str) -> TextMessageStartEvent:
+        """The start of a model's text: an assistant message, named after its side's label
+        (a ``dual_ai`` agent's two sides are told apart by it, spec 13 §13.2.10)."""
+        name = self._names.get(mid)
+        return TextMessageStartEvent(message_id=mid, role="assistant", name=name, **self._child())
 
     def _subagent(self, entry: SubagentEntry) -> list[BaseEvent]:
         child = entry.id

@@ -68,15 +68,26 @@ def _arguments(block: ToolUseBlock) -> str:
     return json.dumps(block.args, separators=(",", ":"))
 
 
+SIDE_B = "b"
+"""``metadata.threadloom.side`` of a message side b's model wrote (a ``dual_ai`` agent)."""
+
+
+def _by_side_b(m: Message) -> bool:
+    """A message side b's model wrote: stored ``user`` (spec 04 §4.8.1) with the prompt
+    that wrote it, where a person's message has none."""
+    return m.role == "user" and m.extra.get("prompt") is not None
+
+
 def _metadata(m: Message) -> dict[str, Any]:
-    return {
-        KEY: {
-            "silent": m.silent,
-            "depth": m.depth,
-            "created_at": m.created_at_us,
-            "subagent_id": m.subagent.id if m.subagent is not None else None,
-        }
+    ours: dict[str, Any] = {
+        "silent": m.silent,
+        "depth": m.depth,
+        "created_at": m.created_at_us,
+        "subagent_id": m.subagent.id if m.subagent is not None else None,
     }
+    if _by_side_b(m):
+        ours["side"] = SIDE_B
+    return {KEY: ours}
 
 
 def _image_source(url: str, mime_type: str | None) -> DataSource | UrlSource:
@@ -124,7 +135,7 @@ def to_agui_messages(
         meta = _metadata(m)
         if m.role == "system":
             out.append(SystemMessage(id=m.id, content=m.text, name=m.name, metadata=meta))
-        elif m.role == "user":
+        elif m.role == "user" and not _by_side_b(m):
             content = _user_content(m, attachment_url)
             out.append(UserMessage(id=m.id, content=content, name=m.name, metadata=meta))
         elif m.role == "tool":
@@ -138,7 +149,7 @@ def to_agui_messages(
                     metadata=meta,
                 )
             )
-        else:
+        else:  # a model's message: side a's, or side b's of a dual_ai agent (§13.2.10)
             if m.reasoning is not None:
                 thinking = dict(meta[KEY])
                 if "reasoning_details" in m.extra:
@@ -236,6 +247,8 @@ def _message(
         if "reasoning_details" in thinking:
             extra["reasoning_details"] = thinking["reasoning_details"]
     role = "system" if item.role == "developer" else item.role
+    if isinstance(item, AssistantMessage) and ours.get("side") == SIDE_B:
+        role = "user"  # side b's model wrote it (to_agui_messages shows it as an assistant)
     if isinstance(item, ToolMessage):
         text, _ = _parts(item.content)
         if item.error is not None:

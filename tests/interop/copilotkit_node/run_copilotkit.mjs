@@ -1,0 +1,156 @@
+// CopilotKit's runtime (@copilotkit/runtime, v2 API) with `threadloom serve` as its AG-UI
+// agents (@ag-ui/client's HttpAgent, the version CopilotKit bundles), headless: the
+// runtime's own fetch handler (createCopilotRuntimeHandler) is called in-process with the
+// requests CopilotKit's front end sends, no browser and no port of its own.
+//
+//   node run_copilotkit.mjs '{"base": "http://127.0.0.1:8000", "token": "...",
+//                             "scenario": "tool", "agents": ["calc"]}'
+//
+// Prints one JSON object. Every run's answer is what the front end reads: the SSE body the
+// runtime answers `POST <basePath>/agent/<id>/run` with. Each of its events is checked with
+// the bundled protocol's own schemas (`EventSchemas` of @ag-ui/core) and the sequence with
+// the bundled client's `verifyEvents`; `problems` lists what they refused (none expected).
+//
+// Scenarios (add yours to SCENARIOS; each gets `config` and returns a JSON-able object):
+//   tool  one turn of `calc` (a tool call, its result, the answer);
+//   dual  one turn of a dual_ai agent (`config.agent`, default `writer_critic`);
+//   stop  a run of `config.agent` (default `slow`) stopped the way CopilotKit's Stop
+//         button does it (`POST <basePath>/agent/<id>/stop/<threadId>`) once its first
+//         text arrived.
+import { randomUUID } from "node:crypto";
+import { CopilotRuntime, createCopilotRuntimeHandler } from "@copilotkit/runtime/v2";
+import { HttpAgent, verifyEvents } from "@ag-ui/client";
+import { EventSchemas } from "@ag-ui/core";
+import { from, lastValueFrom, toArray } from "rxjs";
+
+process.env.COPILOTKIT_TELEMETRY_DISABLED = "true";
+const config = JSON.parse(process.argv[2]);
+const headers = config.token ? { Authorization: `Bearer ${config.token}` } : {};
+const BASE_PATH = "/api/copilotkit";
+const ORIGIN = "http://copilotkit.local";
+
+const agents = {};
+for (const name of config.agents ?? ["calc"]) {
+  agents[name] = new HttpAgent({ url: `${config.base}/api/agui/${name}`, headers });
+}
+const runtime = new CopilotRuntime({ agents });
+const handler = createCopilotRuntimeHandler({ runtime, basePath: BASE_PATH });
+
+function post(path, body) {
+  return handler(
+    new Request(`${ORIGIN}${BASE_PATH}${path}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      body: JSON.stringify(body),
+    }),
+  );
+}
+
+function runInput(threadId, text, messages = []) {
+  return {
+    threadId,
+    runId: randomUUID(),
+    state: {},
+    tools: [],
+    context: [],
+    forwardedProps: {},
+    messages: [...messages, { id: randomUUID(), role: "user", content: text }],
+  };
+}
+
+function summary(event) {
+  const out = { type: event.type };
+  for (const key of ["messageId", "toolCallId", "toolCallName", "parentMessageId", "delta",
+    "content", "role", "name", "code", "message", "runId", "threadId", "outcome", "result"]) {
+    if (event[key] !== undefined) out[key] = event[key];
+  }
+  if (event.type === "CUSTOM") out.value = event.value;
+  if (event.type === "MESSAGES_SNAPSHOT") {
+    out.messages = event.messages.map((m) => ({
+      id: m.id,
+      role: m.role,
+      name: m.name ?? null,
+      content: m.content ?? null,
+      toolCalls: (m.toolCalls ?? []).map((c) => c.function.name),
+      toolCallId: m.toolCallId ?? null,
+    }));
+  }
+  return out;
+}
+
+// The SSE body of a run, read as it comes: its events (each checked with the bundled
+// schemas), `onEvent(event)` called for each as it arrives.
+async function readRun(response, onEvent = async () => {}) {
+  const events = [];
+  const problems = [];
+  if (!response.ok) {
+    return { status: response.status, body: await response.text(), events, problems };
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    const blocks = buffer.split(/\r?\n\r?\n/);
+    buffer = blocks.pop() ?? "";
+    for (const block of blocks) {
+      const data = block
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
+      if (!data) continue;
+      const raw = JSON.parse(data);
+      const parsed = EventSchemas.safeParse(raw);
+      if (!parsed.success) problems.push(`${raw.type}: ${parsed.error.message}`);
+      events.push(raw);
+      await onEvent(raw);
+    }
+  }
+  try {
+    await lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
+  } catch (exc) {
+    problems.push(`verifyEvents: ${exc?.message ?? exc}`);
+  }
+  return { status: response.status, events: events.map(summary), problems };
+}
+
+async function tool() {
+  const threadId = randomUUID();
+  const run = await readRun(await post("/agent/calc/run", runInput(threadId, "What is 2 + 3?")));
+  return { threadId, run };
+}
+
+async function dual() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "writer_critic";
+  const text = config.text ?? "Write about durable threads.";
+  const run = await readRun(await post(`/agent/${name}/run`, runInput(threadId, text)));
+  return { threadId, run };
+}
+
+async function stop() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "slow";
+  let answer = null;
+  const running = post(`/agent/${name}/run`, runInput(threadId, config.text ?? "Go on."));
+  const run = await readRun(await running, async (event) => {
+    if (answer === null && event.type === "TEXT_MESSAGE_CONTENT") {
+      answer = "pending";
+      // what CopilotKit's Stop button sends (its runtime then aborts the agent's run)
+      const stopped = await post(`/agent/${name}/stop/${threadId}`, {});
+      answer = { status: stopped.status, body: await stopped.json() };
+    }
+  });
+  return { threadId, stop: answer, run };
+}
+
+const SCENARIOS = { tool, dual, stop };
+
+const scenario = SCENARIOS[config.scenario];
+if (!scenario) throw new Error(`unknown scenario ${config.scenario}`);
+const result = await scenario();
+process.stdout.write(JSON.stringify(result));
+process.exit(0);

@@ -1,0 +1,251 @@
+"""CopilotKit's runtime with ``threadloom serve`` as its AG-UI agent (spec 13 §13.2, C13-05x).
+
+``@copilotkit/runtime`` (the newest 1.x, with the ``@ag-ui/client`` it bundles) is installed
+from the lock file kept beside this test (``copilotkit_node/``) into a cache folder keyed
+by the lock file's digest, as ``test_c13_agui_node.py`` does, and driven headless by Node.js
+(``copilotkit_node/run_copilotkit.mjs``: the runtime's own fetch handler, called in-process
+with the requests CopilotKit's front end sends) against a real ``threadloom serve`` on
+SQLite and PostgreSQL. Every event the runtime answers with is checked with the bundled
+protocol's schemas and ``verifyEvents``. Without ``node`` and ``npm`` the tests are skipped
+with the reason; under ``CI=true`` that is a failure.
+
+Other scenarios (frontend tools, shared state) go in the script's ``SCENARIOS`` and a test
+here; ``copilotkit(…)`` runs one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_c13_agui_node import require_node, spawn_server
+
+HERE = Path(__file__).resolve().parent / "copilotkit_node"
+TOKEN = "copilotkit-test-admin-token-" + "x" * 16
+NPM_TIMEOUT_S = 600
+AGENTS = ["calc", "writer_critic", "slow"]
+STOP_GRACE_S = "0.5"
+"""The server's grace after a dropped AG-UI response before it stops the run (§13.2.8)."""
+
+
+@pytest.fixture(scope="module")
+def copilotkit_runtime() -> tuple[str, Path]:
+    """``node`` and a folder with ``@copilotkit/runtime`` installed (``npm ci`` from the
+    lock file, once per lock file: ``~/.cache/threadloom-tests/copilotkit-node-<digest>``)."""
+    node, npm = require_node()
+    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
+    digest = hashlib.sha256(lock).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    folder = cache / "threadloom-tests" / f"copilotkit-node-{digest}"
+    stamp = folder / ".installed"
+    if not stamp.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(HERE / name, folder / name)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
+        stamp.write_text(digest)
+    for script in HERE.glob("*.mjs"):
+        shutil.copy(script, folder / script.name)
+    return node, folder
+
+
+def copilotkit(runtime: tuple[str, Path], **config: Any) -> Any:
+    """One scenario of ``run_copilotkit.mjs``: its JSON output."""
+    node, folder = runtime
+    config.setdefault("agents", AGENTS)
+    done = subprocess.run(
+        [node, "run_copilotkit.mjs", json.dumps(config)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    print(f"--- copilotkit {config['scenario']} ---\n{done.stdout}\n{done.stderr}")  # with -s
+    return json.loads(done.stdout)
+
+
+PROJECT = {
+    "models/models.py": """
+        from threadloom.define import Model
+        from threadloom.providers.script import Call
+        from threadloom.providers.scripted import Reply, ScriptedProvider
+
+        LONG = "tick " * 4000
+
+        def calc(request):
+            last = request.messages[-1]
+            if last.role == "tool":
+                return Reply.text(f"The sum is {last.text}.", chunk_size=5)
+            return Reply.tool_calls(Call("add", {"a": 2, "b": 3}))
+
+        def writer(request):
+            drafts = sum(1 for m in request.messages if m.role == "assistant")
+            return Reply.text(f"Draft {drafts + 1}.", chunk_size=4)
+
+        def critic(request):
+            if sum(1 for m in request.messages[2:] if m.role == "assistant") >= 1:
+                return Reply.tool_calls(Call("approve", {"verdict": "Good."}))
+            return Reply.text("Add one example.", chunk_size=4)
+
+        def slow(request):
+            # a long answer in small pieces: a run that is still streaming when it is stopped
+            return Reply.text(LONG, chunk_size=5, chunk_delay=0.02)
+
+        calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
+        writer_model = Model(name="writer_model", provider=ScriptedProvider(writer), model="w")
+        critic_model = Model(name="critic_model", provider=ScriptedProvider(critic), model="c")
+        slow_model = Model(name="slow_model", provider=ScriptedProvider(slow), model="slow")
+    """,
+    "tools/tools.py": """
+        from threadloom.define import tool
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+
+        @tool
+        def approve(verdict: str) -> str:
+            \"\"\"Approve the draft.\"\"\"
+            return verdict
+    """,
+    "prompts/prompts.py": """
+        from threadloom.define import Prompt
+
+        calc_prompt = Prompt(name="calc_prompt", model="calc_model", system="Add.", tools=["add"])
+        writer_prompt = Prompt(name="writer_prompt", model="writer_model", system="Write.")
+        critic_prompt = Prompt(
+            name="critic_prompt", model="critic_model", system="Criticise.", tools=["approve"]
+        )
+        slow_prompt = Prompt(name="slow_prompt", model="slow_model", system="Talk.")
+    """,
+    "agents/agents.py": """
+        from threadloom import Agent, SessionBinding, Side
+
+        calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
+        slow = Agent(name="slow", side_a=Side(prompt="slow_prompt"), side_b=Side(label="User"))
+        writer_critic = Agent(
+            name="writer_critic",
+            type="dual_ai",
+            side_a=Side(prompt="writer_prompt", label="Writer"),
+            side_b=Side(
+                prompt="critic_prompt",
+                label="Critic",
+                session_stop=SessionBinding(name="approve", message_property="verdict"),
+            ),
+            max_session_turns=4,
+        )
+    """,
+}
+
+
+@pytest.fixture
+def served(tmp_path: Path, db_url: str) -> Iterator[str]:
+    """``threadloom serve`` on the project above (credentials required: the admin token)."""
+    project = tmp_path / "project"
+    for name, text in PROJECT.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(textwrap.dedent(text))
+    proc, base = spawn_server(
+        project,
+        db_url,
+        THREADLOOM_AUTH="required",
+        THREADLOOM_ADMIN_TOKEN=TOKEN,
+        THREADLOOM_AGUI_STOP_GRACE_S=STOP_GRACE_S,
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+        assert b"Traceback" not in output, output.decode(errors="replace")
+
+
+def api(base: str, path: str) -> Any:
+    got = httpx.get(f"{base}{path}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert got.status_code == 200, got.text
+    return got.json()
+
+
+def types(run: dict[str, Any]) -> list[str]:
+    return [e["type"] for e in run["events"] if e["type"] != "CUSTOM"]
+
+
+def test_c13_050_copilotkit_runs_a_tool_turn(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-050: CopilotKit's runtime (its bundled AG-UI client, schemas and verifier)
+    relays a `calc` turn: the call announced before its result, the answer, the snapshot,
+    RUN_FINISHED success; nothing refused."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="tool")
+    run = out["run"]
+    assert run["problems"] == [], run
+    assert types(run) == [
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ], run["events"]
+    assert run["events"][-1]["outcome"] == {"type": "success"}
+
+
+def test_c13_051_copilotkit_runs_a_dual_ai_agent(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-051: a dual_ai agent's turn through CopilotKit's runtime: both sides' messages
+    are assistant messages told apart by their names (the sides' labels); side b's tool
+    call is announced by its assistant message before its result; every event passes the
+    bundled schemas and verifier; the snapshot's tool message's call is carried by an
+    assistant message."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="dual")
+    run = out["run"]
+    assert run["problems"] == [], run
+    events = [e for e in run["events"] if e["type"] != "CUSTOM"]
+    starts = [(e["role"], e.get("name")) for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert starts == [
+        ("assistant", "Writer"),
+        ("assistant", "Critic"),
+        ("assistant", "Writer"),
+    ], events
+    call = next(e for e in events if e["type"] == "TOOL_CALL_START")
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert events.index(call) < events.index(result)
+    assert (call["toolCallName"], result["toolCallId"]) == ("approve", call["toolCallId"])
+    snapshot = next(e for e in events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert [(m["role"], m["name"], m["content"], m["toolCalls"]) for m in snapshot] == [
+        ("user", None, "Write about durable threads.", []),
+        ("assistant", "Writer", "Draft 1.", []),
+        ("assistant", "Critic", "Add one example.", []),
+        ("assistant", "Writer", "Draft 2.", []),
+        ("assistant", "Critic", None, ["approve"]),
+        ("tool", None, "Good.", []),
+    ]
+    assert call["parentMessageId"] == snapshot[4]["id"]
+    assert events[-1]["type"] == "RUN_FINISHED"
