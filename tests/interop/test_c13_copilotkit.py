@@ -33,7 +33,7 @@ from test_c13_agui_node import require_node, spawn_server
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
 NPM_TIMEOUT_S = 600
-AGENTS = ["calc", "writer_critic", "slow"]
+AGENTS = ["calc", "writer_critic", "slow", "desk"]
 STOP_GRACE_S = "0.5"
 """The server's grace after a dropped AG-UI response before it stops the run (§13.2.8)."""
 
@@ -106,6 +106,18 @@ PROJECT = {
                 return Reply.tool_calls(Call("approve", {"verdict": "Good."}))
             return Reply.text("Add one example.", chunk_size=4)
 
+        def desk(request):
+            # asked for a card: the server's add and the front end's show_card at once
+            last = request.messages[-1]
+            if last.role == "tool" and last.tool_call_id == "call_card":
+                return Reply.text(f"The page says: {last.text}", chunk_size=8)
+            if last.role == "user":
+                return Reply.tool_calls(
+                    Call("add", {"a": 2, "b": 3}, id="call_add"),
+                    Call("show_card", {"title": "Hello"}, id="call_card"),
+                )
+            return Reply.text("?")
+
         def slow(request):
             # a long answer in small pieces: a run that is still streaming when it is stopped
             return Reply.text(LONG, chunk_size=5, chunk_delay=0.02)
@@ -114,6 +126,7 @@ PROJECT = {
         writer_model = Model(name="writer_model", provider=ScriptedProvider(writer), model="w")
         critic_model = Model(name="critic_model", provider=ScriptedProvider(critic), model="c")
         slow_model = Model(name="slow_model", provider=ScriptedProvider(slow), model="slow")
+        desk_model = Model(name="desk_model", provider=ScriptedProvider(desk), model="desk")
     """,
     "tools/tools.py": """
         from threadloom.define import tool
@@ -137,12 +150,14 @@ PROJECT = {
             name="critic_prompt", model="critic_model", system="Criticise.", tools=["approve"]
         )
         slow_prompt = Prompt(name="slow_prompt", model="slow_model", system="Talk.")
+        desk_prompt = Prompt(name="desk_prompt", model="desk_model", system="Help.", tools=["add"])
     """,
     "agents/agents.py": """
         from threadloom import Agent, SessionBinding, Side
 
         calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
         slow = Agent(name="slow", side_a=Side(prompt="slow_prompt"), side_b=Side(label="User"))
+        desk = Agent(name="desk", side_a=Side(prompt="desk_prompt"), side_b=Side(label="User"))
         writer_critic = Agent(
             name="writer_critic",
             type="dual_ai",
@@ -249,3 +264,60 @@ def test_c13_051_copilotkit_runs_a_dual_ai_agent(
     ]
     assert call["parentMessageId"] == snapshot[4]["id"]
     assert events[-1]["type"] == "RUN_FINISHED"
+
+
+def test_c13_067_copilotkit_relays_a_frontend_tool_round_trip(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-067 (spec 13 §13.7): through CopilotKit's runtime, a front end offering
+    ``show_card`` (as ``useFrontendTool`` does): run 1 announces both calls, sends ``add``'s
+    result only and finishes success with the card's call pending; the front end runs it
+    and sends run 2 with its history (the assistant message with the calls and no text, both
+    results): the model answers with the card's result, the snapshot keeps it; every event
+    passes the bundled schemas and ``verifyEvents``; the thread stores the result once."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="frontend")
+    first, second = out["first"], out["second"]
+    assert first["problems"] == [] and second["problems"] == [], out
+    assert [
+        (t, e.get("toolCallName"))
+        for t, e in ((e["type"], e) for e in first["events"])
+        if t != "CUSTOM"
+    ] == [
+        ("RUN_STARTED", None),
+        ("TOOL_CALL_START", "add"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_START", "show_card"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_RESULT", None),
+        ("MESSAGES_SNAPSHOT", None),
+        ("RUN_FINISHED", None),
+    ], first["events"]
+    assert out["pending"] == ["call_card"]
+    assert [(m["toolCallId"], m["content"]) for m in out["answered"]] == [
+        ("call_card", "card shown: Hello")
+    ]
+    kinds = [t for t in types(second) if t != "TEXT_MESSAGE_CONTENT"]  # (pieces as streamed)
+    assert kinds == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_END",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ], second["events"]
+    text = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    snapshot = next(e for e in second["events"] if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert [(m["role"], m["toolCallId"], m["toolCalls"]) for m in snapshot] == [
+        ("user", None, []),
+        ("assistant", None, ["add", "show_card"]),
+        ("tool", "call_add", []),
+        ("tool", "call_card", []),
+        ("assistant", None, []),
+    ]
+    assert snapshot[3]["id"] == out["answered"][0]["id"]
+    stored = api(served, f"/api/threads/{out['threadId']}/messages?order=asc")["messages"]
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [
+        (m["role"], m["toolCallId"]) for m in snapshot
+    ]

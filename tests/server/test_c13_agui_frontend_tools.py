@@ -10,7 +10,15 @@ import json
 import uuid
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType, RunFinishedEvent
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    RunFinishedEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
 from test_c13_agui import run, run_input, types, user
 
 from conftest import USERS, Api, last_user_text
@@ -21,6 +29,8 @@ from threadloom.define import Model, Prompt, tool
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
+
+ToolCallEvents = (ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent)
 
 CARD = {
     "name": "show_card",
@@ -152,7 +162,7 @@ async def test_c13_062_c13_063_a_frontend_call_ends_the_run_and_its_result_goes_
     card_events = [e["type"] for e in events if e.get("toolCallId") == "call_card"]
     assert card_events == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
     assert kinds[-1] == "RUN_FINISHED"
-    assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_card"]}
+    assert events[-1]["outcome"] == {"type": "success"}  # (§13.7.3: no pendingToolCallIds)
     assert len(desk.requests) == 1
     status = (await api.client("alice").get(f"/api/threads/{thread}")).json()["status"]
     assert status["state"] == "idle" and status["reason"] == "awaiting_client_tool"
@@ -297,11 +307,12 @@ async def test_c13_065_a_rest_send_while_a_frontend_call_waits(make_api: Any) ->
     assert not [m for m in page.messages if m.tool_call_id == "call_card"]
 
 
-async def test_c13_062_the_client_exporter_names_the_calls_left_to_the_client(
+async def test_c13_062_the_client_exporter_ends_a_run_waiting_for_the_client(
     make_api: Any,
 ) -> None:
     """The Python client's exporter (spec 11 §11.7.3) ends a run that waits for the client
-    as the endpoint does: RUN_FINISHED success naming the frontend call pending."""
+    as the endpoint does: the frontend call announced without a result, then RUN_FINISHED
+    success (no interrupt)."""
     desk = Desk()
     api: Api = await make_api(extra=desk_agents(desk))
     thread = str(uuid.uuid4())
@@ -323,10 +334,11 @@ async def test_c13_062_the_client_exporter_names_the_calls_left_to_the_client(
     final = events[-1]
     assert isinstance(final, RunFinishedEvent)
     assert final.outcome is not None
-    assert final.outcome.model_dump(by_alias=True, exclude_none=True) == {
-        "type": "success",
-        "pendingToolCallIds": ["call_card"],
-    }
+    assert final.outcome.model_dump(by_alias=True, exclude_none=True) == {"type": "success"}
+    calls = [(e.type, e.tool_call_id) for e in events if isinstance(e, ToolCallEvents)]
+    assert ("TOOL_CALL_START", "call_card") in [(t.value, i) for t, i in calls]
+    results = [e.tool_call_id for e in events if isinstance(e, ToolCallResultEvent)]
+    assert results == ["call_add"]
 
 
 async def test_c13_063_a_stopped_thread_stores_the_result_and_runs_nothing(

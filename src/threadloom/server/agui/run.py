@@ -44,7 +44,6 @@ from ag_ui.core import (
 from threadloom.client.convert.agui import AguiExporter
 from threadloom.client.convert.agui.messages import REASONING_SUFFIX
 from threadloom.client.reduce import Snapshot, empty_view, reduce
-from threadloom.engine.run.client_tools import AWAITING as AWAITING_CLIENT
 from threadloom.engine.run.runtime import Runtime
 from threadloom.records import ThreadStatus
 from threadloom.server.agui.approvals import pending
@@ -297,10 +296,9 @@ class AguiRun:
         outcome: Any = (
             RunFinishedCancelledOutcome() if reason in CANCELLED else RunFinishedSuccessOutcome()
         )
-        if reason == AWAITING_CLIENT:  # the frontend calls the client answers (§13.7)
-            waiting = [c.id for c in await self.runtime.client_calls(self.thread_id)]
-            if waiting:
-                outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=waiting)
+        # awaiting_client_tool (§13.7.3) too: success, without ``pendingToolCallIds`` —
+        # clients derive it from the calls announced without a result, and the AG-UI client
+        # CopilotKit bundles (0.0.59) refuses the key
         return RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)
 
     async def _closed(self, close: Close) -> AsyncIterator[bytes]:

@@ -219,21 +219,9 @@ class AguiExporter:
             )
         elif status.state == "failed" or reason == "step_error":
             return [RunErrorEvent(message=reason or "failed", code=reason or "failed")]
-        elif reason == "awaiting_client_tool":  # the calls the client runs (spec 13 §13.7)
-            outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self._unanswered() or None)
         else:
             outcome = RunFinishedSuccessOutcome()
         return [RunFinishedEvent(thread_id=self.thread_id, run_id=run_id, outcome=outcome)]
-
-    def _unanswered(self) -> list[str]:
-        """The calls without a result of the view's newest top-level model message (those
-        a run that ended ``awaiting_client_tool`` left to the client)."""
-        top = [m for m in self.view.messages if m.depth == 0]
-        issued = next((m for m in reversed(top) if m.role == "assistant"), None)
-        if issued is None:
-            return []
-        answered = {m.tool_call_id for m in top if m.role == "tool"}
-        return [i for i in issued.tool_call_ids if i not in answered]
 
     def close(self) -> list[BaseEvent]:
         """The END events of the text and reasoning streams still open, for a producer that
