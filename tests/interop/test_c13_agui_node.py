@@ -65,7 +65,7 @@ def require_node() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def agui_client() -> tuple[str, Path]:
+def agui_client(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
     file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
     node, npm = require_node()
@@ -88,9 +88,18 @@ def agui_client() -> tuple[str, Path]:
         if done.returncode != 0:
             raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
         stamp.write_text(digest)
-    for script in HERE.glob("*.mjs"):
-        shutil.copy(script, folder / script.name)
-    return node, folder
+    return node, scripts_beside(folder, tmp_path_factory.mktemp("agui-node"))
+
+
+def scripts_beside(installed: Path, run_dir: Path, scripts: Path = HERE) -> Path:
+    """A folder of this checkout's scripts (``scripts/*.mjs``) beside the installed packages
+    (``node_modules`` linked): the install folder is shared by every checkout on the
+    machine, the scripts are this one's."""
+    (run_dir / "node_modules").symlink_to(installed / "node_modules", target_is_directory=True)
+    shutil.copy(installed / "package.json", run_dir / "package.json")
+    for script in scripts.glob("*.mjs"):
+        shutil.copy(script, run_dir / script.name)
+    return run_dir
 
 
 def node_run(agui_client: tuple[str, Path], script: str = "run_agui.mjs", **config: Any) -> Any:

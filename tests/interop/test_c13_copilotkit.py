@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import require_node, spawn_server
+from test_c13_agui_node import require_node, scripts_beside, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
@@ -39,7 +39,7 @@ STOP_GRACE_S = "0.5"
 
 
 @pytest.fixture(scope="module")
-def copilotkit_runtime() -> tuple[str, Path]:
+def copilotkit_runtime(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """``node`` and a folder with ``@copilotkit/runtime`` installed (``npm ci`` from the
     lock file, once per lock file: ``~/.cache/threadloom-tests/copilotkit-node-<digest>``)."""
     node, npm = require_node()
@@ -62,9 +62,7 @@ def copilotkit_runtime() -> tuple[str, Path]:
         if done.returncode != 0:
             raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
         stamp.write_text(digest)
-    for script in HERE.glob("*.mjs"):
-        shutil.copy(script, folder / script.name)
-    return node, folder
+    return node, scripts_beside(folder, tmp_path_factory.mktemp("copilotkit-node"), HERE)
 
 
 def copilotkit(runtime: tuple[str, Path], **config: Any) -> Any:
@@ -321,3 +319,45 @@ def test_c13_067_copilotkit_relays_a_frontend_tool_round_trip(
     assert [(m["role"], m["tool_call_id"]) for m in stored] == [
         (m["role"], m["toolCallId"]) for m in snapshot
     ]
+
+
+def test_c13_067_copilotkit_front_end_runs_the_frontend_tool(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-067 with CopilotKit's own front end logic (``@copilotkit/core``'s CopilotKitCore,
+    what ``useFrontendTool`` registers into) talking HTTP to the runtime: one ``runAgent``
+    — the core offers ``show_card``, runs its handler when the model calls it and sends the
+    follow-up run with the result by itself; the model's answer quotes it, every event
+    passes ``@ag-ui/core``'s schemas, and the thread stores what the front end holds."""
+    node, folder = copilotkit_runtime
+    done = subprocess.run(
+        [node, "frontend_core.mjs", json.dumps({"base": served, "token": TOKEN})],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    print(f"--- copilotkit core frontend ---\n{done.stdout}\n{done.stderr}")  # with -s
+    out = json.loads(done.stdout)
+    assert out["error"] is None and out["errors"] == [] and out["problems"] == [], out
+    assert out["handled"] == ["Hello"]
+    assert [(e["phase"], e["toolName"]) for e in out["executions"]] == [
+        ("start", "show_card"),
+        ("end", "show_card"),
+    ]
+    assert out["executions"][1]["result"] == "card shown: Hello"
+    finished = [e for e in out["events"] if e["type"] == "RUN_FINISHED"]
+    assert [e["outcome"] for e in finished] == [{"type": "success"}, {"type": "success"}]
+    text = "".join(e["delta"] for e in out["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    held = [(m["role"], m["toolCallId"], m["toolCalls"]) for m in out["messages"]]
+    assert held == [
+        ("user", None, []),
+        ("assistant", None, ["add", "show_card"]),
+        ("tool", "call_add", []),
+        ("tool", "call_card", []),
+        ("assistant", None, []),
+    ]
+    stored = api(served, f"/api/threads/{out['threadId']}/messages?order=asc")["messages"]
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [(r, c) for r, c, _ in held]
