@@ -22,15 +22,19 @@ import shutil
 import signal
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import require_node, scripts_beside, spawn_server
+from test_c13_agui_node import agui_client, require_node, scripts_beside, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
+__all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
+
+AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
 NPM_TIMEOUT_S = 600
 AGENTS = ["calc", "writer_critic", "slow", "desk"]
@@ -189,7 +193,7 @@ def served(tmp_path: Path, db_url: str) -> Iterator[str]:
         yield base
     finally:
         proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=120)
         assert b"Traceback" not in output, output.decode(errors="replace")
 
 
@@ -262,6 +266,154 @@ def test_c13_051_copilotkit_runs_a_dual_ai_agent(
     ]
     assert call["parentMessageId"] == snapshot[4]["id"]
     assert events[-1]["type"] == "RUN_FINISHED"
+
+
+def settled(base: str, thread: str) -> dict[str, Any]:
+    """The thread's status once it left ``running`` (the stop is asynchronous to the
+    client: read until it settles, at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        status: dict[str, Any] = api(base, f"/api/threads/{thread}")["status"]
+        if status["state"] != "running" or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+def model_requests(base: str, thread: str) -> int:
+    total: int = api(base, f"/api/threads/{thread}/logs?kind=llm")["total"]
+    return total
+
+
+def test_c13_054_a_run_stopped_on_the_server_ends_as_copilotkit_accepts(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-054: a run CopilotKit's runtime relays (its client before AG-UI 1.0 sends no
+    ``protocolVersion``) stopped with ``POST …/stop`` → RUN_FINISHED without an outcome,
+    ``result.threadloom`` = cancelled with the reason; the bundled schemas and verifier
+    accept every event (a ``cancelled`` outcome was a ZodError there)."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="server_stop")
+    run = out["run"]
+    assert out["stop"]["status"] == 200, out["stop"]
+    assert run["problems"] == [], run
+    last = run["events"][-1]
+    assert last["type"] == "RUN_FINISHED", run["events"][-3:]
+    assert "outcome" not in last
+    assert last["result"] == {"threadloom": {"outcome": "cancelled", "reason": "aborted_by_user"}}
+    assert settled(served, out["threadId"])["reason"] == "aborted_by_user"
+
+
+def test_c13_055_copilotkit_stop_stops_the_run(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-055: CopilotKit's Stop (its runtime aborts the agent's request: the server sees
+    the response dropped) on a run that is streaming → after the grace period the thread
+    settles idle ``aborted_by_user``; its one model request stays the only one; the
+    message is stored as far as it got."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="stop")
+    assert out["stop"]["body"]["stopped"] is True, out["stop"]
+    assert out["run"]["events"][-1]["type"] == "RUN_ERROR"  # the runtime's own, on abort
+    thread = out["threadId"]
+    status = settled(served, thread)
+    assert (status["state"], status["reason"]) == ("idle", "aborted_by_user"), status
+    assert model_requests(served, thread) == 1
+    messages = api(served, f"/api/threads/{thread}/messages?order=asc")["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "system"]
+    assert 0 < len(messages[1]["content"] or "") < len("tick " * 4000)
+    assert "stopped by user" in messages[2]["content"]
+    assert model_requests(served, thread) == 1  # read again after the messages: no more
+
+
+def test_c13_058_the_ag_ui_client_1_0_runs_a_dual_ai_agent(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C13-058: ``@ag-ui/client`` 1.0's HttpAgent (its verifier on, every event also
+    checked with 1.0's ``EventSchemas``) accepts a dual_ai turn; the messages it holds are
+    the snapshot's: both sides as assistant messages named after their labels, side b's
+    call on its message, the result after it."""
+    node, folder = agui_client
+    shutil.copy(AGUI_NODE / "run_dual.mjs", folder / "run_dual.mjs")
+    config = {"base": served, "token": TOKEN, "text": "Write about durable threads."}
+    done = subprocess.run(
+        [node, "run_dual.mjs", json.dumps(config)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    out = json.loads(done.stdout)
+    assert out["error"] is None and out["problems"] == [], out
+    held = [(m["role"], m["name"], m["content"], m["toolCalls"]) for m in out["messages"]]
+    assert held == [
+        ("user", None, "Write about durable threads.", []),
+        ("assistant", "Writer", "Draft 1.", []),
+        ("assistant", "Critic", "Add one example.", []),
+        ("assistant", "Writer", "Draft 2.", []),
+        ("assistant", "Critic", None, ["approve"]),
+        ("tool", None, "Good.", []),
+    ]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def served_examples(db_url: str) -> Iterator[str]:
+    """``threadloom serve examples/`` (its offline demo model; the admin token required)."""
+    proc, base = spawn_server(
+        EXAMPLES, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+        assert b"Traceback" not in output, output.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "sides"),
+    [
+        ("writer_critic", "Write about durable threads.", ("Writer", "Critic")),
+        (
+            "warranty_research",
+            "Research the warranty for order A-1001.",
+            ("Researcher", "Reviewer"),
+        ),
+    ],
+)
+def test_c13_051_copilotkit_runs_the_example_dual_ai_agents(
+    copilotkit_runtime: tuple[str, Path],
+    served_examples: str,
+    agent: str,
+    text: str,
+    sides: tuple[str, str],
+) -> None:
+    """C13-051 on the examples the issue names (``POST /api/agui/writer_critic`` and
+    ``warranty_research``): every event accepted by CopilotKit's bundled client; both
+    sides' messages are named assistant messages; each tool result follows its call's
+    announcement; the run finishes."""
+    out = copilotkit(
+        copilotkit_runtime,
+        base=served_examples,
+        token=TOKEN,
+        scenario="dual",
+        agent=agent,
+        text=text,
+        agents=[agent],
+    )
+    run = out["run"]
+    assert run["problems"] == [], run
+    events = [e for e in run["events"] if e["type"] != "CUSTOM"]
+    names = {e.get("name") for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    assert names == set(sides), events
+    announced = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
+    results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results and all(r in announced for r in results)
+    snapshot = next(e for e in events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert {m["role"] for m in snapshot} <= {"user", "assistant", "reasoning", "tool"}
+    assert {m["name"] for m in snapshot if m["role"] == "assistant"} == set(sides)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
 
 
 def test_c13_067_copilotkit_relays_a_frontend_tool_round_trip(

@@ -9,14 +9,13 @@ it really runs."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 import httpx
 import pytest
-from ag_ui.core import Event, RunFinishedEvent
-from pydantic import TypeAdapter
+from ag_ui.core import RunFinishedEvent
+from agui_events import check_events, parse_sse
 
 from payer import PAID, payer
 from server.conftest import USERS, Api, make_api
@@ -26,7 +25,8 @@ from threadloom.client.frames import ThreadStatusFrame
 
 __all__ = ["make_api"]
 
-EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+HELD: dict[str, set[str]] = {}
+"""Per thread, the tool calls earlier responses announced (a client holds them)."""
 
 
 @pytest.fixture
@@ -53,15 +53,6 @@ def user(text: str) -> dict[str, Any]:
     return {"id": str(uuid.uuid4()), "role": "user", "content": text}
 
 
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for block in text.split("\n\n"):
-        data = [line[6:] for line in block.split("\n") if line.startswith("data: ")]
-        if data:
-            out.append(json.loads("\n".join(data)))
-    return out
-
-
 async def run(api: Api, body: dict[str, Any]) -> tuple[httpx.Response, list[dict[str, Any]]]:
     """POST an AG-UI run of ``payer`` as alice and read its events to the end (each checked
     against the protocol's models)."""
@@ -69,9 +60,9 @@ async def run(api: Api, body: dict[str, Any]) -> tuple[httpx.Response, list[dict
     response = await client.post("/api/agui/payer", json=body, timeout=30)
     if response.status_code != 200:
         return response, []
-    events = parse_sse(response.text)
-    for event in events:
-        EVENT.validate_python(event)
+    had = HELD.setdefault(body["threadId"], set())  # what a client of the thread holds
+    events = check_events(parse_sse(response.text), known_calls=had)
+    had.update(e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START")
     return response, events
 
 

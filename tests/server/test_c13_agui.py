@@ -1,7 +1,7 @@
 """``POST /api/agui/{agent}`` (spec 13 §13.2, §13.3) against a real server on SQLite and
-PostgreSQL, read as raw Server-Sent Events; every event is checked against the
-``ag-ui-protocol`` models. (The real TypeScript client drives the same endpoint in
-``tests/interop/test_c13_agui_node.py``.)"""
+PostgreSQL, read as raw Server-Sent Events; every response is checked with the
+``ag-ui-protocol`` models and AG-UI's sequence rules (``tests/interop/agui_events.py``).
+(The real TypeScript client drives the same endpoint in ``tests/interop/test_c13_agui_node.py``.)"""
 
 from __future__ import annotations
 
@@ -12,18 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from ag_ui.core import Event
-from pydantic import TypeAdapter
 
 from conftest import USERS, Api, last_user_text
+from interop.agui_events import check_events, parse_sse
 from threadloom import Agent, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.errors import ProviderError
 from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
+from threadloom.server.settings import ServerSettings
 
-EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 STORY = "Once upon a time there was a durable thread that never lost a message."
 
 
@@ -70,6 +69,49 @@ def agents() -> tuple[Any, ...]:
     )
 
 
+@tool
+def approve(verdict: str) -> str:
+    """Approve the draft."""
+    return verdict
+
+
+def writer_reply(request: ProviderRequest) -> Reply:
+    drafts = sum(1 for m in request.messages if m.role == "assistant")
+    return Reply.reasoning(f"Draft {drafts + 1} is ready.", "Plan it.", chunk_size=4)
+
+
+def critic_reply(request: ProviderRequest) -> Reply:
+    # side b: the writer's drafts are presented to it as user messages, its own as assistant
+    if sum(1 for m in request.messages[2:] if m.role == "assistant") >= 1:
+        return Reply.tool_calls(Call("approve", {"verdict": "Good."}))
+    return Reply.text("Add one concrete example, please.", chunk_size=4, chunk_delay=0.02)
+
+
+def dual_agents() -> tuple[Any, ...]:
+    """``writer_critic``: a dual_ai agent whose side b (the critic) reviews once in text,
+    then approves with a tool call that ends the session."""
+    from threadloom import SessionBinding
+
+    return (
+        approve,
+        Model(name="writer_model", provider=ScriptedProvider(writer_reply), model="w"),
+        Model(name="critic_model", provider=ScriptedProvider(critic_reply), model="c"),
+        Prompt(name="writer_prompt", model="writer_model", system="You write."),
+        Prompt(name="critic_prompt", model="critic_model", system="You judge.", tools=["approve"]),
+        Agent(
+            name="writer_critic",
+            type="dual_ai",
+            side_a=Side(prompt="writer_prompt", label="Writer"),
+            side_b=Side(
+                prompt="critic_prompt",
+                label="Critic",
+                session_stop=SessionBinding(name="approve", message_property="verdict"),
+            ),
+            max_session_turns=4,
+        ),
+    )
+
+
 def run_input(thread: str, *messages: dict[str, Any], run: str | None = None) -> dict[str, Any]:
     return {
         "threadId": thread,
@@ -84,21 +126,6 @@ def run_input(thread: str, *messages: dict[str, Any], run: str | None = None) ->
 
 def user(text: str, message_id: str | None = None) -> dict[str, Any]:
     return {"id": message_id or str(uuid.uuid4()), "role": "user", "content": text}
-
-
-def parse_sse(text: str) -> list[tuple[str | None, dict[str, Any]]]:
-    """``(id, event)`` of each SSE event carrying data (comments are keep-alives)."""
-    out: list[tuple[str | None, dict[str, Any]]] = []
-    for block in text.split("\n\n"):
-        event_id, data = None, []
-        for line in block.split("\n"):
-            if line.startswith("id: "):
-                event_id = line[4:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-        if data:
-            out.append((event_id, json.loads("\n".join(data))))
-    return out
 
 
 async def run(
@@ -122,10 +149,10 @@ async def run(
             complete = buffer[: buffer.rfind("\n\n") + 2] if "\n\n" in buffer else ""
             events = parse_sse(complete)
             if stop is not None and stop([e for _, e in events]):
+                check_events(events)  # what the client had when it dropped
                 return response, events
     events = parse_sse(buffer)
-    for _, event in events:
-        EVENT.validate_python(event)  # a valid AG-UI event
+    check_events(events)  # AG-UI's models and sequence rules (tests/interop/agui_events.py)
     return response, events
 
 
@@ -315,18 +342,35 @@ async def test_c13_008_c13_009_c13_010_a_dropped_stream_resumes_from_its_last_ev
     assert "another run" in wrong_run.json()["details"][0]["problem"]
 
 
-async def test_c13_006_a_run_stopped_by_the_user_finishes_cancelled(make_api: Any) -> None:
-    api: Api = await make_api(extra=agents())
+async def _stopped_run(api: Api, protocol: str | None) -> list[dict[str, Any]]:
+    """The events of a `gate` run stopped with POST …/stop while its model waits."""
+    api.gate.entered.clear()
     thread = str(uuid.uuid4())
-    streaming = asyncio.create_task(run(api, "gate", run_input(thread, user("wait"))))
+    body = run_input(thread, user("wait"))
+    if protocol is not None:
+        body["protocolVersion"] = protocol
+    streaming = asyncio.create_task(run(api, "gate", body))
     await asyncio.wait_for(api.gate.entered.wait(), 10)
     stopped = await api.client().post(f"/api/threads/{thread}/stop", json={})
     assert stopped.status_code == 200, stopped.text
     _, events = await asyncio.wait_for(streaming, 20)
-    last = events[-1][1]
-    assert last["type"] == "RUN_FINISHED" and last["outcome"] == {"type": "cancelled"}
     statuses = [e for _, e in events if e.get("name") == "threadloom.thread_status"]
     assert statuses[-1]["value"]["reason"] == "aborted_by_user"
+    return [e for _, e in events]
+
+
+async def test_c13_006_a_run_stopped_by_the_user_finishes_cancelled(make_api: Any) -> None:
+    """C13-006 (with C13-054): an AG-UI 1.0 client (``protocolVersion`` 1.0) gets the
+    outcome ``cancelled``; a client before 1.0 (no ``protocolVersion``) RUN_FINISHED
+    without an outcome; both carry ``result.threadloom`` cancelled with the reason."""
+    api: Api = await make_api(extra=agents())
+    said = {"threadloom": {"outcome": "cancelled", "reason": "aborted_by_user"}}
+    last = (await _stopped_run(api, "1.0"))[-1]
+    assert last["type"] == "RUN_FINISHED" and last["outcome"] == {"type": "cancelled"}
+    assert last["result"] == said
+    last = (await _stopped_run(api, None))[-1]
+    assert last["type"] == "RUN_FINISHED" and "outcome" not in last
+    assert last["result"] == said
 
 
 async def test_c13_012_a_refused_request_creates_nothing(make_api: Any) -> None:
@@ -358,3 +402,224 @@ async def test_c13_002_a_thread_can_be_created_with_a_chosen_id(make_api: Any) -
         except InvalidArgument:
             continue
         raise AssertionError(f"{bad!r} was taken as a thread id")
+
+
+DUAL = [  # (role, name, text, tool calls) of the dual_ai turn's messages, as AG-UI shows them
+    ("user", None, "Write about threads.", []),
+    ("reasoning", None, "Plan it.", []),
+    ("assistant", "Writer", "Draft 1 is ready.", []),
+    ("assistant", "Critic", "Add one concrete example, please.", []),
+    ("reasoning", None, "Plan it.", []),
+    ("assistant", "Writer", "Draft 2 is ready.", []),
+    ("assistant", "Critic", None, ["approve"]),
+    ("tool", None, "Good.", []),
+]
+
+
+def shown(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            m["role"],
+            m.get("name"),
+            m.get("content"),
+            [c["function"]["name"] for c in m.get("toolCalls") or ()],
+        )
+        for m in messages
+    ]
+
+
+def texts(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Each streamed text message's text, by id (in order of their starts)."""
+    out: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "TEXT_MESSAGE_START":
+            out.setdefault(e["messageId"], "")
+        elif e["type"] == "TEXT_MESSAGE_CONTENT":
+            out[e["messageId"]] += e["delta"]
+    return out
+
+
+async def test_c13_052_a_dual_ai_turn_is_valid_ag_ui_for_both_sides(make_api: Any) -> None:
+    """C13-052: both sides' messages stream as assistant messages named after the sides'
+    labels, each started and ended once; side b's tool call is announced by its assistant
+    message before its result; the snapshot holds both sides as assistant messages (side
+    b's with ``metadata.threadloom.side`` ``b``) and every tool message's call on one;
+    every event passes AG-UI's models and sequence rules."""
+    api: Api = await make_api(extra=dual_agents())
+    thread = str(uuid.uuid4())
+    _, pairs = await run(api, "writer_critic", run_input(thread, user("Write about threads.")))
+    events = [e for _, e in pairs]
+    starts = [(e["role"], e.get("name")) for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert starts == [("assistant", "Writer"), ("assistant", "Critic"), ("assistant", "Writer")]
+    assert list(texts(events).values()) == [
+        "Draft 1 is ready.",
+        "Add one concrete example, please.",
+        "Draft 2 is ready.",
+    ]
+    content = [e["type"] for e in events if e["type"] != "CUSTOM"]
+    assert content[-6:] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
+    snapshot = next(e for e in events if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert shown(snapshot) == DUAL
+    critic = [m for m in snapshot if m.get("name") == "Critic"]
+    assert all(m["metadata"]["threadloom"]["side"] == "b" for m in critic)
+    call = next(e for e in events if e["type"] == "TOOL_CALL_START")
+    assert call["parentMessageId"] == critic[1]["id"]
+    assert events[-1]["outcome"] == {"type": "success"}
+
+
+async def test_c13_053_a_dual_ai_stream_resumes_from_a_cursor(make_api: Any) -> None:
+    """C13-053: a client drops the dual_ai stream in the middle of side b's text and
+    resumes with the last cursor → the rest once: side b's message opened again (not twice
+    within one response), its text completed, side b's call announced before its result;
+    both responses valid AG-UI; together every message's text once."""
+    api: Api = await make_api(extra=dual_agents())
+    thread, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    body = run_input(thread, user("Write about threads."), run=run_id)
+
+    def in_critique(events: list[dict[str, Any]]) -> bool:
+        critic = [e for e in events if e.get("name") == "Critic"]
+        if not critic:
+            return False
+        said = [e for e in events if e.get("messageId") == critic[0]["messageId"]]
+        return sum(1 for e in said if e["type"] == "TEXT_MESSAGE_CONTENT") >= 2
+
+    _, head = await run(api, "writer_critic", body, stop=in_critique)
+    last_id = head[-1][0]
+    assert last_id is not None
+    _, tail = await run(api, "writer_critic", body, **{"Last-Event-ID": last_id})
+    rest = [e for _, e in tail]
+    assert rest[0]["type"] == "RUN_STARTED" and rest[-1]["type"] == "RUN_FINISHED"
+    whole = [e for _, e in head] + rest[1:]
+    told: dict[str, str] = {}
+    for e in whole:
+        if e["type"] == "TEXT_MESSAGE_CONTENT":
+            told[e["messageId"]] = told.get(e["messageId"], "") + e["delta"]
+    assert list(told.values()) == [
+        "Draft 1 is ready.",
+        "Add one concrete example, please.",
+        "Draft 2 is ready.",
+    ]
+    snapshot = next(e for e in rest if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert shown(snapshot) == DUAL
+
+
+async def until(check: Callable[[], bool], seconds: float = 10) -> None:
+    """Wait until ``check()`` (a state the server reaches by itself), at most ``seconds``."""
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+async def test_c13_056_a_dropped_response_stops_its_run_unless_resumed(make_api: Any) -> None:
+    """C13-056: a `gate` run whose client dropped the response waits out the grace period
+    and is stopped (``aborted_by_user``) though nothing released its model; one whose client
+    resumed from its cursor within the grace is not stopped and ends normally."""
+    settings = ServerSettings(auth="required", agui_stop_grace_s=1.0)
+    api: Api = await make_api(settings, extra=agents())
+    drops = api.app.context.agui_drops
+
+    def begun(events: list[dict[str, Any]]) -> bool:
+        return any(e["type"] == "CUSTOM" for e in events)
+
+    thread = str(uuid.uuid4())
+    await run(api, "gate", run_input(thread, user("wait")), stop=begun)
+    await asyncio.wait_for(api.gate.entered.wait(), 10)
+    await until(lambda: drops.waiting(thread))  # the server saw the drop
+    await api.settle(thread)  # stopped by the server after the grace: nothing released it
+    row = await api.runtime.store.get_thread(thread)
+    assert row is not None and row.status.reason == "aborted_by_user", row.status
+    assert not drops.waiting(thread)
+
+    api.gate.entered.clear()
+    thread, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    body = run_input(thread, user("wait"), run=run_id)
+    _, head = await run(api, "gate", body, stop=begun)
+    await asyncio.wait_for(api.gate.entered.wait(), 10)
+    await until(lambda: drops.waiting(thread))
+    resuming = asyncio.create_task(run(api, "gate", body, **{"Last-Event-ID": head[-1][0] or ""}))
+    await until(lambda: not drops.waiting(thread))  # the resume took the pending stop back
+    api.gate.open()
+    _, tail = await asyncio.wait_for(resuming, 20)
+    assert tail[-1][1]["outcome"] == {"type": "success"}
+    row = await api.runtime.store.get_thread(thread)
+    assert row is not None and row.status.reason != "aborted_by_user"
+
+
+async def test_c13_057_a_new_request_stops_the_dropped_run_first(make_api: Any) -> None:
+    """C13-057: the client dropped a `gate` run's response and sends a new message (not a
+    resume) within the grace → the dropped run is stopped at once (``aborted_by_user``)
+    and the new message starts a run of its own, whose response follows it to its end."""
+    settings = ServerSettings(auth="required", agui_stop_grace_s=60)
+    api: Api = await make_api(settings, extra=agents())
+    thread = str(uuid.uuid4())
+
+    def begun(events: list[dict[str, Any]]) -> bool:
+        return any(e["type"] == "CUSTOM" for e in events)
+
+    await run(api, "gate", run_input(thread, user("wait")), stop=begun)
+    await asyncio.wait_for(api.gate.entered.wait(), 10)
+    api.gate.entered.clear()
+    second = asyncio.create_task(run(api, "gate", run_input(thread, user("now this"))))
+    await asyncio.wait_for(api.gate.entered.wait(), 10)
+    api.gate.open()
+    _, events = await asyncio.wait_for(second, 20)
+    statuses = [e["value"] for _, e in events if e.get("name") == "threadloom.thread_status"]
+    assert statuses[-1]["reason"] != "aborted_by_user"
+    assert events[-1][1]["outcome"] == {"type": "success"}
+    state = await api.runtime.thread(thread)
+    page = await state.get_messages(limit=20, include_silent=True)
+    notes = [m.content for m in page.messages if m.role == "system"]
+    assert any("stopped by user" in (n or "") for n in notes), notes
+
+
+async def test_c13_059_a_dual_ai_snapshot_converts_back_to_the_stored_roles(
+    make_api: Any,
+) -> None:
+    """C13-059: the AG-UI snapshot of a dual_ai turn, read back with
+    ``from_agui_messages``, gives side b's messages as ``user`` messages again (named
+    ``Critic``, the call and its result kept), side a's as ``assistant``: the roles the
+    thread stores."""
+    from threadloom.client.convert.agui import from_agui_messages
+
+    api: Api = await make_api(extra=dual_agents())
+    thread = str(uuid.uuid4())
+    _, pairs = await run(api, "writer_critic", run_input(thread, user("Write about threads.")))
+    snapshot = next(e for _, e in pairs if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    back = from_agui_messages(snapshot)
+    assert [(m.role, m.name) for m in back] == [
+        ("user", None),
+        ("assistant", "Writer"),
+        ("user", "Critic"),
+        ("assistant", "Writer"),
+        ("user", "Critic"),
+        ("tool", None),
+    ]
+    assert [c.name for c in back[4].tool_uses] == ["approve"]
+    assert back[5].tool_call_id == back[4].tool_uses[0].id
+    state = await api.runtime.thread(thread)
+    stored = (await state.get_messages(limit=20)).messages
+    assert [m.role for m in reversed(stored)] == [m.role for m in back]
+
+
+def test_c13_056_the_grace_period_is_seconds_or_off() -> None:
+    """C13-056: ``THREADLOOM_AGUI_STOP_GRACE_S`` reads seconds (0 or more) or ``off``;
+    10 s when unset; anything else refuses to start, naming the variable."""
+    import pytest
+
+    from threadloom.server.settings import SettingsError
+
+    read = ServerSettings.from_env
+    assert read({}).agui_stop_grace_s == 10.0
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "0"}).agui_stop_grace_s == 0.0
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "2.5"}).agui_stop_grace_s == 2.5
+    assert read({"THREADLOOM_AGUI_STOP_GRACE_S": "OFF"}).agui_stop_grace_s is None
+    for bad in ("-1", "soon", "inf"):
+        with pytest.raises(SettingsError, match="THREADLOOM_AGUI_STOP_GRACE_S"):
+            read({"THREADLOOM_AGUI_STOP_GRACE_S": bad})

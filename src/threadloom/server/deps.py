@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from starlette.requests import HTTPConnection
 
 from threadloom.engine.run.runtime import Runtime
+from threadloom.server.agui.drops import Drops
 from threadloom.server.auth.principal import (
     LOCAL_PRINCIPAL,
     Credentials,
@@ -55,6 +56,14 @@ class ServerContext:
         self.clock: Callable[[], int] = system_clock_us
         self.pages = PageCache(settings.page_cache_bytes)
         self._closers: set[Callable[[], object]] = set()
+        self.agui_drops = Drops(settings.agui_stop_grace_s, self._stop_running)
+        """AG-UI responses dropped by their client, whose runs stop (spec 13 §13.2.8)."""
+
+    async def _stop_running(self, thread_id: str) -> None:
+        """Stop the thread's run, if it runs (as ``POST …/stop``: ``aborted_by_user``)."""
+        row = await self.runtime.store.get_thread(thread_id)
+        if self.runtime.running(thread_id) or (row is not None and row.status.state == "running"):
+            await self.runtime.stop(thread_id)
 
     def on_shutdown(self, close: Callable[[], object]) -> Callable[[], None]:
         """Register what ends an open stream when the server shuts down (at once when it
@@ -69,6 +78,7 @@ class ServerContext:
         open stream ends with close code 1001 ``Server shutting down``, so clients resume
         elsewhere or after the restart (spec 09 §9.10.1, spec 12 §12.6.4 rule 5)."""
         self.draining = True
+        self.agui_drops.close()
         for close in list(self._closers):
             close()
 

@@ -94,6 +94,7 @@ _SECONDS_ENV = (
     ("node_ttl_s", "THREADLOOM_NODE_TTL_SECONDS"),
     ("sweep_s", "THREADLOOM_SWEEP_SECONDS"),
     ("replay_seconds", "THREADLOOM_STREAM_REPLAY_SECONDS"),
+    ("agui_stop_grace_s", "THREADLOOM_AGUI_STOP_GRACE_S"),
 )
 
 
@@ -145,6 +146,10 @@ class ServerSettings:
     """The stream's replay window (spec 09 §9.6.1): event rows older than
     ``replay_seconds`` or with more than ``replay_events`` newer rows in their thread are
     pruned (``Runtime.open(event_retention=…)``)."""
+    agui_stop_grace_s: float | None = 10.0
+    """How long the run an AG-UI response followed goes on after the client dropped the
+    response, waiting for a resume, before it is stopped (spec 13 §13.2.8); ``None``
+    (``THREADLOOM_AGUI_STOP_GRACE_S=off``): a dropped response never stops its run."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ServerSettings:
@@ -182,7 +187,16 @@ class ServerSettings:
         for name, key in _SECONDS_ENV:
             raw = (env.get(key) or "").strip()
             if raw:
-                values[name] = _seconds(key, raw, zero_ok=name == "drain_seconds")
+                if name == "agui_stop_grace_s" and raw.lower() == "off":
+                    values[name] = None
+                    continue
+                zero_ok = name in ("drain_seconds", "agui_stop_grace_s")
+                try:
+                    values[name] = _seconds(key, raw, zero_ok=zero_ok)
+                except SettingsError as exc:
+                    if name != "agui_stop_grace_s":
+                        raise
+                    raise SettingsError(f"{exc} (or off)") from None
         warm = (env.get("THREADLOOM_WARM_MESSAGES") or "").strip()
         if warm:
             if not warm.isdigit():

@@ -9,7 +9,9 @@
 // Prints one JSON object. Every run's answer is what the front end reads: the SSE body the
 // runtime answers `POST <basePath>/agent/<id>/run` with. Each of its events is checked with
 // the bundled protocol's own schemas (`EventSchemas` of @ag-ui/core) and the sequence with
-// the bundled client's `verifyEvents`; `problems` lists what they refused (none expected).
+// the bundled client's `verifyEvents`; `problems` lists what they refused (none expected),
+// and what the runtime's own HttpAgent refused of Threadloom's stream (it ends the run with
+// RUN_ERROR `INCOMPLETE_STREAM` then: an invalid event, or a sequence its verifier rejects).
 //
 // Scenarios (add yours to SCENARIOS; each gets `config` and returns a JSON-able object):
 //   tool  one turn of `calc` (a tool call, its result, the answer);
@@ -17,6 +19,8 @@
 //   stop  a run of `config.agent` (default `slow`) stopped the way CopilotKit's Stop
 //         button does it (`POST <basePath>/agent/<id>/stop/<threadId>`) once its first
 //         text arrived;
+//   server_stop  a run of `config.agent` (default `slow`) stopped with Threadloom's own
+//         `POST /api/threads/{id}/stop` once its first text arrived;
 //   frontend  a frontend tool round trip with `config.agent` (default `desk`): run 1 ends
 //         with the call left to the front end, run 2 carries its result.
 import { randomUUID } from "node:crypto";
@@ -107,6 +111,11 @@ async function readRun(response, onEvent = async () => {}) {
       const raw = JSON.parse(data);
       const parsed = EventSchemas.safeParse(raw);
       if (!parsed.success) problems.push(`${raw.type}: ${parsed.error.message}`);
+      // the runtime's client refused what Threadloom sent (its verifier or its schemas):
+      // the runtime ends the run with RUN_ERROR INCOMPLETE_STREAM and the refusal
+      if (raw.type === "RUN_ERROR" && raw.code === "INCOMPLETE_STREAM") {
+        problems.push(`the runtime's client refused the stream: ${raw.message}`);
+      }
       events.push(raw);
       await onEvent(raw);
     }
@@ -143,6 +152,27 @@ async function stop() {
       answer = "pending";
       // what CopilotKit's Stop button sends (its runtime then aborts the agent's run)
       const stopped = await post(`/agent/${name}/stop/${threadId}`, {});
+      answer = { status: stopped.status, body: await stopped.json() };
+    }
+  });
+  return { threadId, stop: answer, run };
+}
+
+// A run stopped on the server (`POST /api/threads/{id}/stop`, the REST API) while
+// CopilotKit's runtime relays it: the terminal event must pass the bundled client.
+async function serverStop() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "slow";
+  let answer = null;
+  const running = post(`/agent/${name}/run`, runInput(threadId, config.text ?? "Go on."));
+  const run = await readRun(await running, async (event) => {
+    if (answer === null && event.type === "TEXT_MESSAGE_CONTENT") {
+      answer = "pending";
+      const stopped = await fetch(`${config.base}/api/threads/${threadId}/stop`, {
+        method: "POST",
+        headers: { ...headers, "Content-Type": "application/json" },
+        body: "{}",
+      });
       answer = { status: stopped.status, body: await stopped.json() };
     }
   });
@@ -216,7 +246,7 @@ async function frontend() {
   return { threadId, first, pending, answered, second };
 }
 
-const SCENARIOS = { tool, dual, stop, frontend };
+const SCENARIOS = { tool, dual, stop, server_stop: serverStop, frontend };
 
 const scenario = SCENARIOS[config.scenario];
 if (!scenario) throw new Error(`unknown scenario ${config.scenario}`);

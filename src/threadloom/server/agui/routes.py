@@ -296,6 +296,7 @@ async def run_agent(agent: str, request: Request) -> Any:
             raise bad_field("Last-Event-ID", "is the cursor of another run (threadId and runId)")
         if row is None:
             raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
+        ctx.agui_drops.resumed(cursor.run)  # the client goes on with it (§13.2.8)
     else:
         resume_entries = await read_resume(
             runtime, row.id if row is not None else None, run_input.resume or ()
@@ -307,6 +308,9 @@ async def run_agent(agent: str, request: Request) -> Any:
     try:
         follow = True
         if cursor is None:
+            if (new or resume_entries.decisions) and await ctx.agui_drops.claim(thread_id):
+                row = await runtime.store.get_thread(thread_id)  # the client left a dropped
+                # run for this one: it was stopped first (§13.2.8)
             if row is None:
                 row = await create_once(runtime, who, agent, thread_id)
             total, requests, _ = await cost_now(runtime, thread_id)
@@ -331,7 +335,8 @@ async def run_agent(agent: str, request: Request) -> Any:
         f"resume entry {i!r} answers no interrupt of this thread"
         for i in resume_entries.unrecognised
     ]
-    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow, warnings)
+    protocol = run_input.protocol_version
+    run = AguiRun(ctx, grant, run_input.run_id, cursor, follow, warnings, protocol)
     return CountedStream(
         run.body(),
         release,

@@ -77,6 +77,10 @@ AG-UI clients see it under (their own)."""
 CURSOR_KEY: Final = "threadloomCursor"
 """The key of an event's ``metadata`` that holds its cursor."""
 SNAPSHOT_LIMIT: Final = 1000
+SERVER_CLOSES: Final = frozenset({1000, 1001, 1011, 4001, 4003})
+"""Close codes of the thread's stream that are the server's doing (deleted, shutting
+down, an internal error, the credential or the access gone); the others (a slow reader)
+drop the response (§13.2.8)."""
 KEEP_ALIVE: Final = b": keep-alive\n\n"
 REASONING: Final = (
     ReasoningStartEvent,
@@ -95,6 +99,31 @@ def served(event: BaseEvent) -> BaseEvent:
     if isinstance(event, REASONING):
         return event.model_copy(update={"message_id": event.message_id + REASONING_SUFFIX})
     return event
+
+
+def speaks_1_0(protocol: str | None) -> bool:
+    """Whether a request's ``protocolVersion`` is AG-UI 1.0 or later (clients before 1.0
+    send none)."""
+    major = (protocol or "").strip().split(".")[0]
+    return major.isdigit() and int(major) >= 1
+
+
+def cancelled(thread_id: str, run_id: str, reason: str, protocol: str | None) -> BaseEvent:
+    """The terminal event of a cancelled run (§13.2.6): ``RUN_FINISHED`` with ``result``
+    ``{"threadloom": {"outcome": "cancelled", "reason": …}}``, and the outcome
+    ``cancelled`` for a client of AG-UI 1.0 or later. A client before 1.0 (CopilotKit's
+    runtime bundles ``@ag-ui/client`` 0.0.x) knows only the outcomes ``success`` and
+    ``interrupt`` and refuses the event with ``cancelled``; without an outcome it accepts
+    it, and the result still says what happened."""
+    result = {"threadloom": {"outcome": "cancelled", "reason": reason}}
+    if speaks_1_0(protocol):
+        return RunFinishedEvent(
+            thread_id=thread_id,
+            run_id=run_id,
+            outcome=RunFinishedCancelledOutcome(),
+            result=result,
+        )
+    return RunFinishedEvent(thread_id=thread_id, run_id=run_id, result=result)
 
 
 def agui_id(record: Mapping[str, Any] | Any) -> str | None:
@@ -132,8 +161,11 @@ class AguiRun:
         cursor: Cursor,
         follow: bool,
         warnings: Sequence[str] = (),
+        protocol: str | None = None,
     ) -> None:
         self.ctx = ctx
+        self.protocol = protocol
+        """The request's ``protocolVersion`` (``None``: a client older than AG-UI 1.0)."""
         self.grant = grant
         self.runtime = ctx.runtime
         self.thread_id = grant.thread_id
@@ -147,6 +179,12 @@ class AguiRun:
         """The thread's last event number when the stream opened (its snapshot's ``head``)."""
         self.ended_at_head = False
         """Whether the run had ended by then (the snapshot's status is not ``running``)."""
+        self.closed_by_server = False
+        """Whether the server ended the response (shutting down, an error, the thread
+        deleted, the access gone): not a dropped response."""
+        self.reader_gone = False
+        """Whether the response ended because its client did not read it (a slow reader):
+        a dropped response."""
         self.exporter = AguiExporter(self.thread_id)
         self.exporter.snapshot()  # its snapshot of what it saw is not sent: ours is read
 
@@ -158,6 +196,26 @@ class AguiRun:
         return sse(event, self.cursor.encode())
 
     async def body(self) -> AsyncGenerator[bytes, None]:
+        """The response's events. One that ends before its terminal event because the
+        client went away (the connection closed, or it stopped reading) while it followed
+        a run is a dropped response (§13.2.8, ``drops.py``): the run stops after the grace
+        period unless a request resumes it; a server shutting down drops nothing."""
+        drops = self.ctx.agui_drops
+        following = self.follow and self.cursor.end is None
+        ended = False
+        if following:
+            drops.follow(self.thread_id)
+        try:
+            async for chunk in self._body():
+                yield chunk
+            ended = not self.reader_gone
+        finally:
+            if following:
+                drops.unfollow(self.thread_id)
+                if not (ended or self.ctx.draining or self.closed_by_server):
+                    drops.dropped(self.thread_id, self.cursor.run)
+
+    async def _body(self) -> AsyncGenerator[bytes, None]:
         yield self._out(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
         for warning in self.warnings:
             yield self._out(CustomEvent(name="threadloom.warning", value={"message": warning}))
@@ -172,6 +230,10 @@ class AguiRun:
                 if isinstance(item, Close):
                     async for chunk in self._closed(item):
                         yield chunk
+                    if item.code in SERVER_CLOSES:
+                        self.closed_by_server = True
+                    else:  # a slow reader: the client did not take what it was sent
+                        self.reader_gone = True
                     return
                 if item.type == "heartbeat":
                     yield KEEP_ALIVE
@@ -293,12 +355,12 @@ class AguiRun:
                 return RunFinishedEvent(
                     thread_id=self.thread_id, run_id=self.run_id, outcome=paused
                 )
-        outcome: Any = (
-            RunFinishedCancelledOutcome() if reason in CANCELLED else RunFinishedSuccessOutcome()
-        )
+        if reason in CANCELLED:
+            return cancelled(self.thread_id, self.run_id, reason or "", self.protocol)
         # awaiting_client_tool (§13.7.3) too: success, without ``pendingToolCallIds`` —
         # clients derive it from the calls announced without a result, and the AG-UI client
         # CopilotKit bundles (0.0.59) refuses the key
+        outcome = RunFinishedSuccessOutcome()
         return RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)
 
     async def _closed(self, close: Close) -> AsyncIterator[bytes]:
