@@ -19,7 +19,7 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from test_c13_agui import run, run_input, types, user
+from test_c13_agui import run, run_input, types, until, user
 
 from conftest import USERS, Api, last_user_text
 from threadloom import Agent, Side
@@ -360,3 +360,52 @@ async def test_c13_063_a_stopped_thread_stores_the_result_and_runs_nothing(
     state = await api.runtime.thread(thread)
     page = await state.get_messages(limit=50)
     assert [m.content for m in page.messages if m.tool_call_id == "call_card"] == ["shown"]
+
+
+async def test_c13_068_a_send_that_joins_a_running_execution_brings_its_tools(
+    make_api: Any,
+) -> None:
+    """A run started over REST (no frontend tools) is running when an AG-UI request sends a
+    message with ``show_card``: the execution offers it from its next step on, the model
+    calls it, and the run ends ``awaiting_client_tool`` for that request's stream."""
+    hold = asyncio.Event()
+    requests: list[ProviderRequest] = []
+
+    async def reply(request: ProviderRequest) -> Reply:
+        requests.append(request)
+        text = last_user_text(request)
+        if text == "first":
+            await hold.wait()
+            return Reply.text("one")
+        if text == "card please":
+            return Reply.tool_calls(Call("show_card", {"title": "Hi"}, id="call_card"))
+        return Reply.text("?")
+
+    relay = (
+        Model(name="relay_model", provider=ScriptedProvider(reply), model="scripted-relay"),
+        Prompt(name="relay_prompt", model="relay_model", system="You relay."),
+        Agent(name="relay", side_a=Side(prompt="relay_prompt"), side_b=Side(label="User")),
+    )
+    api: Api = await make_api(extra=relay)
+    thread = str(uuid.uuid4())
+    await api.runtime.create_thread("relay", user_id=USERS["alice"].id, thread_id=thread)
+    sent = await api.client("alice").post(
+        f"/api/threads/{thread}/messages", json={"role": "user", "content": "first"}
+    )
+    assert sent.status_code in (200, 201, 202), sent.text
+    await until(lambda: len(requests) == 1)  # the REST run waits in its model request
+    body = with_tools(run_input(thread, user("card please")), CARD)
+    following = asyncio.create_task(run(api, "relay", body))
+    async with asyncio.timeout(10):  # the AG-UI message joined the execution (queued)
+        while not await api.runtime.store.list_queue(thread):
+            await asyncio.sleep(0.01)
+    hold.set()
+    response, events = await asyncio.wait_for(following, 20)
+    assert response.status_code == 200
+    assert [t.name for t in requests[0].tools] == []
+    assert [t.name for t in requests[-1].tools] == ["show_card"]
+    card = [e for _, e in events if e.get("toolCallId") == "call_card"]
+    assert [e["type"] for e in card] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    assert types(events)[-1] == "RUN_FINISHED"
+    status = (await api.client("alice").get(f"/api/threads/{thread}")).json()["status"]
+    assert status["reason"] == "awaiting_client_tool"
