@@ -276,7 +276,7 @@ async def test_c13_043_message_contents_are_recorded_only_when_asked(
     sent = json.loads(a2["gen_ai.input.messages"])
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[2]["parts"] == [
-        {"type": "tool_call_response", "id": "call_1", "result": "order A-1 ships Friday"}
+        {"type": "tool_call_response", "id": "call_1", "response": "order A-1 ships Friday"}
     ]
     assert json.loads(a2["gen_ai.output.messages"])[0]["parts"] == [
         {"type": "text", "content": "It ships Friday."}

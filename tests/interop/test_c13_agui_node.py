@@ -10,11 +10,8 @@ with the reason; under ``CI=true`` that is a failure.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
-import os
-import shutil
 import signal
 import subprocess
 import textwrap
@@ -24,8 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-
-from needs import cannot_run
+from npm_packages import installed
 
 HERE = Path(__file__).resolve().parent / "agui_node"
 
@@ -45,61 +41,13 @@ spawn_server = _serve_harness().spawn_server
 
 TOKEN = "agui-node-test-admin-token-" + "x" * 16
 STORY = "Once upon a time there was a durable thread that never lost a message."
-NPM_TIMEOUT_S = 300
-
-
-def require_node() -> tuple[str, str]:
-    """``node`` and ``npm`` (20 or later): skipped without them, failing under CI=true."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    problem = None
-    if node is None or npm is None:
-        problem = "node and npm are needed to run the AG-UI TypeScript client"
-    else:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-        if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-            problem = f"node 20 or later is needed, this is {version.strip()}"
-    if problem is not None:
-        cannot_run(problem, "the AG-UI interop tests")
-    assert node is not None and npm is not None
-    return node, npm
 
 
 @pytest.fixture(scope="module")
-def agui_client(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
-    file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"agui-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    return node, scripts_beside(folder, tmp_path_factory.mktemp("agui-node"))
-
-
-def scripts_beside(installed: Path, run_dir: Path, scripts: Path = HERE) -> Path:
-    """A folder of this checkout's scripts (``scripts/*.mjs``) beside the installed packages
-    (``node_modules`` linked): the install folder is shared by every checkout on the
-    machine, the scripts are this one's."""
-    (run_dir / "node_modules").symlink_to(installed / "node_modules", target_is_directory=True)
-    shutil.copy(installed / "package.json", run_dir / "package.json")
-    for script in scripts.glob("*.mjs"):
-        shutil.copy(script, run_dir / script.name)
-    return run_dir
+def agui_client() -> tuple[str, Path]:
+    """``node`` and a folder with ``@ag-ui/client`` installed from the lock file and this
+    checkout's scripts (``npm_packages.installed``)."""
+    return installed(HERE, "the AG-UI interop tests")
 
 
 def node_run(agui_client: tuple[str, Path], script: str = "run_agui.mjs", **config: Any) -> Any:

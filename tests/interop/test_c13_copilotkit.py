@@ -2,7 +2,7 @@
 
 ``@copilotkit/runtime`` (the newest 1.x, with the ``@ag-ui/client`` it bundles) is installed
 from the lock file kept beside this test (``copilotkit_node/``) into a cache folder keyed
-by the lock file's digest, as ``test_c13_agui_node.py`` does, and driven headless by Node.js
+by the lock file's digest (``npm_packages.installed``), and driven headless by Node.js
 (``copilotkit_node/run_copilotkit.mjs``: the runtime's own fetch handler, called in-process
 with the requests CopilotKit's front end sends) against a real ``threadloom serve`` on
 SQLite and PostgreSQL. Every event the runtime answers with is checked with the bundled
@@ -15,58 +15,39 @@ here; ``copilotkit(…)`` runs one.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import agui_client, require_node, scripts_beside, spawn_server
+from agui_events import check_events, parse_sse
+from npm_packages import installed
+from test_c13_agui_node import agui_client, spawn_server
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
 __all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
 
 AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
-NPM_TIMEOUT_S = 600
 AGENTS = ["calc", "writer_critic", "slow", "desk"]
 STOP_GRACE_S = "0.5"
 """The server's grace after a dropped AG-UI response before it stops the run (§13.2.8)."""
 
 
 @pytest.fixture(scope="module")
-def copilotkit_runtime(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """``node`` and a folder with ``@copilotkit/runtime`` installed (``npm ci`` from the
-    lock file, once per lock file: ``~/.cache/threadloom-tests/copilotkit-node-<digest>``)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"copilotkit-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    return node, scripts_beside(folder, tmp_path_factory.mktemp("copilotkit-node"), HERE)
+def copilotkit_runtime() -> tuple[str, Path]:
+    """``node`` and a folder with ``@copilotkit/runtime`` installed from the lock file
+    (``npm_packages.installed``: ``npm ci`` once per lock file, into a cache folder keyed
+    by its digest; the scripts copied on every call)."""
+    return installed(HERE, "the CopilotKit runtime tests")
 
 
 def copilotkit(runtime: tuple[str, Path], **config: Any) -> Any:
@@ -414,6 +395,98 @@ def test_c13_051_copilotkit_runs_the_example_dual_ai_agents(
     assert {m["role"] for m in snapshot} <= {"user", "assistant", "reasoning", "tool"}
     assert {m["name"] for m in snapshot if m["role"] == "assistant"} == set(sides)
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
+
+
+def post_run(base: str, agent: str, body: dict[str, Any], **headers: str) -> list[dict[str, Any]]:
+    """One AG-UI response read whole, checked with ``ag_ui.core``'s models and the sequence
+    rules (``agui_events.py``)."""
+    got = httpx.post(
+        f"{base}/api/agui/{agent}",
+        json=body,
+        headers={"Authorization": f"Bearer {TOKEN}", **headers},
+        timeout=60,
+    )
+    assert got.status_code == 200, got.text
+    return check_events(parse_sse(got.text))
+
+
+def body_of(thread: str, text: str, **more: Any) -> dict[str, Any]:
+    message = {"id": str(uuid.uuid4()), "role": "user", "content": text}
+    return {
+        "threadId": thread,
+        "runId": str(uuid.uuid4()),
+        "messages": [message],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+        **more,
+    }
+
+
+def verify_in_node(runtime: tuple[str, Path], responses: list[dict[str, Any]], tmp: Path) -> Any:
+    node, folder = runtime
+    shutil.copy(AGUI_NODE / "verify_sse.mjs", folder / "verify_sse.mjs")
+    data = tmp / f"responses-{folder.name}.json"
+    data.write_text(json.dumps(responses))
+    done = subprocess.run(
+        [node, "verify_sse.mjs", str(data)], cwd=folder, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+def test_c13_052_c13_054_the_server_s_streams_pass_both_typescript_versions(
+    agui_client: tuple[str, Path],
+    copilotkit_runtime: tuple[str, Path],
+    served: str,
+    tmp_path: Path,
+) -> None:
+    """C13-052, C13-054: the raw responses of ``POST /api/agui/…`` — a tool turn, a dual_ai
+    turn, a run stopped on the server with and without ``protocolVersion`` 1.0 — each
+    event parsed with ``@ag-ui/core``'s ``EventSchemas`` and each response with
+    ``@ag-ui/client``'s ``verifyEvents``, in 1.0.0 and in the 0.0.59 CopilotKit bundles:
+    nothing refused but the ``cancelled`` outcome by 0.0.59 (which a client of 1.0 asks
+    for with its ``protocolVersion``)."""
+    responses = [
+        {"name": "tool", "events": post_run(served, "calc", body_of(str(uuid.uuid4()), "2+3?"))},
+        {
+            "name": "dual",
+            "events": post_run(served, "writer_critic", body_of(str(uuid.uuid4()), "Write.")),
+        },
+    ]
+    for name, more in (("stopped-0.x", {}), ("stopped-1.0", {"protocolVersion": "1.0"})):
+        thread = str(uuid.uuid4())
+        events: list[dict[str, Any]] = []
+        with httpx.stream(
+            "POST",
+            f"{served}/api/agui/slow",
+            json=body_of(thread, "Go on.", **more),
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=60,
+        ) as streaming:
+            buffer, stopped = "", False
+            for chunk in streaming.iter_text():
+                buffer += chunk
+                if not stopped and "TEXT_MESSAGE_CONTENT" in buffer:
+                    stop = httpx.post(
+                        f"{served}/api/threads/{thread}/stop",
+                        json={},
+                        headers={"Authorization": f"Bearer {TOKEN}"},
+                    )
+                    assert stop.status_code == 200, stop.text
+                    stopped = True
+        events = check_events(parse_sse(buffer))
+        assert events[-1]["type"] == "RUN_FINISHED", events[-3:]
+        responses.append({"name": name, "events": events})
+    new = verify_in_node(agui_client, responses, tmp_path)
+    assert new["version"] == "1.0.0"
+    assert new["problems"] == {r["name"]: [] for r in responses}, new
+    old = verify_in_node(copilotkit_runtime, responses, tmp_path)
+    assert old["version"] == "0.0.59"
+    refused = {name: found for name, found in old["problems"].items() if found}
+    assert list(refused) == ["stopped-1.0"], old  # only the 1.0 client's outcome
+    assert "invalid_union_discriminator" in refused["stopped-1.0"][0]
 
 
 def test_c13_067_copilotkit_relays_a_frontend_tool_round_trip(

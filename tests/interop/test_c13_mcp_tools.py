@@ -4,6 +4,7 @@ real Runtime on SQLite and PostgreSQL and the scripted model calling the tools."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -76,9 +77,19 @@ def free_port() -> int:
 def http_calc() -> Iterator[str]:
     """``calc.py`` serving streamable HTTP (token ``s3cret``); its URL."""
     port = free_port()
+    proc = start_http_calc(port, CALC_TOKEN="s3cret")
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def start_http_calc(port: int, **env: str) -> subprocess.Popen[bytes]:
+    """``calc.py`` serving streamable HTTP on ``port``, once it answers."""
     proc = subprocess.Popen(
         [sys.executable, str(CALC), "http", str(port)],
-        env={**_env(), "CALC_TOKEN": "s3cret"},
+        env={**_env(), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -92,11 +103,7 @@ def http_calc() -> Iterator[str]:
             if proc.poll() is not None:
                 raise AssertionError("the MCP HTTP server exited") from None
             time.sleep(0.05)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    return proc
 
 
 def _env() -> dict[str, str]:
@@ -230,6 +237,36 @@ async def test_c13_027_one_session_per_runtime_reopened_after_a_failure(db_url: 
     assert results[1][:2] == ("crash", "error")
     assert "the connection was lost" in results[1][2]
     assert results[2] == ("add", "success", "4")
+    assert opened == 2
+
+
+async def test_c13_110_a_call_after_the_server_lost_the_session_is_made_on_a_new_one(
+    db_url: str,
+) -> None:
+    """C13-110: a stateful HTTP server restarted after the runtime opened its session (it
+    answers 404 to the old session's id and runs nothing) → the call is made once more on a
+    new session and succeeds; later calls use that session."""
+    port = free_port()
+    proc = start_http_calc(port, CALC_LEGACY="1")
+    model = calls_then_text(Call("add", {"a": 2, "b": 3}))
+    server = MCPServer(name="calc", url=f"http://127.0.0.1:{port}/mcp")
+    runtime = await Runtime.open(db_url, definitions=agent_defs(server, ["calc:add"], model))
+    try:
+        assert runtime.mcp is not None
+        session = runtime.mcp.sessions["calc"]
+        assert session.opened == 1
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 10)  # the loop goes on: heartbeats (PostgreSQL)
+        proc = await asyncio.to_thread(start_http_calc, port, CALC_LEGACY="1")
+        messages = await one_turn(runtime)
+        again = await one_turn(runtime)
+        opened = session.opened
+    finally:
+        await runtime.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+    results = [(m.name, m.tool_status, m.content) for m in messages + again if m.role == "tool"]
+    assert results == [("add", "success", "5"), ("add", "success", "5")]
     assert opened == 2
 
 

@@ -124,3 +124,69 @@ def test_c08_138_error_answers_are_the_error_shape() -> None:
         if operation["operationId"] not in ("health", "config"):
             assert "401" in answers or operation["operationId"] == "health", (path, method)
         assert {"500", "503"} <= set(answers), (path, method)
+
+
+def test_c08_170_security_schemes_and_who_needs_them() -> None:
+    """C08-170: the two ways a request says who it is, and on each operation whether it
+    needs one (generated clients' auth hook, the docs page's Authorize button)."""
+    schemes = DOC["components"]["securitySchemes"]
+    assert schemes["bearer"]["type"] == "http" and schemes["bearer"]["scheme"] == "bearer"
+    assert schemes["session"] == {
+        **schemes["session"],
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "threadloom_session",
+    }
+    either = [{"bearer": []}, {"session": []}]
+    by_id = {op["operationId"]: op for _, _, op in operations()}
+    for name in ("list_threads", "send_message", "logout", "agui_run"):
+        if name in by_id:
+            assert by_id[name]["security"] == either, name
+    for name in ("health", "login", "config"):
+        assert by_id[name]["security"] == [], name
+    for name, op in by_id.items():
+        declared = OPERATIONS[name]
+        assert op["security"] == (either if declared.needs_principal else []), name
+        if "401" in op["responses"] and name != "login":
+            assert op["security"] == either, name
+
+
+def _reached_by_requests() -> set[str]:
+    """The named schemas a request body reaches, at any depth."""
+    names: set[str] = set()
+    todo = [
+        m.group(1)
+        for _, _, op in operations()
+        for m in re.finditer(r"#/components/schemas/(\w+)", str(op.get("requestBody", {})))
+    ]
+    while todo:
+        name = todo.pop()
+        if name not in names:
+            names.add(name)
+            todo.extend(
+                re.findall(r"#/components/schemas/(\w+)", str(DOC["components"]["schemas"][name]))
+            )
+    return names
+
+
+def test_c08_171_request_properties_with_defaults_are_optional() -> None:
+    """C08-171: no property of a schema a request body reaches declares a ``default`` (code
+    generators would make it required); the default is in its description. Answers keep
+    theirs. (openapi-typescript on this document: tests/interop/test_c08_openapi_typescript.py.)"""
+    reached = _reached_by_requests()
+    assert "SendMessage" in reached
+    for name in reached:
+        schema = DOC["components"]["schemas"][name]
+        for branch in (schema, *schema.get("anyOf", ()), *schema.get("allOf", ())):
+            for prop_name, prop in (branch.get("properties") or {}).items():
+                assert "default" not in prop, (name, prop_name)
+    send = DOC["components"]["schemas"]["SendMessage"]
+    assert not {"role", "silent"} & set(send.get("required", ()))
+    assert 'Defaults to `"user"`' in send["properties"]["role"]["description"]
+    assert "Defaults to `false`" in send["properties"]["silent"]["description"]
+    answers = set(DOC["components"]["schemas"]) - reached
+    assert any(
+        "default" in prop
+        for name in answers
+        for prop in (DOC["components"]["schemas"][name].get("properties") or {}).values()
+    ), "answer schemas keep their defaults"

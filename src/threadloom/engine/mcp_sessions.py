@@ -11,7 +11,8 @@ A session lives in a task of its own: the SDK's transports are anyio task groups
 be left by the task that entered them. Tool calls come from any task. A call waits at most the
 server's ``timeout``; an error result of the server (``isError``) is a tool result with status
 ``error``; a session whose connection failed is reopened by the next call (the failed call is
-not sent again: the server may have run it).
+not sent again: the server may have run it), except a call the server answered 404 for
+its session (it lost the session and ran nothing), which is made once more on a new one.
 
 The SDK is imported only when a project declares a server (the ``threadloom[mcp]`` extra).
 """
@@ -73,6 +74,8 @@ class MCPSession:
         self._lock = asyncio.Lock()
         self._broken = False
         self._closed = False
+        self._lost = False
+        """The server answered 404 to a request naming this session: it lost the session."""
 
     @property
     def where(self) -> str:
@@ -99,7 +102,7 @@ class MCPSession:
             await _stop(task, closing)
             raise MCPStartError(describe(exc)) from exc
         self._task, self._closing = task, closing
-        self._broken = False
+        self._broken = self._lost = False
         self.opened += 1
         return tools
 
@@ -144,14 +147,20 @@ class MCPSession:
                 env=dict(server.env) if server.env is not None else None,
                 cwd=server.cwd,
             )
-        if not server.headers:
-            return server.url
         import httpx2  # the SDK's HTTP client; headers are given through one (its docs)
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+
+        async def watch(response: Any) -> None:
+            # 404 to a request naming a session: the server no longer knows the session
+            # (restarted, expired) and handled nothing (the MCP transport's rule)
+            if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+                self._lost = True
 
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                headers=dict(server.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                headers=dict(server.headers or {}),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [watch]},
             )
         )
         return streamable_http_client(server.url, http_client=http)
@@ -170,35 +179,49 @@ class MCPSession:
             return self._client
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call ``tool`` with ``arguments``: its result, or an error result saying why."""
+        """Call ``tool`` with ``arguments``: its result, or an error result saying why. A
+        call the server refused because it no longer knew the session (404: it ran nothing)
+        is made once more, on a new session."""
         from mcp.shared.exceptions import MCPError
+
+        timeout = self.server.timeout
+        for attempt in (1, 2):
+            try:
+                client = await self._client_now()
+            except MCPStartError as exc:
+                return _error(f"{self.where} could not be reopened: {exc}")
+            try:
+                async with asyncio.timeout(timeout + 5.0):  # the SDK's own timeout first
+                    result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            except MCPError as exc:
+                if self._lost and attempt == 1:
+                    self._broken = True
+                    logger.info("%s: the server lost the session; calling on a new one", self.where)
+                    continue
+                return self._failed(tool, exc)
+            except TimeoutError:
+                self._broken = True
+                return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._broken = True
+                return _error(f"{self.where}: {describe(exc)}; it is reopened for the next call")
+            return tool_result(tool, result)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, tool: str, exc: Any) -> ToolResult:
+        """The error result of a call the SDK answered with an ``MCPError``."""
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         timeout = self.server.timeout
-        try:
-            client = await self._client_now()
-        except MCPStartError as exc:
-            return _error(f"{self.where} could not be reopened: {exc}")
-        try:
-            async with asyncio.timeout(timeout + 5.0):  # the SDK's own timeout comes first
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
-            if exc.code == CONNECTION_CLOSED:
-                self._broken = True
-                lost = f"the connection was lost ({exc}); it is reopened for the next call"
-                return _error(f"{self.where}: {lost}")
-            return _error(f"{self.where}: {exc}")
-        except TimeoutError:
-            self._broken = True
+        if exc.code == REQUEST_TIMEOUT:
             return _error(f"{self.where}: tool {tool} timed out after {timeout:g} s")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        if exc.code == CONNECTION_CLOSED or self._lost:
             self._broken = True
-            return _error(f"{self.where}: {describe(exc)}; it is reopened for the next call")
-        return tool_result(tool, result)
+            lost = f"the connection was lost ({exc}); it is reopened for the next call"
+            return _error(f"{self.where}: {lost}")
+        return _error(f"{self.where}: {exc}")
 
     async def _stop(self) -> None:
         task, closing = self._task, self._closing

@@ -181,7 +181,7 @@ def input_messages(request: ProviderRequest) -> tuple[list[Any], list[Any]]:
                 {
                     "type": "tool_call_response",
                     "id": message.tool_call_id,
-                    "result": message.content,
+                    "response": message.content,
                 }
             )
         messages.append({"role": message.role, "parts": parts})

@@ -12,6 +12,7 @@ test checks the server's answers against it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -149,12 +150,82 @@ def describe(schema: dict[str, Any]) -> dict[str, Any]:
                 _media_examples(content, refs)
                 operation["requestBody"] = {"required": op.body_required, "content": content}
             operation["responses"] = _responses(op, refs)
+            operation["security"] = list(SECURITY) if op.needs_principal else []
     stale = set(OPERATIONS) - seen
     if stale:
         raise LookupError(f"wire.routes.OPERATIONS names no route: {sorted(stale)}")
     _tags_required(refs.schemas)
-    schema.setdefault("components", {})["schemas"] = dict(sorted(refs.schemas.items()))
+    _request_defaults(refs)
+    components = schema.setdefault("components", {})
+    components["schemas"] = dict(sorted(refs.schemas.items()))
+    components["securitySchemes"] = SECURITY_SCHEMES
     return schema
+
+
+SECURITY_SCHEMES: dict[str, Any] = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key (`tlk_…`), a session token from `POST /api/auth/login`"
+        " (`tls_…`) or the server's admin token (spec 10 §10.2).",
+    },
+    "session": {
+        "type": "apiKey",
+        "in": "cookie",
+        "name": "threadloom_session",
+        "description": "The web UI's session cookie; a request that carries it from a browser"
+        " must come from an allowed origin (spec 10 §10.8).",
+    },
+}
+"""How a request says who it is (§8.11.3 rule 6): generated clients get an auth hook from
+them and the docs page its Authorize button."""
+SECURITY: tuple[dict[str, list[str]], ...] = ({"bearer": []}, {"session": []})
+"""Either scheme, for every operation that needs a principal (``Operation.needs_principal``);
+the others declare ``security: []``."""
+
+
+def _request_defaults(refs: _Refs) -> None:
+    """A property of a request body that may be absent is optional for the client: code
+    generators make a property with a ``default`` required (openapi-typescript's
+    ``defaultNonNullable``, on by default, turned a send's ``role`` and ``silent`` into
+    required fields), so in every schema a request body reaches, the default moves into
+    the property's description (§8.11.3 rule 3)."""
+    todo = [
+        ref for op in OPERATIONS.values() for ref in _refs_of(refs.content(op.body, "validation"))
+    ]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in refs.schemas:
+            continue
+        seen.add(name)
+        named = refs.schemas[name]
+        todo.extend(_refs_of(named))
+        for branch in (named, *named.get("anyOf", ()), *named.get("allOf", ())):
+            for prop in (branch.get("properties") or {}).values():
+                if isinstance(prop, dict) and "default" in prop:
+                    default = prop.pop("default")
+                    if default is None:
+                        continue
+                    said = f"Defaults to `{json.dumps(default)}` when absent."
+                    text = prop.get("description")
+                    prop["description"] = f"{text} {said}" if text else said
+
+
+def _refs_of(item: Any) -> list[str]:
+    """The names of the schemas ``item`` references, at any depth."""
+    found: list[str] = []
+    stack = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            ref = value.get("$ref")
+            if isinstance(ref, str):
+                found.append(ref.rsplit("/", 1)[-1])
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
 
 
 def _tags_required(schemas: dict[str, Any]) -> None:

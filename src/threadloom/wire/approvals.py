@@ -45,6 +45,29 @@ def _arguments(value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _decision_rules(schema: dict[str, Any]) -> None:
+    """What the server checks, stated in the schema (spec 08 §8.11.3 rule 3): a hash is
+    ``sha256:…``, a reason at most 10,000 characters; approving names the hash; edited
+    arguments only with an approve."""
+    props = schema["properties"]
+    for branch in props["arguments_hash"].get("anyOf", ()):
+        if branch.get("type") == "string":
+            branch["pattern"] = "^sha256:"
+    for branch in props["reason"].get("anyOf", ()):
+        if branch.get("type") == "string":
+            branch["maxLength"] = 10_000
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"approve": {"const": True}}},
+            "then": {
+                "required": ["arguments_hash"],
+                "properties": {"arguments_hash": {"type": "string"}},
+            },
+            "else": {"properties": {"arguments": {"type": "null"}}},
+        }
+    ]
+
+
 class DecideApproval(Body):
     """``POST /api/threads/{id}/approvals/{tool_call_id}``: approve (naming the hash of
     the arguments shown, optionally with edited arguments) or reject, with a reason."""
@@ -52,6 +75,7 @@ class DecideApproval(Body):
     model_config = examples(
         {"approve": False, "reason": "not this one"},
         {"approve": True, "arguments_hash": "sha256:" + "0" * 64},
+        extra=_decision_rules,
     )
 
     approve: Annotated[bool, check(_approve)]

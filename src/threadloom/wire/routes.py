@@ -65,6 +65,13 @@ class Operation:
     body_required: bool = False
     extra: Mapping[int, Model] = field(default_factory=dict)
     """Non-2xx answers with a body other than the error shape (health's 503)."""
+    signed: bool | None = None
+    """Whether the route needs a principal (its OpenAPI ``security``); by default, when
+    its errors have 401. Login answers 401 for bad credentials but needs none."""
+
+    @property
+    def needs_principal(self) -> bool:
+        return 401 in self.errors if self.signed is None else self.signed
 
 
 T = "/api/threads/{id}"
@@ -211,6 +218,7 @@ OPERATIONS: dict[str, Operation] = {
         (*ANY, *BODY, 401, 404, 429),
         body=auth.Login,
         body_required=True,
+        signed=False,
     ),
     "logout": Operation("POST", "/api/auth/logout", {200: auth.Success}, SIGNED),
     "me": Operation("GET", "/api/auth/me", {200: auth.Me}, SIGNED),

@@ -3,12 +3,15 @@ the SDK's high-level server, called ``FastMCP`` before mcp 2).
 
 ``python calc.py`` serves over stdio; ``python calc.py http PORT`` serves streamable HTTP at
 ``http://127.0.0.1:PORT/mcp`` and, when ``CALC_TOKEN`` is set, refuses requests without
-``Authorization: Bearer <CALC_TOKEN>``. ``CALC_GREETING`` (its environment) is what the
+``Authorization: Bearer <CALC_TOKEN>``; ``CALC_LEGACY=1`` makes it a server of the 2025
+protocol: no ``server/discover``, sessions with ids kept in memory (a restarted server
+knows none of them). ``CALC_GREETING`` (its environment) is what the
 ``greet`` tool answers with.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -58,7 +61,8 @@ def main() -> None:
         from starlette.requests import Request
         from starlette.responses import JSONResponse
 
-        app = server.streamable_http_app(stateless_http=True)
+        legacy = os.environ.get("CALC_LEGACY") == "1"
+        app = server.streamable_http_app(stateless_http=not legacy)
         token = os.environ.get("CALC_TOKEN")
 
         async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]
@@ -69,6 +73,27 @@ def main() -> None:
                         scope, receive, send
                     )
                     return
+            if legacy and scope["type"] == "http" and scope["method"] == "POST":
+                # a server of the 2025 protocol: it knows no server/discover, so a client
+                # falls back to the initialize handshake and a session with an id
+                body = await Request(scope, receive).body()
+                message = json.loads(body or b"null")
+                if isinstance(message, dict) and message.get("method") == "server/discover":
+                    error = {"code": -32601, "message": "Method not found"}
+                    answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+                    await JSONResponse(answer)(scope, receive, send)
+                    return
+                sent = False
+
+                async def replay():  # type: ignore[no-untyped-def]
+                    nonlocal sent
+                    if not sent:
+                        sent = True
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    return await receive()
+
+                await app(scope, replay, send)
+                return
             await app(scope, receive, send)
 
         uvicorn.run(guarded, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
