@@ -123,7 +123,9 @@ def _excused(case: Any, response: Any) -> str | None:
       needs a ``user_id``; an agent assigned to a thread must have a human-backed side; a
       variable typed by ``env_type_patch`` must exist; an AG-UI message the thread does not
       have yet must hold text or a media part, and a media part's source must be inline
-      base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch).
+      base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch); an AG-UI
+      frontend tool may not take the name of one of the agent's tools, nor a name an earlier
+      entry of ``tools`` has.
     """
     if response.status_code != 400:
         return None
@@ -156,6 +158,8 @@ def _excused(case: Any, response: Any) -> str | None:
             or said == "must hold text or a media part (a new message)"
             or said == "must have at most 20 media parts"
             or _AGUI_SOURCE.match(str(detail.get("field"))) is not None
+            or said.startswith("names the tool ")  # a frontend tool listed twice (items)
+            or said.startswith("is the name of a tool of agent ")  # the project's tools
             or _CROSS_ITEM.match(problem) is not None
             or (
                 text_form

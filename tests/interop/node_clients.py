@@ -80,6 +80,16 @@ def installed(here: Path, what: str, scripts: Iterable[str] | None = None) -> tu
         if done.returncode != 0:
             raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
         stamp.write_text(digest)
+    # the install is shared by every checkout of the machine: the scripts go into a folder
+    # of this checkout's own beside it (node_modules linked), or one checkout's test would
+    # run another's script
+    checkout = hashlib.sha256(str(here.resolve()).encode()).hexdigest()[:12]
+    own = folder.parent / "scripts" / f"{folder.name}-{checkout}"
+    own.mkdir(parents=True, exist_ok=True)
+    modules = own / "node_modules"
+    if not modules.is_symlink():
+        modules.symlink_to(folder / "node_modules", target_is_directory=True)
+    shutil.copy(here / "package.json", own / "package.json")  # "type": "module"
     if scripts is None:
         scripts = [
             item.name
@@ -87,8 +97,8 @@ def installed(here: Path, what: str, scripts: Iterable[str] | None = None) -> tu
             if item.is_file() and item.name not in ("package.json", "package-lock.json")
         ]
     for script in scripts:
-        shutil.copy(here / script, folder / script)
-    return node, folder
+        shutil.copy(here / script, own / script)
+    return node, own
 
 
 def node_run(client: tuple[str, Path], script: str, timeout: float = 120, **config: Any) -> Any:

@@ -10,6 +10,7 @@ with the reason; under ``CI=true`` that is a failure.
 
 from __future__ import annotations
 
+import json
 import signal
 import textwrap
 from collections.abc import Iterator
@@ -30,12 +31,12 @@ STORY = "Once upon a time there was a durable thread that never lost a message."
 @pytest.fixture(scope="module")
 def agui_client() -> tuple[str, Path]:
     """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
-    file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
+    file, once per lock file) and this checkout's scripts (``node_clients.installed``)."""
     return installed(HERE, "the AG-UI TypeScript client")
 
 
-def node_run(agui_client: tuple[str, Path], **config: Any) -> Any:
-    return run_script(agui_client, "run_agui.mjs", **config)
+def node_run(agui_client: tuple[str, Path], script: str = "run_agui.mjs", **config: Any) -> Any:
+    return run_script(agui_client, script, **config)
 
 
 PROJECT = {
@@ -58,12 +59,24 @@ PROJECT = {
             bo, eve = {{"amount": 5, "to": "bo"}}, {{"amount": 700, "to": "eve"}}
             return Reply.tool_calls(Call("pay", bo), Call("pay", eve))
 
+        def desk(request):
+            last = request.messages[-1]
+            if last.role == "tool" and last.tool_call_id != "call_add":
+                return Reply.text(f"The page says: {{last.text}}", chunk_size=8)
+            if last.role == "user":
+                return Reply.tool_calls(
+                    Call("add", {{"a": 2, "b": 3}}, id="call_add"),
+                    Call("show_card", {{"title": "Hello"}}, id="call_card"),
+                )
+            return Reply.text("?")
+
         def story(request):
             return Reply.reasoning(STORY, "Think first.", chunk_size=4, chunk_delay=0.03)
 
         calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
         story_model = Model(name="story_model", provider=ScriptedProvider(story), model="story")
         pay_model = Model(name="pay_model", provider=ScriptedProvider(pay), model="pay")
+        desk_model = Model(name="desk_model", provider=ScriptedProvider(desk), model="desk")
     """,
     "tools/pay.py": """
         from threadloom.define import tool
@@ -87,6 +100,7 @@ PROJECT = {
         calc_prompt = Prompt(name="calc_prompt", model="calc_model", system="Add.", tools=["add"])
         story_prompt = Prompt(name="story_prompt", model="story_model", system="Tell stories.")
         pay_prompt = Prompt(name="pay_prompt", model="pay_model", system="Pay.", tools=["pay"])
+        desk_prompt = Prompt(name="desk_prompt", model="desk_model", system="Help.", tools=["add"])
     """,
     "agents/agents.py": """
         from threadloom import Agent, Side
@@ -94,6 +108,7 @@ PROJECT = {
         calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
         story = Agent(name="story", side_a=Side(prompt="story_prompt"), side_b=Side(label="User"))
         payer = Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="User"))
+        desk = Agent(name="desk", side_a=Side(prompt="desk_prompt"), side_b=Side(label="User"))
     """,
 }
 
@@ -249,3 +264,67 @@ def test_c14_045_the_ag_ui_client_answers_the_approval_interrupts(
     bo = next(i["id"] for i in out["interrupts"] if i["metadata"]["arguments"]["to"] == "bo")
     assert results[bo] == "paid 5 to bo" and len(results) == 2
     assert out["left"] == 0
+
+
+def test_c13_066_the_ag_ui_client_answers_a_frontend_tool_call(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C13-066 (spec 13 §13.7): the real client offers ``show_card`` with its run; run 1
+    calls ``add`` (run by the server, its result sent) and ``show_card`` (announced, no
+    result) and finishes ``success`` naming the card's call pending; the application answers
+    it and run 2 carries the ``tool`` message: the model's answer quotes it, the client and
+    the thread hold the same messages, the result under the client's own id. Every event
+    passes the client's verifier and ``@ag-ui/core``'s ``EventSchema``."""
+    out = node_run(agui_client, "frontend_tools.mjs", base=served, token=TOKEN)
+    first, second = out["first"], out["second"]
+    for turn in (first, second):
+        assert turn["error"] is None and turn["invalid"] == [], turn
+    seen = [(e["type"], e.get("toolCallName")) for e in first["events"] if e["type"] != "CUSTOM"]
+    assert seen == [
+        ("RUN_STARTED", None),
+        ("TOOL_CALL_START", "add"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_START", "show_card"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_RESULT", None),
+        ("MESSAGES_SNAPSHOT", None),
+        ("RUN_FINISHED", None),
+    ], first["events"]
+    result = next(e for e in first["events"] if e["type"] == "TOOL_CALL_RESULT")
+    assert (result["toolCallId"], result["content"]) == ("call_add", "5")
+    # the server sends no pendingToolCallIds (§13.7.3): the client derives them from the
+    # calls announced without a result
+    assert first["events"][-1]["outcome"] == {"type": "success"}
+    assert first["pending"] == ["call_card"]
+    assert out["answered"] == [
+        {"id": out["answered"][0]["id"], "toolCallId": "call_card", "content": "card shown: Hello"}
+    ]
+    seen2 = [e["type"] for e in second["events"] if e["type"] != "CUSTOM"]
+    assert seen2[0] == "RUN_STARTED" and seen2[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert "TOOL_CALL_RESULT" not in seen2  # the client's own result is not sent back
+    text = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    assert second["events"][-1]["outcome"] == {"type": "success"}
+    final = [(m["role"], m["toolCallId"], m["content"]) for m in second["messages"]]
+    assert final == [
+        ("user", None, "Show me a card"),
+        ("assistant", None, None),
+        ("tool", "call_add", "5"),
+        ("tool", "call_card", "card shown: Hello"),
+        ("assistant", None, "The page says: card shown: Hello"),
+    ]
+    assert [c["name"] for c in second["messages"][1]["toolCalls"]] == ["add", "show_card"]
+    snapshot = next(e for e in second["events"] if e["type"] == "MESSAGES_SNAPSHOT")
+    assert [m["id"] for m in snapshot["messages"]] == [m["id"] for m in second["messages"]]
+    stored = thread_messages(served, out["threadId"])
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [
+        (role, call) for role, call, _ in final
+    ]
+    card = stored[3]
+    assert card["name"] == "show_card" and card["tool_status"] == "success"
+    assert card["metadata"]["agui_message_id"] == out["answered"][0]["id"]
+    print(
+        "frontend-tool round trip:", json.dumps({"run1": first["events"], "run2": second["events"]})
+    )

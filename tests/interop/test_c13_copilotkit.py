@@ -37,7 +37,7 @@ __all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
 
 AGUI_NODE = Path(__file__).resolve().parent / "agui_node"
 TOKEN = "copilotkit-test-admin-token-" + "x" * 16
-AGENTS = ["calc", "writer_critic", "slow"]
+AGENTS = ["calc", "writer_critic", "slow", "desk"]
 STOP_GRACE_S = "0.5"
 """The server's grace after a dropped AG-UI response before it stops the run (§13.2.8)."""
 
@@ -89,6 +89,18 @@ PROJECT = {
                 return Reply.tool_calls(Call("approve", {"verdict": "Good."}))
             return Reply.text("Add one example.", chunk_size=4)
 
+        def desk(request):
+            # asked for a card: the server's add and the front end's show_card at once
+            last = request.messages[-1]
+            if last.role == "tool" and last.tool_call_id == "call_card":
+                return Reply.text(f"The page says: {last.text}", chunk_size=8)
+            if last.role == "user":
+                return Reply.tool_calls(
+                    Call("add", {"a": 2, "b": 3}, id="call_add"),
+                    Call("show_card", {"title": "Hello"}, id="call_card"),
+                )
+            return Reply.text("?")
+
         def slow(request):
             # a long answer in small pieces: a run that is still streaming when it is stopped
             return Reply.text(LONG, chunk_size=5, chunk_delay=0.02)
@@ -97,6 +109,7 @@ PROJECT = {
         writer_model = Model(name="writer_model", provider=ScriptedProvider(writer), model="w")
         critic_model = Model(name="critic_model", provider=ScriptedProvider(critic), model="c")
         slow_model = Model(name="slow_model", provider=ScriptedProvider(slow), model="slow")
+        desk_model = Model(name="desk_model", provider=ScriptedProvider(desk), model="desk")
     """,
     "tools/tools.py": """
         from threadloom.define import tool
@@ -120,12 +133,14 @@ PROJECT = {
             name="critic_prompt", model="critic_model", system="Criticise.", tools=["approve"]
         )
         slow_prompt = Prompt(name="slow_prompt", model="slow_model", system="Talk.")
+        desk_prompt = Prompt(name="desk_prompt", model="desk_model", system="Help.", tools=["add"])
     """,
     "agents/agents.py": """
         from threadloom import Agent, SessionBinding, Side
 
         calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
         slow = Agent(name="slow", side_a=Side(prompt="slow_prompt"), side_b=Side(label="User"))
+        desk = Agent(name="desk", side_a=Side(prompt="desk_prompt"), side_b=Side(label="User"))
         writer_critic = Agent(
             name="writer_critic",
             type="dual_ai",
@@ -472,3 +487,102 @@ def test_c13_052_c13_054_the_server_s_streams_pass_both_typescript_versions(
     refused = {name: found for name, found in old["problems"].items() if found}
     assert list(refused) == ["stopped-1.0"], old  # only the 1.0 client's outcome
     assert "invalid_union_discriminator" in refused["stopped-1.0"][0]
+
+
+def test_c13_067_copilotkit_relays_a_frontend_tool_round_trip(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-067 (spec 13 §13.7): through CopilotKit's runtime, a front end offering
+    ``show_card`` (as ``useFrontendTool`` does): run 1 announces both calls, sends ``add``'s
+    result only and finishes success with the card's call pending; the front end runs it
+    and sends run 2 with its history (the assistant message with the calls and no text, both
+    results): the model answers with the card's result, the snapshot keeps it; every event
+    passes the bundled schemas and ``verifyEvents``; the thread stores the result once."""
+    out = copilotkit(copilotkit_runtime, base=served, token=TOKEN, scenario="frontend")
+    first, second = out["first"], out["second"]
+    assert first["problems"] == [] and second["problems"] == [], out
+    assert [
+        (t, e.get("toolCallName"))
+        for t, e in ((e["type"], e) for e in first["events"])
+        if t != "CUSTOM"
+    ] == [
+        ("RUN_STARTED", None),
+        ("TOOL_CALL_START", "add"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_START", "show_card"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_RESULT", None),
+        ("MESSAGES_SNAPSHOT", None),
+        ("RUN_FINISHED", None),
+    ], first["events"]
+    assert out["pending"] == ["call_card"]
+    assert [(m["toolCallId"], m["content"]) for m in out["answered"]] == [
+        ("call_card", "card shown: Hello")
+    ]
+    kinds = [t for t in types(second) if t != "TEXT_MESSAGE_CONTENT"]  # (pieces as streamed)
+    assert kinds == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_END",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ], second["events"]
+    text = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    snapshot = next(e for e in second["events"] if e["type"] == "MESSAGES_SNAPSHOT")["messages"]
+    assert [(m["role"], m["toolCallId"], m["toolCalls"]) for m in snapshot] == [
+        ("user", None, []),
+        ("assistant", None, ["add", "show_card"]),
+        ("tool", "call_add", []),
+        ("tool", "call_card", []),
+        ("assistant", None, []),
+    ]
+    assert snapshot[3]["id"] == out["answered"][0]["id"]
+    stored = api(served, f"/api/threads/{out['threadId']}/messages?order=asc")["messages"]
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [
+        (m["role"], m["toolCallId"]) for m in snapshot
+    ]
+
+
+def test_c13_067_copilotkit_front_end_runs_the_frontend_tool(
+    copilotkit_runtime: tuple[str, Path], served: str
+) -> None:
+    """C13-067 with CopilotKit's own front end logic (``@copilotkit/core``'s CopilotKitCore,
+    what ``useFrontendTool`` registers into) talking HTTP to the runtime: one ``runAgent``
+    — the core offers ``show_card``, runs its handler when the model calls it and sends the
+    follow-up run with the result by itself; the model's answer quotes it, every event
+    passes ``@ag-ui/core``'s schemas, and the thread stores what the front end holds."""
+    node, folder = copilotkit_runtime
+    done = subprocess.run(
+        [node, "frontend_core.mjs", json.dumps({"base": served, "token": TOKEN})],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
+    print(f"--- copilotkit core frontend ---\n{done.stdout}\n{done.stderr}")  # with -s
+    out = json.loads(done.stdout)
+    assert out["error"] is None and out["errors"] == [] and out["problems"] == [], out
+    assert out["handled"] == ["Hello"]
+    assert [(e["phase"], e["toolName"]) for e in out["executions"]] == [
+        ("start", "show_card"),
+        ("end", "show_card"),
+    ]
+    assert out["executions"][1]["result"] == "card shown: Hello"
+    finished = [e for e in out["events"] if e["type"] == "RUN_FINISHED"]
+    assert [e["outcome"] for e in finished] == [{"type": "success"}, {"type": "success"}]
+    text = "".join(e["delta"] for e in out["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    held = [(m["role"], m["toolCallId"], m["toolCalls"]) for m in out["messages"]]
+    assert held == [
+        ("user", None, []),
+        ("assistant", None, ["add", "show_card"]),
+        ("tool", "call_add", []),
+        ("tool", "call_card", []),
+        ("assistant", None, []),
+    ]
+    stored = api(served, f"/api/threads/{out['threadId']}/messages?order=asc")["messages"]
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [(r, c) for r, c, _ in held]

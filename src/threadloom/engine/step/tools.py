@@ -541,6 +541,9 @@ async def run_resumed(
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
+    if env.client and calls:  # the client runs these (spec 13 §13.7): no result here
+        round_.client = [c.id for c in calls if c.function.name in env.client]
+        calls = [c for c in calls if c.function.name not in env.client]
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
     if calls and env.run.agent.on_lost == "resume":
