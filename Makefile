@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres,oauth]'
 	touch $(STAMP)
 
 serve: $(STAMP)

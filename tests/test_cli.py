@@ -105,6 +105,7 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["users", "list"],
         ["users", "delete"],
         ["users", "set-roles"],
+        ["users", "revoke-oauth"],
         ["users", "quota"],
         ["keys"],
         ["keys", "create"],

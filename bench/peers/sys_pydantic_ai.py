@@ -90,7 +90,9 @@ def make_agent(latency: float) -> Agent[None, str]:
         if latency:
             await asyncio.sleep(latency)
         last = messages[-1]
-        usage = RequestUsage(**USAGE)
+        usage = RequestUsage(
+            input_tokens=USAGE["input_tokens"], output_tokens=USAGE["output_tokens"]
+        )
         if any(isinstance(part, ToolReturnPart) for part in last.parts):
             return ModelResponse(parts=[TextPart(FINAL_TEXT)], usage=usage)
         return ModelResponse(parts=[ToolCallPart("echo", dict(TOOL_ARGS))], usage=usage)

@@ -99,6 +99,8 @@ _BAD_TEXT = (
     "must be a finite number (not NaN or Infinity)",
 )
 """§8.1.1's refusals of any JSON body, wherever the value sits (deps.json_object)."""
+_AGUI_SOURCE = re.compile(r"^messages\[\d+\]\.content\[\d+\]\.source(\.value)?$")
+"""The source of an AG-UI media part, refused for its bytes or its kind (spec 13 §13.2.3)."""
 _CROSS_ITEM = re.compile(
     r"^initial_messages\[\d+\]\.(tool_call_id: must name a call of an earlier assistant"
     r" item|tool_calls: (repeats call id|is invalid: tool_calls: duplicate call id).*)$"
@@ -120,7 +122,10 @@ def _excused(case: Any, response: Any) -> str | None:
     - what depends on the caller, the project or the thread: a key for a system principal
       needs a ``user_id``; an agent assigned to a thread must have a human-backed side; a
       variable typed by ``env_type_patch`` must exist; an AG-UI message the thread does not
-      have yet must hold text.
+      have yet must hold text or a media part, and a media part's source must be inline
+      base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch); an AG-UI
+      frontend tool may not take the name of one of the agent's tools, nor a name an earlier
+      entry of ``tools`` has.
     """
     if response.status_code != 400:
         return None
@@ -150,7 +155,11 @@ def _excused(case: Any, response: Any) -> str | None:
             or said == "must be at most 16 KiB as JSON"
             or said == "must name an agent with a human-backed side"
             or said == "has no matching env value"
-            or said == "must hold text (a new message)"
+            or said == "must hold text or a media part (a new message)"
+            or said == "must have at most 20 media parts"
+            or _AGUI_SOURCE.match(str(detail.get("field"))) is not None
+            or said.startswith("names the tool ")  # a frontend tool listed twice (items)
+            or said.startswith("is the name of a tool of agent ")  # the project's tools
             or _CROSS_ITEM.match(problem) is not None
             or (
                 text_form
@@ -359,6 +368,8 @@ def _real_ids(served: Served, case: Any) -> dict[str, str]:
         params["path"] = served.file
     if "{key_id}" in path and served.key:
         params["key_id"] = served.new_key()[0]
+    if "{grant_id}" in path:  # no host was allowed: the revocation's answer is a 404
+        params["grant_id"] = "0" * 64
     if "{user_id}" in path and served.key:
         params["user_id"] = served.new_user() if method == "DELETE" else USERS["bob"].id
     return params
@@ -492,6 +503,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["user_id"] = served.new_user()
     if "{tool_call_id}" in path:  # no approval is pending: the decision's answer is a 404
         ids["tool_call_id"] = "call_example"
+    if "{grant_id}" in path:  # no MCP host was allowed: the revocation's answer is a 404
+        ids["grant_id"] = "0" * 64
     return path.format(**ids)
 
 

@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from npm_packages import installed
+from node_clients import installed
 
 from threadloom.server.app import _build
 from threadloom.server.settings import ServerSettings
@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent / "openapi_node"
 
 
 def test_c08_171_a_generated_typescript_send_needs_only_content() -> None:
-    node, folder = installed(HERE, "the openapi-typescript test")
+    node, folder = installed(HERE, "openapi-typescript", ["send.ts", "tsconfig.json"])
     document = _build(ServerSettings()).openapi()
     (folder / "openapi.json").write_text(json.dumps(document))
     bin_ = folder / "node_modules" / ".bin"

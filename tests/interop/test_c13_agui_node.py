@@ -10,13 +10,8 @@ with the reason; under ``CI=true`` that is a failure.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
-import shutil
 import signal
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,86 +19,24 @@ from typing import Any
 
 import httpx
 import pytest
-
-from needs import cannot_run
+from node_clients import installed, spawn_server
+from node_clients import node_run as run_script
 
 HERE = Path(__file__).resolve().parent / "agui_node"
 
-
-def _serve_harness() -> Any:
-    """``tests/server/test_serve.py`` (its ``spawn_server``), loaded under a name of its
-    own: no ``sys.path`` change that could make another folder's ``conftest`` shadow."""
-    path = Path(__file__).resolve().parents[1] / "server" / "test_serve.py"
-    spec = importlib.util.spec_from_file_location("threadloom_tests_serve_harness", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-spawn_server = _serve_harness().spawn_server
-
 TOKEN = "agui-node-test-admin-token-" + "x" * 16
 STORY = "Once upon a time there was a durable thread that never lost a message."
-NPM_TIMEOUT_S = 300
-
-
-def require_node() -> tuple[str, str]:
-    """``node`` and ``npm`` (20 or later): skipped without them, failing under CI=true."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    problem = None
-    if node is None or npm is None:
-        problem = "node and npm are needed to run the AG-UI TypeScript client"
-    else:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-        if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-            problem = f"node 20 or later is needed, this is {version.strip()}"
-    if problem is not None:
-        cannot_run(problem, "the AG-UI interop tests")
-    assert node is not None and npm is not None
-    return node, npm
 
 
 @pytest.fixture(scope="module")
 def agui_client() -> tuple[str, Path]:
     """``node`` and a folder with ``@ag-ui/client`` installed (``npm ci`` from the lock
-    file, once per lock file: ``~/.cache/threadloom-tests/agui-node-<digest>``)."""
-    node, npm = require_node()
-    lock = (HERE / "package-lock.json").read_bytes() + (HERE / "package.json").read_bytes()
-    digest = hashlib.sha256(lock).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    folder = cache / "threadloom-tests" / f"agui-node-{digest}"
-    stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(HERE / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
-    shutil.copy(HERE / "run_agui.mjs", folder / "run_agui.mjs")
-    return node, folder
+    file, once per lock file) and this checkout's scripts (``node_clients.installed``)."""
+    return installed(HERE, "the AG-UI TypeScript client")
 
 
-def node_run(agui_client: tuple[str, Path], **config: Any) -> Any:
-    node, folder = agui_client
-    done = subprocess.run(
-        [node, "run_agui.mjs", json.dumps(config)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"node failed:\n{done.stdout}\n{done.stderr}"
-    print(f"--- node {config['scenario']} ---\n{done.stdout}")  # shown with -s
-    return json.loads(done.stdout)
+def node_run(agui_client: tuple[str, Path], script: str = "run_agui.mjs", **config: Any) -> Any:
+    return run_script(agui_client, script, **config)
 
 
 PROJECT = {
@@ -126,12 +59,24 @@ PROJECT = {
             bo, eve = {{"amount": 5, "to": "bo"}}, {{"amount": 700, "to": "eve"}}
             return Reply.tool_calls(Call("pay", bo), Call("pay", eve))
 
+        def desk(request):
+            last = request.messages[-1]
+            if last.role == "tool" and last.tool_call_id != "call_add":
+                return Reply.text(f"The page says: {{last.text}}", chunk_size=8)
+            if last.role == "user":
+                return Reply.tool_calls(
+                    Call("add", {{"a": 2, "b": 3}}, id="call_add"),
+                    Call("show_card", {{"title": "Hello"}}, id="call_card"),
+                )
+            return Reply.text("?")
+
         def story(request):
             return Reply.reasoning(STORY, "Think first.", chunk_size=4, chunk_delay=0.03)
 
         calc_model = Model(name="calc_model", provider=ScriptedProvider(calc), model="calc")
         story_model = Model(name="story_model", provider=ScriptedProvider(story), model="story")
         pay_model = Model(name="pay_model", provider=ScriptedProvider(pay), model="pay")
+        desk_model = Model(name="desk_model", provider=ScriptedProvider(desk), model="desk")
     """,
     "tools/pay.py": """
         from threadloom.define import tool
@@ -155,6 +100,7 @@ PROJECT = {
         calc_prompt = Prompt(name="calc_prompt", model="calc_model", system="Add.", tools=["add"])
         story_prompt = Prompt(name="story_prompt", model="story_model", system="Tell stories.")
         pay_prompt = Prompt(name="pay_prompt", model="pay_model", system="Pay.", tools=["pay"])
+        desk_prompt = Prompt(name="desk_prompt", model="desk_model", system="Help.", tools=["add"])
     """,
     "agents/agents.py": """
         from threadloom import Agent, Side
@@ -162,6 +108,7 @@ PROJECT = {
         calc = Agent(name="calc", side_a=Side(prompt="calc_prompt"), side_b=Side(label="User"))
         story = Agent(name="story", side_a=Side(prompt="story_prompt"), side_b=Side(label="User"))
         payer = Agent(name="payer", side_a=Side(prompt="pay_prompt"), side_b=Side(label="User"))
+        desk = Agent(name="desk", side_a=Side(prompt="desk_prompt"), side_b=Side(label="User"))
     """,
 }
 
@@ -317,3 +264,67 @@ def test_c14_045_the_ag_ui_client_answers_the_approval_interrupts(
     bo = next(i["id"] for i in out["interrupts"] if i["metadata"]["arguments"]["to"] == "bo")
     assert results[bo] == "paid 5 to bo" and len(results) == 2
     assert out["left"] == 0
+
+
+def test_c13_066_the_ag_ui_client_answers_a_frontend_tool_call(
+    agui_client: tuple[str, Path], served: str
+) -> None:
+    """C13-066 (spec 13 §13.7): the real client offers ``show_card`` with its run; run 1
+    calls ``add`` (run by the server, its result sent) and ``show_card`` (announced, no
+    result) and finishes ``success`` naming the card's call pending; the application answers
+    it and run 2 carries the ``tool`` message: the model's answer quotes it, the client and
+    the thread hold the same messages, the result under the client's own id. Every event
+    passes the client's verifier and ``@ag-ui/core``'s ``EventSchema``."""
+    out = node_run(agui_client, "frontend_tools.mjs", base=served, token=TOKEN)
+    first, second = out["first"], out["second"]
+    for turn in (first, second):
+        assert turn["error"] is None and turn["invalid"] == [], turn
+    seen = [(e["type"], e.get("toolCallName")) for e in first["events"] if e["type"] != "CUSTOM"]
+    assert seen == [
+        ("RUN_STARTED", None),
+        ("TOOL_CALL_START", "add"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_START", "show_card"),
+        ("TOOL_CALL_ARGS", None),
+        ("TOOL_CALL_END", None),
+        ("TOOL_CALL_RESULT", None),
+        ("MESSAGES_SNAPSHOT", None),
+        ("RUN_FINISHED", None),
+    ], first["events"]
+    result = next(e for e in first["events"] if e["type"] == "TOOL_CALL_RESULT")
+    assert (result["toolCallId"], result["content"]) == ("call_add", "5")
+    # the server sends no pendingToolCallIds (§13.7.3): the client derives them from the
+    # calls announced without a result
+    assert first["events"][-1]["outcome"] == {"type": "success"}
+    assert first["pending"] == ["call_card"]
+    assert out["answered"] == [
+        {"id": out["answered"][0]["id"], "toolCallId": "call_card", "content": "card shown: Hello"}
+    ]
+    seen2 = [e["type"] for e in second["events"] if e["type"] != "CUSTOM"]
+    assert seen2[0] == "RUN_STARTED" and seen2[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert "TOOL_CALL_RESULT" not in seen2  # the client's own result is not sent back
+    text = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "The page says: card shown: Hello"
+    assert second["events"][-1]["outcome"] == {"type": "success"}
+    final = [(m["role"], m["toolCallId"], m["content"]) for m in second["messages"]]
+    assert final == [
+        ("user", None, "Show me a card"),
+        ("assistant", None, None),
+        ("tool", "call_add", "5"),
+        ("tool", "call_card", "card shown: Hello"),
+        ("assistant", None, "The page says: card shown: Hello"),
+    ]
+    assert [c["name"] for c in second["messages"][1]["toolCalls"]] == ["add", "show_card"]
+    snapshot = next(e for e in second["events"] if e["type"] == "MESSAGES_SNAPSHOT")
+    assert [m["id"] for m in snapshot["messages"]] == [m["id"] for m in second["messages"]]
+    stored = thread_messages(served, out["threadId"])
+    assert [(m["role"], m["tool_call_id"]) for m in stored] == [
+        (role, call) for role, call, _ in final
+    ]
+    card = stored[3]
+    assert card["name"] == "show_card" and card["tool_status"] == "success"
+    assert card["metadata"]["agui_message_id"] == out["answered"][0]["id"]
+    print(
+        "frontend-tool round trip:", json.dumps({"run1": first["events"], "run2": second["events"]})
+    )

@@ -44,6 +44,7 @@ class Ids:
             .replace("{message_id}", self.message)
             .replace("{user_id}", self.user)
             .replace("{key_id}", self.key)
+            .replace("{grant_id}", "0" * 64)
             .replace("{tool_call_id}", "call_unknown")
             .replace("{path:fspath}", path)
         )
@@ -279,6 +280,7 @@ NO_BODY = {
     ("DELETE", "/api/threads/{id}/fs/{path:fspath}"),
     ("DELETE", "/api/auth/current-key"),
     ("DELETE", "/api/api-keys/{key_id}"),
+    ("DELETE", "/api/oauth/grants/{grant_id}"),
     ("DELETE", "/api/users/{user_id}"),
     ("DELETE", "/api/users/{user_id}/quota"),
     ("POST", "/api/auth/logout"),
@@ -309,6 +311,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/auth/me": ("", ()),
     "/api/auth/config": ("", ()),
     "/api/api-keys": ("", ()),
+    "/api/oauth/grants": ("", ()),
     "/api/users": ("", ()),
     "/api/users/{user_id}/quota": ("", ()),
 }

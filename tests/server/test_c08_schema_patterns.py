@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from threadloom.engine.run.client_tools import NAME as CLIENT_TOOL_NAME
 from threadloom.errors import InvalidPath
 from threadloom.thread.filetypes import normalize_path
 from threadloom.wire import patterns as P
+from threadloom.wire.agui import TOOL_NAME
 from threadloom.wire.patterns import (
     BASE64_OR_EMPTY_PATTERN,
     BASE64_PATTERN,
@@ -57,6 +59,11 @@ CASES: dict[str, tuple[str, Callable[[str], bool], str]] = {
     "path below the root": (P.BELOW_ROOT, lambda t: _path_ok(t) and t.strip("/") != "", "a/."),
     "ticket path": (P.API_PATH, normalized_api_path, "/apia.?#\n"),
     "not blank": (P.NOT_BLANK, lambda t: bool(t.strip()), "a" + SPACES),
+    "frontend tool name": (
+        TOOL_NAME,
+        lambda t: CLIENT_TOOL_NAME.fullmatch(t) is not None,
+        "aZ0_-/.! \n" + SPACES,
+    ),
 }
 
 

@@ -379,7 +379,10 @@ async def test_c13_012_a_refused_request_creates_nothing(make_api: Any) -> None:
     blank, _ = await run(api, "echo", run_input(thread, user("  ")))
     assert blank.status_code == 400
     assert blank.json()["details"] == [
-        {"field": "messages[0].content", "problem": "must hold text (a new message)"}
+        {
+            "field": "messages[0].content",
+            "problem": "must hold text or a media part (a new message)",
+        }
     ]
     wrong = run_input(thread, {"id": "m", "role": "user", "content": 7})
     bad_type, _ = await run(api, "echo", wrong)

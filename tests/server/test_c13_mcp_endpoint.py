@@ -107,14 +107,16 @@ async def test_c13_031_a_call_runs_a_new_thread_and_returns_its_session_result(
         bad_args = await client.call_tool("adder", {"a": 2})
     assert not said.is_error
     assert [c.text for c in said.content] == ["summary of: a long story"]  # type: ignore[union-attr]
-    assert said.structured_content is not None
-    thread_id = said.structured_content["threadId"]
-    assert said.structured_content["success"] is True
+    # C13-080: the answer is the structured result too; the thread is in _meta
+    assert said.structured_content == {"result": "summary of: a long story"}
+    assert said.meta is not None
+    thread_id = said.meta["threadloom"]["threadId"]
+    assert said.meta["threadloom"]["success"] is True
     row = await api.runtime.store.get_thread(thread_id)
     assert row is not None and row.agent_id == "summarizer"
     assert row.user_id == USERS["alice"].id and "mcp" in row.tags
     assert [c.text for c in added.content] == ["2 + 40 = 42"]  # type: ignore[union-attr]
-    added_thread = await api.runtime.store.get_thread(added.structured_content["threadId"])  # type: ignore[index]
+    added_thread = await api.runtime.store.get_thread(added.meta["threadloom"]["threadId"])  # type: ignore[index]
     assert added_thread is not None and added_thread.arguments == {"a": 2, "b": 40}
     assert bad_args.is_error
     assert "Tool argument validation failed" in bad_args.content[0].text  # type: ignore[union-attr]
@@ -139,7 +141,28 @@ async def test_c13_033_a_failed_run_is_an_error_result(make_api: Any) -> None:
         failed = await client.call_tool("broken", {"message": "please"})
         unknown = await client.call_tool("hidden", {"message": "please"})
     assert failed.is_error
-    assert failed.structured_content is not None
-    assert failed.structured_content["reason"] == "step_error"
+    assert failed.structured_content is None and failed.meta is not None
+    assert failed.meta["threadloom"]["reason"] == "step_error"
     assert unknown.is_error
     assert unknown.content[0].text == "Unknown tool: hidden"  # type: ignore[union-attr]
+
+
+async def test_c13_087_a_body_over_the_json_limit_is_refused(make_api: Any) -> None:
+    """C13-087: ``/mcp`` reads a POST's body before the MCP layer (the cancel lookup needs
+    it) and bounds it as the API bounds JSON: past 1 MiB, the API's 413."""
+    api: Api = await make_api(extra=exposed())
+    message = "x" * (1024 * 1024)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "summarizer", "arguments": {"message": message}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {api.keys['alice']}",
+    }
+    async with httpx.AsyncClient(base_url=api.base) as http:
+        refused = await http.post("/mcp", json=body, headers=headers)
+    assert (refused.status_code, refused.json()["code"]) == (413, "payload_too_large")
+    assert (await api.runtime.list_threads())[1] == 0

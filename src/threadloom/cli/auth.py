@@ -207,6 +207,21 @@ def users_delete(username: Username, store: StoreOption = DEFAULT_STORE) -> None
     typer.echo(f"deleted user {username}")
 
 
+@users_app.command("revoke-oauth")
+def users_revoke_oauth(username: Username, store: StoreOption = DEFAULT_STORE) -> None:
+    """End every OAuth grant of a user: the MCP hosts they allowed.
+
+    Their tokens are refused from the next request on; the hosts must ask again."""
+
+    async def work(s: Store) -> int:
+        user = await _user(s, username)
+        grants = {token.grant_id for token, _ in await s.list_oauth_grants(user.id)}
+        return sum([await s.revoke_oauth_grant(user.id, grant) for grant in sorted(grants)])
+
+    count = _with_store(store, work)
+    typer.echo(f"revoked {count} OAuth grant{'' if count == 1 else 's'} of {username}")
+
+
 @users_app.command("set-roles")
 def users_set_roles(
     username: Username,

@@ -32,6 +32,7 @@ REASON_WORDS: Mapping[str, str | None] = {
     "stop_on_response": None,
     "awaiting_human": None,
     "awaiting_approval": "a tool call waits for approval",
+    "awaiting_client_tool": "a tool call waits for the client's result",
     "stop_tool": None,
     "session_stop": "the session ended",
     "session_fail": "the session ended without success",

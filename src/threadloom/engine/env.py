@@ -252,6 +252,9 @@ class StepEnv:
     """The pending message and first LLM row while held back (``step/pending.py``)."""
     nested: NestedView | None = None
     """For a sub-prompt step: its snapshot and in-memory messages (``subprompt.Nested``)."""
+    client: frozenset[str] = frozenset()
+    """The names of ``tools`` that the client runs (spec 13 §13.7): their calls are left
+    to it, and the run ends ``awaiting_client_tool``."""
     offered: dict[str, ResolvedTool] = field(init=False)
     """``tools`` by name."""
 

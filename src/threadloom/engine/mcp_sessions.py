@@ -20,12 +20,9 @@ The SDK is imported only when a project declares a server (the ``threadloom[mcp]
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import logging
-import mimetypes
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -33,7 +30,9 @@ from typing import Any
 from threadloom.define.mcp import MCPServer, MCPTool
 from threadloom.define.registry import Definitions
 from threadloom.define.tool import Attachment, ToolResult
+from threadloom.thread.filetypes import extension_for_mime
 from threadloom.version import __version__
+from threadloom.wire.patterns import decode_base64
 
 logger = logging.getLogger("threadloom.mcp")
 
@@ -207,7 +206,7 @@ class MCPSession:
             except Exception as exc:
                 self._broken = True
                 return _error(f"{self.where}: {describe(exc)}; it is reopened for the next call")
-            return tool_result(tool, result)
+            return tool_result(tool, result, self.where)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _failed(self, tool: str, exc: Any) -> ToolResult:
@@ -267,18 +266,13 @@ def _error(text: str) -> ToolResult:
     return ToolResult(status="error", error=text)
 
 
-def _decoded(data: str) -> bytes | None:
-    try:
-        return base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def tool_result(tool: str, result: Any) -> ToolResult:
+def tool_result(tool: str, result: Any, where: str = "MCP server") -> ToolResult:
     """An MCP ``CallToolResult`` as a ``ToolResult``: text blocks (and embedded text
     resources) joined by a blank line, the structured content when there is no text,
-    images, audio and binary resources as attachments written to the thread's files;
-    ``isError`` makes it an error result."""
+    images, audio and binary resources as attachments, which the engine writes to the
+    thread's files (spec 04 §4.5.4); ``isError`` makes it an error result. A block whose
+    data is not base64 makes it an error result naming the block (``where`` names the
+    server)."""
     texts: list[str] = []
     files: list[Attachment] = []
     for index, block in enumerate(getattr(result, "content", None) or [], start=1):
@@ -286,22 +280,25 @@ def tool_result(tool: str, result: Any) -> ToolResult:
         if kind == "text":
             texts.append(block.text)
         elif kind in ("image", "audio"):
-            data = _decoded(block.data)
             mime = block.mime_type or "application/octet-stream"
-            if data is not None:
-                suffix = mimetypes.guess_extension(mime) or ""
-                files.append(Attachment(data=data, name=f"{tool}-{index}{suffix}", mime_type=mime))
+            name = f"{tool}-{index}.{extension_for_mime(mime)}"  # spec 07 §7.4
+            data = decode_base64(block.data) if isinstance(block.data, str) else None
+            if data is None:
+                return _error(f"{where}: tool {tool} returned {kind} {name} not in base64")
+            files.append(Attachment(data=data, name=name, mime_type=mime))
         elif kind == "resource":
             resource = block.resource
             text = getattr(resource, "text", None)
             if isinstance(text, str):
                 texts.append(text)
             else:
-                data = _decoded(getattr(resource, "blob", "") or "")
+                blob = getattr(resource, "blob", None)
                 name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or f"{tool}-{index}"
                 mime = resource.mime_type or "application/octet-stream"
-                if data is not None:
-                    files.append(Attachment(data=data, name=name, mime_type=mime))
+                data = decode_base64(blob) if isinstance(blob, str) else None
+                if data is None:
+                    return _error(f"{where}: tool {tool} returned resource {name} not in base64")
+                files.append(Attachment(data=data, name=name, mime_type=mime))
         elif kind == "resource_link":
             texts.append(f"{block.name}: {block.uri}")
     structured = getattr(result, "structured_content", None)

@@ -29,6 +29,7 @@ from threadloom.server.routes import (
     control,
     files,
     messages,
+    oauth,
     records,
     state,
     threads,
@@ -67,6 +68,9 @@ def _build(
     app.include_router(catalog.service)
     for router in (auth.router, users.keys, users.users):
         app.include_router(router)
+    app.include_router(oauth.router)  # spec 10 §10.15: well-known documents and /oauth
+    app.add_exception_handler(oauth.Insecure, oauth.insecure)
+    app.include_router(oauth.grants)  # /api/oauth/grants: the hosts a user allowed
     app.include_router(stream.router)
     app.include_router(list_events.router)
     agui.install(app)  # POST /api/agui/{agent}

@@ -167,7 +167,8 @@ SECURITY_SCHEMES: dict[str, Any] = {
         "type": "http",
         "scheme": "bearer",
         "description": "An API key (`tlk_…`), a session token from `POST /api/auth/login`"
-        " (`tls_…`) or the server's admin token (spec 10 §10.2).",
+        " (`tls_…`), an OAuth access token (`tlo_…`, spec 10 §10.15) or the server's admin"
+        " token (spec 10 §10.2).",
     },
     "session": {
         "type": "apiKey",

@@ -21,7 +21,7 @@ from threadloom.server.settings import ServerSettings, is_loopback_host
 log = logging.getLogger("threadloom.server")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-_NO_STORE_PREFIXES = ("/api/threads", "/api/auth", "/api/api-keys", "/api/users")
+_NO_STORE_PREFIXES = ("/api/threads", "/api/auth", "/api/api-keys", "/api/users", "/api/oauth")
 LOCAL_CROSS_ORIGIN_TEXT = "Cross-origin access is disabled for local development"
 
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from threadloom.errors import InvalidArgument, ThreadloomError
 from threadloom.node.liveness import NodeTimings
@@ -51,6 +52,20 @@ def _flag(value: str | None, default: bool) -> bool:
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _public_url(raw: str | None) -> str | None:
+    """``THREADLOOM_PUBLIC_URL``: an absolute http(s) URL without query or fragment."""
+    value = (raw or "").strip().rstrip("/")
+    if not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise SettingsError(
+            "THREADLOOM_PUBLIC_URL must be an absolute http(s) URL without query or fragment,"
+            f" not {raw!r}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,7 @@ _SECONDS_ENV = (
     ("node_ttl_s", "THREADLOOM_NODE_TTL_SECONDS"),
     ("sweep_s", "THREADLOOM_SWEEP_SECONDS"),
     ("replay_seconds", "THREADLOOM_STREAM_REPLAY_SECONDS"),
+    ("mcp_progress_s", "THREADLOOM_MCP_PROGRESS_SECONDS"),
     ("agui_stop_grace_s", "THREADLOOM_AGUI_STOP_GRACE_S"),
 )
 
@@ -124,6 +140,10 @@ class ServerSettings:
     allow_query_token: bool = True
     password_login: bool = True
     trusted_proxies: tuple[str, ...] = ()
+    public_url: str | None = None
+    """``THREADLOOM_PUBLIC_URL``: the server's own URL as clients reach it (behind a proxy),
+    ``https://host[:port][/prefix]`` without a trailing slash; the OAuth issuer and the
+    resource of ``/mcp`` are derived from it (spec 10 §10.15). None: from each request."""
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     stream: StreamSettings = field(default_factory=StreamSettings)
     node_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
@@ -141,6 +161,8 @@ class ServerSettings:
     page_cache_bytes: int = 16 * 1024 * 1024
     """Bodies of ``GET …/messages`` pages kept while their thread is unchanged
     (``server/page_cache.py``), in bytes; 0: none."""
+    mcp_progress_s: float = 5.0
+    """The steady interval of an MCP call's ``notifications/progress`` (spec 13 §13.5)."""
     replay_seconds: float = 3600.0
     replay_events: int = 10_000
     """The stream's replay window (spec 09 §9.6.1): event rows older than
@@ -183,6 +205,7 @@ class ServerSettings:
             ),
             "max_upload_bytes": upload,
             "stream": _stream_from_env(env),
+            "public_url": _public_url(env.get("THREADLOOM_PUBLIC_URL")),
         }
         for name, key in _SECONDS_ENV:
             raw = (env.get(key) or "").strip()

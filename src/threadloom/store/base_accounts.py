@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from threadloom.records import OAuthClient, OAuthCode, OAuthToken
 from threadloom.store.shapes import ApiKeyRow, SessionRow, TicketRow, UserPatch, UserRow
 
 
@@ -81,6 +82,49 @@ class AccountStore(Protocol):
 
     async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
         """Delete the ticket and return it (None when unknown): a ticket is used once."""
+        ...
+
+    # -- the OAuth authorization server (spec 10 §10.15) ---------------------------------
+    async def create_oauth_client(self, client: OAuthClient) -> None:
+        """Store a client registered with RFC 7591."""
+        ...
+
+    async def get_oauth_client(self, client_id: str) -> OAuthClient | None: ...
+
+    async def create_oauth_code(self, code: OAuthCode) -> None:
+        """Store an authorization code (codes long expired are pruned meanwhile)."""
+        ...
+
+    async def take_oauth_code(self, code_digest: str) -> OAuthCode | None:
+        """Mark the code used and return it (None when unknown). A code used before comes
+        back with ``used`` set, and the tokens its grant issued are deleted."""
+        ...
+
+    async def create_oauth_token(self, token: OAuthToken) -> bool:
+        """Store a grant's token; False (nothing stored) when its user no longer exists."""
+        ...
+
+    async def take_oauth_refresh(self, refresh_digest: str) -> OAuthToken | None:
+        """Delete and return the row of this refresh token (a refresh rotates it)."""
+        ...
+
+    async def get_oauth_refresh(self, refresh_digest: str) -> OAuthToken | None: ...
+
+    async def revoke_oauth_token(self, token_digest: str) -> OAuthToken | None:
+        """Delete the row whose access or refresh token has this digest; it, or None."""
+        ...
+
+    async def oauth_token_by_digest(self, access_digest: str) -> tuple[OAuthToken, UserRow] | None:
+        """The token and its user by the access token's digest (expiry is the caller's
+        check)."""
+        ...
+
+    async def list_oauth_grants(self, user_id: str) -> list[tuple[OAuthToken, OAuthClient | None]]:
+        """The user's live grants (a token row each), newest first, with their clients."""
+        ...
+
+    async def revoke_oauth_grant(self, user_id: str, grant_id: str) -> bool:
+        """End the grant ``grant_id`` of ``user_id``; False when they have no such grant."""
         ...
 
     # -- login attempts (spec 10 §10.11) -----------------------------------------------

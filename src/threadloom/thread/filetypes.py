@@ -13,6 +13,7 @@ import struct
 from collections.abc import Callable
 
 from threadloom.errors import InvalidPath
+from threadloom.wire.patterns import valid_mime
 
 MAX_PATH = 1024
 MAX_SEGMENT = 255
@@ -175,6 +176,29 @@ def sniff_mime(data: bytes) -> str | None:
             return mime
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
+    return None
+
+
+MODEL_IMAGE_TYPES: tuple[str, ...] = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""The image types every provider adapter takes as an image part (spec 04 §4.5.4)."""
+
+
+def attachment_problem(mime_type: object, data: bytes) -> str | None:
+    """Why bytes cannot become an attachment a model is shown (spec 04 §4.5.4, spec 13
+    §13.2.3), else ``None``: the MIME type must be ``type/subtype`` (parameters allowed);
+    an ``image/*`` type must be PNG, JPEG, GIF or WebP, and the bytes of that format."""
+    if not valid_mime(mime_type):
+        return f"has no valid MIME type ({mime_type!r}, expected one such as image/png)"
+    assert isinstance(mime_type, str)
+    base = base_mime(mime_type)
+    if not base.startswith("image/"):
+        return None
+    if base not in MODEL_IMAGE_TYPES:
+        return f"is an image of type {base}, which models are not given (PNG, JPEG, GIF, WebP)"
+    found = sniff_mime(data)
+    if found != base:
+        said = f"{found} data" if found else "not image data"
+        return f"is declared {base} but its bytes are {said}"
     return None
 
 

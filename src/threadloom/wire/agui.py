@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from threadloom.records import is_uuid
 from threadloom.wire.model import Body, examples
-from threadloom.wire.patterns import NOT_BLANK, UUID
+from threadloom.wire.patterns import END, NOT_BLANK, UUID
 from threadloom.wire.problems import refuse
 
 _AGUI_EXAMPLE = {
@@ -20,6 +20,8 @@ _AGUI_EXAMPLE = {
 
 ID_LIMIT = 128
 """The longest ``runId`` (and AG-UI message id) Threadloom keeps."""
+TOOL_NAME = "^[A-Za-z0-9_-]{1,64}" + END
+"""A frontend tool's name (spec 13 §13.7.1): what every model provider takes."""
 
 
 def _threadloom_ids(thread_id: str, run_id: str) -> None:
@@ -33,12 +35,23 @@ def _threadloom_ids(thread_id: str, run_id: str) -> None:
 
 try:  # the agui extra: its own model says what a RunAgentInput is
     from ag_ui.core import RunAgentInput as _AgUiInput
+    from ag_ui.core import Tool as _AgUiTool
 
     HAVE_AGUI = True
 except ImportError:  # pragma: no cover - the route answers 501 without it
     HAVE_AGUI = False
 
 if HAVE_AGUI:
+
+    class FrontendTool(_AgUiTool):
+        """A tool of the client's application (spec 13 §13.7): AG-UI's ``Tool`` with the
+        rules Threadloom offers it under, stated in the schema (a name providers take,
+        parameters that are a JSON Schema object)."""
+
+        model_config = ConfigDict(regex_engine="python-re")
+
+        name: str = Field(pattern=TOOL_NAME)
+        parameters: dict[str, Any] | None = None
 
     class RunAgentInput(_AgUiInput):
         """AG-UI's RunAgentInput (docs/interop.md), with Threadloom's rules of its ids:
@@ -55,6 +68,7 @@ if HAVE_AGUI:
         run_id: str = Field(
             alias="runId", json_schema_extra={"maxLength": ID_LIMIT, "pattern": NOT_BLANK}
         )
+        tools: list[FrontendTool] | None = None  # type: ignore[assignment]  # (narrower)
 
         @model_validator(mode="after")
         def _ids(self) -> RunAgentInput:

@@ -144,6 +144,22 @@ class ApiKey(Answer):
     expires_at: int | None
 
 
+class OAuthGrant(Answer):
+    """An MCP host the user allowed (spec 10 §10.15.5): never its tokens."""
+
+    id: str
+    client_id: str
+    client_name: str | None
+    scope: str
+    resource: str
+    issued_at: int
+    expires_at: int
+
+
+class OAuthGrantList(Answer):
+    grants: list[OAuthGrant]
+
+
 class ApiKeyList(Answer):
     keys: list[ApiKey]
 

@@ -257,6 +257,10 @@ OPERATIONS: dict[str, Operation] = {
     "delete_key": Operation(
         "DELETE", "/api/api-keys/{key_id}", {200: auth.Success}, (*SIGNED, 404)
     ),
+    "list_oauth_grants": Operation("GET", "/api/oauth/grants", {200: auth.OAuthGrantList}, SIGNED),
+    "revoke_oauth_grant": Operation(
+        "DELETE", "/api/oauth/grants/{grant_id}", {200: auth.Success}, (*SIGNED, 404)
+    ),
     "list_users": Operation("GET", "/api/users", {200: U.UserList}, SIGNED),
     "create_user": Operation(
         "POST",

@@ -25,7 +25,9 @@
 //         send): a run of `config.agent` (default `todo`) with `config.state` and
 //         `config.context`, then a second run on the same thread with the state the front
 //         end holds after the first (its STATE_SNAPSHOT and STATE_DELTAs applied) with
-//         `config.edit` merged in (a user's edit in the page), and no context.
+//         `config.edit` merged in (a user's edit in the page), and no context;
+//   frontend  a frontend tool round trip with `config.agent` (default `desk`): run 1 ends
+//         with the call left to the front end, run 2 carries its result.
 import { randomUUID } from "node:crypto";
 import { CopilotRuntime, createCopilotRuntimeHandler } from "@copilotkit/runtime/v2";
 import { HttpAgent, verifyEvents } from "@ag-ui/client";
@@ -210,7 +212,74 @@ async function state() {
   return { threadId, run, held, again, heldAgain: await heldState(again.events, second.state) };
 }
 
-const SCENARIOS = { tool, dual, stop, server_stop: serverStop, state };
+// A frontend tool (CopilotKit's useFrontendTool): the front end offers it with each run;
+// run 1 ends with the model's call of it left to the front end, which runs it (here a
+// function of this script, as useFrontendTool's handler) and sends run 2 with the history
+// it holds — the user message, the assistant message carrying the call (no text) and the
+// tool message with the result — and the same tools.
+const CARD = {
+  name: "show_card",
+  description: "Show a card to the user in the page.",
+  parameters: {
+    type: "object",
+    properties: { title: { type: "string" } },
+    required: ["title"],
+  },
+};
+const FRONTEND = { show_card: ({ title }) => `card shown: ${title}` };
+
+async function frontend() {
+  const threadId = randomUUID();
+  const name = config.agent ?? "desk";
+  const ask = { id: randomUUID(), role: "user", content: config.text ?? "Show me a card" };
+  const input = { threadId, state: {}, tools: [CARD], context: [], forwardedProps: {} };
+  const first = await readRun(
+    await post(`/agent/${name}/run`, { ...input, runId: randomUUID(), messages: [ask] }),
+  );
+  // the front end's view of run 1: the assistant message with its calls, the results
+  const assistant = { role: "assistant", toolCalls: [] };
+  const args = {};
+  const results = new Map();
+  let pending = [];
+  for (const event of first.events) {
+    if (event.type === "TOOL_CALL_START") {
+      assistant.id = event.parentMessageId;
+      assistant.toolCalls.push({
+        id: event.toolCallId,
+        type: "function",
+        function: { name: event.toolCallName, arguments: "" },
+      });
+    }
+    if (event.type === "TOOL_CALL_ARGS") args[event.toolCallId] = (args[event.toolCallId] ?? "") + event.delta;
+    if (event.type === "TOOL_CALL_RESULT") results.set(event.toolCallId, event);
+  }
+  // left to the front end: the calls announced without a result (as @ag-ui/client 1.0
+  // derives its pendingToolCallIds)
+  pending = assistant.toolCalls.map((c) => c.id).filter((id) => !results.has(id));
+  const history = [ask, assistant];
+  for (const call of assistant.toolCalls) {
+    call.function.arguments = args[call.id] ?? "";
+    const result = results.get(call.id);
+    if (result) {
+      history.push({ id: result.messageId, role: "tool", toolCallId: call.id, content: result.content });
+    }
+  }
+  const answered = [];
+  for (const call of assistant.toolCalls) {
+    const handler = FRONTEND[call.function.name];
+    if (!handler || results.has(call.id)) continue;
+    const content = handler(JSON.parse(call.function.arguments));
+    const message = { id: randomUUID(), role: "tool", toolCallId: call.id, content };
+    history.push(message);
+    answered.push(message);
+  }
+  const second = await readRun(
+    await post(`/agent/${name}/run`, { ...input, runId: randomUUID(), messages: history }),
+  );
+  return { threadId, first, pending, answered, second };
+}
+
+const SCENARIOS = { tool, dual, stop, server_stop: serverStop, state, frontend };
 
 const scenario = SCENARIOS[config.scenario];
 if (!scenario) throw new Error(`unknown scenario ${config.scenario}`);

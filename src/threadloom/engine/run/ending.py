@@ -23,6 +23,10 @@ from threadloom.records import LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
 from threadloom.thread.lock import ThreadLock
 
+PARKS = frozenset({"awaiting_approval", "awaiting_client_tool"})
+"""Reasons a run ends on calls that wait (a person's approval, spec 14; the client's
+result, spec 13 §13.7): the queue waits with them, it is not delivered at once."""
+
 logger = logging.getLogger("threadloom.engine")
 
 
@@ -124,7 +128,7 @@ async def end_of_run(manager: Runs, run: Run, reason: str) -> bool:
                 tid,
                 reason,
                 (run.session["a"], run.session["b"]),
-                not (manager.closing or one_shot or reason == "awaiting_approval"),
+                not (manager.closing or one_shot or reason in PARKS),
                 prepared.delivery if prepared is not None else None,
                 run.failure,
             )

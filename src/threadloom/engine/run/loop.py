@@ -19,12 +19,13 @@ from typing import Any, Protocol
 from threadloom.define.agent import Agent
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.define.model import Model
-from threadloom.define.registry import Definitions
+from threadloom.define.registry import Definitions, ResolvedTool
 from threadloom.engine.env import ExecutionState, StepEnv, StepManager, StepTracing
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.context import context_part
 from threadloom.engine.run.budget import Quotas, RunBudget, open_budget
 from threadloom.engine.run.children import spawn_immediate
+from threadloom.engine.run.client_tools import AWAITING as AWAITING_CLIENT
 from threadloom.engine.run.results import SessionResult, ended_result, final_message
 from threadloom.engine.run.resume import resume_calls
 from threadloom.engine.run.subagents import runtime_tools
@@ -144,6 +145,9 @@ class Run:
         self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
         self.pre_delivered: list[Message] | None = None
         """Entries the start gate delivered with the status write: the first step's."""
+        self.client_tools: list[ResolvedTool] = []
+        """Tools the client offered with the request that started the run and runs itself
+        (spec 13 §13.7): offered to side a's top-level steps after the prompt's own."""
         self.parked = False
         """The thread was parked for approval when the run started (``RunBegin.parked``):
         its decided calls run before the first step (spec 14 §14.4)."""
@@ -461,11 +465,17 @@ class Run:
             execution=self.execution,
             dispatch=dispatch,
         )
+        if self.client_tools and side == "a":  # the client's tools (spec 13 §13.7)
+            env.tools = [*env.tools, *self.client_tools]
+            env.client = frozenset(t.name for t in self.client_tools)
+            env.offered.update((t.name, t) for t in self.client_tools)
         outcome = await model_step(env)
         if outcome.blocked:
             reason: str | None = "hook_blocked"
         elif outcome.round.awaiting:
             reason = "awaiting_approval"
+        elif outcome.round.client:
+            reason = AWAITING_CLIENT
         elif outcome.guard or outcome.result is None:
             reason = None
         elif outcome.handoff is not None:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from threadloom.define.registry import ResolvedTool
 from threadloom.define.tool import ToolResult
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.request.request_head import Heads
 from threadloom.engine.run import ending
 from threadloom.engine.run.budget import Quotas
+from threadloom.engine.run.client_tools import ClientTool, offered
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
@@ -95,6 +97,9 @@ class RunManager:
         """The runtime's OpenTelemetry spans; ``None`` (set once, by ``Runtime.open``) when
         it does not trace (``engine/telemetry.py``)."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)
+        self.client_tools: dict[str, list[ResolvedTool]] = {}
+        """Client tools (spec 13 §13.7) for the next run of a thread launched here, by
+        thread id: set by a request that offers them, taken by ``_launch``."""
         self._registry_key: tuple[Any, int, int] | None = None
         self._registry_answers = (False, False)
         """``(an agent can run, a create hook exists)`` for the registry state in
@@ -224,6 +229,7 @@ class RunManager:
         if begun.lease is not None:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
+        run.client_tools = self.client_tools.pop(row.id, [])
         run.parked = begun.parked
         run.resumed = run.resuming = begun.resumed
         run.started_at = row.status.since
@@ -412,6 +418,32 @@ class RunManager:
             raise ThreadBusy(f"Thread {thread_id} is running", thread_id)
         return run
 
+    def offer_client_tools(self, thread_id: str, tools: Sequence[ClientTool] | None) -> None:
+        """The client tools of a request (spec 13 §13.7): for the thread's run active
+        here (its next steps), and for the next run launched here."""
+        if not tools:
+            self.client_tools.pop(thread_id, None)
+            return
+        resolved = offered(tools)
+        run = self.active.get(thread_id)
+        if run is not None:
+            run.client_tools = resolved
+        self.client_tools[thread_id] = resolved
+
+    def _forget_client_tools(self, thread_id: str) -> None:
+        """After a request that offered client tools: no run is about to take them (a
+        run starting here takes them itself)."""
+        if thread_id not in self._starting:
+            self.client_tools.pop(thread_id, None)
+
+    async def start_continue(self, thread_id: str) -> bool:
+        """Start a run without a new message (the client answered its calls, spec 13
+        §13.7): ``True`` when it started here."""
+        try:
+            return await self.start(thread_id, force=True) is not None
+        finally:
+            self._forget_client_tools(thread_id)
+
     async def send_message(
         self,
         thread_id: str,
@@ -422,10 +454,26 @@ class RunManager:
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> Message:
         """A send (spec 04 §4.7.2): the overlap policy, then the durable queue.
         ``trace_headers``: the W3C trace context of the request that sent it
-        (``traceparent``), used when the runtime traces (spec 13 §13.6)."""
+        (``traceparent``), used when the runtime traces (spec 13 §13.6);
+        ``client_tools``: the request's tools that the client runs (spec 13 §13.7)."""
+        if client_tools:
+            self.offer_client_tools(thread_id, client_tools)
+            try:
+                return await self.send_message(
+                    thread_id,
+                    content,
+                    role=role,
+                    attachments=attachments,
+                    silent=silent,
+                    metadata=metadata,
+                    trace_headers=trace_headers,
+                )
+            finally:
+                self._forget_client_tools(thread_id)
         if trace_headers is not None and self.tracing is not None:
             with self.tracing.incoming(trace_headers, self.active.get(thread_id)):
                 return await self.send_message(

@@ -24,6 +24,14 @@ from threadloom.engine.mcp_sessions import MCPSessions, open_sessions
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.run import results
 from threadloom.engine.run.budget import lifetime_budgets
+from threadloom.engine.run.client_tools import (
+    ClientAnswer,
+    ClientTool,
+    agent_tool_names,
+    answer,
+    check_tools,
+    pending,
+)
 from threadloom.engine.run.ending import Lost
 from threadloom.engine.run.node_host import EngineHost
 from threadloom.engine.run.runs import RunManager
@@ -45,6 +53,7 @@ from threadloom.records import (
     Message,
     Spend,
     ThreadRecord,
+    ToolCall,
     UserQuota,
     is_uuid,
     new_id,
@@ -347,6 +356,7 @@ class Runtime:
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> Message:
         """Send a message: the overlap policy, then the durable queue; starts a run when
         the thread is idle. Returns the pending view of the queued message.
@@ -354,7 +364,10 @@ class Runtime:
         ``trace_headers``: the W3C trace context of the request that sent it (a mapping
         holding ``traceparent``, e.g. the HTTP request's headers); when the runtime traces,
         the run this send starts is a child of that span, and a run it joins gets a link to
-        it (spec 13 §13.6)."""
+        it (spec 13 §13.6). ``client_tools``: tools the sender offers and runs itself
+        (AG-UI's frontend tools, spec 13 §13.7), checked with :meth:`check_client_tools`:
+        the run this send starts (or joins) offers them; a call of one ends the run
+        ``awaiting_client_tool`` and :meth:`answer_client_calls` goes on."""
         return await self.runs.send_message(
             thread_id,
             content,
@@ -363,7 +376,33 @@ class Runtime:
             silent=silent,
             metadata=metadata,
             trace_headers=trace_headers,
+            client_tools=client_tools,
         )
+
+    def check_client_tools(
+        self, agent: str, tools: Sequence[ClientTool], where: str = "tools"
+    ) -> list[ClientTool]:
+        """``tools`` when a run of ``agent`` may offer them (spec 13 §13.7); else
+        ``InvalidField`` naming the first bad one (``tools[i].name``)."""
+        return check_tools(self.definitions, agent, tools, where)
+
+    async def client_calls(self, thread_id: str) -> list[ToolCall]:
+        """The thread's calls that wait for the client's result (spec 13 §13.7)."""
+        state = await self.thread(thread_id)
+        return await pending(state, agent_tool_names(self.definitions, state.agent_id))
+
+    async def answer_client_calls(
+        self,
+        thread_id: str,
+        answers: Sequence[ClientAnswer],
+        client_tools: Sequence[ClientTool] | None = None,
+    ) -> tuple[int, bool]:
+        """Store the client's results of its pending calls (spec 13 §13.7) and, once none
+        waits, start the run (offering ``client_tools``): how many were stored and
+        whether a run started."""
+        state = await self.thread(thread_id)
+        own = agent_tool_names(self.definitions, state.agent_id)
+        return await answer(self.runs, state, own, answers, client_tools)
 
     async def send_with_uploads(
         self,
@@ -375,11 +414,13 @@ class Runtime:
         silent: bool = False,
         metadata: Mapping[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> Message:
         """A send whose attachments are written as files first (spec 08 §8.4.2): a thread
         running here whose overlap policy is ``reject`` refuses it before any write
         (``ThreadBusy``), and the files written are removed again when the send fails
-        (``DuplicateMessage`` included). ``state`` is the thread at rest."""
+        (``DuplicateMessage`` included). ``state`` is the thread at rest; ``client_tools``
+        as for :meth:`send_message`."""
         thread_id = state.thread_id
         if uploads and await self.runs.overlap_policy(thread_id) == "reject":
             raise ThreadBusy("Thread is running (overlap policy: reject)", thread_id)
@@ -393,6 +434,7 @@ class Runtime:
                 silent=silent,
                 metadata=metadata,
                 trace_headers=trace_headers,
+                client_tools=client_tools,
             )
         except BaseException:
             await remove_attachments(state, refs)

@@ -59,3 +59,6 @@ class ToolRound:
     awaiting: list[str] = field(default_factory=list)
     """Calls parked for a person's approval (spec 14 §14.2): the run parks after the
     others ran."""
+    client: list[str] = field(default_factory=list)
+    """Calls of tools the client runs (spec 13 §13.7): left without a result, the run
+    ends ``awaiting_client_tool`` after the others ran."""

@@ -17,15 +17,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from threadloom.define import DROP
-from threadloom.define.tool import ToolArgumentsError, ToolResult
+from threadloom.define.tool import Attachment, ToolArgumentsError, ToolResult
 from threadloom.engine.env import StepEnv
 from threadloom.engine.step import approvals, session_tools
 from threadloom.engine.step.outcome import CallOutcome, ToolRound
 from threadloom.engine.step.pending import publish_event
 from threadloom.engine.step.threads import ToolThreads
-from threadloom.errors import InvalidMessage
+from threadloom.errors import FileError, InvalidArgument, InvalidMessage
 from threadloom.records import (
     Approval,
+    AttachmentRef,
     LogRow,
     Message,
     ToolCall,
@@ -35,7 +36,9 @@ from threadloom.records import (
     new_call_id,
     new_id,
 )
+from threadloom.thread import files as thread_files
 from threadloom.thread import messages as thread_messages
+from threadloom.thread.filetypes import attachment_problem
 
 logger = logging.getLogger("threadloom.tools")
 """Every exception a tool raises is logged here with its traceback, at WARNING (the model
@@ -256,6 +259,9 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             exc,
             exc_info=exc,
         )
+    files: list[AttachmentRef] = []
+    if result.attachments:  # step 4: the files it returned, before any hook sees it
+        result, files = await written(state, result)
     outcome = CallOutcome(
         call,
         result,
@@ -304,6 +310,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         )
         if final is DROP:
             outcome.dropped = True
+            await thread_files.remove_attachments(state, files)  # no message refers to them
         else:
             outcome.result = final
     if not outcome.dropped:  # step 7: the side's session bindings (spec 06 §6.5, §6.8.5)
@@ -326,6 +333,55 @@ async def _traced(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Call
     return outcome
 
 
+def _refused(result: ToolResult, why: str) -> ToolResult:
+    """The error result of a tool whose attachment cannot be stored: why, then the
+    tool's own text (spec 04 §4.5.4)."""
+    own = ((result.error or result.result) if result.status == "error" else result.result) or ""
+    return ToolResult(status="error", error=f"{why}\n\n{own.strip()}" if own.strip() else why)
+
+
+async def written(state: Any, result: ToolResult) -> tuple[ToolResult, list[AttachmentRef]]:
+    """``result`` with each ``Attachment`` written to the thread's files
+    (``write_attachment``, spec 07 §7.6) and replaced by its ref, in place; refs are kept
+    as given (spec 04 §4.5.4); and the refs of the files written. An attachment that cannot
+    be stored — a MIME type that is not one, an image models are not given or whose bytes
+    are not of its type, a file over the limits — makes the result an error that names it
+    and says why, and the files this result had written are removed again."""
+    if not any(isinstance(item, Attachment) for item in result.attachments):
+        return result, []
+    refs: list[AttachmentRef] = []
+    new: list[AttachmentRef] = []
+    try:
+        for item in result.attachments:
+            if not isinstance(item, Attachment):
+                refs.append(item)
+                continue
+            problem = attachment_problem(item.mime_type, item.data)
+            if problem is not None:
+                await thread_files.remove_attachments(state, new)
+                return _refused(result, f'Attachment "{item.name}" {problem}'), []
+            try:
+                ref = await thread_files.write_attachment(
+                    state,
+                    item.data,
+                    name=item.name,
+                    mime_type=item.mime_type,
+                    width=item.width,
+                    height=item.height,
+                    description=item.description,
+                )
+            except (FileError, InvalidArgument) as exc:
+                await thread_files.remove_attachments(state, new)
+                why = f'Attachment "{item.name}" could not be stored: {exc}'
+                return _refused(result, why), []
+            new.append(ref)
+            refs.append(ref)
+    except BaseException:  # cancelled (or the store failed): no file left without its result
+        await asyncio.shield(thread_files.remove_attachments(state, new))
+        raise
+    return result.model_copy(update={"attachments": refs}), new
+
+
 async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     """Step 8: ``before_store_tool_result`` → create lifecycle; the log row's results."""
     if outcome.dropped:
@@ -342,6 +398,8 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
             validate=lambda prev, ret, hook: _result_from(prev, ret),
             propagate=False,
         )
+    if result.attachments:  # those a hook added (the tool's were written at step 4)
+        result, _ = await written(state, result)
     outcome.result = result
     metadata: dict[str, Any] | None = None
     if outcome.notifications:
@@ -483,6 +541,9 @@ async def run_resumed(
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
+    if env.client and calls:  # the client runs these (spec 13 §13.7): no result here
+        round_.client = [c.id for c in calls if c.function.name in env.client]
+        calls = [c for c in calls if c.function.name not in env.client]
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
     if calls and env.run.agent.on_lost == "resume":

@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 from pydantic import ValidationError
 
+from threadloom.engine.run.client_tools import ClientAnswer, ClientTool
 from threadloom.engine.run.runtime import Runtime
-from threadloom.errors import AgentNotFound, DuplicateMessage
+from threadloom.errors import AgentNotFound, DuplicateMessage, InvalidField
 from threadloom.records import ContextEntry, SharedState
 from threadloom.server import deps
 from threadloom.server.agui.approvals import Resume, decide, pending, read_resume
 from threadloom.server.agui.cursor import Cursor, CursorError, run_key
+from threadloom.server.agui.parts import content_of, fit
 from threadloom.server.agui.run import (
     ID_KEY,
     RUN_KEY,
@@ -45,7 +47,9 @@ from threadloom.server.stream.auth import authenticate_stream
 from threadloom.server.stream.frames import Filters
 from threadloom.server.stream.session import Grant
 from threadloom.server.stream.stream import CountedStream, check_open_limit, hold_slot, redact_query
+from threadloom.server.uploads import Upload
 from threadloom.store.base import ThreadRow
+from threadloom.thread.files import file_limits
 from threadloom.wire.agui import ID_LIMIT, RunAgentInput
 from threadloom.wire.problems import REFUSED, problems_of
 
@@ -115,15 +119,6 @@ def checked_row(row: ThreadRow, who: Principal, agent: str | None) -> ThreadRow:
     return row
 
 
-def _text(content: Any) -> str:
-    """The text of an AG-UI message's content (a string, or parts of which text counts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(part.text for part in content if getattr(part, "type", None) == "text")
-    return ""
-
-
 def client_id(message_id: str) -> str:
     """The ``client_message_id`` a message is stored under (its AG-UI id, or a digest of
     an id longer than the field holds)."""
@@ -134,11 +129,15 @@ def client_id(message_id: str) -> str:
 
 @dataclass(frozen=True)
 class NewMessage:
-    """A message of the request the thread does not have: what is sent for it."""
+    """A message of the request the thread does not have: what is sent for it (its
+    media parts as uploads, written as attachments with it)."""
 
     agui_id: str
     role: str
     text: str
+    uploads: list[Upload] = field(default_factory=list)
+    source: Any = None
+    """The AG-UI message of a ``tool`` result (its ``toolCallId`` and ``error``)."""
 
 
 async def unseen(
@@ -164,15 +163,66 @@ async def unseen(
             )
             known.update(m.id for m in page.messages)
     new: list[NewMessage] = []
+    limits = file_limits(runtime.hub)
     for index, message in enumerate(messages):
         role = ROLES.get(message.role)
-        if message.id in known or role is None:
+        if message.id in known:
             continue
-        text = _text(getattr(message, "content", None))
-        if not text.strip():
-            raise bad_field(f"messages[{index}].content", "must hold text (a new message)")
-        new.append(NewMessage(message.id, role, text))
+        if message.role == "tool":  # the client's result of a call (spec 13 §13.7)
+            at = f"messages[{index}].content"
+            text = content_of(message.content, at, limits).text
+            new.append(NewMessage(message.id, "tool", text, source=message))
+            continue
+        if role is None:
+            continue
+        at = f"messages[{index}].content"
+        content = content_of(getattr(message, "content", None), at, limits)
+        if not content.text.strip() and not content.uploads:
+            if role == "assistant" and getattr(message, "tool_calls", None):
+                continue  # calls the runtime did not issue are not stored (§13.7.6)
+            raise bad_field(at, "must hold text or a media part (a new message)")
+        new.append(NewMessage(message.id, role, content.text, content.uploads))
+    uploads = [u for m in new for u in m.uploads]
+    if uploads and limits.max_thread_file_bytes is not None:
+        used = 0
+        if row is not None:
+            used = (await (await runtime.thread(row.id)).get_file_stats("/")).total_size
+        fit(uploads, used, limits)
     return new
+
+
+def client_tools(runtime: Runtime, agent: str, run_input: RunAgentInput) -> list[ClientTool]:
+    """The request's frontend tools (spec 13 §13.7), checked: a 400 naming
+    ``tools[i].name`` or ``tools[i].parameters``."""
+    tools = [
+        ClientTool(
+            t.name,
+            t.description,
+            {"type": "object", "properties": {}} if t.parameters is None else t.parameters,
+        )
+        for t in run_input.tools or ()
+    ]
+    try:
+        return runtime.check_client_tools(agent, tools)
+    except InvalidField as exc:
+        raise bad_field(exc.field, exc.problem) from None
+
+
+def answers(run_id: str, new: Sequence[NewMessage]) -> list[ClientAnswer]:
+    """The request's ``tool`` messages as the client's answers to calls (each stored with
+    its AG-UI ids, as a sent message is)."""
+    out = []
+    for message in new:
+        if message.role != "tool" or message.source is None:
+            continue
+        metadata = {
+            "client_message_id": client_id(message.agui_id),
+            RUN_KEY: run_id,
+            ID_KEY: message.agui_id,
+        }
+        error = getattr(message.source, "error", None)
+        out.append(ClientAnswer(message.source.tool_call_id, message.text, error, metadata))
+    return out
 
 
 async def store(
@@ -181,24 +231,39 @@ async def store(
     run_id: str,
     new: Sequence[NewMessage],
     trace_headers: Mapping[str, str] | None = None,
+    tools: Sequence[ClientTool] = (),
 ) -> int:
     """Send ``new`` in order, as any send (with the request's trace context, spec 13
     §13.6.7); how many were stored."""
     sent = 0
     for message in new:
+        if message.role == "tool":
+            continue  # answers to calls: ``answers``
         metadata = {
             "client_message_id": client_id(message.agui_id),
             RUN_KEY: run_id,
             ID_KEY: message.agui_id,
         }
         try:
-            await runtime.send_message(
-                thread_id,
-                message.text,
-                role=message.role,
-                metadata=metadata,
-                trace_headers=trace_headers,
-            )
+            if message.uploads:
+                await runtime.send_with_uploads(
+                    await runtime.thread(thread_id),
+                    message.text,
+                    message.uploads,
+                    role=message.role,
+                    metadata=metadata,
+                    trace_headers=trace_headers,
+                    client_tools=tools,
+                )
+            else:
+                await runtime.send_message(
+                    thread_id,
+                    message.text,
+                    role=message.role,
+                    metadata=metadata,
+                    trace_headers=trace_headers,
+                    client_tools=tools,
+                )
         except DuplicateMessage:
             continue  # stored meanwhile by a concurrent request
         sent += 1
@@ -231,6 +296,7 @@ async def run_agent(agent: str, request: Request) -> Any:
         raise AgentNotFound(agent)
     body = await deps.json_object(request, ctx.settings.max_upload_bytes, required="Body required")
     run_input = parse_input(body)
+    tools = client_tools(runtime, agent, run_input)
     thread_id = run_input.thread_id
     resume = last_event_id(request, run_input)
     await runtime.hub.commit_deferred(thread_id)
@@ -277,10 +343,14 @@ async def run_agent(agent: str, request: Request) -> Any:
             await apply(runtime, row, state, context)
             # read before the run starts: the response opens without a read (§13.2.9)
             shared = await runtime.store.get_shared_state(thread_id)
+            answered = answers(run_input.run_id, new)
+            started = False
+            if answered:  # the client's results first: the calls precede any new message
+                _, started = await runtime.answer_client_calls(thread_id, answered, tools)
             decided = await decide(runtime, thread_id, resume_entries, decider(who))
-            sent = await store(runtime, thread_id, run_input.run_id, new, request.headers)
+            sent = await store(runtime, thread_id, run_input.run_id, new, request.headers, tools)
             running = runtime.running(thread_id) or row.status.state == "running"
-            follow = decided > 0 or sent > 0 or running
+            follow = started or decided > 0 or sent > 0 or running
             if follow and (decided or row.status.reason == "awaiting_approval"):
                 # still parked: the run ends at once, with the interrupts still open
                 follow = not await pending(runtime, thread_id)

@@ -369,6 +369,9 @@ class AguiRun:
                 )
         if reason in CANCELLED:
             return cancelled(self.thread_id, self.run_id, reason or "", self.protocol)
+        # awaiting_client_tool (§13.7.3) too: success, without ``pendingToolCallIds`` —
+        # clients derive it from the calls announced without a result, and the AG-UI client
+        # CopilotKit bundles (0.0.59) refuses the key
         outcome = RunFinishedSuccessOutcome()
         return RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)
 

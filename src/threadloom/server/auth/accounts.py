@@ -76,6 +76,8 @@ class StoreCredentials:
             return await self.authenticate_digest("api_key", digest(token))
         if token.startswith("tls_"):
             return await self.authenticate_digest("session", digest(token))
+        if token.startswith("tlo_"):
+            return await self.authenticate_digest("oauth", digest(token))
         return None
 
     async def authenticate_digest(self, auth_type: str, token_digest: str) -> Principal | None:
@@ -97,6 +99,11 @@ class StoreCredentials:
             if session is None or now >= session[0].expires_at_us:
                 return None
             return principal_for(session[1], "session")
+        if auth_type == "oauth":
+            grant = await self.store.oauth_token_by_digest(token_digest)
+            if grant is None or now >= grant[0].expires_at_us:
+                return None
+            return principal_for(grant[1], "oauth")
         return None
 
     def configured(self) -> bool:

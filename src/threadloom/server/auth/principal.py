@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 Role = Literal["admin", "user", "api"]
-AuthType = Literal["session", "api_key", "admin_token", "local"]
+AuthType = Literal["session", "api_key", "admin_token", "local", "oauth"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,12 @@ def digest(token: str) -> str:
 def new_api_key() -> str:
     """``tlk_`` + 64 lowercase hex characters from the CSPRNG (spec 10 §10.3)."""
     return "tlk_" + secrets.token_hex(32)
+
+
+def new_oauth_tokens() -> tuple[str, str]:
+    """An OAuth access token (``tlo_``) and refresh token (``tlr_``), each 64 lowercase hex
+    characters from the CSPRNG (spec 10 §10.15)."""
+    return "tlo_" + secrets.token_hex(32), "tlr_" + secrets.token_hex(32)
 
 
 def new_session_token() -> str:

@@ -113,6 +113,7 @@ def update_user(conn: Conn, clock: Clock, user_id: str, patch: UserPatch) -> Use
         sets.append("password_hash = ?")
         values.append(patch.password_hash)
         conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
+        delete_oauth_grants(conn, user_id)
     if patch.set_permissions:
         sets.append("permissions = ?")
         values.append(_json_list(patch.permissions))
@@ -146,8 +147,16 @@ def delete_user(conn: Conn, clock: Clock, user_id: str) -> bool:
         raise LastAdmin("Cannot delete the last admin")
     conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
     conn.execute("DELETE FROM api_keys WHERE user_id = ?", (user_id,))
+    delete_oauth_grants(conn, user_id)
     conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
     return True
+
+
+def delete_oauth_grants(conn: Conn, user_id: str) -> None:
+    """The user's OAuth codes and tokens (spec 10 §10.15): gone with the user, and with a
+    password change as their sessions are."""
+    conn.execute("DELETE FROM oauth_codes WHERE user_id = ?", (user_id,))
+    conn.execute("DELETE FROM oauth_tokens WHERE user_id = ?", (user_id,))
 
 
 def create_api_key(conn: Conn, clock: Clock, key: ApiKeyRow, key_digest: str) -> ApiKeyRow:

@@ -21,6 +21,9 @@ from threadloom.records import (
     FileStats,
     LogRow,
     Message,
+    OAuthClient,
+    OAuthCode,
+    OAuthToken,
     QueueEntry,
     SharedState,
     Spend,
@@ -31,7 +34,7 @@ from threadloom.records import (
     UserQuota,
 )
 from threadloom.store.core import approvals as ledger
-from threadloom.store.core import auth, events, files, logs, messages, queue, runs, threads
+from threadloom.store.core import auth, events, files, logs, messages, oauth, queue, runs, threads
 from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
@@ -578,6 +581,39 @@ class TxStore:
 
     async def take_ticket(self, ticket_digest: str) -> TicketRow | None:
         return await self._write(auth.take_ticket, ticket_digest)
+
+    async def create_oauth_client(self, client: OAuthClient) -> None:
+        await self._write(oauth.create_oauth_client, client)
+
+    async def get_oauth_client(self, client_id: str) -> OAuthClient | None:
+        return await self._point_read(oauth.get_oauth_client, client_id)
+
+    async def create_oauth_code(self, code: OAuthCode) -> None:
+        await self._write(oauth.create_oauth_code, code)
+
+    async def take_oauth_code(self, code_digest: str) -> OAuthCode | None:
+        return await self._write(oauth.take_oauth_code, code_digest)
+
+    async def create_oauth_token(self, token: OAuthToken) -> bool:
+        return await self._write(oauth.create_oauth_token, token)
+
+    async def take_oauth_refresh(self, refresh_digest: str) -> OAuthToken | None:
+        return await self._write(oauth.take_oauth_refresh, refresh_digest)
+
+    async def get_oauth_refresh(self, refresh_digest: str) -> OAuthToken | None:
+        return await self._point_read(oauth.get_oauth_refresh, refresh_digest)
+
+    async def revoke_oauth_token(self, token_digest: str) -> OAuthToken | None:
+        return await self._write(oauth.revoke_oauth_token, token_digest)
+
+    async def oauth_token_by_digest(self, access_digest: str) -> tuple[OAuthToken, UserRow] | None:
+        return await self._point_read(oauth.oauth_token_by_digest, access_digest)
+
+    async def list_oauth_grants(self, user_id: str) -> list[tuple[OAuthToken, OAuthClient | None]]:
+        return await self._read(oauth.list_oauth_grants, user_id)
+
+    async def revoke_oauth_grant(self, user_id: str, grant_id: str) -> bool:
+        return await self._write(oauth.revoke_oauth_grant, user_id, grant_id)
 
     async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
         # a counted attempt lost in a crash is no loss: no wait for the disk

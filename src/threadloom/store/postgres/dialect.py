@@ -48,6 +48,11 @@ UNIQUE_KEYS = {
     "auth_attempts_pkey": "auth_attempts.attempt_id, auth_attempts.key_digest",
     "tool_ledger_pkey": "tool_ledger.thread_id, tool_ledger.tool_call_id",
     "user_quotas_pkey": "user_quotas.user_id",
+    "oauth_clients_pkey": "oauth_clients.client_id",
+    "oauth_codes_pkey": "oauth_codes.code_digest",
+    "oauth_tokens_pkey": "oauth_tokens.access_digest",
+    "oauth_tokens_refresh_digest_key": "oauth_tokens.refresh_digest",
+    "oauth_spent_refresh_pkey": "oauth_spent_refresh.refresh_digest",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""

@@ -393,6 +393,51 @@ ALTER TABLE threads ADD COLUMN run_context {T};
 """
 """The shared state and the run context of a thread (spec 02 §2.20, spec 13 §13.2.11;
 SQLite's migration 17)."""
+_V8 = f"""
+CREATE TABLE oauth_clients (
+    client_id     {T} PRIMARY KEY,
+    metadata      {T} NOT NULL,
+    secret_digest {T},
+    created_at_us BIGINT NOT NULL
+);
+CREATE TABLE oauth_codes (
+    code_digest           {T} PRIMARY KEY,
+    client_id             {T} NOT NULL,
+    user_id               {T} NOT NULL,
+    redirect_uri          {T} NOT NULL,
+    scope                 {T} NOT NULL,
+    resource              {T} NOT NULL,
+    code_challenge        {T} NOT NULL,
+    code_challenge_method {T} NOT NULL,
+    expires_at_us         BIGINT NOT NULL,
+    used                  BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX oauth_codes_user ON oauth_codes(user_id);
+CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at_us);
+CREATE TABLE oauth_tokens (
+    access_digest         {T} PRIMARY KEY,
+    refresh_digest        {T} NOT NULL UNIQUE,
+    grant_id              {T} NOT NULL,
+    client_id             {T} NOT NULL,
+    user_id               {T} NOT NULL,
+    scope                 {T} NOT NULL,
+    resource              {T} NOT NULL,
+    issued_at_us          BIGINT NOT NULL,
+    expires_at_us         BIGINT NOT NULL,
+    refresh_expires_at_us BIGINT NOT NULL
+);
+CREATE INDEX oauth_tokens_user ON oauth_tokens(user_id);
+CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
+CREATE INDEX oauth_tokens_expiry ON oauth_tokens(refresh_expires_at_us);
+CREATE TABLE oauth_spent_refresh (
+    refresh_digest {T} PRIMARY KEY,
+    grant_id       {T} NOT NULL,
+    expires_at_us  BIGINT NOT NULL
+);
+CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
+"""
+"""The OAuth authorization server's clients, codes and tokens (spec 10 §10.15; SQLite's
+migration 18)."""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
@@ -402,6 +447,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (5, "the resumes of a thread's lost runs", _V5),
     (6, "budgets of threads and quotas of users", _V6),
     (7, "the shared state and the run context of a thread", _V7),
+    (8, "the OAuth authorization server's clients, codes and tokens", _V8),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

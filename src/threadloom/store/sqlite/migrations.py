@@ -647,4 +647,58 @@ ALTER TABLE threads ADD COLUMN shared_state_at INTEGER;
 ALTER TABLE threads ADD COLUMN run_context TEXT;
 """,
     ),
+    (
+        18,
+        "the OAuth authorization server's clients, codes and tokens",
+        # Spec 10 §10.15: MCP hosts register themselves (RFC 7591), a signed-in user's
+        # consent issues a single-use code (PKCE S256), the code and each refresh give an
+        # access token with its refresh token. Codes and tokens are kept as SHA-256
+        # digests; a grant's rows share grant_id (the code's digest), so a reused code
+        # revokes what it issued, as a rotated refresh token presented again does (its
+        # digest kept in oauth_spent_refresh until it would have expired); a user's
+        # deletion deletes their codes and tokens.
+        """
+CREATE TABLE oauth_clients (
+    client_id     TEXT PRIMARY KEY,
+    metadata      TEXT NOT NULL,
+    secret_digest TEXT,
+    created_at_us INTEGER NOT NULL
+);
+CREATE TABLE oauth_codes (
+    code_digest           TEXT PRIMARY KEY,
+    client_id             TEXT NOT NULL,
+    user_id               TEXT NOT NULL,
+    redirect_uri          TEXT NOT NULL,
+    scope                 TEXT NOT NULL,
+    resource              TEXT NOT NULL,
+    code_challenge        TEXT NOT NULL,
+    code_challenge_method TEXT NOT NULL,
+    expires_at_us         INTEGER NOT NULL,
+    used                  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX oauth_codes_user ON oauth_codes(user_id);
+CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at_us);
+CREATE TABLE oauth_tokens (
+    access_digest         TEXT PRIMARY KEY,
+    refresh_digest        TEXT NOT NULL UNIQUE,
+    grant_id              TEXT NOT NULL,
+    client_id             TEXT NOT NULL,
+    user_id               TEXT NOT NULL,
+    scope                 TEXT NOT NULL,
+    resource              TEXT NOT NULL,
+    issued_at_us          INTEGER NOT NULL,
+    expires_at_us         INTEGER NOT NULL,
+    refresh_expires_at_us INTEGER NOT NULL
+);
+CREATE INDEX oauth_tokens_user ON oauth_tokens(user_id);
+CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);
+CREATE INDEX oauth_tokens_expiry ON oauth_tokens(refresh_expires_at_us);
+CREATE TABLE oauth_spent_refresh (
+    refresh_digest TEXT PRIMARY KEY,
+    grant_id       TEXT NOT NULL,
+    expires_at_us  INTEGER NOT NULL
+);
+CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
+""",
+    ),
 ]

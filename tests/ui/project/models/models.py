@@ -13,6 +13,7 @@
   waits for ``<gate>-2`` and logs another;
 - ``pay-two``: calls ``pay`` twice in one step (5 to bo, 700 to eve), each waiting for a
   person's approval, then answers ``Payments handled.``;
+- ``chart``: calls ``draw_chart`` (a PNG attachment) and then answers ``Here is the chart.``;
 - ``fail``: the model call fails (not retryable), so the run settles ``failed``;
 - anything else: ``echo: <text>``, streamed in small chunks with reasoning first.
 """
@@ -51,6 +52,8 @@ async def _chat(request: ProviderRequest) -> Reply:
             return Reply.text("The steps are logged.")
         if text == "pay-two":
             return Reply.text("Payments handled.")
+        if text == "chart":
+            return Reply.text("Here is the chart.")
         order = text.split(" ", 1)[1] if " " in text else "?"
         return Reply.text(f"Order {order} has shipped.", chunk_size=3, chunk_delay=0.03)
     if text.startswith("order "):
@@ -66,6 +69,8 @@ async def _chat(request: ProviderRequest) -> Reply:
         return Reply.tool_calls(
             Call("pay", {"amount": 5, "to": "bo"}), Call("pay", {"amount": 700, "to": "eve"})
         )
+    if text == "chart":
+        return Reply.tool_calls(Call("draw_chart", {}))
     if text == "fail":
         return Reply.error("The model is unavailable", retryable=False)
     if text == "slow":

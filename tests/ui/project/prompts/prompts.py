@@ -10,6 +10,7 @@ chat_prompt = Prompt(
         "lookup_order",
         "log_steps",
         "pay",
+        "draw_chart",
         "notes_prompt",
         Subagent("helper", relationship="helper", blocking=True),
     ],

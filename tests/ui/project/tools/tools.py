@@ -2,10 +2,12 @@
 
 import asyncio
 import os
+import struct
+import zlib
 from pathlib import Path
 
 from threadloom import ThreadState
-from threadloom.define import tool
+from threadloom.define import Attachment, ToolResult, tool
 
 
 @tool
@@ -14,6 +16,30 @@ async def lookup_order(state: ThreadState, order_id: str) -> str:
     await state.write_file(f"/orders/{order_id}.json", f'{{"order_id": "{order_id}"}}')
     await state.log({"name": "orders.lookup", "message": f"looked up {order_id}", "cost": 0.001})
     return f'{{"order_id": "{order_id}", "status": "shipped"}}'
+
+
+def _png(width: int, height: int) -> bytes:
+    """A real (grey) PNG image."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+@tool
+def draw_chart() -> ToolResult:
+    """Draw the sales chart (a PNG the tool returns as an attachment)."""
+    chart = Attachment(data=_png(24, 16), name="chart.png", mime_type="image/png")
+    return ToolResult(result="Chart drawn.", attachments=[chart])
 
 
 @tool(requires_approval=True)

@@ -130,6 +130,7 @@ const REASONS = {
   stop_tool: "stop tool",
   awaiting_human: "awaiting a human",
   awaiting_approval: "awaiting approval",
+  awaiting_client_tool: "awaiting the client's tool",
   hook_blocked: "blocked by a hook",
   aborted_by_user: "stopped by user",
   interrupted: "interrupted",

@@ -88,7 +88,11 @@ function toolCall(call, view) {
       el("div", { class: "label" }, "Arguments"),
       el("pre", { class: "json" }, pretty(args)),
       el("div", { class: "label" }, "Result"),
-      result ? el("pre", { class: "wrap" }, result.content ?? "") : el("p", { class: "muted" }, live === "running" ? "Running…" : "No result yet.")));
+      result ? el("pre", { class: "wrap" }, result.content ?? "") : el("p", { class: "muted" }, live === "running" ? "Running…" : "No result yet."),
+      // the files the tool returned (spec 04 §4.5.4), as a message's attachments are shown
+      result && result.attachments && result.attachments.length
+        ? el("div", { class: "attachments" }, result.attachments.map((a) => attachment(a, view)))
+        : null));
   return fold;
 }
 
