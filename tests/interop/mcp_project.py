@@ -5,12 +5,11 @@ holds for two minutes — and ``threadloom serve`` on it (spec 13 §13.5)."""
 
 from __future__ import annotations
 
-import signal
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-from node_clients import spawn_server
+from node_clients import serving
 
 TOKEN = "mcp-node-test-admin-token-" + "x" * 16
 SLOW_TEXT = "Slowly, one piece at a time, the answer comes. " * 2
@@ -86,16 +85,7 @@ def write_project(folder: Path) -> Path:
 def serve(folder: Path, db_url: str) -> Iterator[str]:
     """``threadloom serve`` on the project written into ``folder`` (credentials required:
     the admin token); stopped with SIGTERM, its output free of tracebacks."""
-    proc, base = spawn_server(
-        write_project(folder),
-        db_url,
-        THREADLOOM_AUTH="required",
-        THREADLOOM_ADMIN_TOKEN=TOKEN,
-        THREADLOOM_MCP_PROGRESS_SECONDS=PROGRESS_S,
-    )
-    try:
+    with serving(
+        write_project(folder), db_url, TOKEN, THREADLOOM_MCP_PROGRESS_SECONDS=PROGRESS_S
+    ) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")

@@ -11,13 +11,16 @@ or later) a test is skipped with the reason; under ``CI=true`` that is a failure
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,36 @@ def _serve_harness() -> Any:
 
 
 spawn_server = _serve_harness().spawn_server
+
+
+@contextlib.contextmanager
+def serving(
+    project: Path | Mapping[str, str],
+    db_url: str,
+    token: str,
+    folder: Path | None = None,
+    stop_timeout: float = 60,
+    **env: str,
+) -> Iterator[str]:
+    """A real ``threadloom serve`` (its base URL) on a project folder, or on the files of
+    ``project`` (path → text, dedented) written into ``folder``; credentials required,
+    ``token`` the admin token, ``env`` more settings. Stopped with SIGTERM, its output
+    free of tracebacks."""
+    if not isinstance(project, Path):
+        assert folder is not None, "files need a folder to be written into"
+        for name, text in project.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(textwrap.dedent(text))
+        project = folder
+    proc, base = spawn_server(
+        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=token, **env
+    )
+    try:
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=stop_timeout)
+        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def require_node(what: str) -> tuple[str, str]:

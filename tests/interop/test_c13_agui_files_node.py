@@ -12,10 +12,8 @@ import base64
 import hashlib
 import json
 import shutil
-import signal
 import struct
 import subprocess
-import textwrap
 import time
 import zlib
 from collections.abc import Iterator
@@ -25,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import MessagesSnapshotEvent
-from test_c13_agui_node import HERE, TOKEN, agui_client, spawn_server
+from node_clients import serving
+from test_c13_agui_node import HERE, TOKEN, agui_client
 
 __all__ = ["agui_client"]  # the fixture, from the AG-UI client's own tests
 
@@ -125,19 +124,8 @@ PROJECT = {
 @pytest.fixture
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
     """``threadloom serve`` on the project above (credentials required: the admin token)."""
-    project = tmp_path / "project"
-    for name, text in PROJECT.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(textwrap.dedent(text))
-    proc, base = spawn_server(
-        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
-    )
-    try:
+    with serving(PROJECT, db_url, TOKEN, tmp_path / "project") as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def api(base: str) -> httpx.Client:

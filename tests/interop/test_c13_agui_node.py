@@ -11,15 +11,13 @@ with the reason; under ``CI=true`` that is a failure.
 from __future__ import annotations
 
 import json
-import signal
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from node_clients import installed, spawn_server
+from node_clients import installed, serving
 from node_clients import node_run as run_script
 
 HERE = Path(__file__).resolve().parent / "agui_node"
@@ -116,19 +114,8 @@ PROJECT = {
 @pytest.fixture
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
     """``threadloom serve`` on the project above (credentials required: the admin token)."""
-    project = tmp_path / "project"
-    for name, text in PROJECT.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(textwrap.dedent(text))
-    proc, base = spawn_server(
-        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
-    )
-    try:
+    with serving(PROJECT, db_url, TOKEN, tmp_path / "project") as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:

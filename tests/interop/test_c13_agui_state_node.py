@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from test_c13_agui_node import HERE, TOKEN, agui_client, spawn_server
+from node_clients import serving
+from test_c13_agui_node import HERE, TOKEN, agui_client
 
 __all__ = ["agui_client"]  # the fixture, shared with test_c13_agui_node.py
 
@@ -71,19 +70,8 @@ PROJECT = {
 
 @pytest.fixture
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
-    project = tmp_path / "project"
-    for name, text in PROJECT.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(textwrap.dedent(text))
-    proc, base = spawn_server(
-        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
-    )
-    try:
+    with serving(PROJECT, db_url, TOKEN, tmp_path / "project") as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def node_state(agui_client: tuple[str, Path], base: str) -> Any:

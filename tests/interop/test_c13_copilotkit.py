@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,8 +27,8 @@ from typing import Any
 import httpx
 import pytest
 from agui_events import check_events, parse_sse
-from node_clients import installed
-from test_c13_agui_node import agui_client, spawn_server
+from node_clients import installed, serving
+from test_c13_agui_node import agui_client
 
 HERE = Path(__file__).resolve().parent / "copilotkit_node"
 __all__ = ["agui_client"]  # the fixture of @ag-ui/client 1.0 (C13-058)
@@ -160,22 +158,9 @@ PROJECT = {
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
     """``threadloom serve`` on the project above (credentials required: the admin token)."""
     project = tmp_path / "project"
-    for name, text in PROJECT.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(textwrap.dedent(text))
-    proc, base = spawn_server(
-        project,
-        db_url,
-        THREADLOOM_AUTH="required",
-        THREADLOOM_ADMIN_TOKEN=TOKEN,
-        THREADLOOM_AGUI_STOP_GRACE_S=STOP_GRACE_S,
-    )
-    try:
+    grace = {"THREADLOOM_AGUI_STOP_GRACE_S": STOP_GRACE_S}
+    with serving(PROJECT, db_url, TOKEN, project, stop_timeout=120, **grace) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=120)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def api(base: str, path: str) -> Any:
@@ -341,15 +326,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @pytest.fixture
 def served_examples(db_url: str) -> Iterator[str]:
     """``threadloom serve examples/`` (its offline demo model; the admin token required)."""
-    proc, base = spawn_server(
-        EXAMPLES, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
-    )
-    try:
+    with serving(EXAMPLES, db_url, TOKEN, stop_timeout=120) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=120)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -34,7 +32,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
-from node_clients import installed, spawn_server
+from node_clients import installed, serving
 
 MCP_NODE = Path(__file__).resolve().parent / "mcp_node"
 TOKEN = "mcp-oauth-node-test-admin-token-" + "x" * 16
@@ -112,14 +110,7 @@ def node_clients() -> tuple[str, Path]:
 def served(tmp_path: Path, db_url: str) -> Iterator[str]:
     """``threadloom serve`` on the project above, credentials required, with the user
     ``alice`` (a password) made through the admin token."""
-    project = tmp_path / "project"
-    for name, text in PROJECT.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(textwrap.dedent(text))
-    proc, base = spawn_server(
-        project, db_url, THREADLOOM_AUTH="required", THREADLOOM_ADMIN_TOKEN=TOKEN
-    )
-    try:
+    with serving(PROJECT, db_url, TOKEN, tmp_path / "project") as base:
         made = httpx.post(
             f"{base}/api/users",
             json={"username": "alice", "password": PASSWORD},
@@ -127,10 +118,6 @@ def served(tmp_path: Path, db_url: str) -> Iterator[str]:
         )
         assert made.status_code == 201, made.text
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-        assert b"Traceback" not in output, output.decode(errors="replace")
 
 
 def session_of(base: str) -> str:
