@@ -79,6 +79,7 @@ TESTING = {
     "UserMessage",
     "AssistantMessage",
     "ToolMessage",
+    "png",
 }
 
 

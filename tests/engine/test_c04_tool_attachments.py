@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import re
-import struct
-import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -19,25 +17,9 @@ from threadloom.providers.script import Call
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import AttachmentRef
+from threadloom.testing import png
 
 ATTACHMENT_PATH = re.compile(r"^/attachments/\d{13}-[0-9a-f]{8}\.(png|csv|txt|bin)$")
-
-
-def png(width: int, height: int) -> bytes:
-    """A real (tiny, grey) PNG image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 CHART = png(3, 2)

@@ -3,14 +3,13 @@ built byte by byte (no imaging library)."""
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from threadloom import Runtime
+from threadloom.testing import png as grey_png
 from threadloom.thread.events import Subscription
 from threadloom.thread.state import ThreadState
 
@@ -22,19 +21,7 @@ async def state(runtime: Runtime) -> ThreadState:
 
 def make_png(width: int, height: int) -> bytes:
     """A valid RGB PNG of the given size (all black)."""
-
-    def chunk(tag: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(tag + body) & 0xFFFFFFFF
-        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", crc)
-
-    raw = (b"\x00" + b"\x00" * width * 3) * height
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
+    return grey_png(width, height, shade=0)
 
 
 @pytest.fixture

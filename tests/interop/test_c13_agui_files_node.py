@@ -12,10 +12,8 @@ import base64
 import hashlib
 import json
 import shutil
-import struct
 import subprocess
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,26 +24,11 @@ from ag_ui.core import MessagesSnapshotEvent
 from node_clients import serving
 from test_c13_agui_node import HERE, TOKEN, agui_client
 
+from threadloom.testing import png
+
 __all__ = ["agui_client"]  # the fixture, from the AG-UI client's own tests
 
 MEDIA = Path(__file__).resolve().parent / "mcp_servers" / "media.py"
-
-
-def png(width: int, height: int) -> bytes:
-    """A real (tiny, grey) PNG image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 PNG = png(2, 2)

@@ -4,8 +4,6 @@ and the attachment cases C08-074/075 of §8.2.5). Traversal: test_c08_files_trav
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
 from typing import Any
 
 import httpx
@@ -13,23 +11,7 @@ from rawhttp import raw_request
 
 from conftest import Api
 from threadloom.server.settings import ServerSettings
-
-
-def png(width: int, height: int) -> bytes:
-    """A real (tiny, grey) PNG image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
+from threadloom.testing import png
 
 
 def b64(data: bytes) -> str:

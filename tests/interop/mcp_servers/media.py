@@ -7,8 +7,6 @@ its type). ``python media.py`` serves over stdio.
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
 
 from mcp.server.mcpserver import Audio, Image, MCPServer
 from mcp_types import (
@@ -19,24 +17,9 @@ from mcp_types import (
     TextContent,
 )
 
+from threadloom.testing import png
+
 server = MCPServer("media", instructions="Files for the tests")
-
-
-def png(width: int, height: int) -> bytes:
-    """A real (tiny, grey) PNG image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 CHART = png(4, 3)

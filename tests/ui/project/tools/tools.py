@@ -2,12 +2,11 @@
 
 import asyncio
 import os
-import struct
-import zlib
 from pathlib import Path
 
 from threadloom import ThreadState
 from threadloom.define import Attachment, ToolResult, tool
+from threadloom.testing import png as _png
 
 
 @tool
@@ -16,23 +15,6 @@ async def lookup_order(state: ThreadState, order_id: str) -> str:
     await state.write_file(f"/orders/{order_id}.json", f'{{"order_id": "{order_id}"}}')
     await state.log({"name": "orders.lookup", "message": f"looked up {order_id}", "cost": 0.001})
     return f'{{"order_id": "{order_id}", "status": "shipped"}}'
-
-
-def _png(width: int, height: int) -> bytes:
-    """A real (grey) PNG image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
 
 
 @tool
