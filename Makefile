@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# two stamps: serving needs the package alone (`make serve`); the tests add the dev extra
+# and every optional extra (`make test`, and every target below that runs the tests' tools)
+SERVE_STAMP := $(VENV)/.installed-serve
 STAMP  := $(VENV)/.installed
 # the peers of bench/peers live in a venv of their own, never in the project's
 BENCH_VENV  := .venv-bench
@@ -11,17 +14,35 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
+.PHONY: serve image deploy-tools test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
 
-$(STAMP): pyproject.toml
+define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres,oauth]'
-	touch $(STAMP)
+endef
 
-serve: $(STAMP)
+# what serving examples/ needs: the package and its runtime dependencies, nothing else
+$(SERVE_STAMP): pyproject.toml
+	$(make_venv)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(SERVE_STAMP)
+
+$(STAMP): pyproject.toml
+	$(make_venv)
+	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres,oauth]'
+	touch $(STAMP) $(SERVE_STAMP)
+
+serve: $(SERVE_STAMP)
 	$(BIN)/threadloom serve examples --host $(HOST) --port $(PORT)
+
+# The container image (docs/deploy.md, "The container image"): a wheelhouse made here with
+# `pip wheel`, then `podman build` (ENGINE=docker for Docker). BASE, TAG and EXTRAS pass on.
+ENGINE ?= podman
+TAG    ?= localhost/threadloom:latest
+image: $(SERVE_STAMP)
+	$(BIN)/python scripts/image.py build --engine $(ENGINE) --tag $(TAG) \
+	  $(if $(BASE),--base $(BASE)) $(if $(EXTRAS),--extras $(EXTRAS))
 
 test: $(STAMP) lint typecheck pytest
 
@@ -32,7 +53,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) browser
+pytest: $(STAMP) browser deploy-tools
 	$(BIN)/pytest
 
 # The web UI's browser tests (tests/ui) drive Debian's chromium: installed here when it is
@@ -45,6 +66,26 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else \
 	    echo "note: $(CHROMIUM) is missing and we are not root: the browser tests will be skipped"; \
+	  fi; \
+	fi
+
+# The deploy tests (tests/deploy) build the image with podman from a Debian base made with
+# debootstrap, check compose.yaml's proxy with nginx and the systemd unit with
+# systemd-analyze: installed here when missing and we are root; otherwise those tests skip
+# and say why (under CI=true they fail).
+DEPLOY_TOOLS := podman:podman debootstrap:debootstrap fuse-overlayfs:fuse-overlayfs \
+                newuidmap:uidmap nginx:nginx systemd-analyze:systemd
+deploy-tools:
+	@missing=""; for pair in $(DEPLOY_TOOLS); do \
+	  command -v "$${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/$${pair%%:*}" ] \
+	    || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing with apt-get (the deploy tests need them)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "note:$$missing missing and we are not root: the deploy tests will be skipped"; \
 	  fi; \
 	fi
 
@@ -95,4 +136,4 @@ conformance: $(STAMP)
 	$(BIN)/python scripts/conformance.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache build dist
