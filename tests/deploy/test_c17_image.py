@@ -1,0 +1,410 @@
+"""The container image (spec 17 §17.6, C17-080 … C17-084), built and started on this machine.
+
+No registry can be reached here and ``podman run`` cannot start containers (cgroups hybrid
+mode), so the test does what a registry and a runtime would:
+
+- the base is made from Debian's packages with debootstrap and imported into podman
+  (``scripts/image.py debian-base``: kept under a tag derived from its inputs, so a second
+  run reuses it; a fresh clone makes it, about a minute and a half);
+- the wheelhouse is made outside the build with ``pip wheel`` and the image built with
+  ``podman build --isolation=chroot`` (``scripts/image.py build``, what ``make image`` runs);
+- a *container* is the image's root filesystem (``podman image mount``, read-only) under an
+  overlay with a fresh writable layer, with ``/proc``, ``/dev`` and a volume directory on
+  the image's ``VOLUME``, in new mount and network namespaces (``unshare``), entered with
+  ``chroot --userspec`` as the image's ``USER``, with the image's ``Env``, ``WorkingDir``,
+  ``Entrypoint`` and ``Cmd`` — all read from ``podman image inspect``, nothing restated.
+  The test reaches the server inside the namespace with ``nsenter --net``.
+
+What it does not do: cgroups, seccomp, capabilities, a pid namespace, port publishing — the
+runtime's part, not the image's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needs import cannot_run
+
+pytestmark = pytest.mark.deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "image.py"
+NETNS_HTTP = Path(__file__).with_name("netns_http.py")
+TAG = "localhost/threadloom:deploy-test"
+ADMIN_TOKEN = "deploy-test-admin-token-0123456789abcdef"
+TOOLS = ("podman", "debootstrap", "unshare", "nsenter", "chroot", "ip", "mount")
+# what only the tests and the tools use: none of it belongs in the image
+DEV_ONLY = ("pip", "setuptools", "pytest", "mypy", "ruff", "hypothesis", "schemathesis",
+            "playwright", "build", "twine")  # fmt: skip
+
+
+def _cannot_build() -> str | None:
+    if sys.platform != "linux":
+        return "the image test needs Linux (namespaces, overlayfs, chroot)"
+    if os.geteuid() != 0:
+        return "the image test runs as root (debootstrap, podman's store, mounts, chroot)"
+    for tool in TOOLS:
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (make test installs it with apt-get as root)"
+    if sys.version_info[:2] not in ((3, 11), (3, 13)):
+        return "no Debian release has this Python's version, to build the wheelhouse for"
+    return None
+
+
+def _script(*args: str) -> str:
+    """Runs scripts/image.py; its last line of output (a tag)."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    lines = [line for line in done.stdout.splitlines() if "is ignored: it is neither" not in line]
+    if done.returncode != 0:
+        pytest.fail(f"scripts/image.py {' '.join(args)} failed:\n" + "\n".join(lines[-40:]))
+    return lines[-1].strip()
+
+
+def _podman(*args: str) -> str:
+    return subprocess.run(
+        ["podman", *args], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.strip()
+
+
+@dataclass
+class Image:
+    tag: str
+    inspect: dict[str, Any]
+    rootfs: Path  # the image's root filesystem, mounted read-only
+    base_size: int
+    build_seconds: float
+
+    @property
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = self.inspect["Config"]
+        return config
+
+    def user_ids(self) -> tuple[int, int]:
+        """The image's USER as numbers, from its own /etc/passwd and /etc/group."""
+        user, _, group = self.config["User"].partition(":")
+        passwd = {
+            f[0]: f for f in (ln.split(":") for ln in (self.rootfs / "etc/passwd").read_text()
+                              .splitlines())
+        }  # fmt: skip
+        groups = {
+            f[0]: f for f in (ln.split(":") for ln in (self.rootfs / "etc/group").read_text()
+                              .splitlines())
+        }  # fmt: skip
+        uid = int(user) if user.isdigit() else int(passwd[user][2])
+        if not group:
+            gid = int(next(f for f in passwd.values() if int(f[2]) == uid)[3])
+        else:
+            gid = int(group) if group.isdigit() else int(groups[group][2])
+        return uid, gid
+
+    def home(self) -> str:
+        uid, _ = self.user_ids()
+        for line in (self.rootfs / "etc/passwd").read_text().splitlines():
+            fields = line.split(":")
+            if int(fields[2]) == uid:
+                return fields[5]
+        return "/"
+
+    def volume(self) -> str:
+        (volume,) = self.config["Volumes"]
+        return str(volume)
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[Image]:
+    reason = _cannot_build()
+    if reason is not None:
+        cannot_run(reason, "the container image test")
+    started = time.monotonic()
+    base = _script("debian-base")
+    tag = _script("build", "--base", base, "--tag", TAG)
+    seconds = time.monotonic() - started
+    (inspect,) = json.loads(_podman("image", "inspect", tag))
+    (base_inspect,) = json.loads(_podman("image", "inspect", base))
+    rootfs = Path(_podman("image", "mount", tag))
+    try:
+        yield Image(tag, inspect, rootfs, int(base_inspect["Size"]), seconds)
+    finally:
+        subprocess.run(["podman", "image", "unmount", tag], stdout=subprocess.DEVNULL)
+
+
+@dataclass
+class Container:
+    """The image started as a container would be (see the module's docstring)."""
+
+    image: Image
+    workdir: Path
+    volume: Path
+    process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    runs: list[Path] = field(default_factory=list)
+
+    def _env(self, extra: dict[str, str]) -> list[str]:
+        env = dict(item.split("=", 1) for item in self.image.config.get("Env") or [])
+        env.setdefault("HOME", self.image.home())
+        env.update(extra)
+        return [f"{key}={value}" for key, value in env.items()]
+
+    def _inside(self, root: Path, argv: list[str], env: dict[str, str]) -> list[str]:
+        uid, gid = self.image.user_ids()
+        workdir = self.image.config.get("WorkingDir") or "/"
+        return [
+            "chroot", f"--userspec={uid}:{gid}", str(root),
+            "/usr/bin/env", "-i", *self._env(env),
+            "/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv,
+        ]  # fmt: skip
+
+    def _command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        run = self.workdir / f"run-{len(self.runs)}"
+        self.runs.append(run)
+        upper, work, root = run / "upper", run / "work", run / "root"
+        for folder in (upper, work, root):
+            folder.mkdir(parents=True)
+        setup = (
+            'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"; '
+            'mount -t proc proc "$4/proc"; mount --rbind /dev "$4/dev"; '
+            'mount --bind "$5" "$4$6"; ip link set lo up; shift 6; exec "$@"'
+        )
+        return [
+            "unshare", "--mount", "--net", "--propagation", "private",
+            "sh", "-c", setup, "sh",
+            str(self.image.rootfs), str(upper), str(work), str(root), str(self.volume),
+            self.image.volume(),
+            *self._inside(root, argv, env),
+        ]  # fmt: skip
+
+    def entry(self, args: list[str] | None = None) -> list[str]:
+        """The image's Entrypoint with its Cmd (or ``args`` in the Cmd's place)."""
+        return [*self.image.config["Entrypoint"], *(args or self.image.config["Cmd"])]
+
+    def once(self, argv: list[str], env: dict[str, str], stdin: str = "") -> tuple[int, str]:
+        """Runs ``argv`` in a new container on the volume (``podman run --rm -i``)."""
+        done = subprocess.run(
+            self._command(argv, env),
+            input=stdin.encode(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+        )
+        return done.returncode, done.stdout.decode(errors="replace")
+
+    def start(self, env: dict[str, str]) -> None:
+        """Starts the image's entry point in a new container on the volume."""
+        self.log = self.workdir / f"serve-{len(self.runs)}.log"
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                self._command(self.entry(), env), stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log else ""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """``argv`` in the running container (``podman exec``): its mounts and network."""
+        assert self.process is not None
+        root = self.runs[-1] / "root"
+        done = subprocess.run(
+            ["nsenter", f"--target={self.process.pid}", "--mount", "--net", "--",
+             *self._inside(root, argv, {})],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30,
+        )  # fmt: skip
+        return done.returncode, done.stdout.decode(errors="replace")
+
+    def http(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        """One request to the image's port inside the container's network namespace."""
+        assert self.process is not None
+        port = next(iter(self.image.config["ExposedPorts"])).split("/")[0]
+        cmd = ["nsenter", f"--target={self.process.pid}", "--net", "--", sys.executable,
+               str(NETNS_HTTP), method, f"http://127.0.0.1:{port}{path}"]  # fmt: skip
+        if token:
+            cmd += ["--token", token]
+        if body is not None:
+            cmd += ["--json", json.dumps(body)]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        if done.returncode != 0:
+            return {"status": None, "body": done.stderr.decode(errors="replace")}
+        return json.loads(done.stdout)
+
+    def wait_healthy(self, timeout: float = 60) -> dict[str, Any]:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        answer: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"the container exited ({self.process.returncode}):\n{self.output()}")
+            answer = self.http("GET", "/api/health")
+            if answer["status"] == 200:
+                return answer
+            time.sleep(0.3)
+        pytest.fail(f"no healthy answer within {timeout} s: {answer}\n{self.output()}")
+
+    def stop(self) -> int | None:
+        """SIGTERM, as ``podman stop`` sends; the exit status (None: killed after 30 s)."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.terminate()
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+
+
+@pytest.fixture
+def container(image: Image, tmp_path: Path) -> Iterator[Container]:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    # a new named volume starts as a copy of the image's folder: its owner and mode
+    st = (image.rootfs / image.volume().lstrip("/")).stat()
+    os.chown(volume, st.st_uid, st.st_gid)
+    volume.chmod(st.st_mode & 0o7777)
+    box = Container(image, tmp_path, volume)
+    try:
+        yield box
+    finally:
+        box.stop()
+
+
+def test_c17_080_image_config(image: Image) -> None:
+    """C17-080: the image runs ``threadloom serve`` on the example project, on 0.0.0.0, as a
+    user that is not root, with its SQLite store in a volume and a health check on
+    ``/api/health`` that needs nothing but the image's Python."""
+    config = image.config
+    uid, gid = image.user_ids()
+    assert uid != 0 and gid != 0
+    assert config["Entrypoint"] == ["threadloom"]
+    assert config["Cmd"][:2] == ["serve", "/srv/project"]
+    assert config["Cmd"][config["Cmd"].index("--host") + 1] == "0.0.0.0"
+    port = config["Cmd"][config["Cmd"].index("--port") + 1]
+    assert list(config["ExposedPorts"]) == [f"{port}/tcp"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["THREADLOOM_DATABASE_URL"] == f"sqlite:///{image.volume()}/threadloom.db"
+    volume = image.rootfs / image.volume().lstrip("/")
+    assert (volume.stat().st_uid, volume.stat().st_gid) == (uid, gid)
+    assert (image.rootfs / "srv/project/agents").is_dir()
+    check = image.inspect["Healthcheck"]["Test"]
+    assert check[0] == "CMD" and f"127.0.0.1:{port}/api/health" in " ".join(check)
+    program = [image.rootfs / d.lstrip("/") / check[1] for d in env["PATH"].split(":")]
+    assert any(os.path.lexists(path) for path in program), f"{check[1]} is not in the image"
+    size = int(image.inspect["Size"])
+    print(
+        f"\nimage {image.tag}: {size / 1e6:.0f} MB ({(size - image.base_size) / 1e6:.0f} MB"
+        f" over its {image.base_size / 1e6:.0f} MB Debian base); base and build took"
+        f" {image.build_seconds:.0f} s"
+    )
+
+
+def test_c17_081_only_runtime_dependencies(image: Image) -> None:
+    """C17-081: the image's environment holds Threadloom, its runtime dependencies and the
+    extras it is built with (postgres, agui, mcp) — no pip, no setuptools, nothing of the
+    dev extra — and the build stage's wheelhouse is not in the image."""
+    (site,) = (image.rootfs / "opt/threadloom/lib").glob("python3.*/site-packages")
+    installed = {
+        path.name.split("-")[0].lower().replace("_", "-")
+        for path in site.glob("*.dist-info")
+    }
+    assert {"threadloom", "pydantic", "fastapi", "uvicorn", "psycopg", "psycopg-binary",
+            "ag-ui-protocol", "mcp"} <= installed  # fmt: skip
+    assert installed.isdisjoint(DEV_ONLY), installed & set(DEV_ONLY)
+    assert not (image.rootfs / "wheels").exists()
+    assert not (image.rootfs / "opt/threadloom/bin/pip").exists()
+
+
+def test_c17_082_no_credential_no_start(container: Container) -> None:
+    """C17-082: without a credential the image refuses to listen on 0.0.0.0 (exit code 2)
+    and says how to make one."""
+    code, output = container.once(container.entry(), {})
+    assert code == 2, output
+    assert "refusing to listen on 0.0.0.0" in output
+    assert "THREADLOOM_ADMIN_TOKEN" in output
+
+
+def test_c17_083_serves_a_turn_as_its_user(image: Image, container: Container) -> None:
+    """C17-083: with ``THREADLOOM_ADMIN_TOKEN`` from the environment the image serves: the
+    health check answers 200 and the image's own HEALTHCHECK command passes, a turn of
+    the example ``support`` agent completes on the demo model, the server process runs as
+    the image's user (not root), and the store is written into the volume, as that user."""
+    container.start({"THREADLOOM_ADMIN_TOKEN": ADMIN_TOKEN})
+    health = container.wait_healthy()
+    assert health["body"]["status"] == "ok" and health["body"]["store"] == "sqlite"
+    code, output = container.exec(image.inspect["Healthcheck"]["Test"][1:])
+    assert code == 0, output
+
+    assert container.process is not None
+    status = Path(f"/proc/{container.process.pid}/status").read_text()
+    ids = {line.split(":")[0]: line.split()[1:] for line in status.splitlines()}
+    uid, gid = image.user_ids()
+    assert ids["Uid"] == [str(uid)] * 4 and ids["Gid"] == [str(gid)] * 4
+    assert "0" not in ids["Groups"]  # no supplementary group of root's either
+    cmdline = Path(f"/proc/{container.process.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"serve" in cmdline
+
+    assert container.http("GET", "/api/threads")["status"] == 401
+    created = container.http("POST", "/api/threads", {"agent_id": "support"}, ADMIN_TOKEN)
+    assert created["status"] in (200, 201), created
+    thread = created["body"]["threadId"]
+    sent = container.http(
+        "POST", f"/api/threads/{thread}/messages", {"content": "Where is order A-1001?"},
+        ADMIN_TOKEN,
+    )  # fmt: skip
+    assert sent["status"] in (200, 202), sent
+    deadline = time.monotonic() + 30
+    messages: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        page = container.http(
+            "GET", f"/api/threads/{thread}/messages?order=asc", token=ADMIN_TOKEN
+        )
+        messages = page["body"]["messages"]
+        if len(messages) == 4 and messages[-1]["role"] == "assistant":
+            break
+        time.sleep(0.3)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert "Walnut desk" in (messages[-1]["content"] or "")
+    print(f"\nthe turn in the image: {messages[-1]['content']!r}")
+
+    store = container.volume / "threadloom.db"
+    assert store.is_file() and (store.stat().st_uid, store.stat().st_gid) == (uid, gid)
+    assert container.stop() in (0, 143, -15), container.output()
+    assert "Traceback" not in container.output()
+
+
+def test_c17_084_first_start_with_a_bootstrap_admin(image: Image, container: Container) -> None:
+    """C17-084: the other first-start recipe: ``threadloom users create`` and ``threadloom
+    keys create`` run once in a container on the volume; the image then starts with no
+    admin token, and the key is its credential."""
+    code, output = container.once(
+        container.entry(["users", "create", "admin", "--role", "admin", "--password-stdin"]),
+        {},
+        stdin="a long admin password for the image test\n",
+    )
+    assert code == 0, output
+    code, output = container.once(
+        container.entry(["keys", "create", "admin", "--name", "first-key"]), {}
+    )
+    assert code == 0, output
+    (key,) = [word for word in output.split() if word.startswith("tlk_")]
+
+    container.start({})
+    container.wait_healthy()
+    assert container.http("GET", "/api/threads")["status"] == 401
+    listed = container.http("GET", "/api/threads", token=key)
+    assert listed["status"] == 200, listed
+    assert container.stop() in (0, 143, -15), container.output()
