@@ -93,9 +93,10 @@ def apt_mirror(suite: str) -> str:
                     for k, _, v in (ln.partition(":") for ln in para.splitlines())
                     if not k.lstrip().startswith("#") and v
                 )
-                if suite in fields.get("suites", "").split() and "deb" in fields.get(
-                    "types", ""
-                ).split():
+                if (
+                    suite in fields.get("suites", "").split()
+                    and "deb" in fields.get("types", "").split()
+                ):
                     return fields["uris"].split()[0]
         elif path.suffix == ".list" or path.name == "sources.list":
             for line in text.splitlines():

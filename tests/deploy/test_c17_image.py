@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,9 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 
-from needs import cannot_run
+from needs import cannot_run, free_port
+from pg_support import create_schema, drop_schema, require_postgres, schema_url
 
 pytestmark = pytest.mark.deploy
 
@@ -171,7 +175,9 @@ class Container:
             "/bin/sh", "-c", 'cd "$0" && exec "$@"', workdir, *argv,
         ]  # fmt: skip
 
-    def _command(self, argv: list[str], env: dict[str, str]) -> list[str]:
+    def _command(self, argv: list[str], env: dict[str, str], *, net: bool = True) -> list[str]:
+        """``argv`` in a new container; ``net=False`` shares this machine's network (as
+        ``--network host`` does)."""
         run = self.workdir / f"run-{len(self.runs)}"
         self.runs.append(run)
         upper, work, root = run / "upper", run / "work", run / "root"
@@ -180,10 +186,12 @@ class Container:
         setup = (
             'set -e; mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4"; '
             'mount -t proc proc "$4/proc"; mount --rbind /dev "$4/dev"; '
-            'mount --bind "$5" "$4$6"; ip link set lo up; shift 6; exec "$@"'
+            'mount --bind "$5" "$4$6"; '
+            + ("ip link set lo up; " if net else "")
+            + 'shift 6; exec "$@"'
         )
         return [
-            "unshare", "--mount", "--net", "--propagation", "private",
+            "unshare", "--mount", *(["--net"] if net else []), "--propagation", "private",
             "sh", "-c", setup, "sh",
             str(self.image.rootfs), str(upper), str(work), str(root), str(self.volume),
             self.image.volume(),
@@ -205,12 +213,16 @@ class Container:
         )
         return done.returncode, done.stdout.decode(errors="replace")
 
-    def start(self, env: dict[str, str]) -> None:
+    def start(
+        self, env: dict[str, str], args: list[str] | None = None, *, net: bool = True
+    ) -> None:
         """Starts the image's entry point in a new container on the volume."""
         self.log = self.workdir / f"serve-{len(self.runs)}.log"
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                self._command(self.entry(), env), stdout=out, stderr=subprocess.STDOUT
+                self._command(self.entry(args), env, net=net),
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
 
     def output(self) -> str:
@@ -237,7 +249,7 @@ class Container:
             cmd += ["--token", token]
         if body is not None:
             cmd += ["--json", json.dumps(body)]
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        done = subprocess.run(cmd, capture_output=True, timeout=30)
         if done.returncode != 0:
             return {"status": None, "body": done.stderr.decode(errors="replace")}
         return json.loads(done.stdout)
@@ -318,8 +330,7 @@ def test_c17_081_only_runtime_dependencies(image: Image) -> None:
     dev extra — and the build stage's wheelhouse is not in the image."""
     (site,) = (image.rootfs / "opt/threadloom/lib").glob("python3.*/site-packages")
     installed = {
-        path.name.split("-")[0].lower().replace("_", "-")
-        for path in site.glob("*.dist-info")
+        path.name.split("-")[0].lower().replace("_", "-") for path in site.glob("*.dist-info")
     }
     assert {"threadloom", "pydantic", "fastapi", "uvicorn", "psycopg", "psycopg-binary",
             "ag-ui-protocol", "mcp"} <= installed  # fmt: skip
@@ -369,9 +380,7 @@ def test_c17_083_serves_a_turn_as_its_user(image: Image, container: Container) -
     deadline = time.monotonic() + 30
     messages: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        page = container.http(
-            "GET", f"/api/threads/{thread}/messages?order=asc", token=ADMIN_TOKEN
-        )
+        page = container.http("GET", f"/api/threads/{thread}/messages?order=asc", token=ADMIN_TOKEN)
         messages = page["body"]["messages"]
         if len(messages) == 4 and messages[-1]["role"] == "assistant":
             break
@@ -408,3 +417,149 @@ def test_c17_084_first_start_with_a_bootstrap_admin(image: Image, container: Con
     listed = container.http("GET", "/api/threads", token=key)
     assert listed["status"] == 200, listed
     assert container.stop() in (0, 143, -15), container.output()
+
+
+COMPOSE = ROOT / "compose.yaml"
+NGINX_CONF = ROOT / "deploy" / "nginx.conf"
+
+
+def _seconds(value: str) -> float:
+    match = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", value)
+    assert match and value, f"not a compose duration: {value!r}"
+    return int(match.group(1) or 0) * 60 + int(match.group(2) or 0)
+
+
+def test_c17_085_compose_two_nodes_behind_nginx(image: Image, tmp_path: Path) -> None:
+    """C17-085: compose.yaml is a valid Compose file (the Compose specification's schema)
+    with PostgreSQL, two nodes of the image and nginx with deploy/nginx.conf in front of
+    them; its nodes require the admin token, wait for a healthy database and get more
+    than the drain time to stop. Without a container runtime the same topology runs here:
+    the two nodes from the image's root filesystem (on this machine's network and
+    PostgreSQL, with the compose file's environment), nginx with deploy/nginx.conf (its
+    upstream addresses and listen port changed, every other rule as it is): requests
+    through the proxy reach both nodes, and a turn sent through it completes."""
+    checked = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec",
+         str(COMPOSE)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    nodes = {name: s for name, s in services.items() if "threadloom" in s.get("image", "")}
+    assert len(nodes) == 2 and "postgres" in services and "proxy" in services
+    conf = NGINX_CONF.read_text()
+    upstream = re.findall(r"^\s*server\s+([\w.-]+):(\d+);", conf, re.M)
+    port = image.config["Cmd"][image.config["Cmd"].index("--port") + 1]
+    assert sorted(upstream) == sorted((name, port) for name in nodes)
+    assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in services["proxy"]["volumes"]
+    (subnet,) = (c["subnet"] for c in compose["networks"]["threadloom"]["ipam"]["config"])
+    for node in nodes.values():
+        env = node["environment"]
+        assert env["THREADLOOM_DATABASE_URL"].startswith("postgresql://")
+        assert "@postgres:5432/" in env["THREADLOOM_DATABASE_URL"]
+        assert env["THREADLOOM_ADMIN_TOKEN"].startswith("${THREADLOOM_ADMIN_TOKEN:?")
+        assert env["THREADLOOM_TRUSTED_PROXIES"] == subnet
+        assert node["depends_on"]["postgres"]["condition"] == "service_healthy"
+        drain = float(env["THREADLOOM_DRAIN_SECONDS"])
+        assert node["stop_signal"] == "SIGTERM"
+        assert _seconds(node["stop_grace_period"]) > drain + 35
+
+    require_postgres()
+    if shutil.which("nginx") is None:
+        cannot_run("nginx is not installed (make test installs it as root)", "the compose run")
+    schema = f"tl_compose_{os.getpid()}"
+    create_schema(schema)
+    boxes: list[Container] = []
+    proxy: subprocess.Popen[bytes] | None = None
+    try:
+        ports = []
+        for name, node in nodes.items():
+            volume = tmp_path / name / "volume"
+            volume.mkdir(parents=True)
+            st = (image.rootfs / image.volume().lstrip("/")).stat()
+            os.chown(volume, st.st_uid, st.st_gid)
+            box = Container(image, tmp_path / name, volume)
+            env = {k: str(v) for k, v in node["environment"].items()}
+            env["THREADLOOM_DATABASE_URL"] = schema_url(schema)
+            env["THREADLOOM_ADMIN_TOKEN"] = ADMIN_TOKEN
+            ports.append(free_port())
+            cmd = list(image.config["Cmd"])
+            cmd[cmd.index("--port") + 1] = str(ports[-1])
+            box.start(env, cmd, net=False)
+            boxes.append(box)
+        for box, node_port in zip(boxes, ports, strict=True):
+            deadline = time.monotonic() + 60
+            while True:
+                assert box.process is not None and box.process.poll() is None, box.output()
+                try:
+                    if httpx.get(f"http://127.0.0.1:{node_port}/api/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, box.output()
+                time.sleep(0.3)
+
+        proxy_port = free_port()
+        servers = iter(ports)
+        local = re.sub(
+            r"^(\s*server\s+)[\w.-]+:\d+;",
+            lambda m: f"{m.group(1)}127.0.0.1:{next(servers)};",
+            conf,
+            flags=re.M,
+        )
+        local = local.replace("listen 80;", f"listen 127.0.0.1:{proxy_port};")
+        assert local.count("127.0.0.1") == 3
+        nginx_dir = tmp_path / "nginx"
+        nginx_dir.mkdir()
+        (nginx_dir / "default.conf").write_text(local)
+        temp = "".join(
+            f"{kind}_temp_path {nginx_dir}/{kind};"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        (nginx_dir / "nginx.conf").write_text(
+            f"daemon off; pid {nginx_dir}/nginx.pid; error_log {nginx_dir}/error.log;"
+            f" events {{}} http {{ access_log off; {temp} include {nginx_dir}/default.conf; }}"
+        )
+        proxy = subprocess.Popen(
+            ["nginx", "-p", str(nginx_dir), "-c", str(nginx_dir / "nginx.conf")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{proxy_port}"
+        deadline = time.monotonic() + 15
+        while True:
+            assert proxy.poll() is None, proxy.stdout.read() if proxy.stdout else ""
+            try:
+                httpx.get(f"{base}/api/health")
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+
+        with httpx.Client(base_url=base, timeout=10) as client:
+            seen = {client.get("/api/health").headers["x-threadloom-node"] for _ in range(8)}
+            assert len(seen) == 2, seen
+            auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            thread = client.post("/api/threads", json={"agent_id": "support"}, headers=auth)
+            assert thread.status_code in (200, 201), thread.text
+            url = f"/api/threads/{thread.json()['threadId']}/messages"
+            sent = client.post(url, json={"content": "Where is order A-1001?"}, headers=auth)
+            assert sent.status_code in (200, 202), sent.text
+            messages: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                messages = client.get(f"{url}?order=asc", headers=auth).json()["messages"]
+                if len(messages) == 4:
+                    break
+                time.sleep(0.3)
+            assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+            assert "Walnut desk" in (messages[-1]["content"] or "")
+    finally:
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(timeout=10)
+        for box in boxes:
+            box.stop()
+        drop_schema(schema)
+    for box in boxes:
+        assert "Traceback" not in box.output(), box.output()
