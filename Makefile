@@ -37,12 +37,14 @@ serve: $(SERVE_STAMP)
 	$(BIN)/threadloom serve examples --host $(HOST) --port $(PORT)
 
 # The container image (docs/deploy.md, "The container image"): a wheelhouse made here with
-# `pip wheel`, then `podman build` (ENGINE=docker for Docker). BASE, TAG and EXTRAS pass on.
+# `pip wheel`, then `podman build` (ENGINE=docker for Docker). BASE, TAG, EXTRAS and
+# PACKAGES (more requirements: a project's own imports) pass on.
 ENGINE ?= podman
 TAG    ?= localhost/threadloom:latest
 image: $(SERVE_STAMP)
 	$(BIN)/python scripts/image.py build --engine $(ENGINE) --tag $(TAG) \
-	  $(if $(BASE),--base $(BASE)) $(if $(EXTRAS),--extras $(EXTRAS))
+	  $(if $(BASE),--base $(BASE)) $(if $(EXTRAS),--extras $(EXTRAS)) \
+	  $(if $(PACKAGES),--packages "$(PACKAGES)")
 
 test: $(STAMP) lint typecheck pytest
 

@@ -45,13 +45,17 @@ def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(cmd, check=True, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def build_wheelhouse(out: Path = WHEELHOUSE, extras: str = DEFAULT_EXTRAS) -> Path:
-    """``out`` holds the threadloom wheel and a wheel of every runtime dependency."""
+def build_wheelhouse(
+    out: Path = WHEELHOUSE, extras: str = DEFAULT_EXTRAS, packages: tuple[str, ...] = ()
+) -> Path:
+    """``out`` holds the threadloom wheel and a wheel of every runtime dependency (and of
+    ``packages``, requirement specifiers, with theirs)."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     spec = f"{ROOT}[{extras}]" if extras else str(ROOT)
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(out), spec])
+    pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(out)]
+    run([*pip, spec, *packages])
     if not list(out.glob("threadloom-*.whl")):
         raise SystemExit(f"pip wheel made no threadloom wheel in {out}")
     return out
@@ -62,13 +66,15 @@ def build_image(
     base: str = DEFAULT_BASE,
     tag: str = "localhost/threadloom:latest",
     extras: str = DEFAULT_EXTRAS,
+    packages: tuple[str, ...] = (),
     engine: str = "podman",
     isolation: str | None = "chroot",
 ) -> str:
     """The wheelhouse, then the image from ``Containerfile``; returns ``tag``."""
-    build_wheelhouse(extras=extras)
+    build_wheelhouse(extras=extras, packages=packages)
     cmd = [engine, "build", "--file", str(CONTAINERFILE), "--tag", tag]
     cmd += ["--build-arg", f"BASE={base}", "--build-arg", f"EXTRAS={extras}"]
+    cmd += ["--build-arg", f"PACKAGES={' '.join(packages)}"]
     if Path(engine).name == "podman":
         # HEALTHCHECK is kept by the docker image format only (OCI has no such field)
         cmd += ["--format", "docker"]
@@ -88,11 +94,12 @@ def apt_mirror(suite: str) -> str:
             continue
         if path.suffix == ".sources":  # deb822: paragraphs of Field: value
             for para in re.split(r"\n\s*\n", text):
-                fields = dict(
-                    (k.strip().lower(), v.strip())
-                    for k, _, v in (ln.partition(":") for ln in para.splitlines())
+                lines = (ln.partition(":") for ln in para.splitlines())
+                fields: dict[str, str] = {
+                    k.strip().lower(): v.strip()
+                    for k, _, v in lines
                     if not k.lstrip().startswith("#") and v
-                )
+                }
                 if (
                     suite in fields.get("suites", "").split()
                     and "deb" in fields.get("types", "").split()
@@ -149,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     wheels = sub.add_parser("wheelhouse", help="pip wheel the package into build/wheelhouse")
     wheels.add_argument("--extras", default=DEFAULT_EXTRAS)
+    wheels.add_argument("--packages", default="", help="more requirements, space-separated")
     build = sub.add_parser("build", help="the wheelhouse, then the image")
     build.add_argument("--base", default=DEFAULT_BASE)
     build.add_argument("--tag", default="localhost/threadloom:latest")
     build.add_argument("--extras", default=DEFAULT_EXTRAS)
+    build.add_argument("--packages", default="", help="more requirements, space-separated")
     build.add_argument("--engine", default="podman", help="podman (default) or docker")
     build.add_argument("--isolation", default="chroot", help="podman's --isolation ('' for none)")
     base = sub.add_parser("debian-base", help="a base image from Debian's packages (root)")
@@ -160,12 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     base.add_argument("--mirror", help="Debian mirror (default: the one apt uses here)")
     args = parser.parse_args(argv)
     if args.command == "wheelhouse":
-        print(build_wheelhouse(extras=args.extras))
+        print(build_wheelhouse(extras=args.extras, packages=tuple(args.packages.split())))
     elif args.command == "build":
         tag = build_image(
             base=args.base,
             tag=args.tag,
             extras=args.extras,
+            packages=tuple(args.packages.split()),
             engine=args.engine,
             isolation=args.isolation or None,
         )

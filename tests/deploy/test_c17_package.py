@@ -30,7 +30,7 @@ DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 # importable only with an extra or the dev extra: serving examples/ needs none of them
 NOT_FOR_SERVING = ("pytest", "mypy", "ruff", "hypothesis", "schemathesis", "playwright",
                    "psycopg", "ag-ui-protocol", "jsonpatch", "mcp", "authlib",
-                   "opentelemetry-api", "build", "twine")  # fmt: skip
+                   "build", "twine")  # fmt: skip
 
 
 @dataclass
@@ -118,7 +118,15 @@ def serving_venv(dist: Dist, tmp_path: Path) -> Iterator[Path]:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     done = subprocess.run(
-        [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", str(dist.wheel)],
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            str(dist.wheel),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
