@@ -76,7 +76,7 @@ browser:
 # systemd-analyze: installed here when missing and we are root; otherwise those tests skip
 # and say why (under CI=true they fail).
 DEPLOY_TOOLS := podman:podman debootstrap:debootstrap fuse-overlayfs:fuse-overlayfs \
-                newuidmap:uidmap nginx:nginx systemd-analyze:systemd
+                newuidmap:uidmap nginx:nginx systemd-analyze:systemd ip:iproute2
 deploy-tools:
 	@missing=""; for pair in $(DEPLOY_TOOLS); do \
 	  command -v "$${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/$${pair%%:*}" ] \

@@ -76,8 +76,9 @@ def build_image(
     cmd += ["--build-arg", f"BASE={base}", "--build-arg", f"EXTRAS={extras}"]
     cmd += ["--build-arg", f"PACKAGES={' '.join(packages)}"]
     if Path(engine).name == "podman":
-        # HEALTHCHECK is kept by the docker image format only (OCI has no such field)
-        cmd += ["--format", "docker"]
+        # HEALTHCHECK is kept by the docker image format only (OCI has no such field);
+        # no image per step: every step after the wheelhouse changes with each build
+        cmd += ["--format", "docker", "--layers=false"]
         if isolation:
             cmd += [f"--isolation={isolation}"]
     run([*cmd, str(ROOT)])

@@ -138,7 +138,16 @@ def image() -> Iterator[Image]:
         cannot_run(reason, "the container image test")
     started = time.monotonic()
     base = _script("debian-base")
+    before = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", TAG],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ).stdout.strip()  # fmt: skip
     tag = _script("build", "--base", base, "--tag", TAG)
+    if before and before != _podman("image", "inspect", "--format", "{{.Id}}", tag):
+        # the previous run's image, untagged now: not kept
+        subprocess.run(
+            ["podman", "rmi", before], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
     seconds = time.monotonic() - started
     (inspect,) = json.loads(_podman("image", "inspect", tag))
     (base_inspect,) = json.loads(_podman("image", "inspect", base))
