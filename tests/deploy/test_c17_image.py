@@ -100,31 +100,26 @@ class Image:
         config: dict[str, Any] = self.inspect["Config"]
         return config
 
+    def _table(self, name: str) -> dict[str, list[str]]:
+        """The image's /etc/passwd or /etc/group, by name."""
+        lines = (self.rootfs / "etc" / name).read_text().splitlines()
+        return {fields[0]: fields for fields in (line.split(":") for line in lines if line)}
+
     def user_ids(self) -> tuple[int, int]:
         """The image's USER as numbers, from its own /etc/passwd and /etc/group."""
         user, _, group = self.config["User"].partition(":")
-        passwd = {
-            f[0]: f for f in (ln.split(":") for ln in (self.rootfs / "etc/passwd").read_text()
-                              .splitlines())
-        }  # fmt: skip
-        groups = {
-            f[0]: f for f in (ln.split(":") for ln in (self.rootfs / "etc/group").read_text()
-                              .splitlines())
-        }  # fmt: skip
+        passwd = self._table("passwd")
         uid = int(user) if user.isdigit() else int(passwd[user][2])
         if not group:
             gid = int(next(f for f in passwd.values() if int(f[2]) == uid)[3])
         else:
-            gid = int(group) if group.isdigit() else int(groups[group][2])
+            gid = int(group) if group.isdigit() else int(self._table("group")[group][2])
         return uid, gid
 
     def home(self) -> str:
         uid, _ = self.user_ids()
-        for line in (self.rootfs / "etc/passwd").read_text().splitlines():
-            fields = line.split(":")
-            if int(fields[2]) == uid:
-                return fields[5]
-        return "/"
+        homes = [f[5] for f in self._table("passwd").values() if int(f[2]) == uid]
+        return homes[0] if homes else "/"
 
     def volume(self) -> str:
         (volume,) = self.config["Volumes"]
