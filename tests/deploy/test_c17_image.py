@@ -391,12 +391,17 @@ def test_c17_083_serves_a_turn_as_its_user(image: Image, container: Container) -
         time.sleep(0.3)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert "Walnut desk" in (messages[-1]["content"] or "")
-    print(f"\nthe turn in the image: {messages[-1]['content']!r}")
+    print(
+        f"\nhealth: {health['body']}\nprocess {container.process.pid}: Uid {ids['Uid']}"
+        f" Gid {ids['Gid']} Groups {ids['Groups']}"
+        f"\nthe turn in the image: {messages[-1]['content']!r}"
+    )
 
     store = container.volume / "threadloom.db"
     assert store.is_file() and (store.stat().st_uid, store.stat().st_gid) == (uid, gid)
     assert container.stop() in (0, 143, -15), container.output()
     assert "Traceback" not in container.output()
+    print(container.output())
 
 
 def test_c17_084_first_start_with_a_bootstrap_admin(image: Image, container: Container) -> None:
