@@ -16,7 +16,7 @@ from threadloom import RetentionPolicy, Runtime
 from threadloom.errors import InvalidArgument
 from threadloom.records import LogRow, ThreadStatus, new_id
 from threadloom.server.settings import ServerSettings, SettingsError
-from threadloom.store.base import RequestDelta
+from threadloom.store.base import RequestDelta, ThreadQuery
 
 DAY_US = 86_400_000_000
 
@@ -365,3 +365,174 @@ def test_c17_030_settings_from_the_environment_and_refusals() -> None:
             ServerSettings.from_env({key: value})
     with pytest.raises(InvalidArgument, match="threads_per_user"):
         RetentionPolicy(threads_per_user=0)
+
+
+async def test_c17_031_a_change_after_the_read_keeps_the_thread(db_url: str) -> None:
+    """C17-031: the deletion checks again, in its own transaction, that the rule still
+    names the root and that its tree is inactive: a message queued or a run started
+    between a pass's read and the deletion keeps the tree (nothing acknowledged is
+    lost); a tree deleted is forgotten by the runtime and ``thread_deleted`` is published
+    for each of its threads."""
+    clock = Clock()
+    rt = await opened(db_url, clock, inactive_days=1)
+    try:
+        queued = await rt.create_thread("a")
+        revived = (await rt.create_thread("a")).thread_id
+        idle = (await rt.create_thread("a")).thread_id
+        idle_child = (await rt.create_thread("a", parent=idle)).thread_id
+        clock.days(2)
+        rule = rt.retention_policy.thread_rules(clock())[0][1]
+        page = await rt.store.expiry_page(rule, None, 10)
+        assert sorted(c.id for c in page) == sorted([queued.thread_id, revived, idle])
+        assert not any(c.active for c in page)
+        await rt.store.set_stopped(queued.thread_id, True)
+        await queued.queue_message(role="user", content="acknowledged")
+        await activity(rt, clock, revived)
+        assert await rt.store.delete_expired(rule, queued.thread_id) == {}
+        assert await rt.store.delete_expired(rule, revived) == {}
+        assert (await rt.store.thread_stats(queued.thread_id)).queued_count == 1
+        deleted = rt.events.subscribe(None, kinds=["thread_deleted"])
+        report = await rt.apply_retention()
+        assert report.outcomes[0].ids == [idle]
+        seen = [await asyncio.wait_for(deleted.__anext__(), 5) for _ in range(2)]
+        assert [e.thread_id for e in seen] == [idle_child, idle]
+        assert await exists(rt, queued.thread_id, revived) == [True, True]
+    finally:
+        await rt.close()
+
+
+@pytest.mark.postgres_only
+async def test_c17_032_two_nodes_never_run_a_pass_together(db_url: str) -> None:
+    """C17-032: a pass runs on one node at a time (a session advisory lock of the
+    schema): while one node holds it another node's pass does nothing; two nodes asked
+    at once delete each thread once between them."""
+    clock = Clock()
+    first = await opened(db_url, clock, inactive_days=1, batch=3)
+    second = await opened(db_url, clock, inactive_days=1, batch=3)
+    try:
+        ids = [(await first.create_thread("a")).thread_id for _ in range(12)]
+        clock.days(2)
+        async with first.cluster.exclusive("retention") as held:
+            assert held
+            refused = await second.apply_retention()
+            assert not refused.ran and refused.outcomes == []
+            assert refused.lines() == ["retention: another node is running a pass; nothing done"]
+            assert all(await exists(second, *ids))
+        reports = await asyncio.gather(first.apply_retention(), second.apply_retention())
+        deleted = [i for r in reports if r.ran for i in r.outcomes[0].ids]
+        assert sorted(deleted) == sorted(ids)  # each once, by whichever node ran
+        assert not any(await exists(first, *ids))
+    finally:
+        await second.close()
+        await first.close()
+
+
+def test_c17_033_the_command_line_pass_and_dry_run(tmp_path: Any) -> None:
+    """C17-033: ``threadloom retention --dry-run`` prints per rule what a pass would
+    delete (``--ids``: the root threads) and deletes nothing; without a rule it refuses
+    (exit 2); a real pass on an SQLite file is refused (exit 1) while a server runs it,
+    and runs once it stopped."""
+    from typer.testing import CliRunner
+
+    from threadloom.cli.commands import app
+
+    url = f"sqlite:///{tmp_path / 'threadloom.db'}"
+    clock = Clock(now=1_000_000_000_000_000)  # long ago: every thread is years old
+
+    async def setup() -> tuple[Runtime, list[str]]:
+        rt = await Runtime.open(url, clock=clock)
+        made = [(await rt.create_thread("a", user_id="u")).thread_id for _ in range(3)]
+        await rt.create_thread("a", user_id="u", parent=made[0])
+        return rt, made
+
+    rt, made = asyncio.run(setup())
+    runner = CliRunner()
+    try:
+        dry = runner.invoke(
+            app,
+            [
+                "retention",
+                "--dry-run",
+                "--ids",
+                "--store",
+                url,
+                "--inactive-days",
+                "30",
+                "--log-body-days",
+                "7",
+            ],
+        )
+        assert dry.exit_code == 0, dry.output
+        assert "retention dry run (nothing deleted):" in dry.output
+        assert "inactive_days: would delete 3 threads with 1 descendants; kept 0 active" in (
+            dry.output
+        )
+        assert "log_body_days: would delete the bodies of 0 log rows" in dry.output
+        assert all(t in dry.output for t in made)
+        none = runner.invoke(app, ["retention", "--dry-run", "--store", url], env={})
+        assert none.exit_code == 2 and "no retention rule is set" in none.output
+        held = runner.invoke(app, ["retention", "--store", url, "--inactive-days", "30"])
+        assert held.exit_code == 1 and "a server runs this store" in held.output
+    finally:
+        asyncio.run(rt.close())
+    real = runner.invoke(app, ["retention", "--store", url, "--inactive-days", "30", "--json"])
+    assert real.exit_code == 0, real.output
+    assert '"threads": 3' in real.output and '"descendants": 1' in real.output
+
+    async def left() -> int:
+        rt = await Runtime.open(url)
+        try:
+            return (await rt.store.query_threads(ThreadQuery(limit=10)))[1]
+        finally:
+            await rt.close()
+
+    assert asyncio.run(left()) == 0
+
+
+async def test_c17_026_a_chain_of_request_deltas_reads_the_same_after_a_strip(
+    db_url: str,
+) -> None:
+    """C17-026: log rows whose requests are stored as a chain of deltas (spec 04 §4.25),
+    half of them old: after a pass in small batches, every newer row reads exactly the
+    body it was inserted with (those stored as deltas of stripped rows were written out in
+    full first), and every old row has no body left."""
+    clock = Clock()
+    rt = await opened(db_url, clock, log_body_days=2, batch=3)
+    try:
+        tid = (await rt.create_thread("a")).thread_id
+        prefix, suffix = '{"model":"m","messages":[', '],"_metadata":{}}'
+        messages: list[str] = []
+        base: str | None = None
+        rows: list[tuple[LogRow, str]] = []
+        for n in range(40):
+            if n == 20:
+                clock.days(3)
+            keep = len(messages)
+            if n % 7 == 6 and keep > 2:  # the tail changed: two messages dropped
+                keep -= 2
+                messages = messages[:keep]
+            messages = [*messages, f'{{"role":"user","content":"m{n}, [x]"}}']
+            text = prefix + ",".join(messages) + suffix
+            delta = RequestDelta(base, keep, prefix, tuple(messages[keep:]), suffix)
+            stored, _ = await rt.store.insert_log(tid, llm_row(text, request_delta=delta))
+            rows.append((stored, text))
+            base = stored.id
+        # the first new row is stored as a delta of the last old one
+        assert probe(rt).rows(
+            "SELECT base_id FROM log_requests WHERE log_id = ?", (rows[20][0].id,)
+        ) == [(rows[19][0].id,)]
+        report = await rt.apply_retention()
+        assert report.outcomes[0].log_rows == 20
+        assert probe(rt).rows(
+            "SELECT COUNT(*) FROM log_requests r JOIN logs l ON l.id = r.log_id"
+            " WHERE l.thread_id = ? AND r.base_id IS NULL",
+            (tid,),
+        ) == [(1,)]  # the first new row is a root now
+        for n, (stored, text) in enumerate(rows):
+            got = await rt.store.get_log(tid, stored.id)
+            assert got is not None
+            assert got.request_body == (None if n < 20 else text), n
+        listed = await rt.store.list_logs(tid, limit=None)
+        assert [r.request_body for r in listed] == [None] * 20 + [t for _, t in rows[20:]]
+    finally:
+        await rt.close()
