@@ -270,14 +270,18 @@ async def test_c17_027_dry_run_says_what_would_go_and_deletes_nothing(db_url: st
     log rows a pass would delete, counting a thread named by several rules once, and
     deletes nothing; the real pass then deletes exactly that."""
     clock = Clock()
-    policy = {"inactive_days": 5, "terminated_days": 5, "threads_per_user": 1}
+    policy = {"inactive_days": 5, "terminated_days": 5, "threads_per_user": 1, "log_body_days": 5}
     rt = await opened(db_url, clock, **policy)
     try:
         a = (await rt.create_thread("a", user_id="u")).thread_id
         await rt.create_thread("a", user_id="u", parent=a)
+        await rt.store.insert_log(a, llm_row("{}"))  # goes with its thread: not counted
         ended = await rt.create_thread("a", user_id="u")
         await ended.terminate()
+        other = (await rt.create_thread("a", user_id="other")).thread_id
+        await rt.store.insert_log(other, llm_row("{}"))  # stays, loses its bodies
         clock.days(6)
+        await activity(rt, clock, other)
         b = (await rt.create_thread("a", user_id="u")).thread_id
         c = (await rt.create_thread("a", user_id="u")).thread_id
         dry = await rt.apply_retention(dry_run=True)
@@ -285,16 +289,22 @@ async def test_c17_027_dry_run_says_what_would_go_and_deletes_nothing(db_url: st
             "inactive_days",
             "terminated_days",
             "threads_per_user",
+            "log_body_days",
         ]
-        assert [(o.threads, o.descendants) for o in dry.outcomes] == [(2, 1), (0, 0), (1, 0)]
+        assert [(o.threads, o.descendants, o.log_rows) for o in dry.outcomes] == [
+            (2, 1, 0),
+            (0, 0, 0),
+            (1, 0, 0),
+            (0, 0, 1),
+        ]
         assert sorted(dry.outcomes[0].ids) == sorted([a, ended.thread_id])
         assert await exists(rt, a, ended.thread_id, b, c) == [True, True, True, True]
         assert dry.lines()[0] == "inactive_days: would delete 2 threads with 1 descendants;" + (
             " kept 0 active"
         )
         real = await rt.apply_retention()
-        assert [(o.rule, sorted(o.ids)) for o in real.outcomes] == [
-            (o.rule, sorted(o.ids)) for o in dry.outcomes
+        assert [(o.rule, sorted(o.ids), o.log_rows) for o in real.outcomes] == [
+            (o.rule, sorted(o.ids), o.log_rows) for o in dry.outcomes
         ]
         assert real.threads == dry.threads == 4
     finally:

@@ -604,9 +604,10 @@ class Store(FileStore, AccountStore, Protocol):
         thread last) with their owners, ``{}`` when nothing was deleted."""
         ...
 
-    async def count_log_bodies(self, before_us: int) -> int:
-        """Log rows created before ``before_us`` that still have a request or response
-        body."""
+    async def count_log_bodies(self, before_us: int, within: Sequence[str] | None = None) -> int:
+        """Log rows created before ``before_us`` that still have a body (request,
+        response, app request or app response); ``within``: only the rows of these root
+        threads' trees (at most 500)."""
         ...
 
     async def strip_log_bodies(self, before_us: int, after: str | None, limit: int) -> BodyStrip:

@@ -285,8 +285,11 @@ async def _pass(
         outcome = RuleOutcome("log_body_days")
         report.outcomes.append(outcome)
         before = now - round(policy.log_body_days * DAY_US)
-        if report.dry_run:
+        if report.dry_run:  # the rows of threads that stay: the others go with them
             outcome.log_rows = await store.count_log_bodies(before)
+            roots = sorted(gone)
+            for start in range(0, len(roots), 500):
+                outcome.log_rows -= await store.count_log_bodies(before, roots[start : start + 500])
         else:
             after: str | None = None
             while True:

@@ -148,10 +148,22 @@ _HAS_BODY = (
 )
 
 
-def count_log_bodies(conn: Conn, before_us: int) -> int:
+def count_log_bodies(conn: Conn, before_us: int, within: Sequence[str] | None) -> int:
+    params: list[Any] = [before_us]
+    trees = ""
+    if within is not None:
+        if not within:
+            return 0
+        trees = (
+            " AND l.thread_id IN (WITH RECURSIVE tree(id) AS ("
+            f" SELECT id FROM threads WHERE id IN ({','.join('?' * len(within))})"
+            " UNION ALL SELECT t.id FROM threads t JOIN tree ON t.parent_id = tree.id)"
+            " SELECT id FROM tree)"
+        )
+        params.extend(within)
     return int(
         conn.execute(
-            f"SELECT COUNT(*) FROM logs l WHERE l.created_at < ? AND {_HAS_BODY}", (before_us,)
+            f"SELECT COUNT(*) FROM logs l WHERE l.created_at < ? AND {_HAS_BODY}{trees}", params
         ).fetchone()[0]
     )
 

@@ -325,8 +325,12 @@ class TxStore:
     async def delete_expired(self, rule: ExpiryRule, thread_id: str) -> dict[str, str | None]:
         return await self._write(retention.delete_expired, rule, thread_id)
 
-    async def count_log_bodies(self, before_us: int) -> int:
-        return await self._read(retention.count_log_bodies, before_us)
+    async def count_log_bodies(self, before_us: int, within: Sequence[str] | None = None) -> int:
+        if within is not None and len(within) > 500:
+            raise StoreError("count_log_bodies: at most 500 root threads at a time")
+        return await self._read(
+            retention.count_log_bodies, before_us, None if within is None else list(within)
+        )
 
     async def strip_log_bodies(self, before_us: int, after: str | None, limit: int) -> BodyStrip:
         if limit < 1:
