@@ -88,7 +88,7 @@ def retention(
         ),
     ] = DEFAULT_STORE,
 ) -> None:
-    """Apply the retention rules once (spec 17 §17.2), or say what they would delete."""
+    """Delete what the retention rules name, or say what would go."""
     overrides: dict[str, Any] = {
         "inactive_days": inactive_days,
         "terminated_days": terminated_days,
