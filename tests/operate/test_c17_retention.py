@@ -10,9 +10,11 @@ import logging
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from store_probe import probe
 from threadloom import RetentionPolicy, Runtime
+from threadloom.cli.commands import app
 from threadloom.errors import InvalidArgument
 from threadloom.records import LogRow, ThreadStatus, new_id
 from threadloom.server.settings import ServerSettings, SettingsError
@@ -442,10 +444,6 @@ def test_c17_033_the_command_line_pass_and_dry_run(tmp_path: Any) -> None:
     delete (``--ids``: the root threads) and deletes nothing; without a rule it refuses
     (exit 2); a real pass on an SQLite file is refused (exit 1) while a server runs it,
     and runs once it stopped."""
-    from typer.testing import CliRunner
-
-    from threadloom.cli.commands import app
-
     url = f"sqlite:///{tmp_path / 'threadloom.db'}"
     clock = Clock(now=1_000_000_000_000_000)  # long ago: every thread is years old
 

@@ -360,7 +360,7 @@ async def _expire(
 class RetentionSweeper:
     """A runtime's background passes: one every ``policy.interval_s`` seconds (with up
     to a tenth of it as jitter, so several nodes' passes spread), the first one interval
-    after the start. Each pass that deleted anything is logged at INFO, one line."""
+    after the start. Each pass that ran is logged at INFO, one line (``log_report``)."""
 
     def __init__(
         self,
