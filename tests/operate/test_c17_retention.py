@@ -17,6 +17,7 @@ from threadloom import RetentionPolicy, Runtime
 from threadloom.cli.commands import app
 from threadloom.errors import InvalidArgument
 from threadloom.records import LogRow, ThreadStatus, new_id
+from threadloom.server.app import serve_app
 from threadloom.server.settings import ServerSettings, SettingsError
 from threadloom.store.base import RequestDelta, ThreadQuery
 
@@ -352,6 +353,21 @@ async def test_c17_029_the_runtime_sweeps_every_interval_and_logs_it(
         assert any("inactive_days: deleted 1 threads with 0 descendants" in x for x in lines)
     finally:
         await rt.close()
+
+
+async def test_c17_030_a_server_runs_the_policy_its_settings_give(tmp_path: Any) -> None:
+    """C17-030: the server's settings reach its runtime, whose sweeper runs while it
+    serves and stops with it; with no rule set there is no sweeper."""
+    policy = RetentionPolicy(inactive_days=30, interval_s=600)
+    for given, sweeping in ((policy, True), (RetentionPolicy(), False)):
+        settings = ServerSettings(store=f"sqlite:///{tmp_path / 'served.db'}", retention=given)
+        app = serve_app(None, settings)
+        async with app.app.router.lifespan_context(app.app):
+            runtime = app.context.runtime
+            assert runtime.retention_policy == given
+            assert runtime._sweeper is not None
+            assert (runtime._sweeper._task is not None) is sweeping
+        assert runtime._sweeper._task is None
 
 
 def test_c17_030_settings_from_the_environment_and_refusals() -> None:
