@@ -560,3 +560,25 @@ async def test_c17_026_a_chain_of_request_deltas_reads_the_same_after_a_strip(
         assert [r.request_body for r in listed] == [None] * 20 + [t for _, t in rows[20:]]
     finally:
         await rt.close()
+
+
+async def test_c17_026_log_bodies_of_many_threads_go_one_thread_a_step(db_url: str) -> None:
+    """C17-026: with more old rows than a batch, in several threads, a pass strips them
+    all (one thread's batch per transaction) and leaves the new rows' bodies alone."""
+    clock = Clock()
+    rt = await opened(db_url, clock, log_body_days=1, batch=3)
+    try:
+        tids = [(await rt.create_thread("a")).thread_id for _ in range(4)]
+        for tid in tids:
+            for n in range(4):
+                await rt.store.insert_log(tid, llm_row(f'{{"n":{n}}}'))
+        clock.days(2)
+        for tid in tids:
+            await rt.store.insert_log(tid, llm_row('{"new":1}'))
+        report = await rt.apply_retention()
+        assert report.outcomes[0].log_rows == 16
+        for tid in tids:
+            bodies = [r.request_body for r in await rt.store.list_logs(tid)]
+            assert bodies == [None] * 4 + ['{"new":1}']
+    finally:
+        await rt.close()

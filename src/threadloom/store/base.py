@@ -611,11 +611,13 @@ class Store(FileStore, AccountStore, Protocol):
         ...
 
     async def strip_log_bodies(self, before_us: int, after: str | None, limit: int) -> BodyStrip:
-        """One step of a log-body pass: for up to ``limit`` log rows created before
-        ``before_us`` (by id, past ``after``; None: the start), delete their request and
-        response bodies, keeping every other column (tokens, cost, timings); a newer row
-        whose request is stored as a delta of one of them is first stored in full, so it
-        still reads the same. One transaction."""
+        """One step of a log-body pass, one transaction on one thread: the thread of the
+        first log row (by id, past ``after``; None: the start) created before
+        ``before_us`` that has a body; of up to ``limit`` of its rows created before then,
+        delete the bodies (request, response, app request and response), keeping every
+        other column (tokens, cost, timings). A newer row whose request is stored as a
+        delta of one of them is first stored in full, so it still reads the same. Call
+        again with the returned cursor until it is ``None``."""
         ...
 
     async def prune_events(

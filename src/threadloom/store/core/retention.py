@@ -117,13 +117,18 @@ def _named(conn: Conn, rule: ExpiryRule, row: Sequence[Any]) -> bool:
 def delete_expired(
     conn: Conn, clock: Clock, rule: ExpiryRule, thread_id: str
 ) -> dict[str, str | None]:
-    # the tree's rows first: a send, a run's start or a child's creation waits for this
-    # transaction, and then finds the thread gone (or this one finds it active)
-    conn.execute(
-        f"SELECT id FROM threads WHERE id IN ({_TREE} SELECT id FROM tree)"
-        f" ORDER BY id{conn.sql.lock_thread}",
+    # the tree's rows first, deepest first as a run's writes lock them (a thread, then its
+    # ancestors): a send, a run's start or a child's creation waits for this transaction,
+    # and then finds the thread gone (or this one finds it active)
+    tree = conn.execute(
+        "WITH RECURSIVE tree(id, level) AS ("
+        " SELECT id, 0 FROM threads WHERE id = ?"
+        " UNION ALL SELECT t.id, tree.level + 1 FROM threads t JOIN tree ON t.parent_id = tree.id)"
+        " SELECT id, level FROM tree",
         (thread_id,),
     ).fetchall()
+    for tid, _level in sorted(tree, key=lambda r: (-r[1], r[0])):
+        conn.execute(f"SELECT id FROM threads WHERE id = ?{conn.sql.lock_thread}", (tid,))
     row = conn.execute(f"{_ROOT} WHERE id = ? AND parent_id IS NULL", (thread_id,)).fetchone()
     if row is None or not _named(conn, rule, row):
         return {}
@@ -171,28 +176,30 @@ def count_log_bodies(conn: Conn, before_us: int, within: Sequence[str] | None) -
 def strip_log_bodies(
     conn: Conn, clock: Clock, before_us: int, after: str | None, limit: int
 ) -> BodyStrip:
-    params: list[Any] = [before_us]
-    cursor = ""
-    if after is not None:
-        cursor = " AND l.id > ?"
-        params.append(after)
-    rows = conn.execute(
-        f"SELECT l.id, l.thread_id FROM logs l WHERE l.created_at < ?{cursor} AND {_HAS_BODY}"
-        " ORDER BY l.id LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    if not rows:
+    # one thread a step: the first row with a body past the cursor names it (the rows
+    # before it were stripped by earlier steps), then up to ``limit`` of its rows go
+    first = conn.execute(
+        f"SELECT l.id, l.thread_id FROM logs l WHERE l.created_at < ? AND l.id > ?"
+        f" AND {_HAS_BODY} ORDER BY l.id LIMIT 1",
+        (before_us, after or ""),
+    ).fetchone()
+    if first is None:
         return BodyStrip(0, 0, None)
-    ids = [r[0] for r in rows]
+    found_id, thread_id = first
+    # the thread's row first: a log insert of it (which may take one of these rows as the
+    # base of its request's delta) waits, then finds no base and stores its body in full
+    conn.execute(f"SELECT id FROM threads WHERE id = ?{conn.sql.lock_thread}", (thread_id,))
+    ids = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT l.id FROM logs l WHERE l.thread_id = ? AND l.created_at < ? AND {_HAS_BODY}"
+            " ORDER BY l.created_at, l.lseq LIMIT ?",
+            (thread_id, before_us, limit),
+        )
+    ]
+    if not ids:  # stripped meanwhile
+        return BodyStrip(0, 0, found_id)
     marks = ",".join("?" * len(ids))
-    # the threads' rows first: a log insert of theirs (which may take one of these rows
-    # as the base of its request's delta) waits, then finds no base and stores in full
-    thread_ids = sorted({r[1] for r in rows})
-    conn.execute(
-        f"SELECT id FROM threads WHERE id IN ({','.join('?' * len(thread_ids))})"
-        f" ORDER BY id{conn.sql.lock_thread}",
-        thread_ids,
-    ).fetchall()
     batch = set(ids)
     dependants = [
         r[0]
@@ -209,4 +216,6 @@ def strip_log_bodies(
         f" WHERE id IN ({marks})",
         ids,
     )
-    return BodyStrip(len(ids), rerooted, ids[-1] if len(ids) == limit else None)
+    # more of this thread's rows left: the next step starts where this one did
+    more = len(ids) == limit
+    return BodyStrip(len(ids), rerooted, (after or "") if more else found_id)
