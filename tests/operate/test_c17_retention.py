@@ -332,10 +332,11 @@ async def test_c17_028_paging_goes_past_a_batch_and_past_kept_threads(db_url: st
 
 
 async def test_c17_029_the_runtime_sweeps_every_interval_and_logs_it(
-    db_url: str, caplog: pytest.LogCaptureFixture
+    db_url: str, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """C17-029: a runtime that runs its store's threads runs a pass every ``interval_s``
-    seconds and logs one INFO line per pass with the counts of each rule."""
+    seconds and logs one INFO line per pass with the counts of each rule; a runtime
+    beside the process that runs an SQLite file runs none, and refuses a real pass."""
     clock = Clock()
     rt = await Runtime.open(
         db_url, clock=clock, retention=RetentionPolicy(inactive_days=1, interval_s=0.2)
@@ -351,6 +352,17 @@ async def test_c17_029_the_runtime_sweeps_every_interval_and_logs_it(
             assert not (await exists(rt, tid))[0]
         lines = [r.getMessage() for r in caplog.records if r.name == "threadloom.retention"]
         assert any("inactive_days: deleted 1 threads with 0 descendants" in x for x in lines)
+        if backend == "sqlite":  # a runtime beside the one that runs the file: no passes
+            beside = await Runtime.open(
+                db_url, exclusive=False, retention=RetentionPolicy(inactive_days=1)
+            )
+            try:
+                assert beside._sweeper is None
+                assert (await beside.apply_retention(dry_run=True)).ran
+                with pytest.raises(InvalidArgument, match="exclusive=False"):
+                    await beside.apply_retention()
+            finally:
+                await beside.close()
     finally:
         await rt.close()
 

@@ -333,7 +333,13 @@ class Runtime:
         """One pass of the runtime's retention policy now (spec 17 §17.2; the sweeper
         runs one every ``retention.interval_s`` seconds): what each rule deleted, or with
         ``dry_run`` would delete, deleting nothing. A real pass is refused (``ran`` False)
-        while another node runs one."""
+        while another node runs one, and (``InvalidArgument``) by a runtime opened with
+        ``exclusive=False`` on a store one process runs: that process runs the passes."""
+        if not dry_run and not self.runs.runs_threads and not self.store.shared:
+            raise InvalidArgument(
+                "a runtime opened with exclusive=False does not delete: the process that"
+                " runs the store applies its retention (a dry run only reads)"
+            )
         report = await apply_retention(
             self.store,
             self.cluster,
