@@ -30,6 +30,10 @@ _TREE_FACTS = (
 """The tree's size and how many of its threads are active."""
 
 _ROOT = "SELECT id, user_id, last_activity_us, created_at_us, terminated FROM threads"
+_ROOTS = "COALESCE(parent_id, '') = ''"
+"""Root threads (ids are never empty), written so that no planner takes ``threads_parent``
+for it: most threads are roots, and the pages' orders are the activity indexes' (SQLite
+without statistics would pick the parent index and sort every root for each page)."""
 
 
 def _newer(alias: str = "") -> str:
@@ -53,30 +57,42 @@ def expiry_owners(conn: Conn, keep: int) -> list[str | None]:
     return sorted((r[0] for r in rows), key=lambda u: (u is not None, u or ""))
 
 
+def _owner(user_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The clause naming the roots' owner (one the owner indexes serve on both stores)."""
+    return ("user_id IS NULL", ()) if user_id is None else ("user_id = ?", (user_id,))
+
+
 def expiry_page(
     conn: Conn, rule: ExpiryRule, after: tuple[int, int, str] | None, limit: int
 ) -> list[ExpiryCandidate]:
-    clauses = ["parent_id IS NULL"]
+    # each order is one an index holds (or the primary key's): a page seeks past the key
+    clauses = [_ROOTS]
     params: list[Any] = []
-    if rule.kind == "per_user":
-        clauses.append(f"user_id {conn.sql.is_same} ?")
-        params.append(rule.user_id)
+    if rule.kind == "per_user":  # threads_user_activity, forwards
+        owner, owner_params = _owner(rule.user_id)
+        clauses.append(owner)
+        params.extend(owner_params)
         if after is not None:
             clauses.append(_older())
             params.extend((after[0], after[0], after[1], after[1], after[2]))
         order = "last_activity_us DESC, created_at_us DESC, id"
         key_columns = "last_activity_us, created_at_us"
-    else:
-        column = "last_activity_us" if rule.kind == "inactive" else "terminated"
-        if rule.kind == "terminated":
-            clauses.append("terminated IS NOT NULL")
-        clauses.append(f"{column} < ?")
+    elif rule.kind == "inactive":  # threads_activity_order, backwards: the oldest first
+        clauses.append("last_activity_us < ?")
         params.append(rule.before_us)
         if after is not None:
-            clauses.append(f"({column} > ? OR ({column} = ? AND id > ?))")
-            params.extend((after[0], after[0], after[2]))
-        order = f"{column}, id"
-        key_columns = f"{column}, 0"
+            clauses.append(_newer())
+            params.extend((after[0], after[0], after[1], after[1], after[2]))
+        order = "last_activity_us, created_at_us, id DESC"
+        key_columns = "last_activity_us, created_at_us"
+    else:  # terminated: by id (the primary key), one walk over the threads a pass
+        clauses.append("terminated IS NOT NULL AND terminated < ?")
+        params.append(rule.before_us)
+        if after is not None:
+            clauses.append("id > ?")
+            params.append(after[2])
+        order = "id"
+        key_columns = "terminated, 0"
     rows = conn.execute(
         f"SELECT id, user_id, {key_columns} FROM threads WHERE {' AND '.join(clauses)}"
         f" ORDER BY {order} LIMIT ?",
@@ -106,10 +122,10 @@ def _named(conn: Conn, rule: ExpiryRule, row: Sequence[Any]) -> bool:
         return terminated is not None and int(terminated) < rule.before_us
     if user_id != rule.user_id:
         return False
+    owner, owner_params = _owner(user_id)
     newer = conn.execute(
-        f"SELECT COUNT(*) FROM threads WHERE parent_id IS NULL"
-        f" AND user_id {conn.sql.is_same} ? AND {_newer()}",
-        (user_id, activity, activity, created, created, thread_id),
+        f"SELECT COUNT(*) FROM threads WHERE {_ROOTS} AND {owner} AND {_newer()}",
+        (*owner_params, activity, activity, created, created, thread_id),
     ).fetchone()[0]
     return int(newer) >= rule.keep
 
