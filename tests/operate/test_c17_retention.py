@@ -594,3 +594,27 @@ async def test_c17_026_log_bodies_of_many_threads_go_one_thread_a_step(db_url: s
             assert bodies == [None] * 4 + ['{"new":1}']
     finally:
         await rt.close()
+
+
+@pytest.mark.postgres_only
+async def test_c17_033_the_command_line_pass_beside_postgresql_nodes(db_url: str) -> None:
+    """C17-033: on PostgreSQL ``threadloom retention`` runs beside a running node; it is
+    refused (exit 1) while a node holds the retention lock, and deletes once it is free."""
+    clock = Clock(now=1_000_000_000_000_000)  # long ago: every thread is years old
+    node = await Runtime.open(db_url, clock=clock)
+    runner = CliRunner()
+    args = ["retention", "--store", db_url, "--inactive-days", "30"]
+    try:
+        made = [(await node.create_thread("a")).thread_id for _ in range(3)]
+        async with node.cluster.exclusive("retention") as held:
+            assert held
+            refused = await asyncio.to_thread(runner.invoke, app, args)
+            assert refused.exit_code == 1, refused.output
+            assert "another node is running a pass" in refused.output
+        assert all(await exists(node, *made))
+        done = await asyncio.to_thread(runner.invoke, app, args)
+        assert done.exit_code == 0, done.output
+        assert "inactive_days: deleted 3 threads with 0 descendants" in done.output
+        assert not any(await exists(node, *made))
+    finally:
+        await node.close()
