@@ -100,6 +100,7 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["init"],
         ["run"],
         ["serve"],
+        ["retention"],
         ["users"],
         ["users", "create"],
         ["users", "list"],

@@ -42,6 +42,8 @@ TOP_LEVEL = {
     "Runtime",
     "ThreadState",
     "EventRetention",
+    "RetentionPolicy",
+    "RetentionReport",
     "StaticUsers",
     "tune_gc",
     # records

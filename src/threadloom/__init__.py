@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         hook,
         tool,
     )
+    from threadloom.engine.run.retention import RetentionPolicy, RetentionReport
     from threadloom.engine.run.runtime import Runtime
     from threadloom.errors import (
         AgentNotFound,
@@ -81,6 +82,8 @@ _WHERE: dict[str, str] = {
     "Prompt": "threadloom.define",
     "ProviderError": "threadloom.errors",
     "Reasoning": "threadloom.define",
+    "RetentionPolicy": "threadloom.engine.run.retention",
+    "RetentionReport": "threadloom.engine.run.retention",
     "Runtime": "threadloom.engine.run.runtime",
     "SessionBinding": "threadloom.define",
     "Side": "threadloom.define",
@@ -145,6 +148,8 @@ __all__ = [
     "Prompt",
     "ProviderError",
     "Reasoning",
+    "RetentionPolicy",
+    "RetentionReport",
     "Runtime",
     "SessionBinding",
     "Side",

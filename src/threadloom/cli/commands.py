@@ -23,6 +23,7 @@ import threadloom
 from threadloom.cli.auth import register as register_auth_commands
 from threadloom.cli.chat import chat
 from threadloom.cli.init import InitError, init_project
+from threadloom.cli.retention import register as register_retention
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
@@ -253,3 +254,4 @@ def configure_logging(
 
 # -- users and keys: their own module ------------------------------------------------------
 register_auth_commands(app)
+register_retention(app)  # threadloom retention: cli/retention.py

@@ -19,7 +19,8 @@ Two implementations:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from threadloom.store.base import Store
@@ -95,6 +96,12 @@ class Cluster(Protocol):
         status changes are told to it."""
         ...
 
+    def exclusive(self, name: str) -> contextlib.AbstractAsyncContextManager[bool]:
+        """A block of work that one node of the cluster does at a time (retention, spec 17
+        §17.2): entered with ``True`` when this node holds ``name``'s lock for the block,
+        ``False`` when another node holds it (the block then does nothing)."""
+        ...
+
     async def close(self) -> None:
         """Close the notification connections (before the store closes)."""
         ...
@@ -156,6 +163,12 @@ class LocalCluster:
 
     def watch_lists(self, node: str, on: bool) -> None:
         """No other node has thread-list sockets."""
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """This process is the only node: it holds every lock (the store's claim keeps a
+        second process out, ``Store.claim_runner``)."""
+        yield True
 
     async def close(self) -> None:
         """Nothing open."""

@@ -16,11 +16,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -275,6 +276,29 @@ class PgCluster:
 
     def watch_lists(self, node: str, on: bool) -> None:
         self.store.watches.watch_lists(node, on)
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """A session advisory lock of this schema, on a connection of its own held for the
+        block: a second node is refused it (``False``) until the block ends, or until the
+        holder's connection closes (a node that dies releases it with its session)."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.store.url, autocommit=True, application_name=f"threadloom-{name}"
+            )
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot reach PostgreSQL database {self.store.safe_url}: {driver_reason(exc)}"
+            ) from exc
+        try:
+            cur = await conn.execute(
+                "SELECT pg_try_advisory_lock(hashtext(%s || current_schema()))",
+                (f"threadloom-{name}:",),
+            )
+            row = await cur.fetchone()
+            yield bool(row and row[0])
+        finally:
+            await conn.close()  # ends the session: its advisory lock goes with it
 
     async def close(self) -> None:
         if self.notifications is not None:

@@ -175,6 +175,7 @@ def serve_app(
             options.setdefault(
                 "event_retention", EventRetention(settings.replay_seconds, settings.replay_events)
             )
+            options.setdefault("retention", settings.retention)
             options.setdefault("node_id", settings.node_id)
             options.setdefault("node_timings", settings.node_timings())
             opened.append(await Runtime.open(settings.store, project=project, **options))

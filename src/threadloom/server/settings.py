@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from threadloom.engine.run.retention import RetentionPolicy
 from threadloom.errors import InvalidArgument, ThreadloomError
 from threadloom.node.liveness import NodeTimings
 
@@ -168,6 +169,9 @@ class ServerSettings:
     """The stream's replay window (spec 09 §9.6.1): event rows older than
     ``replay_seconds`` or with more than ``replay_events`` newer rows in their thread are
     pruned (``Runtime.open(event_retention=…)``)."""
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    """What the store keeps (spec 17 §17.2, ``THREADLOOM_RETENTION_*``): every rule off
+    unless set (``Runtime.open(retention=…)``)."""
     agui_stop_grace_s: float | None = 10.0
     """How long the run an AG-UI response followed goes on after the client dropped the
     response, waiting for a resume, before it is stopped (spec 13 §13.2.8); ``None``
@@ -207,6 +211,10 @@ class ServerSettings:
             "stream": _stream_from_env(env),
             "public_url": _public_url(env.get("THREADLOOM_PUBLIC_URL")),
         }
+        try:
+            values["retention"] = RetentionPolicy.from_env(env)
+        except InvalidArgument as exc:
+            raise SettingsError(str(exc)) from None
         for name, key in _SECONDS_ENV:
             raw = (env.get(key) or "").strip()
             if raw:

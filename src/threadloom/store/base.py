@@ -40,10 +40,14 @@ from threadloom.store.base_files import FileStore
 from threadloom.store.shapes import (
     LOST_RUN,
     ApiKeyRow,
+    BodyStrip,
     Clock,
     CostSummary,
     CostSums,
     Decided,
+    ExpiryCandidate,
+    ExpiryKind,
+    ExpiryRule,
     Fence,
     FileContent,
     Lease,
@@ -76,9 +80,13 @@ from threadloom.store.shapes import (
 __all__ = [
     "LOST_RUN",
     "ApiKeyRow",
+    "BodyStrip",
     "Clock",
     "CostSummary",
     "CostSums",
+    "ExpiryCandidate",
+    "ExpiryKind",
+    "ExpiryRule",
     "Fence",
     "FileContent",
     "Lease",
@@ -573,6 +581,44 @@ class Store(FileStore, AccountStore, Protocol):
     async def read_events(
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]: ...
+
+    # -- retention (spec 17 §17.2) ----------------------------------------------------
+    async def expiry_owners(self, keep: int) -> list[str | None]:
+        """The owners (``None``: threads without one) with more than ``keep`` root threads."""
+        ...
+
+    async def expiry_page(
+        self, rule: ExpiryRule, after: tuple[int, int, str] | None, limit: int
+    ) -> list[ExpiryCandidate]:
+        """Up to ``limit`` root threads in ``rule``'s order past the key ``after`` (None:
+        from the start), each with its tree's size and whether it is active; for
+        ``per_user`` every root of the owner in rank order (newest first: the caller
+        counts the ranks), for the others only the roots the rule names, oldest first.
+        One read."""
+        ...
+
+    async def delete_expired(self, rule: ExpiryRule, thread_id: str) -> dict[str, str | None]:
+        """Delete the root thread and its descendants (``delete_thread``'s cascade) if,
+        inside this one transaction, ``rule`` still names it and no thread of its tree is
+        active (``running``, or queued messages); the deleted ids (deepest first, the
+        thread last) with their owners, ``{}`` when nothing was deleted."""
+        ...
+
+    async def count_log_bodies(self, before_us: int, within: Sequence[str] | None = None) -> int:
+        """Log rows created before ``before_us`` that still have a body (request,
+        response, app request or app response); ``within``: only the rows of these root
+        threads' trees (at most 500)."""
+        ...
+
+    async def strip_log_bodies(self, before_us: int, after: str | None, limit: int) -> BodyStrip:
+        """One step of a log-body pass, one transaction on one thread: the thread of the
+        first log row (by id, past ``after``; None: the start) created before
+        ``before_us`` that has a body; of up to ``limit`` of its rows created before then,
+        delete the bodies (request, response, app request and response), keeping every
+        other column (tokens, cost, timings). A newer row whose request is stored as a
+        delta of one of them is first stored in full, so it still reads the same. Call
+        again with the returned cursor until it is ``None``."""
+        ...
 
     async def prune_events(
         self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200

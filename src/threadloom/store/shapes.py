@@ -147,6 +147,54 @@ class PruneChunk:
     """Where the pass goes on (the next call's ``after``); ``None``: the pass is done."""
 
 
+ExpiryKind = Literal["inactive", "terminated", "per_user"]
+"""The thread rules of retention (spec 17 §17.2): no activity since a time, terminated
+before a time, beyond the newest ``keep`` of their owner."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryRule:
+    """One thread rule of retention (spec 17 §17.2), as the store applies it to root
+    threads (a child thread goes with its root, never alone)."""
+
+    kind: ExpiryKind
+    before_us: int = 0
+    """``inactive``: a root whose ``last_activity_us`` is before this goes;
+    ``terminated``: one terminated before this."""
+    keep: int = 0
+    """``per_user``: the newest ``keep`` roots of ``user_id`` (by last activity, then
+    creation, then id) stay."""
+    user_id: str | None = None
+    """``per_user``: the owner whose roots are ranked (``None``: threads without one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryCandidate:
+    """A root thread a retention rule names, as one page read it."""
+
+    id: str
+    user_id: str | None
+    threads: int
+    """The thread and its descendants: what its deletion removes."""
+    active: bool
+    """A thread of the tree is ``running`` or has queued messages: it is not deleted."""
+    key: tuple[int, int, str]
+    """The rule's order key of the row (the next page starts after it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyStrip:
+    """What one step of a log-body pass did (``Store.strip_log_bodies``)."""
+
+    rows: int
+    """Log rows whose bodies were deleted."""
+    rerooted: int
+    """Newer rows whose request, stored as a delta of a stripped row, was written out in
+    full first (spec 04 §4.25)."""
+    cursor: str | None
+    """Where the pass goes on (the next call's ``after``); ``None``: the pass is done."""
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerCount:
     user_id: str | None

@@ -34,6 +34,13 @@ from threadloom.engine.run.client_tools import (
 )
 from threadloom.engine.run.ending import Lost
 from threadloom.engine.run.node_host import EngineHost
+from threadloom.engine.run.retention import (
+    RetentionPolicy,
+    RetentionReport,
+    RetentionSweeper,
+    apply_retention,
+    log_report,
+)
 from threadloom.engine.run.runs import RunManager
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
@@ -94,6 +101,9 @@ class Runtime:
         self.runs = RunManager(hub, self.providers, options or EngineOptions())
         self.retention = EventRetention()
         self._pruner: EventPruner | None = None
+        self.retention_policy = RetentionPolicy()
+        """What the store keeps (spec 17 §17.2): every rule off unless set."""
+        self._sweeper: RetentionSweeper | None = None
         self.cluster: Cluster = open_cluster(hub.store)
         """This node's side of the store: its row, lease reads and notifications
         (``node/cluster.py``)."""
@@ -133,6 +143,7 @@ class Runtime:
         node_id: str | None = None,
         node_timings: NodeTimings | None = None,
         tracing: TracingOptions | bool | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -144,7 +155,10 @@ class Runtime:
         its history from the store at its next run. ``event_retention`` (default
         ``EventRetention()``: one hour, 10,000 rows a thread, a pass a minute) bounds the
         event rows kept for stream resumption (spec 09 §9.6.1, ``thread/retention.py``);
-        the pruner runs in the runtime that claims the store.
+        the pruner runs in the runtime that claims the store. ``retention`` (default
+        ``RetentionPolicy()``: every rule off) bounds the threads and log bodies kept
+        (spec 17 §17.2, ``engine/run/retention.py``); a runtime that claims the store runs
+        a pass every ``retention.interval_s`` seconds, on one node at a time.
 
         On a store several processes share (PostgreSQL), the runtime is a node (spec 12):
         ``node_id`` (default ``<hostname>-<8 hex>``) names it in its leases and heartbeats,
@@ -223,6 +237,8 @@ class Runtime:
         runtime.runs.runs_threads = exclusive
         if event_retention is not None:
             runtime.retention = event_retention
+        if retention is not None:
+            runtime.retention_policy = retention
         host = EngineHost(runtime.runs, runtime.recover)  # what the node asks of the runs
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
             runtime.relay = Relay(
@@ -248,6 +264,10 @@ class Runtime:
             await runtime.runs.resume_parked()  # decided while no run could start
             runtime._pruner = EventPruner(opened, runtime.retention, the_clock)
             runtime._pruner.start()
+            runtime._sweeper = RetentionSweeper(
+                opened, cluster, runtime.retention_policy, the_clock, runtime._forget_deleted
+            )
+            runtime._sweeper.start()
         return runtime
 
     @property
@@ -309,6 +329,28 @@ class Runtime:
         runtime's pruner does this every ``event_retention.interval`` seconds)."""
         return await prune_events(self.hub.store, self.retention, self.hub.clock)
 
+    async def apply_retention(self, *, dry_run: bool = False) -> RetentionReport:
+        """One pass of the runtime's retention policy now (spec 17 §17.2; the sweeper
+        runs one every ``retention.interval_s`` seconds): what each rule deleted, or with
+        ``dry_run`` would delete, deleting nothing. A real pass is refused (``ran`` False)
+        while another node runs one, and (``InvalidArgument``) by a runtime opened with
+        ``exclusive=False`` on a store one process runs: that process runs the passes."""
+        if not dry_run and not self.runs.runs_threads and not self.store.shared:
+            raise InvalidArgument(
+                "a runtime opened with exclusive=False does not delete: the process that"
+                " runs the store applies its retention (a dry run only reads)"
+            )
+        report = await apply_retention(
+            self.store,
+            self.cluster,
+            self.retention_policy,
+            self.hub.clock,
+            dry_run=dry_run,
+            on_deleted=self._forget_deleted,
+        )
+        log_report(report)
+        return report
+
     async def drain(self, grace: float | None = None) -> None:
         """Stop taking work and let running steps finish for ``grace`` seconds (default
         ``EngineOptions.drain_seconds``), then settle the runs left ``failed``/``aborted``
@@ -333,6 +375,8 @@ class Runtime:
             self._closed = True
             if self._pruner is not None:
                 await self._pruner.stop()
+            if self._sweeper is not None:
+                await self._sweeper.stop()
             await self.drain(drain)  # the node still beats while it drains
             if self.mcp is not None:
                 await self.mcp.aclose()
@@ -655,6 +699,17 @@ class Runtime:
         )
         return [r.record() for r in rows], total
 
+    async def _forget_deleted(self, owners: dict[str, str | None]) -> None:
+        """After the store deleted these threads (ids deepest first, with their owners):
+        drop them from memory, tell their subscribers and the other nodes."""
+        deleted = list(owners)
+        for tid in deleted:
+            self.hub.forget(tid)
+            data = {"thread_id": tid, "user_id": owners[tid]}
+            self.hub.publish(tid, "thread_deleted", None, data)
+        if self.relay is not None:
+            await self.relay.announce_deleted(deleted, owners)
+
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Delete the thread and its descendants; ids deepest first, the thread last.
 
@@ -672,12 +727,7 @@ class Runtime:
         deleted = await self.store.delete_thread(thread_id)
         if not deleted:
             raise ThreadNotFound(thread_id)
-        for tid in deleted:
-            self.hub.forget(tid)
-            data = {"thread_id": tid, "user_id": owners.get(tid)}
-            self.hub.publish(tid, "thread_deleted", None, data)
-        if self.relay is not None:
-            await self.relay.announce_deleted(deleted, owners)
+        await self._forget_deleted({tid: owners.get(tid) for tid in deleted})
         if row.parent_id is not None:
             await set_registry_status(self.hub, row.parent_id, thread_id, "terminated")
         return deleted

@@ -300,6 +300,36 @@ def _chain_lengths(conn: Conn, log_id: str, need: int) -> list[int] | None:
     return [length for run in reversed(runs) for length in run]
 
 
+def store_in_full(conn: Conn, log_id: str) -> bool:
+    """Store the request of delta row ``log_id`` as a root (its whole text in
+    ``log_bodies``, every message's length in its row), so that it no longer reads from
+    its base: before retention deletes the base's body (spec 17 §17.2). Rows whose chains
+    go through this one read the same as before (a root keeps nothing from further up).
+    ``False`` when the row is no delta or its chain is already broken."""
+    found = conn.execute(
+        "SELECT count FROM log_requests WHERE log_id = ? AND base_id IS NOT NULL", (log_id,)
+    ).fetchone()
+    if found is None:
+        return False
+    lengths = _chain_lengths(conn, log_id, int(found[0]))
+    try:
+        text = RequestReader(conn).text(log_id)
+    except StoreError:
+        lengths = None
+    if lengths is None:
+        logger.warning("log row %s: its request body's chain is broken; left as it is", log_id)
+        return False
+    conn.execute(
+        "UPDATE log_requests SET base_id = NULL, depth = 0, keep = 0, lengths = ?,"
+        " suffix = NULL, fragments = NULL WHERE log_id = ?",
+        (_int_list(lengths), log_id),
+    )
+    conn.execute(
+        "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)", (log_id, text)
+    )
+    return True
+
+
 def _leading_lengths(body: str, start: int, count: int) -> list[int] | None:
     """The lengths of the first ``count`` comma-separated JSON values of ``body`` from
     ``start``; ``None`` when there are not that many there."""

@@ -34,14 +34,28 @@ from threadloom.records import (
     UserQuota,
 )
 from threadloom.store.core import approvals as ledger
-from threadloom.store.core import auth, events, files, logs, messages, oauth, queue, runs, threads
+from threadloom.store.core import (
+    auth,
+    events,
+    files,
+    logs,
+    messages,
+    oauth,
+    queue,
+    retention,
+    runs,
+    threads,
+)
 from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
     ApiKeyRow,
+    BodyStrip,
     Clock,
     CostSummary,
     Decided,
+    ExpiryCandidate,
+    ExpiryRule,
     FileContent,
     NewFile,
     NewThread,
@@ -296,6 +310,33 @@ class TxStore:
         self, thread_id: str, after_seq: int, limit: int = 1000
     ) -> list[StoredEvent]:
         return await self._read(threads.read_events, thread_id, after_seq, limit)
+
+    # -- retention (spec 17 §17.2) ----------------------------------------------------
+    async def expiry_owners(self, keep: int) -> list[str | None]:
+        return await self._read(retention.expiry_owners, keep)
+
+    async def expiry_page(
+        self, rule: ExpiryRule, after: tuple[int, int, str] | None, limit: int
+    ) -> list[ExpiryCandidate]:
+        if limit < 1:
+            raise StoreError("expiry_page: limit must be 1 or more")
+        return await self._read(retention.expiry_page, rule, after, limit)
+
+    async def delete_expired(self, rule: ExpiryRule, thread_id: str) -> dict[str, str | None]:
+        return await self._write(retention.delete_expired, rule, thread_id)
+
+    async def count_log_bodies(self, before_us: int, within: Sequence[str] | None = None) -> int:
+        if within is not None and len(within) > 500:
+            raise StoreError("count_log_bodies: at most 500 root threads at a time")
+        return await self._read(
+            retention.count_log_bodies, before_us, None if within is None else list(within)
+        )
+
+    async def strip_log_bodies(self, before_us: int, after: str | None, limit: int) -> BodyStrip:
+        if limit < 1:
+            raise StoreError("strip_log_bodies: limit must be 1 or more")
+        # not synced on its own: a strip lost to a power cut is done again by the next pass
+        return await self._write(retention.strip_log_bodies, before_us, after, limit, durable=False)
 
     async def prune_events(
         self, older_than_us: int, keep: int, after: int = 0, max_threads: int = 200
