@@ -205,9 +205,7 @@ async def test_migration_from_version_1(db_url: str) -> None:
         versions = [r[0] for r in conn.execute("SELECT version FROM threadloom_migrations")]
     finally:
         conn.close()
-    assert (
-        sorted(versions) == [m[0] for m in schema.MIGRATIONS] == list(range(1, len(versions) + 1))
-    )
+    assert sorted(versions) == [m[0] for m in schema.MIGRATIONS]
 
 
 def test_image_headers() -> None:

@@ -21,8 +21,10 @@ from rich.text import Text
 
 import threadloom
 from threadloom.cli.auth import register as register_auth_commands
+from threadloom.cli.backup import register as register_backup_commands
 from threadloom.cli.chat import chat
 from threadloom.cli.init import InitError, init_project
+from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
@@ -251,5 +253,7 @@ def configure_logging(
     package.setLevel(name if name in logging.getLevelNamesMapping() else "INFO")
 
 
-# -- users and keys: their own module ------------------------------------------------------
+# -- users and keys, backup and restore, migrate: their own modules -------------------------
 register_auth_commands(app)
+register_backup_commands(app)
+register_migrate_command(app)
