@@ -106,7 +106,9 @@ def make_content(cluster: Cluster, node: Node, big_file_bytes: int = 0) -> list[
     _settle(cluster, node, ended)
     notes = base64.b64encode(b"notes of the thread\n").decode()
     _ok(
-        node.post(f"/api/threads/{ended}/fs/notes/a.txt", {"data": notes, "mimeType": "text/plain"}),
+        node.post(
+            f"/api/threads/{ended}/fs/notes/a.txt", {"data": notes, "mimeType": "text/plain"}
+        ),
         200,
         201,
     )
@@ -126,7 +128,9 @@ def all_threads(node: Node) -> list[str]:
     offset = 0
     while True:
         page = _ok(
-            node.get("/api/threads", include_children="true", sort="oldest", limit=100, offset=offset)
+            node.get(
+                "/api/threads", include_children="true", sort="oldest", limit=100, offset=offset
+            )
         )
         found = [t["id"] for t in page["threads"]]
         ids += found
@@ -167,21 +171,27 @@ def _files(node: Node, thread: str) -> dict[str, Any]:
     return read
 
 
-def read_thread(node: Node, thread: str) -> dict[str, Any]:
-    """Everything the API answers about one thread."""
+READS = ("thread", "messages", "logs", "files", "state", "cost", "subagents", "approvals")
+
+
+def read_thread(node: Node, thread: str, parts: tuple[str, ...] = READS) -> dict[str, Any]:
+    """Everything the API answers about one thread (``parts`` of it: a previous release
+    lacks some routes)."""
     base = f"/api/threads/{thread}"
-    logs = _ok(node.get(f"{base}/logs", limit=1000))
-    return {
-        "thread": _ok(node.get(base)),
-        "messages": _messages(node, thread),
-        "logs": logs,
-        "log_details": [_ok(node.get(f"{base}/logs/{row['id']}")) for row in logs["logs"]],
-        "files": _files(node, thread),
-        "state": _ok(node.get(f"{base}/state")),
-        "cost": _ok(node.get(f"{base}/cost")),
-        "subagents": _ok(node.get(f"{base}/subagents")),
-        "approvals": _ok(node.get(f"{base}/approvals")),
-    }
+    read: dict[str, Any] = {}
+    for part in parts:
+        if part == "thread":
+            read[part] = _ok(node.get(base))
+        elif part == "messages":
+            read[part] = _messages(node, thread)
+        elif part == "logs":
+            read[part] = logs = _ok(node.get(f"{base}/logs", limit=1000))
+            read["log_details"] = [_ok(node.get(f"{base}/logs/{r['id']}")) for r in logs["logs"]]
+        elif part == "files":
+            read[part] = _files(node, thread)
+        else:
+            read[part] = _ok(node.get(f"{base}/{part}"))
+    return read
 
 
 def snapshot(node: Node) -> dict[str, dict[str, Any]]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from c17_content import THREADLOOM, make_content, snapshot, start_node
+
 from multinode.cluster_harness import stop_node
 from needs import cannot_run
 from pg_support import PG_URL, create_schema, drop_schema, require_postgres, schema_url
