@@ -17,6 +17,7 @@ import base64
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,24 @@ import httpx
 from multinode.cluster_harness import Cluster, Node, spawn_node, stop_node, wait_healthy
 
 THREADLOOM = [sys.executable, "-m", "threadloom.cli"]
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str) -> Ran:
+    """``threadloom ARGS`` run in this process (Typer's runner: the command's own code,
+    its exit code and its two streams, without a process start per call)."""
+    from typer.testing import CliRunner
+
+    from threadloom.cli.commands import app
+
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def start_node(url: str, folder: Path, name: str, **env: str) -> tuple[Cluster, Node]:

@@ -15,7 +15,15 @@ from typing import Any
 
 import httpx
 import pytest
-from c17_content import THREADLOOM, make_content, snapshot, start_node
+from c17_content import (
+    THREADLOOM,
+    all_threads,
+    cli,
+    make_content,
+    read_thread,
+    snapshot,
+    start_node,
+)
 
 from multinode.cluster_harness import stop_node
 from needs import cannot_run
@@ -95,14 +103,14 @@ def test_c17_040_backup_while_serving_then_restore_reads_every_thread_back(tmp_p
     db = tmp_path / "live.db"
     cluster, node = start_node(f"sqlite:///{db}", tmp_path / "a", "c17-a")
     try:
-        make_content(cluster, node, big_file_bytes=12 * 1024 * 1024)  # ~3,200 pages
+        make_content(cluster, node, big_file_bytes=8 * 1024 * 1024)  # ~2,200 pages: 3 steps
         before = snapshot(node)
         with Load(node.base) as load:
             cluster.wait_for(lambda: load.turns >= 3, 30, "turns under way")
             at_start = load.turns
             made = threadloom("backup", "--db", str(db), str(tmp_path / "copy.db"))
             during = load.turns - at_start
-            refused = threadloom("restore", str(tmp_path / "copy.db"), "--db", str(db))
+        refused = threadloom("restore", str(tmp_path / "copy.db"), "--db", str(db))
         assert load.errors == []
         assert made.returncode == 0, made.stderr
         assert "integrity ok" in made.stdout
@@ -122,10 +130,15 @@ def test_c17_040_backup_while_serving_then_restore_reads_every_thread_back(tmp_p
     print(made.stdout, done.stdout, sep="")
     cluster, node = start_node(f"sqlite:///{restored}", tmp_path / "b", "c17-b")
     try:
-        after = snapshot(node)
+        listed = all_threads(node)
+        after = {thread: read_thread(node, thread) for thread in before}
+        for thread in set(listed) - set(before):  # the load's: readable, none left pending
+            pages = read_thread(node, thread, ("messages",))["messages"]
+            assert pages[0]["messages"][0]["content"] == "load 0"
+            assert {m["status"] for p in pages for m in p["messages"]} <= {"completed", "failed"}
     finally:
         stop_node(node)
-    assert set(before) <= set(after)
+    assert set(before) < set(listed)
     for thread, seen in before.items():
         assert after[thread] == seen, f"thread {thread} reads back differently"
     print(
@@ -133,7 +146,7 @@ def test_c17_040_backup_while_serving_then_restore_reads_every_thread_back(tmp_p
         f" ({sum(len(p['messages']) for s in before.values() for p in s['messages'])} messages,"
         f" {sum(len(s['log_details']) for s in before.values())} log rows,"
         f" {sum(len(s['files']) - 1 for s in before.values())} files);"
-        f" {len(after) - len(before)} more threads made by the load during the backup"
+        f" {len(listed) - len(before)} more threads made by the load during the backup"
     )
 
 
@@ -151,7 +164,7 @@ def test_c17_041_backup_of_postgresql_points_to_pg_dump(tmp_path: Path) -> None:
     """C17-041: ``threadloom backup`` of a PostgreSQL URL copies nothing and prints the
     ``pg_dump`` command for the URL's schema (the password left out); exit code 2."""
     url = "postgresql://app:secret@db.internal:5432/app?options=-csearch_path%3Dtl_live"
-    done = threadloom("backup", "--db", url, str(tmp_path / "x.dump"))
+    done = cli("backup", "--db", url, str(tmp_path / "x.dump"))
     assert done.returncode == 2
     assert "pg_dump --format=custom --schema=tl_live" in done.stderr
     assert "pg_restore" in done.stderr and "secret" not in done.stderr
@@ -196,11 +209,11 @@ def test_c17_043_restore_checks_the_backup_first(tmp_path: Path) -> None:
         newer: f"is newer than this Threadloom ({schema.LATEST_VERSION})",
     }
     for backup, why in expected.items():
-        done = threadloom("restore", str(backup), "--db", str(target))
+        done = cli("restore", str(backup), "--db", str(target))
         assert done.returncode == 2, (backup, done.stdout)
         assert why in done.stderr, done.stderr
         assert not target.exists()
-    done = threadloom("restore", str(compatible), "--db", str(target))
+    done = cli("restore", str(compatible), "--db", str(target))
     assert done.returncode == 0, done.stderr
     assert f"schema version {schema.LATEST_VERSION + 1}" in done.stdout
 
@@ -212,10 +225,10 @@ def test_c17_044_backup_is_written_atomically(tmp_path: Path) -> None:
     source = _store_file(tmp_path)
     out = tmp_path / "out.db"
     out.write_bytes(b"an older backup")
-    refused = threadloom("backup", "--db", str(source), str(out))
+    refused = cli("backup", "--db", str(source), str(out))
     assert refused.returncode == 2 and "--replace" in refused.stderr
     assert out.read_bytes() == b"an older backup"
-    done = threadloom("backup", "--db", str(source), str(out), "--replace")
+    done = cli("backup", "--db", str(source), str(out), "--replace")
     assert done.returncode == 0, done.stderr
     conn = sqlite3.connect(out)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
@@ -224,7 +237,7 @@ def test_c17_044_backup_is_written_atomically(tmp_path: Path) -> None:
 
     stranger = tmp_path / "stranger.db"
     sqlite3.connect(stranger).close()
-    failed = threadloom("backup", "--db", str(stranger), str(tmp_path / "none.db"))
+    failed = cli("backup", "--db", str(stranger), str(tmp_path / "none.db"))
     assert failed.returncode == 2 and "not a Threadloom SQLite store" in failed.stderr
     leftovers = sorted(p.name for p in tmp_path.iterdir())
     assert leftovers == ["out.db", "s.db", "stranger.db"], leftovers
@@ -239,7 +252,7 @@ def test_c17_045_restore_keeps_the_database_it_replaces(tmp_path: Path) -> None:
     conn.execute("INSERT INTO user_quotas(user_id, quota, updated_at_us) VALUES ('u', '{}', 1)")
     conn.close()
     backup = _store_file(tmp_path, "backup.db")
-    done = threadloom("restore", str(backup), "--db", str(old))
+    done = cli("restore", str(backup), "--db", str(old))
     assert done.returncode == 0, done.stderr
     (kept,) = [p for p in tmp_path.iterdir() if ".before-restore-" in p.name]
     assert str(kept) in done.stdout

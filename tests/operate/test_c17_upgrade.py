@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from c17_content import THREADLOOM, read_thread, start_node
+from c17_content import THREADLOOM, cli, read_thread, start_node
 
 from multinode.cluster_harness import Cluster, Node, spawn_node, stop_node, wait_healthy
 from needs import cannot_run
@@ -234,7 +234,7 @@ def test_c17_052_migrate_check_lists_what_a_start_would_apply(db_url: str) -> No
     (the previous release's) lists that migration; a newer schema this release cannot use
     exits 2, one it can use exits 0."""
     module: Any = sqlite_schema if not db_url.startswith("postgresql") else pg_schema
-    fresh = threadloom("migrate", "--check", "--db", db_url)
+    fresh = cli("migrate", "--check", "--db", db_url)
     assert fresh.returncode == 3, fresh.stderr
     assert "a new database; a start would apply" in fresh.stdout
     for version, name, _ in module.MIGRATIONS:
@@ -247,24 +247,24 @@ def test_c17_052_migrate_check_lists_what_a_start_would_apply(db_url: str) -> No
     else:
         assert probe.rows("SELECT to_regclass('threadloom_migrations') IS NULL") == [(True,)]
 
-    applied = threadloom("migrate", "--db", db_url)
+    applied = cli("migrate", "--db", db_url)
     assert applied.returncode == 0, applied.stderr
     assert f"schema version {module.LATEST_VERSION}" in applied.stdout
-    again = threadloom("migrate", "--check", "--db", db_url)
+    again = cli("migrate", "--check", "--db", db_url)
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
 
     # one behind: the schema before the compatibility migration
     last = module.FLOOR_FROM
     _execute(db_url, "DELETE FROM threadloom_migrations WHERE version = ?", last)
     _execute(db_url, "ALTER TABLE threadloom_migrations DROP COLUMN compatible_down_to")
-    behind = threadloom("migrate", "--check", "--db", db_url)
+    behind = cli("migrate", "--check", "--db", db_url)
     assert behind.returncode == 3
     listed = [line.split(None, 1) for line in behind.stdout.splitlines() if line.startswith("  ")]
     assert listed == [[str(last), dict((v, n) for v, n, _ in module.MIGRATIONS)[last]]]
-    assert threadloom("migrate", "--db", db_url).returncode == 0
+    assert cli("migrate", "--db", db_url).returncode == 0
 
     newer = _later_release(db_url, module.BASELINE)
-    compatible = threadloom("migrate", "--check", "--db", db_url)
+    compatible = cli("migrate", "--check", "--db", db_url)
     assert compatible.returncode == 0, compatible.stderr
     assert f"schema version {newer}, newer than this Threadloom" in compatible.stdout
     _execute(
@@ -273,7 +273,7 @@ def test_c17_052_migrate_check_lists_what_a_start_would_apply(db_url: str) -> No
         newer,
         newer,
     )
-    refused = threadloom("migrate", "--check", "--db", db_url)
+    refused = cli("migrate", "--check", "--db", db_url)
     assert refused.returncode == 2
     assert f"needs a Threadloom of schema version {newer} or later" in refused.stderr
 
@@ -290,11 +290,11 @@ def test_c17_052_migrate_refuses_an_sqlite_file_a_server_runs(tmp_path: Path) ->
 
     held = ProcessLock.acquire(str(db))
     try:
-        refused = threadloom("migrate", "--db", str(db))
+        refused = cli("migrate", "--db", str(db))
     finally:
         held.release()
     assert refused.returncode == 2 and "in use by another Threadloom process" in refused.stderr
-    check = threadloom("migrate", "--check", "--db", str(db))
+    check = cli("migrate", "--check", "--db", str(db))
     assert check.returncode == 3
     assert [line.split()[0] for line in check.stdout.splitlines() if line.startswith("  ")] == [
         str(v) for v, _, _ in sqlite_schema.MIGRATIONS if v > 17
