@@ -94,7 +94,9 @@ def consistent(db: Path) -> list[str]:
 
 
 @pytest.mark.sqlite_only
-def test_c17_040_backup_while_serving_then_restore_reads_every_thread_back(tmp_path: Path) -> None:
+def test_c17_040_c17_042_backup_while_serving_restore_refused_there_then_all_read_back(
+    tmp_path: Path,
+) -> None:
     """C17-040, C17-042: ``threadloom backup`` of a store a server is writing (turns running
     throughout) is consistent and intact; ``threadloom restore`` refuses the file while that
     server holds it, restores it to a new path, and a server on the restored file answers
