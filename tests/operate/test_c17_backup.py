@@ -331,3 +331,51 @@ def test_c17_046_pg_dump_and_pg_restore_as_documented(tmp_path: Path) -> None:
         print(f"pg_restore check: {len(before)} threads read back identical over the API")
     finally:
         drop_schema(name)
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """``threadloom ARGS`` with its stderr on a pseudo-terminal: (exit code, stdout, what
+    the terminal received)."""
+    import os
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    proc = subprocess.Popen([*THREADLOOM, *args], stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    assert proc.stdout is not None
+    return proc.wait(timeout=60), proc.stdout.read().decode(), seen.decode(errors="replace")
+
+
+def test_c17_047_the_command_shows_pages_on_a_terminal_only(tmp_path: Path) -> None:
+    """C17-047: on a terminal ``threadloom backup`` shows pages copied of pages in all (a
+    Rich bar on stderr) and ends with its summary line; piped, it prints the line alone."""
+    source = _store_file(tmp_path)
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE filler(b BLOB)")
+    conn.executemany("INSERT INTO filler VALUES (randomblob(4000))", [()] * 3000)
+    conn.commit()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    code, stdout, terminal = _on_a_terminal("backup", "--db", str(source), str(tmp_path / "t.db"))
+    assert code == 0, terminal
+    assert f"{pages}/{pages}" in terminal and "pages" in terminal and "backing up" in terminal
+    assert f"{pages} pages" in stdout
+    piped = cli("backup", "--db", str(source), str(tmp_path / "p.db"))
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert piped.stdout.startswith("backed up ")
