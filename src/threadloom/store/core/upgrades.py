@@ -17,10 +17,13 @@ while the new release has migrated the schema; otherwise it refuses with
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from threadloom.errors import StoreError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,16 @@ def check_newer(newest: int, newest_floor: int | None, latest: int) -> None:
     """Refuse (``SchemaTooNew``) a database at ``newest`` > ``latest`` (this code's version)
     unless its floor is at most ``latest``; a floor of ``None`` (a migration of a release
     before the rule) is never compatible."""
-    if newest <= latest or (newest_floor is not None and newest_floor <= latest):
+    if newest <= latest:
+        return
+    if newest_floor is not None and newest_floor <= latest:
+        logger.info(
+            "database schema version %d is newer than this Threadloom (%d) and compatible down"
+            " to %d: using it as it is (a rolling upgrade; upgrade this node soon)",
+            newest,
+            latest,
+            newest_floor,
+        )
         return
     needs = (
         f"it needs a Threadloom of schema version {newest_floor} or later"
