@@ -314,8 +314,8 @@ def previous_release() -> str:
     )
     if found.returncode != 0:
         cannot_run(
-            f"commit {rev} (previous_release.txt) is not in this clone: a shallow clone?"
-            " (git fetch --unshallow)",
+            f"commit {rev} (previous_release.txt) is not in this checkout: a shallow clone,"
+            " or no git history? (git fetch --unshallow)",
             "the rolling-upgrade test",
         )
     return rev
