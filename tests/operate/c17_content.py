@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -23,7 +24,15 @@ from typing import Any
 
 import httpx
 
-from multinode.cluster_harness import Cluster, Node, spawn_node, stop_node, wait_healthy
+from multinode.cluster_harness import (
+    TIMINGS,
+    Cluster,
+    Node,
+    spawn_node,
+    stop_node,
+    wait_healthy,
+)
+from needs import free_port
 
 THREADLOOM = [sys.executable, "-m", "threadloom.cli"]
 
@@ -46,11 +55,17 @@ def cli(*args: str) -> Ran:
     return Ran(result.exit_code, result.stdout, result.stderr)
 
 
-def start_node(url: str, folder: Path, name: str, **env: str) -> tuple[Cluster, Node]:
-    """A real ``threadloom serve`` of the multinode project on ``url``, healthy."""
+def start_node(
+    url: str, folder: Path, name: str, project: Path | None = None, **env: str
+) -> tuple[Cluster, Node]:
+    """A real ``threadloom serve`` on ``url``, healthy: of the multinode tests' project, or
+    of ``project`` (a previous release serves its own copy of it)."""
     folder.mkdir(parents=True, exist_ok=True)
     cluster = Cluster(url, [], folder)
-    node = spawn_node(cluster, name, folder / f"{name}.log", **env)
+    if project is None:
+        node = spawn_node(cluster, name, folder / f"{name}.log", **env)
+    else:
+        node = spawn_project(cluster, project, name, folder / f"{name}.log", **env)
     cluster.nodes.append(node)
     try:
         wait_healthy(node)
@@ -58,6 +73,26 @@ def start_node(url: str, folder: Path, name: str, **env: str) -> tuple[Cluster, 
         stop_node(node)
         raise
     return cluster, node
+
+
+def spawn_project(cluster: Cluster, project: Path, name: str, log: Path, **env: str) -> Node:
+    """``threadloom serve PROJECT`` as ``cluster_harness`` starts its nodes (the same
+    timings and clean environment), on ``project``; not waited for."""
+    port = free_port()
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("THREADLOOM_") and not k.endswith("_API_KEY")
+    }
+    clean.update(TIMINGS)
+    clean.update({"THREADLOOM_NODE_ID": name, "THREADLOOM_TEST_GATE_DIR": str(cluster.gate_dir)})
+    clean.update(env)
+    command = [*THREADLOOM, "serve", str(project), "--port", str(port), "--store", cluster.url]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*command, "--log-level", "warning"], env=clean, stdout=out, stderr=subprocess.STDOUT
+        )
+    return Node(name, f"http://127.0.0.1:{port}", proc, log)
 
 
 def _ok(response: httpx.Response, *codes: int) -> Any:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from c17_content import THREADLOOM, cli, read_thread, start_node
+from c17_content import THREADLOOM, cli, read_thread, spawn_project, start_node
 
 from multinode.cluster_harness import Cluster, Node, spawn_node, stop_node, wait_healthy
 from needs import cannot_run
@@ -322,10 +322,10 @@ def previous_release() -> str:
 
 
 def extract(rev: str, into: Path) -> Path:
-    """``src/`` of ``rev`` (``git archive``) under ``into``; the folder to put on
-    PYTHONPATH."""
+    """``src/`` and the multinode tests' project of ``rev`` (``git archive``) under
+    ``into``; ``src`` is the folder to put on PYTHONPATH."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src"],
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "src", "tests/multinode/project"],
         capture_output=True,
         check=True,
     )
@@ -369,6 +369,7 @@ def test_c17_053_a_node_of_the_previous_release_works_on_the_migrated_schema(
     require_postgres()
     rev = previous_release()
     old_src = extract(rev, tmp_path / "previous")
+    old_project = tmp_path / "previous" / "tests" / "multinode" / "project"
     where = _old_python(old_src, "import threadloom; print(threadloom.__file__)")
     assert where == str(old_src / "threadloom" / "__init__.py"), where
     old_latest = int(
@@ -385,7 +386,7 @@ def test_c17_053_a_node_of_the_previous_release_works_on_the_migrated_schema(
     url = schema_url(name)
     nodes: list[Node] = []
     try:
-        cluster, old = start_node(url, tmp_path / "nodes", "c17-old", **old_env)
+        cluster, old = start_node(url, tmp_path / "nodes", "c17-old", old_project, **old_env)
         nodes.append(old)
         probe = StoreProbe(url)
         assert probe.rows("SELECT max(version) FROM threadloom_migrations") == [(old_latest,)]
@@ -432,7 +433,9 @@ def test_c17_053_a_node_of_the_previous_release_works_on_the_migrated_schema(
         ]
 
         stop_node(old)
-        again = spawn_node(cluster, "c17-old-again", tmp_path / "nodes" / "again.log", **old_env)
+        again = spawn_project(
+            cluster, old_project, "c17-old-again", tmp_path / "nodes" / "again.log", **old_env
+        )
         nodes.append(again)
         assert again.proc.wait(timeout=60) == 2
         assert f"is newer than this Threadloom ({old_latest})" in again.output()
