@@ -1,5 +1,6 @@
 """The ``threadloom`` command line's Typer application: ``init``, ``run`` and ``serve`` here,
-``users`` and ``keys`` registered from ``cli/auth.py`` (the entry point: ``cli/__init__.py``).
+``users`` and ``keys`` registered from ``cli/auth.py``, ``backup`` and ``restore`` from
+``cli/backup.py``, ``migrate`` from ``cli/migrate.py`` (the entry point: ``cli/__init__.py``).
 
 A project that does not load gives its findings, one per line with the file each comes
 from, and exit code 2 — never a traceback.
