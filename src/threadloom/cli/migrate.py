@@ -59,7 +59,7 @@ def migrate(
         typer.Option("--check", help="Only say what a start would change (exit 3 when something)"),
     ] = False,
 ) -> None:
-    """Apply the store's pending schema migrations, or list them with --check.
+    """Apply the pending schema migrations (--check: list them).
 
     Run it before rolling new nodes out: the nodes of the previous release keep working on
     the migrated schema (migrations only add; docs/deploy.md, 'Upgrades')."""
