@@ -171,6 +171,34 @@ def test_c17_041_backup_of_postgresql_points_to_pg_dump(tmp_path: Path) -> None:
     assert "pg_dump --format=custom --schema=tl_live" in done.stderr
     assert "pg_restore" in done.stderr and "secret" not in done.stderr
     assert not (tmp_path / "x.dump").exists()
+    back = cli("restore", str(tmp_path / "x.dump"), "--db", url)
+    assert back.returncode == 2 and "pg_restore" in back.stderr
+
+
+def test_c17_040_the_copy_is_the_snapshot_its_first_step_read(tmp_path: Path) -> None:
+    """C17-040 (the snapshot): another connection commits between every two steps of the
+    backup; the backup neither starts over (pages done only grow) nor takes those commits
+    in: the copy holds the rows there were when it began."""
+    source = _store_file(tmp_path)
+    conn = sqlite3.connect(source, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE filler(n INTEGER PRIMARY KEY, b BLOB)")
+    conn.execute("BEGIN")
+    for _ in range(500):
+        conn.execute("INSERT INTO filler(b) VALUES (randomblob(4000))")
+    conn.execute("COMMIT")
+    steps: list[int] = []
+
+    def write_between(done: int, total: int) -> None:
+        steps.append(done)
+        conn.execute("INSERT INTO filler(b) VALUES (randomblob(4000))")  # its own commit
+
+    sqlite_backup.backup(source, tmp_path / "copy.db", progress=write_between, step_pages=50)
+    assert len(steps) >= 10 and steps == sorted(steps)
+    assert conn.execute("SELECT count(*) FROM filler").fetchone()[0] == 500 + len(steps)
+    conn.close()
+    with sqlite3.connect(tmp_path / "copy.db") as copy:
+        assert copy.execute("SELECT count(*), max(n) FROM filler").fetchone() == (500, 500)
 
 
 def test_c17_043_restore_checks_the_backup_first(tmp_path: Path) -> None:
