@@ -172,7 +172,7 @@ def backup(
             check.close()
         os.replace(temporary, out)
         _sync_dir(out.parent)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot back up {str(source)!r}: {exc}") from exc
     finally:
         conn.close()
@@ -240,7 +240,7 @@ def restore(
                 leftover.unlink()
         os.replace(temporary, target)
         _sync_dir(target.parent)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot restore {str(backup_path)!r}: {exc}") from exc
     finally:
         _remove(temporary)
