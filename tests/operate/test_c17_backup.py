@@ -136,7 +136,8 @@ def test_c17_040_c17_042_backup_while_serving_restore_refused_there_then_all_rea
         after = {thread: read_thread(node, thread) for thread in before}
         for thread in set(listed) - set(before):  # the load's: readable, none left pending
             pages = read_thread(node, thread, ("messages",))["messages"]
-            assert pages[0]["messages"][0]["content"] == "load 0"
+            first = [m["content"] for m in pages[0]["messages"][:1]]
+            assert first in ([], ["load 0"])  # made, perhaps not sent to yet at the snapshot
             assert {m["status"] for p in pages for m in p["messages"]} <= {"completed", "failed"}
     finally:
         stop_node(node)
