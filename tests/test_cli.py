@@ -89,7 +89,7 @@ def test_version(tmp_path: Path) -> None:
 
 def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
     done = run_cli(cwd=tmp_path)
-    for command in ("init", "run", "serve", "users", "keys"):
+    for command in ("init", "run", "serve", "users", "keys", "backup", "restore", "migrate"):
         assert command in done.stdout + done.stderr
 
 
@@ -112,6 +112,9 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["keys", "create"],
         ["keys", "list"],
         ["keys", "revoke"],
+        ["backup"],
+        ["restore"],
+        ["migrate"],
     ],
 )
 def test_help_speaks_the_users_words(tmp_path: Path, command: list[str]) -> None:

@@ -3,7 +3,9 @@
 - ``threadloom init DIR`` writes a small working project (``cli/init.py``);
 - ``threadloom run DIR`` chats with an agent of a project in the terminal (``cli/chat.py``);
 - ``threadloom serve DIR`` serves the web UI, the REST API and the streams;
-- ``threadloom users …`` / ``threadloom keys …`` create credentials (``cli/auth.py``).
+- ``threadloom users …`` / ``threadloom keys …`` create credentials (``cli/auth.py``);
+- ``threadloom backup`` / ``threadloom restore`` copy an SQLite store (``cli/backup.py``);
+- ``threadloom migrate [--check]`` lists or applies schema migrations (``cli/migrate.py``).
 
 The Typer application and its commands are ``cli/commands.py``. This module is the console
 script's entry point: ``threadloom --version`` answers here, before the commands (and

@@ -1,5 +1,6 @@
 """The ``threadloom`` command line's Typer application: ``init``, ``run`` and ``serve`` here,
-``users`` and ``keys`` registered from ``cli/auth.py`` (the entry point: ``cli/__init__.py``).
+``users`` and ``keys`` registered from ``cli/auth.py``, ``backup`` and ``restore`` from
+``cli/backup.py``, ``migrate`` from ``cli/migrate.py`` (the entry point: ``cli/__init__.py``).
 
 A project that does not load gives its findings, one per line with the file each comes
 from, and exit code 2 — never a traceback.
@@ -21,8 +22,10 @@ from rich.text import Text
 
 import threadloom
 from threadloom.cli.auth import register as register_auth_commands
+from threadloom.cli.backup import register as register_backup_commands
 from threadloom.cli.chat import chat
 from threadloom.cli.init import InitError, init_project
+from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.cli.retention import register as register_retention
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
@@ -252,6 +255,8 @@ def configure_logging(
     package.setLevel(name if name in logging.getLevelNamesMapping() else "INFO")
 
 
-# -- users and keys: their own module ------------------------------------------------------
+# -- users and keys, backup and restore, migrate: their own modules -------------------------
 register_auth_commands(app)
 register_retention(app)  # threadloom retention: cli/retention.py
+register_backup_commands(app)
+register_migrate_command(app)

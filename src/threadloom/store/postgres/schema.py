@@ -19,6 +19,9 @@ from typing import Any
 
 import psycopg
 
+from threadloom.store.core.upgrades import Contraction, Plan, check_newer, floor
+from threadloom.store.core.upgrades import SchemaTooNew as SchemaTooNew
+
 T = 'TEXT COLLATE "C"'
 
 _V1 = f"""
@@ -439,6 +442,12 @@ CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
 """The OAuth authorization server's clients, codes and tokens (spec 10 §10.15; SQLite's
 migration 18)."""
 
+_V9 = """
+ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to BIGINT;
+"""
+"""Each migration from here on records the oldest schema version whose code can still use
+the schema after it (spec 17 §17.4, ``store/core/upgrades.py``; SQLite's migration 19)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -448,13 +457,74 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (6, "budgets of threads and quotas of users", _V6),
     (7, "the shared state and the run context of a thread", _V7),
     (8, "the OAuth authorization server's clients, codes and tokens", _V8),
+    (9, "the oldest schema version each migration stays compatible with", _V9),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
 
+BASELINE = 8
+"""The last migration written before the expand/contract rule (spec 17 §17.4): the rule
+holds for every migration after it, and no schema claims compatibility further back."""
+RULE_FROM = BASELINE + 1
+FLOOR_FROM = 9
+"""The migration that added ``threadloom_migrations.compatible_down_to``: it and every later
+one record their floor."""
 
-class SchemaTooNew(Exception):
-    """The database was migrated by a newer Threadloom."""
+CONTRACTIONS: dict[int, Contraction] = {
+    # The allow-list of the expand/contract rule: a migration after BASELINE that drops,
+    # renames or retypes something, with the oldest schema version whose code no longer
+    # uses it and the release that stopped using it, e.g.
+    #   15: Contraction(13, "DROP COLUMN threads.overlap: unused since the release of 13"),
+    # None yet.
+}
+
+
+def floor_of(version: int) -> int:
+    """The oldest schema version whose code can use a database at ``version``."""
+    return floor(version, BASELINE, CONTRACTIONS)
+
+
+def _recorded_floor(conn: psycopg.Connection[Any], version: int) -> int | None:
+    """The floor the database records for migration ``version`` (``None``: not recorded,
+    a migration of a release before the rule)."""
+    has_column = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'threadloom_migrations' AND column_name = 'compatible_down_to'"
+    ).fetchone()
+    if has_column is None:
+        return None
+    row = conn.execute(
+        "SELECT compatible_down_to FROM threadloom_migrations WHERE version = %s", (version,)
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _schema_of(conn: psycopg.Connection[Any]) -> str:
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    if schema is None or schema[0] is None:
+        raise psycopg.errors.InvalidSchemaName(
+            "no schema to create the tables in: the search_path names none that exists"
+            " and that this role may use (USAGE)"
+        )
+    return str(schema[0])
+
+
+def plan(conn: psycopg.Connection[Any]) -> Plan:
+    """What :func:`migrate` would apply to ``conn``'s schema, changing nothing;
+    ``SchemaTooNew`` for a newer schema this code cannot use. ``conn`` is in autocommit
+    mode."""
+    _schema_of(conn)
+    known = conn.execute("SELECT to_regclass('threadloom_migrations')").fetchone()
+    done = (
+        {int(r[0]) for r in conn.execute("SELECT version FROM threadloom_migrations")}
+        if known is not None and known[0] is not None
+        else set()
+    )
+    current = max(done, default=0)
+    recorded = _recorded_floor(conn, current) if current > LATEST_VERSION else None
+    check_newer(current, recorded, LATEST_VERSION)
+    pending = [(v, name) for v, name, _ in MIGRATIONS if v not in done and v > current]
+    return Plan("postgresql", current, LATEST_VERSION, pending, recorded)
 
 
 def _lock_key(conn: psycopg.Connection[Any]) -> int:
@@ -467,13 +537,10 @@ def _lock_key(conn: psycopg.Connection[Any]) -> int:
 def migrate(conn: psycopg.Connection[Any]) -> int:
     """Apply the migrations not yet recorded, holding the schema's advisory lock so that
     nodes starting at once migrate once (the others wait, then find nothing to do);
-    returns the schema version. ``conn`` is in autocommit mode."""
-    schema = conn.execute("SELECT current_schema()").fetchone()
-    if schema is None or schema[0] is None:
-        raise psycopg.errors.InvalidSchemaName(
-            "no schema to create the tables in: the search_path names none that exists"
-            " and that this role may use (USAGE)"
-        )
+    returns the schema version. A schema newer than this code is used as it is when its
+    newest migration stays compatible with this version, else refused (``SchemaTooNew``).
+    ``conn`` is in autocommit mode."""
+    _schema_of(conn)
     key = _lock_key(conn)
     conn.execute("SELECT pg_advisory_lock(%s)", (key,))
     try:
@@ -483,11 +550,10 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
             " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
         done = {int(r[0]) for r in conn.execute("SELECT version FROM threadloom_migrations")}
-        if done and max(done) > LATEST_VERSION:
-            raise SchemaTooNew(
-                f"database schema version {max(done)} is newer than this Threadloom"
-                f" ({LATEST_VERSION})"
-            )
+        newest = max(done, default=0)
+        if newest > LATEST_VERSION:
+            check_newer(newest, _recorded_floor(conn, newest), LATEST_VERSION)
+            return newest
         for version, name, sql in MIGRATIONS:
             if version in done:
                 continue
@@ -497,6 +563,12 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
                     "INSERT INTO threadloom_migrations(version, name) VALUES (%s, %s)",
                     (version, name),
                 )
+                if version >= FLOOR_FROM:
+                    conn.execute(
+                        "UPDATE threadloom_migrations SET compatible_down_to = %s"
+                        " WHERE version = %s",
+                        (floor_of(version), version),
+                    )
         return max(done | {v for v, _, _ in MIGRATIONS})
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

@@ -701,4 +701,15 @@ CREATE TABLE oauth_spent_refresh (
 CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
 """,
     ),
+    (
+        19,
+        "the oldest schema version each migration stays compatible with",
+        # Spec 17 §17.4: from migration 19 on, migrations only add (expand/contract); each
+        # records the oldest schema version whose code can still use the database after it
+        # (store/core/upgrades.py), so a store of an older release opens a newer schema
+        # whose migrations it can work with instead of refusing every newer version.
+        """
+ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to INTEGER;
+""",
+    ),
 ]

@@ -1,5 +1,6 @@
 """Applying the SQLite store's numbered migrations (``migrations.py``); the applied versions
-are recorded in a table.
+are recorded in a table, each with the oldest schema version whose code can still use the
+database after it (the expand/contract rule, ``store/core/upgrades.py``, spec 17 §17.4).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from threadloom.store.core.upgrades import Contraction, Plan, check_newer, floor
 from threadloom.store.sqlite.migrations import MIGRATIONS as MIGRATIONS
 from threadloom.store.sqlite.schema_checks import checks_as_comparisons
 
@@ -19,6 +21,57 @@ _STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {9: checks_as_comparis
 _REBUILDS: dict[int, tuple[str, ...]] = {8: ("tool_calls", "logs")}
 
 LATEST_VERSION = MIGRATIONS[-1][0]
+
+BASELINE = 18
+"""The last migration written before the expand/contract rule (spec 17 §17.4): the rule
+holds for every migration after it, and no schema claims compatibility further back."""
+RULE_FROM = BASELINE + 1
+FLOOR_FROM = 19
+"""The migration that added ``threadloom_migrations.compatible_down_to``: it and every later
+one record their floor."""
+
+CONTRACTIONS: dict[int, Contraction] = {
+    # The allow-list of the expand/contract rule: a migration after BASELINE that drops,
+    # renames or retypes something, with the oldest schema version whose code no longer
+    # uses it and the release that stopped using it, e.g.
+    #   25: Contraction(23, "DROP COLUMN threads.overlap: unused since the release of 23"),
+    # None yet.
+}
+
+
+def floor_of(version: int) -> int:
+    """The oldest schema version whose code can use a database at ``version``."""
+    return floor(version, BASELINE, CONTRACTIONS)
+
+
+def _recorded_floor(conn: sqlite3.Connection, version: int) -> int | None:
+    """The floor the database records for migration ``version`` (``None``: not recorded,
+    a migration of a release before the rule)."""
+    try:
+        row = conn.execute(
+            "SELECT compatible_down_to FROM threadloom_migrations WHERE version = ?", (version,)
+        ).fetchone()
+    except sqlite3.OperationalError:  # no such column: a schema before migration 19
+        return None
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def plan(conn: sqlite3.Connection) -> Plan:
+    """What :func:`migrate` would apply to ``conn``'s database, changing nothing;
+    ``SchemaTooNew`` for a newer schema this code cannot use."""
+    known = conn.execute(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'threadloom_migrations'"
+    ).fetchone()
+    done = (
+        {row[0] for row in conn.execute("SELECT version FROM threadloom_migrations")}
+        if known
+        else set()
+    )
+    current = max(done, default=0)
+    recorded = _recorded_floor(conn, current) if current > LATEST_VERSION else None
+    check_newer(current, recorded, LATEST_VERSION)
+    pending = [(v, name) for v, name, _ in MIGRATIONS if v not in done and v > current]
+    return Plan("sqlite", current, LATEST_VERSION, pending, recorded)
 
 
 def applied_versions(conn: sqlite3.Connection) -> set[int]:
@@ -32,12 +85,13 @@ def applied_versions(conn: sqlite3.Connection) -> set[int]:
 def migrate(conn: sqlite3.Connection, upto: int = LATEST_VERSION) -> int:
     """Apply every migration not yet recorded, up to version ``upto`` (tests build older
     databases with it), each in its own transaction; returns the schema version. A
-    database newer than this code is refused."""
+    database newer than this code is used as it is when its newest migration stays
+    compatible with this version, else refused (``SchemaTooNew``)."""
     done = applied_versions(conn)
-    if done and max(done) > LATEST_VERSION:
-        raise RuntimeError(
-            f"database schema version {max(done)} is newer than this Threadloom ({LATEST_VERSION})"
-        )
+    newest = max(done, default=0)
+    if newest > LATEST_VERSION:
+        check_newer(newest, _recorded_floor(conn, newest), LATEST_VERSION)
+        return newest
     for version, name, sql in MIGRATIONS:
         if version in done or version > upto:
             continue
@@ -60,6 +114,11 @@ def migrate(conn: sqlite3.Connection, upto: int = LATEST_VERSION) -> int:
                 "INSERT INTO threadloom_migrations(version, name, applied_at) VALUES (?,?,?)",
                 (version, name, time.time_ns() // 1000),
             )
+            if version >= FLOOR_FROM:
+                conn.execute(
+                    "UPDATE threadloom_migrations SET compatible_down_to = ? WHERE version = ?",
+                    (floor_of(version), version),
+                )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

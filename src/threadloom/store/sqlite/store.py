@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
 from threadloom.store.core.runner import TxStore
+from threadloom.store.core.upgrades import SchemaTooNew
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.dialect import SqliteConnection
@@ -148,7 +149,7 @@ class SqliteStore(Transactions, TxStore):
         store = cls(path, url=url, **options)
         try:
             await store._writer.submit(plain_call, store._open_writer)
-        except (sqlite3.Error, RuntimeError, OSError) as exc:
+        except (sqlite3.Error, RuntimeError, OSError, SchemaTooNew) as exc:
             await store.close()
             raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
         return store
