@@ -6,7 +6,9 @@ COMMITTED, serialised per thread by the row lock their first statement takes
 (``Dialect.lock_thread``); reads in one REPEATABLE READ READ ONLY snapshot. A write that
 loses a serialization race or a deadlock is run again, a bounded number of times with a
 jittered pause; a connection that breaks before its commit is replaced and the write run
-again on the new one. A database that cannot be reached (a connect refused or failing, a
+again on the new one — so is one whose server said it became read-only (a failover's old
+primary: with ``target_session_attrs=read-write`` in the URL the new connection finds the
+new primary, spec 17 §17.5). A database that cannot be reached (a connect refused or failing, a
 connection broken again after its replacement, or during a commit) is a
 :class:`~threadloom.errors.StoreUnavailable` naming the URL without its password, chained
 to the driver's error: never a raw ``psycopg.OperationalError``. A write with
@@ -41,6 +43,7 @@ from threadloom.store.postgres.dialect import (
     Watches,
     channels,
     driver_reason,
+    read_only_server,
     unreachable,
 )
 from threadloom.store.shapes import Clock, Fence, system_clock_us
@@ -52,6 +55,9 @@ RETRIES = 8
 """Times a write that lost a serialization race or a deadlock is run again."""
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_MAYBE_UNREACHABLE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+"""The errors ``unreachable`` tells apart: a connection's, or a write refused by a server
+that became read-only (a failover's old primary)."""
 
 
 class _BoolAsSmallint(Dumper):
@@ -176,10 +182,11 @@ class PostgresStore(TxStore):
         return conn
 
     def _connection(self) -> psycopg.Connection[Any]:
-        """This worker thread's connection (a new one when it has none, or it broke);
-        ``StoreUnavailable`` when a new one cannot be made."""
+        """This worker thread's connection (a new one when it has none, it broke, or its
+        server said it became read-only); ``StoreUnavailable`` when a new one cannot be
+        made."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
+        if conn is None or conn.closed or conn.broken or read_only_server(conn):
             if conn is not None:
                 self._discard(conn)
             try:
@@ -190,7 +197,7 @@ class PostgresStore(TxStore):
                 ) from exc
         return conn
 
-    def _lost(self, exc: psycopg.OperationalError) -> StoreUnavailable:
+    def _lost(self, exc: psycopg.Error) -> StoreUnavailable:
         return StoreUnavailable(f"lost the connection to {self.safe_url}: {driver_reason(exc)}")
 
     def _discard(self, conn: psycopg.Connection[Any]) -> None:
@@ -289,7 +296,7 @@ class PostgresStore(TxStore):
                 finally:
                     if not conn.broken:
                         conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
+            except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
                 self._discard(conn)  # a connection that broke: once more on a new one
@@ -327,7 +334,7 @@ class PostgresStore(TxStore):
             except _RETRYABLE:
                 if attempt >= RETRIES:
                     raise
-            except psycopg.OperationalError as exc:
+            except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
                 self._discard(conn)

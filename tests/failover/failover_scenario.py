@@ -1,0 +1,169 @@
+"""One failover scenario from start to end (issue 36 item 6): a primary and a standby of the
+test's own (``replication.py``), real ``threadloom serve`` nodes on the multi-host URL
+(``cluster_harness.start_cluster``), load and stream watchers (``failover_load.py``), the
+fault, and what held after it. The tests and ``bench/failover_bench.py`` both run it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from failover_load import (
+    Load,
+    Row,
+    Watch,
+    lost_sends,
+    wait_settled,
+    window,
+)
+from replication import Replicated, replicated
+
+from multinode.cluster_harness import start_cluster
+
+FAULTS = ("failover", "restart")
+"""``failover``: the primary killed (``pg_ctl stop -m immediate``), the standby promoted
+``gap_s`` later; ``restart``: the primary restarted (``pg_ctl restart -m fast``)."""
+
+TIMINGS = {
+    "THREADLOOM_NODE_HEARTBEAT_SECONDS": "1",
+    "THREADLOOM_NODE_TTL_SECONDS": "12",
+    "THREADLOOM_SWEEP_SECONDS": "1",
+}
+"""A node fences itself after 7 s without a heartbeat: longer than the outage, as with the
+default timings (10 s), so the nodes stay live through it and mend their own runs."""
+
+
+@dataclass
+class Outcome:
+    """A scenario's row and what the assertions read."""
+
+    row: Row
+    nodes_alive: bool
+    healthy_after: bool
+    unsettled: list[str]
+    lost: dict[str, list[str]]
+    stream_behind: list[str] = field(default_factory=list)
+    """Watched threads whose stream did not catch up with the stored messages."""
+    stream_connects: list[int] = field(default_factory=list)
+    replay_lag_bytes: int = 0
+    """How far the standby's replay was behind just before the fault."""
+    endings: dict[str, int] = field(default_factory=dict)
+    """The runs that ended ``failed``, by reason, as the threads' streams told it."""
+    lost_at: list[float] = field(default_factory=list)
+    """For each acknowledged send lost: when its acknowledgement came, in seconds relative
+    to the fault (negative: before it)."""
+
+
+def _fault(pair: Replicated, fault: str, gap_s: float) -> None:
+    if fault == "failover":
+        pair.kill_primary()
+        time.sleep(gap_s)  # what a failover manager takes to notice and decide
+        pair.promote()
+    elif fault == "restart":
+        pair.restart_primary()
+    else:
+        raise ValueError(f"unknown fault {fault!r}")
+
+
+def _healthy(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/api/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _caught_up(base: str, thread: str, watch: Watch, timeout_s: float = 15.0) -> bool:
+    """Whether the stream told every stored message of the thread with its stored status."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page = httpx.get(
+            f"{base}/api/threads/{thread}/messages",
+            params={"order": "asc", "limit": 1000},
+            timeout=10,
+        ).json()["messages"]
+        stored = {m["id"]: m["status"] for m in page}
+        seen = watch.messages()
+        if all(seen.get(mid) == status for mid, status in stored.items()):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def run(
+    tmp_path: Path,
+    *,
+    scenario: str,
+    fault: str,
+    synchronous: bool,
+    nodes: int = 2,
+    threads: int = 8,
+    senders: int = 4,
+    readers: int = 2,
+    before_s: float = 3.0,
+    after_s: float = 6.0,
+    gap_s: float = 1.0,
+    timings: dict[str, str] | None = None,
+) -> Outcome:
+    """Serve, load, fault, and measure; everything made is removed on the way out."""
+    with (
+        replicated(synchronous=synchronous) as pair,
+        start_cluster(tmp_path, n=nodes, pg_url=pair.url, **(timings or TIMINGS)) as cluster,
+    ):
+        bases = [n.base for n in cluster.nodes]
+        ids = [cluster.create_thread(cluster.nodes[i % nodes], "slow") for i in range(threads)]
+        watches = [Watch(bases[i % nodes], thread) for i, thread in enumerate(ids)]
+        load = Load(bases, ids, senders=senders, readers=readers)
+        load.start()
+        try:
+            time.sleep(before_s)
+            lag = pair.replay_lag_bytes()
+            fault_at = time.monotonic()
+            _fault(pair, fault, gap_s)
+            time.sleep(after_s)
+        finally:
+            load.stop()
+        stopped_at = time.monotonic()
+        unsettled = wait_settled(bases[0], ids)
+        settled_s = None if unsettled else time.monotonic() - stopped_at
+        recover, seen, missing = window(load, fault_at)
+        acked, lost, gone = lost_sends(bases[-1], load)
+        behind = [ids[i] for i, w in enumerate(watches) if not _caught_up(bases[0], ids[i], w)]
+        for watch in watches:
+            watch.close()
+        endings: dict[str, int] = {}
+        for watch in watches:
+            for frame in watch.frames:
+                status = frame.get("status") or {}
+                if frame.get("type") == "thread_status" and status.get("state") == "failed":
+                    key = f"failed/{status.get('reason')}"
+                    endings[key] = endings.get(key, 0) + 1
+        closes: dict[int, int] = {}
+        for watch in watches:
+            for code in watch.closes:
+                closes[code] = closes.get(code, 0) + 1
+        row = Row(
+            scenario,
+            recover,
+            dict(seen),
+            missing,
+            acked,
+            lost,
+            settled_s,
+            closes,
+        )
+        return Outcome(
+            row,
+            nodes_alive=all(n.alive for n in cluster.nodes),
+            healthy_after=all(_healthy(b) for b in bases),
+            unsettled=unsettled,
+            lost=gone,
+            stream_behind=behind,
+            stream_connects=[w.connects for w in watches],
+            replay_lag_bytes=lag,
+            endings=endings,
+            lost_at=[load.acked_at[t] - fault_at for ts in gone.values() for t in ts],
+        )
