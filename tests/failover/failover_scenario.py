@@ -107,10 +107,11 @@ def run(
     after_s: float = 6.0,
     gap_s: float = 1.0,
     timings: dict[str, str] | None = None,
+    standby_settings: str = "",
 ) -> Outcome:
     """Serve, load, fault, and measure; everything made is removed on the way out."""
     with (
-        replicated(synchronous=synchronous) as pair,
+        replicated(synchronous=synchronous, standby_settings=standby_settings) as pair,
         start_cluster(tmp_path, n=nodes, pg_url=pair.url, **(timings or TIMINGS)) as cluster,
     ):
         bases = [n.base for n in cluster.nodes]

@@ -77,11 +77,13 @@ def require_replication() -> None:
 class Replicated:
     """A primary on ``port1`` and a standby streaming from it on ``port2``."""
 
-    def __init__(self, *, synchronous: bool) -> None:
+    def __init__(self, *, synchronous: bool, standby_settings: str = "") -> None:
         bindir = _bindir()
         assert bindir is not None
         self.bin = bindir
         self.synchronous = synchronous
+        self.standby_settings = standby_settings
+        """More ``postgresql.conf`` lines for the standby."""
         self.root = Path(tempfile.mkdtemp(prefix="tl_failover_"))
         self.primary = self.root / "primary"
         self.standby = self.root / "standby"
@@ -146,7 +148,7 @@ class Replicated:
             f"primary_conninfo = 'host=127.0.0.1 port={self.port1} user=postgres"
             f" application_name={STANDBY_NAME}'\n"
             # Once promoted it has no standby of its own: naming one would stall every commit.
-            "synchronous_standby_names = ''\n",
+            "synchronous_standby_names = ''\n" + self.standby_settings,
         )
         self._ctl(self.standby, "start", "-w", "-t", "60")
         self.wait_streaming()
@@ -178,6 +180,12 @@ class Replicated:
         """The standby becomes the primary (it takes writes when this returns)."""
         self._ctl(self.standby, "promote", "-w", "-t", "60")
 
+    def stop_standby(self) -> None:
+        self._ctl(self.standby, "stop", "-m", "fast", "-w")
+
+    def start_standby(self) -> None:
+        self._ctl(self.standby, "start", "-w", "-t", "60")
+
     def restart_primary(self) -> None:
         """A clean restart: sessions ended, a shutdown checkpoint, started again."""
         self._ctl(self.primary, "restart", "-m", "fast", "-w", "-t", "60")
@@ -204,9 +212,9 @@ class Replicated:
 
 
 @contextlib.contextmanager
-def replicated(*, synchronous: bool) -> Iterator[Replicated]:
+def replicated(*, synchronous: bool, standby_settings: str = "") -> Iterator[Replicated]:
     """A primary and a standby, both running; removed on exit, whatever happened."""
-    pair = Replicated(synchronous=synchronous)
+    pair = Replicated(synchronous=synchronous, standby_settings=standby_settings)
     try:
         pair.create()
         yield pair
