@@ -6,8 +6,9 @@ item 6): the failover tests and ``bench/failover_bench.py`` share it.
   timeout; every answer is kept with its start and end time.
 - ``Watch``: a thread's WebSocket stream that reconnects with ``since`` after every close
   (as spec 09 §9.11 rule 5 tells a client), keeping every frame and every close code.
-- ``measure``: the row of the failover table — time to recover (from the fault to the end of
-  the first send answered 2xx that started after it), what the clients saw (counts by
+- ``window``, ``lost_sends``, ``wait_settled``: the row of the failover table — time to
+  recover (from the moment the primary was down to the end of the first send answered 2xx
+  that started after it), what the clients saw (counts by
   status, 503s without ``Retry-After``, timeouts), acknowledged sends lost, and how long
   until every run settled and every thread answered its last message.
 """
@@ -193,7 +194,8 @@ class Row:
 
     scenario: str
     recover_s: float | None
-    """From the fault to the end of the first send answered 2xx that started after it."""
+    """From the moment the primary was down (``pg_ctl stop`` returned) to the end of the
+    first send answered 2xx that started after it."""
     statuses: dict[str, int] = field(default_factory=dict)
     """What the clients saw from the fault to the recovery (and 5 s after), by status."""
     no_retry_after: int = 0

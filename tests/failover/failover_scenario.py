@@ -57,15 +57,21 @@ class Outcome:
     to the fault (negative: before it)."""
 
 
-def _fault(pair: Replicated, fault: str, gap_s: float) -> None:
+def _fault(pair: Replicated, fault: str, gap_s: float) -> float:
+    """Apply the fault; when the primary was down (``time.monotonic()``), from which the
+    time to recover is measured."""
     if fault == "failover":
         pair.kill_primary()
+        down_at = time.monotonic()
         time.sleep(gap_s)  # what a failover manager takes to notice and decide
         pair.promote()
-    elif fault == "restart":
-        pair.restart_primary()
+    elif fault == "restart":  # pg_ctl restart -m fast, in its two halves
+        pair.stop_primary()
+        down_at = time.monotonic()
+        pair.start_primary()
     else:
         raise ValueError(f"unknown fault {fault!r}")
+    return down_at
 
 
 def _healthy(base: str) -> bool:
@@ -122,8 +128,7 @@ def run(
         try:
             time.sleep(before_s)
             lag = pair.replay_lag_bytes()
-            fault_at = time.monotonic()
-            _fault(pair, fault, gap_s)
+            fault_at = _fault(pair, fault, gap_s)
             time.sleep(after_s)
         finally:
             load.stop()

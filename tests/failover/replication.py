@@ -13,7 +13,7 @@ when the test fails. The shared server at 127.0.0.1:5432 is never touched.
   libpq tries the hosts in order and keeps the first that takes writes.
 - ``kill_primary()``: ``pg_ctl stop -m immediate`` (the postmaster and its backends end at
   once, no shutdown checkpoint: a crash); ``promote()``: ``pg_ctl promote`` on the standby;
-  ``restart_primary()``: ``pg_ctl restart -m fast``.
+  ``stop_primary()`` then ``start_primary()``: what ``pg_ctl restart -m fast`` does.
 
 The data directories use ``fsync = off``: the tests kill processes, never the machine, so
 the operating system keeps every write a process handed it, and a write's durability is
@@ -186,9 +186,12 @@ class Replicated:
     def start_standby(self) -> None:
         self._ctl(self.standby, "start", "-w", "-t", "60")
 
-    def restart_primary(self) -> None:
-        """A clean restart: sessions ended, a shutdown checkpoint, started again."""
-        self._ctl(self.primary, "restart", "-m", "fast", "-w", "-t", "60")
+    def stop_primary(self) -> None:
+        """A clean stop (``fast``): sessions ended, a shutdown checkpoint."""
+        self._ctl(self.primary, "stop", "-m", "fast", "-w")
+
+    def start_primary(self) -> None:
+        self._ctl(self.primary, "start", "-w", "-t", "60")
 
     def replay_lag_bytes(self) -> int:
         """WAL the primary sent that the standby has not replayed yet (0 when caught up)."""

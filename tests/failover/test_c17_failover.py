@@ -40,7 +40,7 @@ def _hold_common(out: Outcome) -> None:
     assert all(c <= 6 for c in out.stream_connects), out.stream_connects  # no spinning
 
 
-def test_c17_060_sync_failover_under_load_loses_no_acknowledged_send(tmp_path: Path) -> None:
+def test_c17_060_c17_063_sync_failover_loses_no_acknowledged_send(tmp_path: Path) -> None:
     """C17-060: synchronous replication; two nodes on ``…host1,host2…
     ?target_session_attrs=read-write``; 8 threads (a tool call and an answer a turn) sent to
     by 4 clients and read by 2 through both nodes, a stream socket on each thread → the

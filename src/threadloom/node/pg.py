@@ -52,9 +52,17 @@ class Notifications:
     """One node's LISTEN connection and NOTIFY connection."""
 
     def __init__(
-        self, url: str, channel_names: dict[str, str], safe_url: str, node_id: str
+        self,
+        url: str,
+        channel_names: dict[str, str],
+        safe_url: str,
+        node_id: str,
+        connect_options: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
+        self.connect_options = connect_options or {}
+        """The store's (``connect_timeout``): a LISTEN or NOTIFY connection waits no longer
+        for a host that does not answer than the store's connections do."""
         self.node_id = node_id
         self.safe_url = safe_url
         self.channels = channel_names
@@ -82,7 +90,10 @@ class Notifications:
 
     async def _listen(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, application_name=f"threadloom-listen {self.node_id}"
+            self.url,
+            autocommit=True,
+            application_name=f"threadloom-listen {self.node_id}",
+            **self.connect_options,
         )
         for name in self.channels.values():
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
@@ -155,7 +166,7 @@ class Notifications:
                 try:
                     if self._sender is None or self._sender.closed:
                         self._sender = await psycopg.AsyncConnection.connect(
-                            self.url, autocommit=True
+                            self.url, autocommit=True, **self.connect_options
                         )
                     await self._sender.execute(
                         "SELECT pg_notify(%s, %s)", (self.channels[topic], text)
@@ -278,7 +289,11 @@ class PgCluster:
         if self.notifications is None:
             store = self.store
             self.notifications = Notifications(
-                store.url, store.sql.channels, store.safe_url, str(self.node_id)
+                store.url,
+                store.sql.channels,
+                store.safe_url,
+                str(self.node_id),
+                store.connect_options,
             )
             await self.notifications.start(on_notice, on_connected)
 

@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg.errors
 from psycopg.adapt import Dumper
+from psycopg.conninfo import conninfo_to_dict
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.runner import TxStore
@@ -89,6 +90,18 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def connect_options(url: str, timeout_s: float) -> dict[str, Any]:
+    """What every connection of a node is made with besides ``url``: ``connect_timeout``
+    (whole seconds, at least 1) unless the URL gives its own, which then applies — per
+    host: with several hosts (a failover's URL, spec 17 §17.5) a host that does not answer
+    costs that long before the next is tried."""
+    try:
+        given = "connect_timeout" in conninfo_to_dict(url)
+    except psycopg.Error:
+        given = False  # the connect itself says what is wrong with the URL
+    return {} if given else {"connect_timeout": max(1, round(timeout_s))}
+
+
 class PostgresStore(TxStore):
     """The :class:`~threadloom.store.base.Store` on a PostgreSQL database (its current
     schema)."""
@@ -129,7 +142,8 @@ class PostgresStore(TxStore):
         self.clock = clock
         self.pool_size = pool_size
         self._always_relaxed = synchronous in ("OFF", "NORMAL")
-        self._connect_timeout_s = connect_timeout_s
+        self.connect_options = connect_options(url, connect_timeout_s)
+        """``connect_timeout`` for every connection of the node (``connect_options``)."""
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="threadloom-pg")
         self._beats = ThreadPoolExecutor(1, thread_name_prefix="threadloom-pg-heartbeat")
         """The heartbeat's own thread and connection: a heartbeat queued behind the node's
@@ -171,9 +185,7 @@ class PostgresStore(TxStore):
         return store
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(
-            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout_s))
-        )
+        conn = psycopg.connect(self.url, autocommit=True, **self.connect_options)
         conn.adapters.register_dumper(bool, _BoolAsSmallint)
         if self._always_relaxed:
             conn.execute("SET synchronous_commit = off")
