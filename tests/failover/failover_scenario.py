@@ -134,6 +134,16 @@ def run(
             load.stop()
         stopped_at = time.monotonic()
         unsettled = wait_settled(bases[0], ids)
+        for thread in unsettled:  # what the assertion will show
+            status = httpx.get(f"{bases[0]}/api/threads/{thread}", timeout=10).json()["status"]
+            last = httpx.get(
+                f"{bases[0]}/api/threads/{thread}/messages",
+                params={"order": "desc", "limit": 3},
+                timeout=10,
+            ).json()["messages"]
+            shown = [(m["role"], m["status"], str(m["content"])[:40]) for m in last]
+            print(f"not settled: {thread} {status} lease {cluster.lease(thread)} last {shown}")
+            print(*(n.output()[-3000:] for n in cluster.nodes), sep="\n----\n")
         settled_s = None if unsettled else time.monotonic() - stopped_at
         recover, seen, missing = window(load, fault_at)
         acked, lost, gone = lost_sends(bases[-1], load)
