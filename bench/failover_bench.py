@@ -45,7 +45,10 @@ FAST_RECONNECT = "wal_retrieve_retry_interval = '500ms'\n"
 
 SCENARIOS: list[tuple[str, dict[str, object]]] = [
     ("failover, synchronous", {"fault": "failover", "synchronous": True}),
-    ("failover, asynchronous", {"fault": "failover", "synchronous": False}),
+    (
+        "failover, asynchronous (nodes restarted after)",
+        {"fault": "failover", "synchronous": False, "restart_nodes": True},
+    ),
     (
         "failover, synchronous, default node timings",
         {"fault": "failover", "synchronous": True, "timings": DEFAULT_TIMINGS},
@@ -114,7 +117,9 @@ def main() -> None:
             f" ({'all alive' if o.nodes_alive else 'A NODE EXITED'}, healthy after:"
             f" {o.healthy_after}); threads unsettled: {len(o.unsettled)}; streams behind:"
             f" {len(o.stream_behind)}; standby replay lag at the fault: {o.replay_lag_bytes} B;"
-            f" lost sends acknowledged at {[round(t, 3) for t in o.lost_at]} s"
+            f" lost sends acknowledged at {[round(t, 3) for t in o.lost_at]} s;"
+            f" stored twice: {len(o.doubled)}; threads stuck until the nodes' restart:"
+            f" {len(o.stuck_before_restart)}"
         )
 
 

@@ -136,12 +136,13 @@ class Load:
 class Watch:
     """A thread's WebSocket stream on one node, reconnecting with ``since`` after a close."""
 
-    def __init__(self, base: str, thread: str) -> None:
+    def __init__(self, base: str, thread: str, since: int | None = None) -> None:
+        """``since``: where the first connection resumes (``None``: from the snapshot)."""
         self.url = base.replace("http://", "ws://") + f"/api/threads/{thread}/stream"
         self.frames: list[dict[str, Any]] = []
         self.closes: list[int] = []
         self.connects = 0
-        self._since: int | None = None
+        self._since: int | None = since
         self._stop = threading.Event()
         self._socket: Any = None
         self._reader = threading.Thread(target=self._run, daemon=True)
@@ -297,19 +298,20 @@ def wait_settled(base: str, threads: list[str], timeout_s: float = 60.0) -> list
     return left
 
 
-def lost_sends(base: str, load: Load) -> tuple[int, int, dict[str, list[str]]]:
-    """(acked, lost, the lost texts by thread): an acknowledged send missing from the store,
-    or stored more than once, is lost."""
-    acked = lost = 0
+def lost_sends(base: str, load: Load) -> tuple[int, dict[str, list[str]], list[str]]:
+    """(acked, the acknowledged sends missing from the store by thread, the texts stored
+    more than once — acknowledged or not)."""
+    acked = 0
     missing: dict[str, list[str]] = {}
+    doubled: list[str] = []
     for thread, texts in load.acked.items():
         stored = collections.Counter(stored_user_texts(base, thread))
         acked += len(texts)
-        gone = [t for t in texts if stored[t] != 1]
+        gone = [t for t in texts if stored[t] == 0]
         if gone:
             missing[thread] = gone
-            lost += len(gone)
-    return acked, lost, missing
+        doubled += [t for t, n in stored.items() if n > 1]
+    return acked, missing, doubled
 
 
 def table(rows: list[Row]) -> str:

@@ -21,7 +21,7 @@ from failover_load import (
 )
 from replication import Replicated, replicated
 
-from multinode.cluster_harness import start_cluster
+from multinode.cluster_harness import Cluster, Node, spawn_node, start_cluster, wait_healthy
 
 FAULTS = ("failover", "restart")
 """``failover``: the primary killed (``pg_ctl stop -m immediate``), the standby promoted
@@ -34,6 +34,8 @@ TIMINGS = {
 }
 """A node fences itself after 7 s without a heartbeat: longer than the outage, as with the
 default timings (10 s), so the nodes stay live through it and mend their own runs."""
+STUCK_WAIT_S = 20.0
+"""How long the runs have to settle before the nodes are restarted (``restart_nodes``)."""
 
 
 @dataclass
@@ -52,6 +54,10 @@ class Outcome:
     """How far the standby's replay was behind just before the fault."""
     endings: dict[str, int] = field(default_factory=dict)
     """The runs that ended ``failed``, by reason, as the threads' streams told it."""
+    doubled: list[str] = field(default_factory=list)
+    """Messages stored more than once (a write run twice): must be none."""
+    stuck_before_restart: list[str] = field(default_factory=list)
+    """With ``restart_nodes``: the threads not settled and answered before the restart."""
     lost_at: list[float] = field(default_factory=list)
     """For each acknowledged send lost: when its acknowledgement came, in seconds relative
     to the fault (negative: before it)."""
@@ -72,6 +78,16 @@ def _fault(pair: Replicated, fault: str, gap_s: float) -> float:
     else:
         raise ValueError(f"unknown fault {fault!r}")
     return down_at
+
+
+def _restarted(cluster: Cluster, node: Node, tmp_path: Path, timings: dict[str, str]) -> Node:
+    """``node`` killed and a new node started on the same URL (a new node id: its dead
+    predecessor's runs are settled by the sweeps once its heartbeat is older than the
+    TTL)."""
+    node.kill()
+    new = spawn_node(cluster, f"{node.node_id}r", tmp_path / f"{node.node_id}r.log", **timings)
+    wait_healthy(new)
+    return new
 
 
 def _healthy(base: str) -> bool:
@@ -114,8 +130,13 @@ def run(
     gap_s: float = 1.0,
     timings: dict[str, str] | None = None,
     standby_settings: str = "",
+    restart_nodes: bool = False,
 ) -> Outcome:
-    """Serve, load, fault, and measure; everything made is removed on the way out."""
+    """Serve, load, fault, and measure; everything made is removed on the way out.
+    ``restart_nodes``: once the load ended and the runs had ``stuck_wait_s`` to settle,
+    the nodes are killed and started again (new node ids), the recipe after a failover to
+    an asynchronous standby (spec 17 §17.5.3 rule 3); what settles and what the streams
+    tell is then measured on the new nodes."""
     with (
         replicated(synchronous=synchronous, standby_settings=standby_settings) as pair,
         start_cluster(tmp_path, n=nodes, pg_url=pair.url, **(timings or TIMINGS)) as cluster,
@@ -133,6 +154,18 @@ def run(
         finally:
             load.stop()
         stopped_at = time.monotonic()
+        stuck: list[str] = []
+        if restart_nodes:
+            stuck = wait_settled(bases[0], ids, timeout_s=STUCK_WAIT_S)
+            for watch in watches:
+                watch.close()
+            # in place: the harness stops the nodes of this list at the end
+            cluster.nodes[:] = [
+                _restarted(cluster, node, tmp_path, timings or TIMINGS) for node in cluster.nodes
+            ]
+            bases = [n.base for n in cluster.nodes]
+            watches = [Watch(bases[i % nodes], t, since=0) for i, t in enumerate(ids)]
+            stopped_at = time.monotonic()
         unsettled = wait_settled(bases[0], ids)
         for thread in unsettled:  # what the assertion will show
             status = httpx.get(f"{bases[0]}/api/threads/{thread}", timeout=10).json()["status"]
@@ -146,7 +179,8 @@ def run(
             print(*(n.output()[-3000:] for n in cluster.nodes), sep="\n----\n")
         settled_s = None if unsettled else time.monotonic() - stopped_at
         recover, seen, missing = window(load, fault_at)
-        acked, lost, gone = lost_sends(bases[-1], load)
+        acked, gone, doubled = lost_sends(bases[-1], load)
+        lost = sum(len(texts) for texts in gone.values())
         behind = [ids[i] for i, w in enumerate(watches) if not _caught_up(bases[0], ids[i], w)]
         for watch in watches:
             watch.close()
@@ -180,6 +214,8 @@ def run(
             stream_behind=behind,
             stream_connects=[w.connects for w in watches],
             replay_lag_bytes=lag,
+            stuck_before_restart=stuck,
+            doubled=doubled,
             endings=endings,
             lost_at=[load.acked_at[t] - fault_at for ts in gone.values() for t in ts],
         )

@@ -33,6 +33,7 @@ def _hold_common(out: Outcome) -> None:
     assert set(row.statuses) <= {"2xx", "503"}, f"clients saw {row.statuses}"  # no 500, no hang
     assert row.no_retry_after == 0, "a 503 without Retry-After"
     assert row.acked > 50, row
+    assert not out.doubled, f"stored more than once: {out.doubled}"
     assert not out.unsettled, f"threads not settled or not answered: {out.unsettled}"
     assert set(out.endings) <= {"failed/step_error", "failed/execution_lost"}, out.endings
     assert not out.stream_behind, f"streams that did not catch up: {out.stream_behind}"
@@ -60,15 +61,25 @@ def test_c17_060_c17_063_sync_failover_loses_no_acknowledged_send(tmp_path: Path
 
 
 def test_c17_061_async_failover_loses_at_most_the_last_moments(tmp_path: Path) -> None:
-    """C17-061: the same with asynchronous replication → the same promises, except that
-    acknowledged sends may be lost: only those acknowledged in the last second before the
-    fault (what had not reached the standby; the count is printed), each then missing, never
-    stored twice or out of place."""
+    """C17-061: the same with asynchronous replication → every answer 2xx or 503 with
+    ``Retry-After``, the nodes serve again without a restart; acknowledged sends may be
+    lost, only those acknowledged in the last 5 s before the primary died (what had not
+    reached the standby; the count is printed); then, the recipe of §17.5.3 rule 3, the
+    nodes are restarted → every thread settles and answers its last message, nothing
+    acknowledged and kept is stored twice, and a stream socket on a new node that resumes
+    with ``since=0`` tells every stored message with its stored status."""
     require_replication()
-    out = run(tmp_path, scenario="failover, asynchronous", fault="failover", synchronous=False)
+    out = run(
+        tmp_path,
+        scenario="failover, asynchronous (nodes restarted after)",
+        fault="failover",
+        synchronous=False,
+        restart_nodes=True,
+    )
     _hold_common(out)
     print(f"lost sends acknowledged at (s from the fault): {out.lost_at}")
-    assert all(-1.0 <= at <= 0.0 for at in out.lost_at), out.lost_at
+    print(f"threads stuck before the nodes' restart: {len(out.stuck_before_restart)}")
+    assert all(-5.0 <= at <= 0.0 for at in out.lost_at), out.lost_at
 
 
 def test_c17_062_a_primary_restart_under_load(tmp_path: Path) -> None:
