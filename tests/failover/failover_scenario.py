@@ -34,6 +34,8 @@ TIMINGS = {
 }
 """A node fences itself after 7 s without a heartbeat: longer than the outage, as with the
 default timings (10 s), so the nodes stay live through it and mend their own runs."""
+NEW_TIMELINE = "is on a new timeline (1 → 2)"
+"""What a node logs when it finds the database failed over."""
 STUCK_WAIT_S = 20.0
 """How long the runs have to settle before the nodes are restarted (``restart_nodes``)."""
 
@@ -54,6 +56,8 @@ class Outcome:
     """How far the standby's replay was behind just before the fault."""
     endings: dict[str, int] = field(default_factory=dict)
     """The runs that ended ``failed``, by reason, as the threads' streams told it."""
+    timeline_warned: int = 0
+    """Nodes that logged the database's new timeline (a failover, spec 17 §17.5.1 rule 7)."""
     doubled: list[str] = field(default_factory=list)
     """Messages stored more than once (a write run twice): must be none."""
     stuck_before_restart: list[str] = field(default_factory=list)
@@ -154,6 +158,7 @@ def run(
         finally:
             load.stop()
         stopped_at = time.monotonic()
+        warned = sum(NEW_TIMELINE in n.output() for n in cluster.nodes)
         stuck: list[str] = []
         if restart_nodes:
             stuck = wait_settled(bases[0], ids, timeout_s=STUCK_WAIT_S)
@@ -215,6 +220,7 @@ def run(
             stream_connects=[w.connects for w in watches],
             replay_lag_bytes=lag,
             stuck_before_restart=stuck,
+            timeline_warned=warned,
             doubled=doubled,
             endings=endings,
             lost_at=[load.acked_at[t] - fault_at for ts in gone.values() for t in ts],

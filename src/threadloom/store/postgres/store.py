@@ -19,6 +19,7 @@ for that transaction).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import secrets
@@ -50,6 +51,7 @@ from threadloom.store.postgres.dialect import (
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
+logger = logging.getLogger("threadloom.store.postgres")
 
 DEFAULT_POOL_SIZE = 10
 RETRIES = 8
@@ -100,6 +102,17 @@ def connect_options(url: str, timeout_s: float) -> dict[str, Any]:
     except psycopg.Error:
         given = False  # the connect itself says what is wrong with the URL
     return {} if given else {"connect_timeout": max(1, round(timeout_s))}
+
+
+def _timeline(conn: psycopg.Connection[Any]) -> int | None:
+    """The timeline of the server's WAL (the first 8 hex digits of its WAL file's name): a
+    promoted standby starts a new one. ``None`` where it cannot be read (a standby, when the
+    URL lets one be chosen)."""
+    try:
+        row = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
+    except psycopg.Error:
+        return None
+    return int(str(row[0])[:8], 16) if row else None
 
 
 class PostgresStore(TxStore):
@@ -164,6 +177,9 @@ class PostgresStore(TxStore):
         """Write transactions committed (the heartbeat's not counted)."""
         self.retries = 0
         """Writes run again after a serialization failure, a deadlock or a lost connection."""
+        self.timeline: int | None = None
+        """The WAL timeline of the server of the newest connection: a change is a failover
+        (logged once per change, spec 17 §17.5.1 rule 7)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -189,8 +205,20 @@ class PostgresStore(TxStore):
         conn.adapters.register_dumper(bool, _BoolAsSmallint)
         if self._always_relaxed:
             conn.execute("SET synchronous_commit = off")
+        timeline = _timeline(conn)
         with self._lock:
             self._connections.append(conn)
+            if timeline is not None and timeline != self.timeline:
+                if self.timeline is not None:
+                    logger.warning(
+                        "the database %s is on a new timeline (%d → %d): it failed over to a"
+                        " standby; if that standby was asynchronous, restart this node (spec"
+                        " 17 §17.5.3 rule 4)",
+                        self.safe_url,
+                        self.timeline,
+                        timeline,
+                    )
+                self.timeline = timeline
         return conn
 
     def _connection(self) -> psycopg.Connection[Any]:
