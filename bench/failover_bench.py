@@ -81,6 +81,7 @@ def main() -> None:
         print(f"cannot run: {reason}")
         return
     outcomes: list[Any] = []
+    restarts: list[bool] = []
     for name, options in SCENARIOS:
         if args.only and args.only not in name:
             continue
@@ -99,6 +100,7 @@ def main() -> None:
                 **options,
             )
         outcomes.append(outcome)
+        restarts.append(bool(options.get("restart_nodes")))
         progress(
             f"  recovered in {outcome.row.recover_s}, lost {outcome.row.lost}, failed runs"
             f" {outcome.endings}, unsettled {outcome.unsettled}, streams behind"
@@ -111,15 +113,17 @@ def main() -> None:
     )
     print(failover_load.table([o.row for o in outcomes]))
     print()
-    for o in outcomes:
+    for o, restarted in zip(outcomes, restarts, strict=True):
         print(
-            f"- {o.row.scenario}: failed runs {o.endings or 'none'}; nodes restarted: none"
+            f"- {o.row.scenario}: failed runs {o.endings or 'none'}; nodes restarted:"
+            f" {'after the load, by the bench' if restarted else 'none'}"
             f" ({'all alive' if o.nodes_alive else 'A NODE EXITED'}, healthy after:"
             f" {o.healthy_after}); threads unsettled: {len(o.unsettled)}; streams behind:"
             f" {len(o.stream_behind)}; standby replay lag at the fault: {o.replay_lag_bytes} B;"
             f" lost sends acknowledged at {[round(t, 3) for t in o.lost_at]} s;"
             f" stored twice: {len(o.doubled)}; threads stuck until the nodes' restart:"
-            f" {len(o.stuck_before_restart)}"
+            f" {len(o.stuck_before_restart)}; nodes that logged the new timeline:"
+            f" {o.timeline_warned}"
         )
 
 
