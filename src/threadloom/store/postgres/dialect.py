@@ -95,10 +95,10 @@ def read_only_server(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any
     URL with ``target_session_attrs=read-write`` connects only to a server that takes
     writes, so a connection left on such a server is dropped and made again (spec 17
     §17.5)."""
-    info = conn.info
+    pgconn = conn.pgconn  # libpq's own answer, without the decoding (every transaction asks)
     return (
-        info.parameter_status("in_hot_standby") == "on"
-        or info.parameter_status("default_transaction_read_only") == "on"
+        pgconn.parameter_status(b"in_hot_standby") == b"on"
+        or pgconn.parameter_status(b"default_transaction_read_only") == b"on"
     )
 
 
