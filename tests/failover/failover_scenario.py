@@ -160,7 +160,10 @@ def run(
         stopped_at = time.monotonic()
         warned = sum(NEW_TIMELINE in n.output() for n in cluster.nodes)
         stuck: list[str] = []
+        before_restart: list[Watch] = []
+        """The first nodes' sockets, when the nodes were restarted: the runs' endings."""
         if restart_nodes:
+            before_restart = watches
             stuck = wait_settled(bases[0], ids, timeout_s=STUCK_WAIT_S)
             for watch in watches:
                 watch.close()
@@ -190,7 +193,7 @@ def run(
         for watch in watches:
             watch.close()
         endings: dict[str, int] = {}
-        for watch in watches:
+        for watch in [*before_restart, *watches]:
             for frame in watch.frames:
                 status = frame.get("status") or {}
                 if frame.get("type") == "thread_status" and status.get("state") == "failed":
