@@ -118,11 +118,14 @@ class Liveness:
         self._sweeping: asyncio.Task[None] | None = None
         self._suspects: set[str] = set()
         """Threads the last sweep found running under this node's lease with no run here."""
+        self._failovers = 0
+        """The store's failovers already acted on."""
 
     async def start(self) -> None:
         await self.cluster.register_node()
         await self.cluster.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
+        self._failovers = self.cluster.failovers
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
     async def stop(self) -> None:
@@ -184,6 +187,8 @@ class Liveness:
         started = time.monotonic()  # the row says when the write began, not when it ended
         if await self.cluster.heartbeat():
             self._last_ok = started
+            if self.cluster.failovers != self._failovers and not self.fenced:
+                self._failover()
             if self.fenced:
                 logger.warning("node %s: heartbeat restored, running again", self.node_id)
                 try:  # the runs it dropped still name it: nobody else would settle them
@@ -195,6 +200,20 @@ class Liveness:
                 self.host.resume()
             return
         self._fence_if_late()
+
+    def _failover(self) -> None:
+        """The database failed over to a standby (spec 17 §17.5.3 rule 4): what this node's
+        executions hold in memory may be ahead of it (an asynchronous standby lacks the last
+        commits), so they are dropped as a fenced node's are, and settled from the store
+        at once by the fence's lifting (``beat``)."""
+        self._failovers = self.cluster.failovers
+        logger.warning(
+            "node %s: the database failed over; dropping its executions and settling them"
+            " from the store",
+            self.node_id,
+        )
+        self.fenced = True
+        self.host.drop_all()
 
     async def sweep(self) -> None:
         """Settle the runs lost with dead nodes, then start the queues no live node runs."""

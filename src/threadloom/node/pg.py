@@ -251,6 +251,11 @@ class PgCluster:
     def peers(self, live: bool) -> None:
         self.store.peers = live
 
+    @property
+    def failovers(self) -> int:
+        """Timeline changes the store's connections found (spec 17 §17.5.1 rule 7)."""
+        return self.store.failovers
+
     # -- this node's row (spec 12 §12.2) ---------------------------------------------------
     async def register_node(self) -> None:
         await self.store.write(register_node, self.node_id, socket.gethostname(), os.getpid())

@@ -180,6 +180,9 @@ class PostgresStore(TxStore):
         self.timeline: int | None = None
         """The WAL timeline of the server of the newest connection: a change is a failover
         (logged once per change, spec 17 §17.5.1 rule 7)."""
+        self.failovers = 0
+        """Timeline changes seen: the node drops and settles its runs after each
+        (``node/liveness.py``, spec 17 §17.5.3 rule 4)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -210,6 +213,7 @@ class PostgresStore(TxStore):
             self._connections.append(conn)
             if timeline is not None and timeline != self.timeline:
                 if self.timeline is not None:
+                    self.failovers += 1
                     logger.warning(
                         "the database %s is on a new timeline (%d → %d): it failed over to a"
                         " standby; if that standby was asynchronous, restart this node (spec"
