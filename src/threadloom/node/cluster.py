@@ -47,6 +47,11 @@ class Cluster(Protocol):
         WAL timeline, spec 17 §17.5.1 rule 7); 0 where that cannot happen."""
         ...
 
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) when the store finds its database failed
+        over; never where that cannot happen."""
+        ...
+
     # -- the node's row (spec 12 §12.2) ---------------------------------------------------
     async def register_node(self) -> None:
         """Insert (or revive) this node's row."""
@@ -129,6 +134,9 @@ class LocalCluster:
     def __init__(self, store: LeaseReads, node_id: str | None = None) -> None:
         self.store = store
         self.node_id = node_id
+
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        """One process's store does not fail over."""
 
     async def register_node(self) -> None:
         """Nothing to register: no other node looks."""

@@ -16,6 +16,7 @@ replaces all of this (§12.6.5).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
@@ -126,6 +127,13 @@ class Liveness:
         await self.cluster.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
         self._failovers = self.cluster.failovers
+        loop = asyncio.get_running_loop()
+
+        def found() -> None:  # on the store's worker thread
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._failover_found)
+
+        self.cluster.watch_failovers(found)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
     async def stop(self) -> None:
@@ -200,6 +208,16 @@ class Liveness:
                 self.host.resume()
             return
         self._fence_if_late()
+
+    def _failover_found(self) -> None:
+        """The store's first new connection on the new primary found the failover: act
+        now, before runs start there, not at the next heartbeat (which then lifts the
+        fence; one is started at once when none is in flight)."""
+        if self.fenced or self.cluster.failovers == self._failovers or self.host.closing:
+            return
+        self._failover()
+        if self._beating is None or self._beating.done():
+            self._beating = self._spawn(self.beat(), "heartbeat")
 
     def _failover(self) -> None:
         """The database failed over to a standby (spec 17 §17.5.3 rule 4): what this node's

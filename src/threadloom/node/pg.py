@@ -256,6 +256,9 @@ class PgCluster:
         """Timeline changes the store's connections found (spec 17 §17.5.1 rule 7)."""
         return self.store.failovers
 
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        self.store.on_failover = callback
+
     # -- this node's row (spec 12 §12.2) ---------------------------------------------------
     async def register_node(self) -> None:
         await self.store.write(register_node, self.node_id, socket.gethostname(), os.getpid())

@@ -182,7 +182,10 @@ class PostgresStore(TxStore):
         (logged once per change, spec 17 §17.5.1 rule 7)."""
         self.failovers = 0
         """Timeline changes seen: the node drops and settles its runs after each
-        (``node/liveness.py``, spec 17 §17.5.3 rule 4)."""
+        (``node/liveness.py``, spec 17 §17.5.2 rule 5)."""
+        self.on_failover: Callable[[], None] | None = None
+        """Called, on the worker thread that found it, when a new connection finds a new
+        timeline (the node's, ``node/pg.py``)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -214,6 +217,8 @@ class PostgresStore(TxStore):
             if timeline is not None and timeline != self.timeline:
                 if self.timeline is not None:
                     self.failovers += 1
+                    if self.on_failover is not None:
+                        self.on_failover()
                     logger.warning(
                         "the database %s is on a new timeline (%d → %d): it failed over to a"
                         " standby; if that standby was asynchronous, restart this node (spec"
