@@ -50,11 +50,11 @@ def test_c17_060_c17_063_c17_069_sync_failover_loses_no_acknowledged_send(tmp_pa
     healthy); meanwhile every answer was 2xx or 503 with ``Retry-After`` — no 500, no
     request without an answer within 15 s; every acknowledged send is stored exactly once
     on the new primary; no thread is left ``running`` and each one's last message is a
-    completed answer; a run broken by the fault ended ``failed`` (``step_error``) and its
-    queue was answered; every stream socket either stayed open or closed with a code that
-    makes a client reconnect, and reconnecting with ``since`` it told every stored message
-    with its stored status (C17-063); each node logged once that the database is on a new
-    timeline (C17-069)."""
+    completed answer; a run broken by the fault or dropped at it ended ``failed``
+    (``step_error`` or ``execution_lost``) and its queue was answered; every stream socket
+    either stayed open or closed with a code that makes a client reconnect, and
+    reconnecting with ``since`` it told every stored message with its stored status
+    (C17-063); each node logged once that the database is on a new timeline (C17-069)."""
     require_replication()
     out = run(tmp_path, scenario="failover, synchronous", fault="failover", synchronous=True)
     _hold_common(out)
