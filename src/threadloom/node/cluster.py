@@ -42,6 +42,17 @@ class Cluster(Protocol):
     """Whether another node was live at the last heartbeat: only then do transactions
     notify what they wrote (spec 12 §12.7.1). Set too when another node is heard."""
 
+    @property
+    def failovers(self) -> int:
+        """How many times the store found its database failed over to a standby (a new
+        WAL timeline, spec 17 §17.5.1 rule 7); 0 where that cannot happen."""
+        ...
+
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from any thread) when the store finds its database failed
+        over; never where that cannot happen."""
+        ...
+
     # -- the node's row (spec 12 §12.2) ---------------------------------------------------
     async def register_node(self) -> None:
         """Insert (or revive) this node's row."""
@@ -125,10 +136,14 @@ class LocalCluster:
 
     shared = False
     peers = False
+    failovers = 0
 
     def __init__(self, store: LeaseReads, node_id: str | None = None) -> None:
         self.store = store
         self.node_id = node_id
+
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        """One process's store does not fail over."""
 
     async def register_node(self) -> None:
         """Nothing to register: no other node looks."""

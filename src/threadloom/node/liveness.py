@@ -16,6 +16,7 @@ replaces all of this (§12.6.5).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
@@ -118,11 +119,21 @@ class Liveness:
         self._sweeping: asyncio.Task[None] | None = None
         self._suspects: set[str] = set()
         """Threads the last sweep found running under this node's lease with no run here."""
+        self._failovers = 0
+        """The store's failovers already acted on."""
 
     async def start(self) -> None:
         await self.cluster.register_node()
         await self.cluster.heartbeat()  # learns whether other nodes are live
         self._last_ok = time.monotonic()
+        self._failovers = self.cluster.failovers
+        loop = asyncio.get_running_loop()
+
+        def found() -> None:  # on the store's worker thread
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._failover_found)
+
+        self.cluster.watch_failovers(found)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="liveness")
 
     async def stop(self) -> None:
@@ -184,6 +195,8 @@ class Liveness:
         started = time.monotonic()  # the row says when the write began, not when it ended
         if await self.cluster.heartbeat():
             self._last_ok = started
+            if self.cluster.failovers != self._failovers and not self.fenced:
+                self._failover()
             if self.fenced:
                 logger.warning("node %s: heartbeat restored, running again", self.node_id)
                 try:  # the runs it dropped still name it: nobody else would settle them
@@ -195,6 +208,30 @@ class Liveness:
                 self.host.resume()
             return
         self._fence_if_late()
+
+    def _failover_found(self) -> None:
+        """The store's first new connection on the new primary found the failover: act
+        now, before runs start there, not at the next heartbeat (which then lifts the
+        fence; one is started at once when none is in flight)."""
+        if self.fenced or self.cluster.failovers == self._failovers or self.host.closing:
+            return
+        self._failover()
+        if self._beating is None or self._beating.done():
+            self._beating = self._spawn(self.beat(), "heartbeat")
+
+    def _failover(self) -> None:
+        """The database failed over to a standby (spec 17 §17.5.3 rule 4): what this node's
+        executions hold in memory may be ahead of it (an asynchronous standby lacks the last
+        commits), so they are dropped as a fenced node's are, and settled from the store
+        at once by the fence's lifting (``beat``)."""
+        self._failovers = self.cluster.failovers
+        logger.warning(
+            "node %s: the database failed over; dropping its executions and settling them"
+            " from the store",
+            self.node_id,
+        )
+        self.fenced = True
+        self.host.drop_all()
 
     async def sweep(self) -> None:
         """Settle the runs lost with dead nodes, then start the queues no live node runs."""

@@ -4,7 +4,8 @@
   draining, deleted at the end; rows of nodes dead for an hour are deleted by anyone.
   Every time is the database's (``now()``), never a node's clock. The heartbeat runs on
   the store's own heartbeat thread and connection (``PostgresStore.write_aside``).
-- The notifications: LISTEN on a connection of its own, reconnected with backoff, and
+- The notifications: LISTEN on a connection of its own, reconnected with backoff (also
+  when its server became read-only: a failover's old primary, spec 17 §17.5), and
   NOTIFY outside data transactions on another. Each topic (``wake``, ``events``,
   ``chunks``, ``control``, ``registry``) is one channel per schema
   (``store/postgres/dialect.channels``). Payloads are JSON objects; the receiver gets
@@ -29,7 +30,7 @@ from psycopg import sql
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.conn import Conn
-from threadloom.store.postgres.dialect import driver_reason
+from threadloom.store.postgres.dialect import driver_reason, read_only_server
 from threadloom.store.postgres.store import PostgresStore
 from threadloom.store.shapes import Clock
 
@@ -40,6 +41,8 @@ BACKOFF_MAX_S = 5.0
 PAYLOAD_LIMIT = 7_900
 """PostgreSQL refuses a payload of 8,000 bytes or more."""
 DEAD_ROW_KEPT = "1 hour"
+CHECK_SERVER_S = 5.0
+"""How often the LISTEN connection checks that its server still takes writes."""
 
 OnNotice = Callable[[str, dict[str, Any]], None]
 OnConnected = Callable[[bool], Awaitable[None]]
@@ -50,9 +53,17 @@ class Notifications:
     """One node's LISTEN connection and NOTIFY connection."""
 
     def __init__(
-        self, url: str, channel_names: dict[str, str], safe_url: str, node_id: str
+        self,
+        url: str,
+        channel_names: dict[str, str],
+        safe_url: str,
+        node_id: str,
+        connect_options: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
+        self.connect_options = connect_options or {}
+        """The store's (``connect_timeout``): a LISTEN or NOTIFY connection waits no longer
+        for a host that does not answer than the store's connections do."""
         self.node_id = node_id
         self.safe_url = safe_url
         self.channels = channel_names
@@ -80,7 +91,10 @@ class Notifications:
 
     async def _listen(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, application_name=f"threadloom-listen {self.node_id}"
+            self.url,
+            autocommit=True,
+            application_name=f"threadloom-listen {self.node_id}",
+            **self.connect_options,
         )
         for name in self.channels.values():
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
@@ -100,24 +114,39 @@ class Notifications:
                 logger.exception("after (re)connecting the LISTEN connection")
             first = False
             try:
-                async for notice in conn.notifies():
-                    topic = self._topics.get(notice.channel)
-                    if topic is None:
-                        continue
-                    try:
-                        payload = json.loads(notice.payload)
-                    except ValueError:
-                        logger.warning("notification on %s is not JSON", notice.channel)
-                        continue
-                    try:
-                        on_notice(topic, payload)
-                    except Exception:
-                        logger.exception("notification on %s failed", notice.channel)
+                while await self._on_writable_server(conn):
+                    async for notice in conn.notifies(timeout=CHECK_SERVER_S):
+                        topic = self._topics.get(notice.channel)
+                        if topic is None:
+                            continue
+                        try:
+                            payload = json.loads(notice.payload)
+                        except ValueError:
+                            logger.warning("notification on %s is not JSON", notice.channel)
+                            continue
+                        try:
+                            on_notice(topic, payload)
+                        except Exception:
+                            logger.exception("notification on %s failed", notice.channel)
+                logger.warning(
+                    "LISTEN connection to %s: the server became read-only (a failover's old"
+                    " primary), connecting again",
+                    self.safe_url,
+                )
             except psycopg.Error as exc:
                 logger.warning("LISTEN connection to %s lost: %s", self.safe_url, exc)
             self.listening = False
             await conn.close()
             conn = await self._reconnect()
+
+    @staticmethod
+    async def _on_writable_server(conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Whether the server still takes writes: the notifications of a failover's new
+        primary never reach a connection left on the old one, which an operator may have
+        kept running read-only (``target_session_attrs=read-write`` then connects to the
+        new one). A round trip, so the server's reports of changed settings are read."""
+        await conn.execute("SELECT 1")
+        return not read_only_server(conn)
 
     async def _reconnect(self) -> psycopg.AsyncConnection[Any]:
         delay = BACKOFF_FIRST_S
@@ -138,7 +167,7 @@ class Notifications:
                 try:
                     if self._sender is None or self._sender.closed:
                         self._sender = await psycopg.AsyncConnection.connect(
-                            self.url, autocommit=True
+                            self.url, autocommit=True, **self.connect_options
                         )
                     await self._sender.execute(
                         "SELECT pg_notify(%s, %s)", (self.channels[topic], text)
@@ -223,6 +252,14 @@ class PgCluster:
     def peers(self, live: bool) -> None:
         self.store.peers = live
 
+    @property
+    def failovers(self) -> int:
+        """Timeline changes the store's connections found (spec 17 §17.5.1 rule 7)."""
+        return self.store.failovers
+
+    def watch_failovers(self, callback: Callable[[], None]) -> None:
+        self.store.on_failover = callback
+
     # -- this node's row (spec 12 §12.2) ---------------------------------------------------
     async def register_node(self) -> None:
         await self.store.write(register_node, self.node_id, socket.gethostname(), os.getpid())
@@ -261,7 +298,11 @@ class PgCluster:
         if self.notifications is None:
             store = self.store
             self.notifications = Notifications(
-                store.url, store.sql.channels, store.safe_url, str(self.node_id)
+                store.url,
+                store.sql.channels,
+                store.safe_url,
+                str(self.node_id),
+                store.connect_options,
             )
             await self.notifications.start(on_notice, on_connected)
 

@@ -4,6 +4,7 @@ runs its ``?`` statements on psycopg (``PgConn``)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -60,23 +61,57 @@ logic compares (SQLite's own)."""
 _UNREACHABLE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
 """SQLSTATEs (prefixes) of a database that cannot be reached now: a connection exception,
 a shutdown (administrator or crash), a server starting or stopping, no free connection."""
+_READ_ONLY_TRANSACTION = "25006"
+
+
+_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'(?:, hostaddr: '[^']*')?: (.*)$")
+"""A line of psycopg's list of the failed attempts of a multi-host URL."""
+
+
+def _one_reason(line: str) -> str:
+    for marker in ("failed: ", "FATAL:  "):
+        if marker in line:
+            line = line.rsplit(marker, 1)[1]
+    return line.strip()
 
 
 def driver_reason(exc: BaseException) -> str:
-    """The first line of a driver error, without libpq's connection preamble."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    for marker in ("failed: ", "FATAL:  "):
-        if marker in text:
-            text = text.rsplit(marker, 1)[1]
-    return text.strip()
+    """The first line of a driver error, without libpq's connection preamble; for a URL of
+    several hosts that all failed, each host's reason (``h1:5432: Connection refused;
+    h2:5432: session is read-only``)."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    attempts = [m.groups() for m in map(_ATTEMPT.match, text.splitlines()) if m]
+    if len(attempts) > 1:
+        return "; ".join(f"{host}:{port}: {_one_reason(why)}" for host, port, why in attempts)
+    return _one_reason(text.splitlines()[0])
+
+
+def read_only_server(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server of ``conn`` said it takes no writes (PostgreSQL 14 and later
+    report both settings to the client when they change): a standby (``in_hot_standby``),
+    or an old primary an operator fenced with ``default_transaction_read_only = on``. A
+    URL with ``target_session_attrs=read-write`` connects only to a server that takes
+    writes, so a connection left on such a server is dropped and made again (spec 17
+    §17.5)."""
+    pgconn = conn.pgconn  # libpq's own answer, without the decoding (every transaction asks)
+    return (
+        pgconn.parameter_status(b"in_hot_standby") == b"on"
+        or pgconn.parameter_status(b"default_transaction_read_only") == b"on"
+    )
 
 
 def unreachable(exc: psycopg.Error, conn: psycopg.Connection[Any] | None = None) -> bool:
     """Whether ``exc`` means the database cannot be reached now (rather than a statement
-    that failed): the connection broke, or the server said it is stopping or starting."""
+    that failed): the connection broke, the server said it is stopping or starting, or a
+    write was refused because the server became read-only (a failover's old primary)."""
     if conn is not None and conn.broken:
         return True
-    return (exc.sqlstate or "").startswith(_UNREACHABLE_STATES)
+    state = exc.sqlstate or ""
+    if state == _READ_ONLY_TRANSACTION and conn is not None and read_only_server(conn):
+        return True
+    return state.startswith(_UNREACHABLE_STATES)
 
 
 class PostgresDialect(Dialect):

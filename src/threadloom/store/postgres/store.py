@@ -6,7 +6,9 @@ COMMITTED, serialised per thread by the row lock their first statement takes
 (``Dialect.lock_thread``); reads in one REPEATABLE READ READ ONLY snapshot. A write that
 loses a serialization race or a deadlock is run again, a bounded number of times with a
 jittered pause; a connection that breaks before its commit is replaced and the write run
-again on the new one. A database that cannot be reached (a connect refused or failing, a
+again on the new one — so is one whose server said it became read-only (a failover's old
+primary: with ``target_session_attrs=read-write`` in the URL the new connection finds the
+new primary, spec 17 §17.5). A database that cannot be reached (a connect refused or failing, a
 connection broken again after its replacement, or during a commit) is a
 :class:`~threadloom.errors.StoreUnavailable` naming the URL without its password, chained
 to the driver's error: never a raw ``psycopg.OperationalError``. A write with
@@ -17,6 +19,7 @@ for that transaction).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import secrets
@@ -31,6 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg.errors
 from psycopg.adapt import Dumper
+from psycopg.conninfo import conninfo_to_dict
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.core.runner import TxStore
@@ -41,17 +45,22 @@ from threadloom.store.postgres.dialect import (
     Watches,
     channels,
     driver_reason,
+    read_only_server,
     unreachable,
 )
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
+logger = logging.getLogger("threadloom.store.postgres")
 
 DEFAULT_POOL_SIZE = 10
 RETRIES = 8
 """Times a write that lost a serialization race or a deadlock is run again."""
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_MAYBE_UNREACHABLE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+"""The errors ``unreachable`` tells apart: a connection's, or a write refused by a server
+that became read-only (a failover's old primary)."""
 
 
 class _BoolAsSmallint(Dumper):
@@ -81,6 +90,29 @@ def redacted(url: str) -> str:
         netloc = f"{userinfo.split(':', 1)[0]}@{host}"
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def connect_options(url: str, timeout_s: float) -> dict[str, Any]:
+    """What every connection of a node is made with besides ``url``: ``connect_timeout``
+    (whole seconds, at least 1) unless the URL gives its own, which then applies — per
+    host: with several hosts (a failover's URL, spec 17 §17.5) a host that does not answer
+    costs that long before the next is tried."""
+    try:
+        given = "connect_timeout" in conninfo_to_dict(url)
+    except psycopg.Error:
+        given = False  # the connect itself says what is wrong with the URL
+    return {} if given else {"connect_timeout": max(1, round(timeout_s))}
+
+
+def _timeline(conn: psycopg.Connection[Any]) -> int | None:
+    """The timeline of the server's WAL (the first 8 hex digits of its WAL file's name): a
+    promoted standby starts a new one. ``None`` where it cannot be read (a standby, when the
+    URL lets one be chosen)."""
+    try:
+        row = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
+    except psycopg.Error:
+        return None
+    return int(str(row[0])[:8], 16) if row else None
 
 
 class PostgresStore(TxStore):
@@ -123,7 +155,8 @@ class PostgresStore(TxStore):
         self.clock = clock
         self.pool_size = pool_size
         self._always_relaxed = synchronous in ("OFF", "NORMAL")
-        self._connect_timeout_s = connect_timeout_s
+        self.connect_options = connect_options(url, connect_timeout_s)
+        """``connect_timeout`` for every connection of the node (``connect_options``)."""
         self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="threadloom-pg")
         self._beats = ThreadPoolExecutor(1, thread_name_prefix="threadloom-pg-heartbeat")
         """The heartbeat's own thread and connection: a heartbeat queued behind the node's
@@ -144,6 +177,15 @@ class PostgresStore(TxStore):
         """Write transactions committed (the heartbeat's not counted)."""
         self.retries = 0
         """Writes run again after a serialization failure, a deadlock or a lost connection."""
+        self.timeline: int | None = None
+        """The WAL timeline of the server of the newest connection: a change is a failover
+        (logged once per change, spec 17 §17.5.1 rule 7)."""
+        self.failovers = 0
+        """Timeline changes seen: the node drops and settles its runs after each
+        (``node/liveness.py``, spec 17 §17.5.2 rule 5)."""
+        self.on_failover: Callable[[], None] | None = None
+        """Called, on the worker thread that found it, when a new connection finds a new
+        timeline (the node's, ``node/pg.py``)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -165,21 +207,35 @@ class PostgresStore(TxStore):
         return store
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(
-            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout_s))
-        )
+        conn = psycopg.connect(self.url, autocommit=True, **self.connect_options)
         conn.adapters.register_dumper(bool, _BoolAsSmallint)
         if self._always_relaxed:
             conn.execute("SET synchronous_commit = off")
+        timeline = _timeline(conn)
         with self._lock:
             self._connections.append(conn)
+            if timeline is not None and timeline != self.timeline:
+                if self.timeline is not None:
+                    self.failovers += 1
+                    if self.on_failover is not None:
+                        self.on_failover()
+                    logger.warning(
+                        "the database %s is on a new timeline (%d → %d): it failed over to a"
+                        " standby; if that standby was asynchronous, restart this node (spec"
+                        " 17 §17.5.3 rule 4)",
+                        self.safe_url,
+                        self.timeline,
+                        timeline,
+                    )
+                self.timeline = timeline
         return conn
 
     def _connection(self) -> psycopg.Connection[Any]:
-        """This worker thread's connection (a new one when it has none, or it broke);
-        ``StoreUnavailable`` when a new one cannot be made."""
+        """This worker thread's connection (a new one when it has none, it broke, or its
+        server said it became read-only); ``StoreUnavailable`` when a new one cannot be
+        made."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
+        if conn is None or conn.closed or conn.broken or read_only_server(conn):
             if conn is not None:
                 self._discard(conn)
             try:
@@ -190,7 +246,7 @@ class PostgresStore(TxStore):
                 ) from exc
         return conn
 
-    def _lost(self, exc: psycopg.OperationalError) -> StoreUnavailable:
+    def _lost(self, exc: psycopg.Error) -> StoreUnavailable:
         return StoreUnavailable(f"lost the connection to {self.safe_url}: {driver_reason(exc)}")
 
     def _discard(self, conn: psycopg.Connection[Any]) -> None:
@@ -289,7 +345,7 @@ class PostgresStore(TxStore):
                 finally:
                     if not conn.broken:
                         conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
+            except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
                 self._discard(conn)  # a connection that broke: once more on a new one
@@ -327,7 +383,7 @@ class PostgresStore(TxStore):
             except _RETRYABLE:
                 if attempt >= RETRIES:
                     raise
-            except psycopg.OperationalError as exc:
+            except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
                 self._discard(conn)
