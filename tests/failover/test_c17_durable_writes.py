@@ -16,10 +16,12 @@ NOT_ACKNOWLEDGED = {
     ("store/core/runner.py", "events.prune_chunk"),
     ("store/core/runner.py", "auth.take_attempt"),
     ("store/core/runner.py", "auth.give_back_attempt"),
+    ("store/core/runner.py", "retention.strip_log_bodies"),
 }
 """The pending model message with its model-call row (written twice: after a hold, or at
-once), the pruning of old chunk events, and a login attempt's count taken and given back:
-none is a write whose answer tells a client it is stored."""
+once), the pruning of old chunk events, a login attempt's count taken and given back, and
+retention's stripping of old log bodies (lost, the next pass strips them again): none is a
+write whose answer tells a client it is stored."""
 
 
 def _non_durable_writes() -> set[tuple[str, str]]:
