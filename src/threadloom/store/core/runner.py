@@ -34,7 +34,18 @@ from threadloom.records import (
     UserQuota,
 )
 from threadloom.store.core import approvals as ledger
-from threadloom.store.core import auth, events, files, logs, messages, oauth, queue, runs, threads
+from threadloom.store.core import (
+    auth,
+    events,
+    files,
+    logs,
+    messages,
+    oauth,
+    operating,
+    queue,
+    runs,
+    threads,
+)
 from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
@@ -45,6 +56,7 @@ from threadloom.store.shapes import (
     FileContent,
     NewFile,
     NewThread,
+    OperatingStats,
     Order,
     OwnerCount,
     ParentDelivery,
@@ -162,6 +174,12 @@ class TxStore:
 
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)
+
+    async def operating_stats(self) -> OperatingStats:
+        return await self._read(operating.operating_stats)
+
+    async def lease_heartbeat(self, thread_id: str) -> float | None:
+        return await self._read(operating.lease_heartbeat, thread_id)
 
     async def threads_with_open_children(self) -> list[str]:
         return await self._read(threads.threads_with_open_children)
