@@ -306,3 +306,99 @@ def _exposition(runtime: Runtime) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(runtime.metrics.registry).decode()
+
+
+@pytest.mark.postgres_only
+async def test_c17_008_lost_run_settle_time_and_the_sweeper(db_url: str) -> None:
+    """C17-008: a run held by a node whose last heartbeat was 20 s ago is settled by this
+    node's sweep; the settle time (last heartbeat → settlement) is observed, at least those
+    20 s; a scrape shows this node's sweeps and the age of its last sweep."""
+    import psycopg
+
+    from threadloom.node.liveness import NodeTimings
+
+    timings = NodeTimings(heartbeat_s=0.2, ttl_s=1.0, sweep_s=0.3)
+    rt = await Runtime.open(db_url, node_id="metrics-node", node_timings=timings)
+    try:
+        state: ThreadState = await rt.create_thread("chat")
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO nodes (node_id, host, pid, heartbeat_at)"
+                " VALUES ('dead-node', 'elsewhere', 1, now() - interval '20 seconds')"
+            )
+            conn.execute(
+                "UPDATE threads SET lease_node = 'dead-node' WHERE id = %s", (state.thread_id,)
+            )
+        await rt.store.set_status(
+            state.thread_id, ThreadStatus(state="running", since=1, reason=None)
+        )
+        async with asyncio.timeout(10):
+            while (await state.status()).state == "running":
+                await asyncio.sleep(0.05)
+        assert (await state.status()).reason == "execution_lost"
+        app = create_app(rt, settings())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            answer = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+        samples = parse(answer.text)
+        assert value(samples, "threadloom_lost_run_settle_seconds_count") == 1
+        assert 20 <= value(samples, "threadloom_lost_run_settle_seconds_sum") < 30
+        assert value(samples, "threadloom_lost_run_settle_seconds_bucket", le="15.0") == 0
+        assert value(samples, "threadloom_lost_run_settle_seconds_bucket", le="30.0") == 1
+        assert value(samples, "threadloom_node_sweeps_total", node="metrics-node") >= 1
+        age = value(samples, "threadloom_node_sweep_age_seconds", node="metrics-node")
+        assert 0 <= age < 5
+        assert value(samples, "threadloom_node_fenced", node="metrics-node") == 0
+    finally:
+        await rt.close()
+
+
+async def test_c17_009_http_labels_are_bounded(make_api: Callable[..., Any]) -> None:
+    """C17-009: a request no route matches is labelled ``(unmatched)``, not with its path; a
+    ``HEAD`` is labelled with the route of its ``GET`` twin; a path's ids never appear."""
+    api: Api = await make_api(settings())
+    client = api.client()
+    thread = await api.thread()
+    assert (await client.get("/api/no-such-route-4b1e")).status_code == 404
+    assert (await client.head("/api/health")).status_code == 200
+    assert (await client.get(f"/api/threads/{thread}")).status_code == 200
+    samples = await scrape(api)
+    requests = "threadloom_http_requests_total"
+    assert value(samples, requests, method="GET", route="(unmatched)", status="404") == 1
+    assert value(samples, requests, method="HEAD", route="/api/health", status="200") == 1
+    assert value(samples, requests, method="GET", route="/api/threads/{id}", status="200") == 1
+    labels = {v for (_, ls) in samples for _, v in ls}
+    assert not any("no-such-route" in v or thread in v for v in labels)
+
+
+async def test_c17_010_each_runtime_counts_apart(tmp_path: Any) -> None:
+    """C17-010: each runtime counts on a registry of its own — two runtimes in one process
+    do not add to each other's values, and the library's global registry holds no
+    Threadloom metric."""
+    from prometheus_client import REGISTRY
+
+    from threadloom.testing import Reply as TestReply
+    from threadloom.testing import ScriptedProvider as TestProvider
+
+    def definitions() -> Any:
+        from threadloom import Definitions
+
+        return Definitions().add(
+            Model(name="m", provider=TestProvider(lambda r: TestReply.text("hi")), model="s"),
+            Prompt(name="p", model="m", system="Answer."),
+            Agent(name="a", side_a=Side(prompt="p"), side_b=Side(label="User")),
+        )
+
+    one = await Runtime.open(f"sqlite:///{tmp_path / 'one.db'}", definitions=definitions())
+    two = await Runtime.open(f"sqlite:///{tmp_path / 'two.db'}", definitions=definitions())
+    try:
+        state = await one.create_thread("a")
+        await one.send_message(state.thread_id, "hello")
+        await one.wait_idle(state.thread_id, 10)
+        assert value(parse(_exposition(one)), "threadloom_turns_total", agent="a", side="a") == 1
+        assert value(parse(_exposition(two)), "threadloom_turns_total", agent="a", side="a") == 0
+        assert one.metrics.registry is not two.metrics.registry
+        assert not [m.name for m in REGISTRY.collect() if m.name.startswith("threadloom_")]
+    finally:
+        await one.close()
+        await two.close()

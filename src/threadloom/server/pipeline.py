@@ -96,9 +96,9 @@ def head_as_get(scope: Scope, receive: Receive, send: Send) -> tuple[Scope, Rece
     return {**scope, "method": "GET"}, head_receive, head_send
 
 
-Observe = Callable[[Scope, int, float], None]
-"""Told of each HTTP request answered: its scope (with the matched ``route``), status and
-seconds (``server/metrics.py``'s ``HttpMetrics.observe``)."""
+Observe = Callable[[str, object, int, float], None]
+"""Told of each HTTP request answered: its method, the route that matched it (None: none),
+its status and seconds (``server/metrics.py``'s ``HttpMetrics.observe``)."""
 
 
 class Pipeline:
@@ -159,7 +159,8 @@ class Pipeline:
         finally:
             # the scope the app routed (HEAD's is a copy), with its matched route
             routed = scope.get("state", {}).get("routed", scope)
-            self.observe(routed, status, time.perf_counter() - started)
+            method = str(scope.get("method", ""))
+            self.observe(method, routed.get("route"), status, time.perf_counter() - started)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         fixed = self._fixed(scope)
