@@ -29,12 +29,13 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 import threadloom
+from threadloom.metrics import Counts, Timings
 from threadloom.server import deps
 from threadloom.server.errors import ApiError
 from threadloom.store.base import OperatingStats
@@ -48,23 +49,20 @@ UNMATCHED = "(unmatched)"
 
 
 class HttpMetrics:
-    """The HTTP requests of one app, on a registry of their own."""
+    """The HTTP requests of one app (counted as the runtime's are: ``threadloom/metrics.py``)."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
+        self.requests = Counts(
             "threadloom_http_requests",
             "HTTP requests answered, by method, route template and status code.",
             ["method", "route", "status"],
-            registry=self.registry,
         )
-        self.duration = Histogram(
+        self.duration = Timings(
             "threadloom_http_request_duration_seconds",
             "Seconds from a request's arrival to the end of its answer, by method and route"
             " template (a stream's answer lasts as long as the stream).",
             ["method", "route"],
-            buckets=HTTP_BUCKETS,
-            registry=self.registry,
+            HTTP_BUCKETS,
         )
 
     def observe(self, method: str, route: object, status: int, seconds: float) -> None:
@@ -73,8 +71,12 @@ class HttpMetrics:
             method = "OTHER"
         template = getattr(route, "path_format", None) or getattr(route, "path", None)
         label = template if isinstance(template, str) and template else UNMATCHED
-        self.requests.labels(method, label, str(status)).inc()
-        self.duration.labels(method, label).observe(seconds)
+        self.requests.add((method, label, str(status)))
+        self.duration.observe((method, label), seconds)
+
+    def families(self) -> Iterator[Metric]:
+        yield self.requests.family()
+        yield self.duration.family()
 
 
 def _node_id(ctx: deps.ServerContext) -> str:
@@ -92,11 +94,13 @@ class _Scrape(Collector):
     def __init__(
         self,
         registries: Iterable[CollectorRegistry],
+        http: HttpMetrics | None,
         ctx: deps.ServerContext,
         stats: OperatingStats | None,
         read_s: float,
     ) -> None:
         self.registries = tuple(registries)
+        self.http = http
         self.ctx = ctx
         self.stats = stats
         self.read_s = read_s
@@ -104,6 +108,8 @@ class _Scrape(Collector):
     def collect(self) -> Iterator[Metric]:
         for registry in self.registries:
             yield from registry.collect()
+        if self.http is not None:
+            yield from self.http.families()
         yield from self._store()
         yield from self._node()
 
@@ -243,12 +249,10 @@ async def metrics(request: Request) -> Response:
     except Exception:  # a scrape still answers while the database is away
         stats = None
     read_s = time.perf_counter() - started
-    registries = [runtime.metrics.registry]
     http: Any = getattr(request.app.state, "http_metrics", None)
-    if isinstance(http, HttpMetrics):
-        registries.append(http.registry)
+    http = http if isinstance(http, HttpMetrics) else None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Scrape(registries, ctx, stats, read_s))
+    registry.register(_Scrape([runtime.metrics.registry], http, ctx, stats, read_s))
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(
         encoder(registry), media_type=content_type, headers={"cache-control": "no-store"}

@@ -154,15 +154,16 @@ class Pipeline:
                 status = message["status"]
             await send(message)
 
+        routed = [scope]  # the scope the app routed (HEAD's is a copy), with its route
         try:
-            await self._http(scope, receive, counted)
+            await self._http(scope, receive, counted, routed)
         finally:
-            # the scope the app routed (HEAD's is a copy), with its matched route
-            routed = scope.get("state", {}).get("routed", scope)
             method = str(scope.get("method", ""))
-            self.observe(method, routed.get("route"), status, time.perf_counter() - started)
+            self.observe(method, routed[0].get("route"), status, time.perf_counter() - started)
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _http(
+        self, scope: Scope, receive: Receive, send: Send, routed: list[Scope] | None = None
+    ) -> None:
         fixed = self._fixed(scope)
         request_id = scope["state"]["request_id"]
         path: str = scope.get("path", "")
@@ -226,7 +227,8 @@ class Pipeline:
         started = False
         if scope.get("method") == "HEAD":
             scope, receive, send = head_as_get(scope, receive, send)
-            scope["state"]["routed"] = scope
+            if routed is not None:
+                routed[0] = scope
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started

@@ -263,7 +263,6 @@ async def settle(manager: Runs, run: Run, reason: str) -> None:
     _unfence(run)
     if events:
         await _resumed_ended(manager, run)
-    if events:
         manager.metrics.run_ended(reason, reason in FAILED_REASONS)
     if reason == "aborted" and events:
         logger.error(
@@ -489,6 +488,8 @@ async def _settle_broken(manager: Runs, run: Run) -> bool:
             events = await store.settle_run(tid, settlement)
             run.settled = True
             await hub.publish_events(events)
+        if events:
+            manager.metrics.run_ended("step_error", True)
         if manager.active.get(tid) is run:
             del manager.active[tid]
     await results.finish(manager, run.row, prepared if events else None)

@@ -287,7 +287,7 @@ class Run:
             while True:
                 if tracing is not None:
                     tracing.start_run(self)
-                metrics.runs_started.labels(self.agent.name).inc()
+                metrics.runs_started.add((self.agent.name,))
                 reason = await self._loop()
                 if self.ended is None and self.listened:
                     self.publish_telemetry("stopped", reason=reason, side=self.side)
@@ -357,7 +357,7 @@ class Run:
             if reason == "step_error":
                 return reason
             self.run_steps += 1
-            self.manager.metrics.steps.labels(self.agent.name).inc()
+            self.manager.metrics.steps.add((self.agent.name,))
             if reason is not None:
                 return reason
             if await self._breaker():
@@ -670,7 +670,7 @@ class Run:
         counters are written at once; an ai_human session ends when the run parks, so its
         counters are only written by the end-of-run transaction."""
         self.session[side] += 1
-        self.manager.metrics.turns.labels(self.agent.name, side).inc()
+        self.manager.metrics.turns.add((self.agent.name, side))
         if self.agent.type == "dual_ai":
             await self.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
 

@@ -603,9 +603,9 @@ def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Messa
     if stored is not None:
         round_.stored.append(stored)
         name = outcome.call.function.name
-        env.run.manager.metrics.tool_calls.labels(
-            name if name in env.offered else UNOFFERED_TOOL, stored.tool_status or "success"
-        ).inc()
+        env.run.manager.metrics.tool_calls.add(
+            (name if name in env.offered else UNOFFERED_TOOL, stored.tool_status or "success")
+        )
     if env.run.listened:
         env.run.publish_telemetry(
             "tool_completed", tool=outcome.call.function.name, status=outcome.result.status
