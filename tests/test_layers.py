@@ -16,6 +16,7 @@ HOUSE = Path(__file__).resolve().parent.parent / "scripts" / "house.py"
 FLOORS: list[tuple[str, ...]] = [
     (
         "errors",
+        "metrics",
         "records",
         "retry_after",
         "version",

@@ -251,3 +251,19 @@ def test_the_package_face_loads_a_name_when_it_is_first_used() -> None:
     assert any(m.startswith("threadloom.engine.") for m in loaded)
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         threadloom.Nothing  # noqa: B018
+
+
+async def test_c17_010_the_runtime_has_its_metrics(db_url: str) -> None:
+    """``Runtime.metrics`` (spec 17 §17.1): the runtime's instruments, on a registry of
+    their own that the library's ``generate_latest`` reads."""
+    from prometheus_client import generate_latest
+
+    from threadloom.metrics import Metrics
+
+    runtime = await threadloom.Runtime.open(db_url)
+    try:
+        assert isinstance(runtime.metrics, Metrics)
+        text = generate_latest(runtime.metrics.registry).decode()
+        assert "# TYPE threadloom_turns_total counter" in text
+    finally:
+        await runtime.close()

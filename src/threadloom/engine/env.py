@@ -29,6 +29,7 @@ from threadloom.engine.request.presentation import RequestMessage
 from threadloom.engine.request.request_head import Heads
 from threadloom.engine.step.outcome import CallOutcome, ModelResult
 from threadloom.engine.step.threads import ToolThreads
+from threadloom.metrics import Metrics
 from threadloom.providers.base import Provider
 from threadloom.providers.types import ProviderRequest
 from threadloom.records import LogRow, Message, ToolCall
@@ -115,6 +116,8 @@ class StepManager(Protocol):
     def tracing(self) -> StepTracing | None: ...
     @property
     def threads(self) -> ToolThreads: ...
+    @property
+    def metrics(self) -> Metrics: ...
 
 
 class BudgetView(Protocol):

@@ -112,6 +112,8 @@ class Liveness:
         self.fenced = False
         """True while the node's heartbeat has failed for too long (it runs nothing)."""
         self.sweeps = 0
+        self.swept_at: float | None = None
+        """``time.time()`` when this node's last sweep ended (metrics: the sweeper's lag)."""
         self._last_ok = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._beating: asyncio.Task[None] | None = None
@@ -243,6 +245,7 @@ class Liveness:
         for thread_id in await self.cluster.claimable_queues():
             self.host.wake(thread_id)
         await self.host.resume_parked()
+        self.swept_at = time.time()
 
     async def _orphans(self) -> None:
         """Settle the runs the store says this node runs while no execution here does

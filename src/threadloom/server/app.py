@@ -17,10 +17,11 @@ from fastapi import FastAPI
 
 import threadloom
 from threadloom.engine.run.runtime import Runtime
-from threadloom.server import agui, errors, mcp, openapi, redact, ui
+from threadloom.server import agui, errors, mcp, metrics, openapi, redact, ui
 from threadloom.server.auth.accounts import StoreCredentials
 from threadloom.server.auth.principal import Credentials
 from threadloom.server.deps import ServerContext
+from threadloom.server.metrics import HttpMetrics
 from threadloom.server.pipeline import Pipeline
 from threadloom.server.routes import (
     approvals,
@@ -73,6 +74,7 @@ def _build(
     app.include_router(oauth.grants)  # /api/oauth/grants: the hosts a user allowed
     app.include_router(stream.router)
     app.include_router(list_events.router)
+    metrics.install(app)  # GET /metrics: Prometheus (spec 17 §17.1), not in the OpenAPI
     agui.install(app)  # POST /api/agui/{agent}
     mcp.install(app)  # the agents as MCP tools at /mcp
     ui.install(app, settings)
@@ -91,7 +93,9 @@ class ThreadloomApp:
     ) -> None:
         self.app = app
         self.settings = settings
-        self._asgi = Pipeline(app, settings)
+        http = HttpMetrics()
+        app.state.http_metrics = http  # read by GET /metrics
+        self._asgi = Pipeline(app, settings, http.observe)
         self._open_runtime = open_runtime
 
     async def prepare(self) -> None:

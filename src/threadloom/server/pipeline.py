@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -94,10 +96,18 @@ def head_as_get(scope: Scope, receive: Receive, send: Send) -> tuple[Scope, Rece
     return {**scope, "method": "GET"}, head_receive, head_send
 
 
+Observe = Callable[[str, object, int, float], None]
+"""Told of each HTTP request answered: its method, the route that matched it (None: none),
+its status and seconds (``server/metrics.py``'s ``HttpMetrics.observe``)."""
+
+
 class Pipeline:
-    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: ServerSettings, observe: Observe | None = None
+    ) -> None:
         self.app = app
         self.settings = settings
+        self.observe = observe
 
     def _fixed(self, scope: Scope) -> list[tuple[bytes, bytes]]:
         """The headers of every answer (§8.1.1 rule 7); the request id kept in the scope."""
@@ -132,6 +142,28 @@ class Pipeline:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.observe is None:
+            await self._http(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # unless an answer starts
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        routed = [scope]  # the scope the app routed (HEAD's is a copy), with its route
+        try:
+            await self._http(scope, receive, counted, routed)
+        finally:
+            method = str(scope.get("method", ""))
+            self.observe(method, routed[0].get("route"), status, time.perf_counter() - started)
+
+    async def _http(
+        self, scope: Scope, receive: Receive, send: Send, routed: list[Scope] | None = None
+    ) -> None:
         fixed = self._fixed(scope)
         request_id = scope["state"]["request_id"]
         path: str = scope.get("path", "")
@@ -195,6 +227,8 @@ class Pipeline:
         started = False
         if scope.get("method") == "HEAD":
             scope, receive, send = head_as_get(scope, receive, send)
+            if routed is not None:
+                routed[0] = scope
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started

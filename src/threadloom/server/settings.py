@@ -172,6 +172,11 @@ class ServerSettings:
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     """What the store keeps (spec 17 §17.2, ``THREADLOOM_RETENTION_*``): every rule off
     unless set (``Runtime.open(retention=…)``)."""
+    metrics: bool = True
+    """``THREADLOOM_METRICS``: whether ``GET /metrics`` answers (spec 17 §17.1); off: 404."""
+    metrics_token: str | None = None
+    """``THREADLOOM_METRICS_TOKEN``: a bearer token that may read ``/metrics`` and nothing
+    else (a scraper's credential); an admin principal may read it too."""
     agui_stop_grace_s: float | None = 10.0
     """How long the run an AG-UI response followed goes on after the client dropped the
     response, waiting for a resume, before it is stopped (spec 13 §13.2.8); ``None``
@@ -187,6 +192,9 @@ class ServerSettings:
         token = env.get("THREADLOOM_ADMIN_TOKEN") or None
         if token is not None and len(token) < 32:
             raise SettingsError("THREADLOOM_ADMIN_TOKEN must be at least 32 characters")
+        metrics_token = env.get("THREADLOOM_METRICS_TOKEN") or None
+        if metrics_token is not None and len(metrics_token) < 32:
+            raise SettingsError("THREADLOOM_METRICS_TOKEN must be at least 32 characters")
         origins = tuple(
             o.strip().rstrip("/") for o in (env.get("THREADLOOM_CORS_ORIGINS") or "").split(",")
         )
@@ -210,6 +218,8 @@ class ServerSettings:
             "max_upload_bytes": upload,
             "stream": _stream_from_env(env),
             "public_url": _public_url(env.get("THREADLOOM_PUBLIC_URL")),
+            "metrics": _flag(env.get("THREADLOOM_METRICS"), True),
+            "metrics_token": metrics_token,
         }
         try:
             values["retention"] = RetentionPolicy.from_env(env)

@@ -53,6 +53,7 @@ from threadloom.store.shapes import (
     Lease,
     NewFile,
     NewThread,
+    OperatingStats,
     Order,
     OwnerCount,
     ParentDelivery,
@@ -92,6 +93,7 @@ __all__ = [
     "Lease",
     "NewFile",
     "NewThread",
+    "OperatingStats",
     "Order",
     "OwnerCount",
     "ParentDelivery",
@@ -208,6 +210,17 @@ class Store(FileStore, AccountStore, Protocol):
     async def threads_with_status(self, state: str) -> list[str]: ...
 
     async def threads_with_queue(self) -> list[str]: ...
+
+    async def operating_stats(self) -> OperatingStats:
+        """Threads by run state and reason, the queue's depth and age, leases by node: one
+        consistent read of aggregates for a metrics scrape (spec 17 §17.1)."""
+        ...
+
+    async def lease_heartbeat(self, thread_id: str) -> float | None:
+        """When the node holding the thread's lease last heartbeat, in seconds since the
+        epoch by the database's clock; None where threads carry no lease (one process runs
+        the store) or that node has no row."""
+        ...
 
     # -- run status and termination ---------------------------------------------------
     async def set_status(self, thread_id: str, status: ThreadStatus) -> StoredEvent:

@@ -416,6 +416,24 @@ class ThreadStats:
     queued_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class OperatingStats:
+    """What the store holds now, for the gauges of a metrics scrape (spec 17 §17.1): one
+    read, the same on every node (``Store.operating_stats``)."""
+
+    threads: dict[tuple[str, str], int]
+    """Threads by ``(run state, reason)``; the reason ``""`` where the status has none."""
+    queued_messages: int
+    """Entries waiting in threads' queues."""
+    queued_threads: int
+    """Threads with at least one waiting entry."""
+    oldest_queued_us: int | None
+    """``created_at`` of the oldest waiting entry (µs since the epoch); None: none waits."""
+    leases: dict[str, int]
+    """Running threads by the node holding their lease (where threads carry leases; on
+    a store one process runs, the running threads under ``""``)."""
+
+
 @dataclass(slots=True)
 class CostSums:
     """Sums over costed rows (spec 01 §1.10.2); a thread's or one model's share."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol
@@ -19,7 +20,8 @@ from typing import Any, NamedTuple, Protocol
 from threadloom.engine.run import results
 from threadloom.engine.run.loop import RUN_FAILED, Run
 from threadloom.errors import LeaseLost
-from threadloom.records import LogRow, Message, StatusError, ThreadStatus
+from threadloom.metrics import Metrics
+from threadloom.records import FAILED_REASONS, LogRow, Message, StatusError, ThreadStatus
 from threadloom.store.base import LOST_RUN, RunEnd, Settlement
 from threadloom.thread.lock import ThreadLock
 
@@ -35,6 +37,7 @@ class Runs(results.Parents, Protocol):
 
     fenced: bool
     """True while this node has fenced itself: no run starts (``drop_all`` sets it)."""
+    metrics: Metrics
 
     @property
     def closing(self) -> bool: ...
@@ -260,6 +263,7 @@ async def settle(manager: Runs, run: Run, reason: str) -> None:
     _unfence(run)
     if events:
         await _resumed_ended(manager, run)
+        manager.metrics.run_ended(reason, reason in FAILED_REASONS)
     if reason == "aborted" and events:
         logger.error(
             "thread %s (agent %s): the run failed: the runtime shut down before it"
@@ -322,6 +326,7 @@ async def _settle_lost(manager: Runs, thread_id: str, reason: str) -> Lost | Non
             note_status_kind=kind.status_kind,
             reason=reason,
         )
+    beat = await _last_heartbeat(manager, thread_id)
     # a lost child run's session result reaches its parent (spec 06 §6.11)
     prepared = await results.prepare(manager, row, results.abort_result(reason))
     delivery = prepared.delivery if prepared is not None else None
@@ -332,6 +337,8 @@ async def _settle_lost(manager: Runs, thread_id: str, reason: str) -> Lost | Non
         await manager.hub.publish_events(events)
     if not events:
         return None
+    manager.metrics.run_ended(reason, reason in FAILED_REASONS)
+    manager.metrics.lost_run(reason, None if beat is None else time.time() - beat)
     if reason == "execution_lost":
         logger.error(
             "thread %s (agent %s): the run failed: it was lost when the process running"
@@ -345,11 +352,22 @@ async def _settle_lost(manager: Runs, thread_id: str, reason: str) -> Lost | Non
     return Lost(row, prepared)
 
 
+async def _last_heartbeat(manager: Runs, thread_id: str) -> float | None:
+    """When the node holding the lost run's lease last heartbeat (seconds since the epoch,
+    the database's clock), for the settle time of lost runs (spec 17 §17.1); None where
+    nodes keep no heartbeat (SQLite) or it cannot be read."""
+    try:
+        return await manager.hub.store.lease_heartbeat(thread_id)
+    except Exception:  # a metric is never a reason not to settle
+        return None
+
+
 async def _settle_resumable(manager: Runs, row: Any, agent: Any) -> Lost | None:
     """Settle a lost run of an agent that resumes (spec 16 §16.3): ``failed`` /
     ``execution_lost`` as any lost run, its top-level tool calls left open for the
     resumed run; settled for good once ``max_resumes`` resumes in a row were lost."""
     thread_id = row.id
+    beat = await _last_heartbeat(manager, thread_id)
     prepared = await results.prepare(manager, row, results.abort_result("execution_lost"))
     settlement = replace(
         LOST_RUN,
@@ -361,6 +379,8 @@ async def _settle_resumable(manager: Runs, row: Any, agent: Any) -> Lost | None:
         await manager.hub.publish_events(settled.events)
     if not settled.events:
         return None
+    manager.metrics.run_ended("execution_lost", True)
+    manager.metrics.lost_run("execution_lost", None if beat is None else time.time() - beat)
     if settled.resume:
         logger.warning(
             "thread %s (agent %s): the run was lost when the process running it stopped;"
@@ -468,6 +488,8 @@ async def _settle_broken(manager: Runs, run: Run) -> bool:
             events = await store.settle_run(tid, settlement)
             run.settled = True
             await hub.publish_events(events)
+        if events:
+            manager.metrics.run_ended("step_error", True)
         if manager.active.get(tid) is run:
             del manager.active[tid]
     await results.finish(manager, run.row, prepared if events else None)

@@ -36,7 +36,7 @@ from threadloom.engine.step.step import model_step, role_of
 from threadloom.engine.step.tools import run_decided
 from threadloom.errors import LeaseLost
 from threadloom.providers.base import Provider, ProviderRegistry
-from threadloom.records import LogRow, Message, StatusError, new_id, one_line
+from threadloom.records import FAILED_REASONS, LogRow, Message, StatusError, new_id, one_line
 from threadloom.store.base import Fence, Store, StoredEvent, ThreadRow, delivered_message
 from threadloom.thread import messages as thread_messages
 from threadloom.thread.history import MessageHistory
@@ -281,11 +281,13 @@ class Run:
         history = await self.hub.run_history(self.thread_id, self.event_seq)
         self.execution.message_history = history
         tracing = self.manager.tracing
+        metrics = self.manager.metrics
         reason: str | None = None
         try:
             while True:
                 if tracing is not None:
                     tracing.start_run(self)
+                metrics.runs_started.add((self.agent.name,))
                 reason = await self._loop()
                 if self.ended is None and self.listened:
                     self.publish_telemetry("stopped", reason=reason, side=self.side)
@@ -303,6 +305,7 @@ class Run:
                 ):
                     self._reset_session()
                 again = await self.manager.end_of_run(self, reason)
+                metrics.run_ended(reason, reason in FAILED_REASONS)
                 if tracing is not None:
                     tracing.end_run(self, reason)
                 if not again:
@@ -354,6 +357,7 @@ class Run:
             if reason == "step_error":
                 return reason
             self.run_steps += 1
+            self.manager.metrics.steps.add((self.agent.name,))
             if reason is not None:
                 return reason
             if await self._breaker():
@@ -666,6 +670,7 @@ class Run:
         counters are written at once; an ai_human session ends when the run parks, so its
         counters are only written by the end-of-run transaction."""
         self.session[side] += 1
+        self.manager.metrics.turns.add((self.agent.name, side))
         if self.agent.type == "dual_ai":
             await self.store.set_session_turns(self.thread_id, self.session["a"], self.session["b"])
 

@@ -27,6 +27,7 @@ from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
 from threadloom.engine.telemetry import Tracing
 from threadloom.errors import InvalidArgument, ThreadBusy, ThreadNotFound, ThreadTerminated
+from threadloom.metrics import Metrics
 from threadloom.node.host import Peers
 from threadloom.providers.base import ProviderRegistry
 from threadloom.records import LogRow, Message, QueueEntry, ThreadStatus, new_id
@@ -96,6 +97,9 @@ class RunManager:
         self.tracing: Tracing | None = None
         """The runtime's OpenTelemetry spans; ``None`` (set once, by ``Runtime.open``) when
         it does not trace (``engine/telemetry.py``)."""
+        self.metrics = Metrics()
+        """The runtime's Prometheus instruments (``threadloom/metrics.py``): a few counter
+        increments where a run, a turn, a model request or a tool call ends."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)
         self.client_tools: dict[str, list[ResolvedTool]] = {}
         """Client tools (spec 13 §13.7) for the next run of a thread launched here, by

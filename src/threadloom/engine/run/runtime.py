@@ -50,6 +50,7 @@ from threadloom.errors import (
     ThreadBusy,
     ThreadNotFound,
 )
+from threadloom.metrics import Metrics
 from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
@@ -281,6 +282,12 @@ class Runtime:
     @property
     def definitions(self) -> Definitions:
         return self.hub.definitions
+
+    @property
+    def metrics(self) -> Metrics:
+        """This runtime's Prometheus instruments, on a registry of their own
+        (``threadloom/metrics.py``; the server exposes them at ``/metrics``)."""
+        return self.runs.metrics
 
     def register_hook(self, fn: Callable[..., Any]) -> None:
         """Register a ``@hook`` function (the same one twice is a no-op)."""

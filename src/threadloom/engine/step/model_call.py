@@ -249,6 +249,7 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 )
                 if tracing is not None:
                     tracing.fail_chat(span, token, exc, error.code)
+                run.manager.metrics.model_failed(model.name, str(provider_name), error.code)
                 await release_hold(env)  # the failure is recorded on the stored row
                 row = row_as_stored(env, row)
                 await _record_failure(env, row, error, started)
@@ -282,6 +283,9 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
             )
             if run.budget is not None:
                 run.budget.spent(result.log_row)
+            run.manager.metrics.model_ok(
+                model.name, str(provider_name), time.monotonic() - sent, result.log_row
+            )
             if tracing is not None:
                 tracing.end_chat(env, span, token, result, request.model)
             if run.listened:

@@ -24,6 +24,7 @@ from threadloom.engine.step.outcome import CallOutcome, ToolRound
 from threadloom.engine.step.pending import publish_event
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.errors import FileError, InvalidArgument, InvalidMessage
+from threadloom.metrics import UNOFFERED_TOOL
 from threadloom.records import (
     Approval,
     AttachmentRef,
@@ -601,6 +602,10 @@ async def _run_calls(
 def _finish(env: StepEnv, round_: ToolRound, outcome: CallOutcome, stored: Message | None) -> None:
     if stored is not None:
         round_.stored.append(stored)
+        name = outcome.call.function.name
+        env.run.manager.metrics.tool_calls.add(
+            (name if name in env.offered else UNOFFERED_TOOL, stored.tool_status or "success")
+        )
     if env.run.listened:
         env.run.publish_telemetry(
             "tool_completed", tool=outcome.call.function.name, status=outcome.result.status

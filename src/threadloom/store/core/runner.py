@@ -41,6 +41,7 @@ from threadloom.store.core import (
     logs,
     messages,
     oauth,
+    operating,
     queue,
     retention,
     runs,
@@ -59,6 +60,7 @@ from threadloom.store.shapes import (
     FileContent,
     NewFile,
     NewThread,
+    OperatingStats,
     Order,
     OwnerCount,
     ParentDelivery,
@@ -176,6 +178,12 @@ class TxStore:
 
     async def threads_with_queue(self) -> list[str]:
         return await self._read(threads.threads_with_queue)
+
+    async def operating_stats(self) -> OperatingStats:
+        return await self._read(operating.operating_stats)
+
+    async def lease_heartbeat(self, thread_id: str) -> float | None:
+        return await self._read(operating.lease_heartbeat, thread_id)
 
     async def threads_with_open_children(self) -> list[str]:
         return await self._read(threads.threads_with_open_children)
