@@ -27,6 +27,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from threadloom.cli.options import StoreOption
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
 from threadloom.records import Spend, UserQuota
 from threadloom.records.budget import WINDOW_SECONDS
@@ -48,15 +49,6 @@ keys_app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False)
 
-StoreOption = Annotated[
-    str,
-    typer.Option(
-        "--store",
-        envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
-        metavar="URL",
-        help="Store URL of the server",
-    ),
-]
 Username = Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username")]
 
 

@@ -19,22 +19,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from threadloom.cli.options import StoreOption
 from threadloom.errors import StoreError
 from threadloom.store import maintenance
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
-
-DbOption = Annotated[
-    str,
-    typer.Option(
-        "--db",
-        "--store",
-        envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
-        metavar="URL",
-        help="The store: sqlite:///file.db or a path (default THREADLOOM_DATABASE_URL)",
-    ),
-]
 
 
 def _refuse(command: str, message: str) -> typer.Exit:
@@ -69,7 +59,7 @@ def _size(n: int) -> str:
 
 def backup(
     target: Annotated[Path, typer.Argument(metavar="OUT", help="The backup file to write")],
-    db: DbOption = "sqlite:///threadloom.db",
+    db: StoreOption = "sqlite:///threadloom.db",
     replace: Annotated[
         bool, typer.Option("--replace", help="Overwrite OUT when it exists")
     ] = False,
@@ -97,7 +87,7 @@ def restore(
     source: Annotated[
         Path, typer.Argument(metavar="BACKUP", help="A file threadloom backup wrote")
     ],
-    db: DbOption = "sqlite:///threadloom.db",
+    db: StoreOption = "sqlite:///threadloom.db",
 ) -> None:
     """Restore BACKUP as the SQLite store --db, atomically.
 

@@ -26,6 +26,7 @@ from threadloom.cli.backup import register as register_backup_commands
 from threadloom.cli.chat import chat
 from threadloom.cli.init import InitError, init_project
 from threadloom.cli.migrate import register as register_migrate_command
+from threadloom.cli.options import StoreOption
 from threadloom.cli.retention import register as register_retention
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
@@ -40,16 +41,6 @@ app = typer.Typer(
 )
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
-
-StoreOption = Annotated[
-    str,
-    typer.Option(
-        "--store",
-        envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
-        metavar="URL",
-        help="Where threads are kept: sqlite:///file.db or postgresql://user@host/db",
-    ),
-]
 
 
 def _version(value: bool) -> None:

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from threadloom.cli.options import StoreOption
 from threadloom.errors import StoreError, StoreLocked
 from threadloom.store import maintenance
 from threadloom.store.core.upgrades import Plan
@@ -44,16 +45,7 @@ def _describe(plan: Plan) -> list[str]:
 
 
 def migrate(
-    db: Annotated[
-        str,
-        typer.Option(
-            "--db",
-            "--store",
-            envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
-            metavar="URL",
-            help="The store: sqlite:///file.db or postgresql://… (default THREADLOOM_DATABASE_URL)",
-        ),
-    ] = "sqlite:///threadloom.db",
+    db: StoreOption = "sqlite:///threadloom.db",
     check: Annotated[
         bool,
         typer.Option("--check", help="Only say what a start would change (exit 3 when something)"),

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from threadloom.cli.options import StoreOption
 from threadloom.engine.run.retention import RetentionPolicy, RetentionReport, apply_retention
 from threadloom.errors import InvalidArgument, StoreLocked, ThreadloomError
 from threadloom.node.cluster import open_cluster
@@ -78,15 +79,7 @@ def retention(
             help="Delete log bodies older than DAYS (THREADLOOM_RETENTION_LOG_BODY_DAYS).",
         ),
     ] = None,
-    store: Annotated[
-        str,
-        typer.Option(
-            "--store",
-            envvar=["THREADLOOM_DATABASE_URL", "THREADLOOM_STORE"],
-            metavar="URL",
-            help="Store URL of the server",
-        ),
-    ] = DEFAULT_STORE,
+    store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Delete what the retention rules name, or say what would go."""
     overrides: dict[str, Any] = {
