@@ -19,6 +19,7 @@ from failover_load import (
     wait_settled,
     window,
 )
+from prometheus_client.parser import text_string_to_metric_families
 from replication import Replicated, replicated
 
 from multinode.cluster_harness import Cluster, Node, spawn_node, start_cluster, wait_healthy
@@ -58,6 +59,8 @@ class Outcome:
     """The runs that ended ``failed``, by reason, as the threads' streams told it."""
     timeline_warned: int = 0
     """Nodes that logged the database's new timeline (a failover, spec 17 §17.5.1 rule 7)."""
+    failovers_counted: int = 0
+    """The nodes' ``threadloom_node_failovers_total`` summed, scraped before any restart."""
     doubled: list[str] = field(default_factory=list)
     """Messages stored more than once (a write run twice): must be none."""
     stuck_before_restart: list[str] = field(default_factory=list)
@@ -65,6 +68,17 @@ class Outcome:
     lost_at: list[float] = field(default_factory=list)
     """For each acknowledged send lost: when its acknowledgement came, in seconds relative
     to the fault (negative: before it)."""
+
+
+def _failovers_counted(base: str) -> float:
+    """A node's ``threadloom_node_failovers_total`` from its ``/metrics`` (spec 17 §17.1)."""
+    text = httpx.get(f"{base}/metrics", timeout=10).raise_for_status().text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "threadloom_node_failovers_total"
+    )
 
 
 def _fault(pair: Replicated, fault: str, gap_s: float) -> float:
@@ -159,6 +173,7 @@ def run(
             load.stop()
         stopped_at = time.monotonic()
         warned = sum(NEW_TIMELINE in n.output() for n in cluster.nodes)
+        counted = sum(_failovers_counted(base) for base in bases)
         stuck: list[str] = []
         before_restart: list[Watch] = []
         """The first nodes' sockets, when the nodes were restarted: the runs' endings."""
@@ -224,6 +239,7 @@ def run(
             replay_lag_bytes=lag,
             stuck_before_restart=stuck,
             timeline_warned=warned,
+            failovers_counted=counted,
             doubled=doubled,
             endings=endings,
             lost_at=[load.acked_at[t] - fault_at for ts in gone.values() for t in ts],

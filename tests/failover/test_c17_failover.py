@@ -41,7 +41,9 @@ def _hold_common(out: Outcome) -> None:
     assert all(c <= 6 for c in out.stream_connects), out.stream_connects  # no spinning
 
 
-def test_c17_060_c17_063_c17_069_sync_failover_loses_no_acknowledged_send(tmp_path: Path) -> None:
+def test_c17_060_c17_063_c17_069_c17_011_sync_failover_loses_no_acknowledged_send(
+    tmp_path: Path,
+) -> None:
     """C17-060: synchronous replication; two nodes on ``…host1,host2…
     ?target_session_attrs=read-write``; 8 threads (a tool call and an answer a turn) sent to
     by 4 clients and read by 2 through both nodes, a stream socket on each thread → the
@@ -54,12 +56,14 @@ def test_c17_060_c17_063_c17_069_sync_failover_loses_no_acknowledged_send(tmp_pa
     (``step_error`` or ``execution_lost``) and its queue was answered; every stream socket
     either stayed open or closed with a code that makes a client reconnect, and
     reconnecting with ``since`` it told every stored message with its stored status
-    (C17-063); each node logged once that the database is on a new timeline (C17-069)."""
+    (C17-063); each node logged once that the database is on a new timeline (C17-069) and
+    counts it in ``threadloom_node_failovers_total`` (C17-011)."""
     require_replication()
     out = run(tmp_path, scenario="failover, synchronous", fault="failover", synchronous=True)
     _hold_common(out)
     assert out.row.lost == 0, f"acknowledged sends lost: {out.lost}"
     assert out.timeline_warned == 2  # each node said the database failed over (C17-069)
+    assert out.failovers_counted == 2  # ... and counted it (C17-011)
 
 
 def test_c17_061_async_failover_loses_at_most_the_last_moments(tmp_path: Path) -> None:
@@ -85,14 +89,16 @@ def test_c17_061_async_failover_loses_at_most_the_last_moments(tmp_path: Path) -
     assert out.timeline_warned == 2
 
 
-def test_c17_062_c17_069_a_primary_restart_under_load(tmp_path: Path) -> None:
+def test_c17_062_c17_069_c17_011_a_primary_restart_under_load(tmp_path: Path) -> None:
     """C17-062: synchronous replication, the same load and nodes → the primary restarts
     (``pg_ctl restart -m fast``; the standby stays a standby, refused by
     ``target_session_attrs=read-write``) → the promises of C17-060: no restart of a node,
     2xx or 503 with ``Retry-After`` only, nothing acknowledged lost, every run settled and
-    answered, the streams caught up; no node logged a new timeline (C17-069)."""
+    answered, the streams caught up; no node logged a new timeline (C17-069) nor counted
+    a failover (C17-011)."""
     require_replication()
     out = run(tmp_path, scenario="restart, synchronous", fault="restart", synchronous=True)
     _hold_common(out)
     assert out.row.lost == 0, f"acknowledged sends lost: {out.lost}"
     assert out.timeline_warned == 0  # a restart is no failover (C17-069)
+    assert out.failovers_counted == 0  # C17-011

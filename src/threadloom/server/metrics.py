@@ -218,6 +218,14 @@ class _Scrape(Collector):
         )
         fenced.add_metric([node], 1 if liveness.fenced else 0)
         yield fenced
+        failovers = CounterMetricFamily(
+            "threadloom_node_failovers",
+            "Database failovers this node found (a new PostgreSQL timeline: its runs were"
+            " dropped and settled, spec 17 §17.5).",
+            labels=["node"],
+        )
+        failovers.add_metric([node], liveness.cluster.failovers)
+        yield failovers
 
 
 async def _allowed(request: Request, ctx: deps.ServerContext) -> None:
