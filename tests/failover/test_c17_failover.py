@@ -41,7 +41,7 @@ def _hold_common(out: Outcome) -> None:
     assert all(c <= 6 for c in out.stream_connects), out.stream_connects  # no spinning
 
 
-def test_c17_060_c17_063_c17_069_sync_failover_loses_no_acknowledged_send(
+def test_c17_060_c17_063_c17_069_c17_011_sync_failover_loses_nothing_acked(
     tmp_path: Path,
 ) -> None:
     """C17-060: synchronous replication; two nodes on ``…host1,host2…
@@ -89,7 +89,7 @@ def test_c17_061_async_failover_loses_at_most_the_last_moments(tmp_path: Path) -
     assert out.timeline_warned == 2
 
 
-def test_c17_062_c17_069_a_primary_restart_under_load(tmp_path: Path) -> None:
+def test_c17_062_c17_069_c17_011_a_primary_restart_under_load(tmp_path: Path) -> None:
     """C17-062: synchronous replication, the same load and nodes → the primary restarts
     (``pg_ctl restart -m fast``; the standby stays a standby, refused by
     ``target_session_attrs=read-write``) → the promises of C17-060: no restart of a node,
