@@ -42,7 +42,8 @@ def test_serve_banner_in_auth_mode(tmp_path: Path) -> None:
     )
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=60)[0].decode(errors="replace")
-    assert "  auth      required: users and API keys (threadloom users / threadloom keys)" in (
+    # the admin token is named: it may be the only credential (a container's first start)
+    assert "  auth      required: the admin token (THREADLOOM_ADMIN_TOKEN), users and API keys" in (
         output.splitlines()
     )
 

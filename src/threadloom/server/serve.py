@@ -60,7 +60,9 @@ def _auth_text(settings: ServerSettings, has_credentials: bool) -> str:
         return "off: local development mode (THREADLOOM_AUTH=local)"
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     required = "required: users and API keys (threadloom users / threadloom keys)"
-    if settings.auth == "required" or has_credentials or settings.admin_token is not None:
+    if settings.admin_token is not None:  # the credential a container starts with
+        return "required: the admin token (THREADLOOM_ADMIN_TOKEN), users and API keys"
+    if settings.auth == "required" or has_credentials:
         return required
     if is_loopback_host(host):
         return "off: local development mode on this machine until a user or an API key exists"
