@@ -87,6 +87,11 @@ class NodeHost(Protocol):
         """The fence is lifted: runs start again."""
         ...
 
+    def forget_cached(self) -> None:
+        """The database failed over (spec 17 §17.5.3 rule 4): forget what is kept in memory
+        of its rows (it may be ahead of an asynchronous standby's)."""
+        ...
+
     def waiting(self) -> list[str]:
         """The children whose session result a blocking call here still waits for."""
         ...

@@ -234,6 +234,7 @@ class Liveness:
         )
         self.fenced = True
         self.host.drop_all()
+        self.host.forget_cached()
 
     async def sweep(self) -> None:
         """Settle the runs lost with dead nodes, then start the queues no live node runs."""

@@ -55,6 +55,7 @@ class ServerContext:
         self.revocations = Revocations()
         self.clock: Callable[[], int] = system_clock_us
         self.pages = PageCache(settings.page_cache_bytes)
+        runtime.failover_forgets.append(self.pages.clear)
         self._closers: set[Callable[[], object]] = set()
         self.agui_drops = Drops(settings.agui_stop_grace_s, self._stop_running)
         """AG-UI responses dropped by their client, whose runs stop (spec 13 §13.2.8)."""

@@ -191,6 +191,18 @@ class _Scrape(Collector):
             " /api/events).",
             ctx.open_streams,
         )
+        replica = runtime.store.replica_stats()
+        if replica:
+            reads = CounterMetricFamily(
+                "threadloom_replica_reads",
+                "Reads of GET pages and thread lists with a read replica configured, by who"
+                " answered: replica, or the primary because the replica lagged, cancelled"
+                " the read (conflict) or was unreachable (spec 17 §17.5.4).",
+                labels=["node", "served"],
+            )
+            for served, count in replica.items():
+                reads.add_metric([node, served], count)
+            yield reads
         liveness = runtime.liveness
         if liveness is None:
             return

@@ -65,6 +65,12 @@ class PageCache:
             _, (_, oldest) = self._pages.popitem(last=False)
             self.used -= len(oldest)
 
+    def clear(self) -> None:
+        """Forget every page (the database failed over: a page kept at ``seq`` S may not be
+        the new primary's page at S, spec 17 §17.5.3 rule 4)."""
+        self._pages.clear()
+        self.used = 0
+
     def _drop(self, key: PageKey) -> None:
         old = self._pages.pop(key, None)
         if old is not None:

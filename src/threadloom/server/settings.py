@@ -133,6 +133,12 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     store: str = DEFAULT_STORE
+    read_url: str | None = None
+    """A PostgreSQL read replica for ``GET`` pages and thread lists
+    (``THREADLOOM_DATABASE_READ_URL``, spec 17 §17.5.4); None: the primary reads all."""
+    read_wait_ms: float = 100.0
+    """How long a replica read waits for the standby to catch up before the primary answers
+    (``THREADLOOM_DATABASE_READ_WAIT_MS``)."""
     auth: AuthMode = "auto"
     admin_token: str | None = None
     cors_origins: tuple[str, ...] = ()
@@ -267,6 +273,18 @@ class ServerSettings:
         store = env.get("THREADLOOM_DATABASE_URL") or env.get("THREADLOOM_STORE")
         if store:  # spec 12 §12.8 rule 7 names the first; the second is older
             values["store"] = store
+        read_url = (env.get("THREADLOOM_DATABASE_READ_URL") or "").strip()
+        if read_url:
+            values["read_url"] = read_url
+        read_wait = (env.get("THREADLOOM_DATABASE_READ_WAIT_MS") or "").strip()
+        if read_wait:
+            try:
+                values["read_wait_ms"] = float(read_wait)
+            except ValueError:
+                raise SettingsError(
+                    "THREADLOOM_DATABASE_READ_WAIT_MS must be a number of milliseconds,"
+                    f" not {read_wait!r}"
+                ) from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check()
@@ -288,6 +306,17 @@ class ServerSettings:
             )
         except InvalidArgument as exc:
             raise SettingsError(str(exc)) from None
+        if self.read_url is not None and not self.store.startswith(("postgresql:", "postgres:")):
+            raise SettingsError(
+                "THREADLOOM_DATABASE_READ_URL names a PostgreSQL read replica: it needs a"
+                " PostgreSQL store (THREADLOOM_DATABASE_URL=postgresql://…)"
+            )
+        if self.read_url is not None and not self.read_url.startswith(("postgresql:", "postgres:")):
+            raise SettingsError(
+                "THREADLOOM_DATABASE_READ_URL must be a postgresql:// URL of a read replica"
+            )
+        if not 0 <= self.read_wait_ms <= 60_000:
+            raise SettingsError("THREADLOOM_DATABASE_READ_WAIT_MS must be between 0 and 60000")
         if self.cors_credentials and "*" in self.cors_origins:
             raise SettingsError(
                 "THREADLOOM_CORS_CREDENTIALS=1 cannot be combined with THREADLOOM_CORS_ORIGINS=*"

@@ -55,8 +55,11 @@ async def open_checked_store(settings: ServerSettings) -> Store:
     """The store of ``settings``, claimed for this process (a second process on an SQLite
     file is refused: ``StoreLocked``, spec 12 §12.1 rule 4) and checked (``check_startup``);
     closed again when the server must not start. The server's Runtime then opens on it."""
+    replica: dict[str, object] = {}
+    if settings.read_url is not None:  # a PostgreSQL store's (``ServerSettings.check``)
+        replica = {"read_url": settings.read_url, "read_wait_s": settings.read_wait_ms / 1000}
     store = await open_store(
-        settings.store, node_id=settings.node_id, node_ttl_s=settings.node_ttl_s
+        settings.store, node_id=settings.node_id, node_ttl_s=settings.node_ttl_s, **replica
     )
     try:
         await store.claim_runner()

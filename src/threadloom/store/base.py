@@ -138,6 +138,18 @@ class Store(FileStore, AccountStore, Protocol):
         """Close the store; releases what ``claim_runner`` claimed."""
         ...
 
+    def replica(self) -> Store:
+        """The store that serves read-only pages — ``GET`` message pages and thread lists
+        (spec 17 §17.5.4): this store, or a view of a PostgreSQL read replica whose reads see
+        every write acknowledged before they began (else the primary answers them). Only
+        its reads are used; the engine always reads and writes this store."""
+        ...
+
+    def replica_stats(self) -> dict[str, int]:
+        """Reads of ``replica()`` by who answered (``replica``; the primary's ``lagging``,
+        ``conflict``, ``unreachable``); empty without a replica."""
+        ...
+
     def fenced(self, fence: Fence | None) -> Store:
         """This store with ``fence`` passed to each of its writes (spec 12 §12.3.3): a
         write of ``fence.thread_id`` is checked, in its transaction, against the lease —

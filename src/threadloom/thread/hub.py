@@ -240,6 +240,14 @@ class ThreadHub(HookResolution):
         self._queue_empty.discard(thread_id)
         self.registry_checked.pop(thread_id, None)
 
+    def forget_cached(self) -> None:
+        """The database failed over (spec 17 §17.5.3 rule 4): an asynchronous standby may
+        lack the last commits this hub saw, and its event numbers may later come back with
+        other rows under them. So no warm history is used again (each is read anew by the
+        thread's next run) and no queue is known empty."""
+        self._stale_warm.update(self._warm)
+        self._queue_empty.clear()
+
     # -- warm histories ------------------------------------------------------------------
     WARM_MESSAGES = 100_000
     """The default of ``warm_messages``: how many messages the histories this hub keeps

@@ -30,6 +30,7 @@ from threadloom.thread.validate import (
 )
 
 if TYPE_CHECKING:
+    from threadloom.store.base import Store
     from threadloom.thread.state import ThreadState
 
 MAX_IDS = 200
@@ -64,6 +65,7 @@ def _check_int(name: str, value: object, *, allow_none: bool) -> None:
 
 async def get_messages(
     state: ThreadState,
+    store: Store,
     *,
     limit: int | None,
     offset: int,
@@ -89,7 +91,7 @@ async def get_messages(
     if wanted:
         if len(wanted) > MAX_IDS:
             raise InvalidArgument("Too many message IDs requested")
-        found = await hub.store.read_by_ids(
+        found = await store.read_by_ids(
             tid,
             wanted,
             include_silent=include_silent,
@@ -98,7 +100,7 @@ async def get_messages(
         )
         found = await hub.project(tid, found)
         return MessagesPage(messages=found, total=len(found), has_more=False)
-    page, total = await hub.store.read_page(
+    page, total = await store.read_page(
         tid,
         limit=limit,
         offset=offset,

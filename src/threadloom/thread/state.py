@@ -151,11 +151,16 @@ class ThreadState:
         max_depth: int | None = 0,
         ids: Sequence[str] | None = None,
         include_workblocks: bool = False,
+        from_replica: bool = False,
     ) -> MessagesPage:
-        """A page of messages with queued entries as pending views (spec 02 §2.4.1)."""
+        """A page of messages with queued entries as pending views (spec 02 §2.4.1).
+        ``from_replica``: read by the store's read replica where it has one (spec 17
+        §17.5.4: as fresh as the primary when the call began)."""
         await self._hub.commit_deferred(self.thread_id)  # a held pending message
+        store = self._hub.store
         return await messages.get_messages(
             self,
+            store.replica() if from_replica else store,
             limit=limit,
             offset=offset,
             order=order,

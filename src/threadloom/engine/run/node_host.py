@@ -17,9 +17,12 @@ Recover = Callable[..., Awaitable[list[str]]]
 class EngineHost:
     """``NodeHost`` over a runtime's run manager and its recovery (``Runtime.recover``)."""
 
-    def __init__(self, runs: RunManager, recover: Recover) -> None:
+    def __init__(
+        self, runs: RunManager, recover: Recover, forgets: list[Callable[[], None]]
+    ) -> None:
         self.runs = runs
         self._recover = recover
+        self._forgets = forgets
 
     @property
     def closing(self) -> bool:
@@ -59,6 +62,11 @@ class EngineHost:
 
     def resume(self) -> None:
         self.runs.fenced = False
+
+    def forget_cached(self) -> None:
+        self.runs.hub.forget_cached()
+        for forget in self._forgets:
+            forget()
 
     def waiting(self) -> list[str]:
         return [child for child, waiter in self.runs.waiters.items() if not waiter.done()]

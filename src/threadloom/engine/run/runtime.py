@@ -110,6 +110,10 @@ class Runtime:
         (``node/cluster.py``)."""
         self.liveness: Liveness | None = None
         """The node's heartbeat and sweeper, on a store several processes share."""
+        self.failover_forgets: list[Callable[[], None]] = []
+        """Called when the node finds the database failed over, after its runs were
+        dropped: each forgets a cache of the store's rows kept beside the engine's (the
+        server's page cache; spec 17 §17.5.3 rule 4)."""
         self.relay: Relay | None = None
         """Where several nodes share the store: the notifications (``node/relay.py``)."""
         self._closed = False
@@ -240,7 +244,8 @@ class Runtime:
             runtime.retention = event_retention
         if retention is not None:
             runtime.retention_policy = retention
-        host = EngineHost(runtime.runs, runtime.recover)  # what the node asks of the runs
+        # what the node asks of the runs
+        host = EngineHost(runtime.runs, runtime.recover, runtime.failover_forgets)
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
             runtime.relay = Relay(
                 host,

@@ -64,6 +64,7 @@ async def get_messages(id: str, request: Request) -> Response:
         max_depth=depth,
         ids=ids or None,
         include_workblocks=include_workblocks,
+        from_replica=True,  # fresh as of now: never older than the row's seq (§17.5.4)
     )
     messages = page.messages
     if order == "desc" and not ids:

@@ -107,7 +107,7 @@ async def list_threads(
     )
     if not who.is_admin and not who.has_user_row:
         return ThreadList(threads=[], total=0, hasMore=False).to_wire()
-    rows, total = await ctx.runtime.store.query_threads(query)
+    rows, total = await ctx.runtime.store.replica().query_threads(query)
     origin = origin_of(request)
     defs = ctx.runtime.definitions
     return ThreadList(

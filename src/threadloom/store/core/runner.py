@@ -10,7 +10,7 @@ writes none of the logic a second time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from threadloom.errors import StoreError
 from threadloom.records import (
@@ -33,6 +33,7 @@ from threadloom.records import (
     ToolCall,
     UserQuota,
 )
+from threadloom.store.base import Store
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import (
     auth,
@@ -114,6 +115,14 @@ class TxStore:
         it: each statement reads the latest commit, and a row deleted between the two
         reads as missing."""
         return await self._read(fn, *args)
+
+    def replica(self) -> Store:
+        """This store: a backend with a read replica returns a view of it (spec 17 §17.5.4)."""
+        return cast("Store", self)
+
+    def replica_stats(self) -> dict[str, int]:
+        """Reads the replica's view served, by who answered; empty without a replica."""
+        return {}
 
     # -- threads -----------------------------------------------------------------------
     async def create_thread(self, new: NewThread) -> ThreadRow:

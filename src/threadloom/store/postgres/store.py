@@ -14,6 +14,11 @@ connection broken again after its replacement, or during a commit) is a
 to the driver's error: never a raw ``psycopg.OperationalError``. A write with
 ``durable=False`` commits without waiting for the WAL flush (``synchronous_commit = off``
 for that transaction).
+
+With ``read_url`` (``THREADLOOM_DATABASE_READ_URL``, a streaming standby) the store has a
+:class:`ReplicaReads` view (``replica()``) that serves the pages of ``GET`` routes from the
+standby, each read as fresh as the primary was when it began, or answered by the primary
+(spec 17 §17.5.4).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -37,6 +42,7 @@ from psycopg.adapt import Dumper
 from psycopg.conninfo import conninfo_to_dict
 
 from threadloom.errors import StoreError, StoreUnavailable
+from threadloom.store.base import Store
 from threadloom.store.core.runner import TxStore
 from threadloom.store.postgres import schema
 from threadloom.store.postgres.dialect import (
@@ -54,6 +60,9 @@ T = TypeVar("T")
 logger = logging.getLogger("threadloom.store.postgres")
 
 DEFAULT_POOL_SIZE = 10
+DEFAULT_READ_WAIT_S = 0.1
+"""How long a replica read waits for the standby to replay the primary's position before the
+primary answers it (``THREADLOOM_DATABASE_READ_WAIT_MS``)."""
 RETRIES = 8
 """Times a write that lost a serialization race or a deadlock is run again."""
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
@@ -133,6 +142,8 @@ class PostgresStore(TxStore):
         connect_timeout_s: float = 10.0,
         node_id: str | None = None,
         node_ttl_s: float = 15.0,
+        read_url: str | None = None,
+        read_wait_s: float = DEFAULT_READ_WAIT_S,
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
@@ -186,6 +197,7 @@ class PostgresStore(TxStore):
         self.on_failover: Callable[[], None] | None = None
         """Called, on the worker thread that found it, when a new connection finds a new
         timeline (the node's, ``node/pg.py``)."""
+        self._replica = ReplicaReads(self, read_url, read_wait_s) if read_url else None
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -206,11 +218,17 @@ class PostgresStore(TxStore):
             raise
         return store
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self.url, autocommit=True, **self.connect_options)
+    def open_connection(self, url: str) -> psycopg.Connection[Any]:
+        """A new autocommit connection to ``url`` as every connection of the node is made
+        (its connect timeout, booleans bound as 0/1, the commit level)."""
+        conn = psycopg.connect(url, autocommit=True, **self.connect_options)
         conn.adapters.register_dumper(bool, _BoolAsSmallint)
         if self._always_relaxed:
             conn.execute("SET synchronous_commit = off")
+        return conn
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = self.open_connection(self.url)
         timeline = _timeline(conn)
         with self._lock:
             self._connections.append(conn)
@@ -221,7 +239,7 @@ class PostgresStore(TxStore):
                         self.on_failover()
                     logger.warning(
                         "the database %s is on a new timeline (%d → %d): it failed over to a"
-                        " standby; if that standby was asynchronous, restart this node (spec"
+                        " standby; the node drops its runs and forgets the rows it cached (spec"
                         " 17 §17.5.3 rule 4)",
                         self.safe_url,
                         self.timeline,
@@ -265,6 +283,13 @@ class PostgresStore(TxStore):
         self.sql.use_channels(channels(self.schema))
         return version
 
+    def replica(self) -> Store:
+        """The read replica's view when ``read_url`` names one, else this store."""
+        return cast(Store, self if self._replica is None else self._replica)
+
+    def replica_stats(self) -> dict[str, int]:
+        return {} if self._replica is None else dict(self._replica.served)
+
     async def claim_runner(self) -> None:
         """Several processes share a PostgreSQL database: nothing to claim here (each
         runs the threads whose leases it holds)."""
@@ -296,6 +321,8 @@ class PostgresStore(TxStore):
         if self._closed:
             return
         self._closed = True
+        if self._replica is not None:
+            await self._replica.close_connections()
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._executor.shutdown(wait=True)
         )
@@ -430,3 +457,170 @@ class FencedStore(TxStore):
 
     async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
         return await self.store._write(fn, *args, durable=durable, fence=self.fence)
+
+    def replica(self) -> Store:
+        return self.store.replica()
+
+    def replica_stats(self) -> dict[str, int]:
+        return self.store.replica_stats()
+
+
+_LAGGING = object()
+"""A replica read the standby could not serve fresh enough: the primary answers it."""
+
+
+def _wal_position(conn: PgConn) -> str:
+    """The primary's WAL position now (no table read)."""
+    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    return str(row[0])
+
+
+class ReplicaReads(TxStore):
+    """The reads of a :class:`PostgresStore` served by a streaming standby (spec 17
+    §17.5.4): the store's read methods (``read_page``, ``query_threads`` …); no writes.
+
+    A read first asks the primary for its WAL position (``pg_current_wal_lsn()``, no table
+    read), waits up to ``wait_s`` for the standby to have replayed that far, and only then
+    takes its snapshot there. So it sees every write acknowledged before it began, on any
+    node (read-your-writes), and a page never lacks what a ``seq`` read before it claims. A
+    standby that lags longer, that cancels the read (a conflict with its replay), or that
+    cannot be reached is not waited for: the primary answers (``served`` counts which). A
+    point read (one row by its key) is the primary's: it costs the primary no more than the
+    position. The standby is read in the primary's schema."""
+
+    kind = "postgres"
+    shared = True
+
+    def __init__(self, primary: PostgresStore, url: str, wait_s: float) -> None:
+        self.primary = primary
+        self.url = url
+        self.safe_url = redacted(url)
+        self.clock = primary.clock
+        self.node_id = primary.node_id
+        self.wait_s = wait_s
+        self.served = {"replica": 0, "lagging": 0, "conflict": 0, "unreachable": 0}
+        """Reads by who answered: the standby, or the primary because the standby lagged,
+        cancelled the read, or could not be reached."""
+        self._executor = ThreadPoolExecutor(
+            primary.pool_size, thread_name_prefix="threadloom-pg-replica"
+        )
+        self._local = threading.local()
+        self._connections: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._down = False
+
+    def replica(self) -> Store:
+        return cast(Store, self)
+
+    def replica_stats(self) -> dict[str, int]:
+        return dict(self.served)
+
+    def fenced(self, fence: Fence | None) -> PostgresStore | FencedStore:
+        return self.primary.fenced(fence)
+
+    async def claim_runner(self) -> None:
+        await self.primary.claim_runner()
+
+    async def close(self) -> None:
+        """Nothing of its own: its primary closes it (``close_connections``)."""
+
+    async def close_connections(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self._executor.shutdown(wait=True)
+        )
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+
+    async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
+        raise StoreError("a read replica takes no writes: write through the primary's store")
+
+    async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.primary._point_read(fn, *args)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        primary = self.primary
+        target = await primary._point_read(_wal_position)
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(self._executor, self._run_read, fn, args, target)
+        except StoreUnavailable as exc:
+            self.served["unreachable"] += 1
+            if not self._down:
+                self._down = True
+                logger.warning("the read replica is unreachable, the primary answers: %s", exc)
+            return await primary._read(fn, *args)
+        if result is _LAGGING or result is psycopg.errors.SerializationFailure:
+            self.served["lagging" if result is _LAGGING else "conflict"] += 1
+            return await primary._read(fn, *args)
+        if self._down:
+            self._down = False
+            logger.warning("the read replica %s answers again", self.safe_url)
+        self.served["replica"] += 1
+        return result  # type: ignore[no-any-return]
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                self._discard(conn)
+            try:
+                conn = self.primary.open_connection(self.url)
+                conn.execute(
+                    "SELECT set_config('search_path', quote_ident(%s), false)",
+                    (self.primary.schema,),
+                )
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(
+                    f"cannot reach the read replica {self.safe_url}: {driver_reason(exc)}"
+                ) from exc
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _discard(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        conn.close()
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...], target: str) -> Any:
+        """``fn`` in a snapshot of the standby taken once it replayed ``target``; else
+        ``_LAGGING`` (not in time) or ``SerializationFailure`` (the standby cancelled it)."""
+        deadline = time.monotonic() + self.wait_s
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                while True:  # a promoted standby has no replay position: its own then
+                    row = conn.execute(
+                        "SELECT COALESCE(pg_last_wal_replay_lsn(), pg_current_wal_lsn())"
+                        " >= %s::pg_lsn",
+                        (target,),
+                    ).fetchone()
+                    if row is not None and row[0]:
+                        break
+                    if time.monotonic() >= deadline:
+                        return _LAGGING
+                    time.sleep(0.002)
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    return fn(PgConn(conn, self.primary.sql, self.node_id), *args)
+                finally:
+                    if not conn.broken:
+                        conn.execute("COMMIT")
+            except psycopg.errors.SerializationFailure:
+                return psycopg.errors.SerializationFailure
+            except psycopg.OperationalError as exc:
+                if not unreachable(exc, conn):
+                    raise
+                self._discard(conn)
+                if attempt:
+                    raise StoreUnavailable(
+                        f"lost the connection to the read replica {self.safe_url}:"
+                        f" {driver_reason(exc)}"
+                    ) from exc
+        raise AssertionError("unreachable")
