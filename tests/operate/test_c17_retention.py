@@ -302,7 +302,7 @@ async def test_c17_027_dry_run_says_what_would_go_and_deletes_nothing(db_url: st
         ]
         assert sorted(dry.outcomes[0].ids) == sorted([a, ended.thread_id])
         assert await exists(rt, a, ended.thread_id, b, c) == [True, True, True, True]
-        assert dry.lines()[0] == "inactive_days: would delete 2 threads with 1 descendants;" + (
+        assert dry.lines()[0] == "inactive_days: would delete 2 threads with 1 descendant;" + (
             " kept 0 active"
         )
         real = await rt.apply_retention()
@@ -351,7 +351,7 @@ async def test_c17_029_the_runtime_sweeps_every_interval_and_logs_it(
                 await asyncio.sleep(0.05)
             assert not (await exists(rt, tid))[0]
         lines = [r.getMessage() for r in caplog.records if r.name == "threadloom.retention"]
-        assert any("inactive_days: deleted 1 threads with 0 descendants" in x for x in lines)
+        assert any("inactive_days: deleted 1 thread with 0 descendants" in x for x in lines)
         if backend == "sqlite":  # a runtime beside the one that runs the file: no passes
             beside = await Runtime.open(
                 db_url, exclusive=False, retention=RetentionPolicy(inactive_days=1)
@@ -500,7 +500,7 @@ def test_c17_033_the_command_line_pass_and_dry_run(tmp_path: Any) -> None:
         )
         assert dry.exit_code == 0, dry.output
         assert "retention dry run (nothing deleted):" in dry.output
-        assert "inactive_days: would delete 3 threads with 1 descendants; kept 0 active" in (
+        assert "inactive_days: would delete 3 threads with 1 descendant; kept 0 active" in (
             dry.output
         )
         assert "log_body_days: would delete the bodies of 0 log rows" in dry.output

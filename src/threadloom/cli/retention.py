@@ -21,7 +21,12 @@ import typer
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.engine.run.retention import RetentionPolicy, RetentionReport, apply_retention
+from threadloom.engine.run.retention import (
+    RetentionPolicy,
+    RetentionReport,
+    apply_retention,
+    counted,
+)
 from threadloom.errors import InvalidArgument, StoreLocked, ThreadloomError
 from threadloom.node.cluster import open_cluster
 from threadloom.server.settings import DEFAULT_STORE
@@ -146,4 +151,4 @@ def _print(report: RetentionReport, ids: bool) -> None:
         out.print(f"  {report.lines()[0]}", markup=False)
     else:
         verb = "would delete" if report.dry_run else "deleted"
-        out.print(f"  total: {verb} {report.threads} threads", markup=False)
+        out.print(f"  total: {verb} {counted(report.threads, 'thread')}", markup=False)

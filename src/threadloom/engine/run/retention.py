@@ -178,11 +178,16 @@ class RuleOutcome:
     def line(self, dry_run: bool) -> str:
         verb = "would delete" if dry_run else "deleted"
         if self.rule == "log_body_days":
-            return f"{self.rule}: {verb} the bodies of {self.log_rows} log rows"
+            return f"{self.rule}: {verb} the bodies of {counted(self.log_rows, 'log row')}"
         return (
-            f"{self.rule}: {verb} {self.threads} threads with {self.descendants}"
-            f" descendants; kept {self.kept_active} active"
+            f"{self.rule}: {verb} {counted(self.threads, 'thread')} with"
+            f" {counted(self.descendants, 'descendant')}; kept {self.kept_active} active"
         )
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 thread``, ``2 threads``, ``0 threads``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass

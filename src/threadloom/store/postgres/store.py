@@ -124,6 +124,41 @@ def _timeline(conn: psycopg.Connection[Any]) -> int | None:
     return int(str(row[0])[:8], 16) if row else None
 
 
+class ThreadConnections:
+    """The connections of a pool's worker threads to one server: one a thread, made at its
+    first use and again after it broke; closed together."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.all: list[psycopg.Connection[Any]] = []
+
+    def current(self) -> psycopg.Connection[Any] | None:
+        """This thread's connection, if it has one."""
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        return conn
+
+    def keep(self, conn: psycopg.Connection[Any]) -> None:
+        """``conn`` becomes this thread's connection."""
+        self._local.conn = conn
+        with self._lock:
+            self.all.append(conn)
+
+    def discard(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if conn in self.all:
+                self.all.remove(conn)
+        conn.close()
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def close_all(self) -> None:
+        with self._lock:
+            connections, self.all = self.all, []
+        for conn in connections:
+            conn.close()
+
+
 class PostgresStore(TxStore):
     """The :class:`~threadloom.store.base.Store` on a PostgreSQL database (its current
     schema)."""
@@ -172,8 +207,7 @@ class PostgresStore(TxStore):
         self._beats = ThreadPoolExecutor(1, thread_name_prefix="threadloom-pg-heartbeat")
         """The heartbeat's own thread and connection: a heartbeat queued behind the node's
         data work would be late under load and fence a node whose database is fine."""
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
+        self.connections = ThreadConnections()
         self._lock = threading.Lock()
         self._closed = False
         self.peers = False
@@ -231,7 +265,6 @@ class PostgresStore(TxStore):
         conn = self.open_connection(self.url)
         timeline = _timeline(conn)
         with self._lock:
-            self._connections.append(conn)
             if timeline is not None and timeline != self.timeline:
                 if self.timeline is not None:
                     self.failovers += 1
@@ -252,12 +285,13 @@ class PostgresStore(TxStore):
         """This worker thread's connection (a new one when it has none, it broke, or its
         server said it became read-only); ``StoreUnavailable`` when a new one cannot be
         made."""
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        conn = self.connections.current()
         if conn is None or conn.closed or conn.broken or read_only_server(conn):
             if conn is not None:
-                self._discard(conn)
+                self.connections.discard(conn)
             try:
-                conn = self._local.conn = self._connect()
+                conn = self._connect()
+                self.connections.keep(conn)
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(
                     f"cannot reach PostgreSQL database {self.safe_url}: {driver_reason(exc)}"
@@ -266,14 +300,6 @@ class PostgresStore(TxStore):
 
     def _lost(self, exc: psycopg.Error) -> StoreUnavailable:
         return StoreUnavailable(f"lost the connection to {self.safe_url}: {driver_reason(exc)}")
-
-    def _discard(self, conn: psycopg.Connection[Any]) -> None:
-        with self._lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
-        conn.close()
-        if getattr(self._local, "conn", None) is conn:
-            self._local.conn = None
 
     def _migrate(self) -> int:
         conn = self._connection()
@@ -327,10 +353,7 @@ class PostgresStore(TxStore):
             None, lambda: self._executor.shutdown(wait=True)
         )
         self._beats.shutdown(wait=False)  # a heartbeat may hang on a stalled connection
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        self.connections.close_all()
 
     # -- execution ---------------------------------------------------------------------
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
@@ -375,7 +398,7 @@ class PostgresStore(TxStore):
             except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
-                self._discard(conn)  # a connection that broke: once more on a new one
+                self.connections.discard(conn)  # a connection that broke: once more on a new one
                 if attempt:
                     raise self._lost(exc) from exc
         raise AssertionError("unreachable")
@@ -413,7 +436,7 @@ class PostgresStore(TxStore):
             except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
-                self._discard(conn)
+                self.connections.discard(conn)
                 if committing:
                     raise StoreUnavailable(
                         f"the connection to {self.safe_url} broke during a commit: whether"
@@ -504,9 +527,7 @@ class ReplicaReads(TxStore):
         self._executor = ThreadPoolExecutor(
             primary.pool_size, thread_name_prefix="threadloom-pg-replica"
         )
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
+        self.connections = ThreadConnections()
         self._down = False
 
     def replica(self) -> Store:
@@ -528,10 +549,7 @@ class ReplicaReads(TxStore):
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._executor.shutdown(wait=True)
         )
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        self.connections.close_all()
 
     async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
         raise StoreError("a read replica takes no writes: write through the primary's store")
@@ -561,10 +579,10 @@ class ReplicaReads(TxStore):
         return result  # type: ignore[no-any-return]
 
     def _connection(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        conn = self.connections.current()
         if conn is None or conn.closed or conn.broken:
             if conn is not None:
-                self._discard(conn)
+                self.connections.discard(conn)
             try:
                 conn = self.primary.open_connection(self.url)
                 conn.execute(
@@ -575,18 +593,8 @@ class ReplicaReads(TxStore):
                 raise StoreUnavailable(
                     f"cannot reach the read replica {self.safe_url}: {driver_reason(exc)}"
                 ) from exc
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+            self.connections.keep(conn)
         return conn
-
-    def _discard(self, conn: psycopg.Connection[Any]) -> None:
-        with self._lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
-        conn.close()
-        if getattr(self._local, "conn", None) is conn:
-            self._local.conn = None
 
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...], target: str) -> Any:
         """``fn`` in a snapshot of the standby taken once it replayed ``target``; else
@@ -617,7 +625,7 @@ class ReplicaReads(TxStore):
             except psycopg.OperationalError as exc:
                 if not unreachable(exc, conn):
                     raise
-                self._discard(conn)
+                self.connections.discard(conn)
                 if attempt:
                     raise StoreUnavailable(
                         f"lost the connection to the read replica {self.safe_url}:"
