@@ -50,6 +50,10 @@ SCENARIOS: list[tuple[str, dict[str, object]]] = [
         {"fault": "failover", "synchronous": False, "restart_nodes": True},
     ),
     (
+        "failover, asynchronous, nodes not restarted",
+        {"fault": "failover", "synchronous": False},
+    ),
+    (
         "failover, synchronous, default node timings",
         {"fault": "failover", "synchronous": True, "timings": DEFAULT_TIMINGS},
     ),
