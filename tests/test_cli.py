@@ -187,7 +187,45 @@ def test_run_names_the_agents_to_choose_from(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "support" in done.stderr and "writer_critic" in done.stderr
+    assert "warranty_research" not in done.stderr  # a subagent: not one to start
     assert "--agent" in done.stderr
+
+
+WITH_SUBAGENT = {
+    "models/m.py": """
+        from threadloom import Model
+        from threadloom.testing import ScriptedProvider
+
+        m = Model(name="m", provider=ScriptedProvider(), model="default")
+    """,
+    "prompts/p.py": """
+        from threadloom import Prompt
+        from threadloom.define import Subagent
+        zed_prompt = Prompt(name="zed_prompt", model="m", system="x", tools=[Subagent("aide")])
+        aide_prompt = Prompt(name="aide_prompt", model="m", system="y")
+    """,
+    "agents/a.py": """
+        from threadloom import Agent, Side
+        zed = Agent(name="zed", side_a=Side(prompt="zed_prompt", label="Zed"))
+        aide = Agent(
+            name="aide",
+            type="dual_ai",
+            expose_as_tool=True,
+            tool_description="helps",
+            side_a=Side(prompt="aide_prompt", label="Aide"),
+            side_b=Side(prompt="aide_prompt", label="Boss"),
+        )
+    """,
+}
+
+
+def test_run_starts_the_one_agent_that_is_not_a_subagent(tmp_path: Path) -> None:
+    """A project of one primary agent and a subagent (whose name sorts first): ``run``
+    without ``--agent`` talks to the primary one, as the UI's New thread does."""
+    project = write(tmp_path / "pair", WITH_SUBAGENT)
+    done = run_cli("run", str(project), "-m", "hi", "--store", "sqlite:///p.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Zed: Test response received." in done.stdout.splitlines()
 
 
 def test_run_resumes_a_thread_with_its_own_agent(tmp_path: Path) -> None:

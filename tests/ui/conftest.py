@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_harness import CHROMIUM, CHROMIUM_ARGS, Server, chromium_or_skip
+from ui_harness import CHROMIUM, CHROMIUM_ARGS, PROJECT, Server, chromium_or_skip
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +75,10 @@ def server_factory(tmp_path: Path) -> Iterator[Any]:
     """Servers of this test alone (auth mode, restarts); stopped after it."""
     made: list[Server] = []
 
-    def make(**env: str) -> Server:
+    def make(project: Path = PROJECT, **env: str) -> Server:
         gates = tmp_path / f"gates{len(made)}"
         gates.mkdir()
-        server = Server(tmp_path / f"ui{len(made)}.db", gates, **env)
+        server = Server(tmp_path / f"ui{len(made)}.db", gates, project, **env)
         made.append(server)
         return server
 

@@ -11,9 +11,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 from playwright.sync_api import expect
 from test_ui_browser import decoded_width, new_thread, send, tiny_png
 from ui_harness import Server
+
+PAIR_PROJECT = Path(__file__).resolve().parent / "project_pair"
 
 
 def top_level_assistant(v: Any) -> Any:
@@ -256,3 +259,21 @@ def test_a_long_thread_is_read_a_page_at_a_time_with_a_bounded_dom(
 
 def top_level_last(v: Any) -> Any:
     return v.page.locator("#messages > li.msg").last
+
+
+def test_new_thread_starts_with_the_primary_agent(server_factory: Any, visit: Any) -> None:
+    """A project whose subagent's name sorts before its one primary agent: New thread
+    offers the primary agent first and selected, the subagent last and marked, and the
+    thread it starts is the primary agent's."""
+    server = server_factory(project=PAIR_PROJECT).start()
+    v = visit(server.base)
+    page = v.page
+    page.goto("/")
+    chooser = page.get_by_label("Start a thread with")
+    expect(chooser).to_have_value("zed")
+    assert chooser.locator("option").all_inner_texts() == ["Zed", "Aide (subagent)"]
+    page.get_by_role("button", name="New thread").click()
+    page.wait_for_url(re.compile(r"/threads/[0-9a-f-]{36}$"))
+    thread = page.url.rsplit("/", 1)[1]
+    answer = httpx.get(f"{server.base}/api/threads/{thread}").json()
+    assert answer["thread"]["agent_id"] == "zed"

@@ -57,8 +57,9 @@ def chromium_or_skip() -> None:
 class Server:
     """One ``threadloom serve`` child: the test project on ``db``, at ``base``."""
 
-    def __init__(self, db: Path, gate_dir: Path, **env: str) -> None:
+    def __init__(self, db: Path, gate_dir: Path, project: Path = PROJECT, **env: str) -> None:
         self.db = db
+        self.project = project
         self.gate_dir = gate_dir
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -89,7 +90,7 @@ class Server:
         node = f"ui-test-{uuid.uuid4().hex[:8]}"
         env = {**self.env, "THREADLOOM_NODE_ID": node}
         out = self.log.open("ab")
-        args = ["serve", str(PROJECT), "--port", str(port), "--log-level", "warning"]
+        args = ["serve", str(self.project), "--port", str(port), "--log-level", "warning"]
         self.proc = subprocess.Popen(self.command(*args), env=env, stdout=out, stderr=out)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

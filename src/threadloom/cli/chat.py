@@ -348,12 +348,14 @@ async def chat(
                     f"thread {thread_id} belongs to agent {record.agent_id!r}, not {agent!r}"
                 )
             agent = record.agent_id
-        if agent is None:
-            if len(names) != 1:
+        if agent is None:  # the one agent a user starts threads of, subagents aside
+            primary = [a.name for a in runtime.definitions.primary_agents()]
+            if len(primary) != 1:
                 raise typer.BadParameter(
-                    f"the project has {len(names)} agents ({listed}): choose one with --agent"
+                    f"the project has {len(primary)} agents to start a thread of"
+                    f" ({', '.join(primary) or 'none'}): choose one with --agent"
                 )
-            agent = names[0]
+            agent = primary[0]
         definition = runtime.definitions.agent(agent)
         if definition is None:
             raise typer.BadParameter(f"agent {agent!r} is not defined in {project} ({listed})")

@@ -216,6 +216,19 @@ class Definitions:
     def mcp_servers(self) -> Iterator[MCPServer]:
         return iter(self._all("mcp"))
 
+    def primary_agents(self) -> list[Agent]:
+        """The agents a user starts threads of, by name: those no prompt lists as a
+        subagent (a subagent-only agent is started by its parent's tool call)."""
+        subagent_only = {
+            entry.agent
+            for prompt in self.prompts()
+            for entry in prompt.tools
+            if isinstance(entry, Subagent)
+        }
+        return sorted(
+            (a for a in self.agents() if a.name not in subagent_only), key=lambda a: a.name
+        )
+
     # -- MCP servers (docs/interop.md) ---------------------------------------------------
     def bind_mcp_tools(self, server: str, tools: Collection[ToolDefinition]) -> None:
         """The tools ``server`` listed, as the runtime that opened its session calls them."""

@@ -41,12 +41,7 @@ async def agents(request: Request, who: Principal = Depends(deps.principal)) -> 
     runtime = deps.runtime(request)
     defs = runtime.definitions
     origin = f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
-    subagent_only = {
-        entry.agent
-        for prompt in defs.prompts()
-        for entry in prompt.tools
-        if isinstance(entry, Subagent)
-    }
+    primary = {a.name for a in defs.primary_agents()}
     out: list[AgentEntry] = []
     for agent in sorted(defs.agents(), key=lambda a: a.name):
         item: dict[str, Any] = {
@@ -58,7 +53,7 @@ async def agents(request: Request, who: Principal = Depends(deps.principal)) -> 
             "icon": absolute_icon(getattr(agent, "icon", None), origin),
             "side_a_backing": backing(agent.side_a),
             "side_b_backing": backing(agent.side_b),
-            "primary": agent.name not in subagent_only,
+            "primary": agent.name in primary,
             "parentHooks": [p.hook for p in agent.parent_hooks],
             "created_at": LOADED_AT,
             "packed": False,

@@ -170,10 +170,16 @@ async function setup() {
   const selected = filterAgent.value;
   for (const a of agents.agents) {
     agentTitles.set(a.id, a.title);
-    const label = a.primary ? a.title : `${a.title} (subagent)`;
-    newAgent.append(el("option", { value: a.id }, label));
     filterAgent.append(el("option", { value: a.id }, a.title));
   }
+  // New thread offers the agents a user starts first, and starts with the first of them:
+  // a subagent-only agent (started by its parent's tool call) comes last, marked.
+  const startable = [...agents.agents].sort((a, b) => Number(b.primary) - Number(a.primary));
+  for (const a of startable) {
+    const label = a.primary ? a.title : `${a.title} (subagent)`;
+    newAgent.append(el("option", { value: a.id }, label));
+  }
+  if (startable.length) newAgent.value = startable[0].id;
   filterAgent.value = selected;
   if (!agents.agents.length) {
     newAgent.append(el("option", { value: "" }, "no agents"));

@@ -1,0 +1,5 @@
+from threadloom import Prompt
+from threadloom.define import Subagent
+
+zed_prompt = Prompt(name="zed_prompt", model="m", system="You answer.", tools=[Subagent("aide")])
+aide_prompt = Prompt(name="aide_prompt", model="m", system="You help.")
