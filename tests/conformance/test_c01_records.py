@@ -748,6 +748,7 @@ async def test_c01_027_cost_report_llm_and_app(runtime: Runtime) -> None:
             "outputCost": 0.0,
             "routerFeeCost": 0.0,
             "requestCount": 1,
+            "unpricedRequestCount": 0,
             "avgCostPerRequest": 0.01,
         }
     ]
@@ -755,6 +756,30 @@ async def test_c01_027_cost_report_llm_and_app(runtime: Runtime) -> None:
     assert [r["threadId"] for r in report["threads"]] == [state.thread_id]
     assert report["threads"][0]["isRoot"] is True
     assert report["truncated"] is False
+
+
+async def test_c01_049_requests_without_a_price_count(runtime: Runtime) -> None:
+    """C01-049: one LLM row costing 0.01 (model ``m``) and two of model ``u`` without a
+    price → requestCount 3 of which 2 unpriced, llmCost 0.01; ``u``'s breakdown row counts
+    its 2 requests, unpriced, at no cost; ``m``'s average is over its priced request."""
+    state = await runtime.create_thread("a")
+    store = runtime.store
+    await store.insert_log(state.thread_id, llm_row())
+    for _ in range(2):
+        await store.insert_log(state.thread_id, llm_row(model="u", cost_total=None))
+    report = (await state.cost()).to_wire()
+    assert (report["requestCount"], report["unpricedRequestCount"]) == (3, 2)
+    assert report["llmCost"] == 0.01 and report["totalCost"] == 0.01
+    by_model = {m["modelName"]: m for m in report["modelBreakdown"]}
+    assert [m["modelName"] for m in report["modelBreakdown"]] == ["m", "u"]
+    unpriced = by_model["u"]
+    assert (unpriced["requestCount"], unpriced["unpricedRequestCount"]) == (2, 2)
+    assert unpriced["totalCost"] == 0 and unpriced["avgCostPerRequest"] == 0
+    priced = by_model["m"]
+    assert (priced["requestCount"], priced["unpricedRequestCount"]) == (1, 0)
+    assert priced["avgCostPerRequest"] == 0.01
+    (root,) = report["threads"]
+    assert (root["requestCount"], root["unpricedRequestCount"]) == (3, 2)
 
 
 async def test_c01_028_child_app_cost_in_parent_report(runtime: Runtime) -> None:
@@ -793,6 +818,7 @@ async def test_c01_029_fresh_thread_cost_report(runtime: Runtime) -> None:
         "routerFeeCost": 0,
         "ownCost": 0,
         "requestCount": 0,
+        "unpricedRequestCount": 0,
         "messageCount": 0,
         "avgCostPerMessage": 0,
     }
@@ -815,6 +841,7 @@ async def test_c01_029_fresh_thread_cost_report(runtime: Runtime) -> None:
             "outputCost": 0,
             "routerFeeCost": 0,
             "requestCount": 0,
+            "unpricedRequestCount": 0,
         }
     ]
 
@@ -839,7 +866,7 @@ async def test_c01_030_log_rows_survive_message_delete(runtime: Runtime) -> None
     report = (await state.cost()).to_wire()
     assert report["totalCost"] == 0.01
     assert report["llmCost"] == 0.01
-    assert report["requestCount"] == 1
+    assert (report["requestCount"], report["unpricedRequestCount"]) == (2, 1)
 
 
 # -- §1.11 storage model ----------------------------------------------------------------------

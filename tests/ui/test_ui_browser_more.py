@@ -277,3 +277,21 @@ def test_new_thread_starts_with_the_primary_agent(server_factory: Any, visit: An
     thread = page.url.rsplit("/", 1)[1]
     answer = httpx.get(f"{server.base}/api/threads/{thread}").json()
     assert answer["thread"]["agent_id"] == "zed"
+
+
+def test_a_model_without_a_price_shows_price_unknown(server_factory: Any, visit: Any) -> None:
+    """The pair project's model has no price: after a turn, the cost tab counts the call
+    and says the price is unknown — never a silent $0 beside "LLM calls 0"."""
+    server = server_factory(project=PAIR_PROJECT).start()
+    v = visit(server.base)
+    page = v.page
+    new_thread(v, "zed")
+    send(v, "hello")
+    expect(page.locator("li.msg-assistant").last).to_contain_text("Test response received.")
+    page.get_by_role("tab", name="Logs & cost").click()
+    cards = page.locator("#cost .card")
+    expect(cards.filter(has_text="LLM calls")).to_contain_text("1")
+    expect(cards.filter(has_text="Total cost")).to_contain_text("$0 + price unknown")
+    expect(page.locator("#cost-unpriced")).to_contain_text("1 LLM call of a model without a price")
+    row = page.locator("#cost table[aria-label='Cost per model'] tbody tr")
+    expect(row).to_contain_text("price unknown")

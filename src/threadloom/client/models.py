@@ -171,6 +171,7 @@ class CostReport(Wire):
     app_cost: float = Field(0.0, alias="appCost")
     own_cost: float = Field(0.0, alias="ownCost")
     request_count: int = Field(0, alias="requestCount")
+    unpriced_request_count: int = Field(0, alias="unpricedRequestCount")
     message_count: int = Field(0, alias="messageCount")
     model_breakdown: list[dict[str, Any]] = Field(default_factory=list, alias="modelBreakdown")
     threads: list[dict[str, Any]] = Field(default_factory=list)

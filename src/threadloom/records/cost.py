@@ -26,6 +26,8 @@ class ModelCost(_Camel):
     output_cost: float = 0.0
     router_fee_cost: float = 0.0
     request_count: int = 0
+    unpriced_request_count: int = 0
+    """Requests of ``request_count`` without a price (our addition): their cost is unknown."""
     avg_cost_per_request: float = 0.0
 
 
@@ -48,6 +50,7 @@ class ThreadCost(_Camel):
     output_cost: float = 0.0
     router_fee_cost: float = 0.0
     request_count: int = 0
+    unpriced_request_count: int = 0
 
 
 class CostReport(_Camel):
@@ -62,6 +65,8 @@ class CostReport(_Camel):
     router_fee_cost: float = 0.0
     own_cost: float = 0.0
     request_count: int = 0
+    unpriced_request_count: int = 0
+    """LLM requests without a price (our addition): ``llmCost`` lacks their cost."""
     message_count: int = 0
     avg_cost_per_message: float = 0.0
     model_breakdown: list[ModelCost] = Field(default_factory=list)

@@ -436,7 +436,8 @@ class OperatingStats:
 
 @dataclass(slots=True)
 class CostSums:
-    """Sums over costed rows (spec 01 §1.10.2); a thread's or one model's share."""
+    """Sums over LLM and costed app rows (spec 01 §1.10.2); a thread's or one model's
+    share."""
 
     llm_cost: float = 0.0
     app_cost: float = 0.0
@@ -446,6 +447,8 @@ class CostSums:
     router_fee_cost: float = 0.0
     request_count: int = 0
     message_count: int = 0
+    unpriced_count: int = 0
+    """LLM requests without a price (``cost_total`` null): counted, costing nothing."""
 
 
 @dataclass(slots=True)

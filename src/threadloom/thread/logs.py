@@ -66,6 +66,7 @@ def _thread_cost(
         output_cost=_r(s.output_cost),
         router_fee_cost=_r(s.router_fee_cost),
         request_count=s.request_count,
+        unpriced_request_count=s.unpriced_count,
     )
 
 
@@ -91,6 +92,7 @@ async def cost_report(hub: ThreadHub, thread_id: str) -> CostReport:
             "router_fee_cost",
             "request_count",
             "message_count",
+            "unpriced_count",
         ):
             setattr(total, key, getattr(total, key) + getattr(sums, key))
         is_root = thread is root
@@ -115,7 +117,10 @@ async def cost_report(hub: ThreadHub, thread_id: str) -> CostReport:
             output_cost=_r(s.output_cost),
             router_fee_cost=_r(s.router_fee_cost),
             request_count=s.request_count,
-            avg_cost_per_request=_r(s.llm_cost / s.request_count) if s.request_count else 0.0,
+            unpriced_request_count=s.unpriced_count,
+            avg_cost_per_request=_r(s.llm_cost / priced)
+            if (priced := s.request_count - s.unpriced_count)
+            else 0.0,
         )
         for name, s in summary.models.items()
     ]
@@ -130,6 +135,7 @@ async def cost_report(hub: ThreadHub, thread_id: str) -> CostReport:
         router_fee_cost=_r(total.router_fee_cost),
         own_cost=_r(own.llm_cost + own.app_cost),
         request_count=total.request_count,
+        unpriced_request_count=total.unpriced_count,
         message_count=total.message_count,
         avg_cost_per_message=(
             _r(total.llm_cost / total.message_count) if total.message_count else 0.0

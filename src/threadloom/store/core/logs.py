@@ -76,8 +76,9 @@ def list_logs(
 _LLM_SUMS = (
     "COALESCE(SUM(cost_total), 0), COALESCE(SUM(cost_input), 0), COALESCE(SUM(cost_cached), 0),"
     " COALESCE(SUM(cost_output), 0), COALESCE(SUM(cost_router_fee), 0), COUNT(*),"
-    " COUNT(DISTINCT message_id)"
+    " COUNT(DISTINCT message_id), COUNT(*) - COUNT(cost_total)"
 )
+"""Sums over LLM rows, priced or not (a request without a price adds no cost but counts)."""
 
 
 def _sums(values: Sequence[Any]) -> CostSums:
@@ -89,6 +90,7 @@ def _sums(values: Sequence[Any]) -> CostSums:
         router_fee_cost=float(values[4]),
         request_count=int(values[5]),
         message_count=int(values[6]),
+        unpriced_count=int(values[7]),
     )
 
 
@@ -100,7 +102,7 @@ def cost_summary(conn: Conn, thread_ids: Sequence[str]) -> CostSummary:
         marks = ",".join("?" * len(chunk))
         for row in conn.execute(
             f"SELECT thread_id, {_LLM_SUMS} FROM logs WHERE thread_id IN ({marks})"
-            " AND kind IS NULL AND cost_total IS NOT NULL GROUP BY thread_id",
+            " AND kind IS NULL GROUP BY thread_id",
             chunk,
         ):
             summary.threads[row[0]] = _sums(row[1:])
@@ -112,8 +114,7 @@ def cost_summary(conn: Conn, thread_ids: Sequence[str]) -> CostSummary:
             summary.threads.setdefault(thread_id, CostSums()).app_cost = float(app_cost)
         for row in conn.execute(
             f"SELECT COALESCE(model_name, model, 'unknown') AS m, {_LLM_SUMS} FROM logs"
-            f" WHERE thread_id IN ({marks}) AND kind IS NULL AND cost_total IS NOT NULL"
-            " GROUP BY m",
+            f" WHERE thread_id IN ({marks}) AND kind IS NULL GROUP BY m",
             chunk,
         ):
             sums = _sums(row[1:])
@@ -124,4 +125,5 @@ def cost_summary(conn: Conn, thread_ids: Sequence[str]) -> CostSummary:
             into.output_cost += sums.output_cost
             into.router_fee_cost += sums.router_fee_cost
             into.request_count += sums.request_count
+            into.unpriced_count += sums.unpriced_count
     return summary

@@ -64,18 +64,34 @@ export class Panels {
       return;
     }
     const card = (label, value) => el("div", { class: "card" }, el("div", { class: "card-label" }, label), el("div", { class: "card-value" }, value));
+    // A call of a model without a price costs an unknown amount, never a silent $0.
+    const priced = (amount, unpriced, calls) => {
+      if (!unpriced) return money(amount);
+      if (unpriced === calls) return "price unknown";
+      return `${money(amount)} + price unknown`;
+    };
+    const llm = priced(cost.llmCost, cost.unpricedRequestCount, cost.requestCount);
     clear(box).append(el("div", { class: "cards" },
-      card("Total cost", money(cost.totalCost)),
-      card("LLM", money(cost.llmCost)),
+      card("Total cost", cost.unpricedRequestCount ? `${money(cost.totalCost)} + price unknown` : money(cost.totalCost)),
+      card("LLM", llm),
       card("Application", money(cost.appCost)),
       card("This thread", money(cost.ownCost)),
       card("LLM calls", String(cost.requestCount))));
+    if (cost.unpricedRequestCount) {
+      const n = cost.unpricedRequestCount;
+      box.append(el("p", { class: "muted", id: "cost-unpriced" },
+        `${n} LLM call${n === 1 ? "" : "s"} of a model without a price: not in the totals (give the model a price to count them).`));
+    }
     if (cost.modelBreakdown.length) {
       box.append(el("table", { class: "compact", "aria-label": "Cost per model" },
         el("thead", {}, el("tr", {}, ["Model", "Calls", "Input", "Cached", "Output", "Total"].map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, cost.modelBreakdown.map((m) => el("tr", {},
-          el("td", {}, m.modelName), el("td", {}, String(m.requestCount)), el("td", {}, money(m.inputCost)),
-          el("td", {}, money(m.cachedCost)), el("td", {}, money(m.outputCost)), el("td", {}, money(m.totalCost)))))));
+        el("tbody", {}, cost.modelBreakdown.map((m) => {
+          const part = (n) => (m.unpricedRequestCount === m.requestCount ? "—" : money(n));
+          return el("tr", {},
+            el("td", {}, m.modelName), el("td", {}, String(m.requestCount)), el("td", {}, part(m.inputCost)),
+            el("td", {}, part(m.cachedCost)), el("td", {}, part(m.outputCost)),
+            el("td", {}, priced(m.totalCost, m.unpricedRequestCount, m.requestCount)));
+        }))));
     }
     if (cost.threads.length > 1) {
       box.append(el("table", { class: "compact", "aria-label": "Cost per thread" },
