@@ -295,3 +295,42 @@ def test_a_model_without_a_price_shows_price_unknown(server_factory: Any, visit:
     expect(page.locator("#cost-unpriced")).to_contain_text("1 LLM call of a model without a price")
     row = page.locator("#cost table[aria-label='Cost per model'] tbody tr")
     expect(row).to_contain_text("price unknown")
+
+
+def test_the_header_shows_tags_arguments_and_deletes(local_server: Server, visit: Any) -> None:
+    """A thread made with tags and arguments shows both in its header (a tag links to the
+    list filtered by it); Continue after the agent's reply asks first (dismissed: no run);
+    Delete asks, deletes the thread and goes back to the list."""
+    made = local_server.api(
+        "POST",
+        "/api/threads",
+        json={"agent_id": "chat", "tags": ["vip"], "arguments": {"shop": "Walnut & Co"}},
+    )
+    assert made.status_code == 200, made.text
+    thread = made.json()["threadId"]
+    v = visit(local_server.base)
+    page = v.page
+    page.goto(f"/threads/{thread}")
+    tag = page.locator("#thread-tags a.tag")
+    expect(tag).to_have_text("vip")
+    expect(tag).to_have_attribute("href", "/?tag=vip")
+    page.locator("#thread-arguments summary").click()
+    expect(page.locator("#thread-arguments-body")).to_contain_text('"shop": "Walnut & Co"')
+    send(v, "hi")
+    expect(page.locator("li.msg-assistant").last).to_have_attribute("data-status", "completed")
+    asked: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("button", name="Continue")).to_be_enabled()
+    assert asked and "The agent answered last" in asked[0]
+    page.wait_for_timeout(300)
+    assert page.locator("li.msg-assistant").count() == 1  # dismissed: nothing ran
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(re.compile(r"/$"))
+    assert local_server.api("GET", f"/api/threads/{thread}").status_code == 404

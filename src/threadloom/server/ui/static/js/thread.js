@@ -225,6 +225,14 @@ function applyThread(info) {
     view.labels.user = agent.side_b_label || "User";
     view.labels.assistant = agent.side_a_label || agent.title || "Assistant";
   }
+  const tags = clear(document.getElementById("thread-tags"));
+  for (const tag of t.tags || []) {
+    const params = new URLSearchParams({ tag });
+    tags.append(el("a", { class: "tag", href: `/?${params}`, title: `Threads tagged ${tag}` }, tag));
+  }
+  const args = t.arguments || {};
+  document.getElementById("thread-arguments").hidden = Object.keys(args).length === 0;
+  document.getElementById("thread-arguments-body").textContent = JSON.stringify(args, null, 2);
   if (t.parent) {
     document.getElementById("thread-parent").hidden = false;
     const link = document.getElementById("thread-parent-link");
@@ -623,7 +631,29 @@ document.getElementById("run-failure-log").addEventListener("click", (event) => 
   panels.openLog(event.currentTarget.dataset.logId);
 });
 buttons.stop.addEventListener("click", () => act("stop"));
-buttons.continue.addEventListener("click", () => act("continue"));
+// Continue after the agent's own reply runs the model again on the same history: a second
+// answer (and any subagent it starts, again). Said before it happens (docs/ui.md).
+function answeredLast() {
+  if (lastIndex !== null || !order.length) return false;
+  const last = records.get(order[order.length - 1]);
+  return Boolean(last && last.role === "assistant");
+}
+buttons.continue.addEventListener("click", () => {
+  const again = "The agent answered last. Continue runs it again on this thread as it is, without a new message: its model answers once more, which may repeat the reply (and start its subagents again). Continue?";
+  if (!answeredLast() || confirm(again)) act("continue");
+});
+document.getElementById("action-delete").addEventListener("click", async (event) => {
+  const what = "Delete this thread with its messages, logs, files and child threads? This cannot be undone.";
+  if (!confirm(what)) return;
+  event.currentTarget.disabled = true;
+  try {
+    await api(`/api/threads/${threadId}`, { method: "DELETE" });
+    location.assign("/");
+  } catch (err) {
+    toast(err.message, "error");
+    event.currentTarget.disabled = false;
+  }
+});
 buttons.terminate.addEventListener("click", () => {
   if (confirm("Terminate this thread? It will accept no new messages.")) act("terminate");
 });
