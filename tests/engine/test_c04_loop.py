@@ -23,9 +23,10 @@ from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import DROP, Model, Prompt, hook, tool
 from threadloom.engine.options import EngineOptions
 from threadloom.engine.step.model_call import _backoff
-from threadloom.errors import ThreadBusy
+from threadloom.errors import InvalidField, ThreadBusy
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider
+from threadloom.store.shapes import ThreadQuery
 
 EMPTY_REPLY = (
     "You must reply. Empty response was rejected. Return non-empty content, call a tool, "
@@ -253,6 +254,27 @@ async def test_c04_022_system_variables(make_chat: Any) -> None:
     await chat.runtime.send_message(state.thread_id, "go")
     await chat.runtime.wait_idle(state.thread_id, timeout=5)
     assert _system(chat.provider.requests[0]) == "Hi Ann [1,2] {{missing}}"
+
+
+async def test_c04_138_a_declared_variable_is_required(make_chat: Any) -> None:
+    """C04-138: the prompt declares ``shop``: a thread without it, or with other arguments
+    only, is refused naming ``arguments.shop``, the prompt and the description, and nothing
+    is stored; with it the system text has the value."""
+    chat = await make_chat(
+        [Reply.text("ok")],
+        prompt={"system": "You sell for {{shop}}.", "variables": {"shop": "The shop's name"}},
+    )
+    before = await chat.runtime.store.query_threads(ThreadQuery(limit=100))
+    for arguments in (None, {"x": 1}):
+        with pytest.raises(InvalidField) as refused:
+            await chat.thread(arguments=arguments)
+        assert refused.value.field == "arguments.shop"
+        assert "prompt 'P'" in str(refused.value) and "The shop's name" in str(refused.value)
+    assert await chat.runtime.store.query_threads(ThreadQuery(limit=100)) == before
+    state = await chat.thread(arguments={"shop": "Walnut"})
+    await chat.runtime.send_message(state.thread_id, "go")
+    await chat.runtime.wait_idle(state.thread_id, timeout=5)
+    assert _system(chat.provider.requests[0]) == "You sell for Walnut."
 
 
 async def test_c04_023_send_while_running_joins_the_run(make_chat: Any) -> None:

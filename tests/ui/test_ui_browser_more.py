@@ -263,8 +263,9 @@ def top_level_last(v: Any) -> Any:
 
 def test_new_thread_starts_with_the_primary_agent(server_factory: Any, visit: Any) -> None:
     """A project whose subagent's name sorts before its one primary agent: New thread
-    offers the primary agent first and selected, the subagent last and marked, and the
-    thread it starts is the primary agent's."""
+    offers the primary agent first and selected, the subagent last and marked, asks for
+    the variable the primary agent's prompt declares, and the thread it starts is the
+    primary agent's, with that argument."""
     server = server_factory(project=PAIR_PROJECT).start()
     v = visit(server.base)
     page = v.page
@@ -272,11 +273,17 @@ def test_new_thread_starts_with_the_primary_agent(server_factory: Any, visit: An
     chooser = page.get_by_label("Start a thread with")
     expect(chooser).to_have_value("zed")
     assert chooser.locator("option").all_inner_texts() == ["Zed", "Aide (subagent)"]
+    shop = page.get_by_label("shop")  # the prompt's declared variable, required
+    expect(shop).to_have_attribute("placeholder", "The shop's name")
+    page.get_by_role("button", name="New thread").click()
+    expect(page).to_have_url(re.compile(r"/$"))  # the browser keeps the form: shop is empty
+    shop.fill("Walnut & Co")
     page.get_by_role("button", name="New thread").click()
     page.wait_for_url(re.compile(r"/threads/[0-9a-f-]{36}$"))
     thread = page.url.rsplit("/", 1)[1]
     answer = httpx.get(f"{server.base}/api/threads/{thread}").json()
     assert answer["thread"]["agent_id"] == "zed"
+    assert answer["thread"]["arguments"] == {"shop": "Walnut & Co"}
 
 
 def test_a_model_without_a_price_shows_price_unknown(server_factory: Any, visit: Any) -> None:
@@ -285,7 +292,11 @@ def test_a_model_without_a_price_shows_price_unknown(server_factory: Any, visit:
     server = server_factory(project=PAIR_PROJECT).start()
     v = visit(server.base)
     page = v.page
-    new_thread(v, "zed")
+    page.goto("/")
+    page.get_by_label("shop").fill("Walnut")
+    page.get_by_role("button", name="New thread").click()
+    page.wait_for_url(re.compile(r"/threads/[0-9a-f-]{36}$"))
+    expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")
     send(v, "hello")
     expect(page.locator("li.msg-assistant").last).to_contain_text("Test response received.")
     page.get_by_role("tab", name="Logs & cost").click()

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from threadloom.define.agent import NAME_PATTERN, Agent
 from threadloom.define.mcp import MCPServer
@@ -34,6 +34,7 @@ INIT_PROPERTIES: Final = (
     "init_agent_name_property",
 )
 VARIABLE_PATTERN: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _Definition(BaseModel):
@@ -201,6 +202,18 @@ class Prompt(_Definition):
     hooks: tuple[str, ...] = ()
     recent_image_threshold: int = 10
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, str] = Field(default_factory=dict)
+    """The ``{{name}}`` variables the system text needs from the thread's ``arguments``,
+    each with a description for whoever starts a thread: a thread of an agent whose prompt
+    declares one is refused without it (§4.4.2)."""
+
+    @field_validator("variables")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not VARIABLE_NAME.fullmatch(name):
+                raise ValueError(f"variable name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
+        return value
 
     @property
     def offered_description(self) -> str:

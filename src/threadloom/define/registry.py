@@ -216,6 +216,20 @@ class Definitions:
     def mcp_servers(self) -> Iterator[MCPServer]:
         return iter(self._all("mcp"))
 
+    def required_arguments(self, agent_name: str) -> dict[str, tuple[str, str]]:
+        """The ``arguments`` a thread of the agent must be given: each variable its sides'
+        prompts declare (``Prompt.variables``), with the prompt and the description."""
+        agent = self.agent(agent_name)
+        if agent is None:
+            return {}
+        needed: dict[str, tuple[str, str]] = {}
+        for side in (agent.side_a, agent.side_b):
+            prompt = self.prompt(side.prompt) if side is not None and side.prompt else None
+            if prompt is not None:
+                for name, description in prompt.variables.items():
+                    needed.setdefault(name, (prompt.name, description))
+        return needed
+
     def primary_agents(self) -> list[Agent]:
         """The agents a user starts threads of, by name: those no prompt lists as a
         subagent (a subagent-only agent is started by its parent's tool call)."""

@@ -19,6 +19,14 @@ TOOLS_QUERY = (
 )
 
 
+class AgentVariable(Answer):
+    """A variable a thread of the agent must be given in ``arguments`` (spec 04 §4.4.2)."""
+
+    name: str
+    description: str
+    prompt: str
+
+
 class AgentEntry(Answer):
     """An agent of ``GET /api/agents``; the keys after ``packed`` are shown to admins."""
 
@@ -34,6 +42,7 @@ class AgentEntry(Answer):
     parentHooks: list[str]
     created_at: int
     packed: bool
+    variables: list[AgentVariable] = []
     default_prompt: str | None = None
     default_model: str | None = None
     tools: list[str] | None = None

@@ -563,6 +563,12 @@ class Runtime:
             raise InvalidArgument("user_id must be a string or None")
         if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
             raise InvalidArgument("tags must be a list of strings")
+        for name, (prompt, description) in self.definitions.required_arguments(agent_id).items():
+            if arguments is None or not isinstance(arguments, Mapping) or name not in arguments:
+                raise InvalidField(
+                    f"arguments.{name}",
+                    f"is required: prompt {prompt!r} uses {{{{{name}}}}} ({description})",
+                )
         if arguments is not None:
             if not isinstance(arguments, Mapping):
                 raise InvalidArgument("arguments must be a mapping")

@@ -57,6 +57,10 @@ async def agents(request: Request, who: Principal = Depends(deps.principal)) -> 
             "parentHooks": [p.hook for p in agent.parent_hooks],
             "created_at": LOADED_AT,
             "packed": False,
+            "variables": [
+                {"name": name, "description": description, "prompt": prompt}
+                for name, (prompt, description) in defs.required_arguments(agent.name).items()
+            ],
         }
         if who.is_admin:
             prompt = defs.prompt(agent.side_a.prompt) if agent.side_a.prompt else None

@@ -180,6 +180,9 @@ async function setup() {
     newAgent.append(el("option", { value: a.id }, label));
   }
   if (startable.length) newAgent.value = startable[0].id;
+  for (const a of agents.agents) agentVariables.set(a.id, a.variables || []);
+  newAgent.addEventListener("change", drawArguments);
+  drawArguments();
   filterAgent.value = selected;
   if (!agents.agents.length) {
     newAgent.append(el("option", { value: "" }, "no agents"));
@@ -252,12 +255,27 @@ next.addEventListener("click", () => {
   load();
 });
 
+// the variables the chosen agent's prompts declare (GET /api/agents `variables`): each one
+// a required field of the form, sent as the thread's `arguments`
+const agentVariables = new Map();
+function drawArguments() {
+  const box = clear(document.getElementById("new-arguments"));
+  for (const v of agentVariables.get(document.getElementById("new-agent").value) || []) {
+    const id = `new-argument-${v.name}`;
+    box.append(el("label", { for: id }, v.name),
+      el("input", { id, name: v.name, required: true, placeholder: v.description, title: v.description, dataset: { argument: v.name } }));
+  }
+}
+
 document.getElementById("new-thread").addEventListener("submit", async (event) => {
   event.preventDefault();
   const agent = document.getElementById("new-agent").value;
   if (!agent) return;
+  const body = { agent_id: agent };
+  const fields = [...document.querySelectorAll("#new-arguments input")];
+  if (fields.length) body.arguments = Object.fromEntries(fields.map((f) => [f.dataset.argument, f.value]));
   try {
-    const created = await api("/api/threads", { method: "POST", body: { agent_id: agent } });
+    const created = await api("/api/threads", { method: "POST", body });
     location.assign(`/threads/${created.threadId}`);
   } catch (err) {
     toast(err.message, "error");
