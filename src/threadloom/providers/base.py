@@ -237,7 +237,9 @@ BUILTIN_PROVIDERS: dict[str, Callable[[], Provider]] = {
     "azure-openai-responses": _lazy(
         "azure-openai-responses", "azure_openai", "AzureOpenAIResponsesProvider"
     ),
-    "anthropic-bedrock": _lazy("anthropic-bedrock", "anthropic_bedrock", "AnthropicBedrockProvider"),
+    "anthropic-bedrock": _lazy(
+        "anthropic-bedrock", "anthropic_bedrock", "AnthropicBedrockProvider"
+    ),
     "anthropic-vertex": _lazy("anthropic-vertex", "anthropic_vertex", "AnthropicVertexProvider"),
 }
 
