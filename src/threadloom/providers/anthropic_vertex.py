@@ -9,8 +9,7 @@ token; the answer is the Messages API's own event stream. ``Model.model`` is the
 model id (``claude-sonnet-4@20250514``).
 
 Settings as the SDK defines them: the region from ``region`` or ``CLOUD_ML_REGION``, the
-project from ``project_id`` or ``ANTHROPIC_VERTEX_PROJECT_ID`` (else the one the
-credentials name), the token from ``access_token``, a ``google.auth`` ``credentials``
+project from ``project_id`` or ``ANTHROPIC_VERTEX_PROJECT_ID`` (required), the token from ``access_token``, a ``google.auth`` ``credentials``
 object, or Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's
 login, the metadata server) through ``google-auth``, refreshed when it expires.
 """
@@ -29,7 +28,6 @@ from threadloom.providers.errormap import missing_setting
 
 REGION_ENV = "CLOUD_ML_REGION"
 PROJECT_ENV = "ANTHROPIC_VERTEX_PROJECT_ID"
-CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
 
 
 class AnthropicVertexProvider(AnthropicProvider):
@@ -66,19 +64,18 @@ class AnthropicVertexProvider(AnthropicProvider):
         self.credentials = credentials
 
     def missing_credential(self) -> str | None:
-        """``CLOUD_ML_REGION`` without a region; ``ANTHROPIC_VERTEX_PROJECT_ID`` without a
-        project and no credentials file that could name one. (Whether Application Default
-        Credentials exist is learnt at the first request: the metadata server may hold
-        them.)"""
+        """``CLOUD_ML_REGION`` without a region, ``ANTHROPIC_VERTEX_PROJECT_ID`` without a
+        project (the SDK builds the URL before it loads credentials, so a project named
+        only by the credentials is not used for the first request). Whether Application
+        Default Credentials exist is learnt at the first request: the metadata server of
+        a Google Cloud machine may hold them."""
         if self._client is not None:
             return None
         if not (self.region or os.environ.get(REGION_ENV)):
             return REGION_ENV
-        if self.project_id or os.environ.get(PROJECT_ENV):
-            return None
-        if self.credentials is not None or os.environ.get(CREDENTIALS_ENV):
-            return None
-        return PROJECT_ENV
+        if not (self.project_id or os.environ.get(PROJECT_ENV)):
+            return PROJECT_ENV
+        return None
 
     def new_client(self) -> anthropic.AsyncAnthropicVertex:
         """``AsyncAnthropicVertex`` with retries off; ``authentication`` when the region or
@@ -87,18 +84,9 @@ class AnthropicVertexProvider(AnthropicProvider):
         if variable:
             raise missing_setting(variable, self.name)
         region = self.region or os.environ[REGION_ENV]
-        if self.project_id:
-            return anthropic.AsyncAnthropicVertex(
-                region=region,
-                project_id=self.project_id,
-                access_token=self.access_token,
-                credentials=self.credentials,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=TIMEOUT,
-            )
         return anthropic.AsyncAnthropicVertex(
             region=region,
+            project_id=self.project_id or os.environ[PROJECT_ENV],
             access_token=self.access_token,
             credentials=self.credentials,
             base_url=self.base_url,
@@ -108,12 +96,15 @@ class AnthropicVertexProvider(AnthropicProvider):
 
     def map_error(self, exc: BaseException) -> ProviderError:
         """As the Anthropic adapter maps errors; a Google credential that cannot be found
-        or refreshed is ``authentication`` (not retryable), in one line."""
-        module = type(exc).__module__
-        if module.startswith("google.auth") or (
-            isinstance(exc, ValueError | RuntimeError) and "project_id" in str(exc)
-        ):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        or refreshed is ``authentication`` (not retryable) in one line, except when the
+        token endpoint could not be reached (``connection``, retryable)."""
+        if type(exc).__module__.startswith("google.auth"):
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            if type(exc).__name__ == "TransportError":
+                return ProviderError(
+                    f"Google token endpoint: {first}", code="connection", provider=self.name
+                )
             return ProviderError(
                 f"Google credentials: {first}",
                 code="authentication",
@@ -123,4 +114,4 @@ class AnthropicVertexProvider(AnthropicProvider):
         return map_error(exc, self.name)
 
 
-__all__ = ["CREDENTIALS_ENV", "PROJECT_ENV", "REGION_ENV", "AnthropicVertexProvider"]
+__all__ = ["PROJECT_ENV", "REGION_ENV", "AnthropicVertexProvider"]
