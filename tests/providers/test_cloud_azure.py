@@ -20,7 +20,6 @@ from threadloom.providers import (
     ProviderRegistry,
     ProviderRequest,
     ReasoningRequest,
-    ToolCallSpec,
     ToolMessage,
     ToolSpec,
     UserMessage,

@@ -23,7 +23,6 @@ from threadloom.providers import (
     ProviderRegistry,
     ProviderRequest,
     ReasoningRequest,
-    ToolCallSpec,
     ToolMessage,
     ToolSpec,
     UserMessage,

@@ -9,9 +9,10 @@ token; the answer is the Messages API's own event stream. ``Model.model`` is the
 model id (``claude-sonnet-4@20250514``).
 
 Settings as the SDK defines them: the region from ``region`` or ``CLOUD_ML_REGION``, the
-project from ``project_id`` or ``ANTHROPIC_VERTEX_PROJECT_ID`` (required), the token from ``access_token``, a ``google.auth`` ``credentials``
-object, or Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's
-login, the metadata server) through ``google-auth``, refreshed when it expires.
+project from ``project_id`` or ``ANTHROPIC_VERTEX_PROJECT_ID`` (required), the token from
+``access_token``, a ``google.auth`` ``credentials`` object, or Application Default
+Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's login, the metadata server)
+through ``google-auth``, refreshed when it expires.
 """
 
 from __future__ import annotations

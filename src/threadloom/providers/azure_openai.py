@@ -95,11 +95,11 @@ class AzureClient:
     def new_client(self) -> openai.AsyncOpenAI:
         """``AsyncAzureOpenAI`` with retries off; ``authentication`` for a missing
         setting (``"<VAR> is not set"``)."""
-        variable = self.missing_credential()
-        if variable:
-            raise missing_setting(variable, self.name)
+        variable, endpoint = self.missing_credential(), self._endpoint()
+        if variable or endpoint is None:
+            raise missing_setting(variable or ENDPOINT_ENV, self.name)
         return openai.AsyncAzureOpenAI(
-            azure_endpoint=self._endpoint(),
+            azure_endpoint=endpoint,
             api_version=self.api_version or os.environ[API_VERSION_ENV],
             api_key=self._api_key or None,
             azure_ad_token_provider=self.azure_ad_token_provider,
