@@ -403,3 +403,22 @@ async def test_c05_183_anthropic_reasoning_travels_to_bedrock_and_vertex_not_to_
         "anthropic-bedrock": [THINKING],
         "anthropic-vertex": [THINKING],
     }
+
+
+def test_c05_184_catalog_prices_for_cloud_model_ids() -> None:
+    """A model without prices is priced from the genai-prices catalog under the cloud's
+    own provider id: Bedrock model ids and inference profiles (``aws``), Vertex ids
+    (``google``), Azure deployments named as their model (``azure``); a deployment name the
+    catalog does not know has no price (null cost, never 0)."""
+    from threadloom.define.prices import catalog_cost
+
+    priced = {
+        "anthropic-bedrock": "us.anthropic.claude-sonnet-4-20250514-v1:0",
+        "anthropic-vertex": "claude-sonnet-4@20250514",
+        "azure-openai": "gpt-4o",
+        "azure-openai-responses": "gpt-4o",
+    }
+    for name, model in priced.items():
+        cost = catalog_cost(name, model, 1_000_000, 0, 1_000_000)
+        assert cost is not None and cost.total > 0 and cost.input < cost.output, name
+    assert catalog_cost("azure-openai", "team-deployment-7", 1_000, 0, 1_000) is None
