@@ -1,4 +1,4 @@
-"""Azure OpenAI through ``openai.AsyncAzureOpenAI`` (spec 05 §5.12.1): C05-150 … C05-156.
+"""Azure OpenAI through ``openai.AsyncAzureOpenAI`` (spec 05 §5.12.1): C05-150 … C05-157.
 
 Every request goes through the real SDK client to ``fake_azure.FakeAzureOpenAI``, which
 answers only Azure's routes (deployment path, ``api-version``) and credentials (``api-key``
@@ -7,6 +7,7 @@ or an Entra ID bearer token), as Azure documents them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from threadloom.providers import (
     ProviderRegistry,
     ProviderRequest,
     ReasoningRequest,
+    TextDelta,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -336,3 +338,33 @@ async def test_c05_156_structured_output_through_provider_options(fake: FakeAzur
     fake.enqueue(ResponsesEvents().created().message('{"a":"y"}').completed().stream())
     response = await generate(responses, request(provider_options={"text": text}))
     assert response.content == '{"a":"y"}' and fake.last_body["text"] == text
+
+
+async def test_c05_157_streamed_as_it_arrives_and_cancellation_closes_it(
+    fake: FakeAzureOpenAI,
+) -> None:
+    """Deltas reach the consumer while Azure's response is still open; cancelling closes
+    the HTTP stream and ``CancelledError`` propagates (no ``ProviderError``)."""
+    fake.enqueue(
+        SSEResponse(
+            [chat_chunk({"role": "assistant", "content": ""}), chat_chunk({"content": "par"})],
+            done=False,
+            hang=True,
+        )
+    )
+    received: list[Any] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in chat(fake).stream(request()):
+            received.append(event)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 5)
+    assert received == [TextDelta(text="par")]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(fake.client_disconnected.wait(), 5)
+    assert task.cancelled()

@@ -1,5 +1,5 @@
 """Claude on Amazon Bedrock through ``anthropic.AsyncAnthropicBedrock`` (spec 05 §5.12.2):
-C05-160 … C05-164.
+C05-160 … C05-165.
 
 Requests go through the real SDK client (SigV4 signing by botocore) to
 ``fake_bedrock.FakeBedrock``, which verifies the signature with the test's secret key and
@@ -8,6 +8,7 @@ answers in AWS event-stream framing, as InvokeModelWithResponseStream does.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from threadloom.providers import (
     ProviderRegistry,
     ProviderRequest,
     ReasoningRequest,
+    TextDelta,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -257,3 +259,36 @@ async def test_c05_164_missing_credential_and_missing_sdk(
         "provider anthropic-bedrock is not available:"
         " boto3 is not installed (pip install 'threadloom[bedrock]')"
     )
+
+
+async def test_c05_165_streamed_as_it_arrives_and_cancellation_closes_it(
+    fake: fb.FakeBedrock, provider: AnthropicBedrockProvider
+) -> None:
+    """Event-stream messages are decoded as they arrive: the first text delta reaches the
+    consumer while the response is still open; cancelling then closes the HTTP stream and
+    ``CancelledError`` propagates (no ``ProviderError``)."""
+    fake.stream(
+        [
+            fa.message_start(),
+            fa.block_start(0, {"type": "text", "text": ""}),
+            fa.block_delta(0, {"type": "text_delta", "text": "partial"}),
+        ],
+        hold_open=True,
+    )
+    received: list[Any] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in provider.stream(request()):
+            received.append(event)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 5)
+    assert received == [TextDelta(text="partial")]
+    assert not fake.client_closed.is_set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(fake.client_closed.wait(), 5)
+    assert task.cancelled()
