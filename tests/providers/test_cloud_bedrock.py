@@ -243,6 +243,7 @@ async def test_c05_164_missing_credential_and_missing_sdk(
         "AWS_ACCESS_KEY_ID is not set",
     )
     assert fake.requests == []
+    assert [m.variable for m in registry.missing_credentials([M()])] == ["AWS_ACCESS_KEY_ID"]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", fb.ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", fb.SECRET_KEY)
     assert registry.missing_credentials([M()]) == []

@@ -40,6 +40,8 @@ _CREDENTIAL_HINTS = (
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 )
+#: What the SDK raises when boto3 finds no credential to sign with.
+_NO_CREDENTIALS = "could not resolve credentials from session"
 #: How the SDK's event-stream decoder reports an exception message of the stream.
 _EXCEPTION_TYPE = re.compile(r"['\"]:exception-type['\"]:\s*['\"](\w+)['\"]")
 
@@ -93,25 +95,29 @@ class AnthropicBedrockProvider(AnthropicProvider):
     def _bearer(self) -> str | None:
         return self.api_key or os.environ.get(BEARER_TOKEN_ENV) or None
 
+    def _has_credential_hint(self) -> bool:
+        """A credential, or a setting naming where boto3 will find one (cheap: no I/O)."""
+        if self._bearer() or self.aws_access_key or self.aws_profile:
+            return True
+        return any(os.environ.get(v) for v in _CREDENTIAL_HINTS)
+
     def missing_credential(self) -> str | None:
         """``AWS_ACCESS_KEY_ID`` when neither a Bedrock API key nor any AWS credential can
-        be found (boto3's chain is asked only when no setting points at one)."""
-        if self._client is not None or self._bearer() or self.aws_access_key:
-            return None
-        if self.aws_profile or any(os.environ.get(v) for v in _CREDENTIAL_HINTS):
+        be found. Without a setting pointing at one, boto3's chain is asked (shared files,
+        SSO, the instance's role), which may take a second off AWS; this runs when
+        definitions load, not per request."""
+        if self._has_credential_hint():
             return None
         boto3: Any = importlib.import_module("boto3")
         session = boto3.Session(region_name=self.aws_region)
         return None if session.get_credentials() is not None else ACCESS_KEY_ENV
 
     def new_client(self) -> anthropic.AsyncAnthropicBedrock:
-        """``AsyncAnthropicBedrock`` with retries off; ``authentication`` without
-        credentials."""
+        """``AsyncAnthropicBedrock`` with retries off. AWS credentials are resolved by the
+        SDK when it signs the first request (off the event loop); none found →
+        ``authentication`` ``AWS_ACCESS_KEY_ID is not set`` (:meth:`map_error`)."""
         bearer = self._bearer()
         if bearer is None:
-            variable = self.missing_credential()
-            if variable:
-                raise missing_setting(variable, self.name)
             return anthropic.AsyncAnthropicBedrock(
                 aws_region=self.aws_region,
                 aws_access_key=self.aws_access_key,
@@ -133,7 +139,10 @@ class AnthropicBedrockProvider(AnthropicProvider):
     def map_error(self, exc: BaseException) -> ProviderError:
         """As the Anthropic adapter maps errors, plus Bedrock's exception messages inside
         the event stream (``throttlingException`` → ``rate_limit``,
-        ``serviceUnavailableException`` → ``overloaded``, …, spec 05 §5.12.2)."""
+        ``serviceUnavailableException`` → ``overloaded``, …, spec 05 §5.12.2), and no
+        AWS credential → ``authentication`` ``AWS_ACCESS_KEY_ID is not set``."""
+        if isinstance(exc, RuntimeError) and str(exc) == _NO_CREDENTIALS:
+            return missing_setting(ACCESS_KEY_ENV, self.name)
         if isinstance(exc, ValueError):
             match = _EXCEPTION_TYPE.search(str(exc))
             if match is not None:
