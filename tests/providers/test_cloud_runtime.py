@@ -342,7 +342,14 @@ def test_c05_182_only_the_client_differs() -> None:
         AzureOpenAIResponsesProvider: (OpenAIResponsesProvider, {"__init__"}),
         AnthropicBedrockProvider: (
             AnthropicProvider,
-            {"__init__", "_bearer", "missing_credential", "new_client", "map_error"},
+            {
+                "__init__",
+                "_bearer",
+                "_has_credential_hint",
+                "missing_credential",
+                "new_client",
+                "map_error",
+            },
         ),
         AnthropicVertexProvider: (
             AnthropicProvider,
