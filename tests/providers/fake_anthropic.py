@@ -155,6 +155,7 @@ class FakeAnthropic:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.raw_bodies: list[bytes] = []
         self.queue: deque[Stream | ErrorReply] = deque()
         self.client_closed = asyncio.Event()
         self.held = asyncio.Event()
@@ -186,6 +187,18 @@ class FakeAnthropic:
         body = self.requests[-1].body
         assert isinstance(body, dict)
         return body
+
+    #: The streamed answer's content type and how one event is framed (server-sent events
+    #: here; the Bedrock fake replaces both with AWS event-stream messages).
+    stream_content_type = "text/event-stream; charset=utf-8"
+
+    def frame(self, name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    def refuse(self, request: Recorded, raw: bytes) -> ErrorReply | None:
+        """An error answer for a request the fake rejects (its checks of the cloud
+        fakes' authentication); None accepts it."""
+        return None
 
     def stream(
         self, events: list[SSEEvent], *, hold_open: bool = False, truncate: bool = False
@@ -221,7 +234,13 @@ class FakeAnthropic:
                 headers[name.strip().lower()] = value.strip()
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
         self.requests.append(Recorded(method, path, headers, json.loads(raw) if raw else None))
-        reply = self.queue.popleft() if self.queue else Stream(simple_text_stream())
+        self.raw_bodies.append(raw)
+        refused = self.refuse(self.requests[-1], raw)
+        reply: Stream | ErrorReply
+        if refused is not None:
+            reply = refused
+        else:
+            reply = self.queue.popleft() if self.queue else Stream(simple_text_stream())
         if isinstance(reply, ErrorReply):
             payload = json.dumps(reply.body).encode()
             extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
@@ -233,12 +252,12 @@ class FakeAnthropic:
             await writer.drain()
             return
         writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
+            f"HTTP/1.1 200 OK\r\ncontent-type: {self.stream_content_type}\r\n".encode()
+            + b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
             b"request-id: req_fake\r\nconnection: close\r\n\r\n"
         )
         for name, data in reply.events:
-            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            chunk = self.frame(name, data)
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             await writer.drain()
         if reply.hold_open:

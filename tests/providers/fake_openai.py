@@ -111,6 +111,11 @@ class FakeOpenAIServer:
         self._clients.append(client)
         return client
 
+    def refuse(self, request: Recorded) -> JSONResponse | None:
+        """An error answer for a request the fake rejects (the Azure fake's URL and
+        authentication checks); None accepts it and answers the next queued response."""
+        return None
+
     def enqueue(self, *responses: Response) -> None:
         self.responses.extend(responses)
 
@@ -154,7 +159,8 @@ class FakeOpenAIServer:
         raw = await reader.readexactly(length) if length else b""
         body = json.loads(raw) if raw else None
         self.requests.append(Recorded(method, path, headers, body))
-        response = (
+        refused = self.refuse(self.requests[-1])
+        response = refused or (
             self.responses.popleft()
             if self.responses
             else JSONResponse(500, {"error": {"message": "fake server: nothing queued"}})

@@ -44,7 +44,17 @@ class Closing(Minimal):
 
 def test_builtin_names() -> None:
     registry = ProviderRegistry()
-    assert registry.names() == ["anthropic", "openai", "openai-responses", "openrouter", "scripted"]
+    assert registry.names() == [
+        "anthropic",
+        "anthropic-bedrock",
+        "anthropic-vertex",
+        "azure-openai",
+        "azure-openai-responses",
+        "openai",
+        "openai-responses",
+        "openrouter",
+        "scripted",
+    ]
     assert set(BUILTIN_PROVIDERS) == set(registry.names())
     assert "openai" in registry and "vllm" not in registry
 

@@ -16,6 +16,10 @@ CATALOG_PROVIDERS: Final[dict[str, str]] = {
     "openai": "openai",
     "openai-responses": "openai",
     "anthropic": "anthropic",
+    "azure-openai": "azure",  # Model.model is the deployment: priced when named as a model
+    "azure-openai-responses": "azure",
+    "anthropic-bedrock": "aws",  # Bedrock model ids and inference profiles
+    "anthropic-vertex": "google",  # Vertex ids (claude-sonnet-4@20250514)
 }
 """The registered provider names the catalog is asked about, and its provider id for each."""
 

@@ -21,7 +21,7 @@ import anthropic
 import httpx
 
 from threadloom.errors import ProviderError
-from threadloom.providers.errormap import code_for_error, error_for_status
+from threadloom.providers.errormap import code_for_error, error_for_status, missing_setting
 from threadloom.providers.reasoning import (
     FORMAT_ANTHROPIC,
     encrypted_detail,
@@ -78,8 +78,13 @@ _USAGE_KEYS = [
     "output_tokens",
 ]
 # Stream timers are the engine's (spec 04 §4.12.4): no read timeout here.
-_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
+TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
 
+#: The SDK clients this adapter drives: Anthropic's API, or Claude on Bedrock / Vertex AI
+#: (their clients share ``messages.create``; only the transport differs).
+AnthropicClient = (
+    anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+)
 Block = dict[str, Any]
 WireMessage = dict[str, Any]
 
@@ -515,7 +520,7 @@ class AnthropicProvider:
         self.api_key = api_key
         self.base_url = base_url
         self.default_max_tokens = default_max_tokens
-        self._client: anthropic.AsyncAnthropic | None = None
+        self._client: AnthropicClient | None = None
 
     def build_request(self, request: ProviderRequest) -> AnthropicRequest:
         """The wire request this provider would send for ``request`` (nothing is sent)."""
@@ -532,24 +537,28 @@ class AnthropicProvider:
             return None
         return API_KEY_ENV
 
-    def client(self) -> anthropic.AsyncAnthropic:
+    def client(self) -> AnthropicClient:
         """The SDK client, created on first use; raises ``authentication`` without a key."""
         if self._client is None:
-            key = self.api_key or os.environ.get(API_KEY_ENV)
-            if not key:
-                raise ProviderError(
-                    f"{API_KEY_ENV} is not set",
-                    code="authentication",
-                    retryable=False,
-                    provider=self.name,
-                )
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key,
-                base_url=self.base_url or os.environ.get(BASE_URL_ENV) or None,
-                max_retries=0,
-                timeout=_TIMEOUT,
-            )
+            self._client = self.new_client()
         return self._client
+
+    def new_client(self) -> AnthropicClient:
+        """A new SDK client from the settings: the one hook the cloud variants replace
+        (:mod:`threadloom.providers.anthropic_bedrock`, ``anthropic_vertex``)."""
+        key = self.api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise missing_setting(API_KEY_ENV, self.name)
+        return anthropic.AsyncAnthropic(
+            api_key=key,
+            base_url=self.base_url or os.environ.get(BASE_URL_ENV) or None,
+            max_retries=0,
+            timeout=TIMEOUT,
+        )
+
+    def map_error(self, exc: BaseException) -> ProviderError:
+        """Classify a failure of this provider's SDK client (§5.4; see :func:`map_error`)."""
+        return map_error(exc, self.name)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Send one streaming request and yield neutral events ending with ``Finish``.
@@ -564,7 +573,7 @@ class AnthropicProvider:
                 **wire.body, stream=True, extra_body=wire.extra_body or None
             )
         except Exception as exc:
-            raise map_error(exc, self.name) from exc
+            raise self.map_error(exc) from exc
         events = cast("anthropic.AsyncStream[Any]", response)
         mapper = StreamMapper()
         try:
@@ -574,7 +583,7 @@ class AnthropicProvider:
                 if mapper.finished:
                     break
         except Exception as exc:
-            raise map_error(exc, self.name) from exc
+            raise self.map_error(exc) from exc
         finally:
             await events.close()
         if not mapper.finished:
@@ -590,6 +599,8 @@ class AnthropicProvider:
 
 
 __all__ = [
+    "TIMEOUT",
+    "AnthropicClient",
     "AnthropicProvider",
     "AnthropicRequest",
     "StreamMapper",

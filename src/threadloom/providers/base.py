@@ -233,6 +233,14 @@ BUILTIN_PROVIDERS: dict[str, Callable[[], Provider]] = {
         base_url="https://openrouter.ai/api/v1",
         dialect="openrouter",
     ),
+    "azure-openai": _lazy("azure-openai", "azure_openai", "AzureOpenAIChatProvider"),
+    "azure-openai-responses": _lazy(
+        "azure-openai-responses", "azure_openai", "AzureOpenAIResponsesProvider"
+    ),
+    "anthropic-bedrock": _lazy(
+        "anthropic-bedrock", "anthropic_bedrock", "AnthropicBedrockProvider"
+    ),
+    "anthropic-vertex": _lazy("anthropic-vertex", "anthropic_vertex", "AnthropicVertexProvider"),
 }
 
 

@@ -48,6 +48,13 @@ _NAMED_CODES: dict[str, ProviderErrorCode] = {
     "invalid_prompt": "invalid_request",
     "context_length_exceeded": "context_length",
     "content_filter": "content_filter",
+    # Amazon Bedrock's exception events in an InvokeModelWithResponseStream stream
+    "throttlingException": "rate_limit",
+    "serviceUnavailableException": "overloaded",
+    "internalServerException": "server_error",
+    "modelStreamErrorException": "server_error",
+    "modelTimeoutException": "timeout",
+    "validationException": "invalid_request",
 }
 
 
@@ -135,10 +142,19 @@ def error_for_status(
     )
 
 
+def missing_setting(variable: str, provider: str) -> ProviderError:
+    """The error of a request whose credential or required setting is absent (spec 05
+    §5.2.2): ``authentication``, not retryable, ``"<VAR> is not set"``."""
+    return ProviderError(
+        f"{variable} is not set", code="authentication", retryable=False, provider=provider
+    )
+
+
 __all__ = [
     "code_for_error",
     "code_for_status",
     "code_from_text",
     "error_for_status",
+    "missing_setting",
     "retry_after_from_headers",
 ]

@@ -35,7 +35,7 @@ import httpx
 import openai
 
 from threadloom.errors import ProviderError
-from threadloom.providers.errormap import code_for_error, error_for_status
+from threadloom.providers.errormap import code_for_error, error_for_status, missing_setting
 from threadloom.providers.types import ImagePart
 
 if TYPE_CHECKING:
@@ -105,22 +105,22 @@ class OpenAIClientOwner:
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, created at the first call (the first request)."""
         if self._client is None:
-            key = self._api_key or os.environ.get(self.key_env)
-            if not key:
-                raise ProviderError(
-                    f"{self.key_env} is not set",
-                    code="authentication",
-                    retryable=False,
-                    provider=self.name,
-                )
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=DEFAULT_TIMEOUT,
-                default_headers=self._default_headers,
-            )
+            self._client = self.new_client()
         return self._client
+
+    def new_client(self) -> openai.AsyncOpenAI:
+        """A new SDK client from the settings (the one hook a cloud variant replaces:
+        :mod:`threadloom.providers.azure_openai`); raises ``authentication`` without a key."""
+        key = self._api_key or os.environ.get(self.key_env)
+        if not key:
+            raise missing_setting(self.key_env, self.name)
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=DEFAULT_TIMEOUT,
+            default_headers=self._default_headers,
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP client (if one was created); a later request creates a new one."""
