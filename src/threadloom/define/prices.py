@@ -16,6 +16,8 @@ CATALOG_PROVIDERS: Final[dict[str, str]] = {
     "openai": "openai",
     "openai-responses": "openai",
     "anthropic": "anthropic",
+    "gemini": "google",
+    "gemini-vertex": "google",
 }
 """The registered provider names the catalog is asked about, and its provider id for each."""
 

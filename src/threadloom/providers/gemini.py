@@ -243,7 +243,7 @@ def _sign_current_turn(contents: list[Content]) -> None:
     for content in contents[start:]:
         calls = [p for p in content["parts"] if "function_call" in p]
         if calls and "thought_signature" not in calls[0]:
-            calls[0]["thought_signature"] = base64.b64decode(DUMMY_SIGNATURE)
+            calls[0]["thought_signature"] = base64.urlsafe_b64decode(DUMMY_SIGNATURE)
 
 
 def thinking_config(model: str, reasoning: ReasoningRequest) -> dict[str, Any]:
