@@ -46,7 +46,9 @@ DUMMY_SIGNATURES = ("skip_thought_signature_validator", "context_engineering_is_
 
 Chunk = dict[str, Any]
 
-_GEMINI_PATH = re.compile(r"^/(?P<version>v1|v1beta)/models/(?P<model>[^/:]+):streamGenerateContent\?alt=sse$")
+_GEMINI_PATH = re.compile(
+    r"^/(?P<version>v1|v1beta)/models/(?P<model>[^/:]+):streamGenerateContent\?alt=sse$"
+)
 _VERTEX_PATH = re.compile(
     r"^/(?P<version>v1|v1beta1)/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
     r"/publishers/google/models/(?P<model>[^/:]+):streamGenerateContent\?alt=sse$"
@@ -324,8 +326,10 @@ class FakeGemini:
                 raise Invalid(f"Please use a valid role: user, model. (contents[{i}])")
             parts = content.get("parts")
             if not isinstance(parts, list) or not parts:
-                raise Invalid(f"* GenerateContentRequest.contents[{i}].parts: contents.parts "
-                              "must not be empty.")
+                raise Invalid(
+                    f"* GenerateContentRequest.contents[{i}].parts: contents.parts "
+                    "must not be empty."
+                )
             for part in parts:
                 if "thoughtSignature" in part:
                     self._check_signature(i, part)
@@ -347,8 +351,9 @@ class FakeGemini:
             following = contents[i + 1] if i + 1 < len(contents) else None
             if following is None:
                 continue  # the newest turn: a model turn may end the request (prefill)
-            responses = [p["functionResponse"] for p in following["parts"]
-                         if "functionResponse" in p]
+            responses = [
+                p["functionResponse"] for p in following["parts"] if "functionResponse" in p
+            ]
             if following["role"] != "user" or len(responses) != len(calls):
                 raise Invalid(
                     "Please ensure that the number of function response parts is equal to "
@@ -432,9 +437,7 @@ class FakeGemini:
             self.validate(normalise(body))
         except Invalid as exc:
             self.rejected.append(str(exc))
-            await self._reply_json(
-                writer, 400, google_error(400, "INVALID_ARGUMENT", str(exc)), {}
-            )
+            await self._reply_json(writer, 400, google_error(400, "INVALID_ARGUMENT", str(exc)), {})
             return
         reply = self.queue.popleft() if self.queue else Stream(text_stream())
         if isinstance(reply, ErrorReply):

@@ -188,8 +188,13 @@ async def test_c05_103_sequential_steps_each_return_their_signature(
     call_id = step1.tool_calls[0].id
     assert call_id.startswith("call_")
     assert step1.reasoning_details == [
-        {"type": "reasoning.encrypted", "data": SIG_A, "format": GEMINI_FMT, "id": call_id,
-         "index": 0}
+        {
+            "type": "reasoning.encrypted",
+            "data": SIG_A,
+            "format": GEMINI_FMT,
+            "id": call_id,
+            "index": 0,
+        }
     ]
     messages: list[Any] = [
         UserMessage(content="hi"),
@@ -313,7 +318,11 @@ async def test_c05_106_signed_thoughts_and_text_signature_round_trip(
 @pytest.mark.parametrize(
     ("model", "reasoning", "expected"),
     [
-        (MODEL, ReasoningRequest(effort="high"), {"includeThoughts": True, "thinkingLevel": "HIGH"}),
+        (
+            MODEL,
+            ReasoningRequest(effort="high"),
+            {"includeThoughts": True, "thinkingLevel": "HIGH"},
+        ),
         (
             "gemini-2.5-flash",
             ReasoningRequest(effort="low"),
@@ -357,8 +366,12 @@ async def test_c05_108_usage_mapping(fake: fg.FakeGemini, provider: GeminiProvid
 
 @pytest.mark.parametrize(
     ("finish", "expected"),
-    [("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"),
-     ("OTHER", "stop")],
+    [
+        ("MAX_TOKENS", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("OTHER", "stop"),
+    ],
 )
 async def test_c05_109_finish_reasons(
     fake: fg.FakeGemini, provider: GeminiProvider, finish: str, expected: str
@@ -410,8 +423,11 @@ async def test_c05_110_request_mapping(fake: fg.FakeGemini, provider: GeminiProv
     assert body["tools"] == [
         {
             "functionDeclarations": [
-                {"name": "weather", "description": "Weather",
-                 "parametersJsonSchema": {"type": "object"}},
+                {
+                    "name": "weather",
+                    "description": "Weather",
+                    "parametersJsonSchema": {"type": "object"},
+                },
                 {"name": "time", "description": "Time", "parametersJsonSchema": {"type": "object"}},
             ]
         }
@@ -423,8 +439,9 @@ async def test_c05_110_request_mapping(fake: fg.FakeGemini, provider: GeminiProv
     assert "parallel" not in str(body).lower()
 
 
-@pytest.mark.parametrize(("choice", "mode"), [("auto", "AUTO"), ("required", "ANY"),
-                                                ("none", "NONE")])
+@pytest.mark.parametrize(
+    ("choice", "mode"), [("auto", "AUTO"), ("required", "ANY"), ("none", "NONE")]
+)
 async def test_c05_110_tool_choice_modes(
     fake: fg.FakeGemini, provider: GeminiProvider, choice: str, mode: str
 ) -> None:
@@ -457,11 +474,21 @@ async def test_c05_111_rate_limit_with_retry_info(
 @pytest.mark.parametrize(
     ("status", "google_status", "message", "code", "retryable"),
     [
-        (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", "overloaded",
-         True),
+        (
+            503,
+            "UNAVAILABLE",
+            "The model is overloaded. Please try again later.",
+            "overloaded",
+            True,
+        ),
         (500, "INTERNAL", "An internal error has occurred.", "server_error", True),
-        (400, "INVALID_ARGUMENT", "Request contains an invalid argument.", "invalid_request",
-         False),
+        (
+            400,
+            "INVALID_ARGUMENT",
+            "Request contains an invalid argument.",
+            "invalid_request",
+            False,
+        ),
         (
             400,
             "INVALID_ARGUMENT",

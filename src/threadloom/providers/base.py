@@ -226,7 +226,9 @@ BUILTIN_PROVIDERS: dict[str, Callable[[], Provider]] = {
     "openai-responses": _lazy("openai-responses", "openai", "OpenAIResponsesProvider"),
     "anthropic": _lazy("anthropic", "anthropic", "AnthropicProvider"),
     "gemini": _lazy("gemini", "gemini", "GeminiProvider"),
-    "gemini-vertex": _lazy("gemini-vertex", "gemini", "GeminiProvider", name="gemini-vertex", vertexai=True),
+    "gemini-vertex": _lazy(
+        "gemini-vertex", "gemini", "GeminiProvider", name="gemini-vertex", vertexai=True
+    ),
     "openrouter": _lazy(
         "openrouter",
         "openai",

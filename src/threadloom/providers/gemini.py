@@ -31,9 +31,7 @@ from google.genai import types as genai_types
 from threadloom.errors import ProviderError
 from threadloom.providers.errormap import code_from_text, error_for_status
 from threadloom.providers.reasoning import (
-    ENCRYPTED,
     FORMAT_GEMINI,
-    TEXT,
     encrypted_detail,
     supply_reasoning,
     text_detail,
@@ -184,7 +182,11 @@ def _model_parts(message: AssistantMessage) -> list[Part]:
 
 def _response_part(message: ToolMessage) -> Part:
     key = "error" if message.is_error else "output"
-    response = {"id": message.tool_call_id, "name": message.name, "response": {key: message.content}}
+    response = {
+        "id": message.tool_call_id,
+        "name": message.name,
+        "response": {key: message.content},
+    }
     return {"function_response": response}
 
 
@@ -653,7 +655,7 @@ class GeminiProvider:
         try:
             chunks = await client.aio.models.generate_content_stream(
                 model=wire.model,
-                contents=wire.contents,  # type: ignore[arg-type]
+                contents=wire.contents,
                 config=wire.config,  # type: ignore[arg-type]
             )
         except Exception as exc:
