@@ -44,7 +44,15 @@ class Closing(Minimal):
 
 def test_builtin_names() -> None:
     registry = ProviderRegistry()
-    assert registry.names() == ["anthropic", "openai", "openai-responses", "openrouter", "scripted"]
+    assert registry.names() == [
+        "anthropic",
+        "gemini",
+        "gemini-vertex",
+        "openai",
+        "openai-responses",
+        "openrouter",
+        "scripted",
+    ]
     assert set(BUILTIN_PROVIDERS) == set(registry.names())
     assert "openai" in registry and "vllm" not in registry
 
