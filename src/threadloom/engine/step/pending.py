@@ -170,9 +170,9 @@ class HeldPending:
         env.pending = stored
         self.stored_row = row
         current = env.current_log
+        # A row the step completed meanwhile is newer than the one committed here.
         if current is not None and row is not None and current.id == row.id:
-            if not current.is_complete:  # a completed row (the step finished) is newer
-                env.current_log = row
+            env.current_log = current if current.is_complete else row
         hub, tid = env.state.hub, env.state.thread_id
         for kind, data in self.publishes:
             hub.publish(tid, kind, None, data)
