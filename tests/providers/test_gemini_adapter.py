@@ -692,3 +692,17 @@ async def test_c05_118_gemini_2_gets_no_dummy_signature(
     assert wire3.contents[1]["parts"][0]["thought_signature"] == base64.urlsafe_b64decode(
         "skip_thought_signature_validator"
     )
+
+
+async def test_c05_110_structured_output_through_provider_options(
+    fake: fg.FakeGemini, provider: GeminiProvider
+) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    fake.stream(fg.text_stream('{"city":"Paris"}'))
+    options = {"response_mime_type": "application/json", "response_json_schema": schema}
+    response = await generate(
+        provider, request([UserMessage(content="q")], provider_options=options)
+    )
+    assert response.content == '{"city":"Paris"}'
+    config = fake.last_body["generationConfig"]
+    assert config == {"responseMimeType": "application/json", "responseJsonSchema": schema}
