@@ -286,8 +286,8 @@ async def test_c05_106_signed_thoughts_and_text_signature_round_trip(
     )
     events = [e async for e in provider.stream(request([UserMessage(content="q")]))]
     assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["first idea", " more"]
-    first = await_response = events[-1]
-    assert await_response.type == "finish"
+    first = events[-1]
+    assert first.type == "finish"
     assert first.reasoning_details == [
         {
             "type": "reasoning.text",
