@@ -30,7 +30,7 @@ $(SERVE_STAMP): pyproject.toml
 
 $(STAMP): pyproject.toml
 	$(make_venv)
-	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres,oauth]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,agui,mcp,otel,postgres,oauth,gemini]'
 	touch $(STAMP) $(SERVE_STAMP)
 
 serve: $(SERVE_STAMP)

@@ -176,6 +176,7 @@ def test_row_anthropic_converts_signed_text_and_encrypted_only() -> None:
         "compatible-reasoning-content",
         "openai-responses",
         "anthropic",
+        "gemini",
     ],
 )
 def test_no_row_modifies_its_input(target: Any) -> None:
@@ -188,7 +189,7 @@ def test_no_row_modifies_its_input(target: Any) -> None:
 
 def test_unknown_target_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown reasoning target"):
-        supply_reasoning("gemini", None, None)  # type: ignore[arg-type]
+        supply_reasoning("no-such-row", None, None)  # type: ignore[arg-type]
 
 
 def test_malformed_entries_are_ignored() -> None:

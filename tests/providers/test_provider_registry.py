@@ -50,6 +50,8 @@ def test_builtin_names() -> None:
         "anthropic-vertex",
         "azure-openai",
         "azure-openai-responses",
+        "gemini",
+        "gemini-vertex",
         "openai",
         "openai-responses",
         "openrouter",

@@ -20,6 +20,8 @@ CATALOG_PROVIDERS: Final[dict[str, str]] = {
     "azure-openai-responses": "azure",
     "anthropic-bedrock": "aws",  # Bedrock model ids and inference profiles
     "anthropic-vertex": "google",  # Vertex ids (claude-sonnet-4@20250514)
+    "gemini": "google",
+    "gemini-vertex": "google",
 }
 """The registered provider names the catalog is asked about, and its provider id for each."""
 

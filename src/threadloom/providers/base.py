@@ -225,6 +225,10 @@ BUILTIN_PROVIDERS: dict[str, Callable[[], Provider]] = {
     "openai": _lazy("openai", "openai", "OpenAIChatProvider"),
     "openai-responses": _lazy("openai-responses", "openai", "OpenAIResponsesProvider"),
     "anthropic": _lazy("anthropic", "anthropic", "AnthropicProvider"),
+    "gemini": _lazy("gemini", "gemini", "GeminiProvider"),
+    "gemini-vertex": _lazy(
+        "gemini-vertex", "gemini", "GeminiProvider", name="gemini-vertex", vertexai=True
+    ),
     "openrouter": _lazy(
         "openrouter",
         "openai",

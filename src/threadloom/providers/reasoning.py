@@ -42,6 +42,7 @@ ReasoningTarget = Literal[
     "compatible-reasoning-content",
     "openai-responses",
     "anthropic",
+    "gemini",
 ]
 
 
@@ -254,6 +255,34 @@ def anthropic_thinking_blocks(details: Details) -> list[dict[str, Any]]:
     return blocks
 
 
+def gemini_supply(content: str | None, details: Details) -> ReasoningSupply:
+    """Row *gemini* (spec 05 §5.11.3): of the ``google-gemini-v1`` entries,
+    ``reasoning.text`` with a ``signature`` → a thought part (``wire``, from
+    :func:`gemini_thought_parts`) and ``reasoning.encrypted`` → a signature that the adapter
+    puts back on the part that carried it (``details``: the entry's ``id`` names the
+    function call, no ``id`` means the text part); the text and other entries are omitted
+    (thought summaries are not model input, and other formats are not Gemini's)."""
+    signatures = [
+        d
+        for d in details_for(FORMAT_GEMINI, details)
+        if d.get("type") == ENCRYPTED and isinstance(d.get("data"), str) and d["data"]
+    ]
+    return ReasoningSupply(details=signatures or None, wire=gemini_thought_parts(details))
+
+
+def gemini_thought_parts(details: Details) -> list[dict[str, Any]]:
+    """Gemini thought parts ``{"text", "thought": true, "thoughtSignature"}`` for the
+    ``google-gemini-v1`` ``reasoning.text`` entries that carry a signature, in stored
+    order; unsigned thought summaries are omitted."""
+    parts: list[dict[str, Any]] = []
+    for d in details_for(FORMAT_GEMINI, details):
+        signature = d.get("signature")
+        if d.get("type") == TEXT and isinstance(signature, str) and signature:
+            text = str(d.get("text") or "")
+            parts.append({"text": text, "thought": True, "thoughtSignature": signature})
+    return parts
+
+
 _ROWS = {
     "scripted": scripted_supply,
     "openai": omit_supply,
@@ -262,6 +291,7 @@ _ROWS = {
     "compatible-reasoning-content": compatible_content_supply,
     "openai-responses": responses_supply,
     "anthropic": anthropic_supply,
+    "gemini": gemini_supply,
 }
 
 
@@ -297,6 +327,8 @@ __all__ = [
     "compatible_content_supply",
     "details_for",
     "encrypted_detail",
+    "gemini_supply",
+    "gemini_thought_parts",
     "omit_supply",
     "openrouter_supply",
     "responses_reasoning_items",

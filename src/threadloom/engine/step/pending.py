@@ -169,8 +169,10 @@ class HeldPending:
         self.writing = False
         env.pending = stored
         self.stored_row = row
-        if env.current_log is not None and row is not None and env.current_log.id == row.id:
-            env.current_log = row
+        current = env.current_log
+        # A row the step completed meanwhile is newer than the one committed here.
+        if current is not None and row is not None and current.id == row.id:
+            env.current_log = current if current.is_complete else row
         hub, tid = env.state.hub, env.state.thread_id
         for kind, data in self.publishes:
             hub.publish(tid, kind, None, data)
