@@ -11,6 +11,7 @@ about SQLite itself (its pragmas, WAL, migrations, process lock) is marked
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,9 @@ from threadloom import Runtime
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The examples' demo model streams at a reader's pace for people (examples/models/demo.py);
+    # the tests, and the servers they start (which inherit this environment), want it at once.
+    os.environ.setdefault("DEMO_CHUNK_SECONDS", "0")
     config.addinivalue_line(
         "markers", "sqlite_only: about SQLite itself; runs on the SQLite store only"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,24 @@ def test_cli_reports_an_unknown_agent(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "nobody" in result.output
+
+
+async def test_the_demo_model_streams_at_a_readers_pace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For people the demo model writes a chunk every ``DEMO_CHUNK_SECONDS`` (0.06 s when
+    unset), so a served demo shows a reply being written: its 11-chunk greeting takes at
+    least 10 pauses; the tests run it with 0 (tests/conftest.py)."""
+    monkeypatch.delenv("DEMO_CHUNK_SECONDS")
+    runtime = await Runtime.open(f"sqlite:///{tmp_path / 'paced.db'}", project=EXAMPLES)
+    try:
+        state = await runtime.create_thread("support")
+        started = time.monotonic()
+        await runtime.send_message(state.thread_id, "hi")
+        await runtime.wait_idle(state.thread_id, timeout=20)
+        took = time.monotonic() - started
+        reply = (await state.get_messages(order="asc", limit=None)).messages[-1]
+        assert reply.content is not None and reply.content.startswith("Hello! I can look up")
+        assert took >= 10 * 0.06  # a lower bound: the pauses, whatever the machine's speed
+    finally:
+        await runtime.close()

@@ -2,12 +2,15 @@
 
 It is deterministic and needs no network, so the example agents run anywhere. It reads
 the request like a (very small) model would: the system prompt says which role it plays,
-the last message says what to do next.
+the last message says what to do next. It streams at about a reader's pace (a chunk every
+``DEMO_CHUNK_SECONDS``, 0.06 s by default), so the web UI shows a reply being written, its
+generating state and Stop; ``DEMO_CHUNK_SECONDS=0`` answers at once (the tests do).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from threadloom.testing import Call, ProviderRequest, Reply, ScriptedProvider, ToolMessage
@@ -104,7 +107,21 @@ def _reviewer(request: ProviderRequest) -> Reply:
     return Reply.tool_calls(Call("submit_findings", {"findings": draft}))
 
 
+def _paced(reply: Reply) -> Reply:
+    """``reply`` streamed a chunk every ``DEMO_CHUNK_SECONDS`` (read at each request)."""
+    raw = os.environ.get("DEMO_CHUNK_SECONDS", "0.06")
+    try:
+        reply.chunk_delay = max(0.0, float(raw))
+    except ValueError:
+        reply.chunk_delay = 0.06
+    return reply
+
+
 def demo(request: ProviderRequest) -> Reply:
+    return _paced(_answer(request))
+
+
+def _answer(request: ProviderRequest) -> Reply:
     system = (
         request.messages[0].text
         if request.messages and request.messages[0].role == ("system")
