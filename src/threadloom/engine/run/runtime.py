@@ -54,6 +54,7 @@ from threadloom.metrics import Metrics
 from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
+from threadloom.node.webhooks import WebhookWorker
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import (
     Approval,
@@ -105,6 +106,8 @@ class Runtime:
         self.retention_policy = RetentionPolicy()
         """What the store keeps (spec 17 §17.2): every rule off unless set."""
         self._sweeper: RetentionSweeper | None = None
+        self.webhooks: WebhookWorker | None = None
+        """This node's outbound-webhook delivery worker (spec 19), when it runs threads."""
         self.cluster: Cluster = open_cluster(hub.store)
         """This node's side of the store: its row, lease reads and notifications
         (``node/cluster.py``)."""
@@ -269,6 +272,10 @@ class Runtime:
                 opened, cluster, runtime.retention_policy, the_clock, runtime._forget_deleted
             )
             runtime._sweeper.start()
+            runtime.webhooks = WebhookWorker(
+                opened, cluster.node_id or f"local-{new_id()}", clock=the_clock
+            )
+            runtime.webhooks.start()  # beside the runs, never on their path (spec 19)
         return runtime
 
     @property
@@ -384,6 +391,8 @@ class Runtime:
                 await self._pruner.stop()
             if self._sweeper is not None:
                 await self._sweeper.stop()
+            if self.webhooks is not None:
+                await self.webhooks.stop()
             await self.drain(drain)  # the node still beats while it drains
             if self.mcp is not None:
                 await self.mcp.aclose()
