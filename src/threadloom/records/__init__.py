@@ -97,3 +97,4 @@ from threadloom.records.trusted import trusted as trusted
 from threadloom.records.webhook import EVENT_TYPES as WEBHOOK_EVENT_TYPES
 from threadloom.records.webhook import WebhookDelivery as WebhookDelivery
 from threadloom.records.webhook import WebhookSubscription as WebhookSubscription
+from threadloom.records.webhook import new_secret as new_webhook_secret

@@ -4,6 +4,8 @@ the outbox keeps it until it is delivered or dead). Plain typed data, no I/O."""
 
 from __future__ import annotations
 
+import base64
+import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -72,3 +74,8 @@ class WebhookDelivery(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump()
+
+
+def new_secret() -> str:
+    """A new Standard Webhooks secret: ``whsec_`` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()
