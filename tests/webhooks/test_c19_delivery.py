@@ -16,8 +16,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from webhook_receiver import Receiver
 
-from threadloom.node.webhooks import WebhookOptions, WebhookWorker
 from threadloom.node.webhook_targets import TargetPolicy
+from threadloom.node.webhooks import WebhookOptions, WebhookWorker
 from threadloom.providers.script import Reply
 from threadloom.records import WebhookSubscription, new_id, new_webhook_secret
 
@@ -141,9 +141,7 @@ async def test_c19_013_dead_after_the_last_attempt_and_delivered_again(
     assert receiver.ids() == [dead.event_id] * 4 and row.delivered_at is not None
 
 
-async def test_c19_014_a_worker_killed_mid_delivery(
-    make_runtime: Any, receiver: Receiver
-) -> None:
+async def test_c19_014_a_worker_killed_mid_delivery(make_runtime: Any, receiver: Receiver) -> None:
     """C19-014: a node's worker is killed (its task cancelled, nothing recorded) while its
     request hangs; once its lease ran out a second node's worker sends the event again —
     the same ``webhook-id`` — and it is delivered once more, not lost and not duplicated

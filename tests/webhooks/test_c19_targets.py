@@ -56,7 +56,9 @@ async def test_c19_022_the_settings_allow_private_targets() -> None:
     ``THREADLOOM_WEBHOOK_ALLOW`` the hosts and networks it names, and no other; a public
     address is always allowed."""
     await check_url("http://8.8.8.8/x", TargetPolicy())
-    await check_url("http://127.0.0.1/x", TargetPolicy.from_env({"THREADLOOM_WEBHOOK_ALLOW_PRIVATE": "1"}))
+    await check_url(
+        "http://127.0.0.1/x", TargetPolicy.from_env({"THREADLOOM_WEBHOOK_ALLOW_PRIVATE": "1"})
+    )
     listed = TargetPolicy.from_env({"THREADLOOM_WEBHOOK_ALLOW": "localhost, 10.1.0.0/16"})
     await check_url("http://localhost:9/x", listed)
     await check_url("http://10.1.2.3/x", listed)
@@ -74,7 +76,9 @@ async def test_c19_023_the_target_is_checked_again_at_connection_time(
     runtime = await make_runtime([Reply.text("hi")])
     store = runtime.store
     await runtime.webhooks.stop()
-    await check_url(receiver.url, TargetPolicy.from_env({"THREADLOOM_WEBHOOK_ALLOW": "127.0.0.0/8"}))
+    await check_url(
+        receiver.url, TargetPolicy.from_env({"THREADLOOM_WEBHOOK_ALLOW": "127.0.0.0/8"})
+    )
     hook = await store.create_webhook(
         WebhookSubscription(
             id=new_id(),

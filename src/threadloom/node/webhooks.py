@@ -29,10 +29,9 @@ from datetime import UTC, datetime
 import httpcore
 from standardwebhooks.webhooks import Webhook
 
+from threadloom.node.webhook_targets import PinnedBackend, TargetPolicy, TargetRefused, split_url
 from threadloom.records import WebhookDelivery, WebhookSubscription
 from threadloom.store.base import Store
-
-from threadloom.node.webhook_targets import PinnedBackend, TargetPolicy, TargetRefused, split_url
 
 log = logging.getLogger(__name__)
 

@@ -94,7 +94,7 @@ from threadloom.records.trusted import SharedFieldsSet as SharedFieldsSet
 from threadloom.records.trusted import SharingModel as SharingModel
 from threadloom.records.trusted import copy_with as copy_with
 from threadloom.records.trusted import trusted as trusted
-from threadloom.records.webhook import EVENT_TYPES as WEBHOOK_EVENT_TYPES
+from threadloom.records.webhook import WEBHOOK_EVENT_TYPES as WEBHOOK_EVENT_TYPES
 from threadloom.records.webhook import WebhookDelivery as WebhookDelivery
 from threadloom.records.webhook import WebhookSubscription as WebhookSubscription
-from threadloom.records.webhook import new_secret as new_webhook_secret
+from threadloom.records.webhook import new_webhook_secret as new_webhook_secret

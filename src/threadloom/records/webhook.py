@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-EVENT_TYPES: tuple[str, ...] = (
+WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "run.settled",
     "approval.requested",
     "approval.decided",
@@ -76,6 +76,6 @@ class WebhookDelivery(BaseModel):
         return self.model_dump()
 
 
-def new_secret() -> str:
+def new_webhook_secret() -> str:
     """A new Standard Webhooks secret: ``whsec_`` + base64 of 32 random bytes."""
     return "whsec_" + base64.b64encode(os.urandom(32)).decode()

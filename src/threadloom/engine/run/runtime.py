@@ -54,6 +54,7 @@ from threadloom.metrics import Metrics
 from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
+from threadloom.node.webhook_targets import TargetPolicy, check_url
 from threadloom.node.webhooks import WebhookWorker
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import (
@@ -64,8 +65,10 @@ from threadloom.records import (
     ThreadRecord,
     ToolCall,
     UserQuota,
+    WebhookSubscription,
     is_uuid,
     new_id,
+    new_webhook_secret,
 )
 from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.store import open_store
@@ -604,6 +607,46 @@ class Runtime:
         if hooks:
             await self.hub.hooks.run_event(hooks, state)
         return state
+
+    # -- outbound webhooks (spec 19) ---------------------------------------------------
+    def webhook_policy(self) -> TargetPolicy:
+        """Which addresses a webhook may reach: this node's worker's, else the settings'."""
+        if self.webhooks is not None:
+            return self.webhooks.options.policy
+        return TargetPolicy.from_env()
+
+    async def create_webhook(
+        self,
+        url: str,
+        event_types: Sequence[str] = (),
+        *,
+        secret: str | None = None,
+        enabled: bool = True,
+        description: str | None = None,
+    ) -> WebhookSubscription:
+        """Subscribe ``url`` to ``event_types`` (none: every type). The URL must resolve to
+        addresses the settings allow (``TargetRefused`` otherwise, spec 19 §19.6); the
+        secret, when not given, is made (``whsec_…``)."""
+        await check_url(url, self.webhook_policy())
+        return await self.store.create_webhook(
+            WebhookSubscription(
+                id=new_id(),
+                url=url,
+                secret=secret or new_webhook_secret(),
+                event_types=tuple(event_types),
+                enabled=enabled,
+                description=description,
+            )
+        )
+
+    async def update_webhook(
+        self, webhook_id: str, changes: Mapping[str, Any]
+    ) -> WebhookSubscription | None:
+        """Change a subscription's ``url``, ``secret``, ``event_types``, ``enabled`` or
+        ``description`` (a new URL is checked as at creation); ``None``: no such one."""
+        if "url" in changes:
+            await check_url(str(changes["url"]), self.webhook_policy())
+        return await self.store.update_webhook(webhook_id, dict(changes))
 
     # -- budgets and quotas (spec 15) ---------------------------------------------------
     async def set_user_quota(self, user_id: str, quota: Limits | None) -> UserQuota | None:

@@ -23,9 +23,7 @@ from threadloom.records.ids import random_hex
 from threadloom.store.core.conn import Conn
 from threadloom.store.shapes import Clock
 
-_SUB_COLUMNS = (
-    "id, url, secret, event_types, enabled, description, created_at_us, updated_at_us"
-)
+_SUB_COLUMNS = "id, url, secret, event_types, enabled, description, created_at_us, updated_at_us"
 _OUT_COLUMNS = (
     "event_id, subscription_id, event_type, payload, created_at_us, state, attempts,"
     " next_at_us, last_error, last_status, delivered_at_us"
@@ -92,9 +90,7 @@ def _sub(row: Sequence[Any]) -> WebhookSubscription:
     )
 
 
-def create_subscription(
-    conn: Conn, clock: Clock, sub: WebhookSubscription
-) -> WebhookSubscription:
+def create_subscription(conn: Conn, clock: Clock, sub: WebhookSubscription) -> WebhookSubscription:
     now = clock()
     types = check_types(sub.event_types)
     conn.execute(
@@ -276,6 +272,14 @@ def list_deliveries(
             (*params, limit),
         ).fetchall()
     ]
+
+
+def get_delivery(conn: Conn, event_id: str, sub_id: str) -> WebhookDelivery | None:
+    row = conn.execute(
+        f"SELECT {_OUT_COLUMNS} FROM webhook_outbox WHERE event_id = ? AND subscription_id = ?",
+        (event_id, sub_id),
+    ).fetchone()
+    return _delivery(row) if row is not None else None
 
 
 def redeliver(conn: Conn, clock: Clock, event_id: str, sub_id: str) -> WebhookDelivery | None:

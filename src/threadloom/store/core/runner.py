@@ -719,6 +719,9 @@ class TxStore:
     ) -> list[WebhookDelivery]:
         return await self._read(outbox.list_deliveries, state, subscription_id, limit)
 
+    async def get_webhook_delivery(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
+        return await self._point_read(outbox.get_delivery, event_id, sub_id)
+
     async def redeliver_webhook(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
         return await self._write(outbox.redeliver, event_id, sub_id)
 
