@@ -505,6 +505,10 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["tool_call_id"] = "call_example"
     if "{grant_id}" in path:  # no MCP host was allowed: the revocation's answer is a 404
         ids["grant_id"] = "0" * 64
+    if "{webhook_id}" in path:  # no such subscription: the answer is a 404
+        ids["webhook_id"] = "00000000-0000-4000-8000-000000000000"
+    if "{event_id}" in path:
+        ids["event_id"] = "evt_example"
     return path.format(**ids)
 
 

@@ -95,9 +95,11 @@ async def delete_webhook(
 
 
 async def _deliveries(request: Request, webhook_id: str | None) -> dict[str, Any]:
-    query = deps.Query(request)
+    query = deps.Query(request)  # the query first: a bad one is a 400 whatever the id
     state = query.enum("state", DELIVERY_STATES)
     limit = query.int("limit", 100, maximum=1000) or 100
+    if webhook_id is not None:
+        await _existing(request, webhook_id)
     rows = await deps.runtime(request).store.list_webhook_deliveries(state, webhook_id, limit)
     return DeliveryList(deliveries=[delivery_answer(r) for r in rows]).to_wire()
 
@@ -106,7 +108,6 @@ async def _deliveries(request: Request, webhook_id: str | None) -> dict[str, Any
 async def list_webhook_deliveries(
     webhook_id: str, request: Request, who: Principal = Depends(deps.admin)
 ) -> dict[str, Any]:
-    await _existing(request, webhook_id)
     return await _deliveries(request, webhook_id)
 
 
