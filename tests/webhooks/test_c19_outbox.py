@@ -154,3 +154,25 @@ async def test_c19_005_budget_exceeded_with_the_failed_run(make_runtime: Any) ->
     [row] = await store.list_webhook_deliveries(subscription_id=hook.id)
     assert row.event_type == "budget.exceeded"
     assert row.payload["data"]["status"]["error"]["type"] == "BudgetExceeded"
+
+
+async def test_c19_006_budget_warning(make_runtime: Any) -> None:
+    """C19-006: a budget's warning (spec 15 §15.6) is written as ``budget.warning`` with the
+    limit, dimension, spend and threshold, once per run and amount, by the time the run ends."""
+    runtime = await make_runtime([Reply.text("hi")] * 2)
+    store = runtime.store
+    await runtime.webhooks.stop()
+    hook = await store.create_webhook(sub("https://a.example.com/h", "budget.warning"))
+    state = await runtime.create_thread("chat", budget=Budget(requests=2, warn_at=0.5))
+    await runtime.send_message(state.thread_id, "go")
+    await runtime.wait_idle(state.thread_id, timeout=5)
+    [row] = await store.list_webhook_deliveries(subscription_id=hook.id)
+    data = row.payload["data"]
+    assert row.event_type == "budget.warning" and data["thread_id"] == state.thread_id
+    assert (data["dimension"], data["spent"], data["limit"], data["threshold"]) == (
+        "requests",
+        1,
+        2,
+        0.5,
+    )
+    assert data["budget"] == "the run's budget" and data["scope"] == "run"
