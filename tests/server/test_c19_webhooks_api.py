@@ -133,3 +133,52 @@ async def _until(client: Any, path: str, timeout: float = 10.0) -> list[dict[str
             return rows
         await asyncio.sleep(0.05)
     raise AssertionError(f"nothing at {path}")
+
+
+async def test_c19_033_the_clients_webhook_calls(
+    make_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C19-033: the Python client's ``webhooks`` calls (async and sync): create (with the
+    secret), list, get, update, deliveries (the dead letters), redeliver, delete; a refused
+    target is the client's 400 error."""
+    from threadloom.client import AsyncClient, Client
+    from threadloom.client.errors import ThreadloomError
+
+    for name, value in FAST.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("THREADLOOM_WEBHOOK_ALLOW", "127.0.0.0/8")
+    receiver = Receiver(default=500).start()
+    try:
+        api: Api = await make_api()
+        async with AsyncClient(api.base, token=api.keys["root"]) as client:
+            made = await client.webhooks.create(receiver.url, ["thread.created"])
+            assert made.secret is not None and made.event_types == ["thread.created"]
+            assert [w.id for w in await client.webhooks.list()] == [made.id]
+            assert (await client.webhooks.get(made.id)).secret is None
+            await api.thread(user="alice")
+            dead: list[Any] = []
+            for _ in range(200):
+                dead = await client.webhooks.deliveries(made.id, state="dead")
+                if dead:
+                    break
+                await asyncio.sleep(0.05)
+            assert [d.event_id for d in await client.webhooks.deliveries(state="dead")] == [
+                dead[0].event_id
+            ]
+            receiver.default = 200
+            again = await client.webhooks.redeliver(made.id, dead[0].event_id)
+            assert again.state == "pending" and again.event_id == dead[0].event_id
+            changed = await client.webhooks.update(made.id, enabled=False)
+            assert changed.enabled is False
+            with pytest.raises(ThreadloomError):
+                await client.webhooks.create("http://169.254.169.254/latest/")
+
+        def sync_calls() -> None:
+            with Client(api.base, token=api.keys["root"]) as client:
+                assert [w.id for w in client.webhooks.list()] == [made.id]
+                client.webhooks.delete(made.id)
+                assert client.webhooks.list() == []
+
+        await asyncio.to_thread(sync_calls)
+    finally:
+        receiver.stop()
