@@ -449,7 +449,7 @@ ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to BIGINT;
 the schema after it (spec 17 §17.4, ``store/core/upgrades.py``; SQLite's migration 19)."""
 
 _V11 = """
-CREATE TABLE webhook_subscriptions (
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
     id            TEXT PRIMARY KEY,
     url           TEXT NOT NULL,
     secret        TEXT NOT NULL,
@@ -459,7 +459,7 @@ CREATE TABLE webhook_subscriptions (
     created_at_us BIGINT NOT NULL,
     updated_at_us BIGINT NOT NULL
 );
-CREATE TABLE webhook_outbox (
+CREATE TABLE IF NOT EXISTS webhook_outbox (
     event_id        TEXT NOT NULL,
     subscription_id TEXT NOT NULL,
     event_type      TEXT NOT NULL,
@@ -475,8 +475,8 @@ CREATE TABLE webhook_outbox (
     delivered_at_us BIGINT,
     PRIMARY KEY (event_id, subscription_id)
 );
-CREATE INDEX webhook_outbox_due ON webhook_outbox(state, next_at_us);
-CREATE INDEX webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(state, next_at_us);
+CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
 """
 """Outbound webhooks: subscriptions and the outbox of their deliveries (spec 19; SQLite's
 migration 21)."""

@@ -720,7 +720,7 @@ ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to INTEGER;
         # reports, claimed by a node with a lease (lease_node, lease_until_us) while it is
         # delivered, and kept pending (next_at_us), delivered or dead.
         """
-CREATE TABLE webhook_subscriptions (
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
     id            TEXT PRIMARY KEY,
     url           TEXT NOT NULL,
     secret        TEXT NOT NULL,
@@ -730,7 +730,7 @@ CREATE TABLE webhook_subscriptions (
     created_at_us INTEGER NOT NULL,
     updated_at_us INTEGER NOT NULL
 );
-CREATE TABLE webhook_outbox (
+CREATE TABLE IF NOT EXISTS webhook_outbox (
     event_id        TEXT NOT NULL,
     subscription_id TEXT NOT NULL,
     event_type      TEXT NOT NULL,
@@ -746,8 +746,8 @@ CREATE TABLE webhook_outbox (
     delivered_at_us INTEGER,
     PRIMARY KEY (event_id, subscription_id)
 );
-CREATE INDEX webhook_outbox_due ON webhook_outbox(state, next_at_us);
-CREATE INDEX webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(state, next_at_us);
+CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
 """,
     ),
 ]
