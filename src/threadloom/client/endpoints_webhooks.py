@@ -13,6 +13,8 @@ from threadloom.client.calls import UNSET, Call, Unset, json_body, list_of, mode
 from threadloom.client.models import Webhook, WebhookDelivery
 
 DeliveryState = str
+Webhooks = list[Webhook]
+Deliveries = list[WebhookDelivery]
 
 
 def _done(response: httpx.Response) -> None:
@@ -33,7 +35,7 @@ def _query(state: str | None, limit: int | None) -> dict[str, str]:
 
 
 class WebhooksEndpoints:
-    def list(self) -> Call[list[Webhook]]:
+    def list(self) -> Call[Webhooks]:
         return Call("GET", "/api/webhooks", list_of(Webhook, "webhooks"))
 
     def create(
@@ -83,7 +85,7 @@ class WebhooksEndpoints:
         *,
         state: DeliveryState | None = None,
         limit: int | None = None,
-    ) -> Call[list[WebhookDelivery]]:
+    ) -> Call[Deliveries]:
         """A subscription's deliveries (``None``: every subscription's); ``state="dead"``:
         the dead letters."""
         path = (

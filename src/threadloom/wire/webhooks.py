@@ -72,7 +72,9 @@ SECRET_PATTERN = "^whsec_(?:[A-Za-z0-9+/]{4}){8,21}(?:[A-Za-z0-9+/]{2}==|[A-Za-z
 """``whsec_`` and the base64 of 24 to 65 bytes (a 32-byte key is 44 characters)."""
 EventTypes = Annotated[list[EventType], check(_event_types)]
 Enabled = Annotated[bool | Absent, check(_enabled)]
-Description = Annotated[str | None, check(_description), Field(max_length=MAX_DESCRIPTION)]
+Description = Annotated[
+    Annotated[str, Field(max_length=MAX_DESCRIPTION)] | None, check(_description)
+]
 
 
 class CreateWebhook(Body):
