@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from webhook_receiver import Receiver
 
 from threadloom.node.webhook_targets import TargetPolicy
 from threadloom.node.webhooks import WebhookOptions, WebhookWorker
 from threadloom.providers.script import Reply
 from threadloom.records import WebhookSubscription, new_id, new_webhook_secret
+from webhook_receiver import Receiver
 
 
 async def until(check: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -193,3 +193,28 @@ async def test_c19_015_two_workers_racing_send_each_event_once(
     rows = await store.list_webhook_deliveries(subscription_id=hook.id)
     assert len(rows) == 10 and all(r.state == "delivered" and r.attempts == 1 for r in rows)
     assert sorted(receiver.ids()) == sorted(r.event_id for r in rows)
+
+
+async def test_c19_016_a_hanging_receiver_never_delays_another(
+    make_runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C19-016: while one subscription's receiver hangs (timeout 3 s), another
+    subscription's later events are delivered at once: each attempt holds one place of the
+    worker, never the others'."""
+    monkeypatch.setenv("THREADLOOM_WEBHOOK_TIMEOUT_S", "3")
+    slow, fast = Receiver(answers=[("hang", 5.0)]).start(), Receiver().start()
+    try:
+        runtime = await make_runtime()
+        hanging = await subscribe(runtime, slow, "thread.created")
+        await subscribe(runtime, fast, "thread.created")
+        await runtime.create_thread("chat")
+        await until(lambda: slow.received and fast.received)
+        started = time.monotonic()
+        await runtime.create_thread("chat")
+        await until(lambda: len(fast.received) == 2)
+        assert time.monotonic() - started < 1.0
+        first = (await runtime.store.list_webhook_deliveries(subscription_id=hanging.id))[0]
+        assert first.state == "pending" and first.last_error is None  # still hanging
+    finally:
+        slow.stop()
+        fast.stop()

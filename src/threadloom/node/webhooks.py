@@ -121,6 +121,7 @@ class WebhookWorker:
         self.clock = clock
         self._pool: httpcore.AsyncConnectionPool | None = None
         self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
         self.rounds = 0
 
     def _connections(self) -> httpcore.AsyncConnectionPool:
@@ -139,28 +140,55 @@ class WebhookWorker:
             )
 
     async def stop(self) -> None:
+        """Stop claiming and abandon the attempts in flight (unrecorded: their leases run
+        out and any node sends them again, with the same ids)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        tasks = [t for t in (task, *self._inflight) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._inflight.clear()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.aclose()
 
     async def _run(self) -> None:
+        """Claim as many due rows as there are free places (``batch`` in flight at most) and
+        send each in a task of its own: one slow receiver holds one place until its timeout,
+        never the others' deliveries."""
         while True:
-            try:
-                sent = await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the store went away for a moment: the next round retries
-                log.exception("webhook delivery round failed")
-                sent = 0
-            if sent < self.options.batch:
+            free = self.options.batch - len(self._inflight)
+            claimed = 0
+            if free > 0:
+                try:
+                    rows = await self.store.claim_webhooks(
+                        self.node_id, free, self.options.lease_us
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the store went away for a moment: the next round retries
+                    log.exception("claiming webhook deliveries failed")
+                    rows = []
+                claimed = len(rows)
+                for delivery, sub in rows:
+                    task = asyncio.get_running_loop().create_task(self._attempt(delivery, sub))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._inflight.discard)
+                self.rounds += 1
+            if claimed == 0 or claimed < free:
                 await asyncio.sleep(self.options.poll_s * random.uniform(0.8, 1.2))
 
+    async def _attempt(self, delivery: WebhookDelivery, sub: WebhookSubscription) -> None:
+        try:
+            await self.deliver(delivery, sub)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # recording failed: the lease runs out and the row is sent again
+            log.exception("webhook %s: recording the attempt failed", delivery.event_id)
+
     async def run_once(self) -> int:
-        """Claim the due deliveries and send them, concurrently; returns how many."""
+        """Claim the due deliveries and send them, concurrently, waiting for each; returns
+        how many were claimed."""
         claimed = await self.store.claim_webhooks(
             self.node_id, self.options.batch, self.options.lease_us
         )
