@@ -178,6 +178,16 @@ def _delivery(row: Sequence[Any]) -> WebhookDelivery:
     )
 
 
+def any_due(conn: Conn, now: int) -> bool:
+    """Whether a pending row is due at ``now`` (a read: an idle worker's poll takes no
+    write lock)."""
+    row = conn.execute(
+        "SELECT 1 FROM webhook_outbox WHERE state = 'pending' AND next_at_us <= ? LIMIT 1",
+        (now,),
+    ).fetchone()
+    return row is not None
+
+
 def claim_due(
     conn: Conn, clock: Clock, node_id: str, limit: int, lease_us: int
 ) -> list[tuple[WebhookDelivery, WebhookSubscription]]:

@@ -698,6 +698,8 @@ class TxStore:
     async def claim_webhooks(
         self, node_id: str, limit: int, lease_us: int
     ) -> list[tuple[WebhookDelivery, WebhookSubscription]]:
+        if not await self._read(outbox.any_due, self.clock()):  # idle: no write lock
+            return []
         return await self._write(outbox.claim_due, node_id, limit, lease_us)
 
     async def record_webhook_attempt(
