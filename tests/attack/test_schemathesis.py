@@ -125,7 +125,8 @@ def _excused(case: Any, response: Any) -> str | None:
       have yet must hold text or a media part, and a media part's source must be inline
       base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch); an AG-UI
       frontend tool may not take the name of one of the agent's tools, nor a name an earlier
-      entry of ``tools`` has.
+      entry of ``tools`` has; a webhook's target, which must resolve, to addresses the
+      settings allow (spec 19 §19.6).
     """
     if response.status_code != 400:
         return None
@@ -160,6 +161,8 @@ def _excused(case: Any, response: Any) -> str | None:
             or _AGUI_SOURCE.match(str(detail.get("field"))) is not None
             or said.startswith("names the tool ")  # a frontend tool listed twice (items)
             or said.startswith("is the name of a tool of agent ")  # the project's tools
+            # a webhook target's host, as DNS resolves it now, and the SSRF policy (spec 19)
+            or (detail.get("field") == "url" and said.startswith("url "))
             or _CROSS_ITEM.match(problem) is not None
             or (
                 text_form
@@ -505,6 +508,10 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["tool_call_id"] = "call_example"
     if "{grant_id}" in path:  # no MCP host was allowed: the revocation's answer is a 404
         ids["grant_id"] = "0" * 64
+    if "{webhook_id}" in path:  # no such subscription: the answer is a 404
+        ids["webhook_id"] = "00000000-0000-4000-8000-000000000000"
+    if "{event_id}" in path:
+        ids["event_id"] = "evt_example"
     return path.format(**ids)
 
 

@@ -26,6 +26,8 @@ from threadloom.server.app import _build
 from threadloom.server.settings import ServerSettings
 
 Point = tuple[str | int, ...]
+UNKNOWN_WEBHOOK = "00000000-0000-4000-8000-000000000000"
+"""No subscription has this id: a webhook route's valid sample answers 404, a bad one 400."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Ids:
             .replace("{grant_id}", "0" * 64)
             .replace("{tool_call_id}", "call_unknown")
             .replace("{path:fspath}", path)
+            .replace("{webhook_id}", UNKNOWN_WEBHOOK)
+            .replace("{event_id}", "evt_unknown")
         )
 
 
@@ -272,6 +276,26 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             },
         )
     ],
+    ("POST", "/api/webhooks"): [
+        Sample(
+            "POST",
+            "/api/webhooks",
+            lambda ids: {
+                "url": "https://8.8.8.8/hook",
+                "event_types": ["run.settled", "thread.created"],
+                "secret": "whsec_" + "A" * 44,
+                "enabled": True,
+                "description": "d",
+            },
+        )
+    ],
+    ("PATCH", "/api/webhooks/{webhook_id}"): [
+        Sample(
+            "PATCH",
+            "/api/webhooks/{webhook_id}",
+            lambda ids: {"enabled": False, "description": "d", "event_types": ["run.settled"]},
+        )
+    ],
 }
 
 NO_BODY = {
@@ -284,6 +308,8 @@ NO_BODY = {
     ("DELETE", "/api/users/{user_id}"),
     ("DELETE", "/api/users/{user_id}/quota"),
     ("POST", "/api/auth/logout"),
+    ("DELETE", "/api/webhooks/{webhook_id}"),
+    ("POST", "/api/webhooks/{webhook_id}/deliveries/{event_id}/redeliver"),
 }
 
 # GET route → (query the parameters need to be read, the integer parameters)
@@ -314,6 +340,10 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/oauth/grants": ("", ()),
     "/api/users": ("", ()),
     "/api/users/{user_id}/quota": ("", ()),
+    "/api/webhooks": ("", ()),
+    "/api/webhooks/{webhook_id}": ("", ()),
+    "/api/webhooks/{webhook_id}/deliveries": ("", ()),
+    "/api/webhook-deliveries": ("", ("limit",)),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

@@ -32,6 +32,7 @@ from threadloom.client.calls import (
     raw_bytes,
 )
 from threadloom.client.endpoints_auth import ApiKeysEndpoints, AuthEndpoints, UsersEndpoints
+from threadloom.client.endpoints_webhooks import WebhooksEndpoints
 from threadloom.client.models import (
     Accepted,
     AgentInfo,
@@ -526,6 +527,7 @@ class Routes:
     auth: AuthEndpoints = field(default_factory=AuthEndpoints)
     api_keys: ApiKeysEndpoints = field(default_factory=ApiKeysEndpoints)
     users: UsersEndpoints = field(default_factory=UsersEndpoints)
+    webhooks: WebhooksEndpoints = field(default_factory=WebhooksEndpoints)
 
 
 ROUTES = Routes()

@@ -6,7 +6,8 @@ an older client; message records are ``threadloom.records.Message``. Where the s
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
 (``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList``,
-``UserQuota`` (``wire.budgets.QuotaAnswer``) and ``SharedState`` (``wire.state.StateAnswer``).
+``UserQuota`` (``wire.budgets.QuotaAnswer``), ``SharedState`` (``wire.state.StateAnswer``),
+``Webhook`` and ``WebhookDelivery`` (``wire.webhooks.Webhook``, ``Delivery``).
 The others differ on purpose: snake_case names for camelCase keys, and defaults where the
 server always sends a key (a client reads an older server's answers).
 """
@@ -25,6 +26,8 @@ from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
 from threadloom.wire.state import StateAnswer as SharedState
+from threadloom.wire.webhooks import Delivery as WebhookDelivery
+from threadloom.wire.webhooks import Webhook as Webhook
 
 __all__ = [
     "Accepted",
@@ -66,6 +69,8 @@ __all__ = [
     "User",
     "UserQuota",
     "WebSocketTicket",
+    "Webhook",
+    "WebhookDelivery",
 ]
 
 

@@ -11,6 +11,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``file``: file records and listings (spec 06);
 - ``ids``: identifiers (canonical UUID4s, tool-call ids);
 - ``oauth``: the OAuth authorization server's clients, codes and tokens (spec 10 §10.15);
+- ``webhook``: outbound webhooks' subscriptions and deliveries (spec 19);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -93,3 +94,7 @@ from threadloom.records.trusted import SharedFieldsSet as SharedFieldsSet
 from threadloom.records.trusted import SharingModel as SharingModel
 from threadloom.records.trusted import copy_with as copy_with
 from threadloom.records.trusted import trusted as trusted
+from threadloom.records.webhook import WEBHOOK_EVENT_TYPES as WEBHOOK_EVENT_TYPES
+from threadloom.records.webhook import WebhookDelivery as WebhookDelivery
+from threadloom.records.webhook import WebhookSubscription as WebhookSubscription
+from threadloom.records.webhook import new_webhook_secret as new_webhook_secret

@@ -35,6 +35,7 @@ from threadloom.server.routes import (
     state,
     threads,
     users,
+    webhooks,
 )
 from threadloom.server.settings import ServerSettings
 from threadloom.server.stream import list_events, stream
@@ -67,7 +68,7 @@ def _build(
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)
-    for router in (auth.router, users.keys, users.users):
+    for router in (auth.router, users.keys, users.users, webhooks.router, webhooks.deliveries):
         app.include_router(router)
     app.include_router(oauth.router)  # spec 10 §10.15: well-known documents and /oauth
     app.add_exception_handler(oauth.Insecure, oauth.insecure)

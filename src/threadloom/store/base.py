@@ -37,6 +37,7 @@ from threadloom.records import (
 )
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
+from threadloom.store.base_webhooks import WebhookStore
 from threadloom.store.shapes import (
     LOST_RUN,
     ApiKeyRow,
@@ -121,9 +122,10 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(FileStore, AccountStore, Protocol):
+class Store(FileStore, AccountStore, WebhookStore, Protocol):
     """Persistence of threads, messages, queue entries, logs, registry, events, files
-    (:class:`FileStore`) and accounts (:class:`AccountStore`)."""
+    (:class:`FileStore`), accounts (:class:`AccountStore`) and outbound webhooks
+    (:class:`WebhookStore`)."""
 
     url: str
     kind: str

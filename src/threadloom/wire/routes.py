@@ -30,6 +30,7 @@ from threadloom.wire import (
     state,
     stream,
     threads,
+    webhooks,
 )
 from threadloom.wire import budgets as B
 from threadloom.wire import users as U
@@ -293,6 +294,49 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "delete_user_quota": Operation(
         "DELETE", "/api/users/{user_id}/quota", {200: B.QuotaAnswer}, (*SIGNED, 404)
+    ),
+    # outbound webhooks (spec 19, admin)
+    "list_webhooks": Operation("GET", "/api/webhooks", {200: webhooks.WebhookList}, SIGNED),
+    "create_webhook": Operation(
+        "POST",
+        "/api/webhooks",
+        {201: webhooks.Webhook},
+        (*SIGNED, *BODY),
+        body=webhooks.CreateWebhook,
+        body_required=True,
+    ),
+    "get_webhook": Operation(
+        "GET", "/api/webhooks/{webhook_id}", {200: webhooks.Webhook}, (*SIGNED, 404)
+    ),
+    "patch_webhook": Operation(
+        "PATCH",
+        "/api/webhooks/{webhook_id}",
+        {200: webhooks.Webhook},
+        (*SIGNED, *BODY, 404),
+        body=webhooks.PatchWebhook,
+    ),
+    "delete_webhook": Operation(
+        "DELETE", "/api/webhooks/{webhook_id}", {200: auth.Success}, (*SIGNED, 404)
+    ),
+    "list_webhook_deliveries": Operation(
+        "GET",
+        "/api/webhooks/{webhook_id}/deliveries",
+        {200: webhooks.DeliveryList},
+        (*SIGNED, *QUERY, 404),
+        webhooks.DELIVERIES_QUERY,
+    ),
+    "list_all_webhook_deliveries": Operation(
+        "GET",
+        "/api/webhook-deliveries",
+        {200: webhooks.DeliveryList},
+        (*SIGNED, *QUERY),
+        webhooks.DELIVERIES_QUERY,
+    ),
+    "redeliver_webhook": Operation(
+        "POST",
+        "/api/webhooks/{webhook_id}/deliveries/{event_id}/redeliver",
+        {200: webhooks.Delivery},
+        (*SIGNED, 404, 409),
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(

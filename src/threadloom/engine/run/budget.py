@@ -97,6 +97,8 @@ class RunBudget:
         self.limits = limits
         self.thread_id = thread_id
         self.publish = publish
+        self.unsent: list[dict[str, Any]] = []
+        """Warnings not yet written to the webhook outbox (``send_warnings``, spec 19)."""
 
     def spent(self, row: LogRow) -> None:
         """A model request of this run completed (or failed) with the LLM row ``row``."""
@@ -116,9 +118,19 @@ class RunBudget:
                     self._warning(limit, "usd", f"The cost of model {row.model} is unknown")
         self._warnings()
 
+    async def send_warnings(self, store: Store) -> None:
+        """Write the warnings published since the last call to the webhook outbox as
+        ``budget.warning`` events (spec 19 §19.2): before the next model request, and when
+        the run ends."""
+        unsent, self.unsent = self.unsent, []
+        for data in unsent:
+            await store.emit_webhook("budget.warning", data)
+
     async def check(self, store: Store, has_children: bool) -> StatusError | None:
         """Before a model request: the error of the first limit reached, else ``None``
         (with the warnings of the limits past their threshold sent)."""
+        if self.unsent:
+            await self.send_warnings(store)
         if has_children:
             for limit in self.limits:
                 if limit.scope == "thread" and limit.owner is not None:
@@ -159,18 +171,19 @@ class RunBudget:
         )
         if note is None and dimension == "usd" and spent.unknown_cost:
             text += f" ({spent.unknown_cost} requests of unknown cost not counted)"
-        self.publish(
-            "budget_warning",
-            budget=limit.name,
-            scope=limit.scope,
-            owner=limit.owner,
-            dimension=dimension,
-            spent=spent.of(dimension),
-            limit=value,
-            threshold=limit.limits.warn_at,
-            unknown_cost=spent.unknown_cost,
-            message=text,
-        )
+        warning = {
+            "budget": limit.name,
+            "scope": limit.scope,
+            "owner": limit.owner,
+            "dimension": dimension,
+            "spent": spent.of(dimension),
+            "limit": value,
+            "threshold": limit.limits.warn_at,
+            "unknown_cost": spent.unknown_cost,
+            "message": text,
+        }
+        self.publish("budget_warning", **warning)
+        self.unsent.append({"thread_id": self.thread_id, **warning})
 
 
 def lifetime_budgets(budgets: Iterable[Budget], owner: str) -> tuple[ThreadBudget, ...]:

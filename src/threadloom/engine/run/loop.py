@@ -289,6 +289,8 @@ class Run:
                     tracing.start_run(self)
                 metrics.runs_started.add((self.agent.name,))
                 reason = await self._loop()
+                if self.budget is not None and self.budget.unsent:  # spec 19: the outbox
+                    await self.budget.send_warnings(self.hub.store)
                 if self.ended is None and self.listened:
                     self.publish_telemetry("stopped", reason=reason, side=self.side)
                 if reason == "terminated":

@@ -54,6 +54,8 @@ from threadloom.metrics import Metrics
 from threadloom.node.cluster import Cluster, open_cluster
 from threadloom.node.liveness import Liveness, NodeTimings
 from threadloom.node.relay import Relay
+from threadloom.node.webhook_targets import TargetPolicy, check_url
+from threadloom.node.webhooks import WebhookWorker
 from threadloom.providers.base import MissingCredential, ProviderRegistry
 from threadloom.records import (
     Approval,
@@ -63,8 +65,10 @@ from threadloom.records import (
     ThreadRecord,
     ToolCall,
     UserQuota,
+    WebhookSubscription,
     is_uuid,
     new_id,
+    new_webhook_secret,
 )
 from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.store import open_store
@@ -105,6 +109,8 @@ class Runtime:
         self.retention_policy = RetentionPolicy()
         """What the store keeps (spec 17 §17.2): every rule off unless set."""
         self._sweeper: RetentionSweeper | None = None
+        self.webhooks: WebhookWorker | None = None
+        """This node's outbound-webhook delivery worker (spec 19), when it runs threads."""
         self.cluster: Cluster = open_cluster(hub.store)
         """This node's side of the store: its row, lease reads and notifications
         (``node/cluster.py``)."""
@@ -274,6 +280,10 @@ class Runtime:
                 opened, cluster, runtime.retention_policy, the_clock, runtime._forget_deleted
             )
             runtime._sweeper.start()
+            runtime.webhooks = WebhookWorker(
+                opened, cluster.node_id or f"local-{new_id()}", clock=the_clock
+            )
+            runtime.webhooks.start()  # beside the runs, never on their path (spec 19)
         return runtime
 
     @property
@@ -389,6 +399,8 @@ class Runtime:
                 await self._pruner.stop()
             if self._sweeper is not None:
                 await self._sweeper.stop()
+            if self.webhooks is not None:
+                await self.webhooks.stop()
             await self.drain(drain)  # the node still beats while it drains
             if self.mcp is not None:
                 await self.mcp.aclose()
@@ -606,6 +618,46 @@ class Runtime:
         if hooks:
             await self.hub.hooks.run_event(hooks, state)
         return state
+
+    # -- outbound webhooks (spec 19) ---------------------------------------------------
+    def webhook_policy(self) -> TargetPolicy:
+        """Which addresses a webhook may reach: this node's worker's, else the settings'."""
+        if self.webhooks is not None:
+            return self.webhooks.options.policy
+        return TargetPolicy.from_env()
+
+    async def create_webhook(
+        self,
+        url: str,
+        event_types: Sequence[str] = (),
+        *,
+        secret: str | None = None,
+        enabled: bool = True,
+        description: str | None = None,
+    ) -> WebhookSubscription:
+        """Subscribe ``url`` to ``event_types`` (none: every type). The URL must resolve to
+        addresses the settings allow (``TargetRefused`` otherwise, spec 19 §19.6); the
+        secret, when not given, is made (``whsec_…``)."""
+        await check_url(url, self.webhook_policy())
+        return await self.store.create_webhook(
+            WebhookSubscription(
+                id=new_id(),
+                url=url,
+                secret=secret or new_webhook_secret(),
+                event_types=tuple(event_types),
+                enabled=enabled,
+                description=description,
+            )
+        )
+
+    async def update_webhook(
+        self, webhook_id: str, changes: Mapping[str, Any]
+    ) -> WebhookSubscription | None:
+        """Change a subscription's ``url``, ``secret``, ``event_types``, ``enabled`` or
+        ``description`` (a new URL is checked as at creation); ``None``: no such one."""
+        if "url" in changes:
+            await check_url(str(changes["url"]), self.webhook_policy())
+        return await self.store.update_webhook(webhook_id, dict(changes))
 
     # -- budgets and quotas (spec 15) ---------------------------------------------------
     async def set_user_quota(self, user_id: str, quota: Limits | None) -> UserQuota | None:

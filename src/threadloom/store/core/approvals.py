@@ -22,6 +22,7 @@ from threadloom.records import (
     canonical_json,
     new_id,
 )
+from threadloom.store.core import outbox
 from threadloom.store.core.codec import MESSAGE_COLUMNS, message_from_row
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.messages import insert_in_tx
@@ -69,6 +70,8 @@ def _row(conn: Conn, thread_id: str, tool_call_id: str) -> Sequence[Any] | None:
 
 def _event(tx: Tx, approval: Approval) -> StoredEvent:
     data = {"approval": approval.to_wire()}
+    kind = "approval.requested" if approval.state == "pending" else "approval.decided"
+    outbox.emit(tx.conn, tx.now, kind, {"thread_id": tx.thread_id, **data})
     return tx.event("approval", approval.tool_call_id, {"state": approval.state}, data=data)
 
 

@@ -32,6 +32,8 @@ from threadloom.records import (
     ThreadStatus,
     ToolCall,
     UserQuota,
+    WebhookDelivery,
+    WebhookSubscription,
 )
 from threadloom.store.base import Store
 from threadloom.store.core import approvals as ledger
@@ -43,6 +45,7 @@ from threadloom.store.core import (
     messages,
     oauth,
     operating,
+    outbox,
     queue,
     retention,
     runs,
@@ -679,3 +682,60 @@ class TxStore:
 
     async def give_back_attempt(self, attempt_id: str) -> None:
         await self._write(auth.give_back_attempt, attempt_id, durable=False)
+
+    # -- outbound webhooks (spec 19) ---------------------------------------------------
+    async def create_webhook(self, sub: WebhookSubscription) -> WebhookSubscription:
+        return await self._write(outbox.create_subscription, sub)
+
+    async def get_webhook(self, sub_id: str) -> WebhookSubscription | None:
+        return await self._point_read(outbox.get_subscription, sub_id)
+
+    async def list_webhooks(self) -> list[WebhookSubscription]:
+        return await self._read(outbox.list_subscriptions)
+
+    async def update_webhook(
+        self, sub_id: str, changes: dict[str, Any]
+    ) -> WebhookSubscription | None:
+        return await self._write(outbox.update_subscription, sub_id, dict(changes))
+
+    async def delete_webhook(self, sub_id: str) -> bool:
+        return await self._write(outbox.delete_subscription, sub_id)
+
+    async def emit_webhook(self, event_type: str, data: dict[str, Any]) -> int:
+        return await self._write(_emit, event_type, data)
+
+    async def claim_webhooks(
+        self, node_id: str, limit: int, lease_us: int
+    ) -> list[tuple[WebhookDelivery, WebhookSubscription]]:
+        if not await self._read(outbox.any_due, self.clock()):  # idle: no write lock
+            return []
+        return await self._write(outbox.claim_due, node_id, limit, lease_us)
+
+    async def record_webhook_attempt(
+        self,
+        event_id: str,
+        sub_id: str,
+        node_id: str,
+        state: str,
+        next_at_us: int | None,
+        status: int | None,
+        error: str | None,
+    ) -> bool:
+        return await self._write(
+            outbox.record_attempt, event_id, sub_id, node_id, state, next_at_us, status, error
+        )
+
+    async def list_webhook_deliveries(
+        self, state: str | None = None, subscription_id: str | None = None, limit: int = 100
+    ) -> list[WebhookDelivery]:
+        return await self._read(outbox.list_deliveries, state, subscription_id, limit)
+
+    async def get_webhook_delivery(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
+        return await self._point_read(outbox.get_delivery, event_id, sub_id)
+
+    async def redeliver_webhook(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
+        return await self._write(outbox.redeliver, event_id, sub_id)
+
+
+def _emit(conn: Any, clock: Clock, event_type: str, data: dict[str, Any]) -> int:
+    return outbox.emit(conn, clock(), event_type, data)

@@ -21,7 +21,7 @@ from threadloom.store.base import (
     ThreadRow,
     ThreadStats,
 )
-from threadloom.store.core import approvals
+from threadloom.store.core import approvals, outbox
 from threadloom.store.core.codec import (
     KEY_SPAN,
     REGISTRY_COLUMNS,
@@ -67,7 +67,18 @@ def create_thread(conn: Conn, clock: Clock, new: NewThread) -> ThreadRow:
     )
     row = get_thread(conn, new.id)
     assert row is not None
+    outbox.emit(conn, now, "thread.created", _thread_data(row))
     return row
+
+
+def _thread_data(row: ThreadRow) -> dict[str, Any]:
+    """What a webhook says of a thread (spec 19 §19.2)."""
+    return {
+        "thread_id": row.id,
+        "agent_id": row.agent_id,
+        "user_id": row.user_id,
+        "parent_id": row.parent_id,
+    }
 
 
 def create_child(
@@ -357,10 +368,17 @@ def threads_with_queue(conn: Conn) -> list[str]:
 def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     if status.state == "running" or tx.status_state == "running":
         tx.touch(status.since)
+    settled = tx.status_state == "running" and status.state != "running"
     tx.set_status(status)
     # the committed state, for publishing without a read (never stored)
     data = {"status": status.to_wire(), "terminated": tx.terminated}
-    return tx.event("status", tx.thread_id, data=data)
+    event = tx.event("status", tx.thread_id, data=data)
+    if settled:  # a run ended: its webhooks in this transaction (spec 19 §19.2)
+        hook = {"thread_id": tx.thread_id, "status": data["status"], "reason": status.reason}
+        outbox.emit(tx.conn, tx.now, "run.settled", hook)
+        if status.reason == "budget_exceeded":
+            outbox.emit(tx.conn, tx.now, "budget.exceeded", hook)
+    return event
 
 
 def set_status(conn: Conn, clock: Clock, thread_id: str, status: ThreadStatus) -> StoredEvent:
@@ -383,6 +401,7 @@ def terminate(conn: Conn, clock: Clock, thread_id: str) -> tuple[int, list[Store
         tx.event("message", entry_id)
     approvals.cancel_and_answer_in(tx, "terminated")
     tx.event("status", thread_id)
+    outbox.emit(conn, tx.now, "thread.terminated", {"thread_id": thread_id, "terminated": tx.now})
     return int(tx.now), tx.flush()
 
 

@@ -448,6 +448,39 @@ ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to BIGINT;
 """Each migration from here on records the oldest schema version whose code can still use
 the schema after it (spec 17 §17.4, ``store/core/upgrades.py``; SQLite's migration 19)."""
 
+_V11 = """
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
+    id            TEXT PRIMARY KEY,
+    url           TEXT NOT NULL,
+    secret        TEXT NOT NULL,
+    event_types   TEXT NOT NULL,
+    enabled       INTEGER NOT NULL DEFAULT 1,
+    description   TEXT,
+    created_at_us BIGINT NOT NULL,
+    updated_at_us BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    event_id        TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    event_type      TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at_us   BIGINT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending',
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_at_us      BIGINT NOT NULL,
+    lease_node      TEXT,
+    lease_until_us  BIGINT,
+    last_error      TEXT,
+    last_status     INTEGER,
+    delivered_at_us BIGINT,
+    PRIMARY KEY (event_id, subscription_id)
+);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(state, next_at_us);
+CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
+"""
+"""Outbound webhooks: subscriptions and the outbox of their deliveries (spec 19; SQLite's
+migration 21)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -458,6 +491,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (7, "the shared state and the run context of a thread", _V7),
     (8, "the OAuth authorization server's clients, codes and tokens", _V8),
     (9, "the oldest schema version each migration stays compatible with", _V9),
+    (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -712,4 +712,42 @@ CREATE INDEX oauth_spent_refresh_expiry ON oauth_spent_refresh(expires_at_us);
 ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to INTEGER;
 """,
     ),
+    (
+        21,
+        "outbound webhooks: subscriptions and the outbox of their deliveries",
+        # Spec 19: a subscription names a URL, a secret and event types; the outbox holds
+        # one row per event and subscription, written in the transaction of the event it
+        # reports, claimed by a node with a lease (lease_node, lease_until_us) while it is
+        # delivered, and kept pending (next_at_us), delivered or dead.
+        """
+CREATE TABLE IF NOT EXISTS webhook_subscriptions (
+    id            TEXT PRIMARY KEY,
+    url           TEXT NOT NULL,
+    secret        TEXT NOT NULL,
+    event_types   TEXT NOT NULL,
+    enabled       INTEGER NOT NULL DEFAULT 1,
+    description   TEXT,
+    created_at_us INTEGER NOT NULL,
+    updated_at_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    event_id        TEXT NOT NULL,
+    subscription_id TEXT NOT NULL,
+    event_type      TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at_us   INTEGER NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending',
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_at_us      INTEGER NOT NULL,
+    lease_node      TEXT,
+    lease_until_us  INTEGER,
+    last_error      TEXT,
+    last_status     INTEGER,
+    delivered_at_us INTEGER,
+    PRIMARY KEY (event_id, subscription_id)
+);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(state, next_at_us);
+CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
+""",
+    ),
 ]
