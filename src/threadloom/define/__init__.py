@@ -25,6 +25,7 @@ from threadloom.define.prompt import (
     TextPart,
 )
 from threadloom.define.registry import Definitions, ResolvedTool
+from threadloom.records import Schedule
 from threadloom.define.tool import (
     Attachment,
     ToolArgumentsError,
@@ -38,6 +39,7 @@ from threadloom.define.tool import (
 from threadloom.define.validation import RESERVED_NAMES
 
 __all__ = [
+    "Schedule",
     "DROP",
     "HOOK_NAMES",
     "RESERVED_NAMES",
