@@ -240,6 +240,14 @@ class Served:
         user: str = body["user"]["id"]
         return user
 
+    def new_schedule(self) -> str:
+        """A schedule of the support agent that fires once a year (the fuzzer may change,
+        fire or delete it)."""
+        schedule = f"fuzz-{next(self.counter)}-{uuid.uuid4().hex[:6]}"
+        body = {"id": schedule, "message": "m", "cron": "0 0 1 1 *", "agent": "support"}
+        created: str = self.ok("POST", "/api/schedules", json=body)["schedule"]["id"]
+        return created
+
     def seed(self) -> None:
         """A thread that ran one turn (messages and a log row) and holds a file."""
         self.thread = self.new_thread(messages=0)
@@ -505,6 +513,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["tool_call_id"] = "call_example"
     if "{grant_id}" in path:  # no MCP host was allowed: the revocation's answer is a 404
         ids["grant_id"] = "0" * 64
+    if "{schedule_id}" in path:
+        ids["schedule_id"] = served.new_schedule()
     return path.format(**ids)
 
 

@@ -58,32 +58,9 @@ class Schedule(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Schedule:
-        if not SCHEDULE_ID.match(self.id):
-            raise ValueError(
-                "id must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or"
-                " digit"
-            )
-        if not self.message or len(self.message) > MAX_MESSAGE_CHARS:
-            raise ValueError(f"message must be 1 to {MAX_MESSAGE_CHARS} characters")
-        if (self.cron is None) == (self.interval_s is None):
-            raise ValueError("exactly one of cron and interval_s must be set")
-        if (self.thread_id is None) == (self.agent is None):
-            raise ValueError("exactly one of thread_id and agent must be set")
-        try:
-            ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"timezone {self.timezone!r} is not an IANA time zone") from None
-        if self.cron is not None:
-            try:
-                CronSim(self.cron, datetime(2000, 1, 1, tzinfo=UTC))
-            except CronSimError as exc:
-                raise ValueError(f"cron {self.cron!r} is not a cron expression: {exc}") from None
-        if self.interval_s is not None and self.interval_s < MIN_INTERVAL_S:
-            raise ValueError(f"interval_s must be at least {MIN_INTERVAL_S}")
-        if self.thread_id is not None and (self.arguments or self.user_id):
-            raise ValueError("arguments and user_id belong to an agent target")
-        if self.thread_id is not None and self.overlap == "new_thread":
-            raise ValueError("overlap 'new_thread' needs an agent target")
+        found = schedule_problem(self.model_dump())
+        if found is not None:
+            raise ValueError(f"{found[0]} {found[1]}")
         return self
 
     def next_after(self, after_us: int, anchor_us: int | None = None) -> int:
@@ -106,6 +83,43 @@ class Schedule(BaseModel):
             if at > after_us:
                 return at
             nxt = next(it)
+
+
+def schedule_problem(fields: dict[str, Any]) -> tuple[str, str] | None:
+    """The first rule of a schedule that ``fields`` (a schedule's values by name) break,
+    as (field, problem); None when they keep them all. One place for the rules across
+    fields, which the record and the HTTP bodies both apply."""
+    schedule_id = fields.get("id")
+    if not isinstance(schedule_id, str) or not SCHEDULE_ID.match(schedule_id):
+        return ("id", "must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit")
+    message = fields.get("message")
+    if not isinstance(message, str) or not 0 < len(message) <= MAX_MESSAGE_CHARS:
+        return ("message", f"must be a string of 1 to {MAX_MESSAGE_CHARS} characters")
+    cron, interval = fields.get("cron"), fields.get("interval_s")
+    if (cron is None) == (interval is None):
+        return ("cron", "or interval_s: exactly one must be set")
+    thread_id, agent = fields.get("thread_id"), fields.get("agent")
+    if (thread_id is None) == (agent is None):
+        return ("agent", "or thread_id: exactly one must be set")
+    zone = fields.get("timezone", "UTC")
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        return ("timezone", "must be an IANA time zone name")
+    if cron is not None:
+        try:
+            CronSim(cron, datetime(2000, 1, 1, tzinfo=UTC))
+        except (CronSimError, TypeError, ValueError) as exc:
+            return ("cron", f"must be a cron expression ({exc})")
+    if interval is not None and (not isinstance(interval, int) or interval < MIN_INTERVAL_S):
+        return ("interval_s", f"must be an integer of at least {MIN_INTERVAL_S}")
+    if thread_id is not None and fields.get("arguments"):
+        return ("arguments", "must be null with a thread_id target")
+    if thread_id is not None and fields.get("user_id") is not None:
+        return ("user_id", "must be null with a thread_id target")
+    if thread_id is not None and fields.get("overlap") == "new_thread":
+        return ("overlap", "must be skip or queue with a thread_id target")
+    return None
 
 
 ScheduleSource = Literal["project", "api"]

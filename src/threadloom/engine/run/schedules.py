@@ -32,11 +32,13 @@ from threadloom.errors import (
     AgentNotFound,
     DuplicateMessage,
     InvalidArgument,
+    InvalidField,
     ScheduleExists,
     ScheduleNotFound,
     ThreadNotFound,
 )
 from threadloom.records import Schedule, ScheduleRow
+from threadloom.records.schedule import schedule_problem
 from threadloom.store.base import Clock, Store
 
 log = logging.getLogger("threadloom.schedules")
@@ -318,8 +320,12 @@ class Scheduler:
         row = await self.get(schedule_id)
         if "id" in changes and changes["id"] != schedule_id:
             raise InvalidArgument("a schedule's id cannot change")
+        fields = {**row.schedule.model_dump(), **changes}
+        found = schedule_problem(fields)
+        if found is not None:
+            raise InvalidField(*found)
         try:
-            spec = Schedule.model_validate({**row.schedule.model_dump(), **changes})
+            spec = Schedule.model_validate(fields)
         except ValidationError as exc:
             raise InvalidArgument(str(exc.errors()[0].get("msg", exc))) from None
         await self._check_target(spec)
