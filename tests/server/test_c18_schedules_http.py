@@ -99,11 +99,38 @@ async def test_c18_081_bad_schedules_are_a_400_naming_the_field(api: Api) -> Non
     )
     assert (nothread.status_code, nothread.json()["code"]) == (404, "thread_not_found")
     assert (await root.get("/api/schedules")).json() == {"schedules": []}
-    ok = await root.post("/api/schedules", json={**base, "interval_s": 3600})
+    ok = await root.post(
+        "/api/schedules", json={**base, "interval_s": 3600, "overlap": "new_thread"}
+    )
     assert ok.status_code == 201
-    both = await root.patch("/api/schedules/s", json={"cron": "0 9 * * *"})
-    assert both.status_code == 400 and both.json()["details"][0]["field"] == "cron"
-    assert (await root.get("/api/schedules/s")).json()["schedule"]["cron"] is None
+    to_thread = await root.patch("/api/schedules/s", json={"thread_id": thread})
+    assert to_thread.status_code == 400 and to_thread.json()["details"][0]["field"] == "overlap"
+    for nulled in ("cron", "message", "enabled", "agent"):
+        refused = await root.patch("/api/schedules/s", json={nulled: None})
+        assert refused.status_code == 400 and refused.json()["details"][0]["field"] == nulled
+    unchanged = (await root.get("/api/schedules/s")).json()["schedule"]
+    assert (unchanged["interval_s"], unchanged["agent"]) == (3600, "echo")
+
+
+async def test_c18_084_a_change_of_time_rule_or_target_replaces_the_other(api: Api) -> None:
+    """C18-084: PATCH with ``cron`` on an interval schedule replaces ``interval_s`` (and the
+    reverse); with ``thread_id`` on an agent schedule replaces ``agent``, ``arguments`` and
+    ``user_id``; the next fire time follows the new rule."""
+    root = api.client("root")
+    thread = await api.thread()
+    await root.post(
+        "/api/schedules",
+        json={"id": "s", "message": "m", "interval_s": 60, "agent": "echo",
+              "arguments": {"a": 1}, "user_id": USERS["bob"].id},
+    )
+    to_cron = (await root.patch("/api/schedules/s", json={"cron": "0 9 * * *"})).json()
+    assert (to_cron["schedule"]["cron"], to_cron["schedule"]["interval_s"]) == ("0 9 * * *", None)
+    to_thread = (await root.patch("/api/schedules/s", json={"thread_id": thread})).json()
+    schedule = to_thread["schedule"]
+    assert schedule["thread_id"] == thread
+    assert (schedule["agent"], schedule["arguments"], schedule["user_id"]) == (None, None, None)
+    back = (await root.patch("/api/schedules/s", json={"interval_s": 120})).json()["schedule"]
+    assert (back["cron"], back["interval_s"]) == (None, 120)
 
 
 async def test_c18_082_fire_now_sends_the_message_and_the_row_records_it(api: Api) -> None:

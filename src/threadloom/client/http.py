@@ -209,6 +209,17 @@ class AsyncUsers:
         self.delete_quota = run.wrap(b.delete_quota)
 
 
+class AsyncSchedules:
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.schedules
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+        self.fire = run.wrap(b.fire)
+
+
 class AsyncClient:
     """The async HTTP client of spec 11 §11.2."""
 
@@ -240,6 +251,7 @@ class AsyncClient:
         self.auth = AsyncAuth(self._run, _Credential(self._http, self._headers))
         self.api_keys = AsyncApiKeys(self._run)
         self.users = AsyncUsers(self._run)
+        self.schedules = AsyncSchedules(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -452,6 +464,17 @@ class SyncUsers:
         self.delete_quota = run.wrap(b.delete_quota)
 
 
+class SyncSchedules:
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.schedules
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+        self.fire = run.wrap(b.fire)
+
+
 class Client:
     """The blocking HTTP client: the same methods as ``AsyncClient``, without ``async``."""
 
@@ -483,6 +506,7 @@ class Client:
         self.auth = SyncAuth(self._run, _Credential(self._http, self._headers))
         self.api_keys = SyncApiKeys(self._run)
         self.users = SyncUsers(self._run)
+        self.schedules = SyncSchedules(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

@@ -6,7 +6,8 @@ an older client; message records are ``threadloom.records.Message``. Where the s
 model (``threadloom.wire``) has the client's shape, it is the client's model too, under the
 client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``WebSocketTicket``
 (``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList``,
-``UserQuota`` (``wire.budgets.QuotaAnswer``) and ``SharedState`` (``wire.state.StateAnswer``).
+``UserQuota`` (``wire.budgets.QuotaAnswer``), ``SharedState`` (``wire.state.StateAnswer``),
+``ScheduleInfo`` and ``ScheduleFire`` (``wire.schedules.ScheduleOut``, ``FireOut``).
 The others differ on purpose: snake_case names for camelCase keys, and defaults where the
 server always sends a key (a client reads an older server's answers).
 """
@@ -24,6 +25,8 @@ from threadloom.wire.auth import Ticket as WebSocketTicket
 from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
+from threadloom.wire.schedules import FireOut as ScheduleFire
+from threadloom.wire.schedules import ScheduleOut as ScheduleInfo
 from threadloom.wire.state import StateAnswer as SharedState
 
 __all__ = [
@@ -54,6 +57,8 @@ __all__ = [
     "Owner",
     "PromptInfo",
     "SendResult",
+    "ScheduleFire",
+    "ScheduleInfo",
     "SharedState",
     "StopResult",
     "SubagentEntry",

@@ -44,6 +44,34 @@ def _text_or_null(most: int) -> Any:
     return rule
 
 
+def _text(most: int) -> Any:
+    def rule(value: Any) -> str:
+        if not isinstance(value, str) or not 0 < len(value) <= most:
+            raise refuse(f"must be a string of 1 to {most} characters")
+        return value
+
+    return rule
+
+
+def _interval_value(value: Any) -> int:
+    checked = _interval(value)
+    if checked is None:
+        raise refuse(f"must be an integer from 1 to {MAX_INTERVAL_S}")
+    return checked
+
+
+def _thread_value(value: Any) -> str:
+    if not (isinstance(value, str) and len(value) == 36):
+        raise refuse("must be a thread id (a UUID)")
+    return value
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise refuse("must be an object")
+    return value
+
+
 def _timezone(value: Any) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= 64:
         raise refuse("must be an IANA time zone name")
@@ -131,20 +159,25 @@ class CreateSchedule(Body):
 
 
 class PatchSchedule(Body):
-    """The fields of a schedule to change (only those present change; ``id`` stays)."""
+    """The fields of a schedule to change (only those present change; ``id`` stays; null
+    is no value here). Giving ``interval_s`` replaces ``cron`` and the reverse; giving
+    ``thread_id`` replaces ``agent`` (with its ``arguments`` and ``user_id``) and the
+    reverse; ``arguments: {}`` clears the arguments."""
 
     model_config = examples({"enabled": False}, {"cron": "0 9 * * 1-5", "timezone": "UTC"})
 
     message: Annotated[str | Absent, check(_message)] = Field(
         None, min_length=1, max_length=MAX_MESSAGE_CHARS
     )
-    cron: _Cron = Field(None, max_length=MAX_CRON)
+    cron: Annotated[str | Absent, check(_text(MAX_CRON))] = Field(None, max_length=MAX_CRON)
     timezone: Annotated[str | Absent, check(_timezone)] = Field(None, max_length=64)
-    interval_s: _Interval = Field(None, ge=1, le=MAX_INTERVAL_S)
-    thread_id: _ThreadId = Field(None, pattern=UUID)
-    agent: _Name = Field(None, max_length=MAX_NAME)
-    arguments: _Arguments = None
-    user_id: _Name = Field(None, max_length=MAX_NAME)
+    interval_s: Annotated[int | Absent, check(_interval_value)] = Field(
+        None, ge=1, le=MAX_INTERVAL_S
+    )
+    thread_id: Annotated[str | Absent, check(_thread_value)] = Field(None, pattern=UUID)
+    agent: Annotated[str | Absent, check(_text(MAX_NAME))] = Field(None, max_length=MAX_NAME)
+    arguments: Annotated[dict[str, Any] | Absent, check(_object)] = None
+    user_id: Annotated[str | Absent, check(_text(MAX_NAME))] = Field(None, max_length=MAX_NAME)
     enabled: Annotated[bool | Absent, check(boolean_value)] = None
     overlap: Annotated[Literal["skip", "queue", "new_thread"] | Absent, check(_overlap)] = None
     catchup: Annotated[Literal["once", "skip"] | Absent, check(_catchup)] = None

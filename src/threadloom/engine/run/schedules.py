@@ -315,12 +315,14 @@ class Scheduler:
         return await self.store.list_schedules()
 
     async def update(self, schedule_id: str, changes: Mapping[str, Any]) -> ScheduleRow:
-        """Change some fields of a schedule (``id`` stays). Its next fire time is computed
-        again when its times, its time zone or ``enabled`` changed."""
+        """Change some fields of a schedule (``id`` stays). Giving one of ``cron`` and
+        ``interval_s`` clears the other; giving ``thread_id`` clears ``agent`` with its
+        ``arguments`` and ``user_id``, giving ``agent`` clears ``thread_id``. Its next fire
+        time is computed again when its times, its time zone or ``enabled`` changed."""
         row = await self.get(schedule_id)
         if "id" in changes and changes["id"] != schedule_id:
             raise InvalidArgument("a schedule's id cannot change")
-        fields = {**row.schedule.model_dump(), **changes}
+        fields = {**row.schedule.model_dump(), **_replaced(changes), **changes}
         found = schedule_problem(fields)
         if found is not None:
             raise InvalidField(*found)
@@ -370,6 +372,20 @@ class Scheduler:
         for row in stored.values():
             if row.source == "project":
                 await self.store.delete_schedule(row.id)
+
+
+def _replaced(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """What a change clears besides what it sets: the other time rule, the other target."""
+    cleared: dict[str, Any] = {}
+    if "interval_s" in changes:
+        cleared["cron"] = None
+    if "cron" in changes:
+        cleared["interval_s"] = None
+    if "thread_id" in changes:
+        cleared.update(agent=None, arguments=None, user_id=None)
+    if "agent" in changes:
+        cleared["thread_id"] = None
+    return {k: v for k, v in cleared.items() if k not in changes}
 
 
 def options_from_env() -> ScheduleOptions:
