@@ -140,7 +140,7 @@ class Scheduler:
     def __init__(
         self,
         store: Store,
-        host: ScheduleHost,
+        host: ScheduleHost | None,
         clock: Clock,
         options: ScheduleOptions | None = None,
         known_agent: Callable[[str], bool] | None = None,
@@ -247,6 +247,9 @@ class Scheduler:
     async def _send(self, row: ScheduleRow, due_us: int) -> Fire:
         """The fire itself (spec 18 §18.5), idempotent per (schedule, due time)."""
         spec = row.schedule
+        host = self.host
+        if host is None:
+            raise InvalidArgument("this scheduler runs no threads: it cannot fire")
         key = fire_key(spec.id, due_us)
         previous = spec.thread_id or row.last_thread_id
         target: str | None = spec.thread_id
@@ -259,7 +262,7 @@ class Scheduler:
             assert spec.agent is not None
             target = str(uuid.uuid5(_NAMESPACE, key))
             if await self.store.get_thread(target) is None:
-                await self.host.create_thread(
+                await host.create_thread(
                     spec.agent,
                     user_id=spec.user_id,
                     tags=(f"schedule:{spec.id}",),
@@ -268,7 +271,7 @@ class Scheduler:
                 )
         metadata = {"client_message_id": key, "schedule_id": spec.id, "schedule_due_us": due_us}
         try:
-            await self.host.send_message(target, spec.message, metadata=metadata)
+            await host.send_message(target, spec.message, metadata=metadata)
         except DuplicateMessage:  # a retry of a fire whose message was stored
             pass
         return Fire(spec.id, due_us, "fired", thread_id=target)
@@ -338,6 +341,17 @@ class Scheduler:
         else:
             next_fire = row.next_fire_us
         updated = await self.store.replace_schedule(spec, row.source, next_fire)
+        if updated is None:
+            raise ScheduleNotFound(schedule_id)
+        return updated
+
+    async def fire_soon(self, schedule_id: str) -> ScheduleRow:
+        """Make the schedule due now (enabled, its next fire time now): the runtime that
+        runs the store's threads fires it at its next tick (the command line's way, beside
+        a running server)."""
+        row = await self.get(schedule_id)
+        spec = row.schedule.model_copy(update={"enabled": True})
+        updated = await self.store.replace_schedule(spec, row.source, self.clock())
         if updated is None:
             raise ScheduleNotFound(schedule_id)
         return updated
