@@ -39,19 +39,61 @@ async def test_c18_095_the_command_line_manages_schedules_and_fires_through_the_
     rt = await Runtime.open(db_url, definitions=defs, schedules=ScheduleOptions(tick_s=0.05))
     try:
         code, out = await _run(
-            db_url, "create", "nightly", "--message", "report", "--cron", "30 2 * * *",
-            "--timezone", "Europe/Berlin", "--agent", "reporter", "--arguments", '{"team": "a"}',
+            db_url,
+            "create",
+            "nightly",
+            "--message",
+            "report",
+            "--cron",
+            "30 2 * * *",
+            "--timezone",
+            "Europe/Berlin",
+            "--agent",
+            "reporter",
+            "--arguments",
+            '{"team": "a"}',
         )
         assert code == 0, out
         assert out.startswith("created schedule nightly; next fire 20")
-        assert (await _run(db_url, "create", "nightly", "--message", "x", "--every", "60",
-                           "--agent", "reporter"))[0] == 1
+        assert (
+            await _run(
+                db_url,
+                "create",
+                "nightly",
+                "--message",
+                "x",
+                "--every",
+                "60",
+                "--agent",
+                "reporter",
+            )
+        )[0] == 1
         for bad in (
             ["create", "b", "--message", "x", "--agent", "reporter"],
-            ["create", "b", "--message", "x", "--every", "60", "--cron", "* * * * *",
-             "--agent", "reporter"],
-            ["create", "b", "--message", "x", "--every", "60", "--agent", "reporter",
-             "--arguments", "[1]"],
+            [
+                "create",
+                "b",
+                "--message",
+                "x",
+                "--every",
+                "60",
+                "--cron",
+                "* * * * *",
+                "--agent",
+                "reporter",
+            ],
+            [
+                "create",
+                "b",
+                "--message",
+                "x",
+                "--every",
+                "60",
+                "--agent",
+                "reporter",
+                "--arguments",
+                "[1]",
+            ],
             ["update", "nightly", "--every", "0"],
             ["update", "nightly"],
         ):
@@ -62,12 +104,13 @@ async def test_c18_095_the_command_line_manages_schedules_and_fires_through_the_
         lines = out.splitlines()
         assert lines[0].split()[:3] == ["ID", "WHEN", "TARGET"]
         assert lines[1].startswith("nightly") and "30 2 * * * (Europe/Berlin)" in lines[1]
-        code, out = await _run(db_url, "update", "nightly", "--message", "now", "--overlap",
-                               "queue")
+        code, out = await _run(
+            db_url, "update", "nightly", "--message", "now", "--overlap", "queue"
+        )
         assert code == 0, out
         code, out = await _run(db_url, "show", "nightly")
         assert "message:     now" in out and "overlap:     queue" in out
-        assert "arguments:   {\"team\": \"a\"}" in out
+        assert 'arguments:   {"team": "a"}' in out
         code, out = await _run(db_url, "fire", "nightly")
         assert code == 0 and "due now" in out
         for _ in range(200):

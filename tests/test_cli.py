@@ -90,7 +90,15 @@ def test_version(tmp_path: Path) -> None:
 def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
     done = run_cli(cwd=tmp_path)
     for command in (
-        "init", "run", "serve", "users", "keys", "backup", "restore", "migrate", "schedules"
+        "init",
+        "run",
+        "serve",
+        "users",
+        "keys",
+        "backup",
+        "restore",
+        "migrate",
+        "schedules",
     ):
         assert command in done.stdout + done.stderr
 

@@ -23,18 +23,25 @@ async def test_c18_090_the_async_client_manages_and_fires_schedules(api: Api) ->
     schedule as an admin; its errors are the client's typed errors (400, 403, 404, 409)."""
     async with AsyncClient(api.base, token=api.keys["root"]) as root:
         created = await root.schedules.create(
-            "nightly", "summarise", cron="30 2 * * *", timezone="Europe/Berlin", agent="echo",
-            arguments={"k": "v"}, overlap="queue",
+            "nightly",
+            "summarise",
+            cron="30 2 * * *",
+            timezone="Europe/Berlin",
+            agent="echo",
+            arguments={"k": "v"},
+            overlap="queue",
         )
         assert (created.id, created.cron, created.overlap, created.arguments) == (
-            "nightly", "30 2 * * *", "queue", {"k": "v"}
+            "nightly",
+            "30 2 * * *",
+            "queue",
+            {"k": "v"},
         )
         assert created.next_fire_at is not None and created.source == "api"
         with pytest.raises(ConflictError):
             await root.schedules.create("nightly", "x", interval_s=60, agent="echo")
         with pytest.raises(BadRequestError) as bad:
-            await root.schedules.create("other", "x", cron="0 9 * * *", interval_s=60,
-                                        agent="echo")
+            await root.schedules.create("other", "x", cron="0 9 * * *", interval_s=60, agent="echo")
         assert bad.value.message.startswith("cron")
         assert [s.id for s in await root.schedules.list()] == ["nightly"]
         changed = await root.schedules.update("nightly", enabled=False, message="later")

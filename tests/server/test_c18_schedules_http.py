@@ -80,8 +80,16 @@ async def test_c18_081_bad_schedules_are_a_400_naming_the_field(api: Api) -> Non
         ({"id": "s", "message": "m", "interval_s": 60}, "agent"),
         ({**base, "cron": "61 * * * *"}, "cron"),
         ({**base, "cron": "0 9 * * *", "timezone": "Europe/Nowhere"}, "timezone"),
-        ({"id": "s", "message": "m", "interval_s": 60, "thread_id": thread,
-          "overlap": "new_thread"}, "overlap"),
+        (
+            {
+                "id": "s",
+                "message": "m",
+                "interval_s": 60,
+                "thread_id": thread,
+                "overlap": "new_thread",
+            },
+            "overlap",
+        ),
         ({**base, "interval_s": 0}, "interval_s"),
         ({**base, "interval_s": 60, "id": "has space"}, "id"),
     ]
@@ -94,8 +102,12 @@ async def test_c18_081_bad_schedules_are_a_400_naming_the_field(api: Api) -> Non
     assert (ghost.status_code, ghost.json()["code"]) == (404, "agent_not_found")
     nothread = await root.post(
         "/api/schedules",
-        json={"id": "s", "message": "m", "interval_s": 60,
-              "thread_id": "00000000-0000-4000-8000-000000000000"},
+        json={
+            "id": "s",
+            "message": "m",
+            "interval_s": 60,
+            "thread_id": "00000000-0000-4000-8000-000000000000",
+        },
     )
     assert (nothread.status_code, nothread.json()["code"]) == (404, "thread_not_found")
     assert (await root.get("/api/schedules")).json() == {"schedules": []}
@@ -120,8 +132,14 @@ async def test_c18_084_a_change_of_time_rule_or_target_replaces_the_other(api: A
     thread = await api.thread()
     await root.post(
         "/api/schedules",
-        json={"id": "s", "message": "m", "interval_s": 60, "agent": "echo",
-              "arguments": {"a": 1}, "user_id": USERS["bob"].id},
+        json={
+            "id": "s",
+            "message": "m",
+            "interval_s": 60,
+            "agent": "echo",
+            "arguments": {"a": 1},
+            "user_id": USERS["bob"].id,
+        },
     )
     to_cron = (await root.patch("/api/schedules/s", json={"cron": "0 9 * * *"})).json()
     assert (to_cron["schedule"]["cron"], to_cron["schedule"]["interval_s"]) == ("0 9 * * *", None)

@@ -25,7 +25,6 @@ from threadloom.define.prompt import (
     TextPart,
 )
 from threadloom.define.registry import Definitions, ResolvedTool
-from threadloom.records import Schedule
 from threadloom.define.tool import (
     Attachment,
     ToolArgumentsError,
@@ -37,9 +36,9 @@ from threadloom.define.tool import (
     tool_definition_of,
 )
 from threadloom.define.validation import RESERVED_NAMES
+from threadloom.records import Schedule
 
 __all__ = [
-    "Schedule",
     "DROP",
     "HOOK_NAMES",
     "RESERVED_NAMES",
@@ -60,6 +59,7 @@ __all__ = [
     "Prompt",
     "Reasoning",
     "ResolvedTool",
+    "Schedule",
     "SessionBinding",
     "Side",
     "Subagent",

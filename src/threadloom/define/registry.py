@@ -31,8 +31,8 @@ from threadloom.define.prompt import (
 from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, tool_definition_of
 from threadloom.define.validation import IN_CODE, Finding, cross_checks
-from threadloom.records import Schedule
 from threadloom.errors import AgentNotFound, DefinitionError, UnknownHookError
+from threadloom.records import Schedule
 
 Kind = Literal["model", "prompt", "tool", "agent", "mcp"]
 ToolKind = Literal["tool", "subprompt", "handoff", "subagent"]

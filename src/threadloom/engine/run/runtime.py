@@ -34,7 +34,6 @@ from threadloom.engine.run.client_tools import (
 )
 from threadloom.engine.run.ending import Lost
 from threadloom.engine.run.node_host import EngineHost
-from threadloom.engine.run.schedules import ScheduleOptions, Scheduler
 from threadloom.engine.run.retention import (
     RetentionPolicy,
     RetentionReport,
@@ -43,6 +42,7 @@ from threadloom.engine.run.retention import (
     log_report,
 )
 from threadloom.engine.run.runs import RunManager
+from threadloom.engine.run.schedules import ScheduleOptions, Scheduler
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
     AgentNotFound,
@@ -106,9 +106,7 @@ class Runtime:
         self.retention_policy = RetentionPolicy()
         """What the store keeps (spec 17 §17.2): every rule off unless set."""
         self._sweeper: RetentionSweeper | None = None
-        self.schedules = Scheduler(
-            hub.store, self, hub.clock, known_agent=self._known_agent
-        )
+        self.schedules = Scheduler(hub.store, self, hub.clock, known_agent=self._known_agent)
         """The store's schedules (spec 18, ``engine/run/schedules.py``): managed here, fired
         by the runtime that runs the store's threads."""
         self.cluster: Cluster = open_cluster(hub.store)

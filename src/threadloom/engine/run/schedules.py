@@ -290,20 +290,18 @@ class Scheduler:
 
     # -- management (spec 18 §18.7) ------------------------------------------------------
     async def _check_target(self, schedule: Schedule) -> None:
-        if schedule.agent is not None and self.known_agent is not None:
-            if not self.known_agent(schedule.agent):
-                raise AgentNotFound(schedule.agent)
-        if schedule.thread_id is not None:
-            if await self.store.get_thread(schedule.thread_id) is None:
-                raise ThreadNotFound(schedule.thread_id)
+        agent, known = schedule.agent, self.known_agent
+        if agent is not None and known is not None and not known(agent):
+            raise AgentNotFound(agent)
+        thread_id = schedule.thread_id
+        if thread_id is not None and await self.store.get_thread(thread_id) is None:
+            raise ThreadNotFound(thread_id)
 
     async def create(self, schedule: Schedule, *, source: str = "api") -> ScheduleRow:
         """Store a new schedule (``ScheduleExists`` when its id is taken; an unknown agent
         or thread refused)."""
         await self._check_target(schedule)
-        row = await self.store.create_schedule(
-            schedule, source, first_fire(schedule, self.clock())
-        )
+        row = await self.store.create_schedule(schedule, source, first_fire(schedule, self.clock()))
         if row is None:
             raise ScheduleExists(schedule.id)
         return row
