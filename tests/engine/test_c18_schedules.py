@@ -4,6 +4,7 @@ clock a settable one so that due times, downtimes and DST changes are exact."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from fakes import FakeClock
+from store_probe import StoreProbe
 from threadloom import Agent, Definitions, Runtime, Schedule, Side
 from threadloom.define import Model, Prompt
 from threadloom.engine.run.schedules import ScheduleOptions, fire_key
@@ -92,6 +94,7 @@ def test_c18_001_a_schedule_names_one_time_rule_and_one_target() -> None:
         {"interval_s": 60, "thread_id": "t", "arguments": {"x": 1}},
         {"interval_s": 60, "agent": "a", "overlap": "sometimes"},
         {"interval_s": 60, "agent": "a", "catchup": "all"},
+        {"interval_s": 60, "agent": "a", "arguments": {"not json": object()}},
     ]
     for fields in bad:
         with pytest.raises(ValueError):
@@ -425,6 +428,24 @@ async def test_c18_041_of_concurrent_claims_of_one_fire_one_wins(open_rt: Opener
     )
     won = [c for c in claims if c is not None]
     assert len(won) == 1 and won[0].fire_due_us == due and won[0].next_fire_us == due + 600 * S
+
+
+async def test_c18_042_a_later_release_s_stored_fields_do_not_break_reads(
+    open_rt: Opener, db_url: str
+) -> None:
+    """C18-042: a stored definition with a field this release does not know (written by a
+    later release during a rolling upgrade) is read with the fields it knows, and fires."""
+    t0 = us(2026, 5, 4, 12, 0)
+    clock = FakeClock(t0)
+    rt = await open_rt(clock)
+    await rt.schedules.create(Schedule(id="later", message="m", interval_s=60, agent="reporter"))
+    probe = StoreProbe(db_url)
+    [(text,)] = probe.rows("SELECT spec FROM schedules WHERE id = 'later'")
+    newer = {**json.loads(text), "jitter_s": 5}
+    probe.execute("UPDATE schedules SET spec = ? WHERE id = 'later'", (json.dumps(newer),))
+    assert (await rt.schedules.get("later")).schedule.message == "m"
+    clock.now = t0 + 60 * S
+    assert [f.status for f in await rt.schedules.tick()] == ["fired"]
 
 
 # -- declared and managed -------------------------------------------------------------------

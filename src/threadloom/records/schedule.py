@@ -12,6 +12,7 @@ both occurrences of the repeated hour's minutes, since each is a distinct instan
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,7 +114,13 @@ def schedule_problem(fields: dict[str, Any]) -> tuple[str, str] | None:
             return ("cron", f"must be a cron expression ({exc})")
     if interval is not None and (not isinstance(interval, int) or interval < MIN_INTERVAL_S):
         return ("interval_s", f"must be an integer of at least {MIN_INTERVAL_S}")
-    if thread_id is not None and fields.get("arguments"):
+    arguments = fields.get("arguments")
+    if arguments is not None:
+        try:
+            json.dumps(arguments, allow_nan=False)
+        except (TypeError, ValueError):
+            return ("arguments", "must be a JSON object")
+    if thread_id is not None and arguments:
         return ("arguments", "must be null with a thread_id target")
     if thread_id is not None and fields.get("user_id") is not None:
         return ("user_id", "must be null with a thread_id target")

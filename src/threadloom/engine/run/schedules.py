@@ -35,6 +35,7 @@ from threadloom.errors import (
     InvalidField,
     ScheduleExists,
     ScheduleNotFound,
+    StoreUnavailable,
     ThreadNotFound,
 )
 from threadloom.records import Schedule, ScheduleRow
@@ -177,6 +178,8 @@ class Scheduler:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
+            except StoreUnavailable as exc:  # the database is away: said, not a traceback
+                log.warning("schedule tick: the store is unavailable: %s", exc)
             except Exception:  # a failed look is tried again at the next tick
                 log.exception("schedule tick failed")
 

@@ -11,6 +11,7 @@ idempotent per (schedule, due time).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from threadloom.records import Schedule, ScheduleRow
@@ -23,9 +24,16 @@ COLUMNS = (
 )
 
 
+def _spec_of(text: str) -> Schedule:
+    """A stored definition, its known fields only: a later release may store fields this
+    one does not know (expand/contract, spec 17 §17.4), which must not break its reads."""
+    fields = json.loads(text)
+    return Schedule.model_validate({k: v for k, v in fields.items() if k in Schedule.model_fields})
+
+
 def _row(row: tuple[Any, ...]) -> ScheduleRow:
     return ScheduleRow(
-        schedule=Schedule.model_validate_json(row[1]),
+        schedule=_spec_of(row[1]),
         source=row[2],
         next_fire_us=row[3],
         created_at_us=row[4],
