@@ -26,7 +26,8 @@ ScheduleOverlap = Literal["skip", "queue", "new_thread"]
 ScheduleCatchup = Literal["once", "skip"]
 SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MIN_INTERVAL_S = 1
-MAX_MESSAGE_CHARS = 100_000
+MAX_MESSAGE_CHARS = 32_768
+"""The longest message a schedule sends (its request body stays far under the 1 MiB limit)."""
 _US = 1_000_000
 
 
