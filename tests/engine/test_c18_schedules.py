@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -192,9 +193,10 @@ async def test_c18_010_a_due_fire_starts_a_thread_of_the_agent_and_fires_once(
     open_rt: Opener,
 ) -> None:
     """C18-010: an agent-target schedule, due → one tick creates a thread of the agent with
-    the schedule's arguments and owner, sends the message (its ``client_message_id`` the
-    fire's key), and the run settles; a second tick at the same time fires nothing; the row
-    records the fire (count, last due time, status, thread) and the next time."""
+    the schedule's arguments and owner (its id a UUID4 in form), sends the message (its
+    ``client_message_id`` the fire's key), and the run settles; a second tick at the same
+    time fires nothing; the row records the fire (count, last due time, status, thread) and
+    the next time."""
     clock = FakeClock(us(2026, 5, 4, 8, 59))
     rt = await open_rt(clock)
     row = await rt.schedules.create(
@@ -215,7 +217,7 @@ async def test_c18_010_a_due_fire_starts_a_thread_of_the_agent_and_fires_once(
         ("morning", us(2026, 5, 4, 9, 0), "fired")
     ]
     thread_id = fires[0].thread_id
-    assert thread_id is not None
+    assert thread_id is not None and uuid.UUID(thread_id).version == 4  # decision D6
     await rt.wait_idle(thread_id, timeout=10)
     record = await rt.get_thread_record(thread_id)
     assert record.agent_id == "reporter" and record.user_id == "u1"

@@ -45,7 +45,8 @@ from threadloom.store.base import Clock, Store
 log = logging.getLogger("threadloom.schedules")
 
 _NAMESPACE = uuid.UUID("6f1c2a5e-3b1d-4c8e-9a57-2f0d3c4b5a69")
-"""The UUID namespace of the threads schedules create (uuid5 of schedule id and due time)."""
+"""The UUID namespace of the threads schedules create: their ids are the UUID5 of the fire's
+key (schedule id and due time) with the version bits of a UUID4."""
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,8 @@ class Scheduler:
                 target = previous
         if target is None:  # a new thread of the agent, its id derived from the fire
             assert spec.agent is not None
-            target = str(uuid.uuid5(_NAMESPACE, key))
+            # a UUID4 in form (decision D6), derived from the fire (a retry finds it)
+            target = str(uuid.UUID(bytes=uuid.uuid5(_NAMESPACE, key).bytes, version=4))
             if await self.store.get_thread(target) is None:
                 await host.create_thread(
                     spec.agent,
