@@ -89,7 +89,17 @@ def test_version(tmp_path: Path) -> None:
 
 def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
     done = run_cli(cwd=tmp_path)
-    for command in ("init", "run", "serve", "users", "keys", "backup", "restore", "migrate"):
+    for command in (
+        "init",
+        "run",
+        "serve",
+        "users",
+        "keys",
+        "backup",
+        "restore",
+        "migrate",
+        "schedules",
+    ):
         assert command in done.stdout + done.stderr
 
 
@@ -115,6 +125,13 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["backup"],
         ["restore"],
         ["migrate"],
+        ["schedules"],
+        ["schedules", "list"],
+        ["schedules", "show"],
+        ["schedules", "create"],
+        ["schedules", "update"],
+        ["schedules", "delete"],
+        ["schedules", "fire"],
     ],
 )
 def test_help_speaks_the_users_words(tmp_path: Path, command: list[str]) -> None:

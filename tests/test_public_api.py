@@ -40,6 +40,7 @@ TOP_LEVEL = {
     "Definitions",
     # running
     "Runtime",
+    "Schedule",
     "ThreadState",
     "EventRetention",
     "RetentionPolicy",

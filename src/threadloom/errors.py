@@ -179,6 +179,22 @@ class StoreLocked(StoreError):
         self.lock_file = lock_file
 
 
+class ScheduleNotFound(ThreadloomError, LookupError):
+    """No schedule has this id (spec 18)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"Schedule not found: {schedule_id}")
+        self.schedule_id = schedule_id
+
+
+class ScheduleExists(ThreadloomError):
+    """A schedule with this id already exists (spec 18): nothing was stored."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"Schedule already exists: {schedule_id}")
+        self.schedule_id = schedule_id
+
+
 class UsernameTaken(ThreadloomError):
     """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
 

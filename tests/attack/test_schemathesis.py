@@ -243,6 +243,14 @@ class Served:
         user: str = body["user"]["id"]
         return user
 
+    def new_schedule(self) -> str:
+        """A schedule of the support agent that fires once a year (the fuzzer may change,
+        fire or delete it)."""
+        schedule = f"fuzz-{next(self.counter)}-{uuid.uuid4().hex[:6]}"
+        body = {"id": schedule, "message": "m", "cron": "0 0 1 1 *", "agent": "support"}
+        created: str = self.ok("POST", "/api/schedules", json=body)["schedule"]["id"]
+        return created
+
     def seed(self) -> None:
         """A thread that ran one turn (messages and a log row) and holds a file."""
         self.thread = self.new_thread(messages=0)
@@ -512,6 +520,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["webhook_id"] = "00000000-0000-4000-8000-000000000000"
     if "{event_id}" in path:
         ids["event_id"] = "evt_example"
+    if "{schedule_id}" in path:
+        ids["schedule_id"] = served.new_schedule()
     return path.format(**ids)
 
 

@@ -69,6 +69,8 @@ def test_the_async_surface_has_every_namespace_of_the_spec(
         "auth",
         "api_keys",
         "users",
+        "schedules",
+        "webhooks",
     }
     found = surface(async_client)
     # a sample of the catalogue: the enumeration really reaches into each namespace

@@ -38,6 +38,7 @@ class Ids:
     message: str
     user: str
     key: str
+    schedule: str = "bad-input-schedule"
 
     def url(self, template: str, path: str = "a.txt") -> str:
         return (
@@ -46,6 +47,7 @@ class Ids:
             .replace("{message_id}", self.message)
             .replace("{user_id}", self.user)
             .replace("{key_id}", self.key)
+            .replace("{schedule_id}", self.schedule)
             .replace("{grant_id}", "0" * 64)
             .replace("{tool_call_id}", "call_unknown")
             .replace("{path:fspath}", path)
@@ -296,9 +298,43 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"enabled": False, "description": "d", "event_types": ["run.settled"]},
         )
     ],
+    ("POST", "/api/schedules"): [
+        Sample(
+            "POST",
+            "/api/schedules",
+            lambda ids: {
+                "id": "bad-input-new",
+                "message": "report",
+                "cron": "30 2 * * *",
+                "timezone": "Europe/Berlin",
+                "agent": "echo",
+                "arguments": {"a": "b"},
+                "user_id": "u1",
+                "enabled": True,
+                "overlap": "skip",
+                "catchup": "once",
+            },
+            free=("arguments",),
+        )
+    ],
+    ("PATCH", "/api/schedules/{schedule_id}"): [
+        Sample(
+            "PATCH",
+            "/api/schedules/{schedule_id}",
+            lambda ids: {
+                "message": "report",
+                "interval_s": 7200,
+                "enabled": True,
+                "overlap": "queue",
+                "catchup": "skip",
+            },
+        )
+    ],
 }
 
 NO_BODY = {
+    ("DELETE", "/api/schedules/{schedule_id}"),
+    ("POST", "/api/schedules/{schedule_id}/fire"),
     ("DELETE", "/api/threads/{id:thread_id}"),
     ("DELETE", "/api/threads/{id}/messages/{message_id}"),
     ("DELETE", "/api/threads/{id}/fs/{path:fspath}"),
@@ -344,6 +380,8 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/webhooks/{webhook_id}": ("", ()),
     "/api/webhooks/{webhook_id}/deliveries": ("", ()),
     "/api/webhook-deliveries": ("", ("limit",)),
+    "/api/schedules": ("", ()),
+    "/api/schedules/{schedule_id}": ("", ()),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

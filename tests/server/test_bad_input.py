@@ -131,6 +131,11 @@ async def make_world(make_api: Callable[..., Any]) -> World:
     wrote = await root.post(f"/api/threads/{thread}/fs/a.txt", json={"data": "aGk="})
     assert wrote.status_code == 201, wrote.text
     keys = (await root.get("/api/api-keys", params={"all": "true"})).json()["keys"]
+    scheduled = await root.post(
+        "/api/schedules",
+        json={"id": "bad-input-schedule", "message": "m", "interval_s": 86400, "agent": "echo"},
+    )
+    assert scheduled.status_code == 201, scheduled.text
     ids = Ids(
         thread=thread,
         message=created.json()["initialMessageIds"][0],

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from webhook_receiver import Receiver
 
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.providers.scripted import ScriptedProvider
+from webhook_receiver import Receiver
 
 FAST = {
     "THREADLOOM_WEBHOOK_ALLOW_PRIVATE": "1",

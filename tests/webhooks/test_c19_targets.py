@@ -8,12 +8,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from webhook_receiver import Receiver
 
 from threadloom.node.webhook_targets import TargetPolicy, TargetRefused, check_url
 from threadloom.node.webhooks import WebhookOptions, WebhookWorker
 from threadloom.providers.script import Reply
 from threadloom.records import WebhookSubscription, new_id, new_webhook_secret
+from webhook_receiver import Receiver
 
 REFUSED = [
     "http://127.0.0.1/x",

@@ -28,6 +28,7 @@ from threadloom.cli.init import InitError, init_project
 from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.cli.options import StoreOption
 from threadloom.cli.retention import register as register_retention
+from threadloom.cli.schedules import register as register_schedules
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
@@ -251,3 +252,4 @@ register_auth_commands(app)
 register_retention(app)  # threadloom retention: cli/retention.py
 register_backup_commands(app)
 register_migrate_command(app)
+register_schedules(app)  # threadloom schedules: cli/schedules.py

@@ -53,6 +53,8 @@ from threadloom.client.models import (
     ModelInfo,
     Owner,
     PromptInfo,
+    ScheduleFire,
+    ScheduleInfo,
     SendResult,
     SharedState,
     StopResult,
@@ -511,6 +513,96 @@ class CatalogEndpoints:
         return Call("GET", "/api/hooks", list_of(HookInfo, "hooks"))
 
 
+def _schedule(schedule_id: str) -> str:
+    return f"/api/schedules/{quote(schedule_id, safe='')}"
+
+
+class SchedulesEndpoints:
+    """Schedules (spec 18 §18.7; admins only)."""
+
+    def list(self) -> Call[list[ScheduleInfo]]:
+        return Call("GET", "/api/schedules", list_of(ScheduleInfo, "schedules"))
+
+    def create(
+        self,
+        schedule_id: str,
+        message: str,
+        *,
+        cron: str | Unset | None = UNSET,
+        timezone: str | Unset = UNSET,
+        interval_s: int | Unset | None = UNSET,
+        thread_id: str | Unset | None = UNSET,
+        agent: str | Unset | None = UNSET,
+        arguments: Mapping[str, Any] | Unset | None = UNSET,
+        user_id: str | Unset | None = UNSET,
+        enabled: bool | Unset = UNSET,
+        overlap: Literal["skip", "queue", "new_thread"] | Unset = UNSET,
+        catchup: Literal["once", "skip"] | Unset = UNSET,
+    ) -> Call[ScheduleInfo]:
+        """A new schedule: one of ``cron`` (with ``timezone``) and ``interval_s``, one of
+        ``thread_id`` and ``agent``."""
+        body = json_body(
+            id=schedule_id,
+            message=message,
+            cron=cron,
+            timezone=timezone,
+            interval_s=interval_s,
+            thread_id=thread_id,
+            agent=agent,
+            arguments=arguments if arguments is UNSET or arguments is None else dict(arguments),
+            user_id=user_id,
+            enabled=enabled,
+            overlap=overlap,
+            catchup=catchup,
+        )
+        return Call(
+            "POST", "/api/schedules", model_of(ScheduleInfo, "schedule"), json=body, retry="never"
+        )
+
+    def get(self, schedule_id: str) -> Call[ScheduleInfo]:
+        return Call("GET", _schedule(schedule_id), model_of(ScheduleInfo, "schedule"))
+
+    def update(
+        self,
+        schedule_id: str,
+        *,
+        message: str | Unset = UNSET,
+        cron: str | Unset | None = UNSET,
+        timezone: str | Unset = UNSET,
+        interval_s: int | Unset | None = UNSET,
+        thread_id: str | Unset | None = UNSET,
+        agent: str | Unset | None = UNSET,
+        arguments: Mapping[str, Any] | Unset | None = UNSET,
+        user_id: str | Unset | None = UNSET,
+        enabled: bool | Unset = UNSET,
+        overlap: Literal["skip", "queue", "new_thread"] | Unset = UNSET,
+        catchup: Literal["once", "skip"] | Unset = UNSET,
+    ) -> Call[ScheduleInfo]:
+        """Change the fields given (the others stay)."""
+        body = json_body(
+            message=message,
+            cron=cron,
+            timezone=timezone,
+            interval_s=interval_s,
+            thread_id=thread_id,
+            agent=agent,
+            arguments=arguments if arguments is UNSET or arguments is None else dict(arguments),
+            user_id=user_id,
+            enabled=enabled,
+            overlap=overlap,
+            catchup=catchup,
+        )
+        return Call("PATCH", _schedule(schedule_id), model_of(ScheduleInfo, "schedule"), json=body)
+
+    def delete(self, schedule_id: str) -> Call[None]:
+        return Call("DELETE", _schedule(schedule_id), no_content, retry="never")
+
+    def fire(self, schedule_id: str) -> Call[ScheduleFire]:
+        """Fire the schedule once now (its next fire time stays)."""
+        path = f"{_schedule(schedule_id)}/fire"
+        return Call("POST", path, model_of(ScheduleFire, "fire"), retry="never")
+
+
 def health() -> Call[Health]:
     return Call("GET", "/api/health", model_of(Health))
 
@@ -528,6 +620,7 @@ class Routes:
     api_keys: ApiKeysEndpoints = field(default_factory=ApiKeysEndpoints)
     users: UsersEndpoints = field(default_factory=UsersEndpoints)
     webhooks: WebhooksEndpoints = field(default_factory=WebhooksEndpoints)
+    schedules: SchedulesEndpoints = field(default_factory=SchedulesEndpoints)
 
 
 ROUTES = Routes()

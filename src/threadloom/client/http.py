@@ -223,6 +223,19 @@ class AsyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class AsyncSchedules:
+    """Schedules (spec 18 §18.7, admin)."""
+
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.schedules
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+        self.fire = run.wrap(b.fire)
+
+
 class AsyncClient:
     """The async HTTP client of spec 11 §11.2."""
 
@@ -255,6 +268,7 @@ class AsyncClient:
         self.api_keys = AsyncApiKeys(self._run)
         self.users = AsyncUsers(self._run)
         self.webhooks = AsyncWebhooks(self._run)
+        self.schedules = AsyncSchedules(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -481,6 +495,19 @@ class SyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class SyncSchedules:
+    """Schedules (spec 18 §18.7, admin)."""
+
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.schedules
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+        self.fire = run.wrap(b.fire)
+
+
 class Client:
     """The blocking HTTP client: the same methods as ``AsyncClient``, without ``async``."""
 
@@ -513,6 +540,7 @@ class Client:
         self.api_keys = SyncApiKeys(self._run)
         self.users = SyncUsers(self._run)
         self.webhooks = SyncWebhooks(self._run)
+        self.schedules = SyncSchedules(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

@@ -8,6 +8,7 @@ client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``Web
 (``wire.auth.Ticket``), ``Approval`` (``wire.approvals.ApprovalItem``), ``ApprovalList``,
 ``UserQuota`` (``wire.budgets.QuotaAnswer``), ``SharedState`` (``wire.state.StateAnswer``),
 ``Webhook`` and ``WebhookDelivery`` (``wire.webhooks.Webhook``, ``Delivery``).
+``ScheduleInfo`` and ``ScheduleFire`` (``wire.schedules.ScheduleOut``, ``FireOut``).
 The others differ on purpose: snake_case names for camelCase keys, and defaults where the
 server always sends a key (a client reads an older server's answers).
 """
@@ -25,6 +26,8 @@ from threadloom.wire.auth import Ticket as WebSocketTicket
 from threadloom.wire.budgets import QuotaAnswer as UserQuota
 from threadloom.wire.catalog import HookEntry as HookInfo
 from threadloom.wire.messages import MessagePage
+from threadloom.wire.schedules import FireOut as ScheduleFire
+from threadloom.wire.schedules import ScheduleOut as ScheduleInfo
 from threadloom.wire.state import StateAnswer as SharedState
 from threadloom.wire.webhooks import Delivery as WebhookDelivery
 from threadloom.wire.webhooks import Webhook as Webhook
@@ -56,6 +59,8 @@ __all__ = [
     "ModelInfo",
     "Owner",
     "PromptInfo",
+    "ScheduleFire",
+    "ScheduleInfo",
     "SendResult",
     "SharedState",
     "StopResult",

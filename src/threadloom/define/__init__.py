@@ -36,6 +36,7 @@ from threadloom.define.tool import (
     tool_definition_of,
 )
 from threadloom.define.validation import RESERVED_NAMES
+from threadloom.records import Schedule
 
 __all__ = [
     "DROP",
@@ -58,6 +59,7 @@ __all__ = [
     "Prompt",
     "Reasoning",
     "ResolvedTool",
+    "Schedule",
     "SessionBinding",
     "Side",
     "Subagent",

@@ -26,6 +26,7 @@ from threadloom.define.prompt import Prompt
 from threadloom.define.tool import tool_definition_of
 from threadloom.define.validation import IN_CODE, place
 from threadloom.errors import DefinitionError, HookIdConflict
+from threadloom.records import Schedule
 
 if TYPE_CHECKING:
     from threadloom.define.registry import Definitions
@@ -102,8 +103,11 @@ def register_module(
 ) -> None:
     """Register the module-level definitions of ``module`` (§4.2.2 step 2)."""
     for value in list(vars(module).values()):
-        if isinstance(value, Model | Prompt | Agent | MCPServer):
-            definitions.add(value, origin=origin)
+        if isinstance(value, Model | Prompt | Agent | MCPServer | Schedule):
+            try:
+                definitions.add(value, origin=origin)
+            except DefinitionError as exc:  # two different schedules of one id
+                definitions.record_load_error(origin, str(exc))
             continue
         tool = tool_definition_of(value)
         if tool is not None:

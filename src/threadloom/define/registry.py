@@ -32,6 +32,7 @@ from threadloom.define.schema import empty_object_schema
 from threadloom.define.tool import ToolDefinition, tool_definition_of
 from threadloom.define.validation import IN_CODE, Finding, cross_checks
 from threadloom.errors import AgentNotFound, DefinitionError, UnknownHookError
+from threadloom.records import Schedule
 
 Kind = Literal["model", "prompt", "tool", "agent", "mcp"]
 ToolKind = Literal["tool", "subprompt", "handoff", "subagent"]
@@ -111,20 +112,28 @@ class Definitions:
         """The tools each MCP server listed, bound by the runtime that opened its session."""
         self._mcp_findings: dict[str, str] = {}
         """Why an MCP server could not be opened (reported by ``validate``, V22)."""
+        self._schedules: dict[str, Schedule] = {}
+        """The project's schedules by id (spec 18 §18.1), applied to the store at start."""
 
     # -- adding ------------------------------------------------------------------------
     def add(
         self,
-        *definitions: Definition | HookDefinition | Callable[..., Any],
+        *definitions: Definition | HookDefinition | Schedule | Callable[..., Any],
         origin: str = IN_CODE,
     ) -> Definitions:
-        """Register models, prompts, agents, MCP servers, ``@tool`` and ``@hook`` functions.
+        """Register models, prompts, agents, MCP servers, schedules, ``@tool`` and ``@hook``
+        functions.
 
         The same object twice is a no-op; another object under a used name is kept aside
         and reported by ``validate()`` (V2). Hook id conflicts raise ``HookIdConflict``
         at once (spec 03 §3.2 rule 6).
         """
         for item in definitions:
+            if isinstance(item, Schedule):
+                known = self._schedules.setdefault(item.id, item)
+                if known != item:
+                    raise DefinitionError(f"two different schedules named {item.id!r}")
+                continue
             found = False
             obj: Definition | None = (
                 item
@@ -212,6 +221,10 @@ class Definitions:
 
     def agents(self) -> Iterator[Agent]:
         return iter(self._all("agent"))
+
+    def schedules(self) -> list[Schedule]:
+        """The schedules the project declares (spec 18 §18.1), by id."""
+        return [self._schedules[k] for k in sorted(self._schedules)]
 
     def mcp_servers(self) -> Iterator[MCPServer]:
         return iter(self._all("mcp"))
@@ -506,4 +519,9 @@ class Definitions:
             for server in self.mcp_servers()
             if server.name in self._mcp_findings
         ]
-        return [*self._load_findings, *cross_checks(self, providers), *mcp]
+        schedules: list[Finding] = [  # spec 18 §18.1: a schedule's agent is defined
+            (IN_CODE, "V23", f"schedule {s.id}: agent {s.agent!r} is not defined")
+            for s in self._schedules.values()
+            if s.agent is not None and self.has_agents and self.agent(s.agent) is None
+        ]
+        return [*self._load_findings, *cross_checks(self, providers), *mcp, *schedules]

@@ -12,6 +12,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``ids``: identifiers (canonical UUID4s, tool-call ids);
 - ``oauth``: the OAuth authorization server's clients, codes and tokens (spec 10 §10.15);
 - ``webhook``: outbound webhooks' subscriptions and deliveries (spec 19);
+- ``schedule``: schedules and their firing state (spec 18);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -73,6 +74,9 @@ from threadloom.records.message import normalize_tool_calls as normalize_tool_ca
 from threadloom.records.oauth import OAuthClient as OAuthClient
 from threadloom.records.oauth import OAuthCode as OAuthCode
 from threadloom.records.oauth import OAuthToken as OAuthToken
+from threadloom.records.schedule import FireStatus as FireStatus
+from threadloom.records.schedule import Schedule as Schedule
+from threadloom.records.schedule import ScheduleRow as ScheduleRow
 from threadloom.records.thread import ERROR_LINE_MAX as ERROR_LINE_MAX
 from threadloom.records.thread import FAILED_REASONS as FAILED_REASONS
 from threadloom.records.thread import REASON_ERRORS as REASON_ERRORS

@@ -32,6 +32,7 @@ from threadloom.server.routes import (
     messages,
     oauth,
     records,
+    schedules,
     state,
     threads,
     users,
@@ -64,7 +65,7 @@ def _build(
     )
     errors.install(app)
     redact.install()
-    routers = (threads, messages, control, approvals, state, records, files, catalog)
+    routers = (threads, messages, control, approvals, state, records, files, catalog, schedules)
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)

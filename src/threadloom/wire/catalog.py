@@ -42,7 +42,7 @@ class AgentEntry(Answer):
     parentHooks: list[str]
     created_at: int
     packed: bool
-    variables: list[AgentVariable] = []
+    variables: list[AgentVariable] = Field(default_factory=list)
     default_prompt: str | None = None
     default_model: str | None = None
     tools: list[str] | None = None

@@ -33,6 +33,7 @@ from threadloom.wire import (
     webhooks,
 )
 from threadloom.wire import budgets as B
+from threadloom.wire import schedules as SC
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -337,6 +338,32 @@ OPERATIONS: dict[str, Operation] = {
         "/api/webhooks/{webhook_id}/deliveries/{event_id}/redeliver",
         {200: webhooks.Delivery},
         (*SIGNED, 404, 409),
+    ),
+    # schedules (spec 18 §18.7), admins only
+    "list_schedules": Operation("GET", "/api/schedules", {200: SC.ScheduleList}, SIGNED),
+    "create_schedule": Operation(
+        "POST",
+        "/api/schedules",
+        {201: SC.ScheduleAnswer},
+        (*SIGNED, *BODY, 404, 409),
+        body=SC.CreateSchedule,
+        body_required=True,
+    ),
+    "get_schedule": Operation(
+        "GET", "/api/schedules/{schedule_id}", {200: SC.ScheduleAnswer}, (*SIGNED, 404)
+    ),
+    "patch_schedule": Operation(
+        "PATCH",
+        "/api/schedules/{schedule_id}",
+        {200: SC.ScheduleAnswer},
+        (*SIGNED, *BODY, 404),
+        body=SC.PatchSchedule,
+    ),
+    "delete_schedule": Operation(
+        "DELETE", "/api/schedules/{schedule_id}", {200: auth.Success}, (*SIGNED, 404)
+    ),
+    "fire_schedule": Operation(
+        "POST", "/api/schedules/{schedule_id}/fire", {200: SC.FireAnswer}, (*SIGNED, 400, 404)
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(

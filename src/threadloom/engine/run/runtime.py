@@ -42,6 +42,7 @@ from threadloom.engine.run.retention import (
     log_report,
 )
 from threadloom.engine.run.runs import RunManager
+from threadloom.engine.run.schedules import ScheduleOptions, Scheduler
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
     AgentNotFound,
@@ -111,6 +112,9 @@ class Runtime:
         self._sweeper: RetentionSweeper | None = None
         self.webhooks: WebhookWorker | None = None
         """This node's outbound-webhook delivery worker (spec 19), when it runs threads."""
+        self.schedules = Scheduler(hub.store, self, hub.clock, known_agent=self._known_agent)
+        """The store's schedules (spec 18, ``engine/run/schedules.py``): managed here, fired
+        by the runtime that runs the store's threads."""
         self.cluster: Cluster = open_cluster(hub.store)
         """This node's side of the store: its row, lease reads and notifications
         (``node/cluster.py``)."""
@@ -155,6 +159,7 @@ class Runtime:
         node_timings: NodeTimings | None = None,
         tracing: TracingOptions | bool | None = None,
         retention: RetentionPolicy | None = None,
+        schedules: ScheduleOptions | None = None,
     ) -> Runtime:
         """Open (and migrate) the store at ``url``, validate definitions, recover lost runs.
 
@@ -170,6 +175,9 @@ class Runtime:
         ``RetentionPolicy()``: every rule off) bounds the threads and log bodies kept
         (spec 17 §17.2, ``engine/run/retention.py``); a runtime that claims the store runs
         a pass every ``retention.interval_s`` seconds, on one node at a time.
+        ``schedules`` (default: ``THREADLOOM_SCHEDULE_*``, else a look every second) sets
+        how a runtime that runs the store's threads fires its schedules (spec 18); it
+        applies the project's declared schedules to the store at its start.
 
         On a store several processes share (PostgreSQL), the runtime is a node (spec 12):
         ``node_id`` (default ``<hostname>-<8 hex>``) names it in its leases and heartbeats,
@@ -250,6 +258,7 @@ class Runtime:
             runtime.retention = event_retention
         if retention is not None:
             runtime.retention_policy = retention
+        runtime.schedules.options = schedules or ScheduleOptions.from_env(os.environ)
         # what the node asks of the runs
         host = EngineHost(runtime.runs, runtime.recover, runtime.failover_forgets)
         if opened.shared:  # hear the other nodes before acting (spec 12 §12.7)
@@ -280,6 +289,8 @@ class Runtime:
                 opened, cluster, runtime.retention_policy, the_clock, runtime._forget_deleted
             )
             runtime._sweeper.start()
+            await runtime.schedules.sync_project(defs.schedules())
+            runtime.schedules.start()
             runtime.webhooks = WebhookWorker(
                 opened, cluster.node_id or f"local-{new_id()}", clock=the_clock
             )
@@ -303,6 +314,9 @@ class Runtime:
         """This runtime's Prometheus instruments, on a registry of their own
         (``threadloom/metrics.py``; the server exposes them at ``/metrics``)."""
         return self.runs.metrics
+
+    def _known_agent(self, agent_id: str) -> bool:
+        return not self.definitions.has_agents or self.definitions.agent(agent_id) is not None
 
     def register_hook(self, fn: Callable[..., Any]) -> None:
         """Register a ``@hook`` function (the same one twice is a no-op)."""
@@ -401,6 +415,7 @@ class Runtime:
                 await self._sweeper.stop()
             if self.webhooks is not None:
                 await self.webhooks.stop()
+            await self.schedules.stop()
             await self.drain(drain)  # the node still beats while it drains
             if self.mcp is not None:
                 await self.mcp.aclose()

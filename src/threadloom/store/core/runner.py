@@ -25,6 +25,8 @@ from threadloom.records import (
     OAuthCode,
     OAuthToken,
     QueueEntry,
+    Schedule,
+    ScheduleRow,
     SharedState,
     Spend,
     StatusError,
@@ -49,6 +51,7 @@ from threadloom.store.core import (
     queue,
     retention,
     runs,
+    schedules,
     threads,
 )
 from threadloom.store.core import shared as states
@@ -675,6 +678,64 @@ class TxStore:
 
     async def revoke_oauth_grant(self, user_id: str, grant_id: str) -> bool:
         return await self._write(oauth.revoke_oauth_grant, user_id, grant_id)
+
+    # -- schedules (spec 18) ---------------------------------------------------------------
+    async def create_schedule(
+        self, schedule: Schedule, source: str, next_fire_us: int | None
+    ) -> ScheduleRow | None:
+        return await self._write(schedules.create_schedule, schedule, source, next_fire_us)
+
+    async def replace_schedule(
+        self, schedule: Schedule, source: str, next_fire_us: int | None
+    ) -> ScheduleRow | None:
+        return await self._write(schedules.replace_schedule, schedule, source, next_fire_us)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self._write(schedules.delete_schedule, schedule_id)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRow | None:
+        return await self._point_read(schedules.get_schedule, schedule_id)
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        return await self._read(schedules.list_schedules)
+
+    async def due_schedules(self, now_us: int, limit: int) -> list[ScheduleRow]:
+        return await self._read(schedules.due_schedules, now_us, limit)
+
+    async def claim_schedule_fire(
+        self,
+        schedule_id: str,
+        due_us: int,
+        node: str,
+        lease_until_us: int,
+        *,
+        expect_next_us: int | None = None,
+        new_next_us: int | None = None,
+        stale_lease_until_us: int | None = None,
+    ) -> ScheduleRow | None:
+        return await self._write(
+            schedules.claim_schedule_fire,
+            schedule_id,
+            due_us,
+            node,
+            lease_until_us,
+            expect_next_us,
+            new_next_us,
+            stale_lease_until_us,
+        )
+
+    async def finish_schedule_fire(
+        self,
+        schedule_id: str,
+        due_us: int,
+        node: str,
+        status: str,
+        thread_id: str | None,
+        error: str | None,
+    ) -> bool:
+        return await self._write(
+            schedules.finish_schedule_fire, schedule_id, due_us, node, status, thread_id, error
+        )
 
     async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
         # a counted attempt lost in a crash is no loss: no wait for the disk

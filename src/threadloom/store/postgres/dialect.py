@@ -54,6 +54,7 @@ UNIQUE_KEYS = {
     "oauth_tokens_pkey": "oauth_tokens.access_digest",
     "oauth_tokens_refresh_digest_key": "oauth_tokens.refresh_digest",
     "oauth_spent_refresh_pkey": "oauth_spent_refresh.refresh_digest",
+    "schedules_pkey": "schedules.id",
 }
 """The schema's unique keys (``schema.py`` names them so) as ``table.column``, the form the
 logic compares (SQLite's own)."""

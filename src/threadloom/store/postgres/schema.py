@@ -448,6 +448,28 @@ ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to BIGINT;
 """Each migration from here on records the oldest schema version whose code can still use
 the schema after it (spec 17 §17.4, ``store/core/upgrades.py``; SQLite's migration 19)."""
 
+_V10 = f"""
+CREATE TABLE schedules (
+    id                  {T} PRIMARY KEY,
+    spec                {T} NOT NULL,
+    source              {T} NOT NULL,
+    enabled             SMALLINT NOT NULL DEFAULT 1,
+    next_fire_us        BIGINT,
+    created_at_us       BIGINT NOT NULL,
+    updated_at_us       BIGINT NOT NULL,
+    fire_count          BIGINT NOT NULL DEFAULT 0,
+    last_fire_us        BIGINT,
+    last_status         {T},
+    last_thread_id      {T},
+    last_error          {T},
+    fire_due_us         BIGINT,
+    fire_node           {T},
+    fire_lease_until_us BIGINT
+);
+CREATE INDEX schedules_due ON schedules(next_fire_us) WHERE enabled = 1;
+CREATE INDEX schedules_fires ON schedules(fire_lease_until_us) WHERE fire_due_us IS NOT NULL;
+"""
+"""Schedules and the claims of their fires (spec 18; SQLite's migration 20)."""
 _V11 = """
 CREATE TABLE IF NOT EXISTS webhook_subscriptions (
     id            TEXT PRIMARY KEY,
@@ -491,6 +513,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (7, "the shared state and the run context of a thread", _V7),
     (8, "the OAuth authorization server's clients, codes and tokens", _V8),
     (9, "the oldest schema version each migration stays compatible with", _V9),
+    (10, "schedules and the claims of their fires", _V10),
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""

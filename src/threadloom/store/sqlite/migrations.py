@@ -713,6 +713,33 @@ ALTER TABLE threadloom_migrations ADD COLUMN compatible_down_to INTEGER;
 """,
     ),
     (
+        20,
+        "schedules and the claims of their fires",
+        # Spec 18: a schedule's definition (JSON), its next fire time, and the fire a node
+        # claimed (due time, node, lease expiry) until it settles it; its last fire.
+        """
+CREATE TABLE schedules (
+    id                  TEXT PRIMARY KEY,
+    spec                TEXT NOT NULL,
+    source              TEXT NOT NULL,
+    enabled             INTEGER NOT NULL DEFAULT 1,
+    next_fire_us        INTEGER,
+    created_at_us       INTEGER NOT NULL,
+    updated_at_us       INTEGER NOT NULL,
+    fire_count          INTEGER NOT NULL DEFAULT 0,
+    last_fire_us        INTEGER,
+    last_status         TEXT,
+    last_thread_id      TEXT,
+    last_error          TEXT,
+    fire_due_us         INTEGER,
+    fire_node           TEXT,
+    fire_lease_until_us INTEGER
+);
+CREATE INDEX schedules_due ON schedules(next_fire_us) WHERE enabled = 1;
+CREATE INDEX schedules_fires ON schedules(fire_lease_until_us) WHERE fire_due_us IS NOT NULL;
+""",
+    ),
+    (
         21,
         "outbound webhooks: subscriptions and the outbox of their deliveries",
         # Spec 19: a subscription names a URL, a secret and event types; the outbox holds
