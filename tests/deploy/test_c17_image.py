@@ -386,7 +386,8 @@ def test_c17_083_serves_a_turn_as_its_user(image: Image, container: Container) -
     while time.monotonic() < deadline:
         page = container.http("GET", f"/api/threads/{thread}/messages?order=asc", token=ADMIN_TOKEN)
         messages = page["body"]["messages"]
-        if len(messages) == 4 and messages[-1]["role"] == "assistant":
+        # the answer streams (the demo model writes at a reader's pace): wait for its end
+        if len(messages) == 4 and messages[-1]["status"] == "completed":
             break
         time.sleep(0.3)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
@@ -558,7 +559,7 @@ def test_c17_085_compose_two_nodes_behind_nginx(image: Image, tmp_path: Path) ->
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 messages = client.get(f"{url}?order=asc", headers=auth).json()["messages"]
-                if len(messages) == 4:
+                if len(messages) == 4 and messages[-1]["status"] == "completed":
                     break
                 time.sleep(0.3)
             assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]

@@ -178,7 +178,7 @@ def test_c17_087_serving_the_examples_needs_only_the_package(serving_venv: Path)
             messages: list[dict[str, object]] = []
             while time.monotonic() < deadline:
                 messages = httpx.get(f"{url}?order=asc").json()["messages"]
-                if len(messages) == 4:
+                if len(messages) == 4 and messages[-1]["status"] == "completed":
                     break
                 time.sleep(0.2)
             assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]

@@ -130,9 +130,14 @@ async def resolve(host: str, port: int) -> list[Address]:
 
 async def check_url(url: str, policy: TargetPolicy) -> None:
     """Refuse (``TargetRefused``) a target URL the policy does not allow, resolving it now
-    (the check at subscribe time)."""
+    (the check at subscribe time). A name that does not resolve now is not refused: DNS
+    may be down or not yet set up, and every connection checks again (spec 19 §19.6)."""
     _, host, port = split_url(url)
-    policy.check_addresses(host, await resolve(host, port))
+    try:
+        addresses = await resolve(host, port)
+    except TargetRefused:
+        return
+    policy.check_addresses(host, addresses)
 
 
 @dataclass
