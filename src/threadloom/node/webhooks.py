@@ -143,7 +143,9 @@ class WebhookWorker:
         """Stop claiming and abandon the attempts in flight (unrecorded: their leases run
         out and any node sends them again, with the same ids)."""
         task, self._task = self._task, None
-        tasks = [t for t in (task, *self._inflight) if t is not None]
+        # a task already done (its event loop ended: a runtime closed from another loop,
+        # as asyncio.run does it) is neither cancelled nor awaited
+        tasks = [t for t in (task, *self._inflight) if t is not None and not t.done()]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

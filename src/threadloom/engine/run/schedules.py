@@ -168,7 +168,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
+        if task is not None and not task.done():  # done: its event loop ended already
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
