@@ -51,6 +51,16 @@ async def test_c19_021_only_http_urls_without_credentials(url: str) -> None:
         await check_url(url, TargetPolicy(allow_private=True))
 
 
+@pytest.mark.parametrize("url", ["http://a..b/x", "http://.../x", "https://\udcff/x"])
+async def test_an_invalid_host_name_is_refused_not_a_crash(url: str) -> None:
+    """A host name the IDNA codec refuses (an empty or over-long label, a lone surrogate) is
+    refused naming ``url`` — never an uncaught ``UnicodeError`` (a 500; the fuzzer found it)
+    — while a valid name that does not resolve now is accepted (§19.6 rule 3)."""
+    with pytest.raises(TargetRefused, match="is not a valid host name"):
+        await check_url(url, TargetPolicy(allow_private=True))
+    await check_url("https://no-such-host.invalid/x", TargetPolicy())
+
+
 async def test_c19_022_the_settings_allow_private_targets() -> None:
     """C19-022: ``THREADLOOM_WEBHOOK_ALLOW_PRIVATE`` allows every address; the allow-list
     ``THREADLOOM_WEBHOOK_ALLOW`` the hosts and networks it names, and no other; a public

@@ -38,6 +38,10 @@ class TargetRefused(InvalidField):
         super().__init__("url", problem, f"url {problem}")
 
 
+class Unresolved(TargetRefused):
+    """The target's host name does not resolve now (DNS answered no address, or failed)."""
+
+
 @dataclass(frozen=True)
 class TargetPolicy:
     """Which addresses a webhook may reach."""
@@ -118,8 +122,10 @@ async def resolve(host: str, port: int) -> list[Address]:
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # the IDNA codec refuses the name (an empty or long label)
+        raise TargetRefused(f"host {host!r} is not a valid host name: {exc}") from None
     except OSError as exc:
-        raise TargetRefused(f"host {host!r} does not resolve: {exc}") from None
+        raise Unresolved(f"host {host!r} does not resolve: {exc}") from None
     out: list[Address] = []
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
@@ -135,7 +141,7 @@ async def check_url(url: str, policy: TargetPolicy) -> None:
     _, host, port = split_url(url)
     try:
         addresses = await resolve(host, port)
-    except TargetRefused:
+    except Unresolved:
         return
     policy.check_addresses(host, addresses)
 
