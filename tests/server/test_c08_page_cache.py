@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from server.conftest import USERS, Api
-from threadloom.records import Message
 from threadloom.server.page_cache import PageCache
 from threadloom.server.settings import ServerSettings, SettingsError
 
@@ -114,27 +113,23 @@ async def test_c08_141_a_thread_made_again_under_its_id_has_its_own_pages(api: A
     assert body["messages"] == [] and body["total"] == 0
 
 
-def message(index: int, subagent: str | None = None) -> Message:
-    return Message(id=f"m{index}", role="assistant", content="x", subagent_id=subagent)
-
-
 def test_c08_142_kept_pages_are_bounded_in_bytes_least_recently_used_first() -> None:
     cache = PageCache(budget=8_000)
     keys = [(f"t{i}", 1, 100, 0, "desc", 0, False, False) for i in range(12)]
     for key in keys[:8]:
-        cache.put(key, 5, b"x" * 1_000, [message(1)])
+        cache.put(key, 5, b"x" * 1_000)
     assert cache.used == 8_000 and len(cache) == 8
     assert cache.get(keys[0], 5) is not None  # now the most recently used
-    cache.put(keys[8], 5, b"y" * 1_000, [message(1)])
+    cache.put(keys[8], 5, b"y" * 1_000)
     assert cache.used == 8_000
     assert cache.get(keys[1], 5) is None  # the least recently used went
     assert cache.get(keys[0], 5) == b"x" * 1_000
     assert cache.get(keys[0], 6) is None  # another event_seq: not this page
-    cache.put(keys[9], 5, b"z" * 1_001, [message(1)])  # over an eighth of the budget
+    cache.put(keys[9], 5, b"z" * 1_001)  # over an eighth of the budget
     assert cache.get(keys[9], 5) is None
-    cache.put(keys[10], 5, b"s", [message(1), message(2, subagent="child")])
-    assert cache.get(keys[10], 5) is None  # projected from the registry: not kept
-    cache.put(keys[0], 7, b"new", [message(1)])  # a newer read replaces the older one
+    cache.put(keys[10], 5, b"s", keep=False)  # a page with a subagent's projected fields
+    assert cache.get(keys[10], 5) is None
+    cache.put(keys[0], 7, b"new")  # a newer read replaces the older one
     assert cache.get(keys[0], 7) == b"new" and cache.get(keys[0], 5) is None
     assert cache.used == 7 * 1_000 + 3 and len(cache) == 8
 

@@ -63,27 +63,26 @@ def same_in_both(value: Any) -> bool:
 
 def messages_page(messages: Sequence[Message], total: int, has_more: bool, seq: int) -> bytes:
     """The body of ``GET …/messages``: ``MessagesPage.to_wire()`` (messages in the order
-    given) plus ``seq``. A record's fields are typed — text, integers, booleans, attachment
-    objects of text and integers — and only ``metadata`` holds free-form JSON, so only that
-    is checked; records whose metadata is plain JSON are rendered without its detached copy
-    (``to_wire(copy_metadata=False)``: encoded at once, nothing holds it)."""
-    wire: list[dict[str, Any]] = []
-    for message in messages:
-        metadata = message.metadata
+    given) plus ``seq``. Records whose metadata is plain JSON are rendered without its
+    detached copy (``to_wire(copy_metadata=False)``: encoded at once, nothing holds it)."""
+    return wire_page([m.to_wire(copy_metadata=False) for m in messages], total, has_more, seq)
+
+
+def wire_page(wire: list[dict[str, Any]], total: int, has_more: bool, seq: int) -> bytes:
+    """The body of ``GET …/messages`` from wire records (``Message.to_wire()``, in the
+    order given) plus ``seq``. A record's fields are typed — text, integers, booleans,
+    attachment objects of text and integers — and only ``metadata`` holds free-form JSON,
+    so only that is checked before the fast encoder is trusted with the page."""
+    page = {"messages": wire, "total": total, "hasMore": has_more, "seq": seq}
+    for record in wire:
+        metadata = record.get("metadata")
         if metadata is not None and not same_in_both(metadata):
             break
-        wire.append(message.to_wire(copy_metadata=False))
     else:
         try:
-            return to_json({"messages": wire, "total": total, "hasMore": has_more, "seq": seq})
+            return to_json(page)
         except Exception:  # a value to_json refuses: json.dumps raises as JSONResponse did
             pass
-    page = {
-        "messages": [m.to_wire() for m in messages],
-        "total": total,
-        "hasMore": has_more,
-        "seq": seq,
-    }
     return python_json(page)
 
 

@@ -19,9 +19,6 @@ the least recently used pages go first.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-
-from threadloom.records import Message
 
 DEFAULT_BUDGET = 16 * 1024 * 1024
 
@@ -52,10 +49,11 @@ class PageCache:
         self.hits += 1
         return found[1]
 
-    def put(self, key: PageKey, seq: int, body: bytes, messages: Sequence[Message]) -> None:
-        """Keep ``body``, the page of ``key`` read at ``seq``, unless it may not be kept."""
+    def put(self, key: PageKey, seq: int, body: bytes, *, keep: bool = True) -> None:
+        """Keep ``body``, the page of ``key`` read at ``seq``, unless it may not be kept:
+        ``keep`` false (a message of the page names a subagent) or too large."""
         size = len(body)
-        if size > self.budget // 8 or any(m.subagent_id for m in messages):
+        if size > self.budget // 8 or not keep:
             self._drop(key)
             return
         self._drop(key)

@@ -165,6 +165,7 @@ def run_server(
         port=settings.port,
         log_level=log_level,
         timeout_graceful_shutdown=30,
+        http="httptools",  # a dependency: the C parser, ~0.1-0.2 ms less CPU a request
         ws="websockets-sansio",
         **settings.uvicorn_proxy_options(),  # type: ignore[arg-type]
     )

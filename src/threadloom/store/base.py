@@ -19,7 +19,7 @@ it runs, the notifications between nodes — is no part of it: that is the node'
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from threadloom.records import (
     Approval,
@@ -499,6 +499,21 @@ class Store(FileStore, AccountStore, ScheduleStore, WebhookStore, Protocol):
     ) -> tuple[list[Message], int]:
         """A page over stored messages followed by pending queue views (spec 02 §2.4.1),
         in the requested order, with the filtered total."""
+        ...
+
+    async def read_page_wire(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+    ) -> tuple[list[dict[str, Any]], int] | None:
+        """``read_page`` with each message as its wire record (``Message.to_wire()``), built
+        from the rows without the records; ``None`` when a message of the page names a
+        subagent (its projected fields need the thread layer: ``read_page`` then)."""
         ...
 
     async def read_by_ids(

@@ -7,6 +7,7 @@ thread's write lock: commit, reflect in live histories, publish → (``after_*``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from threadloom.define.hook import HookContext, HookDefinition
@@ -110,6 +111,65 @@ async def get_messages(
     )
     page = await hub.project(tid, page)
     return MessagesPage(messages=page, total=total, has_more=offset + len(page) < total)
+
+
+async def get_wire_page(
+    state: ThreadState,
+    store: Store,
+    *,
+    limit: int | None,
+    offset: int,
+    order: str,
+    include_silent: bool,
+    max_depth: int | None,
+) -> WirePage:
+    """``get_messages`` without ``ids``, each message as its wire record
+    (``Message.to_wire()``) built from the store's rows (issue 40: a first read of a page
+    costs no records). A page with a message that names a subagent is read as records and
+    projected (spec 01 §1.4.11), then rendered: the same records either way."""
+    _check_int("limit", limit, allow_none=True)
+    _check_int("offset", offset, allow_none=False)
+    _check_int("max_depth", max_depth, allow_none=True)
+    if order not in ("asc", "desc"):
+        raise InvalidArgument("order must be 'asc' or 'desc'")
+    if not isinstance(include_silent, bool):
+        raise InvalidArgument("include_silent must be a boolean")
+    found = await store.read_page_wire(
+        state.thread_id,
+        limit=limit,
+        offset=offset,
+        order="asc" if order == "asc" else "desc",
+        include_silent=include_silent,
+        max_depth=max_depth,
+    )
+    if found is not None:
+        wire, total = found
+        return WirePage(wire, total, offset + len(wire) < total, projected=False)
+    page = await get_messages(
+        state,
+        store,
+        limit=limit,
+        offset=offset,
+        order=order,
+        include_silent=include_silent,
+        max_depth=max_depth,
+        ids=None,
+        include_workblocks=False,
+    )
+    wire = [m.to_wire(copy_metadata=False) for m in page.messages]
+    return WirePage(wire, page.total, page.has_more, projected=True)
+
+
+@dataclass(frozen=True, slots=True)
+class WirePage:
+    """A page of wire records (in the order read), its total, whether more follow, and
+    whether a record carries projected ``subagent_*`` fields (such a page is not kept by
+    a server's page cache: the child's changes do not move the parent's ``event_seq``)."""
+
+    messages: list[dict[str, Any]]
+    total: int
+    has_more: bool
+    projected: bool
 
 
 async def get_message(state: ThreadState, message_id: str) -> Message | None:

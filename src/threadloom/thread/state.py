@@ -170,6 +170,30 @@ class ThreadState:
             include_workblocks=include_workblocks,
         )
 
+    async def get_wire_page(
+        self,
+        *,
+        limit: int | None = 100,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "desc",
+        include_silent: bool = False,
+        max_depth: int | None = 0,
+        from_replica: bool = False,
+    ) -> messages.WirePage:
+        """``get_messages`` (without ``ids``) as wire records, in the order read: what
+        ``GET …/messages`` encodes (issue 40: built from the rows, no records between)."""
+        await self._hub.commit_deferred(self.thread_id)  # a held pending message
+        store = self._hub.store
+        return await messages.get_wire_page(
+            self,
+            store.replica() if from_replica else store,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+        )
+
     async def get_message(self, message_id: str) -> Message | None:
         """A stored message at any depth, else a queue entry's pending view, else None."""
         await self._hub.commit_deferred(self.thread_id)

@@ -56,23 +56,35 @@ async def get_messages(id: str, request: Request) -> Response:
         if kept is not None:
             return json_body.JSONBody(kept)
     state = deps.state_of(request, row)
-    page = await state.get_messages(
+    # seq: the stream head read just before the page; a resume may repeat, never miss
+    if ids:
+        page = await state.get_messages(
+            limit=limit,
+            offset=offset,
+            order="asc" if order == "asc" else "desc",
+            include_silent=include_silent,
+            max_depth=depth,
+            ids=ids,
+            include_workblocks=include_workblocks,
+            from_replica=True,  # fresh as of now: never older than the row's seq (§17.5.4)
+        )
+        body = json_body.messages_page(page.messages, page.total, page.has_more, row.event_seq)
+        return json_body.JSONBody(body)
+    # wire records straight from the rows (issue 40: a first read builds no records)
+    wired = await state.get_wire_page(
         limit=limit,
         offset=offset,
         order="asc" if order == "asc" else "desc",
         include_silent=include_silent,
         max_depth=depth,
-        ids=ids or None,
-        include_workblocks=include_workblocks,
-        from_replica=True,  # fresh as of now: never older than the row's seq (§17.5.4)
+        from_replica=True,
     )
-    messages = page.messages
-    if order == "desc" and not ids:
-        messages = messages[::-1]  # the wire page is chronological in both orders [seed]
-    # seq: the stream head read just before the page; a resume may repeat, never miss
-    body = json_body.messages_page(messages, page.total, page.has_more, row.event_seq)
+    wire = wired.messages
+    if order == "desc":
+        wire.reverse()  # the wire page is chronological in both orders [seed]
+    body = json_body.wire_page(wire, wired.total, wired.has_more, row.event_seq)
     if key is not None:
-        pages.put(key, row.event_seq, body, messages)
+        pages.put(key, row.event_seq, body, keep=not wired.projected)
     return json_body.JSONBody(body)
 
 

@@ -159,6 +159,45 @@ def message_from_row(row: Sequence[Any]) -> Message:
     return message
 
 
+class NeedsProjection(Exception):
+    """A stored row names a subagent: its wire record needs the projected ``subagent_*``
+    fields (spec 01 §1.4.11), which only the thread layer can fill."""
+
+
+def message_wire_from_row(row: Sequence[Any]) -> dict[str, Any]:
+    """``message_from_row(row).to_wire(copy_metadata=False)`` built straight from the row,
+    without the record in between (a first read of a page: issue 40). Raises
+    ``NeedsProjection`` for a row that names a subagent. The keys, their order and their
+    values are the record's (``tests/store/test_wire_rows.py`` pins the equality on both
+    stores)."""
+    if row[17] is not None:
+        raise NeedsProjection(row[17])
+    attachments = load_attachments(row[8]) if row[8] else None
+    out: dict[str, Any] = {
+        "id": row[0],
+        "role": row[1],
+        "content": row[2],
+        "name": row[3],
+        "tool_calls": row[4],
+        "tool_call_id": row[5],
+        "tool_status": row[6],
+        "status": row[7],
+        "attachments": [a.to_wire() for a in attachments] if attachments is not None else None,
+        "reasoning_content": row[9],
+        "reasoning_details": row[10],
+        "prompt": row[11],
+        "created_at": row[12],
+        "parent_id": row[13],
+        "depth": row[14],
+        "silent": bool(row[15]),
+    }
+    if row[16]:
+        out["metadata"] = json.loads(row[16])
+    out["subagent_id"] = None
+    out["log_id"] = row[18]
+    return out
+
+
 def queue_entry_from_row(row: Sequence[Any]) -> QueueEntry:
     return QueueEntry.model_construct(
         id=row[0],

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from threadloom.errors import InvalidMessage, MessageNotFound, ThreadTerminated
 from threadloom.records import MESSAGE_FIELDS_SET, Message, decode_tool_calls
@@ -12,10 +12,12 @@ from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
     QUEUE_COLUMNS,
     THREAD_RANGE,
+    NeedsProjection,
     copy_with,
     dump_attachments,
     dump_json,
     message_from_row,
+    message_wire_from_row,
     queue_entry_from_row,
 )
 from threadloom.store.core.conn import Conn
@@ -24,6 +26,7 @@ from threadloom.store.core.null_literals import NullFree
 from threadloom.store.core.tx import Tx, adjust_count
 
 _CHUNK = 500
+T = TypeVar("T")
 
 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -301,18 +304,24 @@ def _filter(include_silent: bool, max_depth: int | None) -> tuple[str, tuple[Any
 _TOP_VISIBLE_COUNT = "(SELECT top_visible_count FROM threads WHERE id = ?)"
 
 
-def _count_stored(conn: Conn, thread_id: str, include_silent: bool, max_depth: int | None) -> int:
-    sql = "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?"
+def _counts(
+    conn: Conn, thread_id: str, include_silent: bool, max_depth: int | None
+) -> tuple[int, int]:
+    """The stored messages and the queue entries a page counts, in one statement."""
+    stored = "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?"
     params: list[Any] = [thread_id]
     if max_depth is not None:
-        sql += " AND depth <= ?"
+        stored += " AND depth <= ?"
         params.append(max_depth)
     if not include_silent:
-        sql += " AND silent = 0"
+        stored += " AND silent = 0"
     if max_depth is None or max_depth >= 0:  # the visible top-level ones: in the thread row
-        sql = f"SELECT ({sql}) + COALESCE({_TOP_VISIBLE_COUNT}, 0)"
+        stored = f"SELECT ({stored}) + COALESCE({_TOP_VISIBLE_COUNT}, 0)"
         params.append(thread_id)
-    return int(conn.execute(sql, params).fetchone()[0])
+    silent_q = "" if include_silent else " AND silent = 0"
+    queued = f"SELECT COUNT(*) FROM message_queue WHERE thread_id = ?{silent_q}"
+    row = conn.execute(f"SELECT ({stored}), ({queued})", (*params, thread_id)).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def read_page(
@@ -324,13 +333,63 @@ def read_page(
     include_silent: bool,
     max_depth: int | None,
 ) -> tuple[list[Message], int]:
-    silent_q = "" if include_silent else " AND silent = 0"
-    stored_total = _count_stored(conn, thread_id, include_silent, max_depth)
-    queued_total = int(
-        conn.execute(
-            f"SELECT COUNT(*) FROM message_queue WHERE thread_id = ?{silent_q}", (thread_id,)
-        ).fetchone()[0]
+    """A page of the thread's messages (queued entries as pending views) and the total."""
+    return _page(
+        conn, thread_id, limit, offset, order, include_silent, max_depth, message_from_row, _same
     )
+
+
+def read_page_wire(
+    conn: Conn,
+    thread_id: str,
+    limit: int | None,
+    offset: int,
+    order: Order,
+    include_silent: bool,
+    max_depth: int | None,
+) -> tuple[list[dict[str, Any]], int] | None:
+    """``read_page`` as wire records (``Message.to_wire``), built from the rows without the
+    records in between; ``None`` when a message of the page names a subagent (its projected
+    fields are the thread layer's: read it with ``read_page``)."""
+    try:
+        return _page(
+            conn,
+            thread_id,
+            limit,
+            offset,
+            order,
+            include_silent,
+            max_depth,
+            message_wire_from_row,
+            _pending_wire,
+        )
+    except NeedsProjection:
+        return None
+
+
+def _same(message: Message) -> Message:
+    return message
+
+
+def _pending_wire(message: Message) -> dict[str, Any]:
+    if message.subagent_id is not None:  # a pending view may name one (its metadata)
+        raise NeedsProjection(message.subagent_id)
+    return message.to_wire(copy_metadata=False)  # a pending view's metadata is its own
+
+
+def _page(
+    conn: Conn,
+    thread_id: str,
+    limit: int | None,
+    offset: int,
+    order: Order,
+    include_silent: bool,
+    max_depth: int | None,
+    stored_item: Callable[[Sequence[Any]], T],
+    pending_item: Callable[[Message], T],
+) -> tuple[list[T], int]:
+    silent_q = "" if include_silent else " AND silent = 0"
+    stored_total, queued_total = _counts(conn, thread_id, include_silent, max_depth)
     total = stored_total + queued_total
     window = total if limit is None else limit
     where, params = _filter(include_silent, max_depth)
@@ -344,7 +403,7 @@ def read_page(
         (first_is_queue, a, b - a),
         (not first_is_queue, c, d - c),
     ]
-    out: list[Message] = []
+    out: list[T] = []
     cancelled: bool | None = None
     for is_queue, skip, take in parts:
         if take <= 0:
@@ -357,14 +416,17 @@ def read_page(
                 f" ORDER BY qseq {direction} LIMIT ? OFFSET ?",
                 (thread_id, take, skip),
             )
-            out.extend(queue_entry_from_row(r).pending_view(cancelled=cancelled) for r in rows)
+            out.extend(
+                pending_item(queue_entry_from_row(r).pending_view(cancelled=cancelled))
+                for r in rows
+            )
         else:
             rows = conn.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}"
                 f" ORDER BY rid {direction} LIMIT ? OFFSET ?",
                 (thread_id, thread_id, *params, take, skip),
             )
-            out.extend(message_from_row(r) for r in rows)
+            out.extend(stored_item(r) for r in rows)
     return out, total
 
 

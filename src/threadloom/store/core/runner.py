@@ -235,6 +235,20 @@ class TxStore:
             messages.read_page, thread_id, limit, offset, order, include_silent, max_depth
         )
 
+    async def read_page_wire(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+    ) -> tuple[list[dict[str, Any]], int] | None:
+        return await self._read(
+            messages.read_page_wire, thread_id, limit, offset, order, include_silent, max_depth
+        )
+
     async def read_by_ids(
         self,
         thread_id: str,
