@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -85,6 +86,31 @@ def serve_command(
     ]
 
 
+class DrainedServer(subprocess.Popen[bytes]):
+    """A server child whose output (stdout and stderr together) a thread keeps reading into
+    memory from the start: a child that logs more than a pipe holds (64 KiB) never blocks
+    on a write while the test does not read (a fuzzed server logging its refusals did,
+    and hung the run). ``communicate`` answers the whole output, as with a plain pipe."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._output = bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.stdout is not None
+        for chunk in iter(lambda: self.stdout.read1(65536), b""):  # type: ignore[union-attr]
+            self._output += chunk
+
+    def communicate(  # type: ignore[override]
+        self, input: bytes | None = None, timeout: float | None = None
+    ) -> tuple[bytes, None]:
+        self.wait(timeout)
+        self._reader.join(timeout)
+        return bytes(self._output), None
+
+
 def spawn_server(
     project: Path, db: Path | str, log_level: str = "warning", **settings: str
 ) -> tuple[subprocess.Popen[bytes], str]:
@@ -102,7 +128,7 @@ def spawn_server(
     output = ""
     for _ in range(PORT_ATTEMPTS):
         port = free_port()
-        proc = subprocess.Popen(
+        proc = DrainedServer(
             serve_command(project, db, port, log_level),
             env=env,
             stdout=subprocess.PIPE,
