@@ -370,7 +370,7 @@ async def test_function_call_round_trip(server: FakeOpenAIServer) -> None:
     provider = responses(server)
     response = await generate(provider, request())
     message = AssistantMessage(tool_calls=response.tool_calls)
-    answer = ToolMessage(tool_call_id="call_7", name="f", content="r")  # the API requires the output
+    answer = ToolMessage(tool_call_id="call_7", name="f", content="r")  # the API requires it
     body = await send(provider, server, request(message, answer))
     assert body["input"][0] == {
         "type": "function_call",
