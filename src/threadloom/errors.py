@@ -311,6 +311,35 @@ PROVIDER_ERROR_RETRYABLE: dict[str, bool] = {
     "unknown": True,
 }
 
+#: The error classes on which a model's fallbacks are used (spec 04 §4.12.3, issue 39): a
+#: provider that is down or busy. ``timeout`` also covers ``connection``; ``unknown`` (an
+#: adapter's unclassified failure) is used only when a model names it.
+FallbackClass = Literal["rate_limit", "overloaded", "server_error", "timeout", "unknown"]
+
+#: The classes used when a model names none (§4.12.3).
+DEFAULT_FALLBACK_ON: tuple[FallbackClass, ...] = (
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "timeout",
+)
+
+#: The fallback class of each code; ``None`` for the codes no fallback is used on (a
+#: request the provider refused as it is: invalid, too long, filtered, not authorised).
+PROVIDER_ERROR_FALLBACK_CLASS: dict[str, FallbackClass | None] = {
+    "rate_limit": "rate_limit",
+    "overloaded": "overloaded",
+    "server_error": "server_error",
+    "connection": "timeout",
+    "timeout": "timeout",
+    "context_length": None,
+    "content_filter": None,
+    "invalid_request": None,
+    "authentication": None,
+    "permission": None,
+    "unknown": "unknown",
+}
+
 
 class ProviderError(ThreadloomError):
     """A model request failed; ``code`` classifies it and ``retryable`` tells the engine
@@ -370,11 +399,14 @@ def _rebuild_provider_error(message: str, fields: dict[str, Any]) -> ProviderErr
 
 
 __all__ = [
+    "DEFAULT_FALLBACK_ON",
+    "PROVIDER_ERROR_FALLBACK_CLASS",
     "PROVIDER_ERROR_RETRYABLE",
     "AgentNotFound",
     "DefinitionError",
     "DirectoryNotEmpty",
     "EventOverflow",
+    "FallbackClass",
     "FileError",
     "FileExists",
     "FileNotFound",

@@ -1252,11 +1252,12 @@ def _fallback_defs(pm: ScriptedProvider, pf: ScriptedProvider) -> list[Any]:
 
 
 async def test_c04_059_non_retryable_goes_to_fallback(open_rt: Any) -> None:
-    """C04-059: model M with fallback F; M's script [error(non-retryable)], F's script [text
-    "ok"] → 2 requests (no retry on M); ``fallback_triggered {from: "M", to: "F"}``; F's row
-    ``retry_of_log_id`` = M's row."""
+    """C04-059: model M with fallback F; M's script [error(``overloaded``, non-retryable)],
+    F's script [text "ok"] → 2 requests (no retry on M); ``fallback_triggered {from: "M",
+    to: "F", reason: "overloaded"}``; F's row ``retry_of_log_id`` = M's row. (An
+    ``invalid_request`` uses no fallback since issue 39: C04-141.)"""
     pm = ScriptedProvider(
-        [Reply.error("refused", "invalid_request"), Reply.text("retry")], name="pm"
+        [Reply.error("refused", "overloaded", retryable=False), Reply.text("retry")], name="pm"
     )
     pf = ScriptedProvider([Reply.text("ok")], name="pf")
     rt = await open_rt(*_fallback_defs(pm, pf), options=EngineOptions(backoff_base_s=0.01))
@@ -1267,7 +1268,8 @@ async def test_c04_059_non_retryable_goes_to_fallback(open_rt: Any) -> None:
         await rt.wait_idle(tid, timeout=5)
         events = sub.drain()
     assert (len(pm.requests), len(pf.requests)) == (1, 1)
-    assert [(t["from"], t["to"]) for t in _telemetry(events, "fallback_triggered")] == [("M", "F")]
+    triggered = _telemetry(events, "fallback_triggered")
+    assert [(t["from"], t["to"], t["reason"]) for t in triggered] == [("M", "F", "overloaded")]
     m_row, f_row = _llm_rows(await rt.store.list_logs(tid))
     assert (m_row.model, m_row.error_type, m_row.error_origin) == ("M", "api_error", "provider:pm")
     assert (f_row.model, f_row.retry_of_log_id, f_row.error) == ("F", m_row.id, None)

@@ -5,6 +5,26 @@ are recorded, and each request takes the next queued response — an SSE stream 
 recorded-shape Messages API events (chunked transfer encoding), or an error status with a
 JSON body. A stream may be held open after its events so a test can observe the client
 closing the connection (cancellation). Nothing here touches the network beyond 127.0.0.1.
+
+Before answering, the server checks the request's ``messages`` against the rules the
+Messages API documents and answers 400 ``invalid_request_error`` (in the API's words) when
+one is broken (https://docs.anthropic.com/en/docs/build-with-claude/tool-use,
+.../extended-thinking):
+
+- roles are ``user`` or ``assistant``; each content block is of a known type and has only
+  that type's fields (``Extra inputs are not permitted``: e.g. a Gemini
+  ``thoughtSignature`` or an OpenAI reasoning item in a block);
+- every ``tool_use`` block is answered by a ``tool_result`` block in the next message, and
+  every ``tool_result`` answers a ``tool_use`` of the previous message; in that message the
+  ``tool_result`` blocks come first;
+- tool use ids match ``^[a-zA-Z0-9_-]+$``;
+- a ``thinking`` block carries a ``signature``; with ``verify_signatures`` the signature
+  (and a ``redacted_thinking`` block's ``data``) must be one this server issued for that
+  block — a signature from elsewhere is ``Invalid `signature` in `thinking` block``;
+- with thinking enabled, the assistant message whose tool use the last user message
+  answers starts with a ``thinking`` or ``redacted_thinking`` block.
+
+``rejected`` lists the messages of the requests refused that way.
 """
 
 from __future__ import annotations
@@ -12,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +145,118 @@ def simple_text_stream(text: str = "ok", **start: Any) -> list[SSEEvent]:
     return [message_start(**start), *text_block(0, text), message_delta(), message_stop()]
 
 
+# -- the documented request rules ---------------------------------------------------------
+
+#: The fields each content block type takes (the API refuses others).
+BLOCK_FIELDS: dict[str, set[str]] = {
+    "text": {"type", "text", "cache_control", "citations"},
+    "image": {"type", "source", "cache_control"},
+    "document": {"type", "source", "cache_control", "title", "context", "citations"},
+    "thinking": {"type", "thinking", "signature"},
+    "redacted_thinking": {"type", "data"},
+    "tool_use": {"type", "id", "name", "input", "cache_control"},
+    "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"},
+}
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+class Invalid(Exception):
+    """A request that breaks a documented rule; its text is the 400 message."""
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+def check_messages(
+    body: Any, issued: dict[str, str] | None = None, redacted: set[str] | None = None
+) -> None:
+    """Raise :class:`Invalid` when ``body`` breaks a rule of the module docstring;
+    ``issued`` (signature → thinking text) and ``redacted`` are checked when given."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise Invalid("messages: Field required")
+    for i, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            raise Invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        for j, block in enumerate(_blocks(message)):
+            kind = block.get("type")
+            where = f"messages.{i}.content.{j}"
+            if kind not in BLOCK_FIELDS:
+                raise Invalid(f"{where}.type: Input tag {kind!r} does not match any expected tag")
+            extra = sorted(set(block) - BLOCK_FIELDS[kind])
+            if extra:
+                raise Invalid(f"{where}.{kind}.{extra[0]}: Extra inputs are not permitted")
+            if kind == "tool_use" and not _TOOL_ID.match(str(block.get("id", ""))):
+                raise Invalid(
+                    f"{where}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                )
+            if kind == "thinking":
+                if not block.get("signature"):
+                    raise Invalid(f"{where}.thinking.signature: Field required")
+                if issued is not None and issued.get(block["signature"]) != block.get("thinking"):
+                    raise Invalid(f"{where}: Invalid `signature` in `thinking` block")
+            if (
+                kind == "redacted_thinking"
+                and redacted is not None
+                and block.get("data") not in redacted
+            ):
+                raise Invalid(f"{where}: Invalid `data` in `redacted_thinking` block")
+    for i, message in enumerate(messages):
+        blocks = _blocks(message)
+        uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+        following = _blocks(messages[i + 1]) if i + 1 < len(messages) else None
+        if uses and message["role"] == "assistant" and following is not None:
+            answered = [b.get("tool_use_id") for b in following if b.get("type") == "tool_result"]
+            missing = [u for u in uses if u not in answered]
+            if messages[i + 1]["role"] != "user" or missing:
+                raise Invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing or uses)}. Each `tool_use` block "
+                    "must have a corresponding `tool_result` block in the next message."
+                )
+        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+        if not results:
+            continue
+        previous = messages[i - 1] if i else None
+        asked = (
+            {b["id"] for b in _blocks(previous) if b.get("type") == "tool_use"}
+            if previous is not None and previous["role"] == "assistant"
+            else set()
+        )
+        strays = [r for r in results if r not in asked]
+        if message["role"] != "user" or strays:
+            raise Invalid(
+                f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(map(str, strays or results))}. Each `tool_result` block must have "
+                "a corresponding `tool_use` block in the previous message."
+            )
+        kinds = [b.get("type") for b in blocks]
+        if kinds[: len(results)] != ["tool_result"] * len(results):
+            raise Invalid(
+                f"messages.{i}.content: `tool_result` blocks must come first in the content, "
+                "before any other block."
+            )
+    thinking = (body.get("thinking") or {}).get("type") == "enabled"
+    last = messages[-1]
+    if (
+        thinking
+        and len(messages) > 1
+        and any(b.get("type") == "tool_result" for b in _blocks(last))
+    ):
+        first = (_blocks(messages[-2]) or [{}])[0].get("type")
+        if first not in ("thinking", "redacted_thinking"):
+            raise Invalid(
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final "
+                "`assistant` message must start with a thinking block (preceeding the lastmost "
+                "set of `tool_use` and `tool_result` blocks)."
+            )
+
+
 # -- the server ------------------------------------------------------------------------
 
 
@@ -153,7 +286,11 @@ class FakeAnthropic:
     """The fake server. ``async with FakeAnthropic() as fake`` starts it; ``base_url`` is
     what the SDK client points at; ``requests`` are the recorded requests in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, verify_signatures: bool = False) -> None:
+        self.verify_signatures = verify_signatures
+        self.issued: dict[str, str] = {}  # signature → the thinking text it was issued for
+        self.redacted: set[str] = set()
+        self.rejected: list[str] = []
         self.requests: list[Recorded] = []
         self.raw_bodies: list[bytes] = []
         self.queue: deque[Stream | ErrorReply] = deque()
@@ -211,6 +348,33 @@ class FakeAnthropic:
     def error(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.queue.append(ErrorReply(status, body, headers or {}))
 
+    def _invalid(self, body: Any) -> ErrorReply | None:
+        """The 400 of a request that breaks a documented rule, else None."""
+        try:
+            if self.verify_signatures:
+                check_messages(body, self.issued, self.redacted)
+            else:
+                check_messages(body)
+        except Invalid as exc:
+            self.rejected.append(str(exc))
+            error = {"type": "invalid_request_error", "message": str(exc)}
+            return ErrorReply(400, {"type": "error", "error": error})
+        return None
+
+    def _issue(self, events: list[SSEEvent]) -> None:
+        """Remember the signatures (and redacted data) a streamed answer hands out."""
+        texts: dict[int, str] = {}
+        for _, data in events:
+            index = data.get("index", -1)
+            block = data.get("content_block") or {}
+            delta = data.get("delta") or {}
+            if block.get("type") == "redacted_thinking":
+                self.redacted.add(block.get("data", ""))
+            if delta.get("type") == "thinking_delta":
+                texts[index] = texts.get(index, "") + delta.get("thinking", "")
+            if delta.get("type") == "signature_delta":
+                self.issued[delta.get("signature", "")] = texts.get(index, "")
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -235,12 +399,14 @@ class FakeAnthropic:
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
         self.requests.append(Recorded(method, path, headers, json.loads(raw) if raw else None))
         self.raw_bodies.append(raw)
-        refused = self.refuse(self.requests[-1], raw)
+        refused = self.refuse(self.requests[-1], raw) or self._invalid(self.requests[-1].body)
         reply: Stream | ErrorReply
         if refused is not None:
             reply = refused
         else:
             reply = self.queue.popleft() if self.queue else Stream(simple_text_stream())
+            if isinstance(reply, Stream):
+                self._issue(reply.events)
         if isinstance(reply, ErrorReply):
             payload = json.dumps(reply.body).encode()
             extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())

@@ -9,6 +9,27 @@ the adapters' wire bodies, the SDK's parsing and its error classes.
 
 The builders at the bottom produce chunk / event objects in the recorded shapes of Chat
 Completions (incl. OpenRouter's extra fields) and of the Responses API.
+
+Before answering, the server checks the request against the rules the APIs document and
+answers 400 ``invalid_request_error`` (in the API's words) when one is broken; ``rejected``
+lists those messages:
+
+- Chat Completions (``/chat/completions``): an assistant message with ``tool_calls`` is
+  followed by a ``tool`` message for each ``tool_call_id``, and a ``tool`` message answers
+  a call of the assistant message before its run of tool messages. With ``openai_only``
+  (api.openai.com, which takes no reasoning input) a message has only its role's fields
+  (``Additional properties are not allowed``: ``reasoning_details``, ``thinking`` …).
+- Responses (``/responses``): each ``function_call_output`` answers an earlier
+  ``function_call`` (``No tool call found for function call output``) and each
+  ``function_call`` is answered (``No tool output found``); input items have only their
+  type's fields; a ``reasoning`` item is followed by an output item, not another reasoning
+  item (after any further reasoning items), not an output, a user message or the end.
+  With ``verify_issued`` (for tests that replay only what this server answered, not
+  seeded records): a reasoning item this server did not issue is refused (another
+  provider's reasoning, ``Item with id … not found``), one it issued must carry the
+  ``encrypted_content`` it was issued with, and an issued ``function_call`` or ``message``
+  item sent by ``id`` is preceded by the reasoning item it was produced after (``… was
+  provided without its required 'reasoning' item``).
 """
 
 from __future__ import annotations
@@ -80,7 +101,13 @@ _REASONS = {
 class FakeOpenAIServer:
     """The server; use as ``async with FakeOpenAIServer() as server``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, openai_only: bool = False, verify_issued: bool = False) -> None:
+        self.openai_only = openai_only
+        self.verify_issued = verify_issued
+        self.rejected: list[str] = []
+        #: Responses reasoning items issued: id → encrypted content; item id → its reasoning
+        self.reasoning_issued: dict[str, str | None] = {}
+        self.produced_after: dict[str, str] = {}
         self.requests: list[Recorded] = []
         self.responses: deque[Response] = deque()
         self.client_disconnected = asyncio.Event()
@@ -159,16 +186,47 @@ class FakeOpenAIServer:
         raw = await reader.readexactly(length) if length else b""
         body = json.loads(raw) if raw else None
         self.requests.append(Recorded(method, path, headers, body))
-        refused = self.refuse(self.requests[-1])
+        refused = self.refuse(self.requests[-1]) or self._invalid(path, body)
         response = refused or (
             self.responses.popleft()
             if self.responses
             else JSONResponse(500, {"error": {"message": "fake server: nothing queued"}})
         )
+        if refused is None and isinstance(response, SSEResponse):
+            self._issue(response.events)
         if isinstance(response, JSONResponse):
             await self._send_json(writer, response)
             return True
         return await self._send_sse(reader, writer, response)
+
+    def _invalid(self, path: str, body: Any) -> JSONResponse | None:
+        """The 400 of a request that breaks a documented rule (module docstring)."""
+        try:
+            if path.split("?")[0].endswith("/chat/completions") and isinstance(body, dict):
+                check_chat(body, openai_only=self.openai_only)
+            elif path.split("?")[0].endswith("/responses") and isinstance(body, dict):
+                check_responses(
+                    body, self.reasoning_issued, self.produced_after, verify=self.verify_issued
+                )
+        except Invalid as exc:
+            self.rejected.append(str(exc))
+            return JSONResponse(400, error_body(str(exc)))
+        return None
+
+    def _issue(self, events: list[SSEEvent]) -> None:
+        """Remember the reasoning items a Responses stream hands out, and which item
+        followed each (the one it was produced for)."""
+        last_reasoning: str | None = None
+        for event in events:
+            data = event[1] if isinstance(event, tuple) else event
+            if not isinstance(data, dict) or data.get("type") != "response.output_item.done":
+                continue
+            item = data.get("item") or {}
+            if item.get("type") == "reasoning":
+                last_reasoning = item.get("id")
+                self.reasoning_issued[str(last_reasoning)] = item.get("encrypted_content")
+            elif last_reasoning is not None and item.get("id"):
+                self.produced_after[item["id"]] = last_reasoning
 
     @staticmethod
     def _head(status: int, headers: dict[str, str]) -> bytes:
@@ -214,6 +272,141 @@ class FakeOpenAIServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+# --------------------------------------------------------------------------------------
+# The documented request rules
+
+
+class Invalid(Exception):
+    """A request that breaks a documented rule; its text is the 400 message."""
+
+
+#: Chat Completions message fields by role (api.openai.com refuses others).
+CHAT_FIELDS: dict[str, set[str]] = {
+    "system": {"role", "content", "name"},
+    "developer": {"role", "content", "name"},
+    "user": {"role", "content", "name"},
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+
+
+def check_chat(body: dict[str, Any], *, openai_only: bool = False) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise Invalid("[] is too short - 'messages'")
+    open_calls: list[str] = []  # the ids of the last assistant message still unanswered
+    answerable: set[str] = set()  # the ids the current run of tool messages may answer
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if role not in CHAT_FIELDS:
+            raise Invalid(f"Invalid value: '{role}'. Supported values are: {sorted(CHAT_FIELDS)}")
+        extra = sorted(set(message) - CHAT_FIELDS[role])
+        if openai_only and extra:
+            raise Invalid(
+                f"Additional properties are not allowed ('{extra[0]}' was unexpected) - "
+                f"'messages.{i}'"
+            )
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in answerable:
+                raise Invalid(
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            if call_id in open_calls:
+                open_calls.remove(call_id)
+            continue
+        if open_calls:
+            raise Invalid(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(open_calls)}"
+            )
+        calls = message.get("tool_calls") or [] if role == "assistant" else []
+        for call in calls:
+            if call.get("type") != "function" or not isinstance(
+                (call.get("function") or {}).get("arguments"), str
+            ):
+                raise Invalid(f"Invalid 'messages[{i}].tool_calls': not a function call")
+        open_calls = [c.get("id") for c in calls]
+        answerable = set(open_calls)
+    if open_calls:
+        raise Invalid(
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(open_calls)}"
+        )
+
+
+#: Responses input item fields by type.
+RESPONSES_FIELDS: dict[str, set[str]] = {
+    "message": {"type", "role", "content", "id", "status"},
+    "function_call": {"type", "id", "call_id", "name", "arguments", "status"},
+    "function_call_output": {"type", "id", "call_id", "output", "status"},
+    "reasoning": {"type", "id", "summary", "encrypted_content", "content", "status"},
+}
+
+
+def check_responses(
+    body: dict[str, Any],
+    issued: dict[str, str | None],
+    produced_after: dict[str, str],
+    *,
+    verify: bool = True,
+) -> None:
+    items = body.get("input")
+    if isinstance(items, str):
+        return
+    if not isinstance(items, list):
+        raise Invalid("Invalid type for 'input'")
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind not in RESPONSES_FIELDS:
+            raise Invalid(f"Invalid value: '{kind}'. (input[{i}].type)")
+        extra = sorted(set(item) - RESPONSES_FIELDS[kind])
+        if extra:
+            raise Invalid(f"Unknown parameter: 'input[{i}].{extra[0]}'.")
+        if kind == "function_call":
+            calls.add(item.get("call_id"))
+        if kind == "function_call_output":
+            if item.get("call_id") not in calls:
+                raise Invalid(
+                    f"No tool call found for function call output with call_id "
+                    f"{item.get('call_id')}."
+                )
+            answered.add(item.get("call_id"))
+        if kind == "reasoning" and verify:
+            rid = item.get("id")
+            if rid not in issued:
+                raise Invalid(f"Item with id '{rid}' not found.")
+            if issued[rid] is not None and item.get("encrypted_content") != issued[rid]:
+                raise Invalid(f"The encrypted content for item {rid} could not be verified.")
+            # the next item that is not reasoning (one output may hold several in a row)
+            following = next((n for n in items[i + 1 :] if n.get("type") != "reasoning"), {})
+            if following.get("type", "message") not in ("message", "function_call") or (
+                following.get("type", "message") == "message"
+                and following.get("role") != "assistant"
+            ):
+                raise Invalid(
+                    f"Item '{rid}' of type 'reasoning' was provided without its required "
+                    "following item."
+                )
+        item_id = item.get("id")
+        if verify and kind in ("function_call", "message") and item_id in produced_after:
+            wanted = produced_after[item_id]
+            before = [p.get("id") for p in items[:i] if p.get("type") == "reasoning"]
+            if wanted not in before:
+                raise Invalid(
+                    f"Item '{item_id}' of type '{kind}' was provided without its required "
+                    f"'reasoning' item: '{wanted}'."
+                )
+    missing = sorted(calls - answered)
+    if missing:
+        raise Invalid(f"No tool output found for function call {missing[0]}.")
 
 
 def _frame(event: SSEEvent) -> bytes:

@@ -468,10 +468,13 @@ async def test_extra_content_round_trip(server: FakeOpenAIServer) -> None:
             ToolCallSpec(id="c2", name="g", extra_content={"responses_item_id": "fc_1"}),
         ]
     )
-    wire = assistant_of(await send(chat(server), server, request(message)))
+    # the calls answered, as the API requires (the fake server refuses them unanswered)
+    answers = [ToolMessage(tool_call_id=i, name="f", content="r") for i in ("c1", "c2")]
+    wire = assistant_of(await send(chat(server), server, request(message, *answers)))
     assert wire["tool_calls"][0]["extra_content"] == google
     assert "extra_content" not in wire["tool_calls"][1]  # the Responses adapter's own data
-    wire = assistant_of(await send(chat(server, dialect="openai"), server, request(message)))
+    openai = chat(server, dialect="openai")
+    wire = assistant_of(await send(openai, server, request(message, *answers)))
     assert all("extra_content" not in call for call in wire["tool_calls"])
 
 

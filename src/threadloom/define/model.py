@@ -12,6 +12,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from threadloom.errors import DEFAULT_FALLBACK_ON, FallbackClass
+
 #: Model names may contain the separators of provider model ids (§4.2.3).
 MODEL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
@@ -35,6 +37,7 @@ class Model(BaseModel):
     provider: Any
     model: str
     fallbacks: tuple[str, ...] = ()
+    fallback_on: tuple[FallbackClass, ...] = DEFAULT_FALLBACK_ON
     input_price: float | None = None
     output_price: float | None = None
     cached_price: float | None = None

@@ -22,7 +22,12 @@ from threadloom.engine.request.request_head import SLOT, head_for
 from threadloom.engine.step.outcome import ModelResult
 from threadloom.engine.step.pending import begin_attempt, release_hold, row_as_stored
 from threadloom.engine.step.stream import stream_model
-from threadloom.errors import ProviderError, ThreadloomError
+from threadloom.errors import (
+    DEFAULT_FALLBACK_ON,
+    PROVIDER_ERROR_FALLBACK_CLASS,
+    ProviderError,
+    ThreadloomError,
+)
 from threadloom.providers.types import (
     ProviderRequest,
     SystemMessage,
@@ -181,10 +186,21 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
     tracing = run.manager.tracing
     previous_log: str | None = None
     failure: tuple[Any, str, ProviderError] | None = None  # the last (model, provider, error)
+    left: list[str] = []  # "<model>: <code>" of each model left for a fallback
     for position, model in enumerate(models):
         if position:
+            if failure is None or not _falls_back(primary, failure[2]):
+                break  # the error is not one a fallback is used on (§4.12.3)
+            reason = failure[2].code
+            left.append(f"{models[position - 1].name}: {reason}")
             run.publish_telemetry(
-                "fallback_triggered", **{"from": models[position - 1].name, "to": model.name}
+                "fallback_triggered",
+                **{
+                    "from": models[position - 1].name,
+                    "to": model.name,
+                    "reason": reason,
+                    "log_id": previous_log,
+                },
             )
         provider = run.providers_for(model)
         provider_name = getattr(provider, "name", _NO_NAME)
@@ -252,7 +268,12 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                 run.manager.metrics.model_failed(model.name, str(provider_name), error.code)
                 await release_hold(env)  # the failure is recorded on the stored row
                 row = row_as_stored(env, row)
-                await _record_failure(env, row, error, started)
+                switch = None  # the row of the attempt that leaves for a fallback says so
+                if position + 1 < len(models) and (
+                    attempt >= attempts or not error.retryable or error.code == "timeout"
+                ):
+                    switch = models[position + 1].name if _falls_back(primary, error) else None
+                await _record_failure(env, row, error, started, switch)
                 if run.budget is not None:  # a request made, of no tokens (spec 15 §15.5)
                     run.budget.spent(row)
                 failure = (model, str(provider_name), error)
@@ -295,14 +316,15 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
                     latency=int((time.monotonic() - started) * 1000),
                 )
             return result
-    text = f"All retry attempts exhausted for model {primary.name} and {len(models) - 1} fallbacks"
+    text = f"All retry attempts exhausted for model {primary.name} and {len(left)} fallbacks"
     if failure is None or previous_log is None:  # no attempt was made
         raise StepError(text)
     model, provider_name, error = failure
     cause = error.message or str(error)
     summary = f'Model "{model.name}" ({provider_name}): {cause}'
     if model is not primary:
-        summary = f'Model "{primary.name}" and its fallbacks failed; the last, {summary}'
+        tried = ", ".join(left)
+        summary = f'Model "{primary.name}" and its fallbacks failed ({tried}); the last, {summary}'
     raise ModelFailed(f"{text}: {cause}", error=error, log_id=previous_log, summary=summary)
 
 
@@ -317,17 +339,27 @@ def _backoff(options: Any, attempt: int, retry_after: float | None) -> float:
     return float(delay * random.uniform(1.0, JITTER))
 
 
-async def _record_failure(env: StepEnv, row: LogRow, error: ProviderError, started: float) -> None:
+def _falls_back(primary: Any, error: ProviderError) -> bool:
+    """Whether ``error`` is of a class the primary's fallbacks are used on (§4.12.3)."""
+    kind = PROVIDER_ERROR_FALLBACK_CLASS.get(error.code)
+    return kind is not None and kind in getattr(primary, "fallback_on", DEFAULT_FALLBACK_ON)
+
+
+async def _record_failure(
+    env: StepEnv, row: LogRow, error: ProviderError, started: float, switch: str | None = None
+) -> None:
+    """The failed attempt's row; ``switch`` names the fallback the request goes on to."""
     origin = f"provider:{error.provider or row.provider}"
     text = cut_error(error.message or str(error))
-    errors = [
-        {
-            "message": text,
-            "type": error.code,
-            "origin": origin,
-            "timestamp": int(time.time() * 1000),
-        }
-    ]
+    entry: dict[str, Any] = {
+        "message": text,
+        "type": error.code,
+        "origin": origin,
+        "timestamp": int(time.time() * 1000),
+    }
+    if switch is not None:
+        entry["fallback"] = {"from": row.model, "to": switch, "reason": error.code}
+    errors = [entry]
     await env.state.hub.update_log(
         env.state.thread_id,
         row.model_copy(
