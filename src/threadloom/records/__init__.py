@@ -13,6 +13,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``oauth``: the OAuth authorization server's clients, codes and tokens (spec 10 §10.15);
 - ``webhook``: outbound webhooks' subscriptions and deliveries (spec 19);
 - ``schedule``: schedules and their firing state (spec 18);
+- ``trigger``: inbound triggers and their calls (spec 22);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -77,6 +78,9 @@ from threadloom.records.oauth import OAuthToken as OAuthToken
 from threadloom.records.schedule import FireStatus as FireStatus
 from threadloom.records.schedule import Schedule as Schedule
 from threadloom.records.schedule import ScheduleRow as ScheduleRow
+from threadloom.records.trigger import Trigger as Trigger
+from threadloom.records.trigger import TriggerFire as TriggerFire
+from threadloom.records.trigger import TriggerRow as TriggerRow
 from threadloom.records.thread import ERROR_LINE_MAX as ERROR_LINE_MAX
 from threadloom.records.thread import FAILED_REASONS as FAILED_REASONS
 from threadloom.records.thread import REASON_ERRORS as REASON_ERRORS
