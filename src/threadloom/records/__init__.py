@@ -78,9 +78,6 @@ from threadloom.records.oauth import OAuthToken as OAuthToken
 from threadloom.records.schedule import FireStatus as FireStatus
 from threadloom.records.schedule import Schedule as Schedule
 from threadloom.records.schedule import ScheduleRow as ScheduleRow
-from threadloom.records.trigger import Trigger as Trigger
-from threadloom.records.trigger import TriggerFire as TriggerFire
-from threadloom.records.trigger import TriggerRow as TriggerRow
 from threadloom.records.thread import ERROR_LINE_MAX as ERROR_LINE_MAX
 from threadloom.records.thread import FAILED_REASONS as FAILED_REASONS
 from threadloom.records.thread import REASON_ERRORS as REASON_ERRORS
@@ -96,6 +93,9 @@ from threadloom.records.thread import ThreadStatus as ThreadStatus
 from threadloom.records.thread import one_line as one_line
 from threadloom.records.thread import state_json as state_json
 from threadloom.records.thread import thread_name as thread_name
+from threadloom.records.trigger import Trigger as Trigger
+from threadloom.records.trigger import TriggerFire as TriggerFire
+from threadloom.records.trigger import TriggerRow as TriggerRow
 from threadloom.records.trusted import MESSAGE_FIELDS_SET as MESSAGE_FIELDS_SET
 from threadloom.records.trusted import AllFieldsSet as AllFieldsSet
 from threadloom.records.trusted import SharedFieldsSet as SharedFieldsSet
