@@ -56,7 +56,7 @@ class Triggers:
     def __init__(
         self,
         store: Store,
-        host: ScheduleHost,
+        host: ScheduleHost | None,
         clock: Clock,
         known_agent: Callable[[str], bool] | None = None,
     ) -> None:
@@ -79,6 +79,9 @@ class Triggers:
         answers the thread it went to (``replayed``) and starts nothing. A failed send
         forgets the claim (the caller may try the key again) and raises."""
         spec = row.trigger
+        host = self.host
+        if host is None:
+            raise InvalidArgument("this runtime runs no threads: it cannot call a trigger")
         key = key if key is not None else f"auto:{random_hex()}"
         claim = await self.store.claim_trigger_fire(
             spec.id, key, self._thread_for(row, key), CLAIM_LEASE_US
@@ -88,7 +91,7 @@ class Triggers:
         target = claim.thread_id
         try:
             if spec.agent is not None and await self.store.get_thread(target) is None:
-                await self.host.create_thread(
+                await host.create_thread(
                     spec.agent,
                     user_id=spec.user_id,
                     tags=(f"trigger:{spec.id}",),
@@ -97,7 +100,7 @@ class Triggers:
                 )
             metadata = {"client_message_id": message_key(spec.id, key), "trigger_id": spec.id}
             try:
-                await self.host.send_message(target, spec.message_for(body), metadata=metadata)
+                await host.send_message(target, spec.message_for(body), metadata=metadata)
             except DuplicateMessage:  # a taken-over call whose message was stored
                 pass
         except BaseException:
