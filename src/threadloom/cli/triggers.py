@@ -13,22 +13,18 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.engine.run.triggers import Triggers
 from threadloom.errors import InvalidField, ThreadloomError
-from threadloom.records import Trigger, TriggerRow
-from threadloom.records.trigger import trigger_problem
-from threadloom.records.webhook import new_webhook_secret
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.base import system_clock_us
-from threadloom.wire.triggers import fire_path
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.engine.run.triggers import Triggers
+    from threadloom.records import Trigger, TriggerRow
 
 T = TypeVar("T")
 
@@ -69,6 +65,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _with_triggers(url: str, work: Callable[[Triggers], Awaitable[T]]) -> T:
+    from threadloom.engine.run.triggers import Triggers
+    from threadloom.store import open_store
+    from threadloom.store.base import system_clock_us
+
     async def run() -> T:
         store = await open_store(url)
         try:
@@ -141,6 +141,12 @@ def triggers_list(store: StoreOption = DEFAULT_STORE) -> None:
         typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
+def fire_path(trigger_id: str) -> str:
+    from threadloom.wire.triggers import fire_path as path
+
+    return path(trigger_id)
+
+
 def _show(row: TriggerRow) -> None:
     t = row.trigger
     for label, value in (
@@ -176,6 +182,11 @@ def triggers_create(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Create a trigger (--agent or --thread) and print its URL path and secret."""
+    from pydantic import ValidationError
+
+    from threadloom.records import Trigger
+    from threadloom.records.trigger import trigger_problem
+
     fields = _fields(agent, thread, arguments, user, message)
     try:
         trigger = Trigger(id=trigger_id, enabled=not disabled, **fields)
@@ -210,6 +221,8 @@ def triggers_update(
 ) -> None:
     """Change a trigger's fields (the others stay; --thread replaces --agent and the
     reverse)."""
+    from threadloom.records.webhook import new_webhook_secret
+
     fields = _fields(agent, thread, arguments, user, message)
     if body_message:
         if message is not None:

@@ -15,19 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
 from threadloom.errors import InvalidField, ThreadloomError
-from threadloom.node.webhook_targets import TargetPolicy, check_url
-from threadloom.records import WEBHOOK_EVENT_TYPES, WebhookSubscription, new_id
-from threadloom.records.webhook import new_webhook_secret
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.base import Store
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.records import WebhookSubscription
+    from threadloom.store.base import Store
 
 T = TypeVar("T")
 
@@ -56,6 +55,8 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    from threadloom.store import open_store
+
     async def run() -> T:
         store = await open_store(url)
         try:
@@ -107,6 +108,10 @@ def webhooks_add(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Subscribe URL to some event types; prints its id and secret (shown only here)."""
+    from threadloom.node.webhook_targets import TargetPolicy, check_url
+    from threadloom.records import WEBHOOK_EVENT_TYPES, WebhookSubscription, new_id
+    from threadloom.records.webhook import new_webhook_secret
+
     types = tuple(dict.fromkeys(event or ()))
     unknown = [t for t in types if t not in WEBHOOK_EVENT_TYPES]
     if unknown:
