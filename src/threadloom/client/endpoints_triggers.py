@@ -25,7 +25,7 @@ def _path(trigger_id: str) -> str:
 
 
 def _arguments(value: Mapping[str, Any] | Unset | None) -> Any:
-    return value if value is UNSET or value is None else dict(value)  # type: ignore[arg-type]
+    return value if value is UNSET or value is None else dict(value)
 
 
 class TriggersEndpoints:
