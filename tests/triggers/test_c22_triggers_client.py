@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from conftest import Api
+from server.conftest import Api
 from threadloom.client import (
     AsyncClient,
     BadRequestError,

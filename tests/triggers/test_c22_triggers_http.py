@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from conftest import Api
-from server.conftest import USERS
+from server.conftest import USERS, Api
 from threadloom.records import new_webhook_secret
 
 
