@@ -99,6 +99,8 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         "restore",
         "migrate",
         "schedules",
+        "triggers",
+        "webhooks",
     ):
         assert command in done.stdout + done.stderr
 
@@ -132,6 +134,18 @@ def test_no_arguments_shows_the_commands(tmp_path: Path) -> None:
         ["schedules", "update"],
         ["schedules", "delete"],
         ["schedules", "fire"],
+        ["triggers"],
+        ["triggers", "list"],
+        ["triggers", "show"],
+        ["triggers", "create"],
+        ["triggers", "update"],
+        ["triggers", "delete"],
+        ["webhooks"],
+        ["webhooks", "list"],
+        ["webhooks", "add"],
+        ["webhooks", "remove"],
+        ["webhooks", "dead"],
+        ["webhooks", "redeliver"],
     ],
 )
 def test_help_speaks_the_users_words(tmp_path: Path, command: list[str]) -> None:

@@ -62,6 +62,8 @@ def _loaded(*argv: str) -> tuple[str, list[str]]:
         ("users", "--help"),
         ("keys", "--help"),
         ("schedules", "--help"),
+        ("triggers", "--help"),
+        ("webhooks", "--help"),
         ("retention", "--help"),
         ("migrate", "--help"),
         ("backup", "--help"),
@@ -89,6 +91,8 @@ def test_help_still_lists_every_command() -> None:
         "users",
         "keys",
         "schedules",
+        "triggers",
+        "webhooks",
     ):
         assert f"  {command} " in out, command
 

@@ -195,6 +195,22 @@ class ScheduleExists(ThreadloomError):
         self.schedule_id = schedule_id
 
 
+class TriggerNotFound(ThreadloomError, LookupError):
+    """No trigger has this id (spec 22)."""
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(f"Trigger not found: {trigger_id}")
+        self.trigger_id = trigger_id
+
+
+class TriggerExists(ThreadloomError):
+    """A trigger with this id already exists (spec 22): nothing was stored."""
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(f"Trigger already exists: {trigger_id}")
+        self.trigger_id = trigger_id
+
+
 class UsernameTaken(ThreadloomError):
     """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
 

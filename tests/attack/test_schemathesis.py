@@ -251,6 +251,13 @@ class Served:
         created: str = self.ok("POST", "/api/schedules", json=body)["schedule"]["id"]
         return created
 
+    def new_trigger(self) -> str:
+        """A trigger of the support agent (the fuzzer may change, call or delete it)."""
+        trigger = f"fuzz-{next(self.counter)}-{uuid.uuid4().hex[:6]}"
+        body = {"id": trigger, "agent": "support"}
+        created: str = self.ok("POST", "/api/triggers", json=body)["trigger"]["id"]
+        return created
+
     def seed(self) -> None:
         """A thread that ran one turn (messages and a log row) and holds a file."""
         self.thread = self.new_thread(messages=0)
@@ -522,6 +529,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["event_id"] = "evt_example"
     if "{schedule_id}" in path:
         ids["schedule_id"] = served.new_schedule()
+    if "{trigger_id}" in path:
+        ids["trigger_id"] = served.new_trigger()
     return path.format(**ids)
 
 

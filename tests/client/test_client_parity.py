@@ -70,6 +70,7 @@ def test_the_async_surface_has_every_namespace_of_the_spec(
         "api_keys",
         "users",
         "schedules",
+        "triggers",
         "webhooks",
     }
     found = surface(async_client)

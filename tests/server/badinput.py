@@ -39,6 +39,7 @@ class Ids:
     user: str
     key: str
     schedule: str = "bad-input-schedule"
+    trigger: str = "bad-input-trigger"
 
     def url(self, template: str, path: str = "a.txt") -> str:
         return (
@@ -48,6 +49,7 @@ class Ids:
             .replace("{user_id}", self.user)
             .replace("{key_id}", self.key)
             .replace("{schedule_id}", self.schedule)
+            .replace("{trigger_id}", self.trigger)
             .replace("{grant_id}", "0" * 64)
             .replace("{tool_call_id}", "call_unknown")
             .replace("{path:fspath}", path)
@@ -330,9 +332,34 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             },
         )
     ],
+    ("POST", "/api/triggers"): [
+        Sample(
+            "POST",
+            "/api/triggers",
+            lambda ids: {
+                "id": "bad-input-new-trigger",
+                "agent": "echo",
+                "arguments": {"a": "b"},
+                "user_id": "u1",
+                "message": "Event: {body}",
+                "enabled": True,
+                "secret": "whsec_" + "A" * 44,
+            },
+            free=("arguments",),
+        )
+    ],
+    ("PATCH", "/api/triggers/{trigger_id}"): [
+        Sample(
+            "PATCH",
+            "/api/triggers/{trigger_id}",
+            lambda ids: {"message": "Event: {body}", "enabled": True, "agent": "echo"},
+        )
+    ],
 }
 
 NO_BODY = {
+    ("DELETE", "/api/triggers/{trigger_id}"),
+    ("POST", "/api/triggers/{trigger_id}/fire"),  # its body is any text, the message
     ("DELETE", "/api/schedules/{schedule_id}"),
     ("POST", "/api/schedules/{schedule_id}/fire"),
     ("DELETE", "/api/threads/{id:thread_id}"),
@@ -382,6 +409,8 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/webhook-deliveries": ("", ("limit",)),
     "/api/schedules": ("", ()),
     "/api/schedules/{schedule_id}": ("", ()),
+    "/api/triggers": ("", ()),
+    "/api/triggers/{trigger_id}": ("", ()),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

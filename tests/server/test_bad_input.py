@@ -136,6 +136,8 @@ async def make_world(make_api: Callable[..., Any]) -> World:
         json={"id": "bad-input-schedule", "message": "m", "interval_s": 86400, "agent": "echo"},
     )
     assert scheduled.status_code == 201, scheduled.text
+    triggered = await root.post("/api/triggers", json={"id": "bad-input-trigger", "agent": "echo"})
+    assert triggered.status_code == 201, triggered.text
     ids = Ids(
         thread=thread,
         message=created.json()["initialMessageIds"][0],

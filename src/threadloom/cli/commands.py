@@ -28,6 +28,8 @@ from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.cli.options import StoreOption
 from threadloom.cli.retention import register as register_retention
 from threadloom.cli.schedules import register as register_schedules
+from threadloom.cli.triggers import register as register_triggers
+from threadloom.cli.webhooks import register as register_webhooks
 from threadloom.errors import DefinitionError, StoreLocked, ThreadloomError
 
 if TYPE_CHECKING:
@@ -254,3 +256,5 @@ register_retention(app)  # threadloom retention: cli/retention.py
 register_backup_commands(app)
 register_migrate_command(app)
 register_schedules(app)  # threadloom schedules: cli/schedules.py
+register_triggers(app)  # threadloom triggers: cli/triggers.py
+register_webhooks(app)  # threadloom webhooks: cli/webhooks.py

@@ -236,6 +236,18 @@ class AsyncSchedules:
         self.fire = run.wrap(b.fire)
 
 
+class AsyncTriggers:
+    """Inbound triggers (spec 22 §22.5, admin)."""
+
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.triggers
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+
+
 class AsyncClient:
     """The async HTTP client of spec 11 §11.2."""
 
@@ -269,6 +281,7 @@ class AsyncClient:
         self.users = AsyncUsers(self._run)
         self.webhooks = AsyncWebhooks(self._run)
         self.schedules = AsyncSchedules(self._run)
+        self.triggers = AsyncTriggers(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -508,6 +521,18 @@ class SyncSchedules:
         self.fire = run.wrap(b.fire)
 
 
+class SyncTriggers:
+    """Inbound triggers (spec 22 §22.5, admin)."""
+
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.triggers
+        self.list = run.wrap(b.list)
+        self.create = run.wrap(b.create)
+        self.get = run.wrap(b.get)
+        self.update = run.wrap(b.update)
+        self.delete = run.wrap(b.delete)
+
+
 class Client:
     """The blocking HTTP client: the same methods as ``AsyncClient``, without ``async``."""
 
@@ -541,6 +566,7 @@ class Client:
         self.users = SyncUsers(self._run)
         self.webhooks = SyncWebhooks(self._run)
         self.schedules = SyncSchedules(self._run)
+        self.triggers = SyncTriggers(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

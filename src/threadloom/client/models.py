@@ -9,6 +9,7 @@ client's name: ``MessagePage``, ``HookInfo`` (``wire.catalog.HookEntry``), ``Web
 ``UserQuota`` (``wire.budgets.QuotaAnswer``), ``SharedState`` (``wire.state.StateAnswer``),
 ``Webhook`` and ``WebhookDelivery`` (``wire.webhooks.Webhook``, ``Delivery``).
 ``ScheduleInfo`` and ``ScheduleFire`` (``wire.schedules.ScheduleOut``, ``FireOut``).
+``TriggerInfo`` (``wire.triggers.TriggerOut``).
 The others differ on purpose: snake_case names for camelCase keys, and defaults where the
 server always sends a key (a client reads an older server's answers).
 """
@@ -29,6 +30,7 @@ from threadloom.wire.messages import MessagePage
 from threadloom.wire.schedules import FireOut as ScheduleFire
 from threadloom.wire.schedules import ScheduleOut as ScheduleInfo
 from threadloom.wire.state import StateAnswer as SharedState
+from threadloom.wire.triggers import TriggerOut as TriggerInfo
 from threadloom.wire.webhooks import Delivery as WebhookDelivery
 from threadloom.wire.webhooks import Webhook as Webhook
 
@@ -71,6 +73,7 @@ __all__ = [
     "ThreadPage",
     "ThreadUpdated",
     "ToolInfo",
+    "TriggerInfo",
     "User",
     "UserQuota",
     "WebSocketTicket",

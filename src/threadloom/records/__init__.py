@@ -13,6 +13,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``oauth``: the OAuth authorization server's clients, codes and tokens (spec 10 §10.15);
 - ``webhook``: outbound webhooks' subscriptions and deliveries (spec 19);
 - ``schedule``: schedules and their firing state (spec 18);
+- ``trigger``: inbound triggers and their calls (spec 22);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -92,6 +93,9 @@ from threadloom.records.thread import ThreadStatus as ThreadStatus
 from threadloom.records.thread import one_line as one_line
 from threadloom.records.thread import state_json as state_json
 from threadloom.records.thread import thread_name as thread_name
+from threadloom.records.trigger import Trigger as Trigger
+from threadloom.records.trigger import TriggerFire as TriggerFire
+from threadloom.records.trigger import TriggerRow as TriggerRow
 from threadloom.records.trusted import MESSAGE_FIELDS_SET as MESSAGE_FIELDS_SET
 from threadloom.records.trusted import AllFieldsSet as AllFieldsSet
 from threadloom.records.trusted import SharedFieldsSet as SharedFieldsSet

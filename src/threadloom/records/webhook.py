@@ -20,9 +20,9 @@ WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "thread.terminated",
     "schedule.fired",
     "schedule.failed",
+    "trigger.fired",
 )
-"""The event types a subscription may name (spec 19 §19.2); ``schedule.*`` are the
-schedules' (issue 37 item 1) and are not emitted here."""
+"""The event types a subscription may name (spec 19 §19.2)."""
 
 DeliveryState = Literal["pending", "delivered", "dead"]
 

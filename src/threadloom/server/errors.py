@@ -89,6 +89,10 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(404, "schedule_not_found", message)
     if isinstance(exc, E.ScheduleExists):
         return ApiError(409, "schedule_exists", message)
+    if isinstance(exc, E.TriggerNotFound):
+        return ApiError(404, "trigger_not_found", message)
+    if isinstance(exc, E.TriggerExists):
+        return ApiError(409, "trigger_exists", message)
     if isinstance(exc, E.ApprovalNotFound):
         return ApiError(404, "approval_not_found", message)
     if isinstance(exc, E.ApprovalForbidden):

@@ -39,6 +39,7 @@ from threadloom.records import (
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
 from threadloom.store.base_schedules import ScheduleStore
+from threadloom.store.base_triggers import TriggerStore
 from threadloom.store.base_webhooks import WebhookStore
 from threadloom.store.shapes import (
     LOST_RUN,
@@ -124,10 +125,11 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(FileStore, AccountStore, ScheduleStore, WebhookStore, Protocol):
+class Store(FileStore, AccountStore, ScheduleStore, WebhookStore, TriggerStore, Protocol):
     """Persistence of threads, messages, queue entries, logs, registry, events, files
     (:class:`FileStore`), accounts (:class:`AccountStore`), schedules
-    (:class:`ScheduleStore`) and outbound webhooks (:class:`WebhookStore`)."""
+    (:class:`ScheduleStore`), outbound webhooks (:class:`WebhookStore`) and inbound
+    triggers (:class:`TriggerStore`)."""
 
     url: str
     kind: str

@@ -34,6 +34,7 @@ from threadloom.wire import (
 )
 from threadloom.wire import budgets as B
 from threadloom.wire import schedules as SC
+from threadloom.wire import triggers as TR
 from threadloom.wire import users as U
 from threadloom.wire.files import BINARY, UPLOAD_FORM
 from threadloom.wire.stream import EVENT_STREAM
@@ -364,6 +365,37 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "fire_schedule": Operation(
         "POST", "/api/schedules/{schedule_id}/fire", {200: SC.FireAnswer}, (*SIGNED, 400, 404)
+    ),
+    # inbound triggers (spec 22 §22.3, §22.5): managed by admins, called with the secret
+    "list_triggers": Operation("GET", "/api/triggers", {200: TR.TriggerList}, SIGNED),
+    "create_trigger": Operation(
+        "POST",
+        "/api/triggers",
+        {201: TR.TriggerAnswer},
+        (*SIGNED, *BODY, 404, 409),
+        body=TR.CreateTrigger,
+        body_required=True,
+    ),
+    "get_trigger": Operation(
+        "GET", "/api/triggers/{trigger_id}", {200: TR.TriggerAnswer}, (*SIGNED, 404)
+    ),
+    "patch_trigger": Operation(
+        "PATCH",
+        "/api/triggers/{trigger_id}",
+        {200: TR.TriggerAnswer},
+        (*SIGNED, *BODY, 404),
+        body=TR.PatchTrigger,
+    ),
+    "delete_trigger": Operation(
+        "DELETE", "/api/triggers/{trigger_id}", {200: auth.Success}, (*SIGNED, 404)
+    ),
+    "fire_trigger": Operation(
+        "POST",
+        "/api/triggers/{trigger_id}/fire",
+        {202: TR.TriggerFired},
+        (*ANY, 400, 401, 404, 409, 413, 423),
+        body={"*/*": {"schema": BINARY}},
+        signed=False,
     ),
     # streams (spec 09) and protocols (spec 13)
     "stream_sse": Operation(

@@ -27,6 +27,7 @@ EventType = Literal[
     "thread.terminated",
     "schedule.fired",
     "schedule.failed",
+    "trigger.fired",
 ]
 
 

@@ -43,6 +43,7 @@ from threadloom.engine.run.retention import (
 )
 from threadloom.engine.run.runs import RunManager
 from threadloom.engine.run.schedules import ScheduleOptions, Scheduler
+from threadloom.engine.run.triggers import Triggers
 from threadloom.engine.telemetry import TracingOptions, open_tracing
 from threadloom.errors import (
     AgentNotFound,
@@ -115,6 +116,8 @@ class Runtime:
         self.schedules = Scheduler(hub.store, self, hub.clock, known_agent=self._known_agent)
         """The store's schedules (spec 18, ``engine/run/schedules.py``): managed here, fired
         by the runtime that runs the store's threads."""
+        self.triggers = Triggers(hub.store, self, hub.clock, known_agent=self._known_agent)
+        """The store's inbound triggers (spec 22, ``engine/run/triggers.py``)."""
         self.cluster: Cluster = open_cluster(hub.store)
         """This node's side of the store: its row, lease reads and notifications
         (``node/cluster.py``)."""

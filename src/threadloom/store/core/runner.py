@@ -33,6 +33,9 @@ from threadloom.records import (
     SubagentRegistryEntry,
     ThreadStatus,
     ToolCall,
+    Trigger,
+    TriggerFire,
+    TriggerRow,
     UserQuota,
     WebhookDelivery,
     WebhookSubscription,
@@ -53,6 +56,7 @@ from threadloom.store.core import (
     runs,
     schedules,
     threads,
+    triggers,
 )
 from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
@@ -757,6 +761,33 @@ class TxStore:
 
     async def give_back_attempt(self, attempt_id: str) -> None:
         await self._write(auth.give_back_attempt, attempt_id, durable=False)
+
+    # -- inbound triggers (spec 22) ---------------------------------------------------
+    async def create_trigger(self, trigger: Trigger, secret: str) -> TriggerRow | None:
+        return await self._write(triggers.create_trigger, trigger, secret)
+
+    async def replace_trigger(self, trigger: Trigger, secret: str | None) -> TriggerRow | None:
+        return await self._write(triggers.replace_trigger, trigger, secret)
+
+    async def delete_trigger(self, trigger_id: str) -> bool:
+        return await self._write(triggers.delete_trigger, trigger_id)
+
+    async def get_trigger(self, trigger_id: str) -> TriggerRow | None:
+        return await self._point_read(triggers.get_trigger, trigger_id)
+
+    async def list_triggers(self) -> list[TriggerRow]:
+        return await self._read(triggers.list_triggers)
+
+    async def claim_trigger_fire(
+        self, trigger_id: str, key: str, thread_id: str, lease_us: int
+    ) -> TriggerFire:
+        return await self._write(triggers.claim_trigger_fire, trigger_id, key, thread_id, lease_us)
+
+    async def finish_trigger_fire(self, trigger_id: str, key: str) -> bool:
+        return await self._write(triggers.finish_trigger_fire, trigger_id, key)
+
+    async def release_trigger_fire(self, trigger_id: str, key: str) -> bool:
+        return await self._write(triggers.release_trigger_fire, trigger_id, key)
 
     # -- outbound webhooks (spec 19) ---------------------------------------------------
     async def create_webhook(self, sub: WebhookSubscription) -> WebhookSubscription:

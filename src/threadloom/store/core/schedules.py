@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from threadloom.records import Schedule, ScheduleRow
+from threadloom.store.core import outbox
 from threadloom.store.core.conn import Conn
 from threadloom.store.shapes import Clock
 
@@ -135,8 +136,10 @@ def finish_schedule_fire(
     error: str | None,
 ) -> bool:
     """Settle the fire at ``due_us`` that ``node`` claimed: its outcome becomes the
-    schedule's last fire. False when the claim is no longer ``node``'s (its lease ran out
-    and another node took the fire over)."""
+    schedule's last fire, and a ``fired`` or ``failed`` fire is written to the webhook
+    outbox in the same transaction (``schedule.fired`` / ``schedule.failed``, spec 19
+    §19.2). False when the claim is no longer ``node``'s (its lease ran out and another
+    node took the fire over): nothing is written then."""
     cur = conn.execute(
         "UPDATE schedules SET fire_due_us = NULL, fire_node = NULL, fire_lease_until_us = NULL,"
         " last_fire_us = ?, last_status = ?, last_thread_id = COALESCE(?, last_thread_id),"
@@ -153,7 +156,24 @@ def finish_schedule_fire(
             node,
         ),
     )
-    return cur.rowcount > 0
+    if cur.rowcount <= 0:
+        return False
+    if status in _EVENTS:
+        now = clock()
+        data = {
+            "schedule_id": schedule_id,
+            "due_at": due_us,
+            "due_time": outbox.iso(due_us),
+            "status": status,
+            "thread_id": thread_id,
+            "error": error,
+        }
+        outbox.emit(conn, now, _EVENTS[status], data)
+    return True
+
+
+_EVENTS = {"fired": "schedule.fired", "failed": "schedule.failed"}
+"""The settled fires announced to webhooks; a ``skipped`` or ``missed`` fire sent nothing."""
 
 
 # -- reads (conn, *args) ---------------------------------------------------------------------

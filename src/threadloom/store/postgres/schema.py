@@ -502,6 +502,29 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscri
 """
 """Outbound webhooks: subscriptions and the outbox of their deliveries (spec 19; SQLite's
 migration 21)."""
+_V13 = """
+CREATE TABLE IF NOT EXISTS triggers (
+    id             TEXT PRIMARY KEY,
+    spec           TEXT NOT NULL,
+    secret         TEXT NOT NULL,
+    enabled        SMALLINT NOT NULL DEFAULT 1,
+    created_at_us  BIGINT NOT NULL,
+    updated_at_us  BIGINT NOT NULL,
+    fire_count     BIGINT NOT NULL DEFAULT 0,
+    last_fire_us   BIGINT,
+    last_thread_id TEXT
+);
+CREATE TABLE IF NOT EXISTS trigger_fires (
+    trigger_id     TEXT NOT NULL,
+    key            TEXT NOT NULL,
+    thread_id      TEXT NOT NULL,
+    created_at_us  BIGINT NOT NULL,
+    lease_until_us BIGINT NOT NULL,
+    done           SMALLINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (trigger_id, key)
+);
+"""
+"""Inbound triggers and the claims of their calls (spec 22; SQLite's migration 23)."""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
@@ -515,6 +538,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (9, "the oldest schema version each migration stays compatible with", _V9),
     (10, "schedules and the claims of their fires", _V10),
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
+    (13, "inbound triggers and the claims of their calls", _V13),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -777,4 +777,32 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox(state, next_at_u
 CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscription_id, state);
 """,
     ),
+    (
+        23,
+        "inbound triggers and the claims of their calls",
+        # Spec 22: a trigger's definition (JSON), its secret, its call count; one row per
+        # call by its idempotency key, claimed with a lease until the call settles (done).
+        """
+CREATE TABLE IF NOT EXISTS triggers (
+    id             TEXT PRIMARY KEY,
+    spec           TEXT NOT NULL,
+    secret         TEXT NOT NULL,
+    enabled        INTEGER NOT NULL DEFAULT 1,
+    created_at_us  INTEGER NOT NULL,
+    updated_at_us  INTEGER NOT NULL,
+    fire_count     INTEGER NOT NULL DEFAULT 0,
+    last_fire_us   INTEGER,
+    last_thread_id TEXT
+);
+CREATE TABLE IF NOT EXISTS trigger_fires (
+    trigger_id     TEXT NOT NULL,
+    key            TEXT NOT NULL,
+    thread_id      TEXT NOT NULL,
+    created_at_us  INTEGER NOT NULL,
+    lease_until_us INTEGER NOT NULL,
+    done           INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (trigger_id, key)
+);
+""",
+    ),
 ]
