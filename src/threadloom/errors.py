@@ -195,6 +195,33 @@ class ScheduleExists(ThreadloomError):
         self.schedule_id = schedule_id
 
 
+class ThreadExists(ThreadloomError):
+    """An imported thread's id (or the id of one of its messages or log rows) is already
+    in the store (spec 21 §21.4): nothing was stored."""
+
+    def __init__(self, what: str, existing_id: str) -> None:
+        super().__init__(f"{what} already exists: {existing_id} (import with new ids to keep both)")
+        self.what = what
+        self.existing_id = existing_id
+
+
+class PortableFormatError(InvalidArgument):
+    """A portable thread file that cannot be read (spec 21 §21.2): nothing was stored."""
+
+
+class FormatTooNew(PortableFormatError):
+    """A portable thread file of a newer format version than this code reads (spec 21
+    §21.2): nothing was stored."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            f"thread file format version {found} is newer than this Threadloom reads"
+            f" (version {supported}); upgrade Threadloom to import it"
+        )
+        self.found = found
+        self.supported = supported
+
+
 class UsernameTaken(ThreadloomError):
     """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
 
@@ -379,6 +406,7 @@ __all__ = [
     "FileExists",
     "FileNotFound",
     "FileTooLarge",
+    "FormatTooNew",
     "HookBlocked",
     "HookIdConflict",
     "HookRecursionError",
@@ -392,11 +420,13 @@ __all__ = [
     "MessageGenerating",
     "MessageNotFound",
     "NotADirectory",
+    "PortableFormatError",
     "ProviderError",
     "ProviderErrorCode",
     "StoreError",
     "StoreLocked",
     "ThreadBusy",
+    "ThreadExists",
     "ThreadNotFound",
     "ThreadTerminated",
     "ThreadloomError",
