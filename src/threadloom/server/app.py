@@ -31,6 +31,7 @@ from threadloom.server.routes import (
     files,
     messages,
     oauth,
+    portable,
     records,
     schedules,
     state,
@@ -65,7 +66,18 @@ def _build(
     )
     errors.install(app)
     redact.install()
-    routers = (threads, messages, control, approvals, state, records, files, catalog, schedules)
+    routers = (
+        threads,
+        portable,
+        messages,
+        control,
+        approvals,
+        state,
+        records,
+        files,
+        catalog,
+        schedules,
+    )
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)
