@@ -205,8 +205,10 @@ class ThreadExists(ThreadloomError):
         self.existing_id = existing_id
 
 
-class PortableFormatError(InvalidArgument):
-    """A portable thread file that cannot be read (spec 21 §21.2): nothing was stored."""
+class PortableFormatError(InvalidField):
+    """A portable thread file that cannot be read (spec 21 §21.2): ``field`` names where
+    (``version``, ``threads[0].messages[2].id``), ``problem`` says how; nothing was
+    stored."""
 
 
 class FormatTooNew(PortableFormatError):
@@ -215,11 +217,16 @@ class FormatTooNew(PortableFormatError):
 
     def __init__(self, found: int, supported: int) -> None:
         super().__init__(
+            "version",
+            f"is {found}, newer than {supported}",
             f"thread file format version {found} is newer than this Threadloom reads"
-            f" (version {supported}); upgrade Threadloom to import it"
+            f" (version {supported}); upgrade Threadloom to import it",
         )
         self.found = found
         self.supported = supported
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.found, self.supported))
 
 
 class UsernameTaken(ThreadloomError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,6 +24,11 @@ VERSION = 1
 """The newest format version this code writes and reads (spec 21 §21.2)."""
 
 
+Time = Annotated[int, Field(ge=0, strict=True)]
+"""A time of the file (µs, or ms where it says so): a non-negative integer, no boolean."""
+Count = Annotated[int, Field(ge=0, strict=True)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -36,11 +41,11 @@ class PortableFile(_Strict):
     kind: Literal["file", "link", "dir"]
     mime_type: str
     location: str | None = None
-    size: int = Field(default=0, ge=0)
+    size: Count = 0
     metadata: dict[str, Any] | None = None
-    width: int | None = None
-    height: int | None = None
-    created_at: int
+    width: Count | None = None
+    height: Count | None = None
+    created_at: Time
     """Milliseconds since the epoch of the entry's last write (spec 07 §7.3)."""
     content: str | None = None
     """A file's bytes, base64 (RFC 4648, with padding); ``None`` for a link or directory."""
@@ -89,8 +94,8 @@ class PortableThread(_Strict):
     parent_id: str | None = None
     """The parent thread: another thread of this file, or ``None`` for the file's root."""
     arguments: dict[str, Any] = Field(default_factory=dict)
-    created_at_us: int
-    terminated: int | None = None
+    created_at_us: Time
+    terminated: Time | None = None
     stopped: bool = False
     overlap: str | None = None
     status: ThreadStatus
@@ -111,7 +116,7 @@ class ThreadExport(_Strict):
     children (the root first)."""
 
     format: Literal["threadloom.thread"] = FORMAT
-    version: int = VERSION
+    version: Annotated[int, Field(ge=1, strict=True)] = VERSION
     root: str
     """The id of the exported thread (the first of ``threads``)."""
     lineage: list[str] = Field(default_factory=list)
@@ -130,40 +135,124 @@ class ThreadExport(_Strict):
         return text.encode() + b"\n"
 
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""The range of every integer of the file (the stores' 64-bit columns)."""
+MAX_PATH = 1024
+
+
+def _at(loc: tuple[int | str, ...]) -> str:
+    """``("threads", 0, "id")`` → ``threads[0].id`` (spec 08 §8.1.3's field names)."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _integers_in_range(value: Any, loc: tuple[int | str, ...] = ()) -> None:
+    """``PortableFormatError`` naming the first integer outside the 64-bit range."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, loc)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not INT_MIN <= item <= INT_MAX:
+                raise PortableFormatError(_at(at), "must be a 64-bit integer")
+        elif isinstance(item, dict):
+            stack.extend((v, (*at, str(k))) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, (*at, i)) for i, v in reversed(list(enumerate(item))))
+
+
+def _good_path(path: str) -> bool:
+    """A normalised absolute path of spec 07 §7.2: ``/a/b``, no empty, ``.`` or ``..``
+    segment, no control character."""
+    if not path.startswith("/") or path == "/" or len(path) > MAX_PATH:
+        return False
+    if any(ord(c) < 0x20 or c == "\x7f" for c in path):
+        return False
+    return all(seg not in ("", ".", "..") for seg in path[1:].split("/"))
+
+
 def parse_export(raw: bytes | str | dict[str, Any]) -> ThreadExport:
-    """A portable thread file read back: ``PortableFormatError`` when it is not one (not
-    JSON, another ``format``, a field of the wrong shape), ``FormatTooNew`` when its
-    version is newer than :data:`VERSION` — both checked before anything else is read."""
+    """A portable thread file read back: ``PortableFormatError`` naming the field when it
+    is not one (not JSON, another ``format``, a field of the wrong shape, an id twice),
+    ``FormatTooNew`` when its version is newer than :data:`VERSION` — the format and the
+    version checked before anything else is read."""
     if isinstance(raw, dict):
         data: Any = raw
     else:
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise PortableFormatError(f"not a JSON document: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise PortableFormatError(f'not a Threadloom thread file: "format" is not "{FORMAT}"')
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise PortableFormatError("body", f"is not a JSON document: {exc}") from None
+    if not isinstance(data, dict):
+        raise PortableFormatError("body", "must be a JSON object")
+    if data.get("format") != FORMAT:
+        raise PortableFormatError(
+            "format",
+            f'must be "{FORMAT}"',
+            f'not a Threadloom thread file: "format" is not "{FORMAT}"',
+        )
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise PortableFormatError('"version" must be a positive integer')
+        raise PortableFormatError("version", "must be a positive integer")
     if version > VERSION:
         raise FormatTooNew(version, VERSION)
+    _integers_in_range(data)
     try:
         doc = ThreadExport.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise PortableFormatError(f"{where}: {first['msg']}") from None
-    if not doc.threads or doc.threads[0].id != doc.root or doc.threads[0].parent_id is not None:
-        raise PortableFormatError("threads: the first thread must be the root, without a parent")
-    seen: set[str] = set()
-    for thread in doc.threads:
-        if thread.id in seen:
-            raise PortableFormatError(f"threads: thread {thread.id} appears twice")
-        if thread.parent_id is not None and thread.parent_id not in seen:
-            raise PortableFormatError(
-                f"threads: the parent {thread.parent_id} of thread {thread.id} does not"
-                " come before it in the file"
-            )
-        seen.add(thread.id)
+        raise PortableFormatError(_at(tuple(first["loc"])), first["msg"]) from None
+    _check(doc)
     return doc
+
+
+def _check(doc: ThreadExport) -> None:
+    """The rules across fields: the root first, parents before children, ids once."""
+    if doc.threads[0].id != doc.root:
+        raise PortableFormatError("root", "must be the id of the first thread")
+    if doc.threads[0].parent_id is not None:
+        raise PortableFormatError("threads[0].parent_id", "must be null (the root)")
+    threads: set[str] = set()
+    messages: set[str] = set()
+    logs: set[str] = set()
+    for i, thread in enumerate(doc.threads):
+        at = f"threads[{i}]"
+        if thread.id in threads:
+            raise PortableFormatError(f"{at}.id", "appears twice")
+        if thread.parent_id is not None and thread.parent_id not in threads:
+            raise PortableFormatError(
+                f"{at}.parent_id", "must name a thread that comes before it in the file"
+            )
+        threads.add(thread.id)
+        for j, message in enumerate(thread.messages):
+            if message.id in messages:
+                raise PortableFormatError(f"{at}.messages[{j}].id", "appears twice")
+            if message.status is None:
+                raise PortableFormatError(f"{at}.messages[{j}].status", "must not be null")
+            messages.add(message.id)
+        for j, row in enumerate(thread.logs):
+            if row.id in logs:
+                raise PortableFormatError(f"{at}.logs[{j}].id", "appears twice")
+            logs.add(row.id)
+        for what, keys in (
+            ("registry", [e.reference for e in thread.registry]),
+            ("approvals", [a.tool_call_id for a in thread.approvals]),
+            ("files", [f.path for f in thread.files]),
+        ):
+            seen: set[str] = set()
+            for j, key in enumerate(keys):
+                if key in seen:
+                    raise PortableFormatError(f"{at}.{what}[{j}]", "appears twice")
+                seen.add(key)
+        kinds = {f.path: f.kind for f in thread.files}
+        for j, f in enumerate(thread.files):
+            if not _good_path(f.path):
+                raise PortableFormatError(f"{at}.files[{j}].path", "must be a normalised path")
+            parent = f.path.rsplit("/", 1)[0]
+            while parent:
+                if kinds.get(parent, "dir") != "dir":
+                    raise PortableFormatError(
+                        f"{at}.files[{j}].path", f"is below {parent}, which is not a directory"
+                    )
+                parent = parent.rsplit("/", 1)[0]

@@ -116,6 +116,8 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
             message,
             extra={"version": exc.found, "supported": exc.supported},
         )
+    if isinstance(exc, E.PortableFormatError):
+        return invalid(message, [(exc.field, exc.problem)])
     if isinstance(exc, E.FileError | E.InvalidArgument):
         return invalid(message, [("body", message)])
     if isinstance(exc, E.StoreUnavailable):

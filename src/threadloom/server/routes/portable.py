@@ -13,12 +13,9 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError
+from threadloom.server.settings import JSON_BODY_LIMIT
 from threadloom.store.base import ThreadRow
 from threadloom.wire.portable import ThreadImported
-
-IMPORT_BODY_LIMIT = 64 * 1024 * 1024
-"""The largest thread file ``POST /api/threads/import`` reads (bytes; base64 file content
-included). A larger one is a 413: import it with the CLI (``threadloom import``)."""
 
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
@@ -40,7 +37,10 @@ async def import_thread(
     q: Query = Depends(deps.query),
 ) -> JSONResponse:
     ids = q.enum("ids", ("keep", "new"), "keep")
-    body = await deps.json_object(request, IMPORT_BODY_LIMIT, required="body is required")
+    # a thread file may carry files: as large as an upload (base64 included); larger
+    # files are imported with the CLI (``threadloom import``)
+    limit = max(JSON_BODY_LIMIT, deps.context(request).settings.max_upload_bytes)
+    body = await deps.json_object(request, limit, required="body is required")
     doc = parse_export(body)
     if not who.is_admin:
         for thread in doc.threads:
