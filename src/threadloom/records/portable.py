@@ -63,7 +63,9 @@ def _unbase64(text: str, path: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except ValueError:
-        raise PortableFormatError(f"files: the content of {path} is not base64") from None
+        raise PortableFormatError(
+            "files", "must hold base64", f"files: the content of {path} is not base64"
+        ) from None
 
 
 def b64(data: bytes) -> str:
@@ -225,6 +227,10 @@ def _check(doc: ThreadExport) -> None:
                 f"{at}.parent_id", "must name a thread that comes before it in the file"
             )
         threads.add(thread.id)
+        if thread.status.state == "running":
+            raise PortableFormatError(
+                f"{at}.status.state", "must not be running: a file carries history, not a run"
+            )
         for j, message in enumerate(thread.messages):
             if message.id in messages:
                 raise PortableFormatError(f"{at}.messages[{j}].id", "appears twice")
@@ -249,6 +255,15 @@ def _check(doc: ThreadExport) -> None:
         for j, f in enumerate(thread.files):
             if not _good_path(f.path):
                 raise PortableFormatError(f"{at}.files[{j}].path", "must be a normalised path")
+            for part in ("content", "thumbnail"):
+                text = getattr(f, part)
+                if text is not None:
+                    try:
+                        base64.b64decode(text, validate=True)
+                    except ValueError:
+                        raise PortableFormatError(
+                            f"{at}.files[{j}].{part}", "must be base64"
+                        ) from None
             parent = f.path.rsplit("/", 1)[0]
             while parent:
                 if kinds.get(parent, "dir") != "dir":

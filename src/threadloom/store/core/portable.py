@@ -61,7 +61,9 @@ def import_threads(conn: Conn, clock: Clock, doc: ThreadExport) -> list[str]:
     for thread in doc.threads:
         if thread.status.state == "running":
             raise PortableFormatError(
-                f"threads: thread {thread.id} is running; a file carries history, not a run"
+                "status.state",
+                "must not be running",
+                f"thread {thread.id} is running; a file carries history, not a run",
             )
         _insert_thread(conn, clock, thread)
     root = doc.threads[0]
