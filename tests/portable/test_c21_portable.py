@@ -271,3 +271,38 @@ async def test_c21_007_a_running_thread_is_not_exported(target: Store) -> None:
 
     with pytest.raises(ThreadNotFound):
         await export_thread(target, "nope")
+
+
+async def test_c21_010_the_cli_exports_and_imports_against_database_urls(
+    source: tuple[str, str], pg_url: str, tmp_path: Path
+) -> None:
+    """C21-010: ``threadloom export ID --store SQLITE > file`` writes the file the Python
+    export gives; ``threadloom import FILE --store POSTGRESQL`` stores it (exit 0, the root
+    named); again: exit 1 naming the id; ``--new-ids``: exit 0; a newer version: exit 2
+    naming both versions."""
+    from test_cli_run import run_cli
+
+    url, tid = source
+    exported = await asyncio.to_thread(run_cli, "export", tid, "--store", url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.encode() == await _export(url, tid)
+    path = tmp_path / "thread.json"
+    path.write_bytes(exported.stdout.encode())
+    first = await asyncio.to_thread(run_cli, "import", str(path), "--store", pg_url, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert f"root {tid}" in first.stdout
+    assert await _export(pg_url, tid) == path.read_bytes()
+    again = await asyncio.to_thread(run_cli, "import", str(path), "--store", pg_url, cwd=tmp_path)
+    assert again.returncode == 1 and tid in again.stderr
+    copy = await asyncio.to_thread(
+        run_cli, "import", str(path), "--new-ids", "--store", pg_url, cwd=tmp_path
+    )
+    assert copy.returncode == 0, copy.stderr
+    data = json.loads(path.read_bytes())
+    data["version"] = VERSION + 1
+    path.write_text(json.dumps(data))
+    newer = await asyncio.to_thread(run_cli, "import", str(path), "--store", pg_url, cwd=tmp_path)
+    assert newer.returncode == 2
+    assert f"version {VERSION + 1}" in newer.stderr and f"version {VERSION})" in newer.stderr
+    unknown = await asyncio.to_thread(run_cli, "export", "nope", "--store", url, cwd=tmp_path)
+    assert unknown.returncode == 1 and "nope" in unknown.stderr
