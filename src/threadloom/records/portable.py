@@ -125,7 +125,7 @@ class ThreadExport(_Strict):
     """The root's ancestors in the store it came from, its parent first: they are not in
     the file (only the exported thread and its descendants are), and an import does not
     link to them."""
-    threads: list[PortableThread]
+    threads: list[PortableThread] = Field(min_length=1)
 
     def dump(self) -> bytes:
         """The file's bytes: canonical JSON — keys sorted, compact separators, UTF-8 with
