@@ -117,8 +117,9 @@ class ThreadExport(_Strict):
     """The document (spec 21 §21.2): the header, then the threads, parents before their
     children (the root first)."""
 
-    format: Literal["threadloom.thread"] = FORMAT
-    version: Annotated[int, Field(ge=1, strict=True)] = VERSION
+    format: Literal["threadloom.thread"]
+    version: Annotated[int, Field(ge=1, le=VERSION, strict=True)]
+    """The file's format version: a newer one is refused before the rest is read."""
     root: str
     """The id of the exported thread (the first of ``threads``)."""
     lineage: list[str] = Field(default_factory=list)

@@ -11,6 +11,8 @@ from typing import Any, Literal
 from threadloom.errors import ThreadBusy, ThreadNotFound
 from threadloom.records import LogRow, Message, new_id
 from threadloom.records.portable import (
+    FORMAT,
+    VERSION,
     PortableCost,
     PortableFile,
     PortableThread,
@@ -44,7 +46,9 @@ async def export_thread(store: Store, thread_id: str) -> ThreadExport:
         above = await store.get_thread(parent)
         parent = above.parent_id if above is not None else None
     threads = [await _thread(store, row, is_root=row is root) for row in rows]
-    return ThreadExport(root=root.id, lineage=lineage, threads=threads)
+    return ThreadExport(
+        format=FORMAT, version=VERSION, root=root.id, lineage=lineage, threads=threads
+    )
 
 
 async def _thread(store: Store, row: ThreadRow, *, is_root: bool) -> PortableThread:
