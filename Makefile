@@ -14,7 +14,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve image deploy-tools test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-api bench-soak bench-peers conformance clean
+.PHONY: serve image deploy-tools test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-startup bench-api bench-soak bench-peers conformance clean
 
 define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -103,6 +103,9 @@ bench-instructions: $(STAMP)
 # make bench-api loads the server from wrk (Debian's package): installed here when it is
 # missing and we are root; otherwise the benchmark falls back to a Python load generator
 # in a process of its own and says so.
+bench-startup: $(STAMP)
+	$(BIN)/python bench/startup_bench.py
+
 bench-api: $(STAMP)
 	@if ! command -v wrk >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -21,23 +21,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
 from threadloom.errors import LastAdmin, StoreError, UsernameTaken
-from threadloom.records import Spend, UserQuota
-from threadloom.records.budget import WINDOW_SECONDS
-from threadloom.server.auth.accounts import ROLES, issue_api_key, new_user
-from threadloom.server.auth.passwords import hash_password
-from threadloom.server.auth.principal import digest
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.base import ApiKeyRow, Store, UserPatch, UserRow
-from threadloom.wire.users import APP_ROLE, MIN_PASSWORD_LENGTH, USERNAME
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.records import Spend, UserQuota
+    from threadloom.store.base import ApiKeyRow, Store, UserRow
+
+# The store, the records and the server's account code are imported by the commands that
+# use them, not here: ``threadloom --help`` lists these commands without loading them.
 
 T = TypeVar("T")
 
@@ -64,6 +62,8 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    from threadloom.store import open_store
+
     async def run() -> T:
         store = await open_store(url)
         try:
@@ -78,6 +78,8 @@ def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
 
 
 def _roles(values: list[str]) -> tuple[str, ...]:
+    from threadloom.wire.users import APP_ROLE
+
     out: list[str] = []
     for value in values:
         for role in value.split(","):
@@ -141,6 +143,10 @@ def users_create(
     """Create a user.
 
     Without --password-stdin the user cannot sign in and uses API keys only."""
+    from threadloom.server.auth.accounts import ROLES, new_user
+    from threadloom.server.auth.passwords import hash_password
+    from threadloom.wire.users import MIN_PASSWORD_LENGTH, USERNAME
+
     if not USERNAME.match(username):
         raise _fail("username must be 1-64 characters of [A-Za-z0-9._-]", 2)
     if role not in ROLES:
@@ -226,6 +232,8 @@ def users_set_roles(
     """Replace a user's application roles.
 
     The roles say what the user may do in your agents' code (ThreadState.user())."""
+    from threadloom.store.base import UserPatch
+
     wanted = _roles(roles or [])
 
     async def work(s: Store) -> None:
@@ -259,6 +267,11 @@ def users_quota(
     Without a limit option, shows the quota and what the user's threads spent in its
     window; with one, sets the quota; with --remove, removes it. A run of the user that
     reaches the quota stops before its next model request."""
+    from pydantic import ValidationError
+
+    from threadloom.records import UserQuota
+    from threadloom.records.budget import WINDOW_SECONDS
+
     setting = usd is not None or tokens is not None or requests is not None
     quota: UserQuota | None = None
     if setting and not remove:
@@ -330,6 +343,8 @@ def keys_create(
     """Create an API key for USERNAME.
 
     The key is printed on standard output: the only time it is shown."""
+    from threadloom.server.auth.accounts import issue_api_key
+
     if username is not None and user is not None and username != user:
         raise _fail(f"two owners given: {username!r} and --user {user!r}", 2)
     owner = username or user
@@ -395,6 +410,8 @@ def keys_revoke(
     """Revoke an API key.
 
     The server refuses it from its next request on."""
+    from threadloom.server.auth.principal import digest
+
     by_text = key.startswith("tlk_")
     if not by_text:
         try:

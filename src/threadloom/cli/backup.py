@@ -21,7 +21,6 @@ from rich.text import Text
 
 from threadloom.cli.options import StoreOption
 from threadloom.errors import StoreError
-from threadloom.store import maintenance
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -68,6 +67,8 @@ def backup(
 
     The copy is consistent (one snapshot), integrity-checked, and written atomically. A
     PostgreSQL store is backed up with pg_dump: the command prints how."""
+    from threadloom.store import maintenance
+
     if maintenance.is_postgres(db):
         raise _refuse("backup", maintenance.pg_dump_advice(db, str(target)))
     try:
@@ -93,6 +94,8 @@ def restore(
 
     Refused while a server runs that store, and for a backup that fails its integrity check
     or whose schema this release cannot use. A database already there is kept beside it."""
+    from threadloom.store import maintenance
+
     if maintenance.is_postgres(db):
         raise _refuse(
             "restore",

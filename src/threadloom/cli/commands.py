@@ -24,7 +24,6 @@ from rich.text import Text
 import threadloom
 from threadloom.cli.auth import register as register_auth_commands
 from threadloom.cli.backup import register as register_backup_commands
-from threadloom.cli.chat import chat
 from threadloom.cli.init import InitError, init_project
 from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.cli.options import StoreOption
@@ -123,6 +122,8 @@ def run(
 
     Exits with 1 when the last run failed (its cause is printed), with 2 when the project
     does not load or its store cannot be used."""
+    from threadloom.cli.chat import chat  # the runtime: imported when a chat starts
+
     configure_logging(
         "debug" if verbose else "warning", hide_run_failures=not verbose, tracebacks=verbose
     )

@@ -9,7 +9,7 @@ this release can use. ``threadloom migrate`` applies them: 0 done, 2 refused.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,8 +17,9 @@ from rich.text import Text
 
 from threadloom.cli.options import StoreOption
 from threadloom.errors import StoreError, StoreLocked
-from threadloom.store import maintenance
-from threadloom.store.core.upgrades import Plan
+
+if TYPE_CHECKING:
+    from threadloom.store.core.upgrades import Plan
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -55,6 +56,8 @@ def migrate(
 
     Run it before rolling new nodes out: the nodes of the previous release keep working on
     the migrated schema (migrations only add; docs/deploy.md, 'Upgrades')."""
+    from threadloom.store import maintenance
+
     try:
         plan = maintenance.migration_plan(db)
     except StoreError as exc:

@@ -15,23 +15,17 @@ import asyncio
 import json
 import os
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.engine.run.retention import (
-    RetentionPolicy,
-    RetentionReport,
-    apply_retention,
-    counted,
-)
 from threadloom.errors import InvalidArgument, StoreLocked, ThreadloomError
-from threadloom.node.cluster import open_cluster
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.base import system_clock_us
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.engine.run.retention import RetentionPolicy, RetentionReport
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -87,6 +81,8 @@ def retention(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Delete what the retention rules name, or say what would go."""
+    from threadloom.engine.run.retention import RetentionPolicy
+
     overrides: dict[str, Any] = {
         "inactive_days": inactive_days,
         "terminated_days": terminated_days,
@@ -128,6 +124,11 @@ def retention(
 
 
 async def _run(url: str, policy: RetentionPolicy, dry_run: bool) -> RetentionReport:
+    from threadloom.engine.run.retention import apply_retention
+    from threadloom.node.cluster import open_cluster
+    from threadloom.store import open_store
+    from threadloom.store.base import system_clock_us
+
     opened = await open_store(url)
     cluster = open_cluster(opened)
     try:
@@ -140,6 +141,8 @@ async def _run(url: str, policy: RetentionPolicy, dry_run: bool) -> RetentionRep
 
 
 def _print(report: RetentionReport, ids: bool) -> None:
+    from threadloom.engine.run.retention import counted
+
     title = "retention dry run (nothing deleted)" if report.dry_run else "retention pass"
     out.print(f"{title}:", markup=False)
     for outcome, line in zip(report.outcomes, report.lines(), strict=False):

@@ -14,19 +14,18 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.engine.run.schedules import Scheduler
 from threadloom.errors import InvalidField, ThreadloomError
-from threadloom.records import Schedule, ScheduleRow
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.base import system_clock_us
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.engine.run.schedules import Scheduler
+    from threadloom.records import Schedule, ScheduleRow
 
 T = TypeVar("T")
 
@@ -79,6 +78,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _with_scheduler(url: str, work: Callable[[Scheduler], Awaitable[T]]) -> T:
+    from threadloom.engine.run.schedules import Scheduler
+    from threadloom.store import open_store
+    from threadloom.store.base import system_clock_us
+
     async def run() -> T:
         store = await open_store(url)
         try:
@@ -215,6 +218,10 @@ def schedules_create(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Create a schedule: --cron (with --timezone) or --every, and --agent or --thread."""
+    from pydantic import ValidationError
+
+    from threadloom.records import Schedule
+
     fields = _fields(
         message, cron, timezone, every, agent, thread, arguments, user, overlap, catchup
     )

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 from threadloom.engine.run.retention import RetentionPolicy
 from threadloom.errors import InvalidArgument, ThreadloomError
 from threadloom.node.liveness import NodeTimings
+from threadloom.store import DEFAULT_STORE
 
 AuthMode = Literal["auto", "required", "local"]
 
-DEFAULT_STORE = "sqlite:///./threadloom.db"
 DEFAULT_MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 JSON_BODY_LIMIT = 1024 * 1024
 

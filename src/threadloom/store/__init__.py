@@ -1,11 +1,32 @@
-"""Persistence behind one Store protocol; ``open_store`` picks the backend from the URL."""
+"""Persistence behind one Store protocol; ``open_store`` picks the backend from the URL.
+
+The protocol's names (``Store``, ``ThreadRow`` …) are read from ``store/base.py`` when first
+asked for: importing this package (as every ``threadloom.store.*`` import does) stays cheap
+for the command line, whose ``--help`` imports no store (issue 40's start-up goal).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import StoreError
-from threadloom.store.base import NewThread, Store, StoredEvent, ThreadRow, system_clock_us
+
+if TYPE_CHECKING:
+    from threadloom.store.base import NewThread, Store, StoredEvent, ThreadRow, system_clock_us
+
+DEFAULT_STORE = "sqlite:///./threadloom.db"
+"""The store a server or command opens when none is named: ``threadloom.db`` in the working
+folder."""
+
+_FROM_BASE = frozenset({"NewThread", "Store", "StoredEvent", "ThreadRow", "system_clock_us"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from threadloom.store import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 async def open_store(url: str, **options: Any) -> Store:
@@ -32,4 +53,12 @@ async def open_store(url: str, **options: Any) -> Store:
     )
 
 
-__all__ = ["NewThread", "Store", "StoredEvent", "ThreadRow", "open_store", "system_clock_us"]
+__all__ = [
+    "DEFAULT_STORE",
+    "NewThread",
+    "Store",
+    "StoredEvent",
+    "ThreadRow",
+    "open_store",
+    "system_clock_us",
+]
