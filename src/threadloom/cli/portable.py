@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from threadloom.cli.options import StoreOption
 from threadloom.errors import PortableFormatError, ThreadloomError
-from threadloom.records.portable import ThreadExport, parse_export
-from threadloom.server.settings import DEFAULT_STORE
-from threadloom.store import open_store
-from threadloom.store.portable import export_thread, import_thread
+from threadloom.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from threadloom.records.portable import ThreadExport
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -40,6 +40,8 @@ def export(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Write a thread, its child threads and everything they carry as a portable file."""
+    from threadloom.store import open_store
+    from threadloom.store.portable import export_thread
 
     async def run() -> bytes:
         opened = await open_store(store)
@@ -73,6 +75,10 @@ def import_(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Store a thread file's threads as history: no run starts."""
+    from threadloom.records.portable import parse_export
+    from threadloom.store import open_store
+    from threadloom.store.portable import import_thread
+
     try:
         raw = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as exc:
