@@ -107,7 +107,7 @@ _CROSS_ITEM = re.compile(
 )
 
 _PORTABLE = re.compile(
-    r"^(root|threads\[\d+\]\S*): (appears twice|must name a thread that comes before it"
+    r"^(root|threads\[\d+\].*): (appears twice|must name a thread that comes before it"
     r"|must be the id of the first thread|must be null \(the root\)|must not be running"
     r"|must be a normalised path|must be base64|is below |must not be null"
     r"|must be a 64-bit integer)"
