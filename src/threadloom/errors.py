@@ -209,6 +209,38 @@ class TriggerExists(ThreadloomError):
     def __init__(self, trigger_id: str) -> None:
         super().__init__(f"Trigger already exists: {trigger_id}")
         self.trigger_id = trigger_id
+class ThreadExists(ThreadloomError):
+    """An imported thread's id (or the id of one of its messages or log rows) is already
+    in the store (spec 21 §21.4): nothing was stored."""
+
+    def __init__(self, what: str, existing_id: str) -> None:
+        super().__init__(f"{what} already exists: {existing_id} (import with new ids to keep both)")
+        self.what = what
+        self.existing_id = existing_id
+
+
+class PortableFormatError(InvalidField):
+    """A portable thread file that cannot be read (spec 21 §21.2): ``field`` names where
+    (``version``, ``threads[0].messages[2].id``), ``problem`` says how; nothing was
+    stored."""
+
+
+class FormatTooNew(PortableFormatError):
+    """A portable thread file of a newer format version than this code reads (spec 21
+    §21.2): nothing was stored."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            "version",
+            f"is {found}, newer than {supported}",
+            f"thread file format version {found} is newer than this Threadloom reads"
+            f" (version {supported}); upgrade Threadloom to import it",
+        )
+        self.found = found
+        self.supported = supported
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.found, self.supported))
 
 
 class UsernameTaken(ThreadloomError):
@@ -427,6 +459,7 @@ __all__ = [
     "FileExists",
     "FileNotFound",
     "FileTooLarge",
+    "FormatTooNew",
     "HookBlocked",
     "HookIdConflict",
     "HookRecursionError",
@@ -440,11 +473,13 @@ __all__ = [
     "MessageGenerating",
     "MessageNotFound",
     "NotADirectory",
+    "PortableFormatError",
     "ProviderError",
     "ProviderErrorCode",
     "StoreError",
     "StoreLocked",
     "ThreadBusy",
+    "ThreadExists",
     "ThreadNotFound",
     "ThreadTerminated",
     "ThreadloomError",

@@ -106,6 +106,16 @@ _CROSS_ITEM = re.compile(
     r" item|tool_calls: (repeats call id|is invalid: tool_calls: duplicate call id).*)$"
 )
 
+_PORTABLE = re.compile(
+    r"^(root|threads\[\d+\].*): (appears twice|must name a thread that comes before it"
+    r"|must be the id of the first thread|must be null \(the root\)|must not be running"
+    r"|must be a normalised path|must be base64|is below |must not be null"
+    r"|must be a 64-bit integer)"
+)
+"""The checks across a thread file's parts (spec 21 §21.2.4): ids once, parents first,
+paths under directories, base64 content, no running thread, 64-bit integers in free
+records."""
+
 
 def _excused(case: Any, response: Any) -> str | None:
     """Why a request the schema allows may still be refused (None: it may not). Each is a
@@ -126,7 +136,8 @@ def _excused(case: Any, response: Any) -> str | None:
       base64 of a type it may have (spec 13 §13.2.3: never a URL to fetch); an AG-UI
       frontend tool may not take the name of one of the agent's tools, nor a name an earlier
       entry of ``tools`` has; a webhook's target, which must resolve, to addresses the
-      settings allow (spec 19 §19.6).
+      settings allow (spec 19 §19.6);
+    - the rules across a thread file's parts (spec 21 §21.2.4, ``_PORTABLE``).
     """
     if response.status_code != 400:
         return None
@@ -164,6 +175,7 @@ def _excused(case: Any, response: Any) -> str | None:
             # a webhook target's host, as DNS resolves it now, and the SSRF policy (spec 19)
             or (detail.get("field") == "url" and said.startswith("url "))
             or _CROSS_ITEM.match(problem) is not None
+            or _PORTABLE.match(problem) is not None
             or (
                 text_form
                 and ".tool_calls" in str(detail.get("field"))

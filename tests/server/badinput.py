@@ -355,6 +355,30 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"message": "Event: {body}", "enabled": True, "agent": "echo"},
         )
     ],
+    ("POST", "/api/threads/import"): [
+        Sample(
+            "POST",
+            "/api/threads/import",
+            # the world's own thread: a mutation that stays a valid file is a 409 (its id
+            # is stored), so no case stores anything
+            lambda ids: {
+                "format": "threadloom.thread",
+                "version": 1,
+                "root": ids.thread,
+                "lineage": ["p"],
+                "threads": [
+                    {
+                        "id": ids.thread,
+                        "agent_id": "echo",
+                        "origin_agent_id": "echo",
+                        "tags": ["t"],
+                        "created_at_us": 1,
+                        "status": {"state": "idle", "since": 1},
+                    }
+                ],
+            },
+        )
+    ],
 }
 
 NO_BODY = {
@@ -380,6 +404,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads": ("", ("limit", "offset", "startDate", "endDate")),
     "/api/threads/owners": ("", ()),
     "/api/threads/{id:thread_id}": ("", ()),
+    "/api/threads/{id:thread_id}/export": ("", ()),
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
     "/api/threads/{id}/approvals": ("", ()),
     "/api/threads/{id}/state": ("", ()),

@@ -1,6 +1,7 @@
 """The ``threadloom`` command line's Typer application: ``init``, ``run`` and ``serve`` here,
 ``users`` and ``keys`` registered from ``cli/auth.py``, ``backup`` and ``restore`` from
-``cli/backup.py``, ``migrate`` from ``cli/migrate.py`` (the entry point: ``cli/__init__.py``).
+``cli/backup.py``, ``migrate`` from ``cli/migrate.py``, ``export`` and ``import`` from
+``cli/portable.py`` (the entry point: ``cli/__init__.py``).
 
 A project that does not load gives its findings, one per line with the file each comes
 from, and exit code 2 — never a traceback.
@@ -26,6 +27,7 @@ from threadloom.cli.backup import register as register_backup_commands
 from threadloom.cli.init import InitError, init_project
 from threadloom.cli.migrate import register as register_migrate_command
 from threadloom.cli.options import StoreOption
+from threadloom.cli.portable import register as register_portable
 from threadloom.cli.retention import register as register_retention
 from threadloom.cli.schedules import register as register_schedules
 from threadloom.cli.triggers import register as register_triggers
@@ -253,6 +255,7 @@ def configure_logging(
 # -- users and keys, backup and restore, migrate: their own modules -------------------------
 register_auth_commands(app)
 register_retention(app)  # threadloom retention: cli/retention.py
+register_portable(app)  # threadloom export | import: cli/portable.py
 register_backup_commands(app)
 register_migrate_command(app)
 register_schedules(app)  # threadloom schedules: cli/schedules.py

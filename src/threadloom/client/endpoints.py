@@ -7,6 +7,7 @@ whether a repeat is safe; ``calls.py``); ``http.py`` executes calls, sync or asy
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from threadloom.client.models import (
     GrepHit,
     Health,
     HookInfo,
+    ImportedThreads,
     LogDetail,
     LogPage,
     MessagePage,
@@ -195,6 +197,22 @@ class ThreadsEndpoints:
     def delete(self, thread_id: str) -> Call[DeletedThreads]:
         # not safe to repeat: a repeat answers 404 and the ids of the first answer are lost
         return Call("DELETE", _thread(thread_id), model_of(DeletedThreads), retry="never")
+
+    def export(self, thread_id: str) -> Call[bytes]:
+        """The thread with its child threads as a portable file (spec 21): its bytes, as
+        ``threadloom.records.portable.parse_export`` reads them."""
+        return Call("GET", f"{_thread(thread_id)}/export", raw_bytes)
+
+    def import_(
+        self, file: bytes | str | Mapping[str, Any], *, new_ids: bool = False
+    ) -> Call[ImportedThreads]:
+        """Store a portable thread file as history (spec 21 §21.6); ``new_ids``: under new
+        thread, message and log ids. Not repeated: a repeat would be a 409 (or a copy)."""
+        body = dict(file) if isinstance(file, Mapping) else json.loads(file)
+        params = query_params(ids="new") if new_ids else None
+        return Call(
+            "POST", "/api/threads/import", model_of(ImportedThreads), params, body, retry="never"
+        )
 
     def owners(self) -> Call[Owners]:
         return Call("GET", "/api/threads/owners", list_of(Owner, "owners"))

@@ -52,6 +52,7 @@ __all__ = [
     "GrepHit",
     "Health",
     "HookInfo",
+    "ImportedThreads",
     "LogDetail",
     "LogPage",
     "LogRow",
@@ -151,6 +152,14 @@ class DeletedThreads(Wire):
     thread_id: str = Field(alias="threadId")
     deleted_thread_ids: list[str] = Field(alias="deletedThreadIds")
     deleted_count: int = Field(alias="deletedCount")
+
+
+class ImportedThreads(Wire):
+    """``POST /api/threads/import`` (spec 21 §21.6): the root thread stored and every
+    thread's id, parents first."""
+
+    thread_id: str = Field(alias="threadId")
+    thread_ids: list[str] = Field(alias="threadIds")
 
 
 class Owner(Wire):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,9 @@ class LogRow(BaseModel):
     app_response: str | None = None
     app_trigger: str | None = None
     app_data: str | None = None
-    request_delta: RequestDelta | None = Field(default=None, exclude=True, repr=False)
+    request_delta: SkipJsonSchema[RequestDelta | None] = Field(
+        default=None, exclude=True, repr=False
+    )
 
     def to_list_wire(self) -> dict[str, Any]:
         """The list row of ``GET …/logs`` and ``log_data`` frames (spec 01 §1.9.8)."""

@@ -31,6 +31,7 @@ from threadloom.server.routes import (
     files,
     messages,
     oauth,
+    portable,
     records,
     schedules,
     state,
@@ -68,6 +69,7 @@ def _build(
     redact.install()
     routers = (
         threads,
+        portable,
         messages,
         control,
         approvals,

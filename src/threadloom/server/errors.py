@@ -111,6 +111,17 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(404, "not_found", message)
     if isinstance(exc, E.FileExists | E.IsADirectory | E.NotADirectory):
         return ApiError(409, "conflict", message)
+    if isinstance(exc, E.ThreadExists):
+        return ApiError(409, "thread_exists", message, extra={"id": exc.existing_id})
+    if isinstance(exc, E.FormatTooNew):
+        return ApiError(
+            400,
+            "unsupported_version",
+            message,
+            extra={"version": exc.found, "supported": exc.supported},
+        )
+    if isinstance(exc, E.PortableFormatError):
+        return invalid(message, [(exc.field, exc.problem)])
     if isinstance(exc, E.FileError | E.InvalidArgument):
         return invalid(message, [("body", message)])
     if isinstance(exc, E.StoreUnavailable):

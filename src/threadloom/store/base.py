@@ -36,6 +36,7 @@ from threadloom.records import (
     ToolCall,
     UserQuota,
 )
+from threadloom.records.portable import ThreadExport
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
 from threadloom.store.base_schedules import ScheduleStore
@@ -176,6 +177,15 @@ class Store(FileStore, AccountStore, ScheduleStore, WebhookStore, TriggerStore, 
     async def create_thread(self, new: NewThread) -> ThreadRow:
         """Insert a thread, status idle since its creation µs. Unknown parent →
         ``ThreadNotFound``."""
+        ...
+
+    async def import_threads(self, doc: ThreadExport) -> list[str]:
+        """Store the threads of a portable file as history (spec 21 §21.4), parents first,
+        in one transaction, with their ids, times, status, messages, logs, registry,
+        approvals and files; no run starts and no queue is written. An id of the file
+        the store holds already (a thread, message or log row) → ``ThreadExists`` naming
+        it; a thread whose status is ``running`` → ``PortableFormatError``; nothing
+        written then. Returns the thread ids."""
         ...
 
     async def create_child(

@@ -27,6 +27,7 @@ from threadloom.wire import (
     files,
     logs,
     messages,
+    portable,
     state,
     stream,
     threads,
@@ -105,6 +106,17 @@ OPERATIONS: dict[str, Operation] = {
         body_required=True,
     ),
     "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, THREAD),
+    # threads that move (spec 21 §21.6)
+    "export_thread": Operation("GET", f"{T}/export", {200: portable.ThreadExport}, (*THREAD, 409)),
+    "import_thread": Operation(
+        "POST",
+        "/api/threads/import",
+        {201: portable.ThreadImported},
+        (*SIGNED, *BODY, *QUERY, 409),
+        portable.IMPORT_QUERY,
+        body=portable.ThreadExport,
+        body_required=True,
+    ),
     # messages (§8.4)
     "get_messages": Operation(
         "GET", f"{T}/messages", {200: messages.MessagePage}, (*THREAD, *QUERY), messages.PAGE_QUERY

@@ -73,8 +73,10 @@ from threadloom.records import (
     new_webhook_secret,
 )
 from threadloom.records.budget import WINDOW_SECONDS
+from threadloom.records.portable import ThreadExport
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, ThreadPatch, ThreadRow, system_clock_us
+from threadloom.store.portable import IdMode, export_thread, import_thread
 from threadloom.thread.events import EventBus
 from threadloom.thread.family import reconcile_registry, set_registry_status
 from threadloom.thread.files import (
@@ -797,6 +799,17 @@ class Runtime:
             self.hub.publish(tid, "thread_deleted", None, data)
         if self.relay is not None:
             await self.relay.announce_deleted(deleted, owners)
+
+    async def export_thread(self, thread_id: str) -> ThreadExport:
+        """The thread and its descendants as a portable file (spec 21): ``.dump()`` gives
+        its bytes. ``ThreadNotFound``; ``ThreadBusy`` while a thread of the tree runs."""
+        return await export_thread(self.store, thread_id)
+
+    async def import_thread(self, doc: ThreadExport, ids: IdMode = "keep") -> ThreadExport:
+        """Store a portable file's threads as history (spec 21 §21.4): no run starts; the
+        document as stored (under new ids with ``ids="new"``). ``ThreadExists`` names an
+        id already stored (``ids="keep"``); nothing is written then."""
+        return await import_thread(self.store, doc, ids)
 
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Delete the thread and its descendants; ids deepest first, the thread last.

@@ -309,8 +309,33 @@ def write_file(
             )
     if existing is not None:  # a new row id: a stream of the old content notices
         conn.execute("DELETE FROM files WHERE id = ?", (existing[0],))
+    insert_entry(
+        conn, thread_id, entry, "file" if local else "link", size, tx.now // 1000, data, thumbnail
+    )
+    fresh = _entry(conn, thread_id, path)
+    assert fresh is not None
+    record = _record(fresh)
+    kind = "file_created" if existing is None else "file_updated"
+    event = _file_event(tx, kind, path, {"path": path, "file": record.to_wire()})
+    tx.flush()
+    return record, event
+
+
+def insert_entry(
+    conn: Conn,
+    thread_id: str,
+    entry: NewFile,
+    kind: str,
+    size: int,
+    created_at: int,
+    data: bytes,
+    thumbnail: bytes | None,
+) -> None:
+    """Insert the row of a file, link or directory (``kind``) at ``entry.path`` with its
+    content in chunks and its thumbnail; ``created_at`` in ms. No checks, no event: the
+    caller checked (``write_file``) or restores a whole file system (an import, spec 21)."""
+    path = entry.path
     chunks = -(-len(data) // CHUNK_BYTES)
-    created_at = tx.now // 1000
     cur = conn.execute(
         "INSERT INTO files(thread_id, path, parent, name, kind, mime_type, location, size,"
         " metadata, width, height, created_at, chunk_count)"
@@ -320,7 +345,7 @@ def write_file(
             path,
             parent_of(path),
             name_of(path),
-            "file" if local else "link",
+            kind,
             entry.mime_type,
             entry.location,
             size,
@@ -341,13 +366,6 @@ def write_file(
         conn.execute(
             "INSERT INTO file_thumbnails(file_id, data) VALUES (?, ?)", (file_id, thumbnail)
         )
-    fresh = _entry(conn, thread_id, path)
-    assert fresh is not None
-    record = _record(fresh)
-    kind = "file_created" if existing is None else "file_updated"
-    event = _file_event(tx, kind, path, {"path": path, "file": record.to_wire()})
-    tx.flush()
-    return record, event
 
 
 def unlink_file(conn: Conn, clock: Clock, thread_id: str, path: str) -> StoredEvent | None:

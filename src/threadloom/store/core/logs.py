@@ -52,6 +52,18 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     return stored, tx.event("log", stored.id)
 
 
+def restore_log_in(tx: Tx, row: LogRow) -> None:
+    """Insert an imported log row (and its bodies) as it is, ``created_at`` included
+    (spec 21), inside an open transaction; no event."""
+    stored = copy_with(row, {"request_delta": None})
+    tx.conn.execute(
+        *_INSERT.bind(
+            (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
+        )
+    )
+    insert_bodies(tx.conn, tx.thread_id, stored)
+
+
 def get_log(conn: Conn, thread_id: str, log_id: str) -> LogRow | None:
     row = conn.execute(
         f"SELECT {LOG_SELECT} WHERE l.id = ? AND l.thread_id = ?", (log_id, thread_id)

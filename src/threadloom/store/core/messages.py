@@ -86,11 +86,13 @@ _INSERT = NullFree(
 )
 
 
-def insert_in_tx(tx: Tx, message: Message) -> Message:
-    """Insert inside an open transaction: next seq, a thread-clock stamp, tool call rows."""
+def insert_in_tx(tx: Tx, message: Message, created_at: int | None = None) -> Message:
+    """Insert inside an open transaction: next seq, a thread-clock stamp (``created_at``
+    when given: an imported message keeps its own, spec 21), tool call rows."""
     seq = tx.next_msg_seq()
+    stamp = tx.stamp() if created_at is None else created_at
     # stored, every field has its value, as a read gives it: the shared full fields set
-    stored = copy_with(message, {"created_at": tx.stamp()}, MESSAGE_FIELDS_SET)
+    stored = copy_with(message, {"created_at": stamp}, MESSAGE_FIELDS_SET)
     try:
         tx.conn.execute(
             *_INSERT.bind(

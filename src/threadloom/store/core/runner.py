@@ -40,6 +40,7 @@ from threadloom.records import (
     WebhookDelivery,
     WebhookSubscription,
 )
+from threadloom.records.portable import ThreadExport
 from threadloom.store.base import Store
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import (
@@ -51,6 +52,7 @@ from threadloom.store.core import (
     oauth,
     operating,
     outbox,
+    portable,
     queue,
     retention,
     runs,
@@ -137,6 +139,9 @@ class TxStore:
     # -- threads -----------------------------------------------------------------------
     async def create_thread(self, new: NewThread) -> ThreadRow:
         return await self._write(threads.create_thread, new)
+
+    async def import_threads(self, doc: ThreadExport) -> list[str]:
+        return await self._write(portable.import_threads, doc)
 
     async def create_child(
         self, new: NewThread, entry: SubagentRegistryEntry

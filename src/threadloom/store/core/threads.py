@@ -431,7 +431,16 @@ def upsert_registry_entry(
     conn: Conn, clock: Clock, parent_id: str, entry: SubagentRegistryEntry
 ) -> StoredEvent:
     tx = Tx(conn, parent_id, clock)
-    created = entry.created_at or tx.now
+    write_registry_row(conn, parent_id, entry, entry.created_at or tx.now)
+    event = tx.event("subagent", entry.reference)
+    tx.flush()
+    return event
+
+
+def write_registry_row(
+    conn: Conn, parent_id: str, entry: SubagentRegistryEntry, created: int
+) -> None:
+    """Insert (or replace) the registry entry's row, created at ``created`` µs."""
     conn.execute(
         f"INSERT INTO subagent_registry(parent_thread_id, {REGISTRY_COLUMNS})"
         f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_REGISTRY_REPLACE}",
@@ -453,9 +462,6 @@ def upsert_registry_entry(
             created,
         ),
     )
-    event = tx.event("subagent", entry.reference)
-    tx.flush()
-    return event
 
 
 def set_registry_status(
