@@ -195,6 +195,21 @@ class ScheduleExists(ThreadloomError):
         self.schedule_id = schedule_id
 
 
+class MemoryConflict(ThreadloomError):
+    """A conditional write of a memory item (spec 20 §20.3) that names a version other
+    than the stored one: nothing was changed. ``version`` is the stored item's version
+    (None: there is no live item)."""
+
+    def __init__(self, key: str, expected: int, version: int | None) -> None:
+        stored = "does not exist" if version is None else f"is at version {version}"
+        super().__init__(
+            f"Memory item {key!r} {stored}, not version {expected}; nothing was changed"
+        )
+        self.key = key
+        self.expected = expected
+        self.version = version
+
+
 class UsernameTaken(ThreadloomError):
     """A user with this username already exists (spec 10 §10.5.8): nothing was stored."""
 

@@ -29,6 +29,7 @@ from threadloom.server.routes import (
     catalog,
     control,
     files,
+    memory,
     messages,
     oauth,
     records,
@@ -65,7 +66,18 @@ def _build(
     )
     errors.install(app)
     redact.install()
-    routers = (threads, messages, control, approvals, state, records, files, catalog, schedules)
+    routers = (
+        threads,
+        messages,
+        control,
+        approvals,
+        state,
+        records,
+        files,
+        catalog,
+        schedules,
+        memory,
+    )
     for module in routers:
         app.include_router(module.router)
     app.include_router(catalog.service)
