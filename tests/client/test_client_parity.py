@@ -71,6 +71,7 @@ def test_the_async_surface_has_every_namespace_of_the_spec(
         "users",
         "schedules",
         "webhooks",
+        "memory",
     }
     found = surface(async_client)
     # a sample of the catalogue: the enumeration really reaches into each namespace

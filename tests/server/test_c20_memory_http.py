@@ -207,3 +207,22 @@ async def test_c20_014_tools_and_hooks_use_the_users_and_the_agents_memory(
     assert calls["mem"].json()["item"]["value"] == {"n": 2}
     assert calls["mem2"].json()["item"]["value"] == {"n": 1}
     assert calls["echo"].status_code == 404
+
+
+async def test_c20_017_a_deleted_users_memory_goes_with_the_user(
+    make_api: Callable[..., Any],
+) -> None:
+    """C20-017: deleting a user deletes their memory; another user's and the agents'
+    memories stay."""
+    api = await make_api()
+    alice, bob, root = api.client("alice"), api.client("bob"), api.client("root")
+    body = {"namespace": ["p"], "key": "k", "value": {"v": 1}}
+    for client in (alice, bob):
+        assert (await client.put(ITEMS, json=body)).status_code == 200
+    assert (await root.put(ITEMS, json={**body, "agent_id": "echo"})).status_code == 200
+    assert (await root.delete(f"/api/users/{USERS['alice'].id}")).status_code == 200
+    where = {"namespace": "p", "key": "k"}
+    gone = await root.get(ITEMS, params={**where, "user_id": USERS["alice"].id})
+    assert gone.status_code == 404
+    assert (await bob.get(ITEMS, params=where)).status_code == 200
+    assert (await root.get(ITEMS, params={**where, "agent_id": "echo"})).status_code == 200

@@ -32,6 +32,7 @@ from threadloom.client.calls import (
     raw_bytes,
 )
 from threadloom.client.endpoints_auth import ApiKeysEndpoints, AuthEndpoints, UsersEndpoints
+from threadloom.client.endpoints_memory import MemoryEndpoints
 from threadloom.client.endpoints_webhooks import WebhooksEndpoints
 from threadloom.client.models import (
     Accepted,
@@ -621,6 +622,7 @@ class Routes:
     users: UsersEndpoints = field(default_factory=UsersEndpoints)
     webhooks: WebhooksEndpoints = field(default_factory=WebhooksEndpoints)
     schedules: SchedulesEndpoints = field(default_factory=SchedulesEndpoints)
+    memory: MemoryEndpoints = field(default_factory=MemoryEndpoints)
 
 
 ROUTES = Routes()

@@ -223,6 +223,18 @@ class AsyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class AsyncMemory:
+    """The memory store across threads (spec 20 §20.7)."""
+
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.memory
+        self.put = run.wrap(b.put)
+        self.get = run.wrap(b.get)
+        self.delete = run.wrap(b.delete)
+        self.search = run.wrap(b.search)
+        self.list_namespaces = run.wrap(b.list_namespaces)
+
+
 class AsyncSchedules:
     """Schedules (spec 18 §18.7, admin)."""
 
@@ -269,6 +281,7 @@ class AsyncClient:
         self.users = AsyncUsers(self._run)
         self.webhooks = AsyncWebhooks(self._run)
         self.schedules = AsyncSchedules(self._run)
+        self.memory = AsyncMemory(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -495,6 +508,18 @@ class SyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class SyncMemory:
+    """The memory store across threads (spec 20 §20.7)."""
+
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.memory
+        self.put = run.wrap(b.put)
+        self.get = run.wrap(b.get)
+        self.delete = run.wrap(b.delete)
+        self.search = run.wrap(b.search)
+        self.list_namespaces = run.wrap(b.list_namespaces)
+
+
 class SyncSchedules:
     """Schedules (spec 18 §18.7, admin)."""
 
@@ -541,6 +566,7 @@ class Client:
         self.users = SyncUsers(self._run)
         self.webhooks = SyncWebhooks(self._run)
         self.schedules = SyncSchedules(self._run)
+        self.memory = SyncMemory(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

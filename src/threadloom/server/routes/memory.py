@@ -58,7 +58,9 @@ def _invalid(exc: E.InvalidField) -> ApiError:
 
 
 @router.put("/items", summary="Store an item in a memory")
-async def put_memory_item(request: Request, who: Principal = Depends(deps.principal)) -> dict[str, Any]:
+async def put_memory_item(
+    request: Request, who: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
     body = await deps.body_of(request, PutItem)
     memory = _scope(request, who, body.user_id, body.agent_id)
     try:
