@@ -90,7 +90,8 @@ def _query(value: Any) -> str:
 
 class Scoped(Body):
     """Whose memory: the caller's own user memory by default; ``user_id`` another user's
-    (admins, or the caller's own id), ``agent_id`` an agent's (admins)."""
+    (admins, or the caller's own id), ``agent_id`` an agent's (admins; ``user_id`` is then
+    not read)."""
 
     user_id: _Owner = None
     agent_id: _Owner = None
@@ -145,11 +146,24 @@ class ListNamespaces(Scoped):
     offset: _Offset = 0
 
 
+_LABEL_RE = rf"[^.\x00-\x1f\x7f]{{1,{MAX_LABEL_CHARS}}}"
+NAMESPACE_PATTERN = rf"^{_LABEL_RE}(?:\.{_LABEL_RE}){{0,{MAX_LABELS - 1}}}$"
+"""A namespace in a query: 1 to 10 labels joined by ``.``, no control character."""
+KEY_PATTERN = r"^[^\x00-\x1f\x7f]{1,256}$"
+
+
+def _required(param: dict[str, Any], pattern: str) -> dict[str, Any]:
+    return {**param, "required": True, "schema": {"type": "string", "pattern": pattern}}
+
+
 ITEM_QUERY = (
-    text("namespace", "The namespace: its labels joined by '.'", min_length=1),
-    text("key", "The item's key", min_length=1),
+    _required(
+        text("namespace", "The namespace: its labels joined by '.'", min_length=1),
+        NAMESPACE_PATTERN,
+    ),
+    _required(text("key", "The item's key", min_length=1), KEY_PATTERN),
     text("user_id", "Another user's memory (admins, or the caller's own id)"),
-    text("agent_id", "An agent's memory (admins)"),
+    text("agent_id", "An agent's memory (admins; user_id is then not read)"),
 )
 DELETE_QUERY = (
     *ITEM_QUERY,

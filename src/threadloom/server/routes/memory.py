@@ -3,9 +3,10 @@ list namespaces, under ``/api/memory``.
 
 Whose memory: the caller's own user memory (that of the threads they own; a system
 principal's: that of threads without a user); ``user_id`` names another user's (admins, or
-the caller's own id), ``agent_id`` an agent's (admins). Any other caller gets 403 and
-learns nothing of the scope. Each request is one store transaction (a conditional put that
-loses reads the stored version after, to name it in the 409).
+the caller's own id), ``agent_id`` an agent's (admins; ``user_id`` is then not read). Any
+other caller gets 403 and learns nothing of the scope. Each request is one store
+transaction (a conditional put that loses reads the stored version after, to name it in
+the 409).
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ router = APIRouter(prefix="/api/memory", tags=["memory"])
 
 def _scope(request: Request, who: Principal, user_id: str | None, agent_id: str | None) -> Memory:
     store = deps.runtime(request).hub.store
-    if user_id is not None and agent_id is not None:
-        raise bad_field("agent_id", "must not be given with user_id")
-    if agent_id is not None:
+    if agent_id is not None:  # an agent's memory: user_id is not read
         if not who.is_admin:
             raise ApiError(403, "forbidden", "Forbidden: an agent's memory is for admins")
         return Memory(store, "agent", agent_id)
