@@ -42,6 +42,7 @@ TOP_LEVEL = {
     "Runtime",
     "Schedule",
     "ThreadState",
+    "Memory",
     "EventRetention",
     "RetentionPolicy",
     "RetentionReport",
@@ -51,6 +52,7 @@ TOP_LEVEL = {
     "Message",
     "ThreadStatus",
     "StatusError",
+    "MemoryItem",
     # errors
     "ThreadloomError",
     "DefinitionError",
@@ -66,6 +68,7 @@ TOP_LEVEL = {
     "StoreLocked",
     "FileError",
     "HookBlocked",
+    "MemoryConflict",
     "__version__",
 }
 

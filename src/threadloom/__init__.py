@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         FileError,
         HookBlocked,
         InvalidArgument,
+        MemoryConflict,
         MessageNotFound,
         ProviderError,
         StoreError,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
         ThreadTerminated,
     )
     from threadloom.gc_tuning import tune_gc
-    from threadloom.records import Message, StatusError, ThreadStatus
+    from threadloom.records import MemoryItem, Message, StatusError, ThreadStatus
+    from threadloom.thread.memory import Memory
     from threadloom.thread.retention import EventRetention
     from threadloom.thread.state import ThreadState
     from threadloom.thread.users import StaticUsers
@@ -85,6 +87,9 @@ _WHERE: dict[str, str] = {
     "Reasoning": "threadloom.define",
     "RetentionPolicy": "threadloom.engine.run.retention",
     "RetentionReport": "threadloom.engine.run.retention",
+    "Memory": "threadloom.thread.memory",
+    "MemoryConflict": "threadloom.errors",
+    "MemoryItem": "threadloom.records",
     "Runtime": "threadloom.engine.run.runtime",
     "Schedule": "threadloom.define",
     "SessionBinding": "threadloom.define",
@@ -143,6 +148,9 @@ __all__ = [
     "Immediate",
     "InvalidArgument",
     "MCPServer",
+    "Memory",
+    "MemoryConflict",
+    "MemoryItem",
     "Message",
     "MessageNotFound",
     "Model",

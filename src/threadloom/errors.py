@@ -209,6 +209,8 @@ class TriggerExists(ThreadloomError):
     def __init__(self, trigger_id: str) -> None:
         super().__init__(f"Trigger already exists: {trigger_id}")
         self.trigger_id = trigger_id
+
+
 class ThreadExists(ThreadloomError):
     """An imported thread's id (or the id of one of its messages or log rows) is already
     in the store (spec 21 §21.4): nothing was stored."""
@@ -241,6 +243,21 @@ class FormatTooNew(PortableFormatError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.found, self.supported))
+
+
+class MemoryConflict(ThreadloomError):
+    """A conditional write of a memory item (spec 20 §20.3) that names a version other
+    than the stored one: nothing was changed. ``version`` is the stored item's version
+    (None: there is no live item)."""
+
+    def __init__(self, key: str, expected: int, version: int | None) -> None:
+        stored = "does not exist" if version is None else f"is at version {version}"
+        super().__init__(
+            f"Memory item {key!r} {stored}, not version {expected}; nothing was changed"
+        )
+        self.key = key
+        self.expected = expected
+        self.version = version
 
 
 class UsernameTaken(ThreadloomError):

@@ -72,6 +72,7 @@ def test_the_async_surface_has_every_namespace_of_the_spec(
         "schedules",
         "triggers",
         "webhooks",
+        "memory",
     }
     found = surface(async_client)
     # a sample of the catalogue: the enumeration really reaches into each namespace

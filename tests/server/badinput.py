@@ -379,11 +379,52 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             },
         )
     ],
+    ("PUT", "/api/memory/items"): [
+        Sample(
+            "PUT",
+            "/api/memory/items",
+            lambda ids: {
+                "namespace": ["notes", "2026"],
+                "key": "k1",
+                "value": {"text": "hi", "n": 1},
+                "ttl_s": 3600,
+                "user_id": ids.user,
+            },
+            free=("value",),
+        )
+    ],
+    ("POST", "/api/memory/search"): [
+        Sample(
+            "POST",
+            "/api/memory/search",
+            lambda ids: {
+                "namespace_prefix": ["notes"],
+                "filter": {"n": {"$gte": 1}},
+                "limit": 5,
+                "user_id": ids.user,
+            },
+            free=("filter",),
+        )
+    ],
+    ("POST", "/api/memory/namespaces"): [
+        Sample(
+            "POST",
+            "/api/memory/namespaces",
+            lambda ids: {
+                "prefix": ["notes"],
+                "suffix": ["2026"],
+                "max_depth": 2,
+                "limit": 5,
+                "agent_id": "echo",
+            },
+        )
+    ],
 }
 
 NO_BODY = {
     ("DELETE", "/api/triggers/{trigger_id}"),
     ("POST", "/api/triggers/{trigger_id}/fire"),  # its body is any text, the message
+    ("DELETE", "/api/memory/items"),
     ("DELETE", "/api/schedules/{schedule_id}"),
     ("POST", "/api/schedules/{schedule_id}/fire"),
     ("DELETE", "/api/threads/{id:thread_id}"),
@@ -436,6 +477,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/schedules/{schedule_id}": ("", ()),
     "/api/triggers": ("", ()),
     "/api/triggers/{trigger_id}": ("", ()),
+    "/api/memory/items": ("namespace=notes&key=k1", ()),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

@@ -155,3 +155,6 @@ def _print(report: RetentionReport, ids: bool) -> None:
     else:
         verb = "would delete" if report.dry_run else "deleted"
         out.print(f"  total: {verb} {counted(report.threads, 'thread')}", markup=False)
+    if report.memory_items:
+        memory = counted(report.memory_items, "expired memory item")
+        out.print(f"  memory: deleted {memory}", markup=False)

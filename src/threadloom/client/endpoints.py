@@ -33,6 +33,7 @@ from threadloom.client.calls import (
     raw_bytes,
 )
 from threadloom.client.endpoints_auth import ApiKeysEndpoints, AuthEndpoints, UsersEndpoints
+from threadloom.client.endpoints_memory import MemoryEndpoints
 from threadloom.client.endpoints_triggers import TriggersEndpoints
 from threadloom.client.endpoints_webhooks import WebhooksEndpoints
 from threadloom.client.models import (
@@ -641,6 +642,7 @@ class Routes:
     webhooks: WebhooksEndpoints = field(default_factory=WebhooksEndpoints)
     schedules: SchedulesEndpoints = field(default_factory=SchedulesEndpoints)
     triggers: TriggersEndpoints = field(default_factory=TriggersEndpoints)
+    memory: MemoryEndpoints = field(default_factory=MemoryEndpoints)
 
 
 ROUTES = Routes()

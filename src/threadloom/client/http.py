@@ -225,6 +225,18 @@ class AsyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class AsyncMemory:
+    """The memory store across threads (spec 20 §20.7)."""
+
+    def __init__(self, run: AsyncRunner) -> None:
+        b = ROUTES.memory
+        self.put = run.wrap(b.put)
+        self.get = run.wrap(b.get)
+        self.delete = run.wrap(b.delete)
+        self.search = run.wrap(b.search)
+        self.list_namespaces = run.wrap(b.list_namespaces)
+
+
 class AsyncSchedules:
     """Schedules (spec 18 §18.7, admin)."""
 
@@ -284,6 +296,7 @@ class AsyncClient:
         self.webhooks = AsyncWebhooks(self._run)
         self.schedules = AsyncSchedules(self._run)
         self.triggers = AsyncTriggers(self._run)
+        self.memory = AsyncMemory(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property
@@ -512,6 +525,18 @@ class SyncWebhooks:
         self.redeliver = run.wrap(b.redeliver)
 
 
+class SyncMemory:
+    """The memory store across threads (spec 20 §20.7)."""
+
+    def __init__(self, run: SyncRunner) -> None:
+        b = ROUTES.memory
+        self.put = run.wrap(b.put)
+        self.get = run.wrap(b.get)
+        self.delete = run.wrap(b.delete)
+        self.search = run.wrap(b.search)
+        self.list_namespaces = run.wrap(b.list_namespaces)
+
+
 class SyncSchedules:
     """Schedules (spec 18 §18.7, admin)."""
 
@@ -571,6 +596,7 @@ class Client:
         self.webhooks = SyncWebhooks(self._run)
         self.schedules = SyncSchedules(self._run)
         self.triggers = SyncTriggers(self._run)
+        self.memory = SyncMemory(self._run)
         self.health = self._run.wrap(ep.health)
 
     @property

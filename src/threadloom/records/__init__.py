@@ -14,6 +14,8 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``webhook``: outbound webhooks' subscriptions and deliveries (spec 19);
 - ``schedule``: schedules and their firing state (spec 18);
 - ``trigger``: inbound triggers and their calls (spec 22);
+- ``memory``: the memory store's items and the rules of their namespaces, keys and values
+  (spec 20);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -50,6 +52,7 @@ from threadloom.records.log import LOG_LIST_KEYS as LOG_LIST_KEYS
 from threadloom.records.log import LogRow as LogRow
 from threadloom.records.log import RequestDelta as RequestDelta
 from threadloom.records.log import ThreadLogEntry as ThreadLogEntry
+from threadloom.records.memory import MemoryItem as MemoryItem
 from threadloom.records.message import METADATA_MAX_BYTES as METADATA_MAX_BYTES
 from threadloom.records.message import PROJECTED_FIELDS as PROJECTED_FIELDS
 from threadloom.records.message import QUEUE_ROLES as QUEUE_ROLES

@@ -29,6 +29,7 @@ from threadloom.server.routes import (
     catalog,
     control,
     files,
+    memory,
     messages,
     oauth,
     portable,
@@ -79,6 +80,7 @@ def _build(
         catalog,
         schedules,
         triggers,
+        memory,
     )
     for module in routers:
         app.include_router(module.router)

@@ -8,7 +8,8 @@ database is underneath: the SQLite store and the PostgreSQL store pass one contr
 ``Store`` is the whole contract; its files (spec 07) and accounts (spec 10) parts are
 protocols of their own, ``FileStore`` (``base_files.py``) and ``AccountStore``
 (``base_accounts.py``), as are its schedules (spec 18, ``ScheduleStore``,
-``base_schedules.py``), which it extends. The plain data it takes and returns is
+``base_schedules.py``) and its memory (spec 20, ``MemoryStore``, ``base_memory.py``),
+which it extends. The plain data it takes and returns is
 ``shapes.py``, re-exported here.
 
 What a node does beyond the data — its row and heartbeat, the lease reads that decide what
@@ -39,6 +40,7 @@ from threadloom.records import (
 from threadloom.records.portable import ThreadExport
 from threadloom.store.base_accounts import AccountStore
 from threadloom.store.base_files import FileStore
+from threadloom.store.base_memory import MemoryStore
 from threadloom.store.base_schedules import ScheduleStore
 from threadloom.store.base_triggers import TriggerStore
 from threadloom.store.base_webhooks import WebhookStore
@@ -126,11 +128,14 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(FileStore, AccountStore, ScheduleStore, WebhookStore, TriggerStore, Protocol):
+class Store(
+    FileStore, AccountStore, ScheduleStore, WebhookStore, TriggerStore, MemoryStore, Protocol
+):
     """Persistence of threads, messages, queue entries, logs, registry, events, files
     (:class:`FileStore`), accounts (:class:`AccountStore`), schedules
-    (:class:`ScheduleStore`), outbound webhooks (:class:`WebhookStore`) and inbound
-    triggers (:class:`TriggerStore`)."""
+    (:class:`ScheduleStore`), outbound webhooks (:class:`WebhookStore`), inbound triggers
+    (:class:`TriggerStore`) and the memory store across threads (:class:`MemoryStore`,
+    spec 20)."""
 
     url: str
     kind: str

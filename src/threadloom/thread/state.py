@@ -35,6 +35,7 @@ from threadloom.records import (
 from threadloom.store.base import Fence, Store, ThreadRow
 from threadloom.thread import approvals, family, files, logs, messages, queue, shared_state
 from threadloom.thread.lognorm import to_json_safe
+from threadloom.thread.memory import Memory
 
 if TYPE_CHECKING:
     from threadloom.thread.hub import ThreadHub
@@ -250,6 +251,19 @@ class ThreadState:
         """Set the top-level keys of ``changes`` and drop those of ``remove``, the others
         kept, in one transaction (two concurrent updates of different keys both land)."""
         return await shared_state.update(self, changes or {}, remove, version)
+
+    # -- memory across threads (spec 20) ----------------------------------------------
+    @property
+    def memory(self) -> Memory:
+        """The memory of the thread's user (spec 20 §20.1): what any thread of that user,
+        of any agent, put there; threads without a user share one."""
+        return Memory(self._hub.store, "user", self.user_id)
+
+    @property
+    def agent_memory(self) -> Memory:
+        """The memory of the thread's agent (spec 20 §20.1): shared by every thread of
+        the agent, whoever's; no other agent sees it."""
+        return Memory(self._hub.store, "agent", self.agent_id)
 
     # -- status, logs, cost -----------------------------------------------------------
     async def status(self) -> ThreadStatus:

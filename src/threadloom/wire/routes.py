@@ -34,6 +34,7 @@ from threadloom.wire import (
     webhooks,
 )
 from threadloom.wire import budgets as B
+from threadloom.wire import memory as MEM
 from threadloom.wire import schedules as SC
 from threadloom.wire import triggers as TR
 from threadloom.wire import users as U
@@ -351,6 +352,43 @@ OPERATIONS: dict[str, Operation] = {
         "/api/webhooks/{webhook_id}/deliveries/{event_id}/redeliver",
         {200: webhooks.Delivery},
         (*SIGNED, 404, 409),
+    ),
+    # the memory store (spec 20 §20.7): the caller's own memory; admins any scope
+    "put_memory_item": Operation(
+        "PUT",
+        "/api/memory/items",
+        {200: MEM.ItemAnswer},
+        (*SIGNED, *BODY, 409),
+        body=MEM.PutItem,
+        body_required=True,
+    ),
+    "get_memory_item": Operation(
+        "GET",
+        "/api/memory/items",
+        {200: MEM.ItemAnswer},
+        (*SIGNED, *QUERY, 404),
+        MEM.ITEM_QUERY,
+    ),
+    "delete_memory_item": Operation(
+        "DELETE",
+        "/api/memory/items",
+        {200: auth.Success},
+        (*SIGNED, *QUERY, 404, 409),
+        MEM.DELETE_QUERY,
+    ),
+    "search_memory": Operation(
+        "POST",
+        "/api/memory/search",
+        {200: MEM.ItemList},
+        (*SIGNED, *BODY),
+        body=MEM.SearchItems,
+    ),
+    "list_memory_namespaces": Operation(
+        "POST",
+        "/api/memory/namespaces",
+        {200: MEM.NamespaceList},
+        (*SIGNED, *BODY),
+        body=MEM.ListNamespaces,
     ),
     # schedules (spec 18 §18.7), admins only
     "list_schedules": Operation("GET", "/api/schedules", {200: SC.ScheduleList}, SIGNED),

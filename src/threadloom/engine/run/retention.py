@@ -199,6 +199,8 @@ class RetentionReport:
     """False when another node held the pass's lock: this one did nothing."""
     outcomes: list[RuleOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    memory_items: int = 0
+    """Expired items of the memory store removed (spec 20 §20.6; real passes only)."""
 
     @property
     def threads(self) -> int:
@@ -209,15 +211,19 @@ class RetentionReport:
         """The report as text, one line per rule."""
         if not self.ran:
             return ["retention: another node is running a pass; nothing done"]
+        swept = [f"memory: deleted {counted(self.memory_items, 'expired item')}"]
         if not self.outcomes:
-            return ["retention: no rule is set; nothing deleted"]
-        return [o.line(self.dry_run) for o in self.outcomes]
+            return ["retention: no rule is set; nothing deleted"] + (
+                swept if self.memory_items else []
+            )
+        return [o.line(self.dry_run) for o in self.outcomes] + (swept if self.memory_items else [])
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
             "ran": self.ran,
             "seconds": round(self.seconds, 3),
+            "memory_items": self.memory_items,
             "rules": [
                 {
                     "rule": o.rule,
@@ -247,6 +253,10 @@ async def apply_retention(
     started = time.perf_counter()
     report = RetentionReport(dry_run=dry_run)
     if not policy.enabled:
+        if not dry_run:  # the memory store's expired items go whatever the rules
+            async with cluster.exclusive("retention") as held:
+                if held:
+                    report.memory_items = await _sweep_memory(store, policy.batch)
         return report
     if dry_run:
         await _pass(store, policy, clock, report, None)
@@ -256,8 +266,21 @@ async def apply_retention(
                 report.ran = False
                 return report
             await _pass(store, policy, clock, report, on_deleted)
+            report.memory_items = await _sweep_memory(store, policy.batch)
     report.seconds = time.perf_counter() - started
     return report
+
+
+async def _sweep_memory(store: Store, batch: int) -> int:
+    """Remove the memory store's expired items, ``batch`` per transaction (spec 20
+    §20.6); how many."""
+    removed = 0
+    while True:
+        gone = await store.delete_expired_memory(batch)
+        removed += gone
+        if gone < batch:
+            return removed
+        await asyncio.sleep(0)
 
 
 async def _pass(

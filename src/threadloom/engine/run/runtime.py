@@ -88,6 +88,7 @@ from threadloom.thread.files import (
     write_attachments,
 )
 from threadloom.thread.hub import ThreadHub
+from threadloom.thread.memory import Memory
 from threadloom.thread.retention import EventPruner, EventRetention, PruneReport, prune_events
 from threadloom.thread.state import ThreadState, load_state
 from threadloom.thread.users import IdentityAuthority, StaticUsers, StoreUsers
@@ -369,6 +370,16 @@ class Runtime:
         """Prune the event rows the replay window no longer holds, now (one pass; the
         runtime's pruner does this every ``event_retention.interval`` seconds)."""
         return await prune_events(self.hub.store, self.retention, self.hub.clock)
+
+    def memory(self, *, user_id: str | None = None, agent_id: str | None = None) -> Memory:
+        """The memory store across threads (spec 20): ``agent_id``'s memory when given,
+        else ``user_id``'s (None: the memory of threads without a user) — what a tool of
+        such a thread sees as ``state.agent_memory`` / ``state.memory``."""
+        if agent_id is not None:
+            if user_id is not None:
+                raise InvalidArgument("memory: give user_id or agent_id, not both")
+            return Memory(self.hub.store, "agent", agent_id)
+        return Memory(self.hub.store, "user", user_id)
 
     async def apply_retention(self, *, dry_run: bool = False) -> RetentionReport:
         """One pass of the runtime's retention policy now (spec 17 §17.2; the sweeper

@@ -148,6 +148,8 @@ def delete_user(conn: Conn, clock: Clock, user_id: str) -> bool:
     conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
     conn.execute("DELETE FROM api_keys WHERE user_id = ?", (user_id,))
     delete_oauth_grants(conn, user_id)
+    # the user's memory goes with the user (spec 20 §20.6)
+    conn.execute("DELETE FROM memory_items WHERE scope = ?", (f"user:{user_id}",))
     conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
     return True
 

@@ -9,7 +9,7 @@ writes none of the logic a second time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from threadloom.errors import StoreError
@@ -20,6 +20,7 @@ from threadloom.records import (
     FileRecord,
     FileStats,
     LogRow,
+    MemoryItem,
     Message,
     OAuthClient,
     OAuthCode,
@@ -48,6 +49,7 @@ from threadloom.store.core import (
     events,
     files,
     logs,
+    memory,
     messages,
     oauth,
     operating,
@@ -759,6 +761,64 @@ class TxStore:
         return await self._write(
             schedules.finish_schedule_fire, schedule_id, due_us, node, status, thread_id, error
         )
+
+    # -- memory (spec 20) ----------------------------------------------------------------
+    async def put_memory(
+        self,
+        scope: str,
+        namespace: str,
+        key: str,
+        value: str,
+        *,
+        ttl_us: int | None = None,
+        if_version: int | None = None,
+    ) -> MemoryItem | None:
+        return await self._write(memory.put_item, scope, namespace, key, value, ttl_us, if_version)
+
+    async def get_memory(self, scope: str, namespace: str, key: str) -> MemoryItem | None:
+        return await self._point_read(memory.get_item, scope, namespace, key, self.clock())
+
+    async def delete_memory(
+        self, scope: str, namespace: str, key: str, *, if_version: int | None = None
+    ) -> bool:
+        return await self._write(memory.delete_item, scope, namespace, key, if_version)
+
+    async def search_memory(
+        self,
+        scope: str,
+        prefix: Sequence[str],
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        return await self._read(
+            memory.search_items, scope, tuple(prefix), filter, limit, offset, self.clock()
+        )
+
+    async def memory_namespaces(
+        self,
+        scope: str,
+        prefix: Sequence[str] = (),
+        *,
+        suffix: Sequence[str] = (),
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        return await self._read(
+            memory.list_namespaces,
+            scope,
+            tuple(prefix),
+            tuple(suffix),
+            max_depth,
+            limit,
+            offset,
+            self.clock(),
+        )
+
+    async def delete_expired_memory(self, limit: int = 1000) -> int:
+        return await self._write(memory.delete_expired, limit)
 
     async def take_attempt(self, attempt_id: str, windows: Sequence[tuple[str, int, int]]) -> int:
         # a counted attempt lost in a crash is no loss: no wait for the disk

@@ -526,6 +526,25 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 """
 """Inbound triggers and the claims of their calls (spec 22; SQLite's migration 23)."""
 
+_V12 = f"""
+CREATE TABLE IF NOT EXISTS memory_items (
+    scope         {T} NOT NULL,
+    namespace     {T} NOT NULL,
+    key           {T} NOT NULL,
+    value         TEXT NOT NULL,
+    created_at_us BIGINT NOT NULL,
+    updated_at_us BIGINT NOT NULL,
+    version       BIGINT NOT NULL DEFAULT 1,
+    expires_at_us BIGINT,
+    PRIMARY KEY (scope, namespace, key)
+);
+CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
+    WHERE expires_at_us IS NOT NULL;
+"""
+"""The memory store: JSON documents by scope, namespace and key (spec 20; SQLite's migration
+22). ``scope``, ``namespace`` and ``key`` compare bytewise (``COLLATE "C"``), as SQLite's: a
+namespace prefix is a range of the primary key."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -538,6 +557,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (9, "the oldest schema version each migration stays compatible with", _V9),
     (10, "schedules and the claims of their fires", _V10),
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
+    (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""

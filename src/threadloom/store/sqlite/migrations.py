@@ -778,6 +778,27 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_subscription ON webhook_outbox(subscri
 """,
     ),
     (
+        22,
+        "the memory store: JSON documents by scope, namespace and key",
+        # Spec 20: an item of a user's or an agent's memory (scope), under a namespace (its
+        # labels joined by "."), with the version each write increments and its expiry.
+        """
+CREATE TABLE IF NOT EXISTS memory_items (
+    scope         TEXT NOT NULL,
+    namespace     TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    value         TEXT NOT NULL,
+    created_at_us INTEGER NOT NULL,
+    updated_at_us INTEGER NOT NULL,
+    version       INTEGER NOT NULL DEFAULT 1,
+    expires_at_us INTEGER,
+    PRIMARY KEY (scope, namespace, key)
+);
+CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
+    WHERE expires_at_us IS NOT NULL;
+""",
+    ),
+    (
         23,
         "inbound triggers and the claims of their calls",
         # Spec 22: a trigger's definition (JSON), its secret, its call count; one row per
