@@ -26,6 +26,7 @@ from threadloom.wire import (
     control,
     files,
     logs,
+    markdown,
     messages,
     state,
     stream,
@@ -216,6 +217,14 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
+    "render_markdown": Operation(
+        "POST",
+        "/api/markdown",
+        {200: markdown.RenderedMarkdown},
+        (*SIGNED, *BODY),
+        body=markdown.RenderMarkdown,
+        body_required=True,
+    ),
     "health": Operation(
         "GET",
         "/api/health",

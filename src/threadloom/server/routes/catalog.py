@@ -1,4 +1,5 @@
-"""The catalog of definitions (spec 08 §8.10) and the service routes (§8.11)."""
+"""The catalog of definitions (spec 08 §8.10), Markdown rendering (§8.10.6) and the service
+routes (§8.11)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 import threadloom
 from threadloom.define.prompt import Prompt, Subagent, entry_name
-from threadloom.server import deps
+from threadloom.server import deps, markdown
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.thread_answers import absolute_icon, backing
@@ -24,6 +25,8 @@ from threadloom.wire.catalog import (
     PromptEntry,
     PromptList,
 )
+from threadloom.wire.markdown import RenderedMarkdown
+from threadloom.wire.markdown import RenderMarkdown as RenderMarkdownBody
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
@@ -248,3 +251,14 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse(
         {"status": "ok", "version": threadloom.__version__, "node": node, "store": kind}
     )
+
+
+@router.post("/markdown", summary="Markdown rendered as sanitized HTML")
+async def render_markdown(
+    request: Request, _: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
+    """Spec 08 §8.10.6: each text as sanitized HTML (in a worker thread: a megabyte of
+    Markdown takes a while, and the event loop serves every other request meanwhile)."""
+    body = await deps.body_of(request, RenderMarkdownBody)
+    html = await asyncio.to_thread(lambda: [markdown.render(text) for text in body.texts])
+    return RenderedMarkdown(html=html).to_wire()

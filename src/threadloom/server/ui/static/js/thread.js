@@ -4,6 +4,7 @@
 import { api, el, clear, statusPill, threadName, toast, fullTime, failureText, orphanBadge, orphanText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
+import { Markdown } from "./markdown.js";
 import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
@@ -43,6 +44,7 @@ const view = {
   toolResults: new Map(), // tool_call_id -> tool message
   toolLive: new Map(), // tool_call_id -> "running" | "success" | "error" (stream events)
   streaming: new Map(), // message id -> {text, reasoning} while generating
+  markdown: new Markdown(), // the assistant's finished texts rendered (markdown.js)
 };
 const records = new Map();
 const callOwner = new Map(); // tool_call_id -> id of the assistant message that made it
