@@ -22,8 +22,12 @@ from threadloom.wire.catalog import (
     AgentList,
     HookEntry,
     HookList,
+    McpTool,
     PromptEntry,
     PromptList,
+    PromptMcpServer,
+    PromptSubagent,
+    PromptVariable,
 )
 from threadloom.wire.markdown import RenderedMarkdown
 from threadloom.wire.markdown import RenderMarkdown as RenderMarkdownBody
@@ -100,6 +104,49 @@ def _schema(prompt: Prompt) -> dict[str, Any] | None:
     return schema.model_json_schema()
 
 
+def _subagent_entries(prompt: Prompt) -> list[PromptSubagent]:
+    return [
+        PromptSubagent(
+            relationship=e.relationship_name,
+            agent=e.agent,
+            description=e.description,
+            blocking=e.blocking,
+        )
+        for e in prompt.tools
+        if isinstance(e, Subagent)
+    ]
+
+
+def _mcp_entries(defs: Any, prompt: Prompt) -> list[PromptMcpServer]:
+    out: list[PromptMcpServer] = []
+    for entry in prompt.tools:
+        found = defs.mcp_entry(entry)
+        if found is None:
+            continue
+        server, only = found
+        bound = defs.mcp_tools(server.name)
+        tools = (
+            None
+            if bound is None
+            else [
+                McpTool(name=t.name, description=t.description, schema=t.parameters)
+                for t in bound
+                if only is None or getattr(t, "remote_name", None) == only
+            ]
+        )
+        out.append(
+            PromptMcpServer(
+                name=server.name,
+                transport="stdio" if server.command else "http",
+                description=server.description,
+                only=only,
+                tools=tools,
+                error=defs.mcp_finding(server.name) if bound is None else None,
+            )
+        )
+    return out
+
+
 @router.get("/prompts", summary="Prompt definitions (admin)")
 async def prompts(request: Request, _: Principal = Depends(deps.admin)) -> dict[str, Any]:
     defs = deps.runtime(request).definitions
@@ -123,6 +170,12 @@ async def prompts(request: Request, _: Principal = Depends(deps.admin)) -> dict[
                 tools=[entry_name(e) for e in prompt.tools],
                 reasoning=prompt.reasoning.model_dump() if prompt.reasoning else None,
                 created_at=LOADED_AT,
+                variables=[
+                    PromptVariable(name=name, description=description)
+                    for name, description in prompt.variables.items()
+                ],
+                subagents=_subagent_entries(prompt),
+                mcp_servers=_mcp_entries(defs, prompt),
             )
         )
     return PromptList(prompts=out).to_wire()
