@@ -129,7 +129,9 @@ def _mcp_entries(defs: Any, prompt: Prompt) -> list[PromptMcpServer]:
             None
             if bound is None
             else [
-                McpTool(name=t.name, description=t.description, schema=t.parameters)
+                McpTool.model_validate(
+                    {"name": t.name, "description": t.description, "schema": t.parameters}
+                )
                 for t in bound
                 if only is None or getattr(t, "remote_name", None) == only
             ]
