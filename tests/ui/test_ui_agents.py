@@ -37,7 +37,11 @@ def test_the_agents_page_shows_prompts_tools_subagents_and_starts_a_thread(
     # a tool's schema, unfolded from the keyboard
     lookup = side_a.locator('details[data-tool="lookup_order"]')
     expect(lookup).to_have_count(1)
-    expect(side_a.locator("details.agent-tool")).to_have_count(4)  # the four @tools
+    # the four @tools and the sub-prompt, whose parameters are its required_schema
+    expect(side_a.locator("details.agent-tool")).to_have_count(5)
+    notes = side_a.locator('details[data-tool="notes_prompt"]')
+    expect(notes.locator("summary")).to_contain_text("Writes notes on a text")
+    assert '"text"' in (notes.locator("pre.json").text_content() or "")
     lookup.locator("summary").focus()
     page.keyboard.press("Enter")
     expect(lookup).to_have_attribute("open", "")

@@ -81,6 +81,15 @@ function side(a, which, ctx) {
     box.append(el("div", { class: "label" }, "Tools"),
       el("div", { class: "tool-list" }, own.map((name) => toolFold(name, ctx.tools[name].description, ctx.tools[name].schema))));
   }
+  // sub-prompts: prompts offered as tools (their parameters are the prompt's required_schema)
+  const subprompts = prompt.tools.filter((name) => !ctx.tools[name] && ctx.prompts.has(name));
+  if (subprompts.length) {
+    box.append(el("div", { class: "label" }, "Sub-prompts"),
+      el("div", { class: "tool-list" }, subprompts.map((name) => {
+        const sub = ctx.prompts.get(name);
+        return toolFold(name, sub.tool_description, sub.required_schema);
+      })));
+  }
   if (prompt.mcp_servers && prompt.mcp_servers.length) {
     box.append(el("div", { class: "label" }, "MCP servers"),
       el("ul", { class: "mcp-servers" }, prompt.mcp_servers.map((s) => el("li", { dataset: { server: s.name } },
