@@ -70,7 +70,7 @@ export class Markdown {
 // the server's sanitized HTML into `target`, each code block with its Copy button
 function put(target, html) {
   const template = document.createElement("template");
-  template.innerHTML = html; // sanitized by the server (nh3); the page's CSP runs no inline script
+  template.innerHTML = html.trim(); // sanitized by the server (nh3); the page's CSP runs no inline script
   target.replaceChildren(template.content);
   target.classList.add("md");
   target.classList.remove("md-waiting");
