@@ -29,8 +29,7 @@ from threadloom.wire.catalog import (
     PromptSubagent,
     PromptVariable,
 )
-from threadloom.wire.markdown import RenderedMarkdown
-from threadloom.wire.markdown import RenderMarkdown as RenderMarkdownBody
+from threadloom.wire.markdown import RenderedMarkdown, RenderMarkdown
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
@@ -314,6 +313,6 @@ async def render_markdown(
 ) -> dict[str, Any]:
     """Spec 08 §8.10.6: each text as sanitized HTML (in a worker thread: a megabyte of
     Markdown takes a while, and the event loop serves every other request meanwhile)."""
-    body = await deps.body_of(request, RenderMarkdownBody)
+    body = await deps.body_of(request, RenderMarkdown)
     html = await asyncio.to_thread(lambda: [markdown.render(text) for text in body.texts])
     return RenderedMarkdown(html=html).to_wire()
