@@ -127,8 +127,9 @@ async def test_c08_175_bad_markdown_requests_are_refused(
     await refused({"texts": "# one"}, "texts")
     await refused({"texts": ["x"] * 201}, "texts")
     await refused({"texts": ["x", 3]}, "texts[1]")
-    await refused({"texts": ["y" * (256 * 1024 + 1)]}, "texts[0]")
-    fine = await client.post("/api/markdown", json={"texts": ["y" * (256 * 1024)]})
+    await refused({"texts": ["y" * (64 * 1024 + 1)]}, "texts[0]")
+    await refused({"texts": ["\U0001f600" * (64 * 1024 + 1)]}, "texts[0]")  # not a 413
+    fine = await client.post("/api/markdown", json={"texts": ["y" * (64 * 1024)]})
     assert fine.status_code == 200, fine.text
     typed = await client.post(
         "/api/markdown", content=b"texts", headers={"Content-Type": "text/plain"}

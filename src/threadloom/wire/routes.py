@@ -56,6 +56,9 @@ BODY = (400, 413, 415)
 """Routes with a JSON body: invalid (400), too large (413), not JSON (415) (§8.1.1)."""
 QUERY = (400,)
 """Routes with typed query parameters (§8.1.5)."""
+OWNERS = 405
+"""``PATCH``/``DELETE /api/threads/owners``: the owner facet's own path, not a thread id (its
+``GET`` only; issue 23 item 10)."""
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,11 @@ OPERATIONS: dict[str, Operation] = {
         "PATCH",
         T,
         {200: threads.ThreadUpdated},
-        (*THREAD, *BODY),
+        (*THREAD, *BODY, OWNERS),
         body=threads.PatchThread,
         body_required=True,
     ),
-    "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, THREAD),
+    "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, (*THREAD, OWNERS)),
     # messages (§8.4)
     "get_messages": Operation(
         "GET", f"{T}/messages", {200: messages.MessagePage}, (*THREAD, *QUERY), messages.PAGE_QUERY

@@ -7,6 +7,8 @@
 import { api, el } from "./api.js";
 
 const BATCH = 200; // the most texts one request may carry (the route's limit)
+const LONGEST = 64 * 1024; // the longest text it renders: a longer one stays plain
+const BUDGET = 256 * 1024; // characters a request carries at most: at 3 bytes each in UTF-8, within the 1 MiB body
 const KEEP = 2000; // renderings kept; the oldest go first
 
 export class Markdown {
@@ -25,7 +27,7 @@ export class Markdown {
       return;
     }
     target.textContent = text;
-    if (this.failed) return;
+    if (this.failed || text.length > LONGEST) return;
     target.classList.add("md-waiting");
     if (!this.waiting.has(text)) this.waiting.set(text, new Set());
     this.waiting.get(text).add(target);
@@ -40,8 +42,7 @@ export class Markdown {
     const texts = [...this.waiting.keys()];
     const targets = this.waiting;
     this.waiting = new Map();
-    for (let i = 0; i < texts.length; i += BATCH) {
-      const part = texts.slice(i, i + BATCH);
+    for (const part of batches(texts)) {
       let answer;
       try {
         answer = await api("/api/markdown", { method: "POST", body: { texts: part } });
@@ -65,6 +66,24 @@ export class Markdown {
     this.cache.set(text, html);
     if (this.cache.size > KEEP) this.cache.delete(this.cache.keys().next().value);
   }
+}
+
+// the texts in requests of at most BATCH texts and about BUDGET characters
+function batches(texts) {
+  const out = [];
+  let part = [];
+  let size = 0;
+  for (const text of texts) {
+    if (part.length && (part.length === BATCH || size + text.length > BUDGET)) {
+      out.push(part);
+      part = [];
+      size = 0;
+    }
+    part.push(text);
+    size += text.length;
+  }
+  if (part.length) out.push(part);
+  return out;
 }
 
 // the server's sanitized HTML into `target`, each code block with its Copy button
