@@ -58,10 +58,19 @@ typecheck: $(STAMP)
 pytest: $(STAMP) browser deploy-tools
 	$(BIN)/pytest
 
-# The web UI's browser tests (tests/ui) drive Debian's chromium: installed here when it is
-# missing and we are root; otherwise those tests skip and say why (under CI=true they fail).
+# The web UI's browser tests (tests/ui) drive Debian's chromium, and its page logic has unit
+# tests for Node's test runner (tests/ui/js): both installed here when missing and we are
+# root; otherwise those tests skip and say why (under CI=true they fail).
 CHROMIUM ?= /usr/bin/chromium
 browser:
+	@if ! command -v node >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing nodejs with apt-get (the UI's unit tests need it)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; \
+	  else \
+	    echo "note: node is missing and we are not root: the UI's unit tests will be skipped"; \
+	  fi; \
+	fi
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing chromium with apt-get (the browser tests need it)"; \

@@ -15,12 +15,16 @@ opens the pages:
   next 100 are on screen; then ``--deep`` more clicks, reading far back, with the number of
   messages in the DOM after each (the page keeps at most 500 loaded);
 - list: from ``page.goto("/")`` to the first page of 50 rows, the next page ("Older"), and
-  a deep page (``/?offset=<threads - 50>``).
+  a deep page (``/?offset=<threads - 50>``);
+- timeline: a real run of ``--steps`` model steps (a scripted model that calls a tool at
+  each step but the last, through the Runtime: one log row and two messages a step), from
+  ``page.goto("/threads/<id>#timeline")`` to every step of the run drawn in the waterfall.
 
 Each is measured ``--repeat`` times (median and worst). Beside each the floor: the same
 data from the API alone (httpx, no browser: the newest page of messages, a page of
-threads), so the ratio shows what the page adds. Goals: the newest page of the long
-thread on screen in under a second, and every list page likewise (PASS / MISS).
+threads, the run's log rows and messages), so the ratio shows what the page adds. Goals:
+the newest page of the long thread on screen in under a second, every list page likewise,
+and the timeline of the 200-step run likewise (PASS / MISS).
 """
 
 from __future__ import annotations
@@ -93,6 +97,45 @@ async def seed(db: Path, messages: int, threads: int) -> str:
         await runtime.close()
 
 
+async def seed_steps(db: Path, steps: int) -> str:
+    """A thread with one real run of ``steps`` model steps (its id): each step but the last
+    calls the ``step`` tool, the last answers. The agent is not in ``examples/``: served
+    from there the thread reads as orphaned, which the timeline does not mind."""
+    from threadloom import Agent, Definitions, Runtime, Side
+    from threadloom.define import Model, Prompt, tool
+    from threadloom.providers.script import Call
+    from threadloom.providers.scripted import Reply, ScriptedProvider
+    from threadloom.providers.types import ProviderRequest, ToolMessage
+
+    def reply(request: ProviderRequest) -> Reply:
+        done = sum(isinstance(m, ToolMessage) for m in request.messages)
+        if done + 1 >= steps:
+            return Reply.text(f"done after {done} tool calls")
+        return Reply.tool_calls(Call("step", {"n": done + 1}))
+
+    @tool
+    def step(n: int) -> str:
+        """One step of the benchmark's run."""
+        return f"step {n} done"
+
+    defs = Definitions().add(
+        step,
+        Model(name="bench_model", provider=ScriptedProvider(reply, record=False), model="s"),
+        Prompt(name="bench_prompt", model="bench_model", system="Step.", tools=["step"]),
+        Agent(name="bench_steps", side_a=Side(prompt="bench_prompt"), side_b=Side(label="User")),
+    )
+    runtime = await Runtime.open(f"sqlite:///{db}", definitions=defs)
+    try:
+        started = time.perf_counter()
+        state = await runtime.create_thread("bench_steps", tags=["name:200-step run"])
+        await runtime.send_message(state.thread_id, "go")
+        await runtime.wait_idle(state.thread_id, timeout=600)
+        progress(f"ran {steps} steps in {time.perf_counter() - started:.1f} s")
+        return state.thread_id
+    finally:
+        await runtime.close()
+
+
 def serve(db: Path, port: int) -> subprocess.Popen[bytes]:
     env = {
         k: v
@@ -150,7 +193,9 @@ def first_index(page: Any) -> int:
     return value
 
 
-def measure(base: str, thread: str, threads: int, repeat: int, far: int) -> None:
+def measure(
+    base: str, thread: str, threads: int, repeat: int, far: int, run: str, steps: int
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
@@ -210,13 +255,36 @@ def measure(base: str, thread: str, threads: int, repeat: int, far: int) -> None
                 page.locator("#threads-body tr[data-thread-id]").nth(49).wait_for()
 
             deep.append(timed(deep_page))
+        timeline: list[float] = []
+        for _ in range(repeat):
+
+            def open_timeline() -> None:
+                page.goto(f"/threads/{run}#timeline")
+                page.locator("#timeline li.step-llm").nth(steps - 1).wait_for()
+
+            page.goto("/")  # a fresh document each time
+            timeline.append(timed(open_timeline))
+        drawn = page.locator("#timeline li.step-llm").count()
         browser.close()
 
     api_messages: list[float] = []
     api_threads: list[float] = []
     api_deep: list[float] = []
+    api_run: list[float] = []
     with httpx.Client(base_url=base) as client:
         for _ in range(repeat):
+
+            def read_run() -> None:
+                logs: dict[str, str | int] = {"timing": "true", "order": "desc", "limit": 1000}
+                client.get(f"/api/threads/{run}/logs", params=logs).raise_for_status()
+                messages: dict[str, str | int] = {
+                    "limit": 1000,
+                    "depth": 16,
+                    "includeSilent": "true",
+                }
+                client.get(f"/api/threads/{run}/messages", params=messages).raise_for_status()
+
+            api_run.append(timed(read_run))
             api_messages.append(
                 timed(lambda: client.get(f"/api/threads/{thread}/messages").raise_for_status())
             )
@@ -245,6 +313,7 @@ def measure(base: str, thread: str, threads: int, repeat: int, far: int) -> None
         row("list: first page (50 rows)", first, api_threads),
         row("list: next page", following, api_threads),
         row(f"list: deep page (offset {threads + 1 - 50})", deep, api_deep),
+        row(f"timeline: a {steps}-step run drawn", timeline, api_run),
     ]
     print(table(headers, rows))
     print()
@@ -267,6 +336,11 @@ def measure(base: str, thread: str, threads: int, repeat: int, far: int) -> None
         f"goal: every list page on screen < {GOAL_MS:.0f} ms (worst {worst_list:.0f} ms): "
         f"{verdict(worst_list < GOAL_MS)}"
     )
+    print(
+        f"goal: the timeline of a {steps}-step run on screen < {GOAL_MS:.0f} ms, every step "
+        f"drawn ({drawn} model calls; worst {max(timeline):.0f} ms): "
+        f"{verdict(max(timeline) < GOAL_MS and drawn == steps)}"
+    )
 
 
 def main() -> None:
@@ -275,6 +349,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--deep", type=int, default=20, help="pages read further back")
+    parser.add_argument("--steps", type=int, default=200, help="model steps of the timed run")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: apt-get install -y chromium (as root)")
@@ -282,12 +357,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ui-") as folder:
         db = Path(folder) / "ui.db"
         thread = asyncio.run(seed(db, args.messages, args.threads))
+        run = asyncio.run(seed_steps(db, args.steps))
         port = free_port()
         proc = serve(db, port)
         try:
             print(f"bench-ui: {cpu_model()}, {os.cpu_count()} cores; chromium {CHROMIUM}")
             print(f"{args.messages} messages in one thread, {args.threads} other threads")
-            measure(f"http://127.0.0.1:{port}", thread, args.threads, args.repeat, args.deep)
+            base = f"http://127.0.0.1:{port}"
+            measure(base, thread, args.threads, args.repeat, args.deep, run, args.steps)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

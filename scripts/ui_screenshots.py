@@ -132,6 +132,7 @@ def seed(base: str) -> dict[str, str]:
             "failed": thread(client, "Model outage", "fail"),
             "main": thread(client, "Order A-1001", "hello there", "order A-1001"),
             "notes": thread(client, "Release notes", "notes the release of May"),
+            "markdown": thread(client, "Release notes in Markdown", "markdown"),
         }
         picture = {"name": "chart.png", "mimeType": "image/png", "data": CHART}
         client.post(
@@ -150,9 +151,9 @@ def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list
 
     made: list[Path] = []
 
-    def save(page: Any, name: str) -> None:
+    def save(page: Any, name: str, full: bool = False) -> None:
         path = out / f"{name}.png"
-        page.screenshot(path=str(path))
+        page.screenshot(path=str(path), full_page=full)
         made.append(path)
 
     with sync_playwright() as p:
@@ -185,6 +186,16 @@ def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list
             page.get_by_role("button", name=re.compile("A-1001.json")).click()
             expect(page.locator("#file-preview pre")).to_be_visible()
             save(page, "files")
+            page.get_by_role("tab", name="Timeline").click()
+            expect(page.locator("#timeline")).to_have_attribute("data-runs", "2")
+            save(page, "timeline")
+            page.goto(f"/threads/{threads['markdown']}")
+            expect(page.locator("li.msg-assistant .msg-text.md .code-block")).to_be_visible()
+            save(page, "markdown")
+            page.goto("/agents")
+            expect(page.locator("#agents")).not_to_have_attribute("aria-busy", "true")
+            page.locator('#agent-chat details[data-tool="lookup_order"] summary').click()
+            save(page, "agents", full=True)  # the subagents are below the fold
             page.goto(f"/threads/{threads['notes']}")
             page.get_by_label("Show sub-prompt messages").check()
             expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")

@@ -152,6 +152,9 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"approve": False, "reason": "not this one"},
         )
     ],
+    ("POST", "/api/markdown"): [
+        Sample("POST", "/api/markdown", lambda ids: {"texts": ["# Hi", "**bold**"]})
+    ],
     ("PUT", "/api/threads/{id}/state"): [
         Sample(
             "PUT",

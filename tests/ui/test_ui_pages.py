@@ -12,7 +12,7 @@ from ui_harness import Server
 
 
 def test_pages_are_served_with_a_same_origin_policy(local_server: Server) -> None:
-    for path in ("/", "/threads/0d6f3a52-8f5e-4a57-9a0e-2f1d0c7b9e11"):
+    for path in ("/", "/threads/0d6f3a52-8f5e-4a57-9a0e-2f1d0c7b9e11", "/agents"):
         page = httpx.get(local_server.base + path)
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
@@ -62,6 +62,8 @@ def test_pages_ask_for_a_login_when_credentials_are_required(server_factory: Any
     first = httpx.get(f"{server.base}/threads/abc?x=1")
     assert first.status_code == 303
     assert first.headers["location"] == "/login?next=%2Fthreads%2Fabc%3Fx%3D1"
+    agents = httpx.get(f"{server.base}/agents")
+    assert agents.status_code == 303 and agents.headers["location"] == "/login?next=%2Fagents"
     form = httpx.get(server.base + "/login")
     assert form.status_code == 200 and 'id="login-form"' in form.text
     assert 'type="password"' in form.text

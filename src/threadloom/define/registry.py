@@ -270,6 +270,10 @@ class Definitions:
         self._resolved.clear()
         self._mcp_findings[server] = message
 
+    def mcp_finding(self, server: str) -> str | None:
+        """Why ``server`` could not be opened, when it could not (``None`` otherwise)."""
+        return self._mcp_findings.get(server)
+
     def mcp_tools(self, server: str) -> tuple[ToolDefinition, ...] | None:
         """The tools bound for ``server`` (``None`` while no runtime opened it)."""
         return self._mcp_tools.get(server)

@@ -60,6 +60,44 @@ class AgentList(Answer):
     agents: list[AgentEntry]
 
 
+class PromptVariable(Answer):
+    """A ``{{name}}`` variable the prompt's system text needs (spec 04 §4.4.2)."""
+
+    name: str
+    description: str
+
+
+class PromptSubagent(Answer):
+    """A subagent relationship the prompt offers (spec 06 §6.2): its tool-facing name and
+    the agent it starts."""
+
+    relationship: str
+    agent: str
+    description: str | None
+    blocking: bool
+
+
+class McpTool(Answer):
+    """A tool an MCP server listed, under the name the model sees."""
+
+    name: str
+    description: str
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class PromptMcpServer(Answer):
+    """An MCP server whose tools the prompt uses (spec 04 §4.4.3): never its command, URL,
+    environment or headers (they may hold secrets). ``tools`` is ``null`` while the server
+    is not open (``error`` then says why, when it failed)."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    description: str | None
+    only: str | None
+    tools: list[McpTool] | None
+    error: str | None
+
+
 class PromptEntry(Answer):
     id: str
     name: str
@@ -76,6 +114,9 @@ class PromptEntry(Answer):
     tools: list[str]
     reasoning: dict[str, Any] | None
     created_at: int
+    variables: list[PromptVariable] = Field(default_factory=list)
+    subagents: list[PromptSubagent] = Field(default_factory=list)
+    mcp_servers: list[PromptMcpServer] = Field(default_factory=list)
 
 
 class PromptList(Answer):

@@ -112,6 +112,7 @@ ERROR_TEXTS: dict[int, str] = {
     404: "Not found",
     409: "State conflict",
     413: "Body too large",
+    405: "Method not allowed: the path is another route's (`/api/threads/owners`)",
     415: "Content-Type must be application/json",
     423: "Thread is terminated",
     429: "Too many attempts; `Retry-After` says when to try again",

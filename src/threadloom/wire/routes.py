@@ -26,6 +26,7 @@ from threadloom.wire import (
     control,
     files,
     logs,
+    markdown,
     messages,
     portable,
     state,
@@ -58,6 +59,9 @@ BODY = (400, 413, 415)
 """Routes with a JSON body: invalid (400), too large (413), not JSON (415) (§8.1.1)."""
 QUERY = (400,)
 """Routes with typed query parameters (§8.1.5)."""
+OWNERS = 405
+"""``PATCH``/``DELETE /api/threads/owners``: the owner facet's own path, not a thread id (its
+``GET`` only; issue 23 item 10)."""
 
 
 @dataclass(frozen=True)
@@ -102,11 +106,11 @@ OPERATIONS: dict[str, Operation] = {
         "PATCH",
         T,
         {200: threads.ThreadUpdated},
-        (*THREAD, *BODY),
+        (*THREAD, *BODY, OWNERS),
         body=threads.PatchThread,
         body_required=True,
     ),
-    "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, THREAD),
+    "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, (*THREAD, OWNERS)),
     # threads that move (spec 21 §21.6)
     "export_thread": Operation("GET", f"{T}/export", {200: portable.ThreadExport}, (*THREAD, 409)),
     "import_thread": Operation(
@@ -230,6 +234,14 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
+    "render_markdown": Operation(
+        "POST",
+        "/api/markdown",
+        {200: markdown.RenderedMarkdown},
+        (*SIGNED, *BODY),
+        body=markdown.RenderMarkdown,
+        body_required=True,
+    ),
     "health": Operation(
         "GET",
         "/api/health",

@@ -1,4 +1,5 @@
-"""The catalog of definitions (spec 08 §8.10) and the service routes (§8.11)."""
+"""The catalog of definitions (spec 08 §8.10), Markdown rendering (§8.10.6) and the service
+routes (§8.11)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 import threadloom
 from threadloom.define.prompt import Prompt, Subagent, entry_name
-from threadloom.server import deps
+from threadloom.server import deps, markdown
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.thread_answers import absolute_icon, backing
@@ -21,9 +22,14 @@ from threadloom.wire.catalog import (
     AgentList,
     HookEntry,
     HookList,
+    McpTool,
     PromptEntry,
     PromptList,
+    PromptMcpServer,
+    PromptSubagent,
+    PromptVariable,
 )
+from threadloom.wire.markdown import RenderedMarkdown, RenderMarkdown
 
 router = APIRouter(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
@@ -97,6 +103,51 @@ def _schema(prompt: Prompt) -> dict[str, Any] | None:
     return schema.model_json_schema()
 
 
+def _subagent_entries(prompt: Prompt) -> list[PromptSubagent]:
+    return [
+        PromptSubagent(
+            relationship=e.relationship_name,
+            agent=e.agent,
+            description=e.description,
+            blocking=e.blocking,
+        )
+        for e in prompt.tools
+        if isinstance(e, Subagent)
+    ]
+
+
+def _mcp_entries(defs: Any, prompt: Prompt) -> list[PromptMcpServer]:
+    out: list[PromptMcpServer] = []
+    for entry in prompt.tools:
+        found = defs.mcp_entry(entry)
+        if found is None:
+            continue
+        server, only = found
+        bound = defs.mcp_tools(server.name)
+        tools = (
+            None
+            if bound is None
+            else [
+                McpTool.model_validate(
+                    {"name": t.name, "description": t.description, "schema": t.parameters}
+                )
+                for t in bound
+                if only is None or getattr(t, "remote_name", None) == only
+            ]
+        )
+        out.append(
+            PromptMcpServer(
+                name=server.name,
+                transport="stdio" if server.command else "http",
+                description=server.description,
+                only=only,
+                tools=tools,
+                error=defs.mcp_finding(server.name) if bound is None else None,
+            )
+        )
+    return out
+
+
 @router.get("/prompts", summary="Prompt definitions (admin)")
 async def prompts(request: Request, _: Principal = Depends(deps.admin)) -> dict[str, Any]:
     defs = deps.runtime(request).definitions
@@ -120,6 +171,12 @@ async def prompts(request: Request, _: Principal = Depends(deps.admin)) -> dict[
                 tools=[entry_name(e) for e in prompt.tools],
                 reasoning=prompt.reasoning.model_dump() if prompt.reasoning else None,
                 created_at=LOADED_AT,
+                variables=[
+                    PromptVariable(name=name, description=description)
+                    for name, description in prompt.variables.items()
+                ],
+                subagents=_subagent_entries(prompt),
+                mcp_servers=_mcp_entries(defs, prompt),
             )
         )
     return PromptList(prompts=out).to_wire()
@@ -248,3 +305,14 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse(
         {"status": "ok", "version": threadloom.__version__, "node": node, "store": kind}
     )
+
+
+@router.post("/markdown", summary="Markdown rendered as sanitized HTML")
+async def render_markdown(
+    request: Request, _: Principal = Depends(deps.principal)
+) -> dict[str, Any]:
+    """Spec 08 §8.10.6: each text as sanitized HTML (in a worker thread: a megabyte of
+    Markdown takes a while, and the event loop serves every other request meanwhile)."""
+    body = await deps.body_of(request, RenderMarkdown)
+    html = await asyncio.to_thread(lambda: [markdown.render(text) for text in body.texts])
+    return RenderedMarkdown(html=html).to_wire()

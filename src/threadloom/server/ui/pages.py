@@ -95,6 +95,14 @@ async def threads_page(request: Request) -> Response:
     return render("threads.html", who=_who(who), page="threads")
 
 
+@router.get("/agents")
+async def agents_page(request: Request) -> Response:
+    who = await viewer(request)
+    if who is None:
+        return to_login(request)
+    return render("agents.html", who=_who(who), page="agents")
+
+
 @router.get("/threads/{thread_id}")
 async def thread_page(thread_id: str, request: Request) -> Response:
     who = await viewer(request)

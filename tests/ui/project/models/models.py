@@ -14,6 +14,8 @@
 - ``pay-two``: calls ``pay`` twice in one step (5 to bo, 700 to eve), each waiting for a
   person's approval, then answers ``Payments handled.``;
 - ``chart``: calls ``draw_chart`` (a PNG attachment) and then answers ``Here is the chart.``;
+- ``markdown``: answers ``MARKDOWN`` (a heading, bold, a list, a code block, links — one
+  ``javascript:`` — and raw HTML), streamed in a second;
 - ``fail``: the model call fails (not retryable), so the run settles ``failed``;
 - anything else: ``echo: <text>``, streamed in small chunks with reasoning first.
 """
@@ -29,6 +31,20 @@ from threadloom.define import Model
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider
 from threadloom.providers.types import ProviderRequest
+
+MARKDOWN = """## Release notes
+
+Some **bold** words, a [safe link](https://example.com/notes) and a [bad one](javascript:alert(1)).
+
+- first item
+- second item
+
+```python
+print("hello < world")
+```
+
+<img src=x onerror="alert(2)"> stays text.
+"""
 
 SLOW_TEXT = "This reply streams slowly so that it can be watched and stopped. " * 12
 
@@ -71,6 +87,8 @@ async def _chat(request: ProviderRequest) -> Reply:
         )
     if text == "chart":
         return Reply.tool_calls(Call("draw_chart", {}))
+    if text == "markdown":
+        return Reply.text(MARKDOWN, chunk_size=12, chunk_delay=0.03)
     if text == "fail":
         return Reply.error("The model is unavailable", retryable=False)
     if text == "slow":

@@ -114,7 +114,12 @@ export function renderMessage(m, view) {
   const why = reasoning(m, view);
   if (why) li.append(why);
   const text = live && live.text !== undefined && m.status === "pending" ? live.text : m.content;
-  if (text) li.append(el("div", { class: "msg-text" }, text));
+  if (text) {
+    const box = el("div", { class: "msg-text" }, text);
+    // a model's finished text is Markdown (markdown.js); a streaming one stays plain
+    if (m.role === "assistant" && m.status !== "pending" && view.markdown) view.markdown.fill(box, text);
+    li.append(box);
+  }
   if (m.role === "tool") {
     li.append(el("span", { class: `badge badge-tool-${m.tool_status || "success"}` }, m.tool_status || "success"));
   }

@@ -4,6 +4,8 @@
 import { api, el, clear, statusPill, threadName, toast, fullTime, failureText, orphanBadge, orphanText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
+import { Markdown } from "./markdown.js";
+import { Timeline } from "./timeline.js";
 import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
@@ -43,6 +45,7 @@ const view = {
   toolResults: new Map(), // tool_call_id -> tool message
   toolLive: new Map(), // tool_call_id -> "running" | "success" | "error" (stream events)
   streaming: new Map(), // message id -> {text, reasoning} while generating
+  markdown: new Markdown(), // the assistant's finished texts rendered (markdown.js)
 };
 const records = new Map();
 const callOwner = new Map(); // tool_call_id -> id of the assistant message that made it
@@ -281,6 +284,7 @@ function applyStatus(next, term) {
     if (note.dataset.kind !== "error") note.hidden = true;
   }
   panels.statusChanged();
+  if (timelineShown()) timeline.changed();
 }
 
 function showError(text) {
@@ -669,6 +673,25 @@ for (const box of Object.values(options)) box.addEventListener("change", () => {
 // ---- tabs ------------------------------------------------------------------------------
 
 const tabs = [...document.querySelectorAll("[role=tab]")];
+const timeline = new Timeline(threadId, who.logs === "true", {
+  // a call's message: in the conversation, when it is on the pages read
+  showMessage(id) {
+    select(document.getElementById("tab-conversation"));
+    const li = node(id);
+    if (!li) { toast("That message is not on the pages read; scroll back to it.", "info"); return; }
+    li.hidden = false;
+    li.scrollIntoView({ block: "center" });
+    li.classList.add("flash");
+    setTimeout(() => li.classList.remove("flash"), 1600);
+  },
+  showLog(id) {
+    select(document.getElementById("tab-logs"));
+    panels.openLog(id);
+  },
+});
+function timelineShown() {
+  return document.getElementById("tab-timeline").getAttribute("aria-selected") === "true";
+}
 function select(tab) {
   for (const t of tabs) {
     const on = t === tab;
@@ -677,6 +700,7 @@ function select(tab) {
     document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
   }
   panels.show(tab.id.replace("tab-", ""));
+  if (tab.id === "tab-timeline") timeline.load();
 }
 for (const tab of tabs) {
   tab.addEventListener("click", () => select(tab));
