@@ -260,6 +260,37 @@ async def test_c21_006_a_newer_format_version_is_refused(
     assert await target.get_thread(tid) is None
 
 
+def test_c21_012_integers_written_with_a_zero_fraction_are_integers() -> None:
+    """C21-012: JSON has one kind of number: ``595.0`` where an integer belongs is 595 (a
+    fuzzer following the schema sends it); a fraction, a text, a boolean or a number
+    beyond 64 bits is refused naming the field."""
+
+    def doc(created: object, version: object = 1) -> dict[str, object]:
+        return {
+            "format": "threadloom.thread",
+            "version": version,
+            "root": "t1",
+            "lineage": [],
+            "threads": [
+                {
+                    "id": "t1",
+                    "agent_id": "echo",
+                    "origin_agent_id": "echo",
+                    "created_at_us": created,
+                    "status": {"state": "idle", "since": 1},
+                }
+            ],
+        }
+
+    read = parse_export(json.dumps(doc(595.0, version=1.0)))
+    assert read.version == 1 and read.threads[0].created_at_us == 595
+    assert type(read.threads[0].created_at_us) is int
+    for bad in (595.5, "595", True, 1e30):
+        with pytest.raises(PortableFormatError) as caught:
+            parse_export(json.dumps(doc(bad)))
+        assert caught.value.field == "threads[0].created_at_us", bad
+
+
 async def test_c21_007_a_running_thread_is_not_exported(target: Store) -> None:
     """C21-007: while a thread of the tree runs, the export refuses (``ThreadBusy``); an
     unknown thread is ``ThreadNotFound``."""

@@ -9,7 +9,7 @@ import base64
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from threadloom.errors import FormatTooNew, PortableFormatError
 from threadloom.records.approval import Approval
@@ -24,9 +24,17 @@ VERSION = 1
 """The newest format version this code writes and reads (spec 21 §21.2)."""
 
 
-Time = Annotated[int, Field(ge=0, strict=True)]
+def _integral(value: Any) -> Any:
+    """JSON has one kind of number: ``595.0`` is the integer 595 (JSON Schema's
+    ``integer`` accepts it too); a fraction, a text or a boolean stays refused."""
+    if type(value) is float and value.is_integer() and INT_MIN <= value <= INT_MAX:
+        return int(value)
+    return value
+
+
+Time = Annotated[int, Field(ge=0, strict=True), BeforeValidator(_integral)]
 """A time of the file (µs, or ms where it says so): a non-negative integer, no boolean."""
-Count = Annotated[int, Field(ge=0, strict=True)]
+Count = Annotated[int, Field(ge=0, strict=True), BeforeValidator(_integral)]
 
 
 class _Strict(BaseModel):
@@ -118,7 +126,7 @@ class ThreadExport(_Strict):
     children (the root first)."""
 
     format: Literal["threadloom.thread"]
-    version: Annotated[int, Field(ge=1, le=VERSION, strict=True)]
+    version: Annotated[int, Field(ge=1, le=VERSION, strict=True), BeforeValidator(_integral)]
     """The file's format version: a newer one is refused before the rest is read."""
     root: str
     """The id of the exported thread (the first of ``threads``)."""
@@ -195,7 +203,7 @@ def parse_export(raw: bytes | str | dict[str, Any]) -> ThreadExport:
             f'must be "{FORMAT}"',
             f'not a Threadloom thread file: "format" is not "{FORMAT}"',
         )
-    version = data.get("version")
+    version = _integral(data.get("version"))
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise PortableFormatError("version", "must be a positive integer")
     if version > VERSION:

@@ -62,7 +62,9 @@ def _owner(value: Any) -> str:
     return value
 
 
-_Label = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_CHARS, pattern=r"^[^.]+$")]
+_Label = Annotated[
+    str, Field(min_length=1, max_length=MAX_LABEL_CHARS, pattern=r"^[^.\x00-\x1f\x7f]+$")
+]
 Namespace = Annotated[
     list[_Label],
     Field(min_length=1, max_length=MAX_LABELS),
