@@ -10,17 +10,14 @@ unknown thread).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.errors import InvalidField, ThreadloomError
+from threadloom.cli.shared import fail, when, with_store
 from threadloom.store import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -34,7 +31,6 @@ schedules_app = typer.Typer(
     rich_markup_mode=None,
     help="Schedules: messages sent to threads at cron times or intervals.",
 )
-err = Console(stderr=True, highlight=False)
 
 ScheduleId = Annotated[str, typer.Argument(metavar="ID", help="The schedule's id")]
 Cron = Annotated[
@@ -67,40 +63,16 @@ Catchup = Annotated[
 ]
 
 
+def _with_scheduler(url: str, work: Callable[[Scheduler], Awaitable[T]]) -> T:
+    from threadloom.engine.run.schedules import Scheduler
+    from threadloom.store.base import system_clock_us
+
+    return with_store(url, lambda store: work(Scheduler(store, None, system_clock_us)))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``schedules`` command group to the ``threadloom`` app."""
     app.add_typer(schedules_app, name="schedules")
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"error: {message}", markup=False)
-    return typer.Exit(code)
-
-
-def _with_scheduler(url: str, work: Callable[[Scheduler], Awaitable[T]]) -> T:
-    from threadloom.engine.run.schedules import Scheduler
-    from threadloom.store import open_store
-    from threadloom.store.base import system_clock_us
-
-    async def run() -> T:
-        store = await open_store(url)
-        try:
-            return await work(Scheduler(store, None, system_clock_us))
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(run())
-    except InvalidField as exc:
-        raise _fail(str(exc), 2) from None
-    except ThreadloomError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _when(us: int | None) -> str:
-    if us is None:
-        return "-"
-    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _rule(s: Schedule) -> str:
@@ -143,7 +115,7 @@ def _fields(
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
-            raise _fail("--arguments must be a JSON object", 2)
+            raise fail("--arguments must be a JSON object", 2)
         fields["arguments"] = parsed
     return fields
 
@@ -161,9 +133,9 @@ def _show(row: ScheduleRow) -> None:
         ("catchup", s.catchup),
         ("enabled", "yes" if s.enabled else "no"),
         ("source", row.source),
-        ("next fire", _when(row.next_fire_us)),
+        ("next fire", when(row.next_fire_us)),
         ("fires", str(row.fire_count)),
-        ("last fire", f"{_when(row.last_fire_us)} {row.last_status or ''}".rstrip()),
+        ("last fire", f"{when(row.last_fire_us)} {row.last_status or ''}".rstrip()),
         ("last thread", row.last_thread_id or "-"),
         ("last error", row.last_error or "-"),
     ):
@@ -183,7 +155,7 @@ def schedules_list(store: StoreOption = DEFAULT_STORE) -> None:
             _rule(r.schedule),
             _target(r.schedule),
             "yes" if r.schedule.enabled else "no",
-            _when(r.next_fire_us),
+            when(r.next_fire_us),
             r.last_status or "-",
             str(r.fire_count),
         )
@@ -229,9 +201,9 @@ def schedules_create(
         schedule = Schedule(id=schedule_id, enabled=not disabled, **fields)
     except ValidationError as exc:
         first = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-        raise _fail(f"invalid schedule: {first}", 2) from None
+        raise fail(f"invalid schedule: {first}", 2) from None
     row = _with_scheduler(store, lambda s: s.create(schedule))
-    typer.echo(f"created schedule {row.id}; next fire {_when(row.next_fire_us)} UTC")
+    typer.echo(f"created schedule {row.id}; next fire {when(row.next_fire_us)} UTC")
 
 
 @schedules_app.command("update")
@@ -262,9 +234,9 @@ def schedules_update(
     if enable is not None:
         fields["enabled"] = enable
     if not fields:
-        raise _fail("nothing to change: give at least one option", 2)
+        raise fail("nothing to change: give at least one option", 2)
     row = _with_scheduler(store, lambda s: s.update(schedule_id, fields))
-    typer.echo(f"updated schedule {row.id}; next fire {_when(row.next_fire_us)} UTC")
+    typer.echo(f"updated schedule {row.id}; next fire {when(row.next_fire_us)} UTC")
 
 
 @schedules_app.command("delete")

@@ -9,17 +9,14 @@ unknown or taken id, an unknown thread).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.errors import InvalidField, ThreadloomError
+from threadloom.cli.shared import fail, when, with_store
 from threadloom.store import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -33,7 +30,6 @@ triggers_app = typer.Typer(
     rich_markup_mode=None,
     help="Inbound triggers: URLs that start or continue a thread with a request's body.",
 )
-err = Console(stderr=True, highlight=False)
 
 TriggerId = Annotated[str, typer.Argument(metavar="ID", help="The trigger's id")]
 AgentOpt = Annotated[
@@ -54,40 +50,16 @@ MessageOpt = Annotated[
 ]
 
 
+def _with_triggers(url: str, work: Callable[[Triggers], Awaitable[T]]) -> T:
+    from threadloom.engine.run.triggers import Triggers
+    from threadloom.store.base import system_clock_us
+
+    return with_store(url, lambda store: work(Triggers(store, None, system_clock_us)))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``triggers`` command group to the ``threadloom`` app."""
     app.add_typer(triggers_app, name="triggers")
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"error: {message}", markup=False)
-    return typer.Exit(code)
-
-
-def _with_triggers(url: str, work: Callable[[Triggers], Awaitable[T]]) -> T:
-    from threadloom.engine.run.triggers import Triggers
-    from threadloom.store import open_store
-    from threadloom.store.base import system_clock_us
-
-    async def run() -> T:
-        store = await open_store(url)
-        try:
-            return await work(Triggers(store, None, system_clock_us))
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(run())
-    except InvalidField as exc:
-        raise _fail(str(exc), 2) from None
-    except ThreadloomError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _when(us: int | None) -> str:
-    if us is None:
-        return "-"
-    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _target(t: Trigger) -> str:
@@ -116,7 +88,7 @@ def _fields(
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
-            raise _fail("--arguments must be a JSON object", 2)
+            raise fail("--arguments must be a JSON object", 2)
         fields["arguments"] = parsed
     return fields
 
@@ -131,7 +103,7 @@ def triggers_list(store: StoreOption = DEFAULT_STORE) -> None:
             _target(r.trigger),
             "yes" if r.trigger.enabled else "no",
             str(r.fire_count),
-            _when(r.last_fire_us),
+            when(r.last_fire_us),
         )
         for r in rows
     ]
@@ -158,7 +130,7 @@ def _show(row: TriggerRow) -> None:
         ("owner", t.user_id or "-"),
         ("enabled", "yes" if t.enabled else "no"),
         ("calls", str(row.fire_count)),
-        ("last call", _when(row.last_fire_us)),
+        ("last call", when(row.last_fire_us)),
         ("last thread", row.last_thread_id or "-"),
     ):
         typer.echo(f"{label + ':':13}{value}")
@@ -191,10 +163,10 @@ def triggers_create(
     try:
         trigger = Trigger(id=trigger_id, enabled=not disabled, **fields)
     except ValidationError as exc:
-        raise _fail(f"invalid trigger: {exc.errors()[0]['msg']}", 2) from None
+        raise fail(f"invalid trigger: {exc.errors()[0]['msg']}", 2) from None
     found = trigger_problem(trigger.model_dump())
     if found is not None:
-        raise _fail(f"{found[0]} {found[1]}", 2)
+        raise fail(f"{found[0]} {found[1]}", 2)
     row = _with_triggers(store, lambda t: t.create(trigger))
     typer.echo(f"created trigger {row.id}: POST {fire_path(row.id)}")
     typer.echo(f"secret: {row.secret}")
@@ -226,13 +198,13 @@ def triggers_update(
     fields = _fields(agent, thread, arguments, user, message)
     if body_message:
         if message is not None:
-            raise _fail("--message and --body-as-message exclude each other", 2)
+            raise fail("--message and --body-as-message exclude each other", 2)
         fields["message"] = None
     if enable is not None:
         fields["enabled"] = enable
     secret = new_webhook_secret() if new_secret else None
     if not fields and secret is None:
-        raise _fail("nothing to change: give at least one option", 2)
+        raise fail("nothing to change: give at least one option", 2)
     row = _with_triggers(store, lambda t: t.update(trigger_id, fields, secret=secret))
     typer.echo(f"updated trigger {row.id}")
     if secret is not None:

@@ -12,16 +12,13 @@ subscription, a delivery that is not dead).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
 
 from threadloom.cli.options import StoreOption
-from threadloom.errors import InvalidField, ThreadloomError
+from threadloom.cli.shared import fail, table, when, with_store
+from threadloom.errors import ThreadloomError
 from threadloom.store import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -35,7 +32,6 @@ webhooks_app = typer.Typer(
     rich_markup_mode=None,
     help="Outbound webhooks: subscriptions, dead letters, re-delivery.",
 )
-err = Console(stderr=True, highlight=False)
 
 WebhookId = Annotated[str, typer.Argument(metavar="ID", help="The subscription's id")]
 
@@ -49,49 +45,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(webhooks_app, name="webhooks")
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"error: {message}", markup=False)
-    return typer.Exit(code)
-
-
-def _with_store(url: str, work: Callable[[Store], Awaitable[T]]) -> T:
-    from threadloom.store import open_store
-
-    async def run() -> T:
-        store = await open_store(url)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(run())
-    except InvalidField as exc:
-        raise _fail(str(exc), 2) from None
-    except ThreadloomError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _when(us: int | None) -> str:
-    if not us:
-        return "-"
-    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
 @webhooks_app.command("list")
 def webhooks_list(store: StoreOption = DEFAULT_STORE) -> None:
     """List the subscriptions: id, whether enabled, the event types (all: *), the URL."""
-    subs = _with_store(store, lambda s: s.list_webhooks())
+    subs = with_store(store, lambda s: s.list_webhooks())
     rows = [
         (w.id, "yes" if w.enabled else "no", ",".join(w.event_types) or "*", w.url) for w in subs
     ]
-    _table(("ID", "ENABLED", "EVENTS", "URL"), rows)
+    table(("ID", "ENABLED", "EVENTS", "URL"), rows)
 
 
 @webhooks_app.command("add")
@@ -116,9 +77,9 @@ def webhooks_add(
     unknown = [t for t in types if t not in WEBHOOK_EVENT_TYPES]
     if unknown:
         known = ", ".join(WEBHOOK_EVENT_TYPES)
-        raise _fail(f"unknown event type {unknown[0]!r} (known: {known})", 2)
+        raise fail(f"unknown event type {unknown[0]!r} (known: {known})", 2)
     if description is not None and len(description) > 1024:
-        raise _fail("--description must be at most 1024 characters", 2)
+        raise fail("--description must be at most 1024 characters", 2)
 
     async def add(s: Store) -> WebhookSubscription:
         await check_url(url, TargetPolicy.from_env())
@@ -132,7 +93,7 @@ def webhooks_add(
         )
         return await s.create_webhook(sub)
 
-    made = _with_store(store, add)
+    made = with_store(store, add)
     typer.echo(f"added webhook {made.id}")
     typer.echo(f"secret: {made.secret}")
 
@@ -145,7 +106,7 @@ def webhooks_remove(webhook_id: WebhookId, store: StoreOption = DEFAULT_STORE) -
         if not await s.delete_webhook(webhook_id):
             raise Refused(f"Webhook not found: {webhook_id}")
 
-    _with_store(store, remove)
+    with_store(store, remove)
     typer.echo(f"removed webhook {webhook_id}")
 
 
@@ -158,7 +119,7 @@ def webhooks_dead(
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """List the dead letters: deliveries that failed every attempt."""
-    dead = _with_store(
+    dead = with_store(
         store,
         lambda s: s.list_webhook_deliveries(state="dead", subscription_id=webhook, limit=limit),
     )
@@ -168,12 +129,12 @@ def webhooks_dead(
             d.subscription_id,
             d.event_type,
             str(d.attempts),
-            _when(d.created_at),
+            when(d.created_at),
             (d.last_error or (str(d.last_status) if d.last_status else "-"))[:60],
         )
         for d in dead
     ]
-    _table(("EVENT", "WEBHOOK", "TYPE", "ATTEMPTS", "CREATED (UTC)", "LAST ERROR"), rows)
+    table(("EVENT", "WEBHOOK", "TYPE", "ATTEMPTS", "CREATED (UTC)", "LAST ERROR"), rows)
 
 
 @webhooks_app.command("redeliver")
@@ -193,5 +154,5 @@ def webhooks_redeliver(
         if await s.redeliver_webhook(event_id, webhook_id) is None:
             raise Refused(f"Delivery {event_id} is no longer dead")
 
-    _with_store(store, redeliver)
+    with_store(store, redeliver)
     typer.echo(f"delivery {event_id} is pending again; the server sends it next")
