@@ -162,6 +162,18 @@ class Metrics(Collector):
             [],
             SETTLE_BUCKETS,
         )
+        self.schedule_fires = Counts(
+            "threadloom_schedule_fires",
+            "Schedule fires settled on this node (spec 18), by outcome: fired, skipped (the"
+            " overlap rule), missed (catch-up skip) or failed.",
+            ["outcome"],
+        )
+        self.webhook_attempts = Counts(
+            "threadloom_webhook_attempts",
+            "Outbound webhook delivery attempts recorded on this node (spec 19), by the state"
+            " they left the delivery in: delivered, pending (due again) or dead.",
+            ["state"],
+        )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -178,6 +190,8 @@ class Metrics(Collector):
             self.tool_calls,
             self.lost_runs,
             self.lost_settle,
+            self.schedule_fires,
+            self.webhook_attempts,
         ):
             yield instrument.family()
 

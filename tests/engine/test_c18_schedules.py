@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from fakes import FakeClock
 from store_probe import StoreProbe
@@ -179,7 +180,14 @@ async def test_c18_005_dst_days_fire_once_each_through_the_runtime(open_rt: Open
         fired: list[int] = []
         while clock.now < start + 3 * DAY:
             clock.now += 10 * MIN
-            fired += [f.due_us for f in await rt.schedules.tick() if f.status == "fired"]
+            for fire in await rt.schedules.tick():
+                if fire.status == "fired":
+                    fired.append(fire.due_us)
+                    # the fake clock jumps a day in milliseconds: let the run end first, or
+                    # a loaded machine's slow run makes the next day's fire `skipped` (the
+                    # overlap rule), which is not what this test is about
+                    assert fire.thread_id is not None
+                    await rt.wait_idle(fire.thread_id, timeout=30)
         assert fired == expected
         assert (await rt.schedules.get(sid)).fire_count == 3
         await rt.schedules.delete(sid)
@@ -535,3 +543,44 @@ async def test_c18_060_schedules_are_managed_at_run_time(open_rt: Opener) -> Non
     with pytest.raises(ScheduleNotFound):
         await rt.schedules.delete("s1")
     assert await rt.schedules.list() == []
+
+
+async def test_c17_089_schedule_fires_are_counted_by_outcome(open_rt: Opener) -> None:
+    """C17-089: a fire ``fired`` (its run held open), the next one ``skipped`` by the
+    overlap rule, one ``missed`` after a downtime (catch-up ``skip``), one ``failed`` (its
+    thread was deleted) → ``threadloom_schedule_fires_total`` holds one of each."""
+    gate = _Gate()
+    t0 = us(2026, 5, 4, 12, 0)
+    clock = FakeClock(t0)
+    rt = await open_rt(clock, provider=ScriptedProvider(gate))
+    await rt.schedules.create(
+        Schedule(id="busy", message="work", interval_s=60, agent="reporter", overlap="skip")
+    )
+    clock.now = t0 + 60 * S
+    [first] = await rt.schedules.tick()
+    assert first.status == "fired" and first.thread_id is not None
+    for _ in range(200):
+        if (await rt.store.get_thread(first.thread_id)).status.state == "running":  # type: ignore[union-attr]
+            break
+        await asyncio.sleep(0.01)
+    clock.now = t0 + 120 * S
+    assert [f.status for f in await rt.schedules.tick()] == ["skipped"]
+    gate.release.set()
+    await rt.wait_idle(first.thread_id, timeout=10)
+    await rt.schedules.delete("busy")
+    await rt.schedules.create(
+        Schedule(id="late", message="m", interval_s=600, agent="reporter", catchup="skip")
+    )
+    clock.now += DAY
+    assert [f.status for f in await rt.schedules.tick()] == ["missed"]
+    await rt.schedules.delete("late")
+    await rt.schedules.create(
+        Schedule(id="gone", message="m", interval_s=600, thread_id=first.thread_id)
+    )
+    await rt.delete_thread(first.thread_id)
+    clock.now += 601 * S
+    assert [f.status for f in await rt.schedules.tick()] == ["failed"]
+    counted = rt.metrics.schedule_fires.values
+    assert counted == {("fired",): 1, ("skipped",): 1, ("missed",): 1, ("failed",): 1}
+    exposed = generate_latest(rt.metrics.registry).decode()
+    assert 'threadloom_schedule_fires_total{outcome="failed"} 1.0' in exposed

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from threadloom.node.webhook_targets import TargetPolicy
@@ -218,3 +219,27 @@ async def test_c19_016_a_hanging_receiver_never_delays_another(
     finally:
         slow.stop()
         fast.stop()
+
+
+async def test_c17_090_webhook_attempts_are_counted_by_the_state_they_leave(
+    make_runtime: Any, receiver: Receiver
+) -> None:
+    """C17-090: one receiver answers 500 then 200, another always 503 (3 attempts) →
+    ``threadloom_webhook_attempts_total`` holds pending 1 + 2, delivered 1, dead 1."""
+    receiver.answers = [500]
+    failing = Receiver().start()
+    failing.default = 503
+    try:
+        runtime = await make_runtime([Reply.text("hi")])
+        await subscribe(runtime, receiver, "run.settled")
+        await subscribe(runtime, failing, "run.settled")
+        await one_run(runtime)
+        store = runtime.store
+        await until(lambda: store.list_webhook_deliveries(state="dead"))
+        await until(lambda: store.list_webhook_deliveries(state="delivered"))
+        counted = runtime.metrics.webhook_attempts.values
+        assert counted == {("pending",): 3, ("delivered",): 1, ("dead",): 1}
+        exposed = generate_latest(runtime.metrics.registry).decode()
+        assert 'threadloom_webhook_attempts_total{state="dead"} 1.0' in exposed
+    finally:
+        failing.stop()

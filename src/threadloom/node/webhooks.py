@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 import httpcore
 from standardwebhooks.webhooks import Webhook
 
+from threadloom.metrics import Metrics
 from threadloom.node.webhook_targets import PinnedBackend, TargetPolicy, TargetRefused, split_url
 from threadloom.records import WebhookDelivery, WebhookSubscription
 from threadloom.store.base import Store
@@ -114,9 +115,11 @@ class WebhookWorker:
         node_id: str,
         options: WebhookOptions | None = None,
         clock: Callable[[], int] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.node_id = node_id
+        self.metrics = metrics
         self.options = options or WebhookOptions.from_env()
         self.clock = clock
         self._pool: httpcore.AsyncConnectionPool | None = None
@@ -222,6 +225,8 @@ class WebhookWorker:
         await self.store.record_webhook_attempt(
             delivery.event_id, sub.id, self.node_id, state, next_at, status, error
         )
+        if self.metrics is not None:
+            self.metrics.webhook_attempts.add((state,))
         return state
 
     async def send(

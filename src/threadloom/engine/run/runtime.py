@@ -116,7 +116,9 @@ class Runtime:
         self._sweeper: RetentionSweeper | None = None
         self.webhooks: WebhookWorker | None = None
         """This node's outbound-webhook delivery worker (spec 19), when it runs threads."""
-        self.schedules = Scheduler(hub.store, self, hub.clock, known_agent=self._known_agent)
+        self.schedules = Scheduler(
+            hub.store, self, hub.clock, known_agent=self._known_agent, metrics=self.runs.metrics
+        )
         """The store's schedules (spec 18, ``engine/run/schedules.py``): managed here, fired
         by the runtime that runs the store's threads."""
         self.triggers = Triggers(hub.store, self, hub.clock, known_agent=self._known_agent)
@@ -298,7 +300,10 @@ class Runtime:
             await runtime.schedules.sync_project(defs.schedules())
             runtime.schedules.start()
             runtime.webhooks = WebhookWorker(
-                opened, cluster.node_id or f"local-{new_id()}", clock=the_clock
+                opened,
+                cluster.node_id or f"local-{new_id()}",
+                clock=the_clock,
+                metrics=runtime.metrics,
             )
             runtime.webhooks.start()  # beside the runs, never on their path (spec 19)
         return runtime

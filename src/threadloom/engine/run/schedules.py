@@ -38,6 +38,7 @@ from threadloom.errors import (
     StoreUnavailable,
     ThreadNotFound,
 )
+from threadloom.metrics import Metrics
 from threadloom.records import Schedule, ScheduleRow
 from threadloom.records.schedule import schedule_problem
 from threadloom.store.base import Clock, Store
@@ -146,8 +147,10 @@ class Scheduler:
         clock: Clock,
         options: ScheduleOptions | None = None,
         known_agent: Callable[[str], bool] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics
         self.host = host
         self.clock = clock
         self.options = options or ScheduleOptions()
@@ -238,6 +241,8 @@ class Scheduler:
         )
         if fire.status == "fired":
             self.fires += 1
+        if self.metrics is not None:
+            self.metrics.schedule_fires.add((fire.status,))
         if self.on_fire is not None:
             await self.on_fire(fire)
         return fire
