@@ -242,7 +242,16 @@ def run_pair(
     """Both callgrind runs at once; each run's profile and what its turns stored.
     ``src``: the ``src`` folder whose ``threadloom`` the runs import (else this checkout's)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "0",
+        # no background pollers in the measured processes: the scheduler's tick and the
+        # webhook worker's poll read the store by the wall clock, so the run with turns and
+        # the run without did different amounts of it (a tiny run's SQLite row went
+        # negative); a turn's own work is what is counted
+        "THREADLOOM_SCHEDULE_TICK_SECONDS": "off",
+        "THREADLOOM_WEBHOOK_POLL_S": "3600",
+    }
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(src), env.get("PYTHONPATH"))))
     started: dict[int, tuple[subprocess.Popen[str], Path]] = {}

@@ -106,6 +106,21 @@ _CROSS_ITEM = re.compile(
     r" item|tool_calls: (repeats call id|is invalid: tool_calls: duplicate call id).*)$"
 )
 
+_ACROSS_FIELDS = frozenset(
+    {
+        # a trigger's target (spec 22 §22.1): exactly one, and what only an agent takes
+        "exactly one of agent and thread_id is required",
+        "is only for an agent target",
+        # a schedule's time rule and target (spec 18 §18.1)
+        "or interval_s: exactly one must be set",
+        "or thread_id: exactly one must be set",
+        "must be null with a thread_id target",
+        "must be skip or queue with a thread_id target",
+    }
+)
+"""Rules across the fields of a schedule or a trigger that its body's schema does not state
+(which one of two fields is set)."""
+
 _PORTABLE = re.compile(
     r"^(root|threads\[\d+\].*): (appears twice|must name a thread that comes before it"
     r"|must be the id of the first thread|must be null \(the root\)|must not be running"
@@ -139,7 +154,8 @@ def _excused(case: Any, response: Any) -> str | None:
       frontend tool may not take the name of one of the agent's tools, nor a name an earlier
       entry of ``tools`` has; a webhook's target, which must resolve, to addresses the
       settings allow (spec 19 §19.6);
-    - the rules across a thread file's parts (spec 21 §21.2.4, ``_PORTABLE``).
+    - the rules across a thread file's parts (spec 21 §21.2.4, ``_PORTABLE``);
+    - the rules across a schedule's or a trigger's fields (``_ACROSS_FIELDS``: one target).
     """
     if response.status_code != 400:
         return None
@@ -178,6 +194,7 @@ def _excused(case: Any, response: Any) -> str | None:
             or (detail.get("field") == "url" and said.startswith("url "))
             or _CROSS_ITEM.match(problem) is not None
             or _PORTABLE.match(problem) is not None
+            or said in _ACROSS_FIELDS
             or (
                 text_form
                 and ".tool_calls" in str(detail.get("field"))
