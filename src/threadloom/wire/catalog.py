@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, RootModel
 
+from threadloom.errors import FallbackClass
 from threadloom.wire.model import Answer
 from threadloom.wire.query import boolean, choice
 
@@ -166,6 +167,8 @@ class ModelEntry(Answer):
     pricing_range: None
     included_providers: None
     fallbacks: list[Fallback]
+    fallback_on: list[FallbackClass]
+    """The error classes on which the fallbacks are tried (spec 04 §4.12.3; Threadloom)."""
     providerTools: list[Any]
     capabilities: Capabilities
     created_at: int

@@ -259,6 +259,7 @@ async def models(request: Request, _: Principal = Depends(deps.admin)) -> dict[s
                 "pricing_range": None,
                 "included_providers": None,
                 "fallbacks": fallbacks,
+                "fallback_on": list(model.fallback_on),
                 "providerTools": [],
                 "capabilities": {
                     "tools": model.supports_tools,
