@@ -32,7 +32,8 @@ THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
     "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
-    "status_error, budgets, run_context IS NOT NULL"
+    "status_error, budgets, run_context IS NOT NULL, forked_from_thread_id, "
+    "forked_from_message_id"
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
@@ -75,7 +76,7 @@ _LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 
 
-THREAD_COLUMN_COUNT = 23
+THREAD_COLUMN_COUNT = 25
 """The columns of ``THREAD_COLUMNS``: extra columns of a query follow them."""
 
 
@@ -284,6 +285,8 @@ def thread_with_state(
         last_message_at_us=last_message_at_us,
         budgets=load_budgets(row[21]) if row[21] else (),
         has_run_context=bool(row[22]),
+        forked_from_thread_id=row[23],
+        forked_from_message_id=row[24],
     )
 
 

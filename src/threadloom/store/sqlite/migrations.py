@@ -826,4 +826,16 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 );
 """,
     ),
+    (
+        26,
+        "the thread a fork was made from, and at which message",
+        # Issue 35 item 3, spec 08 §8.3.8: a fork's lineage (both null for a thread that is
+        # no fork); the index answers "the forks of a thread" (GET /api/threads/{id}/forks).
+        """
+ALTER TABLE threads ADD COLUMN forked_from_thread_id TEXT;
+ALTER TABLE threads ADD COLUMN forked_from_message_id TEXT;
+CREATE INDEX IF NOT EXISTS threads_forked_from ON threads(forked_from_thread_id)
+    WHERE forked_from_thread_id IS NOT NULL;
+""",
+    ),
 ]
