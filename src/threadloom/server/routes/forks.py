@@ -9,8 +9,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from threadloom.errors import InvalidField
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
+from threadloom.server.errors import bad_field
 from threadloom.server.routes.threads import THREAD, origin_of
 from threadloom.server.thread_answers import thread_answer
 from threadloom.store.base import ThreadRow
@@ -25,7 +27,10 @@ async def fork_thread(
 ) -> dict[str, Any]:
     body = await deps.body_of(request, ForkThread)
     runtime = deps.runtime(request)
-    fork = await runtime.fork_thread(row.id, body.message_id, body.content)
+    try:
+        fork = await runtime.fork_thread(row.id, body.message_id, body.content)
+    except InvalidField as exc:
+        raise bad_field(exc.field, exc.problem, str(exc)) from None
     return ThreadForked(
         threadId=fork.row.id,
         messageId=fork.message_id,

@@ -46,9 +46,9 @@ from threadloom.store.base import Store
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import (
     auth,
-    forks,
     events,
     files,
+    forks,
     logs,
     memory,
     messages,
