@@ -141,6 +141,10 @@ async def test_c08_179_lineage_is_shown_both_ways(api: Api) -> None:
     assert forks.json()["forks"][0]["last_message_preview"] == "a"
     assert [t["id"] for t in (await alice.get(f"/api/threads/{f1}/forks")).json()["forks"]] == [f3]
     assert (await alice.get(f"/api/threads/{f3}/forks")).json() == {"forks": []}
+    # a deleted fork is no longer listed
+    assert (await alice.delete(f"/api/threads/{f2}")).status_code == 200
+    after = (await alice.get(f"/api/threads/{thread}/forks")).json()["forks"]
+    assert [t["id"] for t in after] == [f1]
 
 
 async def test_c08_180_a_fork_inside_a_tool_round_ends_the_round(api: Api) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from threadloom.records import (
@@ -32,8 +33,13 @@ THREAD_COLUMNS = (
     "id, agent_id, origin_agent_id, user_id, tags, parent_id, arguments, created_at_us, "
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
     "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
-    "status_error, budgets, run_context IS NOT NULL, forked_from_thread_id, "
-    "forked_from_message_id"
+    "status_error, budgets, run_context IS NOT NULL"
+)
+# A fork's lineage (spec 08 §8.3.8, migration 26), read only where an answer shows it (a
+# thread's detail, the list, the forks): two point reads of thread_forks by its key.
+THREAD_LINEAGE = (
+    "(SELECT f.from_thread_id FROM thread_forks f WHERE f.thread_id = threads.id),"
+    " (SELECT f.from_message_id FROM thread_forks f WHERE f.thread_id = threads.id)"
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
@@ -76,7 +82,7 @@ _LOG_KEYS = (*ROW_FIELDS, *BODY_FIELDS)
 _LOG_BOOL = frozenset(("is_complete", "standard_agents_router_used"))
 
 
-THREAD_COLUMN_COUNT = 25
+THREAD_COLUMN_COUNT = 23
 """The columns of ``THREAD_COLUMNS``: extra columns of a query follow them."""
 
 
@@ -225,15 +231,20 @@ def preview(text: str | None) -> str | None:
 
 
 def thread_from_row(
-    row: Sequence[Any], *, has_children: bool = False, summary: bool = False
+    row: Sequence[Any],
+    *,
+    has_children: bool = False,
+    summary: bool = False,
+    lineage: bool = False,
 ) -> ThreadRow:
-    """A ``threads`` row; ``has_children`` / ``summary`` say which extra columns follow."""
+    """A ``threads`` row; ``has_children`` / ``summary`` / ``lineage`` (``THREAD_LINEAGE``)
+    say which extra columns follow, in that order."""
     extra = THREAD_COLUMN_COUNT
     children: bool | None = None
     if has_children:
         children = bool(row[extra])
         extra += 1
-    return thread_with_state(
+    found = thread_with_state(
         row,
         terminated=row[8],
         status=status_from_row(row),
@@ -245,6 +256,10 @@ def thread_from_row(
         last_message_preview=preview(row[extra]) if summary else None,
         last_message_at_us=row[extra + 1] if summary else None,
     )
+    if lineage:
+        at = extra + 2 if summary else extra
+        found = replace(found, forked_from_thread_id=row[at], forked_from_message_id=row[at + 1])
+    return found
 
 
 def thread_with_state(
@@ -285,8 +300,6 @@ def thread_with_state(
         last_message_at_us=last_message_at_us,
         budgets=load_budgets(row[21]) if row[21] else (),
         has_run_context=bool(row[22]),
-        forked_from_thread_id=row[23],
-        forked_from_message_id=row[24],
     )
 
 

@@ -546,10 +546,12 @@ CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
 namespace prefix is a range of the primary key."""
 
 _V16 = f"""
-ALTER TABLE threads ADD COLUMN forked_from_thread_id {T};
-ALTER TABLE threads ADD COLUMN forked_from_message_id {T};
-CREATE INDEX IF NOT EXISTS threads_forked_from ON threads(forked_from_thread_id)
-    WHERE forked_from_thread_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS thread_forks (
+    thread_id       {T} PRIMARY KEY REFERENCES threads(id) ON DELETE CASCADE,
+    from_thread_id  {T} NOT NULL,
+    from_message_id {T} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
 """
 """The thread a fork was made from, and at which message (spec 08 §8.3.8; SQLite's
 migration 26)."""
