@@ -12,6 +12,8 @@ import uuid
 from typing import Any
 
 import httpx
+from test_c09_list_events import events_ws
+from test_c09_stream import until
 
 from conftest import Api
 
@@ -291,6 +293,22 @@ async def test_c08_184_the_files_of_copied_attachments_come_along(api: Api) -> N
     assert removed.status_code == 204, removed.text
     kept = await alice.get(f"/api/threads/{thread}/fs{ref['path']}")
     assert kept.status_code == 200 and kept.content == data
+
+
+async def test_c08_186_a_fork_is_announced_to_the_thread_list(api: Api) -> None:
+    """C08-186: a fork is a ``thread_created`` frame on ``/api/events`` for its owner, whose
+    item names its lineage."""
+    thread = await chatted(api, "a")
+    alice = api.client()
+    point = (await history(alice, thread))[1]["id"]
+    async with await events_ws(api) as ws:
+        fork_id = (await fork(alice, thread, point)).json()["threadId"]
+        frames = await until(
+            ws, lambda f: f["type"] == "thread_created" and f["thread"]["id"] == fork_id
+        )
+    item = frames[-1]["thread"]
+    assert (item["forked_from_thread_id"], item["forked_from_message_id"]) == (thread, point)
+    assert item["agent_name"] == "echo"
 
 
 async def test_c08_185_a_fork_outlives_its_original(api: Api) -> None:
