@@ -141,6 +141,15 @@ def seed(base: str) -> dict[str, str]:
         ).raise_for_status()
         settle(client, threads["notes"])
         client.post(f"/api/threads/{threads['terminated']}/terminate").raise_for_status()
+        # a fork of the main thread at its first message, edited and rerun (spec 08 §8.3.8)
+        page = client.get(f"/api/threads/{threads['main']}/messages", params={"order": "asc"})
+        first = page.json()["messages"][0]["id"]
+        edit = {"message_id": first, "content": "hello there, in French please"}
+        made = client.post(f"/api/threads/{threads['main']}/fork", json=edit)
+        made.raise_for_status()
+        threads["fork"] = made.json()["threadId"]
+        client.post(f"/api/threads/{threads['fork']}/continue", json={}).raise_for_status()
+        settle(client, threads["fork"])
         threads["running"] = thread(client, "Long answer", "slow", wait=False)
         threads["approval"] = thread(client, "Refunds", "pay-two")  # parks for approval
         return threads
@@ -196,6 +205,14 @@ def shoot(base: str, auth_base: str, threads: dict[str, str], out: Path) -> list
             expect(page.locator("#agents")).not_to_have_attribute("aria-busy", "true")
             page.locator('#agent-chat details[data-tool="lookup_order"] summary').click()
             save(page, "agents", full=True)  # the subagents are below the fold
+            page.goto(f"/threads/{threads['fork']}")
+            expect(page.locator("#thread-fork-of")).to_be_visible()
+            expect(page.locator("li.msg-assistant").last).to_have_attribute(
+                "data-status", "completed"
+            )
+            page.locator("li.msg-user").first.get_by_role("button", name="Edit and rerun").click()
+            page.get_by_label("New text of the message").fill("hello there, in German please")
+            save(page, "fork")
             page.goto(f"/threads/{threads['notes']}")
             page.get_by_label("Show sub-prompt messages").check()
             expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")

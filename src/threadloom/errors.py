@@ -37,6 +37,15 @@ class MessageGenerating(ThreadloomError):
         self.message_id = message_id
 
 
+class ForkPointUnfinished(ThreadloomError):
+    """A fork's history would end in unfinished work (spec 08 §8.3.8): a message still
+    being generated, or a tool call with no stored result (HTTP 409)."""
+
+    def __init__(self, message: str, message_id: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
 class InvalidArgument(ThreadloomError, ValueError):
     """An argument has the wrong type or value."""
 
@@ -476,6 +485,7 @@ __all__ = [
     "FileExists",
     "FileNotFound",
     "FileTooLarge",
+    "ForkPointUnfinished",
     "FormatTooNew",
     "HookBlocked",
     "HookIdConflict",

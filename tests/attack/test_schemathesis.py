@@ -437,6 +437,8 @@ def _prepare(served: Served, case: Any, real: bool) -> dict[str, str]:
     if positive and isinstance(case.body, dict) and "agent_id" in case.body:
         # a known agent (a negative case keeps its own: it may be what makes it invalid)
         case.body["agent_id"] = AGENTS[len(str(case.body["agent_id"])) % len(AGENTS)]
+    if positive and isinstance(case.body, dict) and case.operation.path.endswith("/fork"):
+        case.body["message_id"] = served.message  # a fork at the seeded thread's first
     return headers
 
 

@@ -142,6 +142,13 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             free=("metadata",),
         )
     ],
+    ("POST", "/api/threads/{id:thread_id}/fork"): [
+        Sample(
+            "POST",
+            "/api/threads/{id:thread_id}/fork",
+            lambda ids: {"message_id": ids.message, "content": "edited"},
+        )
+    ],
     ("POST", "/api/threads/{id}/continue"): [
         Sample("POST", "/api/threads/{id}/continue", lambda ids: {"side": "a"})
     ],
@@ -449,6 +456,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/owners": ("", ()),
     "/api/threads/{id:thread_id}": ("", ()),
     "/api/threads/{id:thread_id}/export": ("", ()),
+    "/api/threads/{id:thread_id}/forks": ("", ()),
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
     "/api/threads/{id}/approvals": ("", ()),
     "/api/threads/{id}/state": ("", ()),

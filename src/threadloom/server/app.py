@@ -29,6 +29,7 @@ from threadloom.server.routes import (
     catalog,
     control,
     files,
+    forks,
     memory,
     messages,
     oauth,
@@ -71,6 +72,7 @@ def _build(
     routers = (
         threads,
         portable,
+        forks,
         messages,
         control,
         approvals,

@@ -107,6 +107,8 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(413, "payload_too_large", message)
     if isinstance(exc, E.ThreadBusy):
         return ApiError(409, "thread_running", message)
+    if isinstance(exc, E.ForkPointUnfinished):
+        return ApiError(409, "fork_point_unfinished", message, extra={"message_id": exc.message_id})
     if isinstance(exc, E.FileTooLarge):
         return ApiError(413, "payload_too_large", message)
     if isinstance(exc, E.FileNotFound):

@@ -92,6 +92,8 @@ def thread_answer(row: ThreadRow, defs: Definitions, origin: str) -> ThreadItem:
         ),
         agent=agent_summary(defs, row.agent_id, origin),
         orphaned=defs.agent(row.agent_id) is None,
+        forked_from_thread_id=row.forked_from_thread_id,
+        forked_from_message_id=row.forked_from_message_id,
     )
 
 

@@ -193,6 +193,16 @@ class Store(
         written then. Returns the thread ids."""
         ...
 
+    async def fork_thread(self, doc: ThreadExport, from_thread: str, from_message: str) -> str:
+        """Store the one thread of ``doc`` (new ids, no run) as a fork of ``from_thread``
+        made at its message ``from_message`` (spec 08 §8.3.8): the import of
+        ``import_threads`` and the lineage in one transaction. Returns the fork's id."""
+        ...
+
+    async def list_forks(self, thread_id: str) -> list[ThreadRow]:
+        """The threads forked from ``thread_id``, oldest first, with list summaries."""
+        ...
+
     async def create_child(
         self, new: NewThread, entry: SubagentRegistryEntry
     ) -> tuple[ThreadRow, StoredEvent]:

@@ -237,6 +237,11 @@ class ThreadRow:
     ``thread``-scope ones."""
     has_run_context: bool = False
     """Whether the thread keeps a run context (spec 13 §13.2.11): a run reads it only then."""
+    forked_from_thread_id: str | None = None
+    """The thread this one was forked from (spec 08 §8.3.8); ``None`` for a thread that is no
+    fork. The original may have been deleted since."""
+    forked_from_message_id: str | None = None
+    """The original's message the fork was made at (its id in the original thread)."""
 
     def record(self) -> ThreadRecord:
         """The wire-level thread record (``created_at`` in seconds, conflict C13)."""

@@ -111,6 +111,16 @@ OPERATIONS: dict[str, Operation] = {
         body_required=True,
     ),
     "delete_thread": Operation("DELETE", T, {200: threads.ThreadDeleted}, (*THREAD, OWNERS)),
+    # forks (§8.3.8)
+    "fork_thread": Operation(
+        "POST",
+        f"{T}/fork",
+        {200: threads.ThreadForked},
+        (*THREAD, *BODY, 409),
+        body=threads.ForkThread,
+        body_required=True,
+    ),
+    "list_forks": Operation("GET", f"{T}/forks", {200: threads.ForkList}, THREAD),
     # threads that move (spec 21 §21.6)
     "export_thread": Operation("GET", f"{T}/export", {200: portable.ThreadExport}, (*THREAD, 409)),
     "import_thread": Operation(

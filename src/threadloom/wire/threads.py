@@ -609,6 +609,10 @@ class ThreadItem(Answer):
     agent: AgentSummary
     orphaned: bool
     """The served project has no agent named ``agent_id`` (§8.1.9)."""
+    forked_from_thread_id: str | None
+    """The thread this one was forked from (§8.3.8); ``null`` for a thread that is no fork."""
+    forked_from_message_id: str | None
+    """The original's message the fork was made at."""
 
 
 class ThreadList(Answer):
@@ -649,6 +653,8 @@ class ThreadFields(Answer):
     arguments: dict[str, Any]
     overlap: str | None
     orphaned: bool
+    forked_from_thread_id: str | None
+    forked_from_message_id: str | None
 
 
 class AgentDetail(Answer):
@@ -700,3 +706,59 @@ class ThreadDeleted(Answer):
     deletedThreadIds: list[str]
     deletedCount: int
     message: str
+
+
+# -- forks (§8.3.8) ---------------------------------------------------------------------------
+
+
+def _message_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise refuse("must be a non-empty string", "message_id must be a message id")
+    return value
+
+
+def _edit(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise refuse("must be a string")
+    if not value.strip():
+        raise refuse("must not be blank")
+    if len(value) > MAX_FORK_CONTENT:
+        raise refuse(f"must be at most {MAX_FORK_CONTENT} characters")
+    return value
+
+
+MAX_FORK_CONTENT = 1_000_000
+"""The longest replacement text a fork takes (characters)."""
+
+
+class ForkThread(Body):
+    """``POST /api/threads/{id}/fork``: the message to fork at and, optionally, the text
+    its copy has instead (edit and rerun)."""
+
+    model_config = examples(
+        {"message_id": "1f0e7c2a-5b3d-4e8f-9a0b-1c2d3e4f5a6b"},
+        {"message_id": "1f0e7c2a-5b3d-4e8f-9a0b-1c2d3e4f5a6b", "content": "Try it in French"},
+    )
+
+    message_id: Annotated[str, check(_message_id)] = Field(min_length=1)
+    content: Annotated[str | None, check(_edit)] = Field(
+        None, min_length=1, max_length=MAX_FORK_CONTENT, pattern=NOT_BLANK
+    )
+
+
+class ThreadForked(Answer):
+    """What a fork stored: the new thread (its list item, with its lineage), the copy of
+    the fork point's message and how many messages were copied."""
+
+    threadId: str
+    messageId: str
+    copiedCount: int
+    thread: ThreadItem
+
+
+class ForkList(Answer):
+    """``GET /api/threads/{id}/forks``: the forks the caller may see, oldest first."""
+
+    forks: list[ThreadItem]

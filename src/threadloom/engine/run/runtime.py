@@ -76,6 +76,7 @@ from threadloom.records.budget import WINDOW_SECONDS
 from threadloom.records.portable import ThreadExport
 from threadloom.store import open_store
 from threadloom.store.base import Clock, NewThread, Store, ThreadPatch, ThreadRow, system_clock_us
+from threadloom.store.fork import Fork, fork_thread
 from threadloom.store.portable import IdMode, export_thread, import_thread
 from threadloom.thread.events import EventBus
 from threadloom.thread.family import reconcile_registry, set_registry_status
@@ -826,6 +827,25 @@ class Runtime:
         document as stored (under new ids with ``ids="new"``). ``ThreadExists`` names an
         id already stored (``ids="keep"``); nothing is written then."""
         return await import_thread(self.store, doc, ids)
+
+    async def fork_thread(
+        self, thread_id: str, message_id: str, content: str | None = None
+    ) -> Fork:
+        """Fork the thread at one of its messages into a new thread, optionally replacing
+        that message's text in the copy (spec 08 §8.3.8): no run starts, the original is
+        not changed; ``thread_created`` is published for the new thread. Errors:
+        ``ThreadNotFound``, ``MessageNotFound``, ``ForkPointUnfinished``,
+        ``InvalidField`` (``content`` on a tool result)."""
+        fork = await fork_thread(
+            self.store, thread_id, message_id, content, now_us=self.hub.clock()
+        )
+        row = fork.row
+        self.hub.publish(row.id, "thread_created", None, {"thread": row.record().model_dump()})
+        return fork
+
+    async def list_forks(self, thread_id: str) -> list[ThreadRow]:
+        """The threads forked from ``thread_id`` (which may be deleted), oldest first."""
+        return await self.store.list_forks(thread_id)
 
     async def delete_thread(self, thread_id: str) -> list[str]:
         """Delete the thread and its descendants; ids deepest first, the thread last.

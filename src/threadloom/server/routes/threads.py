@@ -223,6 +223,8 @@ async def get_thread(request: Request, row: ThreadRow = Depends(deps.thread_row)
             arguments=dict(row.arguments),
             overlap=row.overlap,
             orphaned=agent is None,
+            forked_from_thread_id=row.forked_from_thread_id,
+            forked_from_message_id=row.forked_from_message_id,
         ),
         agent=agent_detail(agent, origin_of(request)),
         stats=ThreadStats(

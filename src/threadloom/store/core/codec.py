@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from threadloom.records import (
@@ -33,6 +34,12 @@ THREAD_COLUMNS = (
     "terminated, status_state, status_since, status_reason, stopped, overlap, event_seq, "
     "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
     "status_error, budgets, run_context IS NOT NULL"
+)
+# A fork's lineage (spec 08 §8.3.8, migration 26), read only where an answer shows it (a
+# thread's detail, the list, the forks): two point reads of thread_forks by its key.
+THREAD_LINEAGE = (
+    "(SELECT f.from_thread_id FROM thread_forks f WHERE f.thread_id = threads.id),"
+    " (SELECT f.from_message_id FROM thread_forks f WHERE f.thread_id = threads.id)"
 )
 # Read-time summary columns of a thread list item (spec 08 §8.2.2): the newest visible
 # top-level user text, and the time of the newest visible user or final assistant message.
@@ -224,15 +231,20 @@ def preview(text: str | None) -> str | None:
 
 
 def thread_from_row(
-    row: Sequence[Any], *, has_children: bool = False, summary: bool = False
+    row: Sequence[Any],
+    *,
+    has_children: bool = False,
+    summary: bool = False,
+    lineage: bool = False,
 ) -> ThreadRow:
-    """A ``threads`` row; ``has_children`` / ``summary`` say which extra columns follow."""
+    """A ``threads`` row; ``has_children`` / ``summary`` / ``lineage`` (``THREAD_LINEAGE``)
+    say which extra columns follow, in that order."""
     extra = THREAD_COLUMN_COUNT
     children: bool | None = None
     if has_children:
         children = bool(row[extra])
         extra += 1
-    return thread_with_state(
+    found = thread_with_state(
         row,
         terminated=row[8],
         status=status_from_row(row),
@@ -244,6 +256,10 @@ def thread_from_row(
         last_message_preview=preview(row[extra]) if summary else None,
         last_message_at_us=row[extra + 1] if summary else None,
     )
+    if lineage:
+        at = extra + 2 if summary else extra
+        found = replace(found, forked_from_thread_id=row[at], forked_from_message_id=row[at + 1])
+    return found
 
 
 def thread_with_state(

@@ -48,6 +48,7 @@ from threadloom.store.core import (
     auth,
     events,
     files,
+    forks,
     logs,
     memory,
     messages,
@@ -144,6 +145,12 @@ class TxStore:
 
     async def import_threads(self, doc: ThreadExport) -> list[str]:
         return await self._write(portable.import_threads, doc)
+
+    async def fork_thread(self, doc: ThreadExport, from_thread: str, from_message: str) -> str:
+        return await self._write(forks.fork_thread, doc, from_thread, from_message)
+
+    async def list_forks(self, thread_id: str) -> list[ThreadRow]:
+        return await self._read(forks.list_forks, thread_id)
 
     async def create_child(
         self, new: NewThread, entry: SubagentRegistryEntry

@@ -26,6 +26,7 @@ from threadloom.store.core.codec import (
     KEY_SPAN,
     REGISTRY_COLUMNS,
     THREAD_COLUMNS,
+    THREAD_LINEAGE,
     THREAD_SUMMARY,
     dump_budgets,
     dump_json,
@@ -96,10 +97,10 @@ def create_child(
 def get_thread(conn: Conn, thread_id: str) -> ThreadRow | None:
     row = conn.execute(
         f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
-        " WHERE parent_thread_id = threads.id) FROM threads WHERE id = ?",
+        f" WHERE parent_thread_id = threads.id), {THREAD_LINEAGE} FROM threads WHERE id = ?",
         (thread_id,),
     ).fetchone()
-    return thread_from_row(row, has_children=True) if row else None
+    return thread_from_row(row, has_children=True, lineage=True) if row else None
 
 
 def get_threads(conn: Conn, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
@@ -212,11 +213,11 @@ def query_threads(conn: Conn, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     total = int(conn.execute(f"SELECT COUNT(*) FROM threads{where}", params).fetchone()[0])
     rows = conn.execute(
-        f"SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY} FROM threads{where}"
+        f"SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY}, {THREAD_LINEAGE} FROM threads{where}"
         f" ORDER BY {_SORTS[q.sort]} LIMIT ? OFFSET ?",
         (*params, q.limit, q.offset),
     )
-    return [thread_from_row(r, summary=True) for r in rows], total
+    return [thread_from_row(r, summary=True, lineage=True) for r in rows], total
 
 
 def thread_owners(conn: Conn, user_id: str | None) -> list[OwnerCount]:

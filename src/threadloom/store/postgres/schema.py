@@ -545,6 +545,17 @@ CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
 22). ``scope``, ``namespace`` and ``key`` compare bytewise (``COLLATE "C"``), as SQLite's: a
 namespace prefix is a range of the primary key."""
 
+_V16 = f"""
+CREATE TABLE IF NOT EXISTS thread_forks (
+    thread_id       {T} PRIMARY KEY REFERENCES threads(id) ON DELETE CASCADE,
+    from_thread_id  {T} NOT NULL,
+    from_message_id {T} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
+"""
+"""The thread a fork was made from, and at which message (spec 08 §8.3.8; SQLite's
+migration 26)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -559,6 +570,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
     (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
+    (16, "the thread a fork was made from, and at which message", _V16),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

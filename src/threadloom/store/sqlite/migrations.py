@@ -826,4 +826,18 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 );
 """,
     ),
+    (
+        26,
+        "the thread a fork was made from, and at which message",
+        # Issue 35 item 3, spec 08 §8.3.8: a fork's lineage, one row per fork, gone with the
+        # fork's thread; the index answers "the forks of a thread" (GET …/forks).
+        """
+CREATE TABLE IF NOT EXISTS thread_forks (
+    thread_id       TEXT PRIMARY KEY REFERENCES threads(id) ON DELETE CASCADE,
+    from_thread_id  TEXT NOT NULL,
+    from_message_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
+""",
+    ),
 ]

@@ -10,6 +10,7 @@ import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
 import { Approvals } from "./approvals.js";
+import { Forks } from "./fork.js";
 
 const PAGE = 100;
 // at most this many messages are loaded (and in the DOM): paging back past it lets the
@@ -69,6 +70,12 @@ const approvals = new Approvals({
   onChange: (callId) => redrawOwner(callId),
 });
 view.approvals = approvals;
+// fork and edit-and-rerun on each message, the lineage in the head (fork.js)
+const forks = new Forks({
+  threadId,
+  origin: document.getElementById("thread-fork-of"),
+  forks: document.getElementById("thread-forks"),
+});
 window.threadloom = {
   records,
   get approvals() { return approvals.pending(); },
@@ -121,6 +128,7 @@ function hiddenTool(m) {
 
 function draw(m) {
   const li = renderMessage(m, view);
+  forks.decorate(li, m);
   if (hiddenTool(m)) li.hidden = true; // shown inside its call's fold
   const old = node(m.id);
   if (old) {
@@ -242,6 +250,7 @@ function applyThread(info) {
     link.href = `/threads/${t.parent}`;
     link.textContent = t.parent.slice(0, 8);
   }
+  forks.applyThread(t);
   applyStatus(info.status, t.terminated);
 }
 
@@ -352,6 +361,7 @@ async function loadAll() {
   seq = pageData.seq;
   loaded = true;
   toBottom();
+  forks.reveal();
   openStream();
 }
 
