@@ -41,8 +41,8 @@ async def call_tool(
     if resolved.kind != "tool":
         # a sub-prompt, subagent or handoff needs a run of a model to mean anything
         raise ApiError(
-            400,
-            "invalid_request",
+            404,
+            "tool_not_found",
             f'"{name}" is a {resolved.kind}, not a tool: only tools run in the playground',
         )
     created = body.thread_id is None
