@@ -67,7 +67,11 @@ async def test_c08_230_a_call_runs_in_a_scratch_thread_with_its_log_row(play_api
     assert set(thread["tags"]) == {"playground", "tool:add_numbers"}
     assert [t["id"] for t in await _threads(play_api)] == [tid]
     row = (await root.get(f"/api/threads/{tid}/logs/{body['log_id']}")).json()
-    assert (row["kind"], row["model"], row["app_status"]) == ("app", "playground:add_numbers", "success")
+    assert (row["kind"], row["model"], row["app_status"]) == (
+        "app",
+        "playground:add_numbers",
+        "success",
+    )
     assert json.loads(row["app_request"]) == {"a": 2, "b": 3}
     assert json.loads(row["app_response"]) == "2 + 3 = 5"
     assert json.loads(row["app_trigger"])["kind"] == "playground"
@@ -87,9 +91,7 @@ async def test_c08_231_errors_and_a_given_thread(play_api: Any) -> None:
     missing = (await root.post("/api/tools/add_numbers/call", json={})).json()
     assert missing["status"] == "error" and "a" in missing["error"]
     assert CALLS == []
-    row = (
-        await root.get(f"/api/threads/{missing['thread_id']}/logs/{missing['log_id']}")
-    ).json()
+    row = (await root.get(f"/api/threads/{missing['thread_id']}/logs/{missing['log_id']}")).json()
     assert (row["app_status"], row["app_error"]) == ("error", missing["error"])
     boom = (await root.post("/api/tools/explode/call", json={"arguments": {"reason": "x"}})).json()
     assert (boom["status"], boom["error"]) == ("error", "boom: x")

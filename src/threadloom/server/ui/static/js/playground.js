@@ -50,7 +50,7 @@ function input(f) {
   const hintId = `${id}-hint`;
   control.setAttribute("aria-describedby", hintId);
   return el("div", { class: "play-field", dataset: { field: f.name, kind: f.kind } },
-    el("label", { for: id }, f.title, f.required ? el("span", { class: "required", "aria-hidden": "true" }, " *") : null,
+    el("label", { for: id }, f.name, f.required ? el("span", { class: "required", "aria-hidden": "true" }, " *") : null,
       " ", el("span", { class: "muted small" }, f.kind)),
     control,
     el("div", { id: hintId, class: "muted small play-hint" }, f.description),
@@ -85,7 +85,7 @@ async function call(event) {
   for (const f of fields) {
     const box = document.getElementById(`arg-${f.name}-error`);
     const control = document.getElementById(`arg-${f.name}`);
-    box.textContent = errors[f.name] ? `${f.title} ${errors[f.name]}` : "";
+    box.textContent = errors[f.name] ? `${f.name} ${errors[f.name]}` : "";
     control.setAttribute("aria-invalid", errors[f.name] ? "true" : "false");
     if (errors[f.name] && !first) first = control;
   }
