@@ -60,7 +60,7 @@ async def test_c08_230_a_call_runs_in_a_scratch_thread_with_its_log_row(play_api
         None,
     )
     assert body["duration_ms"] >= 0
-    assert CALLS == [(2, 3, tid)]
+    assert [(2, 3, tid)] == CALLS
     thread = (await root.get(f"/api/threads/{tid}")).json()["thread"]
     primary = [a["name"] for a in (await root.get("/api/agents")).json()["agents"] if a["primary"]]
     assert thread["agent_id"] == primary[0]
@@ -102,7 +102,7 @@ async def test_c08_231_errors_and_a_given_thread(play_api: Any) -> None:
     )
     assert there.status_code == 200, there.text
     assert (there.json()["thread_id"], there.json()["created"]) == (tid, False)
-    assert CALLS == [(1, 1, tid)]
+    assert [(1, 1, tid)] == CALLS
     assert len(await _threads(play_api)) == before
     unknown = await root.post(
         "/api/tools/add_numbers/call",

@@ -92,7 +92,7 @@ async def test_c14_053_pages_and_filters(pay_api: Any) -> None:
     )
     assert decided.status_code == 200, decided.text
     await pay_api.settle(item["thread_id"])
-    assert PAID == [(item["arguments"]["amount"], item["arguments"]["to"])]
+    assert [(item["arguments"]["amount"], item["arguments"]["to"])] == PAID
     pending = await _inbox(pay_api, "alice")
     assert pending["total"] == 2
     assert item["tool_call_id"] not in {a["tool_call_id"] for a in pending["approvals"]}
