@@ -80,7 +80,9 @@ def test_c08_233_playground_form_result_log_row_and_approval(
         "playground:lookup_order",
         "success",
     )
-    assert json.loads(row["app_request"]) == {"order_id": "A-7"}
+    assert row["app_request"] == {"order_id": "A-7"}  # the JSON text shown as JSON
+    assert json.loads(row["app_response"]) == {"order_id": "A-7", "status": "shipped"}
+    assert "input_tokens" not in row  # empty columns are left out
     href = outcome.get_by_role("link", name="the scratch thread").get_attribute("href")
     assert href is not None
     thread = href.rsplit("/", 1)[1]

@@ -130,8 +130,28 @@ function render(answer, row) {
       el("pre", { class: "json play-value" }, ok ? pretty(answer.result ?? "") : answer.error || "")),
     row ? el("section", { class: "play-log", "aria-label": "Log row", dataset: { logId: row.id } },
       el("h2", {}, "Log row ", el("code", { class: "small" }, row.id)),
-      el("pre", { class: "json" }, JSON.stringify(row, null, 2))) : null);
+      // the columns the row has (an app row leaves the LLM columns empty)
+      el("pre", { class: "json" }, JSON.stringify(readable(row), null, 2))) : null);
   out.querySelector(".play-outcome").focus?.();
+}
+
+// the columns the row has (an app row leaves the LLM columns empty), its JSON-text
+// columns (app_request, app_response, app_trigger, app_data) shown as the JSON they hold
+function readable(row) {
+  const shown = {};
+  for (const [k, v] of Object.entries(row)) {
+    if (v === null) continue;
+    if (/^app_(request|response|trigger|data)$/.test(k) && typeof v === "string") {
+      try {
+        shown[k] = JSON.parse(v);
+        continue;
+      } catch {
+        // not JSON text: shown as it is
+      }
+    }
+    shown[k] = v;
+  }
+  return shown;
 }
 
 picker.addEventListener("change", () => show(picker.value));
