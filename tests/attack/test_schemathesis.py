@@ -406,6 +406,8 @@ def _real_ids(served: Served, case: Any) -> dict[str, str]:
             params["message_id"] = served.message
     if "{agent}" in path:
         params["agent"] = AGENTS[0]
+    if path == "/api/tools/{name}/call":
+        params["name"] = "lookup_order"  # a tool of examples/ (the playground, §8.10.7)
     if "{log_id}" in path:
         params["log_id"] = served.log
     if "{path}" in path:

@@ -55,6 +55,7 @@ class Ids:
             .replace("{path:fspath}", path)
             .replace("{webhook_id}", UNKNOWN_WEBHOOK)
             .replace("{event_id}", "evt_unknown")
+            .replace("{name}", "bad_input_tool")
         )
 
 
@@ -157,6 +158,14 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             "POST",
             "/api/threads/{id}/approvals/{tool_call_id}",
             lambda ids: {"approve": False, "reason": "not this one"},
+        )
+    ],
+    ("POST", "/api/tools/{name}/call"): [
+        Sample(
+            "POST",
+            "/api/tools/{name}/call",
+            lambda ids: {"arguments": {"a": 1}, "thread_id": ids.thread, "agent_id": "echo"},
+            free=("arguments",),
         )
     ],
     ("POST", "/api/markdown"): [
@@ -459,6 +468,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/{id:thread_id}/forks": ("", ()),
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
     "/api/threads/{id}/approvals": ("", ()),
+    "/api/approvals": ("", ("limit", "offset")),
     "/api/threads/{id}/state": ("", ()),
     "/api/threads/{id}/logs": ("", ("limit", "offset")),
     "/api/threads/{id}/logs/{log_id}": ("", ()),

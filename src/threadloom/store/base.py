@@ -47,6 +47,7 @@ from threadloom.store.base_webhooks import WebhookStore
 from threadloom.store.shapes import (
     LOST_RUN,
     ApiKeyRow,
+    ApprovalQuery,
     BodyStrip,
     Clock,
     CostSummary,
@@ -57,6 +58,7 @@ from threadloom.store.shapes import (
     ExpiryRule,
     Fence,
     FileContent,
+    InboxApproval,
     Lease,
     NewFile,
     NewThread,
@@ -298,6 +300,11 @@ class Store(
 
     async def list_approvals(self, thread_id: str) -> list[Approval]:
         """The thread's approvals, oldest first."""
+        ...
+
+    async def query_approvals(self, query: ApprovalQuery) -> tuple[list[InboxApproval], int]:
+        """A page of approvals across threads, newest request first, with the total
+        matching the filters (spec 14 §14.9)."""
         ...
 
     async def get_approval(self, thread_id: str, tool_call_id: str) -> Approval | None: ...

@@ -86,6 +86,29 @@ class NewThread:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalQuery:
+    """Filters and page of the approvals inbox across threads (spec 14 §14.9)."""
+
+    user_id: str | None = None
+    """Only threads this user owns (``None``: every thread — an admin's inbox)."""
+    agent_id: str | None = None
+    """Only threads whose current agent is this one."""
+    states: tuple[str, ...] = ("pending",)
+    """Approval states to list; empty: every state."""
+    limit: int = 50
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InboxApproval:
+    """One approval of the inbox with what the inbox shows of its thread."""
+
+    approval: Approval
+    agent_id: str
+    user_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadQuery:
     """Filters, order and page of a thread listing (spec 08 §8.3.1)."""
 

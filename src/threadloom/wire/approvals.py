@@ -10,6 +10,7 @@ from pydantic import model_validator
 from threadloom.records import Approval
 from threadloom.wire.model import Answer, Body, examples
 from threadloom.wire.problems import check, refuse
+from threadloom.wire.query import LIMIT, OFFSET, choices, text
 
 
 def _approve(value: Any) -> bool:
@@ -128,3 +129,35 @@ class ApprovalList(Answer):
 
 class ApprovalDecided(Answer):
     approval: ApprovalItem
+
+
+INBOX_STATES = ("pending", "approved", "rejected", "cancelled")
+
+INBOX_QUERY = (
+    LIMIT,
+    OFFSET,
+    choices(
+        "status",
+        (*INBOX_STATES, "all"),
+        "Comma-separated approval states (default pending; `all`: every state)",
+    ),
+    text("agent_id", "Only threads of this agent"),
+    text("user_id", "Only threads of this owner (admins; ignored for others)"),
+)
+"""The query of ``GET /api/approvals`` (spec 14 §14.9)."""
+
+
+class InboxItem(ApprovalItem):
+    """An approval of the inbox: the approval and the agent and owner of its thread."""
+
+    agent_id: str
+    user_id: str | None
+
+
+class ApprovalInbox(Answer):
+    """``GET /api/approvals``: approvals across the threads the caller may act on, newest
+    request first, paged (spec 14 §14.9)."""
+
+    approvals: list[InboxItem]
+    total: int
+    hasMore: bool

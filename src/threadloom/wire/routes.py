@@ -28,6 +28,7 @@ from threadloom.wire import (
     logs,
     markdown,
     messages,
+    playground,
     portable,
     state,
     stream,
@@ -171,6 +172,13 @@ OPERATIONS: dict[str, Operation] = {
     ),
     # tool-call approvals (spec 14 §14.3)
     "list_approvals": Operation("GET", f"{T}/approvals", {200: approvals.ApprovalList}, THREAD),
+    "approval_inbox": Operation(
+        "GET",
+        "/api/approvals",
+        {200: approvals.ApprovalInbox},
+        (*SIGNED, *QUERY),
+        approvals.INBOX_QUERY,
+    ),
     "decide_approval": Operation(
         "POST",
         f"{T}/approvals/{{tool_call_id}}",
@@ -241,6 +249,14 @@ OPERATIONS: dict[str, Operation] = {
     "prompts": Operation("GET", "/api/prompts", {200: catalog.PromptList}, SIGNED),
     "tools": Operation(
         "GET", "/api/tools", {200: catalog.ToolCatalog}, (*SIGNED, *QUERY), catalog.TOOLS_QUERY
+    ),
+    "call_tool": Operation(
+        "POST",
+        "/api/tools/{name}/call",
+        {200: playground.ToolCallAnswer},
+        (*SIGNED, *BODY, 404, 409),
+        body=playground.CallTool,
+        body_required=True,
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),

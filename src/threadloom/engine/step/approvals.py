@@ -58,22 +58,34 @@ async def needs_approval(env: StepEnv, call: ToolCall) -> bool:
     function that raises or answers anything but a bool counts as yes; a call whose
     arguments are not a JSON object needs none (it is refused before any tool runs)."""
     definition = _definition(env, call.function.name)
-    rule = getattr(definition, "requires_approval", False) if definition is not None else False
+    if definition is None:
+        return False
+    return await definition_needs_approval(
+        definition, call.function.name, _arguments(call), env.state
+    )
+
+
+async def definition_needs_approval(
+    definition: Any, name: str, arguments: dict[str, Any] | None, state: Any
+) -> bool:
+    """Whether a call of ``definition`` with ``arguments`` needs a person's approval
+    (spec 14 §14.1): the one reading of ``requires_approval``, for the model's calls and
+    the tool playground's (spec 08 §8.14), failing closed."""
+    rule = getattr(definition, "requires_approval", False)
     if rule is False or rule is None:
         return False
     if rule is True:
         return True
-    arguments = _arguments(call)
     if arguments is None:
         return False
     try:
-        answer = rule(dict(arguments), env.state)
+        answer = rule(dict(arguments), state)
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:  # fail closed
         logger.warning(
             "requires_approval of tool %s raised %s: approval required",
-            call.function.name,
+            name,
             type(exc).__name__,
             exc_info=exc,
         )

@@ -103,6 +103,26 @@ async def agents_page(request: Request) -> Response:
     return render("agents.html", who=_who(who), page="agents")
 
 
+@router.get("/approvals")
+async def approvals_page(request: Request) -> Response:
+    """The approvals inbox (spec 14 §14.9)."""
+    who = await viewer(request)
+    if who is None:
+        return to_login(request)
+    return render("inbox.html", who=_who(who), page="approvals")
+
+
+@router.get("/playground")
+async def playground_page(request: Request) -> Response:
+    """The tool playground (spec 08 §8.10.7): admins only, as ``/api/tools`` is."""
+    who = await viewer(request)
+    if who is None:
+        return to_login(request)
+    if not who.is_admin:
+        raise ApiError(403, "admin_required", "Forbidden: Admin access required")
+    return render("playground.html", who=_who(who), page="playground")
+
+
 @router.get("/threads/{thread_id}")
 async def thread_page(thread_id: str, request: Request) -> Response:
     who = await viewer(request)

@@ -27,7 +27,7 @@ from threadloom.store.core.codec import MESSAGE_COLUMNS, message_from_row
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.messages import insert_in_tx
 from threadloom.store.core.tx import Tx
-from threadloom.store.shapes import Clock, Decided, StoredEvent
+from threadloom.store.shapes import ApprovalQuery, Clock, Decided, InboxApproval, StoredEvent
 
 LEDGER_COLUMNS = (
     "thread_id, tool_call_id, message_id, tool, arguments, arguments_hash, approval,"
@@ -109,6 +109,34 @@ def list_approvals(conn: Conn, thread_id: str) -> list[Approval]:
         (thread_id,),
     ).fetchall()
     return [approval_from_row(r) for r in rows]
+
+
+_LEDGER_OF = ", ".join(f"l.{c.strip()}" for c in LEDGER_COLUMNS.split(","))
+
+
+def query_approvals(conn: Conn, q: ApprovalQuery) -> tuple[list[InboxApproval], int]:
+    """A page of approvals across threads, newest request first, with the total matching
+    (spec 14 §14.9): one join of the ledger with the threads it belongs to."""
+    clauses = ["l.approval IS NOT NULL"]
+    params: list[Any] = []
+    if q.states:
+        clauses.append(f"l.approval IN ({', '.join('?' for _ in q.states)})")
+        params.extend(q.states)
+    if q.user_id is not None:
+        clauses.append("t.user_id = ?")
+        params.append(q.user_id)
+    if q.agent_id is not None:
+        clauses.append("t.agent_id = ?")
+        params.append(q.agent_id)
+    where = " WHERE " + " AND ".join(clauses)
+    joined = " FROM tool_ledger l JOIN threads t ON t.id = l.thread_id"
+    total = int(conn.execute(f"SELECT COUNT(*){joined}{where}", params).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT {_LEDGER_OF}, t.agent_id, t.user_id{joined}{where}"
+        " ORDER BY l.requested_at DESC, l.thread_id, l.tool_call_id LIMIT ? OFFSET ?",
+        (*params, q.limit, q.offset),
+    ).fetchall()
+    return [InboxApproval(approval_from_row(r[:13]), r[13], r[14]) for r in rows], total
 
 
 def get_approval(conn: Conn, thread_id: str, tool_call_id: str) -> Approval | None:

@@ -67,6 +67,7 @@ from threadloom.store.core import shared as states
 from threadloom.store.core import spend as spends
 from threadloom.store.shapes import (
     ApiKeyRow,
+    ApprovalQuery,
     BodyStrip,
     Clock,
     CostSummary,
@@ -74,6 +75,7 @@ from threadloom.store.shapes import (
     ExpiryCandidate,
     ExpiryRule,
     FileContent,
+    InboxApproval,
     NewFile,
     NewThread,
     OperatingStats,
@@ -482,6 +484,9 @@ class TxStore:
 
     async def list_approvals(self, thread_id: str) -> list[Approval]:
         return await self._read(ledger.list_approvals, thread_id)
+
+    async def query_approvals(self, query: ApprovalQuery) -> tuple[list[InboxApproval], int]:
+        return await self._read(ledger.query_approvals, query)
 
     async def get_approval(self, thread_id: str, tool_call_id: str) -> Approval | None:
         return await self._read(ledger.get_approval, thread_id, tool_call_id)
