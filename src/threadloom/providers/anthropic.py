@@ -299,6 +299,12 @@ def build_request(request: ProviderRequest, *, default_max_tokens: int = 8192) -
     body["max_tokens"] = max_tokens
     body["messages"] = messages
     extra = {k: v for k, v in request.provider_options.items() if k not in OWNED_KEYS}
+    if request.output is not None:  # structured outputs: output_config.format (spec 24)
+        config = extra.get("output_config")
+        extra["output_config"] = {
+            **(config if isinstance(config, dict) else {}),
+            "format": {"type": "json_schema", "schema": request.output.json_schema},
+        }
     return AnthropicRequest(body=body, extra_body=extra, thinking_disabled=disabled)
 
 
