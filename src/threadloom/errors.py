@@ -517,4 +517,3 @@ __all__ = [
     "ThreadloomError",
     "UnknownHookError",
 ]
-

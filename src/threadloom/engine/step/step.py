@@ -326,10 +326,14 @@ async def finalise(
         else None
     )
     if checked is not None:
-        found = {"output": checked.value} if checked.valid else {"output_error": checked.problem}
+        found: dict[str, Any] = (
+            {"output": checked.value} if checked.valid else {"output_error": checked.problem}
+        )
         metadata = {**(metadata or {}), **found}
     # an answer that did not match is followed by the problem, not the run's end
-    reason = ends_with(env, result) if guard is None and not (checked and not checked.valid) else None
+    reason = (
+        ends_with(env, result) if guard is None and not (checked and not checked.valid) else None
+    )
     fields: dict[str, Any] = dict(updates)  # the completed message over the pending one
     if metadata:
         fields["metadata"] = {**(pending.metadata or {}), **metadata}
