@@ -256,3 +256,50 @@ async def test_c24_038_a_tool_reads_the_parsed_value(opened: list[Runtime], db_u
         await runtime.send_message(state.thread_id, text)
         await runtime.wait_idle(state.thread_id, timeout=10)
     assert seen == [{"answer": 5}]
+
+
+async def test_c24_040_side_b_gets_the_problem_from_the_other_side(
+    opened: list[Runtime], db_url: str
+) -> None:
+    """C24-040: in a ``dual_ai`` agent whose side b prompt declares the output type, side
+    b's mismatch (stored ``user``) is followed by the problem stored ``assistant`` — the
+    other side's role —, which side b's next request presents as the user's turn."""
+    model = ScriptedProvider(
+        Script()
+        .text("Alpha speaks")
+        .text("not json")
+        .text('{"answer": 9}')
+        .text("Alpha again")
+        .text('{"answer": 10}')
+    )
+    defs = Definitions().add(
+        Model(name="M", provider=model, model="scripted-1"),
+        Prompt(name="PA", model="M", system="You are A."),
+        Prompt(name="PB", model="M", system="You are B.", output_type=SCHEMA),
+        Agent(
+            name="dual",
+            type="dual_ai",
+            side_a=Side(prompt="PA", label="Alpha"),
+            side_b=Side(prompt="PB", label="Beta"),
+            max_session_turns=2,
+        ),
+    )
+    runtime = await Runtime.open(db_url, definitions=defs)
+    opened.append(runtime)
+    state = await runtime.create_thread("dual")
+    await runtime.send_message(state.thread_id, "start")
+    await runtime.wait_idle(state.thread_id, timeout=10)
+    page = await (await runtime.thread(state.thread_id)).get_messages(
+        order="asc", limit=None, include_silent=True
+    )
+    rows = [(m.role, m.prompt, m.content) for m in page.messages]
+    problem = next(m for m in page.messages if m.name == "output_validation")
+    assert problem.role == "assistant" and problem.silent
+    b_answers = [m for m in page.messages if m.prompt == "PB" and m.name != "output_validation"]
+    assert [m.role for m in b_answers] == ["user", "user", "user"], rows
+    assert [m.output for m in b_answers] == [None, {"answer": 9}, {"answer": 10}]
+    status = await (await runtime.thread(state.thread_id)).status()
+    assert (status.reason, status.error) == ("max_session_turns", None)
+    retry = model.requests[2]  # side b's second request
+    assert retry.messages[-1].role == "user"
+    assert retry.messages[-1].text.startswith("Your answer does not match")
