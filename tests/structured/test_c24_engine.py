@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from otel_support import by_name, in_memory
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, tool
 from threadloom.providers.scripted import Call, Script, ScriptedProvider
@@ -303,3 +304,29 @@ async def test_c24_040_side_b_gets_the_problem_from_the_other_side(
     retry = model.requests[2]  # side b's second request
     assert retry.messages[-1].role == "user"
     assert retry.messages[-1].text.startswith("Your answer does not match")
+
+
+async def test_c24_041_model_spans_say_json_output(opened: list[Runtime], db_url: str) -> None:
+    """C24-041: the ``chat`` span of a request carrying an output type has
+    ``gen_ai.output.type`` ``json``; one without an output type has no such attribute."""
+    options, exporter = in_memory()
+    model = ScriptedProvider(Script().text('{"answer": 1}').text("plain"))
+    defs = Definitions().add(
+        Model(name="M", provider=model, model="scripted-1"),
+        Prompt(name="P", model="M", output_type=SCHEMA),
+        Prompt(name="Q", model="M"),
+        Agent(name="shaped", side_a=Side(prompt="P"), side_b=Side(label="User")),
+        Agent(name="plain", side_a=Side(prompt="Q"), side_b=Side(label="User")),
+    )
+    runtime = await Runtime.open(db_url, definitions=defs, tracing=options)
+    opened.append(runtime)
+    for agent in ("shaped", "plain"):
+        state = await runtime.create_thread(agent)
+        await runtime.send_message(state.thread_id, "go")
+        await runtime.wait_idle(state.thread_id, timeout=10)
+    chats = by_name(exporter.get_finished_spans(), "chat ")
+    by_prompt = {
+        dict(s.attributes or {})["threadloom.prompt"]: dict(s.attributes or {}) for s in chats
+    }
+    assert by_prompt["P"]["gen_ai.output.type"] == "json"
+    assert "gen_ai.output.type" not in by_prompt["Q"]
