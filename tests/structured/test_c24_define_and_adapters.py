@@ -192,14 +192,35 @@ def test_c24_011_openai_responses_text_format() -> None:
 
 def test_c24_012_anthropic_output_config_format() -> None:
     """C24-012: Anthropic gets ``output_config.format`` ``{type: json_schema, schema}``
-    (structured outputs), beside other ``output_config`` options (``effort``)."""
+    (structured outputs), beside other ``output_config`` options (``effort``); the schema
+    as the SDK's ``transform_schema`` gives it — a constraint the API refuses moved into
+    the description, objects closed —; a schema the transform refuses is sent as given."""
+    bounded = OutputFormat(
+        name="n",
+        json_schema={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1}},
+            "required": ["n"],
+        },
+    )
     built = anthropic_request(
-        request(output=FORMAT, provider_options={"output_config": {"effort": "low"}})
+        request(output=bounded, provider_options={"output_config": {"effort": "low"}})
     )
     assert built.extra_body["output_config"] == {
         "effort": "low",
-        "format": {"type": "json_schema", "schema": {"type": "object"}},
+        "format": {
+            "type": "json_schema",
+            "schema": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "description": "{minimum: 1}"}},
+                "required": ["n"],
+                "additionalProperties": False,
+            },
+        },
     }
+    untyped = OutputFormat(name="n", json_schema={"const": 3})
+    sent = anthropic_request(request(output=untyped)).extra_body["output_config"]
+    assert sent == {"format": {"type": "json_schema", "schema": {"const": 3}}}
     assert "output_config" not in anthropic_request(request()).extra_body
 
 
