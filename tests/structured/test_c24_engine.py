@@ -330,3 +330,17 @@ async def test_c24_041_model_spans_say_json_output(opened: list[Runtime], db_url
     }
     assert by_prompt["P"]["gen_ai.output.type"] == "json"
     assert "gen_ai.output.type" not in by_prompt["Q"]
+
+
+async def test_c24_042_a_large_value_is_stored_whole(opened: list[Runtime], db_url: str) -> None:
+    """C24-042: the caller's 16 KiB metadata limit (spec 01) does not apply to the value
+    the runtime stores: a 40 KB answer keeps its whole value."""
+    text = "x" * 40_000
+    answer = json.dumps({"answer": 1, "notes": text})
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "notes": {"type": "string"}}}
+    c = await chat(opened, db_url, Script().text(answer), output_type=schema)
+    await c.send("go")
+    stored = (await c.history())[-1]
+    assert stored.output == {"answer": 1, "notes": text}
+    status = await c.status()
+    assert status.error is None
