@@ -472,6 +472,20 @@ def _rebuild_provider_error(message: str, fields: dict[str, Any]) -> ProviderErr
     return ProviderError(message, **fields)
 
 
+class OutputInvalid(ThreadloomError):
+    """A prompt's answer still did not match its declared output type after the retries
+    (spec 24 §24.4): the run fails ``step_error`` with this as its status error."""
+
+    def __init__(self, prompt: str, attempts: int, problem: str) -> None:
+        self.prompt = prompt
+        self.attempts = attempts
+        self.problem = problem
+        super().__init__(
+            f'Output of prompt "{prompt}" does not match its output type after '
+            f"{attempts} attempt{'s' if attempts != 1 else ''}: {problem}"
+        )
+
+
 __all__ = [
     "DEFAULT_FALLBACK_ON",
     "PROVIDER_ERROR_FALLBACK_CLASS",
@@ -500,6 +514,7 @@ __all__ = [
     "MessageGenerating",
     "MessageNotFound",
     "NotADirectory",
+    "OutputInvalid",
     "PortableFormatError",
     "ProviderError",
     "ProviderErrorCode",

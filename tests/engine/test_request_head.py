@@ -12,7 +12,7 @@ import pytest
 from threadloom import Definitions
 from threadloom.define import Model, Prompt, Reasoning, tool
 from threadloom.engine.request.request_head import SLOT, Heads, head_for
-from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec
+from threadloom.providers.types import OutputFormat, ProviderRequest, ReasoningRequest, ToolSpec
 from threadloom.records import json_compact
 
 HEADS: Heads = {}
@@ -55,8 +55,15 @@ def _reference(prompt: Any, model: Any, tools: list[Any], system: str) -> tuple[
         max_output_tokens=model.max_output_tokens,
         provider_options={**model.provider_options, **prompt.provider_options},
         metadata={},
+        output=OutputFormat(
+            name=prompt.output.name, json_schema=prompt.output.schema, strict=prompt.output_strict
+        )
+        if prompt.output is not None
+        else None,
     )
     head = request.model_dump(mode="json", exclude={"metadata", "messages"})
+    if head["output"] is None:  # spec 24 §24.2: a body without an output type is unchanged
+        del head["output"]
     head["_metadata"] = {"promptName": prompt.name, "systemPrompt": system}
     return request, json_compact({"model": head.pop("model"), "messages": SLOT, **head})
 
@@ -75,6 +82,13 @@ PROMPTS = [
         reasoning=Reasoning(effort="high", exclude=True),
     ),
     Prompt(name="P", model="M", tools=["lookup"], reasoning=Reasoning(include=False)),
+    Prompt(
+        name="P",
+        model="M",
+        tools=["lookup"],
+        output_type={"type": "object", "properties": {"n": {"type": "integer"}}},
+        output_strict=True,
+    ),
 ]
 MODELS = [
     Model(name="M", provider="scripted", model="m-1"),

@@ -233,6 +233,12 @@ class Message:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     @property
+    def output(self) -> Any:
+        """The parsed value of a structured answer, ``metadata["output"]``, else None
+        (spec 24 §24.5)."""
+        return self.metadata.get("output")
+
+    @property
     def tool_uses(self) -> tuple[ToolUseBlock, ...]:
         if isinstance(self.content, str):
             return ()

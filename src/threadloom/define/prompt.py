@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from threadloom.define.agent import NAME_PATTERN, Agent
 from threadloom.define.mcp import MCPServer
+from threadloom.define.output import NAME_PATTERN as OUTPUT_NAME_PATTERN
+from threadloom.define.output import OutputType, compiled_output
 from threadloom.define.schema import model_schema
 from threadloom.define.tool import tool_definition_of
 from threadloom.errors import DefinitionError
@@ -202,6 +204,18 @@ class Prompt(_Definition):
     hooks: tuple[str, ...] = ()
     recent_image_threshold: int = 10
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    output_type: type[BaseModel] | dict[str, Any] | None = None
+    """The type of the prompt's final answer (spec 24): a pydantic model class or a JSON
+    schema dict. Sent as the provider's native structured output, checked, retried."""
+    output_retries: int = 2
+    """How many times an answer that does not match ``output_type`` is sent back with the
+    problem before the run fails (spec 24 §24.3)."""
+    output_name: str | None = None
+    """The name providers get for the output format; default: the model class's name or
+    the schema's ``title``, else ``output``."""
+    output_strict: bool = False
+    """Ask for the provider's strict schema mode (OpenAI ``strict``), which accepts only a
+    subset of JSON Schema (every property required, closed objects) (spec 24 §24.2)."""
     variables: dict[str, str] = Field(default_factory=dict)
     """The ``{{name}}`` variables the system text needs from the thread's ``arguments``,
     each with a description for whoever starts a thread: a thread of an agent whose prompt
@@ -214,6 +228,25 @@ class Prompt(_Definition):
             if not VARIABLE_NAME.fullmatch(name):
                 raise ValueError(f"variable name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
         return value
+
+    @property
+    def output(self) -> OutputType | None:
+        """The compiled ``output_type`` (built on first use and kept), ``None`` when the
+        prompt declares none. Raises what the schema's check raises for a broken schema
+        (``Definitions.validate()`` reports it as V24 first)."""
+        if self.output_type is None:
+            return None
+        return compiled_output(self.output_type, self.output_name)
+
+    def parse_output(self, message: Any) -> Any:
+        """The parsed output a message of this prompt carries (``message.output``) as the
+        declared type gives it — a model instance for a model class —, ``None`` when it
+        carries none (spec 24 §24.5)."""
+        output = self.output
+        value = getattr(message, "output", None)
+        if output is None or value is None:
+            return None
+        return output.parse(value)
 
     @property
     def offered_description(self) -> str:
@@ -277,6 +310,23 @@ class Prompt(_Definition):
             problems.append(("V16", f"{where}: invalid tool_choice"))
         if self.recent_image_threshold < 0:
             problems.append(("V15", f"{where}: recent_image_threshold must be >= 0"))
+        problems.extend(self._output_problems(where))
+        return problems
+
+    def _output_problems(self, where: str) -> list[Problem]:
+        """V24 (spec 24 §24.1): the output type renders as a valid JSON schema, the retries
+        are >= 0, the name is one providers accept."""
+        problems: list[Problem] = []
+        if self.output_retries < 0:
+            problems.append(("V24", f"{where}: output_retries must be >= 0"))
+        if self.output_name is not None and not OUTPUT_NAME_PATTERN.fullmatch(self.output_name):
+            problems.append(("V24", f"{where}: output_name must match [A-Za-z0-9_-]{{1,64}}"))
+        if self.output_type is not None:
+            try:
+                self.output  # noqa: B018 - compiles the schema, which may refuse it
+            except Exception as exc:
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                problems.append(("V24", f"{where}: output_type is not a valid schema: {text}"))
         return problems
 
 

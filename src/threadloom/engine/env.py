@@ -63,6 +63,9 @@ class ExecutionState:
     terminate_requested: bool = False
     parent_notifications: list[dict[str, Any]] = field(default_factory=list)
     queued_calls: list[ToolCall] = field(default_factory=list)
+    output_attempts: dict[str, int] = field(default_factory=dict)
+    """Per prompt name, the answers of this run in a row that did not match the prompt's
+    output type (spec 24 §24.3); a matching answer clears its entry."""
     """Calls added by ``queue_tool`` during the current step (run after the model's)."""
     step: StepEnv | None = None
     """The step running now, for ``invoke_tool``."""

@@ -359,6 +359,8 @@ class Tracing:
         }
         if request.max_output_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = request.max_output_tokens
+        if request.output is not None:  # a declared output type (spec 24 §24.2)
+            attributes["gen_ai.output.type"] = "json"
         if self.capture_content:
             system, messages = input_messages(request)
             if system:

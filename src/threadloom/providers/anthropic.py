@@ -253,6 +253,22 @@ def _tool_choice(request: ProviderRequest) -> dict[str, Any] | None:
     return wire
 
 
+def output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The output type's schema as Anthropic's structured outputs take it (spec 24 §24.2):
+    the SDK's own ``transform_schema`` — what ``messages.parse`` sends —, which moves the
+    constraints the API refuses (``minimum``, ``minLength`` …) into descriptions and closes
+    objects. The engine checks answers against the full schema. Sent as given when the
+    installed SDK has no such function or the transform refuses the schema."""
+    transform = getattr(anthropic, "transform_schema", None)
+    if not callable(transform):
+        return schema
+    try:
+        transformed: dict[str, Any] = transform(schema)
+    except (ValueError, TypeError, KeyError):
+        return schema
+    return transformed
+
+
 def build_request(request: ProviderRequest, *, default_max_tokens: int = 8192) -> AnthropicRequest:
     """Convert a neutral request into the Messages API request (§5.9.1, §5.9.2).
 
@@ -299,6 +315,12 @@ def build_request(request: ProviderRequest, *, default_max_tokens: int = 8192) -
     body["max_tokens"] = max_tokens
     body["messages"] = messages
     extra = {k: v for k, v in request.provider_options.items() if k not in OWNED_KEYS}
+    if request.output is not None:  # structured outputs: output_config.format (spec 24)
+        config = extra.get("output_config")
+        extra["output_config"] = {
+            **(config if isinstance(config, dict) else {}),
+            "format": {"type": "json_schema", "schema": output_schema(request.output.json_schema)},
+        }
     return AnthropicRequest(body=body, extra_body=extra, thinking_disabled=disabled)
 
 

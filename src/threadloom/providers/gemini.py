@@ -300,6 +300,9 @@ def build_request(request: ProviderRequest) -> GeminiRequest:
         config["max_output_tokens"] = request.max_output_tokens
     if request.reasoning is not None and "thinking_config" not in config:
         config["thinking_config"] = thinking_config(request.model, request.reasoning)
+    if request.output is not None:  # JSON mode with the schema (spec 24 §24.2)
+        config["response_mime_type"] = "application/json"
+        config["response_json_schema"] = request.output.json_schema
     return GeminiRequest(model=request.model, contents=contents, config=config)
 
 

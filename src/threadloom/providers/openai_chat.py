@@ -200,7 +200,18 @@ class OpenAIChatProvider(OpenAIClientOwner):
                 body["reasoning_effort"] = reasoning.effort
         if dialect == "openrouter":
             body["usage"] = {"include": True}
-        return merge_options(body, request.provider_options, _OWNED_KEYS)
+        merged = merge_options(body, request.provider_options, _OWNED_KEYS)
+        output = request.output
+        if output is not None:  # the declared output type wins over the options (spec 24)
+            merged["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": output.name,
+                    "schema": output.json_schema,
+                    "strict": output.strict,
+                },
+            }
+        return merged
 
     # ----------------------------------------------------------------------------------
     # Streaming

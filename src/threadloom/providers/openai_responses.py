@@ -118,7 +118,20 @@ class OpenAIResponsesProvider(OpenAIClientOwner):
         if request.reasoning is not None:
             body["reasoning"] = {"effort": request.reasoning.effort or "medium", "summary": "auto"}
             body["include"] = ["reasoning.encrypted_content"]
-        return merge_options(body, request.provider_options, _OWNED_KEYS)
+        merged = merge_options(body, request.provider_options, _OWNED_KEYS)
+        output = request.output
+        if output is not None:  # text.format, beside any other text option (spec 24)
+            text = merged.get("text")
+            merged["text"] = {
+                **(text if isinstance(text, Mapping) else {}),
+                "format": {
+                    "type": "json_schema",
+                    "name": output.name,
+                    "schema": output.json_schema,
+                    "strict": output.strict,
+                },
+            }
+        return merged
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """One ``responses.create(stream=True)`` request as neutral events.

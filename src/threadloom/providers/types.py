@@ -160,6 +160,16 @@ class ReasoningRequest(_Model):
     exclude: bool = False
 
 
+class OutputFormat(_Model):
+    """The answer's declared JSON schema (spec 24 §24.2): an adapter with a native
+    structured output sends it in the provider's form; one without ignores it (the engine
+    checks every answer anyway)."""
+
+    name: str
+    json_schema: dict[str, Any]
+    strict: bool = False
+
+
 class ProviderRequest(_Model):
     """One model request, provider-neutral (spec 05 §5.3.1).
 
@@ -177,6 +187,8 @@ class ProviderRequest(_Model):
     max_output_tokens: int | None = Field(default=None, gt=0)
     provider_options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    output: OutputFormat | None = None
+    """The prompt's output type (spec 24), None when it declares none."""
 
 
 # --------------------------------------------------------------------------------------
@@ -316,6 +328,7 @@ __all__ = [
     "FinishReason",
     "ImagePart",
     "NamedToolChoice",
+    "OutputFormat",
     "Part",
     "ProviderMessage",
     "ProviderRequest",

@@ -265,6 +265,13 @@ class Message(BaseModel):
         """The message's tool calls as records (empty when it has none)."""
         return decode_tool_calls(self.tool_calls) if self.tool_calls else []
 
+    @property
+    def output(self) -> Any:
+        """The parsed value of a structured answer: ``metadata["output"]`` of an assistant
+        message whose prompt declares an output type (spec 24 §24.5), else None."""
+        metadata = self.metadata
+        return metadata.get("output") if metadata else None
+
     def to_wire(self, *, copy_metadata: bool = True) -> dict[str, Any]:
         """The wire record (spec 01 §1.4.12): ``metadata`` omitted when ``None``, projected
         ``subagent_*`` keys present only when ``subagent_id`` is set. ``metadata`` is a

@@ -14,7 +14,13 @@ from typing import Any
 
 from threadloom.define.model import Model
 from threadloom.define.prompt import Prompt
-from threadloom.providers.types import ProviderRequest, ReasoningRequest, ToolSpec, trusted
+from threadloom.providers.types import (
+    OutputFormat,
+    ProviderRequest,
+    ReasoningRequest,
+    ToolSpec,
+    trusted,
+)
 from threadloom.records import json_compact
 
 SLOT = "__threadloom_request_messages__"
@@ -34,6 +40,8 @@ class Head:
     max_output_tokens: int | None
     provider_options: dict[str, Any]
     text: str
+    output: OutputFormat | None
+    """The prompt's output type as the request carries it (spec 24), or None."""
     tools_schema: str | None
     _meta: tuple[str, str, str] | None = field(default=None)
     """The last ``(prompt name, system text, _metadata JSON)`` (the system rarely changes)."""
@@ -52,6 +60,7 @@ class Head:
                 "max_output_tokens": self.max_output_tokens,
                 "provider_options": dict(self.provider_options),
                 "metadata": metadata,
+                "output": self.output,
             },
         )
 
@@ -122,13 +131,26 @@ def _build(prompt: Any, model: Any, tools: list[Any]) -> Head:
         provider_options=options,
         text="",
         tools_schema=json_compact([t.model_dump() for t in specs]) if specs else None,
+        output=_output_format(prompt),
     )
     dumped = head.request(model.model, [], {}).model_dump(
         mode="json", exclude={"metadata", "messages"}
     )
+    if dumped.get("output") is None:
+        dumped.pop("output", None)  # the logged body of a request without one is unchanged
     text = json_compact({"model": dumped.pop("model"), "messages": SLOT, **dumped})
     head.text = text[:-1]  # without its closing brace: ``_metadata`` follows
     return head
+
+
+def _output_format(prompt: Any) -> OutputFormat | None:
+    """The request's ``output`` of a prompt that declares an output type (spec 24 §24.2)."""
+    output = getattr(prompt, "output", None) if isinstance(prompt, Prompt) else None
+    if output is None:
+        return None
+    return OutputFormat(
+        name=output.name, json_schema=output.schema, strict=bool(prompt.output_strict)
+    )
 
 
 __all__ = ["SLOT", "Head", "Heads", "head_for"]

@@ -482,7 +482,7 @@ class Run:
             reason = "awaiting_approval"
         elif outcome.round.client:
             reason = AWAITING_CLIENT
-        elif outcome.guard or outcome.result is None:
+        elif outcome.guard or outcome.retry or outcome.result is None:
             reason = None
         elif outcome.handoff is not None:
             await self._handoff(env, outcome.handoff)

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from threadloom.define.output import Checked, retry_text
 from threadloom.engine.env import StepEnv
 from threadloom.engine.request.context import assemble
 from threadloom.engine.step.model_call import StepError, call_model
 from threadloom.engine.step.outcome import CallOutcome, ModelResult, ToolRound
 from threadloom.engine.step.pending import publish_chunk, release_hold
 from threadloom.engine.step.tools import canonical_arguments, run_tools
+from threadloom.errors import OutputInvalid
 from threadloom.records import (
     Message,
     ToolCall,
@@ -50,6 +52,9 @@ class StepOutcome:
     round: ToolRound = field(default_factory=ToolRound)
     guard: bool = False
     handoff: CallOutcome | None = None
+    retry: bool = False
+    """The answer did not match the prompt's output type: the problem was sent back and
+    the side steps again (spec 24 §24.3)."""
 
 
 async def model_step(env: StepEnv) -> StepOutcome:
@@ -109,8 +114,9 @@ async def model_step(env: StepEnv) -> StepOutcome:
     assert pending is not None
     calls, guard = post_process(env, result)
     encoded = encode_tool_calls(calls) if calls else None
+    checked = check_output(env, result, calls)
     try:
-        message = await finalise(env, pending, result, guard, encoded)
+        message = await finalise(env, pending, result, guard, encoded, checked)
     finally:
         env.held = None  # the hold is over (and no cycle is left between the two)
     run.partial.pop(pending.id, None)
@@ -140,6 +146,10 @@ async def model_step(env: StepEnv) -> StepOutcome:
         )
         run.tool_rows.append(stored)
         return StepOutcome(result=result, message=message, round=round_, guard=True)
+    if checked is not None:
+        retry = await settle_output(env, checked)
+        if retry:
+            return StepOutcome(result=result, message=message, round=round_, retry=True)
     handoffs = [
         o
         for o in round_.outcomes
@@ -225,15 +235,61 @@ def post_process(env: StepEnv, result: ModelResult) -> tuple[list[ToolCall], str
     return calls, guard
 
 
+def check_output(env: StepEnv, result: ModelResult, calls: list[ToolCall]) -> Checked | None:
+    """The answer checked against the prompt's output type (spec 24 §24.3): a final answer
+    (text, no tool call) of a top-level step whose prompt declares one; else None."""
+    prompt = env.prompt
+    if getattr(prompt, "output_type", None) is None or calls or env.nested is not None:
+        return None
+    output = prompt.output
+    if output is None or not result.content.strip():
+        return None
+    return output.check(result.content)
+
+
+async def settle_output(env: StepEnv, checked: Checked) -> bool:
+    """After a checked answer is stored: True when the problem was sent back for another
+    attempt; raises ``OutputInvalid`` when the retries are used up (spec 24 §24.3, §24.4)."""
+    name = env.prompt.name
+    attempts = env.execution.output_attempts
+    if checked.problem is None:
+        attempts.pop(name, None)
+        return False
+    failed = attempts[name] = attempts.get(name, 0) + 1
+    if failed > env.prompt.output_retries:
+        attempts.pop(name, None)
+        raise OutputInvalid(name, failed, checked.problem)
+    await thread_messages.create(
+        env.state,
+        Message(
+            id=new_id(),
+            role="user" if env.side == "a" else "assistant",
+            content=retry_text(checked.problem),
+            name="output_validation",
+            prompt=env.prompt.name,
+            depth=env.depth,
+            parent_id=env.parent_message_id,
+            silent=True,
+            metadata={"status_kind": "output_invalid", "output_attempt": failed},
+        ),
+        propagate=False,
+        require_live=False,
+    )
+    return True
+
+
 async def finalise(
     env: StepEnv,
     pending: Message,
     result: ModelResult,
     guard: str | None,
     encoded: str | None,
+    checked: Checked | None = None,
 ) -> Message:
     """Store the model's answer in its pending message (spec 04 §4.13 step 4);
-    ``encoded``: the stored text of its tool calls (``post_process``)."""
+    ``encoded``: the stored text of its tool calls (``post_process``); ``checked``: the
+    answer checked against the prompt's output type, whose value or problem goes in its
+    metadata (spec 24 §24.5)."""
     pending_id = pending.id
     content: str | None = result.content or None
     hooks = env.run.hooks_for("before_create_message", env.execution)
@@ -269,7 +325,15 @@ async def finalise(
         if result.reasoning_duration_ms is not None
         else None
     )
-    reason = ends_with(env, result) if guard is None else None
+    if checked is not None:
+        found: dict[str, Any] = (
+            {"output": checked.value} if checked.valid else {"output_error": checked.problem}
+        )
+        metadata = {**(metadata or {}), **found}
+    # an answer that did not match is followed by the problem, not the run's end
+    reason = (
+        ends_with(env, result) if guard is None and not (checked and not checked.valid) else None
+    )
     fields: dict[str, Any] = dict(updates)  # the completed message over the pending one
     if metadata:
         fields["metadata"] = {**(pending.metadata or {}), **metadata}
