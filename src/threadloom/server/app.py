@@ -33,6 +33,7 @@ from threadloom.server.routes import (
     messages,
     oauth,
     portable,
+    search,
     records,
     schedules,
     state,
@@ -81,6 +82,7 @@ def _build(
         schedules,
         triggers,
         memory,
+        search,
     )
     for module in routers:
         app.include_router(module.router)

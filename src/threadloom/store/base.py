@@ -68,6 +68,8 @@ from threadloom.store.shapes import (
     RequestDelta,
     RunBegin,
     RunEnd,
+    SearchHit,
+    SearchTerm,
     SessionRow,
     Settled,
     Settlement,
@@ -82,10 +84,14 @@ from threadloom.store.shapes import (
     UserPatch,
     UserRow,
     delivered_message,
+    search_terms,
     system_clock_us,
 )
 
 __all__ = [
+    "SearchHit",
+    "SearchTerm",
+    "search_terms",
     "LOST_RUN",
     "ApiKeyRow",
     "BodyStrip",
@@ -220,6 +226,14 @@ class Store(
 
     async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
         """A page of threads with their list summaries, and the total matching."""
+        ...
+
+    async def search_threads(
+        self, query: ThreadQuery, terms: Sequence[SearchTerm]
+    ) -> tuple[list[SearchHit], int]:
+        """A page of the threads ``query`` selects that have a message matching ``terms``
+        (at least one not excluded), best rank first, each with its best message and
+        snippet; and how many threads match (spec 08 §8.13)."""
         ...
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:

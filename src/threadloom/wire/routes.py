@@ -29,6 +29,7 @@ from threadloom.wire import (
     markdown,
     messages,
     portable,
+    search,
     state,
     stream,
     threads,
@@ -234,6 +235,10 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
+    # search (§8.13)
+    "search_threads": Operation(
+        "GET", "/api/search", {200: search.SearchResults}, (*SIGNED, *QUERY), search.SEARCH_QUERY
+    ),
     "render_markdown": Operation(
         "POST",
         "/api/markdown",

@@ -58,6 +58,7 @@ from threadloom.store.core import (
     queue,
     retention,
     runs,
+    search,
     schedules,
     threads,
     triggers,
@@ -82,6 +83,8 @@ from threadloom.store.shapes import (
     PruneChunk,
     RunBegin,
     RunEnd,
+    SearchHit,
+    SearchTerm,
     SessionRow,
     Settled,
     Settlement,
@@ -172,6 +175,11 @@ class TxStore:
 
     async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
         return await self._read(threads.query_threads, query)
+
+    async def search_threads(
+        self, query: ThreadQuery, terms: Sequence[SearchTerm]
+    ) -> tuple[list[SearchHit], int]:
+        return await self._read(search.search_threads, query, tuple(terms))
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
         return await self._read(threads.thread_owners, user_id)

@@ -545,6 +545,20 @@ CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
 22). ``scope``, ``namespace`` and ``key`` compare bytewise (``COLLATE "C"``), as SQLite's: a
 namespace prefix is a range of the primary key."""
 
+_V17 = """
+ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    CASE WHEN depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant')
+        AND content <> ''
+    THEN to_tsvector('simple'::regconfig, content) END
+) STORED;
+CREATE INDEX messages_search ON messages USING GIN (search);
+"""
+"""The full-text index of message text (spec 08 §8.13; SQLite's migration 27): a generated
+``tsvector`` of the visible top-level user and assistant text (``simple`` configuration:
+lower-cased words, no stemming, as SQLite's ``unicode61``), computed by the database with
+every row written — adding the column computes it for the messages already stored — and a
+GIN index over it. A message outside the search has ``NULL``, which the index skips."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -559,6 +573,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
     (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
+    (17, "the full-text index of message text", _V17),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

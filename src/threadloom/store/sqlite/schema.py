@@ -12,9 +12,13 @@ from collections.abc import Callable
 from threadloom.store.core.upgrades import Contraction, Plan, check_newer, floor
 from threadloom.store.sqlite.migrations import MIGRATIONS as MIGRATIONS
 from threadloom.store.sqlite.schema_checks import checks_as_comparisons
+from threadloom.store.sqlite.search_index import create_search_index
 
 # Migrations done in Python instead of SQL text, inside the migration's transaction.
-_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {9: checks_as_comparisons}
+_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    9: checks_as_comparisons,
+    27: create_search_index,
+}
 
 # Migrations that rebuild a table other tables reference: applied with foreign keys off
 # (a DROP TABLE would otherwise cascade), then checked with foreign_key_check.
