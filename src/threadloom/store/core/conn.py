@@ -165,6 +165,10 @@ class Dialect:
         """The search terms in the index's own query syntax, bound to :attr:`search_hits`."""
         raise NotImplementedError
 
+    def snippet_text(self, snippet: str) -> str:
+        """A snippet as :meth:`search_snippets` made it, as the message's own text."""
+        return snippet
+
     def search_snippets(self, count: int) -> str:
         """A ``SELECT`` of ``(rid, snippet)`` for ``count`` messages by ``rid``, the matched
         words between ``\x02`` and ``\x03``; binds the match text, then the rids."""

@@ -61,7 +61,7 @@ def search_threads(
         SearchHit(
             thread=thread_from_row(r[:-3], summary=True),
             message_id=ids[int(r[-3])],
-            snippet=snippet_parts(snippets.get(int(r[-3])) or ""),
+            snippet=snippet_parts(conn.sql.snippet_text(snippets.get(int(r[-3])) or "")),
             rank=float(r[-2]),
             matches=int(r[-1]),
         )

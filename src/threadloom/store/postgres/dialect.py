@@ -189,9 +189,15 @@ class PostgresDialect(Dialect):
     def search_match(self, terms: Sequence[SearchTerm]) -> str:
         return websearch_text(terms)
 
+    def snippet_text(self, snippet: str) -> str:
+        # ts_headline's parser drops what looks like an HTML tag: the snippet is made of
+        # the text with each "<" as \x01, given back here
+        return snippet.replace("\x01", "<")
+
     def search_snippets(self, count: int) -> str:
         return (
-            "SELECT m.rid, ts_headline('simple', m.content, sq.query, 'StartSel=' || chr(2)"
+            "SELECT m.rid, ts_headline('simple', translate(m.content, '<', chr(1)), sq.query,"
+            " 'StartSel=' || chr(2)"
             " || ', StopSel=' || chr(3) || ', MaxFragments=1, MaxWords=24, MinWords=10')"
             " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"
             f" WHERE m.rid IN ({','.join('?' * count)})"
