@@ -193,3 +193,49 @@ async def test_c08_206_index_follows_edits_and_deletions(store: Store) -> None:
     await store.delete_thread("t-gone")
     assert await found(store, "vanishing") == []
     assert await found(store, "wording") == ["t-edit"]
+
+
+def _undo_search_index(db_url: str) -> None:
+    """Put the store back as it was before the search migration, its rows kept: a store of
+    the release before it, with messages already written."""
+    if db_url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db_url, autocommit=True) as pg:
+            pg.execute("ALTER TABLE messages DROP COLUMN search")
+            pg.execute("DELETE FROM threadloom_migrations WHERE version = 17")
+        return
+    import sqlite3
+    from contextlib import closing
+
+    from threadloom.store.sqlite.store import path_from_url
+
+    with closing(sqlite3.connect(path_from_url(db_url))) as conn:
+        for trigger in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER messages_fts_{trigger}")
+        conn.execute("DROP TABLE messages_fts")
+        conn.execute("DELETE FROM threadloom_migrations WHERE version = 27")
+        conn.commit()
+
+
+async def test_c08_213_the_migration_indexes_the_messages_already_stored(db_url: str) -> None:
+    store = await open_store(db_url)
+    try:
+        await thread(store, "t-old", "written before the index existed", "quietly stored")
+        await store.insert_message(
+            "t-old", Message(id=new_id(), role="tool", content="written", tool_call_id="c")
+        )
+    finally:
+        await store.close()
+    _undo_search_index(db_url)
+    store = await open_store(db_url)  # migrates again: the index is filled
+    try:
+        hits, total = await search(store, "written")
+        assert total == 1
+        assert [(h.thread.id, h.message_id, h.matches) for h in hits] == [("t-old", "t-old-m0", 1)]
+        assert await found(store, "quietly") == ["t-old"]
+        # and kept in step from then on
+        await store.insert_message("t-old", Message(id="t-old-new", role="user", content="fresh"))
+        assert await found(store, "fresh") == ["t-old"]
+    finally:
+        await store.close()
