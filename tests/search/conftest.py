@@ -1,4 +1,4 @@
-"""Search tests (spec 08 §8.13) run against the real server of the spec 08 black-box
+"""Search tests (spec 08 §8.14) run against the real server of the spec 08 black-box
 fixtures (``tests/server/conftest.py``): a real uvicorn on 127.0.0.1 serving a real Runtime,
 on both stores."""
 

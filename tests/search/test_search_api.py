@@ -1,4 +1,4 @@
-"""``GET /api/search`` (spec 08 §8.13): threads found by the text of their messages over
+"""``GET /api/search`` (spec 08 §8.14): threads found by the text of their messages over
 HTTP on a real server, on both stores — who may see what, the hits' shape, the thread
 list's filters combined with the text, paging, and the refusals."""
 

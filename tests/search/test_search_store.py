@@ -1,7 +1,7 @@
-"""Full-text search of threads by their messages' text, done by the store (spec 08 §8.13,
-spec 01 §1.11): the index on both stores, the thread filters combined with it, one hit per
-thread, paging, and the index following every write (edits, deletions, thread deletion,
-retention's cascade)."""
+"""Full-text search of threads by their messages' text, done by the store (spec 08 §8.14):
+the index on both stores, the thread filters combined with it, one hit per thread, paging,
+the index following every write (edits, deletions, a thread's deletion with its children —
+the cascade retention deletes through, spec 17 §17.2) and filled by its migration."""
 
 from __future__ import annotations
 

@@ -233,7 +233,7 @@ class Store(
     ) -> tuple[list[SearchHit], int]:
         """A page of the threads ``query`` selects that have a message matching ``terms``
         (at least one not excluded), best rank first, each with its best message and
-        snippet; and how many threads match (spec 08 §8.13)."""
+        snippet; and how many threads match (spec 08 §8.14)."""
         ...
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:

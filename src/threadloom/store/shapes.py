@@ -278,7 +278,7 @@ _SEARCH_TERM = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
 
 @dataclass(frozen=True, slots=True)
 class SearchTerm:
-    """One term of a search text (spec 08 §8.13.1): a word or a quoted phrase, whose words
+    """One term of a search text (spec 08 §8.14): a word or a quoted phrase, whose words
     a message must hold (in that order, for a phrase) — or must not, when ``exclude``."""
 
     text: str
@@ -302,7 +302,7 @@ def search_terms(text: str) -> tuple[SearchTerm, ...]:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """A thread a search found (spec 08 §8.13.1): the thread with its list summaries, its
+    """A thread a search found (spec 08 §8.14): the thread with its list summaries, its
     best-ranked matching message, a snippet of that message's text as parts (``True``:
     a matched word), the store's rank of it (higher is better; comparable only within
     one answer) and how many of the thread's messages match."""

@@ -235,7 +235,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
-    # search (§8.13)
+    # search (§8.14)
     "search_threads": Operation(
         "GET", "/api/search", {200: search.SearchResults}, (*SIGNED, *QUERY), search.SEARCH_QUERY
     ),

@@ -1,4 +1,4 @@
-"""Full-text search of threads (spec 08 §8.13): ``GET /api/search``'s query parameters and
+"""Full-text search of threads (spec 08 §8.14): ``GET /api/search``'s query parameters and
 its answer."""
 
 from __future__ import annotations

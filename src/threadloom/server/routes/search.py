@@ -1,4 +1,4 @@
-"""Full-text search of threads by their messages' text (spec 08 §8.13): ``GET
+"""Full-text search of threads by their messages' text (spec 08 §8.14): ``GET
 /api/search``. The store finds and ranks (SQLite FTS5, PostgreSQL full-text search); this
 route reads the parameters, pins a non-admin to their own threads as the thread list does
 (spec 10 §10.6), and answers each hit with the thread item of the list."""

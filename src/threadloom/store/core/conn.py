@@ -157,7 +157,7 @@ class Dialect:
         raise NotImplementedError
 
     search_hits: str = ""
-    """The full-text index's part of a search (spec 08 §8.13, ``core/search.py``): a
+    """The full-text index's part of a search (spec 08 §8.14, ``core/search.py``): a
     ``SELECT`` of ``thread_id``, ``rid`` and ``score`` (higher is better) of each indexed
     message matching the one ``?``, the text :meth:`search_match` made."""
 

@@ -1,4 +1,4 @@
-"""Full-text search of threads by the text of their messages (spec 08 §8.13), once for both
+"""Full-text search of threads by the text of their messages (spec 08 §8.14), once for both
 backends: the dialect supplies the index's part (``Dialect.search_hits``: the matching
 messages with a rank; ``search_snippets``: a snippet of each), this module the rest — the
 thread list's filters, one hit per thread (its best message), the order, the page and

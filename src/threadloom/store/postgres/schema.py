@@ -553,7 +553,7 @@ ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
 ) STORED;
 CREATE INDEX messages_search ON messages USING GIN (search);
 """
-"""The full-text index of message text (spec 08 §8.13; SQLite's migration 27): a generated
+"""The full-text index of message text (spec 08 §8.14; SQLite's migration 27): a generated
 ``tsvector`` of the visible top-level user and assistant text (``simple`` configuration:
 lower-cased words, no stemming, as SQLite's ``unicode61``), computed by the database with
 every row written — adding the column computes it for the messages already stored — and a

@@ -829,7 +829,7 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
     (
         27,
         "the full-text index of message text",
-        # Spec 08 §8.13: an FTS5 index of the visible top-level user and assistant text,
+        # Spec 08 §8.14: an FTS5 index of the visible top-level user and assistant text,
         # filled with the messages already stored and kept in step by triggers; created by
         # a step (search_index.py: trigger bodies hold the ';' this text is split on).
         "",
