@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import Api
-
 from server.conftest import USERS
 
 

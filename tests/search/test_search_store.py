@@ -23,7 +23,8 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 async def thread(store: Store, name: str, *texts: str, **fields: object) -> str:
-    await store.create_thread(NewThread(id=name, agent_id=str(fields.pop("agent", "chat")), **fields))  # type: ignore[arg-type]
+    agent = str(fields.pop("agent", "chat"))
+    await store.create_thread(NewThread(id=name, agent_id=agent, **fields))  # type: ignore[arg-type]
     for i, text in enumerate(texts):
         role = "user" if i % 2 == 0 else "assistant"
         await store.insert_message(name, Message(id=f"{name}-m{i}", role=role, content=text))

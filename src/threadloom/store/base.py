@@ -89,9 +89,6 @@ from threadloom.store.shapes import (
 )
 
 __all__ = [
-    "SearchHit",
-    "SearchTerm",
-    "search_terms",
     "LOST_RUN",
     "ApiKeyRow",
     "BodyStrip",
@@ -114,6 +111,8 @@ __all__ = [
     "RequestDelta",
     "RunBegin",
     "RunEnd",
+    "SearchHit",
+    "SearchTerm",
     "SessionRow",
     "Settled",
     "Settlement",
@@ -129,6 +128,7 @@ __all__ = [
     "UserPatch",
     "UserRow",
     "delivered_message",
+    "search_terms",
     "system_clock_us",
 ]
 

@@ -58,8 +58,8 @@ from threadloom.store.core import (
     queue,
     retention,
     runs,
-    search,
     schedules,
+    search,
     threads,
     triggers,
 )

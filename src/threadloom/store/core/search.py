@@ -12,6 +12,7 @@ PostgreSQL's generated ``messages.search`` column and its GIN index (migration 1
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from threadloom.store.core.codec import THREAD_COLUMNS, THREAD_SUMMARY, thread_from_row
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.threads import thread_filters
@@ -38,8 +39,9 @@ def search_threads(
         f" FROM hits JOIN threads ON threads.id = hits.thread_id{where})"
     )
     total = int(
-        conn.execute(f"{hits} SELECT COUNT(*) FROM best WHERE hit_n = 1", (match, *params))
-        .fetchone()[0]
+        conn.execute(
+            f"{hits} SELECT COUNT(*) FROM best WHERE hit_n = 1", (match, *params)
+        ).fetchone()[0]
     )
     if total == 0 or q.offset >= total:
         return [], total
