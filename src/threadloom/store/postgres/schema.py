@@ -546,12 +546,12 @@ CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
 namespace prefix is a range of the primary key."""
 
 _V17 = """
-ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (
     CASE WHEN depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant')
         AND content <> ''
     THEN to_tsvector('simple'::regconfig, content) END
 ) STORED;
-CREATE INDEX messages_search ON messages USING GIN (search);
+CREATE INDEX IF NOT EXISTS messages_search ON messages USING GIN (search);
 """
 """The full-text index of message text (spec 08 §8.14; SQLite's migration 27): a generated
 ``tsvector`` of the visible top-level user and assistant text (``simple`` configuration:

@@ -6,6 +6,8 @@ SQLite only picks a partial index when the query's WHERE clause implies it.
 
 from __future__ import annotations
 
+from threadloom.store.sqlite.search_index import SQL as SEARCH_INDEX
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -830,8 +832,8 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
         27,
         "the full-text index of message text",
         # Spec 08 §8.14: an FTS5 index of the visible top-level user and assistant text,
-        # filled with the messages already stored and kept in step by triggers; created by
-        # a step (search_index.py: trigger bodies hold the ';' this text is split on).
-        "",
+        # filled with the messages already stored and kept in step by triggers
+        # (search_index.py says how).
+        SEARCH_INDEX,
     ),
 ]
