@@ -240,3 +240,34 @@ async def test_c08_213_the_migration_indexes_the_messages_already_stored(db_url:
         assert await found(store, "fresh") == ["t-old"]
     finally:
         await store.close()
+
+
+async def test_c08_214_threads_retention_deletes_leave_the_index(db_url: str) -> None:
+    from threadloom import RetentionPolicy, Runtime
+
+    now = [1_800_000_000_000_000]
+
+    def clock() -> int:
+        now[0] += 1
+        return now[0]
+
+    rt = await Runtime.open(
+        db_url, clock=clock, retention=RetentionPolicy(interval_s=None, inactive_days=30)
+    )
+    try:
+        old = await rt.create_thread("a", user_id="u")
+        child = await rt.create_thread("a", user_id="u", parent=old.thread_id)
+        await old.inject_message(role="user", content="retained nowhere")
+        await child.inject_message(role="user", content="retained nowhere either")
+        now[0] += 31 * 86_400_000_000
+        kept = await rt.create_thread("a", user_id="u")
+        await kept.inject_message(role="user", content="retained here")
+        assert await found(rt.store, "retained") == sorted(
+            [old.thread_id, child.thread_id, kept.thread_id]
+        )
+        report = await rt.apply_retention()
+        assert [o.ids for o in report.outcomes] == [[old.thread_id]]
+        assert await found(rt.store, "retained") == [kept.thread_id]
+        assert await found(rt.store, "nowhere") == []
+    finally:
+        await rt.close()
