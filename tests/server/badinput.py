@@ -499,6 +499,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/triggers": ("", ()),
     "/api/triggers/{trigger_id}": ("", ()),
     "/api/memory/items": ("namespace=notes&key=k1", ()),
+    "/api/search": ("q=x", ("limit", "offset")),
 }
 STREAMS = ("/api/threads/{id}/stream", "/api/events")
 STREAM_TWINS = {

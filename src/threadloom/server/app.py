@@ -38,6 +38,7 @@ from threadloom.server.routes import (
     portable,
     records,
     schedules,
+    search,
     state,
     threads,
     triggers,
@@ -87,6 +88,7 @@ def _build(
         schedules,
         triggers,
         memory,
+        search,
     )
     for module in routers:
         app.include_router(module.router)

@@ -70,6 +70,8 @@ from threadloom.store.shapes import (
     RequestDelta,
     RunBegin,
     RunEnd,
+    SearchHit,
+    SearchTerm,
     SessionRow,
     Settled,
     Settlement,
@@ -84,6 +86,7 @@ from threadloom.store.shapes import (
     UserPatch,
     UserRow,
     delivered_message,
+    search_terms,
     system_clock_us,
 )
 
@@ -110,6 +113,8 @@ __all__ = [
     "RequestDelta",
     "RunBegin",
     "RunEnd",
+    "SearchHit",
+    "SearchTerm",
     "SessionRow",
     "Settled",
     "Settlement",
@@ -125,6 +130,7 @@ __all__ = [
     "UserPatch",
     "UserRow",
     "delivered_message",
+    "search_terms",
     "system_clock_us",
 ]
 
@@ -232,6 +238,14 @@ class Store(
 
     async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
         """A page of threads with their list summaries, and the total matching."""
+        ...
+
+    async def search_threads(
+        self, query: ThreadQuery, terms: Sequence[SearchTerm]
+    ) -> tuple[list[SearchHit], int]:
+        """A page of the threads ``query`` selects that have a message matching ``terms``
+        (at least one not excluded), best rank first, each with its best message and
+        snippet; and how many threads match (spec 08 §8.14)."""
         ...
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:

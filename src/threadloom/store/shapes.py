@@ -6,6 +6,7 @@ of this module."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -296,6 +297,49 @@ def delivered_message(entry: QueueEntry) -> Message:
         metadata=entry.metadata,
         subagent_id=value if isinstance(value, str) and value else None,
     )
+
+
+SEARCH_MAX_TERMS = 16
+"""The most terms a search text keeps (the rest are ignored)."""
+_SEARCH_TERM = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerm:
+    """One term of a search text (spec 08 §8.14): a word or a quoted phrase, whose words
+    a message must hold (in that order, for a phrase) — or must not, when ``exclude``."""
+
+    text: str
+    exclude: bool = False
+
+
+def search_terms(text: str) -> tuple[SearchTerm, ...]:
+    """The terms of a search text: words and ``"quoted phrases"`` separated by spaces, a
+    leading ``-`` excluding one. A term without a letter or digit is dropped (no word of
+    it could be found); at most :data:`SEARCH_MAX_TERMS`. The stores turn the same terms
+    into their own query syntax, so no text a person types is ever query syntax."""
+    terms: list[SearchTerm] = []
+    for m in _SEARCH_TERM.finditer(text):
+        phrase = m.group(2) is not None
+        words = (m.group(2) if phrase else m.group(4).replace('"', "")).strip()
+        if not any(ch.isalnum() for ch in words):
+            continue
+        terms.append(SearchTerm(" ".join(words.split()), bool(m.group(1) or m.group(3))))
+    return tuple(terms[:SEARCH_MAX_TERMS])
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A thread a search found (spec 08 §8.14): the thread with its list summaries, its
+    best-ranked matching message, a snippet of that message's text as parts (``True``:
+    a matched word), the store's rank of it (higher is better; comparable only within
+    one answer) and how many of the thread's messages match."""
+
+    thread: ThreadRow
+    message_id: str
+    snippet: tuple[tuple[str, bool], ...]
+    rank: float
+    matches: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from threadloom.wire import (
     messages,
     playground,
     portable,
+    search,
     state,
     stream,
     threads,
@@ -260,6 +261,10 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "models": Operation("GET", "/api/models", {200: catalog.ModelList}, SIGNED),
     "hooks": Operation("GET", "/api/hooks", {200: catalog.HookList}, SIGNED),
+    # search (§8.14)
+    "search_threads": Operation(
+        "GET", "/api/search", {200: search.SearchResults}, (*SIGNED, *QUERY), search.SEARCH_QUERY
+    ),
     "render_markdown": Operation(
         "POST",
         "/api/markdown",

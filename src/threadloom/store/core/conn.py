@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from threadloom.store.shapes import Fence, StoredEvent
+    from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
 
 T = TypeVar("T")
 
@@ -154,4 +154,22 @@ class Dialect:
     def unique_violation(self, exc: BaseException) -> str | None:
         """``table.column`` of the unique key ``exc`` violated; ``None`` for another
         error (a CHECK, a foreign key …)."""
+        raise NotImplementedError
+
+    search_hits: str = ""
+    """The full-text index's part of a search (spec 08 §8.14, ``core/search.py``): a
+    ``SELECT`` of ``thread_id``, ``rid`` and ``score`` (higher is better) of each indexed
+    message matching the one ``?``, the text :meth:`search_match` made."""
+
+    def search_match(self, terms: Sequence[SearchTerm]) -> str:
+        """The search terms in the index's own query syntax, bound to :attr:`search_hits`."""
+        raise NotImplementedError
+
+    def snippet_text(self, snippet: str) -> str:
+        """A snippet as :meth:`search_snippets` made it, as the message's own text."""
+        return snippet
+
+    def search_snippets(self, count: int) -> str:
+        """A ``SELECT`` of ``(rid, snippet)`` for ``count`` messages by ``rid``, the matched
+        words between ``\x02`` and ``\x03``; binds the match text, then the rids."""
         raise NotImplementedError

@@ -60,6 +60,7 @@ from threadloom.store.core import (
     retention,
     runs,
     schedules,
+    search,
     threads,
     triggers,
 )
@@ -85,6 +86,8 @@ from threadloom.store.shapes import (
     PruneChunk,
     RunBegin,
     RunEnd,
+    SearchHit,
+    SearchTerm,
     SessionRow,
     Settled,
     Settlement,
@@ -181,6 +184,11 @@ class TxStore:
 
     async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
         return await self._read(threads.query_threads, query)
+
+    async def search_threads(
+        self, query: ThreadQuery, terms: Sequence[SearchTerm]
+    ) -> tuple[list[SearchHit], int]:
+        return await self._read(search.search_threads, query, tuple(terms))
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:
         return await self._read(threads.thread_owners, user_id)

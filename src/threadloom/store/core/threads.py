@@ -165,6 +165,19 @@ def _like_escape(text: str) -> str:
 
 
 def query_threads(conn: Conn, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
+    where, params = thread_filters(conn, q)
+    total = int(conn.execute(f"SELECT COUNT(*) FROM threads{where}", params).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY}, {THREAD_LINEAGE} FROM threads{where}"
+        f" ORDER BY {_SORTS[q.sort]} LIMIT ? OFFSET ?",
+        (*params, q.limit, q.offset),
+    )
+    return [thread_from_row(r, summary=True, lineage=True) for r in rows], total
+
+
+def thread_filters(conn: Conn, q: ThreadQuery) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause (empty, or with its leading space) of ``q``'s filters over
+    ``threads`` and its parameters: the thread list's, and the search's (core/search.py)."""
     clauses: list[str] = []
     params: list[Any] = []
     if q.user_id is not None:
@@ -211,13 +224,7 @@ def query_threads(conn: Conn, q: ThreadQuery) -> tuple[list[ThreadRow], int]:
         clauses.append(f"status_state IN ({','.join('?' * len(q.states))})")
         params.extend(q.states)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-    total = int(conn.execute(f"SELECT COUNT(*) FROM threads{where}", params).fetchone()[0])
-    rows = conn.execute(
-        f"SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY}, {THREAD_LINEAGE} FROM threads{where}"
-        f" ORDER BY {_SORTS[q.sort]} LIMIT ? OFFSET ?",
-        (*params, q.limit, q.offset),
-    )
-    return [thread_from_row(r, summary=True, lineage=True) for r in rows], total
+    return where, params
 
 
 def thread_owners(conn: Conn, user_id: str | None) -> list[OwnerCount]:

@@ -13,7 +13,8 @@ import psycopg
 import psycopg.errors
 
 from threadloom.store.core.conn import ELSEWHERE, WATCHED, Cursor, Dialect
-from threadloom.store.shapes import Fence, StoredEvent
+from threadloom.store.core.search import websearch_text
+from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
 
@@ -177,6 +178,30 @@ class PostgresDialect(Dialect):
 
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"
+
+    # the generated tsvector of migration 17 and its GIN index
+    search_hits = (
+        "SELECT m.thread_id AS thread_id, m.rid AS rid, ts_rank(m.search, sq.query) AS score"
+        " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"
+        " WHERE m.search @@ sq.query"
+    )
+
+    def search_match(self, terms: Sequence[SearchTerm]) -> str:
+        return websearch_text(terms)
+
+    def snippet_text(self, snippet: str) -> str:
+        # ts_headline's parser drops what looks like an HTML tag: the snippet is made of
+        # the text with each "<" as \x01, given back here
+        return snippet.replace("\x01", "<")
+
+    def search_snippets(self, count: int) -> str:
+        return (
+            "SELECT m.rid, ts_headline('simple', translate(m.content, '<', chr(1)), sq.query,"
+            " 'StartSel=' || chr(2)"
+            " || ', StopSel=' || chr(3) || ', MaxFragments=1, MaxWords=24, MinWords=10')"
+            " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"
+            f" WHERE m.rid IN ({','.join('?' * count)})"
+        )
 
     def unique_violation(self, exc: BaseException) -> str | None:
         """By SQLSTATE (23505) and the constraint's name, never by the message."""

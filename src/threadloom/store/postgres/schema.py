@@ -555,6 +555,19 @@ CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
 """
 """The thread a fork was made from, and at which message (spec 08 §8.3.8; SQLite's
 migration 26)."""
+_V17 = """
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (
+    CASE WHEN depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant')
+        AND content <> ''
+    THEN to_tsvector('simple'::regconfig, content) END
+) STORED;
+CREATE INDEX IF NOT EXISTS messages_search ON messages USING GIN (search);
+"""
+"""The full-text index of message text (spec 08 §8.14; SQLite's migration 27): a generated
+``tsvector`` of the visible top-level user and assistant text (``simple`` configuration:
+lower-cased words, no stemming, as SQLite's ``unicode61``), computed by the database with
+every row written — adding the column computes it for the messages already stored — and a
+GIN index over it. A message outside the search has ``NULL``, which the index skips."""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
@@ -571,6 +584,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
     (16, "the thread a fork was made from, and at which message", _V16),
+    (17, "the full-text index of message text", _V17),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

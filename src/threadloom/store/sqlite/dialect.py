@@ -7,7 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from threadloom.store.core.conn import Dialect
-from threadloom.store.shapes import Fence, StoredEvent
+from threadloom.store.core.search import fts5_match
+from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
 
 
 class SqliteDialect(Dialect):
@@ -33,6 +34,22 @@ class SqliteDialect(Dialect):
 
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_each({alias}.attachments) AS j", "json_extract(j.value, '$.path')"
+
+    # the FTS5 index of migration 27 (store/sqlite/search_index.py); bm25 is lower-better
+    search_hits = (
+        "SELECT m.thread_id AS thread_id, m.rid AS rid, -bm25(messages_fts) AS score"
+        " FROM messages_fts JOIN messages m ON m.rid = messages_fts.rowid"
+        " WHERE messages_fts MATCH ?"
+    )
+
+    def search_match(self, terms: Sequence[SearchTerm]) -> str:
+        return fts5_match(terms)
+
+    def search_snippets(self, count: int) -> str:
+        return (
+            "SELECT rowid, snippet(messages_fts, 0, char(2), char(3), '…', 24)"
+            f" FROM messages_fts WHERE messages_fts MATCH ? AND rowid IN ({','.join('?' * count)})"
+        )
 
     def unique_violation(self, exc: BaseException) -> str | None:
         """SQLite names the violated key only in its message ("UNIQUE constraint failed:

@@ -6,6 +6,8 @@ SQLite only picks a partial index when the query's WHERE clause implies it.
 
 from __future__ import annotations
 
+from threadloom.store.sqlite.search_index import SQL as SEARCH_INDEX
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -839,5 +841,13 @@ CREATE TABLE IF NOT EXISTS thread_forks (
 );
 CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
 """,
+    ),
+    (
+        27,
+        "the full-text index of message text",
+        # Spec 08 §8.14: an FTS5 index of the visible top-level user and assistant text,
+        # filled with the messages already stored and kept in step by triggers
+        # (search_index.py says how).
+        SEARCH_INDEX,
     ),
 ]

@@ -74,6 +74,23 @@ def plan(conn: sqlite3.Connection) -> Plan:
     return Plan("sqlite", current, LATEST_VERSION, pending, recorded)
 
 
+def statements(sql: str) -> list[str]:
+    """The statements of a migration's text, split at each ``;`` that ends one
+    (``sqlite3.complete_statement``): a trigger's body, whose statements end in ``;`` too,
+    stays whole."""
+    out: list[str] = []
+    pending = ""
+    for piece in sql.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                out.append(pending)
+            pending = ""
+    if pending.strip(" \t\n;"):
+        out.append(pending)  # not complete: executed, so its error is the migration's
+    return out
+
+
 def applied_versions(conn: sqlite3.Connection) -> set[int]:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS threadloom_migrations ("
@@ -101,9 +118,8 @@ def migrate(conn: sqlite3.Connection, upto: int = LATEST_VERSION) -> int:
             conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(sql):
+                conn.execute(statement)
             if version in _STEPS:
                 _STEPS[version](conn)
             for table in checked or ():

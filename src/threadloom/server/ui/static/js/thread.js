@@ -363,6 +363,21 @@ async function loadAll() {
   toBottom();
   forks.reveal();
   openStream();
+  revealLinked(mine);
+}
+
+// a link to one message (`#m-<id>`: a hit of the threads page's search): older pages are
+// read until it is there, then it is scrolled into view and flashed
+async function revealLinked(mine) {
+  if (!location.hash.startsWith("#m-")) return;
+  const id = decodeURIComponent(location.hash.slice(3));
+  for (let n = 0; !node(id) && firstIndex > 0 && n < 20 && mine === generation; n++) await loadOlder();
+  const li = node(id);
+  if (!li || mine !== generation) return;
+  li.hidden = false;
+  li.scrollIntoView({ block: "center" });
+  li.classList.add("flash");
+  setTimeout(() => li.classList.remove("flash"), 1600);
 }
 
 async function loadOlder() {

@@ -43,6 +43,8 @@ function writeUrl() {
   delete q.limit;
   delete q.sort;
   if (!q.offset) delete q.offset;
+  const searched = new URLSearchParams(location.search).get("q"); // the message search's (search.js)
+  if (searched) q.q = searched;
   const text = new URLSearchParams(q).toString();
   history.replaceState(null, "", text ? `/?${text}` : "/");
 }
