@@ -51,8 +51,9 @@ def search_threads(
     if total == 0 or q.offset >= total:
         return [], total
     rows = conn.execute(
-        f"{hits} SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY}, {THREAD_LINEAGE}, best.hit_rid, best.hit_score,"
-        " best.hit_count FROM best JOIN threads ON threads.id = best.hit_thread"
+        f"{hits} SELECT {THREAD_COLUMNS}, {THREAD_SUMMARY}, {THREAD_LINEAGE},"
+        " best.hit_rid, best.hit_score, best.hit_count"
+        " FROM best JOIN threads ON threads.id = best.hit_thread"
         " WHERE best.hit_n = 1"
         " ORDER BY best.hit_score DESC, threads.last_activity_us DESC, threads.id"
         " LIMIT ? OFFSET ?",
