@@ -183,8 +183,9 @@ def test_c19_042_a_second_node_takes_over_a_killed_nodes_delivery(
     db_url: str, nodes: Nodes, holding: Receiver
 ) -> None:
     """C19-042: two nodes on one PostgreSQL store; the one whose request the receiver holds
-    (whichever claimed the row) is SIGKILLed, and the other — running all along, never restarted — sends the event once
-    its lease ran out, with the same ``webhook-id``, signed."""
+    (whichever claimed the row) is SIGKILLed, and the other — running all along, never
+    restarted — sends the event once its lease ran out, with the same ``webhook-id``,
+    signed."""
     probe = StoreProbe(db_url)
     base = nodes.start("node-a")
     nodes.start("node-b")
