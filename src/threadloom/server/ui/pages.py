@@ -103,6 +103,16 @@ async def agents_page(request: Request) -> Response:
     return render("agents.html", who=_who(who), page="agents")
 
 
+@router.get("/automation")
+async def automation_page(request: Request) -> Response:
+    """Schedules, triggers and webhooks (spec 08 §8.14): their routes are admin-only, so
+    another user's page says so and loads nothing."""
+    who = await viewer(request)
+    if who is None:
+        return to_login(request)
+    return render("automation.html", who=_who(who), page="automation")
+
+
 @router.get("/threads/{thread_id}")
 async def thread_page(thread_id: str, request: Request) -> Response:
     who = await viewer(request)
