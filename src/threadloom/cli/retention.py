@@ -78,6 +78,24 @@ def retention(
             help="Delete log bodies older than DAYS (THREADLOOM_RETENTION_LOG_BODY_DAYS).",
         ),
     ] = None,
+    webhook_delivered_days: Annotated[
+        float | None,
+        typer.Option(
+            "--webhook-delivered-days",
+            metavar="DAYS",
+            help="Delete webhook outbox rows delivered DAYS ago"
+            " (THREADLOOM_RETENTION_WEBHOOK_DELIVERED_DAYS).",
+        ),
+    ] = None,
+    webhook_dead_days: Annotated[
+        float | None,
+        typer.Option(
+            "--webhook-dead-days",
+            metavar="DAYS",
+            help="Delete dead webhook deliveries whose last attempt was DAYS ago"
+            " (THREADLOOM_RETENTION_WEBHOOK_DEAD_DAYS).",
+        ),
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Delete what the retention rules name, or say what would go."""
@@ -88,6 +106,8 @@ def retention(
         "terminated_days": terminated_days,
         "threads_per_user": threads_per_user,
         "log_body_days": log_body_days,
+        "webhook_delivered_days": webhook_delivered_days,
+        "webhook_dead_days": webhook_dead_days,
     }
     try:
         policy = RetentionPolicy.from_env(os.environ)
@@ -98,7 +118,8 @@ def retention(
     if not policy.enabled:
         err.print(
             "error: no retention rule is set: give --inactive-days, --terminated-days,"
-            " --threads-per-user or --log-body-days (or their THREADLOOM_RETENTION_*"
+            " --threads-per-user, --log-body-days, --webhook-delivered-days or"
+            " --webhook-dead-days (or their THREADLOOM_RETENTION_*"
             " variables); nothing is deleted that no rule names",
             markup=False,
         )

@@ -53,7 +53,9 @@ class WebhookOptions:
     batch: int = 32
     """Rows claimed at once (and sent concurrently)."""
     lease_s: float | None = None
-    """A claim's lease; default ``timeout_s`` + 30 s (past it another node may send)."""
+    """A claim's lease (``THREADLOOM_WEBHOOK_LEASE_S``); default ``timeout_s`` + 30 s. Past
+    it another node may send the row again: shorter than ``timeout_s`` it may do so while a
+    live node still waits for its answer (at least once allows it; it is seldom wanted)."""
     policy: TargetPolicy = field(default_factory=TargetPolicy)
 
     @classmethod
@@ -70,6 +72,7 @@ class WebhookOptions:
             max_attempts=int(num("MAX_ATTEMPTS", cls.max_attempts)),
             backoff_s=num("BACKOFF_S", cls.backoff_s),
             backoff_max_s=num("BACKOFF_MAX_S", cls.backoff_max_s),
+            lease_s=num("LEASE_S", 0.0) or None,
             policy=TargetPolicy.from_env(env),
         )
 

@@ -64,3 +64,14 @@ class WebhookStore(Protocol):
     async def redeliver_webhook(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
         """A dead delivery pending again (same event id); ``None`` when there is none."""
         ...
+
+    async def count_settled_webhooks(self, state: str, before_us: int) -> int:
+        """Outbox rows in ``state`` (``delivered`` or ``dead``) settled before
+        ``before_us``: delivered then, or dead with their last attempt due then (retention,
+        spec 17 §17.2.3 rule 7)."""
+        ...
+
+    async def prune_settled_webhooks(self, state: str, before_us: int, limit: int) -> int:
+        """Delete up to ``limit`` of the rows ``count_settled_webhooks`` counts, one
+        transaction; how many went (fewer than ``limit``: none is left)."""
+        ...

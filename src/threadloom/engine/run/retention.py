@@ -1,10 +1,11 @@
 """Retention (spec 17 §17.2): the settings that bound what a store keeps, and the pass
 that applies them.
 
-Four rules, each off unless set (``RetentionPolicy``, or the ``THREADLOOM_RETENTION_*``
+Six rules, each off unless set (``RetentionPolicy``, or the ``THREADLOOM_RETENTION_*``
 variables): root threads with no activity for N days, terminated threads N days after
-their termination, the root threads of a user beyond the newest N, and the bodies of log
-rows after N days. A thread rule deletes a root thread with its descendants (the cascade of
+their termination, the root threads of a user beyond the newest N, the bodies of log
+rows after N days, and the webhook outbox's delivered rows and dead letters after N days
+each (never a pending one). A thread rule deletes a root thread with its descendants (the cascade of
 ``Store.delete_thread``: messages, queue, logs, files, events, approvals, shared state,
 children), one transaction per tree, and never a tree with a ``running`` thread or queued
 messages. The log-body rule keeps the rows (tokens, cost, timings) and deletes only their
@@ -41,8 +42,14 @@ _ENV = {
     "terminated_days": "THREADLOOM_RETENTION_TERMINATED_DAYS",
     "threads_per_user": "THREADLOOM_RETENTION_THREADS_PER_USER",
     "log_body_days": "THREADLOOM_RETENTION_LOG_BODY_DAYS",
+    "webhook_delivered_days": "THREADLOOM_RETENTION_WEBHOOK_DELIVERED_DAYS",
+    "webhook_dead_days": "THREADLOOM_RETENTION_WEBHOOK_DEAD_DAYS",
     "interval_s": "THREADLOOM_RETENTION_INTERVAL_SECONDS",
 }
+
+OUTBOX_RULES = {"webhook_delivered_days": "delivered", "webhook_dead_days": "dead"}
+"""The outbox rules (spec 17 §17.2.3 rule 7), in the order a pass applies them, with the
+state of the rows each prunes; a ``pending`` row is never pruned."""
 
 OnDeleted = Callable[[dict[str, str | None]], Awaitable[None]]
 """Told each tree a pass deleted: ids (deepest first, the root last) with their owners."""
@@ -80,11 +87,20 @@ class RetentionPolicy:
     (``THREADLOOM_RETENTION_INTERVAL_SECONDS``)."""
     batch: int = 100
     """Root threads read per page, and log rows stripped per transaction."""
+    webhook_delivered_days: float | None = None
+    """Webhook outbox rows delivered longer ago than this go
+    (``THREADLOOM_RETENTION_WEBHOOK_DELIVERED_DAYS``)."""
+    webhook_dead_days: float | None = None
+    """Dead webhook deliveries (the dead-letter list) whose last attempt was due longer ago
+    than this go; unset, a dead letter stays until it is delivered again or its
+    subscription is deleted (``THREADLOOM_RETENTION_WEBHOOK_DEAD_DAYS``)."""
 
     def __post_init__(self) -> None:
         _days("inactive_days", self.inactive_days)
         _days("terminated_days", self.terminated_days)
         _days("log_body_days", self.log_body_days)
+        _days("webhook_delivered_days", self.webhook_delivered_days)
+        _days("webhook_dead_days", self.webhook_dead_days)
         per_user = self.threads_per_user
         if per_user is not None and (
             isinstance(per_user, bool) or not isinstance(per_user, int) or per_user < 1
@@ -112,6 +128,8 @@ class RetentionPolicy:
                 self.terminated_days,
                 self.threads_per_user,
                 self.log_body_days,
+                self.webhook_delivered_days,
+                self.webhook_dead_days,
             )
         )
 
@@ -172,6 +190,8 @@ class RuleOutcome:
     queued messages (or, in a real pass, changed after the read)."""
     log_rows: int = 0
     """``log_body_days``: log rows whose bodies were deleted."""
+    outbox_rows: int = 0
+    """``webhook_delivered_days``, ``webhook_dead_days``: webhook outbox rows deleted."""
     ids: list[str] = field(default_factory=list)
     """The root threads deleted, in the order the pass met them."""
 
@@ -179,6 +199,8 @@ class RuleOutcome:
         verb = "would delete" if dry_run else "deleted"
         if self.rule == "log_body_days":
             return f"{self.rule}: {verb} the bodies of {counted(self.log_rows, 'log row')}"
+        if self.rule in OUTBOX_RULES:
+            return f"{self.rule}: {verb} {counted(self.outbox_rows, 'webhook outbox row')}"
         return (
             f"{self.rule}: {verb} {counted(self.threads, 'thread')} with"
             f" {counted(self.descendants, 'descendant')}; kept {self.kept_active} active"
@@ -231,6 +253,7 @@ class RetentionReport:
                     "descendants": o.descendants,
                     "kept_active": o.kept_active,
                     "log_rows": o.log_rows,
+                    "outbox_rows": o.outbox_rows,
                     "ids": list(o.ids),
                 }
                 for o in self.outcomes
@@ -327,6 +350,22 @@ async def _pass(
                     break
                 after = chunk.cursor
                 await asyncio.sleep(0)  # what else waits for the loop runs between two
+    for name, state in OUTBOX_RULES.items():
+        days = getattr(policy, name)
+        if days is None:
+            continue
+        outcome = RuleOutcome(name)
+        report.outcomes.append(outcome)
+        before = now - round(days * DAY_US)
+        if report.dry_run:
+            outcome.outbox_rows = await store.count_settled_webhooks(state, before)
+            continue
+        while True:
+            pruned = await store.prune_settled_webhooks(state, before, policy.batch)
+            outcome.outbox_rows += pruned
+            if pruned < policy.batch:
+                break
+            await asyncio.sleep(0)
 
 
 async def _apply_rule(

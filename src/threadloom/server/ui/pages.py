@@ -121,6 +121,14 @@ async def playground_page(request: Request) -> Response:
     if not who.is_admin:
         raise ApiError(403, "admin_required", "Forbidden: Admin access required")
     return render("playground.html", who=_who(who), page="playground")
+@router.get("/automation")
+async def automation_page(request: Request) -> Response:
+    """Schedules, triggers and webhooks (spec 08 §8.15): their routes are admin-only, so
+    another user's page says so and loads nothing."""
+    who = await viewer(request)
+    if who is None:
+        return to_login(request)
+    return render("automation.html", who=_who(who), page="automation")
 
 
 @router.get("/threads/{thread_id}")

@@ -308,3 +308,48 @@ def redeliver(conn: Conn, clock: Clock, event_id: str, sub_id: str) -> WebhookDe
         (event_id, sub_id),
     ).fetchone()
     return _delivery(row) if row is not None else None
+
+
+# -- retention (spec 17 §17.2.3 rule 7) -------------------------------------------------
+
+PRUNABLE_STATES = ("delivered", "dead")
+
+_SETTLED_BEFORE = "state = ? AND next_at_us < ? AND COALESCE(delivered_at_us, next_at_us) < ?"
+"""A ``delivered`` row delivered before the cutoff, or a ``dead`` row whose last attempt
+was due before it. ``next_at_us`` (the due time of the row's last attempt) is never after
+``delivered_at_us``, so its condition is implied and only lets the ``(state, next_at_us)``
+index narrow the rows read."""
+
+
+def _prunable(state: str) -> None:
+    if state not in PRUNABLE_STATES:  # a pending row is never pruned
+        raise InvalidField("state", f"only delivered or dead deliveries are pruned, not {state!r}")
+
+
+def count_settled(conn: Conn, state: str, before_us: int) -> int:
+    """How many ``state`` rows (delivered or dead) settled before ``before_us``."""
+    _prunable(state)
+    row = conn.execute(
+        f"SELECT COUNT(*) FROM webhook_outbox WHERE {_SETTLED_BEFORE}",
+        (state, before_us, before_us),
+    ).fetchone()
+    return int(row[0])
+
+
+def prune_settled(conn: Conn, clock: Clock, state: str, before_us: int, limit: int) -> int:
+    """Delete up to ``limit`` ``state`` rows settled before ``before_us``, each checked
+    again as it is deleted (a dead row delivered again meanwhile is pending: it stays);
+    how many went."""
+    _prunable(state)
+    keys = conn.execute(
+        f"SELECT event_id, subscription_id FROM webhook_outbox WHERE {_SETTLED_BEFORE} LIMIT ?",
+        (state, before_us, before_us, limit),
+    ).fetchall()
+    gone = 0
+    for event_id, sub_id in keys:
+        gone += conn.execute(
+            f"DELETE FROM webhook_outbox WHERE event_id = ? AND subscription_id = ?"
+            f" AND {_SETTLED_BEFORE}",
+            (event_id, sub_id, state, before_us, before_us),
+        ).rowcount
+    return gone

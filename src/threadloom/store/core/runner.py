@@ -927,6 +927,14 @@ class TxStore:
     async def redeliver_webhook(self, event_id: str, sub_id: str) -> WebhookDelivery | None:
         return await self._write(outbox.redeliver, event_id, sub_id)
 
+    async def count_settled_webhooks(self, state: str, before_us: int) -> int:
+        return await self._read(outbox.count_settled, state, before_us)
+
+    async def prune_settled_webhooks(self, state: str, before_us: int, limit: int) -> int:
+        if limit < 1:
+            raise StoreError("prune_settled_webhooks: limit must be 1 or more")
+        return await self._write(outbox.prune_settled, state, before_us, limit)
+
 
 def _emit(conn: Any, clock: Clock, event_type: str, data: dict[str, Any]) -> int:
     return outbox.emit(conn, clock(), event_type, data)
