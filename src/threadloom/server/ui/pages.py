@@ -121,6 +121,8 @@ async def playground_page(request: Request) -> Response:
     if not who.is_admin:
         raise ApiError(403, "admin_required", "Forbidden: Admin access required")
     return render("playground.html", who=_who(who), page="playground")
+
+
 @router.get("/automation")
 async def automation_page(request: Request) -> Response:
     """Schedules, triggers and webhooks (spec 08 §8.15): their routes are admin-only, so
