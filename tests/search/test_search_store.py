@@ -204,7 +204,7 @@ def _undo_search_index(db_url: str) -> None:
 
         with psycopg.connect(db_url, autocommit=True) as pg:
             pg.execute("ALTER TABLE messages DROP COLUMN search")
-            pg.execute("DELETE FROM threadloom_migrations WHERE version = 17")
+            pg.execute("DELETE FROM threadloom_migrations WHERE version = 16")
         return
     import sqlite3
     from contextlib import closing
@@ -215,7 +215,7 @@ def _undo_search_index(db_url: str) -> None:
         for trigger in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER messages_fts_{trigger}")
         conn.execute("DROP TABLE messages_fts")
-        conn.execute("DELETE FROM threadloom_migrations WHERE version = 27")
+        conn.execute("DELETE FROM threadloom_migrations WHERE version = 26")
         conn.commit()
 
 

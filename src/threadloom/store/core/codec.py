@@ -35,7 +35,7 @@ THREAD_COLUMNS = (
     "events_pruned_through, session_turns_a, session_turns_b, env_types, last_activity_us, "
     "status_error, budgets, run_context IS NOT NULL"
 )
-# A fork's lineage (spec 08 §8.3.8, migration 26), read only where an answer shows it (a
+# A fork's lineage (spec 08 §8.3.8, migration 25), read only where an answer shows it (a
 # thread's detail, the list, the forks): two point reads of thread_forks by its key.
 THREAD_LINEAGE = (
     "(SELECT f.from_thread_id FROM thread_forks f WHERE f.thread_id = threads.id),"

@@ -1,7 +1,7 @@
 """Forks of a thread (spec 08 §8.3.8), on both stores: a fork is stored as an import of
 one thread (``portable.import_threads``: its row, its copied messages and files, in one
 transaction) with its lineage — the thread and message it was made from, a row of
-``thread_forks`` (migration 26) that goes with the fork's row — written in the same
+``thread_forks`` (migration 25) that goes with the fork's row — written in the same
 transaction; and the forks of a thread are read back by that lineage."""
 
 from __future__ import annotations

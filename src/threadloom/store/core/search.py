@@ -5,8 +5,8 @@ thread list's filters, one hit per thread (its best message), the order, the pag
 the count.
 
 The index covers a thread's visible top-level user and assistant messages with text:
-SQLite's FTS5 table ``messages_fts`` (migration 27, ``store/sqlite/search_index.py``),
-PostgreSQL's generated ``messages.search`` column and its GIN index (migration 17).
+SQLite's FTS5 table ``messages_fts`` (migration 26, ``store/sqlite/search_index.py``),
+PostgreSQL's generated ``messages.search`` column and its GIN index (migration 16).
 """
 
 from __future__ import annotations

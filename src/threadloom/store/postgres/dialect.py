@@ -179,7 +179,7 @@ class PostgresDialect(Dialect):
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"
 
-    # the generated tsvector of migration 17 and its GIN index
+    # the generated tsvector of migration 16 and its GIN index
     search_hits = (
         "SELECT m.thread_id AS thread_id, m.rid AS rid, ts_rank(m.search, sq.query) AS score"
         " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"

@@ -545,7 +545,7 @@ CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items(expires_at_us)
 22). ``scope``, ``namespace`` and ``key`` compare bytewise (``COLLATE "C"``), as SQLite's: a
 namespace prefix is a range of the primary key."""
 
-_V16 = f"""
+_V15 = f"""
 CREATE TABLE IF NOT EXISTS thread_forks (
     thread_id       {T} PRIMARY KEY REFERENCES threads(id) ON DELETE CASCADE,
     from_thread_id  {T} NOT NULL,
@@ -554,8 +554,8 @@ CREATE TABLE IF NOT EXISTS thread_forks (
 CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
 """
 """The thread a fork was made from, and at which message (spec 08 §8.3.8; SQLite's
-migration 26)."""
-_V17 = """
+migration 25)."""
+_V16 = """
 ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (
     CASE WHEN depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant')
         AND content <> ''
@@ -563,7 +563,7 @@ ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS A
 ) STORED;
 CREATE INDEX IF NOT EXISTS messages_search ON messages USING GIN (search);
 """
-"""The full-text index of message text (spec 08 §8.14; SQLite's migration 27): a generated
+"""The full-text index of message text (spec 08 §8.14; SQLite's migration 26): a generated
 ``tsvector`` of the visible top-level user and assistant text (``simple`` configuration:
 lower-cased words, no stemming, as SQLite's ``unicode61``), computed by the database with
 every row written — adding the column computes it for the messages already stored — and a
@@ -583,8 +583,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
     (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
-    (16, "the thread a fork was made from, and at which message", _V16),
-    (17, "the full-text index of message text", _V17),
+    (15, "the thread a fork was made from, and at which message", _V15),
+    (16, "the full-text index of message text", _V16),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -35,7 +35,7 @@ class SqliteDialect(Dialect):
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_each({alias}.attachments) AS j", "json_extract(j.value, '$.path')"
 
-    # the FTS5 index of migration 27 (store/sqlite/search_index.py); bm25 is lower-better
+    # the FTS5 index of migration 26 (store/sqlite/search_index.py); bm25 is lower-better
     search_hits = (
         "SELECT m.thread_id AS thread_id, m.rid AS rid, -bm25(messages_fts) AS score"
         " FROM messages_fts JOIN messages m ON m.rid = messages_fts.rowid"

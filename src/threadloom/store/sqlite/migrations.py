@@ -829,7 +829,7 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 """,
     ),
     (
-        26,
+        25,
         "the thread a fork was made from, and at which message",
         # Issue 35 item 3, spec 08 §8.3.8: a fork's lineage, one row per fork, gone with the
         # fork's thread; the index answers "the forks of a thread" (GET …/forks).
@@ -843,7 +843,7 @@ CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
 """,
     ),
     (
-        27,
+        26,
         "the full-text index of message text",
         # Spec 08 §8.14: an FTS5 index of the visible top-level user and assistant text,
         # filled with the messages already stored and kept in step by triggers
