@@ -55,6 +55,7 @@ class Ids:
             .replace("{path:fspath}", path)
             .replace("{webhook_id}", UNKNOWN_WEBHOOK)
             .replace("{event_id}", "evt_unknown")
+            .replace("{compaction_id}", "0" * 32)
         )
 
 
@@ -162,6 +163,9 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"state": {"todos": ["milk"]}, "version": 0},
             free=("state",),
         )
+    ],
+    ("POST", "/api/threads/{id}/compact"): [
+        Sample("POST", "/api/threads/{id}/compact", lambda ids: {"keep_messages": 4})
     ],
     ("POST", "/api/threads/{id}/stop"): [
         Sample("POST", "/api/threads/{id}/stop", lambda ids: {"cascade": False})
@@ -432,6 +436,7 @@ NO_BODY = {
     ("POST", "/api/schedules/{schedule_id}/fire"),
     ("DELETE", "/api/threads/{id:thread_id}"),
     ("DELETE", "/api/threads/{id}/messages/{message_id}"),
+    ("DELETE", "/api/threads/{id}/compactions/{compaction_id}"),
     ("DELETE", "/api/threads/{id}/fs/{path:fspath}"),
     ("DELETE", "/api/auth/current-key"),
     ("DELETE", "/api/api-keys/{key_id}"),
@@ -452,6 +457,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/{id}/messages": ("", ("limit", "offset", "depth")),
     "/api/threads/{id}/approvals": ("", ()),
     "/api/threads/{id}/state": ("", ()),
+    "/api/threads/{id}/compactions": ("", ()),
     "/api/threads/{id}/logs": ("", ("limit", "offset")),
     "/api/threads/{id}/logs/{log_id}": ("", ()),
     "/api/threads/{id}/cost": ("", ()),

@@ -27,6 +27,7 @@ from threadloom.server.routes import (
     approvals,
     auth,
     catalog,
+    compaction,
     control,
     files,
     memory,
@@ -81,6 +82,7 @@ def _build(
         schedules,
         triggers,
         memory,
+        compaction,
     )
     for module in routers:
         app.include_router(module.router)
