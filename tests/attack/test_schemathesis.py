@@ -558,6 +558,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["webhook_id"] = "00000000-0000-4000-8000-000000000000"
     if "{event_id}" in path:
         ids["event_id"] = "evt_example"
+    if "{compaction_id}" in path:  # no such compaction: the undo's answer is a 404
+        ids["compaction_id"] = "0" * 32
     if "{schedule_id}" in path:
         ids["schedule_id"] = served.new_schedule()
     if "{trigger_id}" in path:
