@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from otel_support import in_memory
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, hook
 from threadloom.errors import CompactionNotFound, NothingToCompact
@@ -19,7 +20,6 @@ from threadloom.providers.scripted import ScriptedProvider, synthetic_usage
 from threadloom.providers.types import ProviderRequest
 from threadloom.records import Compaction, Message
 from threadloom.records.compaction import SUMMARY_PREFIX
-from otel_support import in_memory
 
 LABEL = re.compile(r"\b([ua]\d{4})\b")
 PAD = " lorem ipsum dolor sit amet consectetur" * 2
@@ -156,7 +156,7 @@ async def test_c23_002_the_next_request_carries_the_summary_as_history_in_place_
     assert sent[3:] == [m.content for m in before[16:]] + ["u0020 next"]
     after = await stored(runtime, thread_id)
     assert after[: len(before)] == before  # never deleted or edited
-    assert [m.content for m in after[len(before) :]][0] == "u0020 next"
+    assert after[len(before)].content == "u0020 next"
 
 
 async def test_c23_003_undo_restores_the_request(opened: Callable[..., Any]) -> None:

@@ -99,13 +99,9 @@ class Model(BaseModel):
             problems.append(("V17", f'Model "{self.name}": context_window must be >= 1'))
         if self.compact_at is not None:
             if self.context_window is None:
-                problems.append(
-                    ("V17", f'Model "{self.name}": compact_at needs a context_window')
-                )
+                problems.append(("V17", f'Model "{self.name}": compact_at needs a context_window'))
             if not (math.isfinite(self.compact_at) and 0 < self.compact_at < 1):
-                problems.append(
-                    ("V17", f'Model "{self.name}": compact_at must be between 0 and 1')
-                )
+                problems.append(("V17", f'Model "{self.name}": compact_at must be between 0 and 1'))
         if not (math.isfinite(self.compact_keep) and 0 < self.compact_keep < 1):
             problems.append(("V17", f'Model "{self.name}": compact_keep must be between 0 and 1'))
         return problems

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from threadloom.errors import InvalidArgument, ThreadNotFound
 from threadloom.records import (
-    Compaction,
     Approval,
     ApprovalDecision,
     AttachmentRef,
+    Compaction,
     CostReport,
     FileChunk,
     FileRecord,

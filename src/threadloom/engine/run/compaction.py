@@ -305,4 +305,3 @@ async def maybe_compact(env: Any, model: Model) -> Compaction | None:
         )
     except NothingToCompact:
         return None
-
