@@ -262,7 +262,12 @@ async def test_c23_006_a_thousand_messages_under_a_small_window(
 
 
 async def test_c23_007_off_by_default(opened: Callable[..., Any]) -> None:
-    """C23-007: without compact_at no compaction happens, however long the thread."""
+    """C23-007: without compact_at no compaction happens, however long the thread; a
+    compact_at without a context_window, or outside (0, 1), is a V17 problem."""
+    bad = Model(name="B", provider="scripted", model="s", compact_at=0.5).self_problems()
+    assert bad == [("V17", 'Model "B": compact_at needs a context_window')]
+    worse = Model(name="B", provider="scripted", model="s", context_window=10, compact_at=1.5)
+    assert worse.self_problems() == [("V17", 'Model "B": compact_at must be between 0 and 1')]
     provider = ScriptedProvider(answer, max_records=None)
     runtime = await opened(definitions(provider, context_window=100))
     thread_id = await seed(runtime, 30)
