@@ -288,3 +288,39 @@ async def test_c23_008_deleting_the_thread_deletes_its_compactions(
     await state.compact(keep_messages=2)
     await runtime.delete_thread(thread_id)
     assert await runtime.hub.store.list_compactions(thread_id) == []
+
+
+async def test_c23_009_a_thread_file_carries_its_compactions(
+    opened: Callable[..., Any],
+) -> None:
+    """C23-009: an exported thread carries its compaction records (undone ones too) and an
+    import stores them as they were — kept ids, or new ids with the range's message ids
+    mapped — and the imported thread's next request uses the active summary; a file of a
+    thread without compactions has no ``compactions`` key."""
+    provider = ScriptedProvider(answer, max_records=None)
+    runtime = await opened(definitions(provider))
+    thread_id = await seed(runtime, 6)
+    state = await runtime.thread(thread_id)
+    first = await state.compact(keep_messages=6)
+    first = await state.undo_compaction(first.id)
+    second = await state.compact(keep_messages=2)
+    doc = await runtime.export_thread(thread_id)
+    assert doc.threads[0].compactions == [first, second]
+    plain = await runtime.export_thread(await seed(runtime, 1))
+    assert b'"compactions"' not in plain.dump() and b'"compactions"' in doc.dump()
+    await runtime.delete_thread(thread_id)
+    kept = await runtime.import_thread(doc)
+    assert await runtime.hub.store.list_compactions(thread_id) == [first, second]
+    assert (await runtime.export_thread(thread_id)).dump() == doc.dump()
+    renamed = await runtime.import_thread(doc, ids="new")
+    new_id = renamed.root
+    copied = await runtime.hub.store.list_compactions(new_id)
+    messages = await stored(runtime, new_id)
+    assert [c.summary for c in copied] == [first.summary, second.summary]
+    assert copied[1].id != second.id and copied[1].thread_id == new_id
+    assert copied[1].last_message_id == messages[9].id
+    assert copied[1].created_at == second.created_at and copied[0].undone_at == first.undone_at
+    assert kept.root == thread_id
+    await turn(runtime, new_id, "u0012 after import")
+    sent = texts(turns(provider)[-1])
+    assert sent[1].endswith(second.summary) and len(sent) == 1 + 2 + 2 + 1

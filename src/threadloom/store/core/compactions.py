@@ -41,6 +41,12 @@ def add_compaction(conn: Conn, clock: Clock, record: Compaction) -> Compaction |
     """Store ``record`` stamped with the store's clock; None when its thread is gone."""
     if conn.execute("SELECT 1 FROM threads WHERE id = ?", (record.thread_id,)).fetchone() is None:
         return None
+    stamped = record.model_copy(update={"created_at": clock(), "undone_at": None})
+    return restore_compaction(conn, record.thread_id, stamped)
+
+
+def restore_compaction(conn: Conn, thread_id: str, record: Compaction) -> Compaction:
+    """Write ``record`` as it is, times included, for ``thread_id`` (an import, spec 21)."""
     item = (
         json.dumps(record.provider_item, separators=(",", ":"), ensure_ascii=False)
         if record.provider_item is not None
@@ -51,7 +57,7 @@ def add_compaction(conn: Conn, clock: Clock, record: Compaction) -> Compaction |
         f" RETURNING {COLUMNS}",
         (
             record.id,
-            record.thread_id,
+            thread_id,
             record.first_message_id,
             record.last_message_id,
             record.message_count,
@@ -62,8 +68,8 @@ def add_compaction(conn: Conn, clock: Clock, record: Compaction) -> Compaction |
             record.output_tokens,
             record.cost,
             item,
-            clock(),
-            None,
+            record.created_at,
+            record.undone_at,
         ),
     ).fetchone()
     return _record(row)

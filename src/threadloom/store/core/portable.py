@@ -14,6 +14,7 @@ from threadloom.records.portable import PortableThread, ThreadExport
 from threadloom.store.core import outbox
 from threadloom.store.core.approvals import LEDGER_COLUMNS
 from threadloom.store.core.codec import dump_budgets, dump_json, dump_status_error
+from threadloom.store.core.compactions import restore_compaction
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.files import insert_entry
 from threadloom.store.core.logs import restore_log_in
@@ -155,6 +156,8 @@ def _insert_thread(conn: Conn, clock: Clock, t: PortableThread) -> None:
                 approval.started_at,
             ),
         )
+    for compaction in t.compactions:
+        restore_compaction(conn, t.id, compaction)
     for f in t.files:
         content = f.content_bytes() if f.kind == "file" else None
         insert_entry(
