@@ -234,6 +234,7 @@ def _check(doc: ThreadExport) -> None:
     threads: set[str] = set()
     messages: set[str] = set()
     logs: set[str] = set()
+    compactions: set[str] = set()
     for i, thread in enumerate(doc.threads):
         at = f"threads[{i}]"
         if thread.id in threads:
@@ -261,7 +262,6 @@ def _check(doc: ThreadExport) -> None:
             ("registry", [e.reference for e in thread.registry]),
             ("approvals", [a.tool_call_id for a in thread.approvals]),
             ("files", [f.path for f in thread.files]),
-            ("compactions", [c.id for c in thread.compactions]),
         ):
             seen: set[str] = set()
             for j, key in enumerate(keys):
@@ -270,6 +270,9 @@ def _check(doc: ThreadExport) -> None:
                 seen.add(key)
         own = {m.id for m in thread.messages}
         for j, c in enumerate(thread.compactions):
+            if c.id in compactions:  # ids are unique store-wide, as messages'
+                raise PortableFormatError(f"{at}.compactions[{j}].id", "appears twice")
+            compactions.add(c.id)
             for end in ("first_message_id", "last_message_id"):
                 if getattr(c, end) not in own:
                     raise PortableFormatError(

@@ -44,11 +44,12 @@ def _taken(conn: Conn, table: str, ids: Sequence[str]) -> str | None:
 
 def _refuse_existing(conn: Conn, doc: ThreadExport) -> None:
     """``ThreadExists`` naming the first id of the file the store already holds: a thread,
-    then a message, then a log row (ids are unique store-wide)."""
+    then a message, then a log row, then a compaction (ids are unique store-wide)."""
     for what, table, ids in (
         ("thread", "threads", [t.id for t in doc.threads]),
         ("message", "messages", [m.id for t in doc.threads for m in t.messages]),
         ("log row", "logs", [r.id for t in doc.threads for r in t.logs]),
+        ("compaction", "compactions", [c.id for t in doc.threads for c in t.compactions]),
     ):
         found = _taken(conn, table, ids)
         if found is not None:
