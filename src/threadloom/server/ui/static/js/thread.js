@@ -10,6 +10,7 @@ import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
 import { Approvals } from "./approvals.js";
+import { Compactions } from "./compactions.js";
 
 const PAGE = 100;
 // at most this many messages are loaded (and in the DOM): paging back past it lets the
@@ -69,6 +70,12 @@ const approvals = new Approvals({
   onChange: (callId) => redrawOwner(callId),
 });
 view.approvals = approvals;
+// the active compaction (spec 23): its summary and an Undo, above the composer
+const compactions = new Compactions({
+  threadId,
+  box: document.getElementById("compactions"),
+  list: document.getElementById("compactions-list"),
+});
 window.threadloom = {
   records,
   get approvals() { return approvals.pending(); },
@@ -342,6 +349,7 @@ async function loadAll() {
   banner.hidden = true;
   reset();
   approvals.reset(info.approvals);
+  compactions.load();
   applyThread(info);
   for (const m of pageData.messages) upsert(m);
   firstIndex = pageData.total - pageData.messages.length;
