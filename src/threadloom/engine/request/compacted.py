@@ -21,15 +21,16 @@ from threadloom.thread.history import MessageHistory
 COMPACTION_KEY = ("compaction",)
 """The key of the active compaction in ``MessageHistory.caches``."""
 
-_UNKNOWN = object()
+UNKNOWN = object()
+"""What ``caches`` gives for a history that has not read its compaction yet."""
 
 ACKNOWLEDGEMENT = "Understood: I will continue from this summary of our earlier conversation."
 
 
 async def active_compaction(store: Any, thread_id: str, history: MessageHistory) -> Any:
     """The thread's active compaction as ``history`` knows it (read once from the store)."""
-    known = history.caches.get(COMPACTION_KEY, _UNKNOWN)
-    if known is _UNKNOWN:
+    known = history.caches.get(COMPACTION_KEY, UNKNOWN)
+    if known is UNKNOWN:
         records = await store.list_compactions(thread_id, active_only=True)
         known = history.caches[COMPACTION_KEY] = records[-1] if records else None
     return known

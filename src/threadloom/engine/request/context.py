@@ -19,7 +19,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from threadloom.engine.env import StepEnv
-from threadloom.engine.request.compacted import active_compaction, substitute
+from threadloom.engine.request.compacted import (
+    COMPACTION_KEY,
+    UNKNOWN,
+    active_compaction,
+    substitute,
+)
 from threadloom.engine.request.context_cache import ContextCache, Prepared, cache_key
 from threadloom.engine.request.presentation import (
     Presented,
@@ -218,11 +223,12 @@ async def assemble(env: StepEnv) -> Assembly:
     if env.nested is None and run.row.has_run_context:  # spec 13 §13.2.11
         part = await run.run_context()
         system = f"{system}\n\n{part}" if system and part else system or part
-    compaction = (
-        await active_compaction(hub.store, state.thread_id, run.execution.message_history)
-        if env.nested is None
-        else None
-    )
+    compaction = None
+    if env.nested is None:  # spec 23 §23.4: known to the history after its first request
+        live = run.execution.message_history
+        compaction = live.caches.get(COMPACTION_KEY, UNKNOWN)
+        if compaction is UNKNOWN:
+            compaction = await active_compaction(hub.store, state.thread_id, live)
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
     hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:
