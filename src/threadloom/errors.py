@@ -254,6 +254,19 @@ class FormatTooNew(PortableFormatError):
         return (type(self), (self.found, self.supported))
 
 
+class CompactionNotFound(ThreadloomError, LookupError):
+    """The thread has no compaction with this id (spec 23 §23.5)."""
+
+    def __init__(self, compaction_id: str) -> None:
+        super().__init__(f"Compaction not found: {compaction_id}")
+        self.compaction_id = compaction_id
+
+
+class NothingToCompact(ThreadloomError):
+    """A compaction was asked for but no message lies between the last compaction and the
+    messages it must keep (spec 23 §23.2): nothing was written (HTTP 409)."""
+
+
 class MemoryConflict(ThreadloomError):
     """A conditional write of a memory item (spec 20 §20.3) that names a version other
     than the stored one: nothing was changed. ``version`` is the stored item's version
@@ -491,6 +504,7 @@ __all__ = [
     "PROVIDER_ERROR_FALLBACK_CLASS",
     "PROVIDER_ERROR_RETRYABLE",
     "AgentNotFound",
+    "CompactionNotFound",
     "DefinitionError",
     "DirectoryNotEmpty",
     "EventOverflow",
@@ -515,6 +529,7 @@ __all__ = [
     "MessageNotFound",
     "NotADirectory",
     "OutputInvalid",
+    "NothingToCompact",
     "PortableFormatError",
     "ProviderError",
     "ProviderErrorCode",

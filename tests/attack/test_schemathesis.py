@@ -125,13 +125,13 @@ _PORTABLE = re.compile(
     r"^(root|threads\[\d+\].*): (appears twice|must name a thread that comes before it"
     r"|must be the id of the first thread|must be null \(the root\)|must not be running"
     r"|must be a normalised path|must be base64|is below |must not be null"
-    r"|must be a 64-bit integer|Value error, )"
+    r"|must be a 64-bit integer|must name a message of the thread|Value error, )"
 )
 """The checks across a thread file's parts (spec 21 §21.2.4): ids once, parents first,
-paths under directories, base64 content, no running thread, 64-bit integers in free
-records — and the rules across the fields of the records it carries (pydantic's
-``Value error, …`` of a record's own validator: a budget names a limit, …), which the
-file's schema does not repeat."""
+paths under directories, base64 content, no running thread, a compaction's range within its
+thread's messages (spec 23), 64-bit integers in free records — and the rules across the
+fields of the records it carries (pydantic's ``Value error, …`` of a record's own
+validator: a budget names a limit, …), which the file's schema does not repeat."""
 
 
 def _excused(case: Any, response: Any) -> str | None:
@@ -562,6 +562,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["webhook_id"] = "00000000-0000-4000-8000-000000000000"
     if "{event_id}" in path:
         ids["event_id"] = "evt_example"
+    if "{compaction_id}" in path:  # no such compaction: the undo's answer is a 404
+        ids["compaction_id"] = "0" * 32
     if "{schedule_id}" in path:
         ids["schedule_id"] = served.new_schedule()
     if "{trigger_id}" in path:

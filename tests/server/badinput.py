@@ -56,6 +56,7 @@ class Ids:
             .replace("{webhook_id}", UNKNOWN_WEBHOOK)
             .replace("{event_id}", "evt_unknown")
             .replace("{name}", "bad_input_tool")
+            .replace("{compaction_id}", "0" * 32)
         )
 
 
@@ -178,6 +179,9 @@ SAMPLES: dict[tuple[str, str], list[Sample]] = {
             lambda ids: {"state": {"todos": ["milk"]}, "version": 0},
             free=("state",),
         )
+    ],
+    ("POST", "/api/threads/{id}/compact"): [
+        Sample("POST", "/api/threads/{id}/compact", lambda ids: {"keep_messages": 4})
     ],
     ("POST", "/api/threads/{id}/stop"): [
         Sample("POST", "/api/threads/{id}/stop", lambda ids: {"cascade": False})
@@ -448,6 +452,7 @@ NO_BODY = {
     ("POST", "/api/schedules/{schedule_id}/fire"),
     ("DELETE", "/api/threads/{id:thread_id}"),
     ("DELETE", "/api/threads/{id}/messages/{message_id}"),
+    ("DELETE", "/api/threads/{id}/compactions/{compaction_id}"),
     ("DELETE", "/api/threads/{id}/fs/{path:fspath}"),
     ("DELETE", "/api/auth/current-key"),
     ("DELETE", "/api/api-keys/{key_id}"),
@@ -470,6 +475,7 @@ QUERY_INTEGERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/threads/{id}/approvals": ("", ()),
     "/api/approvals": ("", ("limit", "offset")),
     "/api/threads/{id}/state": ("", ()),
+    "/api/threads/{id}/compactions": ("", ()),
     "/api/threads/{id}/logs": ("", ("limit", "offset")),
     "/api/threads/{id}/logs/{log_id}": ("", ()),
     "/api/threads/{id}/cost": ("", ()),

@@ -47,6 +47,13 @@ class Model(BaseModel):
     supports_images: bool = True
     max_output_tokens: int | None = None
     provider_options: dict[str, Any] = Field(default_factory=dict)
+    context_window: int | None = None
+    """The model's context window in tokens (spec 23 §23.3); used by compaction only."""
+    compact_at: float | None = None
+    """Compact the thread before a request whose estimated context exceeds this fraction
+    of ``context_window`` (spec 23 §23.3); None (the default): never by threshold."""
+    compact_keep: float = 0.25
+    """The fraction of ``context_window`` kept as live messages after a compaction."""
 
     @field_validator("provider")
     @classmethod
@@ -88,4 +95,13 @@ class Model(BaseModel):
             problems.append(("V17", f'Model "{self.name}": max_attempts must be between 1 and 5'))
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
             problems.append(("V17", f'Model "{self.name}": max_output_tokens must be >= 1'))
+        if self.context_window is not None and self.context_window < 1:
+            problems.append(("V17", f'Model "{self.name}": context_window must be >= 1'))
+        if self.compact_at is not None:
+            if self.context_window is None:
+                problems.append(("V17", f'Model "{self.name}": compact_at needs a context_window'))
+            if not (math.isfinite(self.compact_at) and 0 < self.compact_at < 1):
+                problems.append(("V17", f'Model "{self.name}": compact_at must be between 0 and 1'))
+        if not (math.isfinite(self.compact_keep) and 0 < self.compact_keep < 1):
+            problems.append(("V17", f'Model "{self.name}": compact_keep must be between 0 and 1'))
         return problems

@@ -414,6 +414,26 @@ class Tracing:
         span.set_attribute("threadloom.cancelled", True)
         span.end()
 
+    # -- compaction (spec 23) --------------------------------------------------------
+    def compacted(self, span: Any, record: Any) -> None:
+        """Record a compaction as the event ``gen_ai.conversation.compacted`` on ``span``
+        (the run's, for the threshold trigger) or else on the current span (an API call's,
+        a tool's)."""
+        target = span if span is not None else self._trace.get_current_span()
+        attributes: dict[str, Any] = {
+            "gen_ai.conversation.id": record.thread_id,
+            "threadloom.compaction.id": record.id,
+            "threadloom.compaction.trigger": record.trigger,
+            "threadloom.compaction.first_message_id": record.first_message_id,
+            "threadloom.compaction.last_message_id": record.last_message_id,
+            "threadloom.compaction.message_count": record.message_count,
+            "gen_ai.usage.input_tokens": record.input_tokens,
+            "gen_ai.usage.output_tokens": record.output_tokens,
+        }
+        if record.model is not None:
+            attributes["gen_ai.request.model"] = record.model
+        target.add_event("gen_ai.conversation.compacted", attributes)
+
     # -- tool calls --------------------------------------------------------------------
     def start_tool(self, env: StepEnv, call: ToolCall) -> tuple[Any, Any]:
         """Open the span of one tool call, current while it runs."""

@@ -16,6 +16,7 @@ their identifiers — plain typed data, no I/O. This package is their one import
 - ``trigger``: inbound triggers and their calls (spec 22);
 - ``memory``: the memory store's items and the rules of their namespaces, keys and values
   (spec 20);
+- ``compaction``: a durable compaction of a thread's history (spec 23);
 - ``trusted``: records built or copied without validation from values already typed, and
   the fields set every stored record of a kind shares — how the store and the engine build
   records, not what they are.
@@ -32,6 +33,7 @@ from threadloom.records.budget import Limits as Limits
 from threadloom.records.budget import Spend as Spend
 from threadloom.records.budget import ThreadBudget as ThreadBudget
 from threadloom.records.budget import UserQuota as UserQuota
+from threadloom.records.compaction import Compaction as Compaction
 from threadloom.records.cost import CostReport as CostReport
 from threadloom.records.cost import ModelAverage as ModelAverage
 from threadloom.records.cost import ModelCost as ModelCost

@@ -14,6 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from threadloom.errors import FormatTooNew, PortableFormatError
 from threadloom.records.approval import Approval
 from threadloom.records.budget import ThreadBudget
+from threadloom.records.compaction import Compaction
 from threadloom.records.log import LogRow
 from threadloom.records.message import Message
 from threadloom.records.thread import SharedState, SubagentRegistryEntry, ThreadStatus
@@ -119,6 +120,9 @@ class PortableThread(_Strict):
     """The thread's tool-call approvals (spec 14), decided or pending."""
     files: list[PortableFile] = Field(default_factory=list)
     cost: PortableCost = Field(default_factory=PortableCost)
+    compactions: list[Compaction] = Field(default_factory=list)
+    """The thread's compaction records (spec 23), undone ones too; left out of the file
+    when there are none, so such a file is the same bytes as before spec 23."""
 
 
 class ThreadExport(_Strict):
@@ -140,6 +144,9 @@ class ThreadExport(_Strict):
         """The file's bytes: canonical JSON — keys sorted, compact separators, UTF-8 with
         non-ASCII kept, one trailing newline — so equal contents are equal bytes."""
         data = self.model_dump(mode="json")
+        for thread in data["threads"]:
+            if not thread["compactions"]:
+                del thread["compactions"]
         text = json.dumps(
             data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
@@ -227,6 +234,7 @@ def _check(doc: ThreadExport) -> None:
     threads: set[str] = set()
     messages: set[str] = set()
     logs: set[str] = set()
+    compactions: set[str] = set()
     for i, thread in enumerate(doc.threads):
         at = f"threads[{i}]"
         if thread.id in threads:
@@ -260,6 +268,16 @@ def _check(doc: ThreadExport) -> None:
                 if key in seen:
                     raise PortableFormatError(f"{at}.{what}[{j}]", "appears twice")
                 seen.add(key)
+        own = {m.id for m in thread.messages}
+        for j, c in enumerate(thread.compactions):
+            if c.id in compactions:  # ids are unique store-wide, as messages'
+                raise PortableFormatError(f"{at}.compactions[{j}].id", "appears twice")
+            compactions.add(c.id)
+            for end in ("first_message_id", "last_message_id"):
+                if getattr(c, end) not in own:
+                    raise PortableFormatError(
+                        f"{at}.compactions[{j}].{end}", "must name a message of the thread"
+                    )
         kinds = {f.path: f.kind for f in thread.files}
         for j, f in enumerate(thread.files):
             if not _good_path(f.path):

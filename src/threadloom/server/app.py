@@ -27,6 +27,7 @@ from threadloom.server.routes import (
     approvals,
     auth,
     catalog,
+    compaction,
     control,
     files,
     forks,
@@ -89,6 +90,7 @@ def _build(
         triggers,
         memory,
         search,
+        compaction,
     )
     for module in routers:
         app.include_router(module.router)

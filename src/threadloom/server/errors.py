@@ -85,6 +85,10 @@ def from_threadloom(exc: E.ThreadloomError) -> ApiError:
         return ApiError(409, "message_generating", "Message is being generated")
     if isinstance(exc, E.ThreadTerminated):
         return ApiError(423, "thread_terminated", message, extra={"terminated": exc.terminated_at})
+    if isinstance(exc, E.CompactionNotFound):
+        return ApiError(404, "compaction_not_found", message)
+    if isinstance(exc, E.NothingToCompact):
+        return ApiError(409, "nothing_to_compact", message)
     if isinstance(exc, E.MemoryConflict):
         return ApiError(409, "memory_conflict", message, extra={"version": exc.version})
     if isinstance(exc, E.ScheduleNotFound):

@@ -39,6 +39,7 @@ from threadloom.records import (
 )
 from threadloom.records.portable import ThreadExport
 from threadloom.store.base_accounts import AccountStore
+from threadloom.store.base_compactions import CompactionStore
 from threadloom.store.base_files import FileStore
 from threadloom.store.base_memory import MemoryStore
 from threadloom.store.base_schedules import ScheduleStore
@@ -137,13 +138,20 @@ __all__ = [
 
 @runtime_checkable
 class Store(
-    FileStore, AccountStore, ScheduleStore, WebhookStore, TriggerStore, MemoryStore, Protocol
+    FileStore,
+    AccountStore,
+    ScheduleStore,
+    WebhookStore,
+    TriggerStore,
+    MemoryStore,
+    CompactionStore,
+    Protocol,
 ):
     """Persistence of threads, messages, queue entries, logs, registry, events, files
     (:class:`FileStore`), accounts (:class:`AccountStore`), schedules
     (:class:`ScheduleStore`), outbound webhooks (:class:`WebhookStore`), inbound triggers
-    (:class:`TriggerStore`) and the memory store across threads (:class:`MemoryStore`,
-    spec 20)."""
+    (:class:`TriggerStore`), the memory store across threads (:class:`MemoryStore`,
+    spec 20) and compaction records (:class:`CompactionStore`, spec 23)."""
 
     url: str
     kind: str

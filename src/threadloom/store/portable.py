@@ -105,6 +105,7 @@ async def _thread(store: Store, row: ThreadRow, *, is_root: bool) -> PortableThr
         approvals=await store.list_approvals(tid),
         files=files,
         cost=_cost(logs),
+        compactions=await store.list_compactions(tid),
     )
 
 
@@ -185,6 +186,17 @@ def renumber(doc: ThreadExport, fresh: Callable[[], str] = new_id) -> ThreadExpo
                             update={"thread_id": threads[t.id], "message_id": msg(a.message_id)}
                         )
                         for a in t.approvals
+                    ],
+                    "compactions": [
+                        c.model_copy(
+                            update={
+                                "id": fresh(),
+                                "thread_id": threads[t.id],
+                                "first_message_id": msg(c.first_message_id),
+                                "last_message_id": msg(c.last_message_id),
+                            }
+                        )
+                        for c in t.compactions
                     ],
                 }
             )

@@ -113,6 +113,8 @@ class ThreadHub(HookResolution):
         """The thread file system's size limits (``thread.files.FileLimits``)."""
         self.tool_invoker: Any = None
         """Set by the engine: runs ``invoke_tool``/``queue_tool`` (spec 04 §4.14.6)."""
+        self.compactor: Any = None
+        """Set by the engine: its compactor (spec 23), what ``ThreadState.compact`` calls."""
         self.router: Router | None = None
         """Where several nodes share the store: the per-thread ordering of this node's
         own events and the relayed ones (``route_through``)."""
@@ -325,6 +327,10 @@ class ThreadHub(HookResolution):
             histories.remove(history)
             if not histories:
                 del self._histories[thread_id]
+
+    def live_histories(self, thread_id: str) -> list[MessageHistory]:
+        """The thread's live histories (those every write through this hub reaches)."""
+        return list(self._histories.get(thread_id, ()))
 
     def reflect_upsert(self, thread_id: str, message: Message) -> None:
         for history in self._histories.get(thread_id, ()):

@@ -11,13 +11,14 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from threadloom.errors import InvalidArgument, ThreadNotFound
 from threadloom.records import (
     Approval,
     ApprovalDecision,
     AttachmentRef,
+    Compaction,
     CostReport,
     FileChunk,
     FileRecord,
@@ -251,6 +252,36 @@ class ThreadState:
         """Set the top-level keys of ``changes`` and drop those of ``remove``, the others
         kept, in one transaction (two concurrent updates of different keys both land)."""
         return await shared_state.update(self, changes or {}, remove, version)
+
+    # -- compaction (spec 23) -----------------------------------------------------------
+    async def compact(
+        self, *, keep_messages: int | None = None, model: str | None = None
+    ) -> Compaction:
+        """Compact the thread's history now (spec 23 §23.2): a summary written by the model
+        (``model``, else the thread's agent's) stands for the older messages in later
+        requests; ``keep_messages`` recent ones stay live (default: what the model's
+        ``compact_keep`` allows). The messages are kept; the record is returned."""
+        compactor = self._hub.compactor
+        if compactor is None:
+            raise InvalidArgument("compaction needs a runtime")
+        history = next(iter(self._hub.live_histories(self.thread_id)), None)
+        return cast(
+            Compaction,
+            await compactor.compact(
+                self.thread_id, keep_messages=keep_messages, model_name=model, history=history
+            ),
+        )
+
+    async def compactions(self) -> list[Compaction]:
+        """The thread's compactions, oldest first, undone ones included (spec 23 §23.6)."""
+        return await self._hub.store.list_compactions(self.thread_id)
+
+    async def undo_compaction(self, compaction_id: str) -> Compaction:
+        """Undo a compaction (spec 23 §23.5): later requests use the originals again."""
+        compactor = self._hub.compactor
+        if compactor is None:
+            raise InvalidArgument("compaction needs a runtime")
+        return cast(Compaction, await compactor.undo(self.thread_id, compaction_id))
 
     # -- memory across threads (spec 20) ----------------------------------------------
     @property

@@ -118,5 +118,6 @@ ERROR_TEXTS: dict[int, str] = {
     429: "Too many attempts; `Retry-After` says when to try again",
     500: "Server fault (`requestId` names it in the server log)",
     501: "The endpoint needs an optional package that is not installed",
+    502: "The model failed to answer a request the route makes (`compaction_failed`)",
     503: "The store cannot be reached, or the node is draining",
 }

@@ -23,6 +23,7 @@ from threadloom.wire import (
     approvals,
     auth,
     catalog,
+    compaction,
     control,
     files,
     logs,
@@ -197,6 +198,23 @@ OPERATIONS: dict[str, Operation] = {
         (*THREAD, *BODY, 409),
         body=state.PutState,
         body_required=True,
+    ),
+    # compaction (spec 23 §23.6)
+    "compact_thread": Operation(
+        "POST",
+        f"{T}/compact",
+        {201: compaction.CompactionItem},
+        (*THREAD, *BODY, 409, 502),
+        body=compaction.CompactThread,
+    ),
+    "list_compactions": Operation(
+        "GET", f"{T}/compactions", {200: compaction.CompactionList}, THREAD
+    ),
+    "undo_compaction": Operation(
+        "DELETE",
+        f"{T}/compactions/{{compaction_id}}",
+        {200: compaction.CompactionItem},
+        THREAD,
     ),
     # logs, cost, subagents (§8.6, §8.7, §8.9)
     "list_logs": Operation(

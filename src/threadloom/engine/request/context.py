@@ -4,7 +4,9 @@
 The stored history is the truth; request-context hooks change what one request sees,
 never what is stored. Steps: system text → ``after_system_message`` → snapshot →
 ``filter_messages`` → past-tools rule and orphans → perspective and reasoning replay →
-``prefilter_llm_history`` (may block) → provider-bound normalisation.
+``prefilter_llm_history`` (may block) → provider-bound normalisation. An active
+compaction (spec 23 §23.4) replaces the messages it covers with its summary right after
+``filter_messages``, which still sees the live history.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from threadloom.engine.env import StepEnv
+from threadloom.engine.request.compacted import (
+    COMPACTION_KEY,
+    UNKNOWN,
+    active_compaction,
+    substitute,
+)
 from threadloom.engine.request.context_cache import ContextCache, Prepared, cache_key
 from threadloom.engine.request.presentation import (
     Presented,
@@ -215,6 +223,12 @@ async def assemble(env: StepEnv) -> Assembly:
     if env.nested is None and run.row.has_run_context:  # spec 13 §13.2.11
         part = await run.run_context()
         system = f"{system}\n\n{part}" if system and part else system or part
+    compaction = None
+    if env.nested is None:  # spec 23 §23.4: known to the history after its first request
+        live = run.execution.message_history
+        compaction = live.caches.get(COMPACTION_KEY, UNKNOWN)
+        if compaction is UNKNOWN:
+            compaction = await active_compaction(hub.store, state.thread_id, live)
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
     hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:
@@ -229,7 +243,8 @@ async def assemble(env: StepEnv) -> Assembly:
     include_reasoning = reasoning is None or bool(getattr(reasoning, "include", True))
     history = env.execution.message_history
     if (
-        env.nested is None
+        compaction is None
+        and env.nested is None
         and prompt.include_past_tools
         and (prompt.include_chat or env.anchor_id is None)
         and history is run.execution.message_history
@@ -263,6 +278,8 @@ async def assemble(env: StepEnv) -> Assembly:
             validate=lambda prev, ret, hook: _filter_result(by_id, ret, hub.clock()),
             propagate=False,
         )
+    if compaction is not None:  # after filter_messages: hooks see the live history
+        snapshot = substitute(snapshot, run.execution.message_history.raw(), compaction)
     if not prompt.include_past_tools:
         snapshot = _past_tools(snapshot, env.anchor_created)
     snapshot = _drop_orphans(snapshot, history)

@@ -22,6 +22,7 @@ from threadloom.engine.request.request_head import Heads
 from threadloom.engine.run import ending
 from threadloom.engine.run.budget import Quotas
 from threadloom.engine.run.client_tools import ClientTool, offered
+from threadloom.engine.run.compaction import Compactor
 from threadloom.engine.run.loop import Run
 from threadloom.engine.step.threads import ToolThreads
 from threadloom.engine.step.tools import ToolInvoker
@@ -98,6 +99,9 @@ class RunManager:
         """The runtime's OpenTelemetry spans; ``None`` (set once, by ``Runtime.open``) when
         it does not trace (``engine/telemetry.py``)."""
         self.metrics = Metrics()
+        self.compactor = Compactor(hub, providers)
+        """Compaction of threads (spec 23): the threshold trigger and explicit calls."""
+        hub.compactor = self.compactor
         """The runtime's Prometheus instruments (``threadloom/metrics.py``): a few counter
         increments where a run, a turn, a model request or a tool call ends."""
         hub.tool_invoker = ToolInvoker(hub, self.threads)

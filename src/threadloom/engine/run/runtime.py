@@ -255,6 +255,7 @@ class Runtime:
         runtime = cls(hub, registry, options)
         cluster = runtime.cluster
         runtime.runs.tracing = tracer
+        runtime.runs.compactor.tracing = tracer
         try:  # MCP servers: one session each, their tools bound, then validated
             runtime.mcp = await open_sessions(defs, lambda: defs.validate(registry.names()))
         except BaseException:

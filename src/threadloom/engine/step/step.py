@@ -14,6 +14,7 @@ from typing import Any
 from threadloom.define.output import Checked, retry_text
 from threadloom.engine.env import StepEnv
 from threadloom.engine.request.context import assemble
+from threadloom.engine.run.compaction import maybe_compact
 from threadloom.engine.step.model_call import StepError, call_model
 from threadloom.engine.step.outcome import CallOutcome, ModelResult, ToolRound
 from threadloom.engine.step.pending import publish_chunk, release_hold
@@ -61,6 +62,10 @@ async def model_step(env: StepEnv) -> StepOutcome:
     """Pending message, model request, finalisation and tool calls of one step."""
     run = env.run
     env.execution.step = env
+    if env.nested is None:  # spec 23 §23.3: one attribute when compaction is off
+        model = run.definitions.model(env.prompt.model)
+        if model is not None and model.compact_at is not None:
+            await maybe_compact(env, model)
     assembly = await assemble(env)
     label = env.side_def.label
     if assembly.blocked is not None:

@@ -14,6 +14,7 @@ from threadloom.records.portable import PortableThread, ThreadExport
 from threadloom.store.core import outbox
 from threadloom.store.core.approvals import LEDGER_COLUMNS
 from threadloom.store.core.codec import dump_budgets, dump_json, dump_status_error
+from threadloom.store.core.compactions import restore_compaction
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.files import insert_entry
 from threadloom.store.core.logs import restore_log_in
@@ -43,11 +44,12 @@ def _taken(conn: Conn, table: str, ids: Sequence[str]) -> str | None:
 
 def _refuse_existing(conn: Conn, doc: ThreadExport) -> None:
     """``ThreadExists`` naming the first id of the file the store already holds: a thread,
-    then a message, then a log row (ids are unique store-wide)."""
+    then a message, then a log row, then a compaction (ids are unique store-wide)."""
     for what, table, ids in (
         ("thread", "threads", [t.id for t in doc.threads]),
         ("message", "messages", [m.id for t in doc.threads for m in t.messages]),
         ("log row", "logs", [r.id for t in doc.threads for r in t.logs]),
+        ("compaction", "compactions", [c.id for t in doc.threads for c in t.compactions]),
     ):
         found = _taken(conn, table, ids)
         if found is not None:
@@ -155,6 +157,8 @@ def _insert_thread(conn: Conn, clock: Clock, t: PortableThread) -> None:
                 approval.started_at,
             ),
         )
+    for compaction in t.compactions:
+        restore_compaction(conn, t.id, compaction)
     for f in t.files:
         content = f.content_bytes() if f.kind == "file" else None
         insert_entry(

@@ -16,6 +16,7 @@ from threadloom.errors import StoreError
 from threadloom.records import (
     Approval,
     ApprovalDecision,
+    Compaction,
     ContextEntry,
     FileRecord,
     FileStats,
@@ -46,6 +47,7 @@ from threadloom.store.base import Store
 from threadloom.store.core import approvals as ledger
 from threadloom.store.core import (
     auth,
+    compactions,
     events,
     files,
     forks,
@@ -781,6 +783,18 @@ class TxStore:
         return await self._write(
             schedules.finish_schedule_fire, schedule_id, due_us, node, status, thread_id, error
         )
+
+    # -- compactions (spec 23) -----------------------------------------------------------
+    async def add_compaction(self, record: Compaction) -> Compaction | None:
+        return await self._write(compactions.add_compaction, record)
+
+    async def list_compactions(
+        self, thread_id: str, *, active_only: bool = False
+    ) -> list[Compaction]:
+        return await self._read(compactions.list_compactions, thread_id, active_only)
+
+    async def undo_compaction(self, thread_id: str, compaction_id: str) -> Compaction | None:
+        return await self._write(compactions.undo_compaction, thread_id, compaction_id)
 
     # -- memory (spec 20) ----------------------------------------------------------------
     async def put_memory(

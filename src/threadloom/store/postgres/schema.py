@@ -526,6 +526,28 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 """
 """Inbound triggers and the claims of their calls (spec 22; SQLite's migration 23)."""
 
+_V14 = f"""
+CREATE TABLE IF NOT EXISTS compactions (
+    id               {T} PRIMARY KEY,
+    thread_id        {T} NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    first_message_id TEXT NOT NULL,
+    last_message_id  TEXT NOT NULL,
+    message_count    BIGINT NOT NULL,
+    summary          TEXT NOT NULL,
+    model            TEXT,
+    trigger          TEXT NOT NULL,
+    input_tokens     BIGINT NOT NULL DEFAULT 0,
+    output_tokens    BIGINT NOT NULL DEFAULT 0,
+    cost             DOUBLE PRECISION,
+    provider_item    TEXT,
+    created_at_us    BIGINT NOT NULL,
+    undone_at_us     BIGINT
+);
+CREATE INDEX IF NOT EXISTS compactions_thread ON compactions(thread_id, created_at_us);
+"""
+"""Compactions: summaries that stand for a range of a thread's messages (spec 23; SQLite's
+migration 24)."""
+
 _V12 = f"""
 CREATE TABLE IF NOT EXISTS memory_items (
     scope         {T} NOT NULL,
@@ -583,6 +605,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (11, "outbound webhooks: subscriptions and the outbox of their deliveries", _V11),
     (12, "the memory store: JSON documents by scope, namespace and key", _V12),
     (13, "inbound triggers and the claims of their calls", _V13),
+    (14, "compactions: summaries that stand for a range of a thread's messages", _V14),
     (15, "the thread a fork was made from, and at which message", _V15),
     (16, "the full-text index of message text", _V16),
 )

@@ -829,6 +829,31 @@ CREATE TABLE IF NOT EXISTS trigger_fires (
 """,
     ),
     (
+        24,
+        "compactions: summaries that stand for a range of a thread's messages",
+        # Spec 23: the range (first and last message id), the summary, who wrote it and what
+        # it cost, the provider's own item (JSON), when it was undone; the messages stay.
+        """
+CREATE TABLE IF NOT EXISTS compactions (
+    id               TEXT PRIMARY KEY,
+    thread_id        TEXT NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    first_message_id TEXT NOT NULL,
+    last_message_id  TEXT NOT NULL,
+    message_count    INTEGER NOT NULL,
+    summary          TEXT NOT NULL,
+    model            TEXT,
+    trigger          TEXT NOT NULL,
+    input_tokens     INTEGER NOT NULL DEFAULT 0,
+    output_tokens    INTEGER NOT NULL DEFAULT 0,
+    cost             REAL,
+    provider_item    TEXT,
+    created_at_us    INTEGER NOT NULL,
+    undone_at_us     INTEGER
+);
+CREATE INDEX IF NOT EXISTS compactions_thread ON compactions(thread_id, created_at_us);
+""",
+    ),
+    (
         25,
         "the thread a fork was made from, and at which message",
         # Issue 35 item 3, spec 08 §8.3.8: a fork's lineage, one row per fork, gone with the

@@ -11,6 +11,7 @@ import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
 import { Approvals } from "./approvals.js";
 import { Forks } from "./fork.js";
+import { Compactions } from "./compactions.js";
 
 const PAGE = 100;
 // at most this many messages are loaded (and in the DOM): paging back past it lets the
@@ -75,6 +76,12 @@ const forks = new Forks({
   threadId,
   origin: document.getElementById("thread-fork-of"),
   forks: document.getElementById("thread-forks"),
+});
+// the active compaction (spec 23): its summary and an Undo, above the composer
+const compactions = new Compactions({
+  threadId,
+  box: document.getElementById("compactions"),
+  list: document.getElementById("compactions-list"),
 });
 window.threadloom = {
   records,
@@ -351,6 +358,7 @@ async function loadAll() {
   banner.hidden = true;
   reset();
   approvals.reset(info.approvals);
+  compactions.load();
   applyThread(info);
   for (const m of pageData.messages) upsert(m);
   firstIndex = pageData.total - pageData.messages.length;

@@ -1,0 +1,307 @@
+"""Compaction (spec 23): a summary written by the model stands for the older part of a
+thread's history in later requests; the record is durable and the messages stay.
+
+``Compactor.compact`` chooses the range (from the thread's first top-level message to the
+last one before the messages it keeps, ending before a user message so no tool exchange is
+cut), asks the model for a summary — folding the previous compaction's summary with the
+messages after it, and, when the model's context window is known, in chunks that each fit
+it — stores the record and makes the thread's live histories use it. ``maybe_compact`` is
+the threshold trigger a step calls when its model sets ``compact_at``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.define.model import Model
+from threadloom.engine.request.compacted import COMPACTION_KEY, active_compaction
+from threadloom.engine.step.model_call import price
+from threadloom.errors import (
+    CompactionNotFound,
+    InvalidArgument,
+    NothingToCompact,
+    ThreadNotFound,
+)
+from threadloom.providers.base import generate
+from threadloom.providers.types import ProviderRequest, SystemMessage, Usage, UserMessage
+from threadloom.records import Compaction, Message, new_id
+from threadloom.records.compaction import CompactionTrigger
+from threadloom.thread.history import MessageHistory
+from threadloom.thread.hub import ThreadHub
+
+SUMMARY_INSTRUCTIONS = (
+    "You compact a conversation between a user and an AI assistant so that the assistant "
+    "can continue it from your summary alone. Write a concise summary of the conversation "
+    "below: the user's goals and requests, decisions made, facts and results learnt (from "
+    "tools too), names, numbers and identifiers that matter, and what is still open. Keep "
+    "it factual; do not add instructions of your own. If a previous summary is given, "
+    "your summary replaces it: carry over what still matters."
+)
+
+CHUNK_FRACTION = 0.6
+"""The part of the context window one summary request's conversation may fill."""
+
+
+def estimate_tokens(text: str | None) -> int:
+    """The token estimate compaction uses: ceil(characters / 4) (the scripted model's)."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def message_tokens(message: Message) -> int:
+    """The estimated tokens of a message: its content and its tool calls' text."""
+    return estimate_tokens(message.content) + estimate_tokens(message.tool_calls)
+
+
+def eligible(records: Sequence[Message]) -> list[Message]:
+    """The messages a request may carry: top-level and completed."""
+    return [m for m in records if m.depth == 0 and m.status == "completed"]
+
+
+def _start(messages: Sequence[Message], active: Compaction | None) -> int:
+    """The index of the first message after the active compaction's range."""
+    if active is None:
+        return 0
+    for index, message in enumerate(messages):
+        if message.id == active.last_message_id:
+            return index + 1
+    return 0
+
+
+def choose_cut(
+    messages: Sequence[Message], start: int, keep_tokens: int | None, keep_messages: int | None
+) -> int:
+    """The index of the first message kept live: the most recent messages within the
+    budget are kept (at least one), then the cut moves back to a user message, so the
+    range ends with a whole exchange. ``<= start``: nothing to compact."""
+    end = len(messages)
+    if keep_messages is not None:
+        cut = max(end - keep_messages, 0)
+    else:
+        budget = keep_tokens or 0
+        cut = end - 1 if end else 0
+        used = message_tokens(messages[cut]) if end else 0
+        while cut - 1 > start and used + message_tokens(messages[cut - 1]) <= budget:
+            cut -= 1
+            used += message_tokens(messages[cut])
+    while start < cut < end and messages[cut].role != "user":
+        cut -= 1
+    return cut
+
+
+def transcript_line(message: Message) -> str:
+    """One message as a line of the transcript the summarising model reads."""
+    who = message.role if not message.name else f"{message.role} ({message.name})"
+    parts = [message.content or ""]
+    for call in message.decoded_tool_calls():
+        parts.append(f"[called {call.function.name}({call.function.arguments})]")
+    text = " ".join(p for p in parts if p)
+    if message.role == "tool":
+        return f"tool result ({message.name or message.tool_call_id}): {text}"
+    return f"{who}: {text}"
+
+
+def chunks(lines: list[str], budget: int | None) -> list[list[str]]:
+    """The transcript in chunks of at most ``budget`` estimated tokens (one chunk when
+    ``budget`` is None); a single longer line is cut to fit."""
+    if budget is None:
+        return [lines]
+    out: list[list[str]] = [[]]
+    used = 0
+    for line in lines:
+        if estimate_tokens(line) > budget:
+            line = line[: max(budget * 4 - 20, 1)] + " […]"
+        cost = estimate_tokens(line) + 1
+        if out[-1] and used + cost > budget:
+            out.append([])
+            used = 0
+        out[-1].append(line)
+        used += cost
+    return out
+
+
+def summary_request(model: Model, previous: str | None, lines: list[str]) -> ProviderRequest:
+    """The request that asks ``model`` for a summary."""
+    parts = []
+    if previous:
+        parts.append(f"Previous summary:\n{previous}")
+    parts.append("Conversation:\n" + "\n".join(lines))
+    max_out = model.max_output_tokens
+    if model.context_window is not None:
+        cap = max(model.context_window // 8, 16)
+        max_out = min(max_out, cap) if max_out is not None else cap
+    return ProviderRequest(
+        model=model.model,
+        messages=[
+            SystemMessage(content=SUMMARY_INSTRUCTIONS),
+            UserMessage(content="\n\n".join(parts)),
+        ],
+        max_output_tokens=max_out,
+        provider_options=dict(model.provider_options),
+        metadata={"purpose": "compaction"},
+    )
+
+
+class Compactor:
+    """Compacts threads for one runtime (``hub.compact`` for ``ThreadState.compact``)."""
+
+    def __init__(self, hub: ThreadHub, providers: Any, tracing: Any = None) -> None:
+        self.hub = hub
+        self.providers = providers
+        self.tracing = tracing
+        """The runtime's tracing (``engine.telemetry``), when on; set after opening."""
+
+    def _provider(self, model: Model) -> Any:
+        if isinstance(model.provider, str):
+            return self.providers.get(model.provider)
+        return model.provider
+
+    def model_of(self, agent_id: str, name: str | None) -> Model:
+        """The model that writes the summary: ``name``, else the model of the thread's
+        agent's first side."""
+        defs = self.hub.definitions
+        if name is None:
+            agent = defs.agent(agent_id)
+            side = agent.side_a if agent is not None else None
+            prompt = defs.prompt(side.prompt) if side is not None and side.prompt else None
+            name = prompt.model if prompt is not None else None
+        model = defs.model(name) if name is not None else None
+        if model is None:
+            raise InvalidArgument(f'compaction: model "{name}" is not defined')
+        return model
+
+    def histories(self, thread_id: str) -> list[MessageHistory]:
+        return self.hub.live_histories(thread_id)
+
+    def reflect(self, thread_id: str, active: Compaction | None) -> None:
+        """Make the thread's live histories use ``active`` from their next request."""
+        for history in self.histories(thread_id):
+            history.caches[COMPACTION_KEY] = active
+
+    async def compact(
+        self,
+        thread_id: str,
+        *,
+        keep_messages: int | None = None,
+        model_name: str | None = None,
+        trigger: CompactionTrigger = "explicit",
+        history: MessageHistory | None = None,
+        span: Any = None,
+    ) -> Compaction:
+        """Compact the thread now (spec 23 §23.2); ``NothingToCompact`` when no message lies
+        between the active compaction and the messages kept."""
+        store = self.hub.store
+        row = await store.get_thread(thread_id)
+        if row is None:
+            raise ThreadNotFound(thread_id)
+        if keep_messages is not None and keep_messages < 1:
+            raise InvalidArgument("keep_messages must be at least 1")
+        model = self.model_of(row.agent_id, model_name)
+        if history is not None:
+            records = history.raw()
+            active = await active_compaction(store, thread_id, history)
+        else:
+            records = await store.top_level_history(thread_id)
+            found = await store.list_compactions(thread_id, active_only=True)
+            active = found[-1] if found else None
+        messages = eligible(records)
+        start = _start(messages, active)
+        keep_tokens = (
+            int(model.context_window * model.compact_keep)
+            if model.context_window is not None
+            else None
+        )
+        if keep_messages is None and keep_tokens is None:
+            keep_messages = 1
+        cut = choose_cut(messages, start, keep_tokens, keep_messages)
+        if cut <= start:
+            raise NothingToCompact("Nothing to compact: no message lies before those kept")
+        summary = active.summary if active is not None else None
+        budget = None
+        if model.context_window is not None:
+            budget = int(model.context_window * CHUNK_FRACTION)
+        lines = [transcript_line(m) for m in messages[start:cut]]
+        provider = self._provider(model)
+        input_tokens = output_tokens = 0
+        cost: float | None = 0.0
+        for chunk in chunks(lines, budget and max(budget - estimate_tokens(summary), 16)):
+            response = await generate(provider, summary_request(model, summary, chunk))
+            usage = response.usage or Usage()
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+            total = price(model, usage)[3]
+            cost = None if total is None or cost is None else cost + total
+            summary = (response.content or "").strip()
+        record = Compaction(
+            id=new_id(),
+            thread_id=thread_id,
+            first_message_id=messages[0].id,
+            last_message_id=messages[cut - 1].id,
+            message_count=cut,
+            summary=summary or "",
+            model=model.name,
+            trigger=trigger,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=round(cost, 12) if cost is not None else None,
+            provider_item=None,
+        )
+        stored = await store.add_compaction(record)
+        if stored is None:
+            raise ThreadNotFound(thread_id)
+        self.reflect(thread_id, stored)
+        if self.tracing is not None:
+            self.tracing.compacted(span, stored)
+        return stored
+
+    async def undo(self, thread_id: str, compaction_id: str) -> Compaction:
+        """Undo a compaction (spec 23 §23.5): the record stays, marked undone; the next
+        request uses the originals again (or the compaction active before it)."""
+        undone = await self.hub.store.undo_compaction(thread_id, compaction_id)
+        if undone is None:
+            if await self.hub.store.get_thread(thread_id) is None:
+                raise ThreadNotFound(thread_id)
+            raise CompactionNotFound(compaction_id)
+        found = await self.hub.store.list_compactions(thread_id, active_only=True)
+        self.reflect(thread_id, found[-1] if found else None)
+        return undone
+
+
+def context_estimate(
+    messages: Sequence[Message], active: Compaction | None, system: str | None
+) -> int:
+    """The estimated tokens of the next request's context: the system text, the active
+    summary and the messages after its range."""
+    start = _start(messages, active)
+    total = estimate_tokens(system)
+    if active is not None and start:
+        total += estimate_tokens(active.summary) + 40
+    for message in messages[start:]:
+        total += message_tokens(message)
+    return total
+
+
+async def maybe_compact(env: Any, model: Model) -> Compaction | None:
+    """The threshold trigger (spec 23 §23.3): compact before this step's request when its
+    estimated context exceeds ``compact_at`` of the model's window."""
+    run = env.run
+    compactor: Compactor | None = getattr(run.manager, "compactor", None)
+    if compactor is None or model.context_window is None or model.compact_at is None:
+        return None
+    history = run.execution.message_history
+    active = await active_compaction(env.state.hub.store, env.state.thread_id, history)
+    system = run.definitions.render_system(env.prompt, env.state.arguments, env.state.context)
+    estimate = context_estimate(eligible(history.raw()), active, system)
+    if estimate <= model.context_window * model.compact_at:
+        return None
+    try:
+        return await compactor.compact(
+            env.state.thread_id,
+            model_name=model.name,
+            trigger="threshold",
+            history=history,
+            span=getattr(run, "span", None),
+        )
+    except NothingToCompact:
+        return None
