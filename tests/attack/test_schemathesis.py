@@ -564,6 +564,8 @@ def _example_path(served: Served, path: str) -> str | None:
         ids["event_id"] = "evt_example"
     if "{compaction_id}" in path:  # no such compaction: the undo's answer is a 404
         ids["compaction_id"] = "0" * 32
+    if "{name}" in path:  # a tool of examples/ (the playground, §8.10.7)
+        ids["name"] = "lookup_order"
     if "{schedule_id}" in path:
         ids["schedule_id"] = served.new_schedule()
     if "{trigger_id}" in path:
