@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from threadloom.errors import ForkPointUnfinished, InvalidField, MessageNotFound, ThreadNotFound
 from threadloom.records import Message, ThreadStatus, new_id
@@ -18,9 +17,9 @@ from threadloom.records.portable import (
     PortableFile,
     PortableThread,
     ThreadExport,
-    b64,
 )
 from threadloom.store.base import Store, ThreadRow
+from threadloom.store.portable import portable_file
 
 
 @dataclass(frozen=True)
@@ -94,22 +93,7 @@ async def _files(store: Store, thread_id: str, copied: list[Message]) -> list[Po
         if content is None:
             continue
         thumbnail = await store.get_file_thumbnail(thread_id, path)
-        kind: Literal["file"] = "file"
-        out.append(
-            PortableFile(
-                path=entry.path,
-                kind=kind,
-                mime_type=entry.mime_type,
-                location=entry.location,
-                size=entry.size,
-                metadata=entry.metadata,
-                width=entry.width,
-                height=entry.height,
-                created_at=entry.created_at,
-                content=b64(content),
-                thumbnail=None if thumbnail is None else b64(thumbnail),
-            )
-        )
+        out.append(portable_file(entry, "file", content, thumbnail))
     return out
 
 

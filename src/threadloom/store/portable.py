@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from threadloom.errors import ThreadBusy, ThreadNotFound
-from threadloom.records import LogRow, Message, new_id
+from threadloom.records import FileRecord, LogRow, Message, new_id
 from threadloom.records.portable import (
     FORMAT,
     VERSION,
@@ -68,21 +68,7 @@ async def _thread(store: Store, row: ThreadRow, *, is_root: bool) -> PortableThr
         )
         content = await store.read_file(tid, entry.path) if kind == "file" else None
         thumbnail = await store.get_file_thumbnail(tid, entry.path) if kind == "file" else None
-        files.append(
-            PortableFile(
-                path=entry.path,
-                kind=kind,
-                mime_type=entry.mime_type,
-                location=entry.location,
-                size=entry.size,
-                metadata=entry.metadata,
-                width=entry.width,
-                height=entry.height,
-                created_at=entry.created_at,
-                content=b64(content or b"") if kind == "file" else None,
-                thumbnail=None if thumbnail is None else b64(thumbnail),
-            )
-        )
+        files.append(portable_file(entry, kind, content or b"", thumbnail))
     return PortableThread(
         id=tid,
         agent_id=row.agent_id,
@@ -106,6 +92,29 @@ async def _thread(store: Store, row: ThreadRow, *, is_root: bool) -> PortableThr
         files=files,
         cost=_cost(logs),
         compactions=await store.list_compactions(tid),
+    )
+
+
+def portable_file(
+    entry: FileRecord,
+    kind: Literal["file", "link", "dir"],
+    content: bytes,
+    thumbnail: bytes | None,
+) -> PortableFile:
+    """A file entry of a thread as a thread file carries it (spec 21), with its bytes and
+    thumbnail (a file's; a link's and a directory's have none)."""
+    return PortableFile(
+        path=entry.path,
+        kind=kind,
+        mime_type=entry.mime_type,
+        location=entry.location,
+        size=entry.size,
+        metadata=entry.metadata,
+        width=entry.width,
+        height=entry.height,
+        created_at=entry.created_at,
+        content=b64(content) if kind == "file" else None,
+        thumbnail=None if thumbnail is None else b64(thumbnail),
     )
 
 
