@@ -1,4 +1,4 @@
-"""Migration 27 of the SQLite store: the full-text index of message text (spec 08 §8.14).
+"""Migration 26 of the SQLite store: the full-text index of message text (spec 08 §8.14).
 
 ``messages_fts`` is an FTS5 table with external content (``content='messages'``,
 ``content_rowid='rid'``): it keeps only the index, and reads a hit's text (for its snippet)
