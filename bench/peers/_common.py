@@ -126,12 +126,13 @@ class DbProbe:
     def measure(self) -> tuple[int, int]:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         try:
+            # the tables that hold rows: not a virtual table nor its shadow tables (a
+            # full-text index's storage, as an index's pages: counted in the bytes, not as
+            # rows — PRAGMA table_list tells them apart, SQLite 3.37 and later)
             names = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                    " AND name NOT LIKE 'sqlite_%'"
-                )
+                r[1]
+                for r in conn.execute("PRAGMA table_list")
+                if r[0] == "main" and r[2] == "table" and not r[1].startswith("sqlite_")
             ]
             rows = 0
             for name in names:
