@@ -220,14 +220,14 @@ def test_a_long_thread_is_read_a_page_at_a_time_with_a_bounded_dom(
     shown = page.locator("#messages > li.msg")
     started = time.monotonic()
     page.goto(f"/threads/{thread}")
-    expect(shown.last).to_have_text(re.compile("message 999$"))
+    expect(shown.last.locator(".msg-text").first).to_have_text(re.compile("message 999$"))
     expect(page.locator("#stream-live")).to_have_attribute("data-state", "live")
     opened = time.monotonic() - started
     assert opened < 5, opened  # the bench holds the real goal (< 1 s); this is a guard
     expect(shown).to_have_count(100)  # only the newest page is read
     # older pages on demand: scrolling to the top, or the button (from the keyboard)
     page.locator("#conversation").evaluate("n => { n.scrollTop = 0; }")
-    expect(shown.first).to_have_text(re.compile("message 800$"))
+    expect(shown.first.locator(".msg-text").first).to_have_text(re.compile("message 800$"))
     expect(shown).to_have_count(200)
     older = page.get_by_role("button", name="Load older messages")
     for page_number in range(3, 11):
@@ -235,11 +235,13 @@ def test_a_long_thread_is_read_a_page_at_a_time_with_a_bounded_dom(
         older.focus()
         page.keyboard.press("Enter")
         expect(shown.first).not_to_have_attribute("data-id", first or "")
-        expect(shown.first).to_have_text(re.compile(f"message {total - 100 * page_number}$"))
+        expect(shown.first.locator(".msg-text").first).to_have_text(
+            re.compile(f"message {total - 100 * page_number}$")
+        )
         # the DOM holds at most 500 messages however far back one reads
         assert shown.count() == min(100 * page_number, 500)
     expect(older).to_be_hidden()  # the start
-    expect(shown.last).to_have_text(re.compile("message 499$"))
+    expect(shown.last.locator(".msg-text").first).to_have_text(re.compile("message 499$"))
     newer = page.get_by_role("button", name=re.compile("^Load newer messages"))
     expect(newer).to_be_visible()
     # a message sent meanwhile is not lost: back at the end, it is there
