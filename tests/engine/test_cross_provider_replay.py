@@ -17,19 +17,16 @@ same model reasons and answers. Run with ``-s`` to see the transcript.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from fakes import load_provider_fake
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, Reasoning, tool
 from threadloom.providers.anthropic import AnthropicProvider
@@ -37,23 +34,9 @@ from threadloom.providers.gemini import GeminiProvider
 from threadloom.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
 from threadloom.records import Message
 
-
-def _load_fake(name: str) -> ModuleType:
-    """``tests/providers/<name>.py`` under the name the provider tests import it by."""
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parent.parent / "providers" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-fo = _load_fake("fake_openai")
-fa = _load_fake("fake_anthropic")
-fg = _load_fake("fake_gemini")
+fo = load_provider_fake("fake_openai")
+fa = load_provider_fake("fake_anthropic")
+fg = load_provider_fake("fake_gemini")
 
 GEMINI_MODEL = "gemini-3-flash-preview"
 

@@ -14,38 +14,21 @@ the model declares no prices), and a thread that moves from Anthropic to Gemini.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from fakes import load_provider_fake
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt, Reasoning, tool
 from threadloom.providers.anthropic import AnthropicProvider
 from threadloom.providers.gemini import GeminiProvider
 from threadloom.records import Message
 
-
-def _load_fake(name: str) -> ModuleType:
-    """``tests/providers/<name>.py`` under the name the provider tests import it by."""
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parent.parent / "providers" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-fg = _load_fake("fake_gemini")
-fa = _load_fake("fake_anthropic")
+fg = load_provider_fake("fake_gemini")
+fa = load_provider_fake("fake_anthropic")
 
 MODEL = "gemini-3-flash-preview"
 SIG = base64.b64encode(b"\xfb\xff-gemini-signature-\xfe").decode()

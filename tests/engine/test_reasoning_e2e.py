@@ -20,18 +20,15 @@ C05-038.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from fakes import load_provider_fake
 from store_probe import StoreProbe
 from threadloom import Agent, Definitions, Runtime, Side, hook
 from threadloom.define import Model, Prompt, Reasoning, tool
@@ -43,22 +40,8 @@ from threadloom.records import Message, new_id
 # The fake servers (tests/providers is no package; its tests import these by file name)
 
 
-def _load_fake(name: str) -> ModuleType:
-    """``tests/providers/<name>.py`` as the module ``name`` — the name the provider tests
-    import it under, so one module object serves both when the whole suite runs."""
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parent.parent / "providers" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-fo = _load_fake("fake_openai")
-fa = _load_fake("fake_anthropic")
+fo = load_provider_fake("fake_openai")
+fa = load_provider_fake("fake_anthropic")
 
 # --------------------------------------------------------------------------------------
 # What turn 1 returns, what gets stored, what turn 2 must carry

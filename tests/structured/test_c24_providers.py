@@ -12,41 +12,24 @@ and the thread's status says why the run failed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from fakes import load_provider_fake
 from threadloom import Agent, Definitions, Runtime, Side
 from threadloom.define import Model, Prompt
 from threadloom.providers.anthropic import AnthropicProvider
 from threadloom.providers.openai import OpenAIChatProvider, OpenAIResponsesProvider
 from threadloom.records import Message
 
-
-def _load_fake(name: str) -> ModuleType:
-    """``tests/providers/<name>.py`` under the module name its own tests import it by."""
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parent.parent / "providers" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-fo = _load_fake("fake_openai")
-fa = _load_fake("fake_anthropic")
+fo = load_provider_fake("fake_openai")
+fa = load_provider_fake("fake_anthropic")
 
 
 class City(BaseModel):
