@@ -55,8 +55,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist): one per core, at most 4 (each
+# test may start servers, browsers and database sessions of its own); a file's tests stay
+# on one worker (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 pytest: $(STAMP) browser deploy-tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The web UI's browser tests (tests/ui) drive Debian's chromium, and its page logic has unit
 # tests for Node's test runner (tests/ui/js): both installed here when missing and we are

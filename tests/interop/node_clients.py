@@ -12,6 +12,7 @@ or later) a test is skipped with the reason; under ``CI=true`` that is a failure
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -99,24 +100,30 @@ def installed(here: Path, what: str, scripts: Iterable[str] | None = None) -> tu
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     folder = cache / "threadloom-tests" / f"{here.name.replace('_', '-')}-{digest}"
     stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(here / name, folder / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
-        stamp.write_text(digest)
+    folder.mkdir(parents=True, exist_ok=True)
+    # one install at a time: parallel test workers (pytest-xdist) that need the same lock
+    # file wait for the first one's ``npm ci`` instead of racing it in the same folder
+    with (folder.parent / f"{folder.name}.lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not stamp.exists():
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(here / name, folder / name)
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=NPM_TIMEOUT_S,
+            )
+            if done.returncode != 0:
+                raise AssertionError(f"npm ci failed:\n{done.stdout}\n{done.stderr}")
+            stamp.write_text(digest)
     # the install is shared by every checkout of the machine: the scripts go into a folder
     # of this checkout's own beside it (node_modules linked), or one checkout's test would
-    # run another's script
-    checkout = hashlib.sha256(str(here.resolve()).encode()).hexdigest()[:12]
+    # run another's script; and one of each test worker's (pytest-xdist), or one worker
+    # would copy a script over while another's node reads it
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    checkout = hashlib.sha256(f"{here.resolve()}{worker}".encode()).hexdigest()[:12]
     own = folder.parent / "scripts" / f"{folder.name}-{checkout}"
     own.mkdir(parents=True, exist_ok=True)
     modules = own / "node_modules"

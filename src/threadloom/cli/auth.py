@@ -45,7 +45,7 @@ users_app = typer.Typer(
 keys_app = typer.Typer(
     add_completion=False, rich_markup_mode=None, help="API keys for programs that use the server."
 )
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 Username = Annotated[str, typer.Argument(metavar="USERNAME", help="The user's username")]
 

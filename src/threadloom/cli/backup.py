@@ -23,7 +23,7 @@ from threadloom.cli.options import StoreOption
 from threadloom.errors import StoreError
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _refuse(command: str, message: str) -> typer.Exit:

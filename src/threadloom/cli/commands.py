@@ -44,7 +44,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # click's help: flags without a <bool>, sentences wrapped to fit
 )
 console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:

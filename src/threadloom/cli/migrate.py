@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from threadloom.store.core.upgrades import Plan
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 PENDING = 3
 """``--check``'s exit code when a start would migrate."""

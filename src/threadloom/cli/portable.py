@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from threadloom.records.portable import ThreadExport
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

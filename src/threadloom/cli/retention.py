@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from threadloom.engine.run.retention import RetentionPolicy, RetentionReport
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

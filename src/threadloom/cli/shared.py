@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
