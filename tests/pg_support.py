@@ -15,14 +15,14 @@ from urllib.parse import quote
 from needs import cannot_run
 
 # Nodes on PostgreSQL with short liveness timings (spec 12 §12.9 rule 2), so a test that
-# kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 4 s, sweep 1 s.
-# A node fences itself when no heartbeat got through for half the TTL: 2 s, which a busy
+# kills a node waits seconds, not the default 15 s TTL: heartbeat 0.5 s, TTL 6 s, sweep 1 s.
+# A node fences itself when no heartbeat got through for half the TTL: 3 s, which a busy
 # test machine does not reach by accident (with a 2 s TTL, 1 s did: a loaded full run
-# fenced a test's runtime). Runtime.open reads them (NodeTimings.from_env); so do the
-# child processes tests start.
+# fenced a test's runtime; with 4 s, 2 s did on a machine running four workers and more).
+# Runtime.open reads them (NodeTimings.from_env); so do the child processes tests start.
 NODE_TIMINGS = {
     "THREADLOOM_NODE_HEARTBEAT_SECONDS": "0.5",
-    "THREADLOOM_NODE_TTL_SECONDS": "4",
+    "THREADLOOM_NODE_TTL_SECONDS": "6",
     "THREADLOOM_SWEEP_SECONDS": "1",
 }
 for _key, _value in NODE_TIMINGS.items():

@@ -2,7 +2,7 @@
 
 ``start_cluster`` starts N nodes (``n1`` … ``nN``) on free loopback ports, all on one new
 schema, with the test project (agents ``echo`` and ``gate``) and short liveness timings
-(heartbeat 0.5 s, TTL 3 s, sweep 1 s: a node fences itself after 1.5 s without a
+(heartbeat 0.5 s, TTL 4 s, sweep 1 s: a node fences itself after 2 s without a
 heartbeat), and waits for every node's ``/api/health``. The tests drive them through the
 public API only and read the database (``probe``) where a time or an owner must be seen
 exactly; faults are signals: SIGKILL (a crash), SIGSTOP / SIGCONT (a partition), SIGTERM
@@ -35,7 +35,7 @@ PROJECT = Path(__file__).resolve().parent / "project"
 THREADLOOM = [sys.executable, "-m", "threadloom.cli"]
 TIMINGS = {
     "THREADLOOM_NODE_HEARTBEAT_SECONDS": "0.5",
-    "THREADLOOM_NODE_TTL_SECONDS": "3",
+    "THREADLOOM_NODE_TTL_SECONDS": "4",
     "THREADLOOM_SWEEP_SECONDS": "1",
 }
 TTL_S = float(TIMINGS["THREADLOOM_NODE_TTL_SECONDS"])
