@@ -38,7 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Mapping
+
+from threadloom.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +121,27 @@ CATCH_UP = (
 still covered indexed with their text as it is now, and the backlog emptied."""
 
 INDEX_EVERY_S = 1.0
-"""How often the store's background pass indexes the backlog, when something was written."""
+"""How often the store's background pass indexes the backlog, when something was written
+(``THREADLOOM_SEARCH_INDEX_SECONDS``; ``off``: no pass, a search still catches up)."""
+
+ENV = "THREADLOOM_SEARCH_INDEX_SECONDS"
+
+
+def every_s_from_env(env: Mapping[str, str]) -> float:
+    """The pass's interval from ``env`` (:data:`ENV`): a positive number of seconds, or
+    ``off`` (0: no pass); :data:`INDEX_EVERY_S` when unset."""
+    raw = (env.get(ENV) or "").strip()
+    if not raw:
+        return INDEX_EVERY_S
+    if raw.lower() == "off":
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise StoreError(f"{ENV} must be a positive number of seconds or 'off', not {raw!r}")
+    return value
 
 
 class BacklogPass:

@@ -23,7 +23,7 @@ from threadloom.store.shapes import Clock, Fence, system_clock_us
 from threadloom.store.sqlite import schema
 from threadloom.store.sqlite.dialect import SQLITE, SqliteConnection
 from threadloom.store.sqlite.process_lock import ProcessLock
-from threadloom.store.sqlite.search_index import INDEX_EVERY_S, BacklogPass
+from threadloom.store.sqlite.search_index import BacklogPass, every_s_from_env
 from threadloom.store.sqlite.transactions import Queued, Transactions
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, plain_call
@@ -103,12 +103,13 @@ class SqliteStore(Transactions, TxStore):
         write_mode: WriteMode = "auto",
         node_id: str | None = None,
         node_ttl_s: float = 15.0,
-        index_every_s: float = INDEX_EVERY_S,
+        index_every_s: float | None = None,
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
         if write_mode not in _WRITE_MODES:
             raise StoreError(f"write_mode must be one of {_WRITE_MODES}, not {write_mode!r}")
+        every_s = every_s_from_env(os.environ) if index_every_s is None else index_every_s
         self.write_mode = write_mode
         self.node_id = node_id
         """Kept for diagnostics only: one process runs an SQLite file (no leases, no
@@ -138,9 +139,11 @@ class SqliteStore(Transactions, TxStore):
         self._process_lock: ProcessLock | None = None
         self.wal_prefilled = False
         """Whether ``claim_runner`` wrote the WAL's steady-state size in zeros."""
-        self.backlog_pass = BacklogPass(self.catch_up_search, lambda: self.writes, index_every_s)
+        self.backlog_pass = BacklogPass(self.catch_up_search, lambda: self.writes, every_s)
         """The search index's background pass (``search_index.py``), started by
-        ``claim_runner``: the process that runs the file's threads writes its messages."""
+        ``claim_runner``: the process that runs the file's threads writes its messages.
+        ``index_every_s``: seconds between passes (default ``THREADLOOM_SEARCH_INDEX_SECONDS``,
+        else 1; 0: none)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
