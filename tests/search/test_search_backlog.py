@@ -15,6 +15,7 @@ import pytest
 
 from threadloom import Agent, Definitions, RetentionPolicy, Runtime, Side
 from threadloom.define import Model, Prompt
+from threadloom.errors import StoreError
 from threadloom.providers.scripted import Reply, ScriptedProvider
 from threadloom.records import Message, new_id
 from threadloom.store import open_store
@@ -309,3 +310,31 @@ async def test_c08_191_imports_forks_and_retention(db_url: str) -> None:
             index_is_exact(db_url)
     finally:
         await rt.close()
+
+
+@pytest.mark.sqlite_only
+async def test_c08_189_the_pass_interval_from_the_environment(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C08-189: ``THREADLOOM_SEARCH_INDEX_SECONDS`` sets the pass's interval; ``off``
+    runs none (a search still finds everything); a bad value is refused, naming it."""
+    for bad in ("soon", "0", "-1", "inf"):
+        monkeypatch.setenv("THREADLOOM_SEARCH_INDEX_SECONDS", bad)
+        with pytest.raises(StoreError, match="THREADLOOM_SEARCH_INDEX_SECONDS must be"):
+            await SqliteStore.open(db_url)
+    monkeypatch.setenv("THREADLOOM_SEARCH_INDEX_SECONDS", "0.5")
+    opened = await SqliteStore.open(db_url)
+    assert opened.backlog_pass.every_s == 0.5
+    await opened.close()
+    monkeypatch.setenv("THREADLOOM_SEARCH_INDEX_SECONDS", "off")
+    opened = await SqliteStore.open(db_url)
+    try:
+        await opened.claim_runner()
+        await thread(opened, "t-off", "cashew brittle")
+        await asyncio.sleep(0.3)
+        assert opened.backlog_pass.passes == 0
+        assert backlog_ids(db_url) == ["t-off-m0"]
+        assert await found(opened, "cashew") == [("t-off", 1)]
+        assert backlog_ids(db_url) == []
+    finally:
+        await opened.close()
