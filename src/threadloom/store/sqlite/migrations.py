@@ -879,7 +879,7 @@ CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
     (
         27,
         "the full-text index's backlog: messages indexed at search time, not per commit",
-        # Issue 40: FTS5 wrote an index segment at each commit of an indexed message (7 % of
+        # Issue 40: FTS5 wrote an index segment at each commit of an indexed message (4–7 % of
         # a turn's instructions); the insert trigger now notes the message in a backlog,
         # indexed in one transaction before a search and by the store's background pass
         # (search_index.py says how).

@@ -19,7 +19,7 @@ an older release keeps working on the database, its message writes indexed by th
 Migration 27 takes the index insert off the write path: FTS5 writes a new segment of the
 index at every commit that changed it (and merges segments as they pile up), and a turn
 commits each message on its own, so each stored user or assistant message cost a segment
-write — about 7 % of a turn's instructions. Instead, the insert trigger notes the message's
+write — 4–7 % of a turn's instructions. Instead, the insert trigger notes the message's
 ``rid`` in ``messages_fts_backlog`` (one small B-tree row), and :data:`CATCH_UP` moves the
 backlog into the index in one transaction — one segment for all of it: before each search
 (so a search sees every message stored before it) and in the store's background pass
@@ -157,7 +157,7 @@ class BacklogPass:
         self._writes = writes
         self.every_s = every_s
         self.passes = 0
-        """Passes that caught up (diagnostics and tests)."""
+        """Passes run (diagnostics and tests)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
