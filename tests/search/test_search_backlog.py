@@ -338,3 +338,28 @@ async def test_c08_189_the_pass_interval_from_the_environment(
         assert backlog_ids(db_url) == []
     finally:
         await opened.close()
+
+
+@pytest.mark.sqlite_only
+def test_the_pass_ends_with_the_loop_that_ran_it(db_url: str) -> None:
+    """A store that runs threads opened under one ``asyncio.run`` and closed under
+    another (as the command line's tests do): its pass ended with the first loop, and the
+    close still closes (the messages it stored are found by the next store)."""
+
+    async def opened() -> SqliteStore:
+        store = await SqliteStore.open(db_url)
+        await store.claim_runner()
+        await thread(store, "t-loop", "lychee sorbet")
+        return store
+
+    store = asyncio.run(opened())
+    asyncio.run(store.close())
+
+    async def reopened() -> list[tuple[str, int]]:
+        again = await open_store(db_url)
+        try:
+            return await found(again, "lychee")
+        finally:
+            await again.close()
+
+    assert asyncio.run(reopened()) == [("t-loop", 1)]

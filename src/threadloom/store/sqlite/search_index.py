@@ -168,8 +168,10 @@ class BacklogPass:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        if task is None or task.done():  # also: its loop ended (``asyncio.run`` cancels it)
+            return
+        task.cancel()
+        if task.get_loop() is asyncio.get_running_loop():
             await asyncio.gather(task, return_exceptions=True)
 
     async def _run(self) -> None:
