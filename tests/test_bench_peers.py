@@ -320,3 +320,37 @@ def schemas(prefix: str) -> list[str]:
             "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)", (prefix,)
         )
         return [str(r[0]) for r in rows]
+
+
+def test_rows_leave_out_the_search_index_backlog(tmp_path: Path) -> None:
+    """The SQLite probe counts records, not the search index's backlog (messages waiting to
+    be indexed, spec 08 §8.14.1 rule 1): the same rows before and after it is indexed."""
+    import asyncio
+
+    from _common import INDEX_BACKLOG, DbProbe
+
+    from threadloom.records import Message
+    from threadloom.store import open_store
+    from threadloom.store.shapes import NewThread
+    from threadloom.store.sqlite.search_index import BACKLOG
+
+    assert INDEX_BACKLOG == BACKLOG
+    path = str(tmp_path / "probe.db")
+    probe = DbProbe(path)
+
+    async def scenario() -> tuple[int, int, int]:
+        store = await open_store(f"sqlite:///{path}")
+        try:
+            await store.create_thread(NewThread(id="t", agent_id="chat"))
+            for i, role in enumerate(("user", "assistant")):
+                await store.insert_message("t", Message(id=f"m{i}", role=role, content="hi"))
+            waiting, _ = probe.measure()
+            indexed = await store.catch_up_search()
+            after, _ = probe.measure()
+            return waiting, indexed, after
+        finally:
+            await store.close()
+
+    waiting, indexed, after = asyncio.run(scenario())
+    assert indexed == 2
+    assert waiting == after

@@ -116,6 +116,11 @@ def peak_rss_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+INDEX_BACKLOG = "messages_fts_backlog"
+"""Threadloom's search-index backlog table (``store/sqlite/search_index.BACKLOG``; this
+module is also loaded where threadloom is not installed)."""
+
+
 class DbProbe:
     """Reads a database from the outside, on a connection of its own: how many rows its
     tables hold and how large it is (page_count × page_size, WAL content included)."""
@@ -128,11 +133,16 @@ class DbProbe:
         try:
             # the tables that hold rows: not a virtual table nor its shadow tables (a
             # full-text index's storage, as an index's pages: counted in the bytes, not as
-            # rows — PRAGMA table_list tells them apart, SQLite 3.37 and later)
+            # rows — PRAGMA table_list tells them apart, SQLite 3.37 and later), nor
+            # Threadloom's index backlog (the messages of the last second or so, waiting to
+            # be indexed: the index's state, not records, and emptied by its next pass)
             names = [
                 r[1]
                 for r in conn.execute("PRAGMA table_list")
-                if r[0] == "main" and r[2] == "table" and not r[1].startswith("sqlite_")
+                if r[0] == "main"
+                and r[2] == "table"
+                and not r[1].startswith("sqlite_")
+                and r[1] != INDEX_BACKLOG
             ]
             rows = 0
             for name in names:

@@ -212,10 +212,11 @@ def _undo_search_index(db_url: str) -> None:
     from threadloom.store.sqlite.store import path_from_url
 
     with closing(sqlite3.connect(path_from_url(db_url))) as conn:
-        for trigger in ("insert", "delete", "update"):
-            conn.execute(f"DROP TRIGGER messages_fts_{trigger}")
+        for trigger in ("insert", "delete", "update"):  # the backlog's (migration 27)
+            conn.execute(f"DROP TRIGGER messages_fts_backlog_{trigger}")
+        conn.execute("DROP TABLE messages_fts_backlog")
         conn.execute("DROP TABLE messages_fts")
-        conn.execute("DELETE FROM threadloom_migrations WHERE version = 26")
+        conn.execute("DELETE FROM threadloom_migrations WHERE version IN (26, 27)")
         conn.commit()
 
 

@@ -248,6 +248,13 @@ class Store(
         """A page of threads with their list summaries, and the total matching."""
         ...
 
+    async def catch_up_search(self) -> int:
+        """Bring the full-text index up to date with the messages stored since it last
+        did (spec 08 §8.14.1 rule 1): how many it indexed — 0 on a store whose every write
+        keeps the index in step (PostgreSQL). :meth:`search_threads` does it first; the
+        SQLite store also does it in the background, so the backlog stays small."""
+        ...
+
     async def search_threads(
         self, query: ThreadQuery, terms: Sequence[SearchTerm]
     ) -> tuple[list[SearchHit], int]:

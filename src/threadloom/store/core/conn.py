@@ -156,6 +156,11 @@ class Dialect:
         error (a CHECK, a foreign key …)."""
         raise NotImplementedError
 
+    search_catch_up: tuple[str, ...] = ()
+    """The statements that bring the full-text index up to date, in one write transaction
+    (``core/search.py``'s ``catch_up``): empty where every write keeps the index in step
+    itself (PostgreSQL's generated column); SQLite's index its backlog (migration 27)."""
+
     search_hits: str = ""
     """The full-text index's part of a search (spec 08 §8.14, ``core/search.py``): a
     ``SELECT`` of ``thread_id``, ``rid`` and ``score`` (higher is better) of each indexed

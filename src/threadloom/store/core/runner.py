@@ -187,9 +187,19 @@ class TxStore:
     async def query_threads(self, query: ThreadQuery) -> tuple[list[ThreadRow], int]:
         return await self._read(threads.query_threads, query)
 
+    search_backlog = False
+    """Whether the full-text index keeps a backlog (``Dialect.search_catch_up``) that a
+    search first indexes: SQLite's (spec 08 §8.14.1 rule 1)."""
+
+    async def catch_up_search(self) -> int:
+        if not self.search_backlog:
+            return 0
+        return await self._write(search.catch_up, durable=False)
+
     async def search_threads(
         self, query: ThreadQuery, terms: Sequence[SearchTerm]
     ) -> tuple[list[SearchHit], int]:
+        await self.catch_up_search()
         return await self._read(search.search_threads, query, tuple(terms))
 
     async def thread_owners(self, user_id: str | None = None) -> list[OwnerCount]:

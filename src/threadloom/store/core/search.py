@@ -6,7 +6,9 @@ the count.
 
 The index covers a thread's visible top-level user and assistant messages with text:
 SQLite's FTS5 table ``messages_fts`` (migration 26, ``store/sqlite/search_index.py``),
-PostgreSQL's generated ``messages.search`` column and its GIN index (migration 16).
+whose messages stored since it last caught up wait in a backlog (migration 27) that
+:func:`catch_up` indexes before each search; PostgreSQL's generated ``messages.search``
+column and its GIN index (migration 16).
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ from threadloom.store.core.codec import (
 )
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.threads import thread_filters
-from threadloom.store.shapes import SearchHit, SearchTerm, ThreadQuery
+from threadloom.store.shapes import Clock, SearchHit, SearchTerm, ThreadQuery
 
 MARK_START, MARK_END = "\x02", "\x03"
 """What the dialects' snippets put around a matched word."""
+
+
+def catch_up(conn: Conn, clock: Clock) -> int:
+    """Bring the index up to date (``Dialect.search_catch_up``; nothing where each write
+    keeps it in step): how many messages it indexed."""
+    counts = [conn.execute(statement).rowcount for statement in conn.sql.search_catch_up]
+    return max(counts[0], 0) if counts else 0
 
 
 def search_threads(

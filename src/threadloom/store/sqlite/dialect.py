@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from threadloom.store.core.conn import Dialect
 from threadloom.store.core.search import fts5_match
 from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
+from threadloom.store.sqlite.search_index import CATCH_UP
 
 
 class SqliteDialect(Dialect):
@@ -35,7 +36,9 @@ class SqliteDialect(Dialect):
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_each({alias}.attachments) AS j", "json_extract(j.value, '$.path')"
 
-    # the FTS5 index of migration 26 (store/sqlite/search_index.py); bm25 is lower-better
+    # the FTS5 index of migration 26 (store/sqlite/search_index.py); bm25 is lower-better;
+    # the messages stored since it last caught up wait in its backlog (migration 27)
+    search_catch_up = CATCH_UP
     search_hits = (
         "SELECT m.thread_id AS thread_id, m.rid AS rid, -bm25(messages_fts) AS score"
         " FROM messages_fts JOIN messages m ON m.rid = messages_fts.rowid"

@@ -6,6 +6,7 @@ SQLite only picks a partial index when the query's WHERE clause implies it.
 
 from __future__ import annotations
 
+from threadloom.store.sqlite.search_index import MIGRATION_27 as SEARCH_BACKLOG
 from threadloom.store.sqlite.search_index import SQL as SEARCH_INDEX
 
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -874,5 +875,14 @@ CREATE INDEX IF NOT EXISTS thread_forks_from ON thread_forks(from_thread_id);
         # filled with the messages already stored and kept in step by triggers
         # (search_index.py says how).
         SEARCH_INDEX,
+    ),
+    (
+        27,
+        "the full-text index's backlog: messages indexed at search time, not per commit",
+        # Issue 40: FTS5 wrote an index segment at each commit of an indexed message (4–7 % of
+        # a turn's instructions); the insert trigger now notes the message in a backlog,
+        # indexed in one transaction before a search and by the store's background pass
+        # (search_index.py says how).
+        SEARCH_BACKLOG,
     ),
 ]

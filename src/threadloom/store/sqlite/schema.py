@@ -35,7 +35,13 @@ CONTRACTIONS: dict[int, Contraction] = {
     # renames or retypes something, with the oldest schema version whose code no longer
     # uses it and the release that stopped using it, e.g.
     #   25: Contraction(23, "DROP COLUMN threads.overlap: unused since the release of 23"),
-    # None yet.
+    27: Contraction(
+        26,
+        "DROP TRIGGER messages_fts_insert/_delete/_update (migration 26), replaced by the"
+        " backlog's triggers: no statement of the release of 26 names them, and its code"
+        " keeps working on the database; its searches do not see the messages stored after"
+        " the index last caught up until a release of 27 searches or runs its pass",
+    ),
 }
 
 

@@ -21,8 +21,9 @@ from threadloom.store.core.runner import TxStore
 from threadloom.store.core.upgrades import SchemaTooNew
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 from threadloom.store.sqlite import schema
-from threadloom.store.sqlite.dialect import SqliteConnection
+from threadloom.store.sqlite.dialect import SQLITE, SqliteConnection
 from threadloom.store.sqlite.process_lock import ProcessLock
+from threadloom.store.sqlite.search_index import BacklogPass, every_s_from_env
 from threadloom.store.sqlite.transactions import Queued, Transactions
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, plain_call
@@ -88,6 +89,7 @@ class SqliteStore(Transactions, TxStore):
     """The :class:`~threadloom.store.base.Store` on an SQLite file."""
 
     kind = "sqlite"
+    search_backlog = bool(SQLITE.search_catch_up)
 
     def __init__(
         self,
@@ -101,11 +103,13 @@ class SqliteStore(Transactions, TxStore):
         write_mode: WriteMode = "auto",
         node_id: str | None = None,
         node_ttl_s: float = 15.0,
+        index_every_s: float | None = None,
     ) -> None:
         if synchronous not in _SYNC_LEVELS:
             raise StoreError(f"synchronous must be one of {_SYNC_LEVELS}, not {synchronous!r}")
         if write_mode not in _WRITE_MODES:
             raise StoreError(f"write_mode must be one of {_WRITE_MODES}, not {write_mode!r}")
+        every_s = every_s_from_env(os.environ) if index_every_s is None else index_every_s
         self.write_mode = write_mode
         self.node_id = node_id
         """Kept for diagnostics only: one process runs an SQLite file (no leases, no
@@ -135,6 +139,11 @@ class SqliteStore(Transactions, TxStore):
         self._process_lock: ProcessLock | None = None
         self.wal_prefilled = False
         """Whether ``claim_runner`` wrote the WAL's steady-state size in zeros."""
+        self.backlog_pass = BacklogPass(self.catch_up_search, lambda: self.writes, every_s)
+        """The search index's background pass (``search_index.py``), started by
+        ``claim_runner``: the process that runs the file's threads writes its messages.
+        ``index_every_s``: seconds between passes (default ``THREADLOOM_SEARCH_INDEX_SECONDS``,
+        else 1; 0: none)."""
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -185,6 +194,7 @@ class SqliteStore(Transactions, TxStore):
         if self._process_lock is not None or self.path == ":memory:":
             return
         self._process_lock = ProcessLock.acquire(self.path)
+        self.backlog_pass.start()
         if self._relaxable:  # FULL or EXTRA: every durable commit syncs the WAL
             self.wal_prefilled = await self._writer.submit(plain_call, self._prefill_wal)
 
@@ -196,6 +206,7 @@ class SqliteStore(Transactions, TxStore):
         if self._closed:
             return
         self._closed = True
+        await self.backlog_pass.stop()
         self._writer.shutdown()
         self._readers.shutdown(wait=True)
         with self._lock:
