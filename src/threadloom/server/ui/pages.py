@@ -77,10 +77,10 @@ def module_graph(entry: str) -> tuple[str, ...]:
 
 
 def modules(*entries: str) -> Markup:
-    """The page's ES modules: a ``modulepreload`` of every module their static imports
-    reach, then each entry's ``<script>``. The browser fetches the whole graph at once,
-    while the document is read, instead of learning of a module only once the one that
-    imports it has arrived (a chain of round trips on a first, cold load). A dependency is
+    """The page's ES modules: each entry's ``<script>``, then a ``modulepreload`` of every
+    module their static imports reach. The browser fetches the whole graph at once, while
+    the document is read, instead of learning of a module only once the one that imports
+    it has arrived (a chain of round trips on a first, cold load). A dependency is
     preloaded at the URL its import resolves to (no content hash)."""
     wanted: list[str] = []
     for entry in entries:
@@ -89,7 +89,7 @@ def modules(*entries: str) -> Markup:
     scripts = [
         f'<script type="module" src="{escape(static_url("js/" + e))}"></script>' for e in entries
     ]
-    return Markup("\n".join(links + scripts))
+    return Markup("\n".join(scripts + links))
 
 
 _env.globals["static"] = static_url
