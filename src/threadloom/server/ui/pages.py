@@ -108,7 +108,8 @@ def warm() -> None:
             static_url(path.relative_to(STATIC).as_posix())
     for entry in (STATIC / "js").glob("*.js"):
         module_graph(entry.name)
-    mimetypes.init()
+    if not mimetypes.inited:  # what another part added to the table stays
+        mimetypes.init()
 
 
 _env.globals["version"] = threadloom.__version__
