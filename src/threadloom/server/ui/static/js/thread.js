@@ -739,8 +739,9 @@ const timelineLinks = {
   },
 };
 function loadTimeline() {
-  timelineLoaded ||= import("./timeline.js").then(
-    ({ Timeline }) => (timeline = new Timeline(threadId, who.logs === "true", timelineLinks)),
+  // its own import asked for at once too: one round of requests, not two in a row
+  timelineLoaded ||= Promise.all([import("./timeline.js"), import("./timeline_model.js")]).then(
+    ([{ Timeline }]) => (timeline = new Timeline(threadId, who.logs === "true", timelineLinks)),
     (err) => { timelineLoaded = null; throw err; },
   );
   return timelineLoaded;
