@@ -317,6 +317,11 @@ def measure(
     ]
     print(table(headers, rows))
     print()
+    # the first repeat is the cold load (an empty browser cache, the server's first read)
+    each = ", ".join(f"{ms:.0f}" for ms in newest)
+    print(f"thread: newest page on screen, each repeat in order (ms): {each}")
+    print(f"timeline: each repeat in order (ms): {', '.join(f'{ms:.0f}' for ms in timeline)}")
+    print()
     worst_list = max(max(first), max(following), max(deep))
     print(
         f"goal: the newest page of the long thread on screen and live < {GOAL_MS:.0f} ms "

@@ -19,8 +19,11 @@ def test_c23_030_the_thread_page_shows_the_compaction_and_undoes_it(
     v = visit(local_server.base)
     page = v.page
     thread = new_thread(v)
-    for text in ("first question", "second question", "third question"):
+    for n, text in enumerate(("first question", "second question", "third question"), 1):
         send(v, text)
+        # this reply, not the status the previous one left (a loaded machine saw it first)
+        replies = page.locator("li.msg-assistant[data-status=completed]")
+        expect(replies).to_have_count(n)
         expect(page.locator("#run-status")).to_have_attribute("data-reason", "stop_on_response")
     made = local_server.api("POST", f"/api/threads/{thread}/compact", json={"keep_messages": 2})
     assert made.status_code == 201, made.text

@@ -11,6 +11,7 @@ from threadloom.server.ui import docs, pages
 
 def install(app: FastAPI, settings: ServerSettings) -> None:
     """Add the UI's pages and static files to ``app``; ``/docs`` when ``public_docs``."""
+    pages.warm()
     app.include_router(pages.router)
     app.mount("/ui/static", StaticFiles(directory=pages.STATIC), name="ui-static")
     if settings.public_docs:

@@ -5,6 +5,8 @@ redirects to ``/login`` (a server in local development mode needs none)."""
 from __future__ import annotations
 
 import hashlib
+import mimetypes
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from urllib.parse import quote
 import jinja2
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup, escape
 
 import threadloom
 from threadloom.server import deps
@@ -53,7 +56,62 @@ def static_url(name: str) -> str:
     return f"/ui/static/{name}?v={_version(name)}"
 
 
+# a static import of a module of this folder: `import … from "./name.js"` at a line's start
+# (a dynamic `import("./x.js")` is not one: what a page loads when first used stays out)
+_STATIC_IMPORT = re.compile(r"""^import\s[^"';]*?from\s*["']\./([\w.-]+\.js)["']""", re.M)
+
+
+@cache
+def module_graph(entry: str) -> tuple[str, ...]:
+    """The modules that ``js/<entry>`` imports statically, directly or not, each once, in
+    the order first met."""
+    found: list[str] = []
+    todo = [entry]
+    while todo:
+        source = (STATIC / "js" / todo.pop(0)).read_text(encoding="utf-8")
+        for name in _STATIC_IMPORT.findall(source):
+            if name != entry and name not in found:
+                found.append(name)
+                todo.append(name)
+    return tuple(found)
+
+
+def modules(*entries: str) -> Markup:
+    """The page's ES modules: each entry's ``<script>``, then a ``modulepreload`` of every
+    module their static imports reach. The browser fetches the whole graph at once, while
+    the document is read, instead of learning of a module only once the one that imports
+    it has arrived (a chain of round trips on a first, cold load). A dependency is
+    preloaded at the URL its import resolves to (no content hash)."""
+    wanted: list[str] = []
+    for entry in entries:
+        wanted += [m for m in module_graph(entry) if m not in wanted and m not in entries]
+    links = [f'<link rel="modulepreload" href="/ui/static/js/{escape(m)}">' for m in wanted]
+    scripts = [
+        f'<script type="module" src="{escape(static_url("js/" + e))}"></script>' for e in entries
+    ]
+    return Markup("\n".join(scripts + links))
+
+
 _env.globals["static"] = static_url
+_env.globals["modules"] = modules
+
+
+@cache
+def warm() -> None:
+    """Do at start-up what the first visit would otherwise wait on: compile the
+    templates, hash the static files, read the module graphs of the pages and the table
+    of media types the static files are served with. Once a process."""
+    for name in _env.list_templates(extensions=["html"]):
+        _env.get_template(name)
+    for path in STATIC.rglob("*"):
+        if path.is_file():
+            static_url(path.relative_to(STATIC).as_posix())
+    for entry in (STATIC / "js").glob("*.js"):
+        module_graph(entry.name)
+    if not mimetypes.inited:  # what another part added to the table stays
+        mimetypes.init()
+
+
 _env.globals["version"] = threadloom.__version__
 
 
@@ -133,12 +191,31 @@ async def automation_page(request: Request) -> Response:
     return render("automation.html", who=_who(who), page="automation")
 
 
+# messages in a page of the thread page (its first read, and each older or newer one)
+THREAD_PAGE = 100
+
+
+def first_reads(thread_id: str) -> list[str]:
+    """What the thread page reads first, as ``thread.js`` asks it: the thread, and the
+    newest page of its messages. The page preloads both, so they are read while its
+    modules load rather than after."""
+    base = f"/api/threads/{thread_id}"
+    return [base, f"{base}/messages?limit={THREAD_PAGE}&order=desc"]
+
+
 @router.get("/threads/{thread_id}")
 async def thread_page(thread_id: str, request: Request) -> Response:
     who = await viewer(request)
     if who is None:
         return to_login(request)
-    return render("thread.html", who=_who(who), page="thread", thread_id=thread_id)
+    return render(
+        "thread.html",
+        who=_who(who),
+        page="thread",
+        thread_id=thread_id,
+        page_size=THREAD_PAGE,
+        reads=first_reads(thread_id),
+    )
 
 
 def _safe_next(value: str | None) -> str:

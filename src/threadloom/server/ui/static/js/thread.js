@@ -1,25 +1,27 @@
 // A thread: the conversation read over HTTP (newest page first, older pages on demand),
 // kept live by the thread's WebSocket stream (spec 09) from the `seq` of that read, and
 // resumed from the last `seq` applied after a dropped connection or a server restart.
+// The page preloads that read and every module imported here (pages.py): a first, cold
+// visit waits on one round of requests, not on a chain of them. The other tabs' modules
+// (panels.js, timeline.js) are imported when one of their tabs is first shown.
 import { api, el, clear, statusPill, threadName, toast, fullTime, failureText, orphanBadge, orphanText } from "./api.js";
 import { LiveSocket } from "./socket.js";
 import { renderMessage, parseCalls, isQueued } from "./messages.js";
 import { Markdown } from "./markdown.js";
-import { Timeline } from "./timeline.js";
-import { Panels } from "./panels.js";
 import { Attachments } from "./attachments.js";
 import { Groups } from "./groups.js";
 import { Approvals } from "./approvals.js";
 import { Forks } from "./fork.js";
 import { Compactions } from "./compactions.js";
 
-const PAGE = 100;
 // at most this many messages are loaded (and in the DOM): paging back past it lets the
 // newest go, and "Load newer messages" brings them back, so a long history read from
 // end to start costs what a few pages cost
 const WINDOW = 500;
 const page = document.getElementById("thread-page");
 const threadId = page.dataset.threadId;
+// messages in a page (the server's: the page preloads the first one, as loadAll asks it)
+const PAGE = Number(page.dataset.pageSize);
 const who = document.getElementById("who").dataset;
 const list = document.getElementById("messages");
 const scroller = document.getElementById("conversation");
@@ -62,7 +64,18 @@ let terminated = null;
 let orphanedAgent = null; // the thread's agent, when the served project lacks it (§8.1.9)
 let loaded = false;
 
-const panels = new Panels(threadId, who);
+// the Logs, Subagents, Files and State tabs (panels.js), once one of them was shown: until
+// then what the stream reports of them is not kept (each reads afresh when first shown)
+const PANELS = new Set(["logs", "subagents", "files", "state"]);
+let panels = null;
+let panelsLoaded = null;
+function loadPanels() {
+  panelsLoaded ||= import("./panels.js").then(
+    ({ Panels }) => (panels = new Panels(threadId, who)),
+    (err) => { panelsLoaded = null; throw err; }, // tried again when a tab is chosen again
+  );
+  return panelsLoaded;
+}
 // pending tool-call approvals (spec 14): cards above the composer, badges on their calls
 const approvals = new Approvals({
   threadId,
@@ -299,8 +312,8 @@ function applyStatus(next, term) {
     delete composer.dataset.disabled;
     if (note.dataset.kind !== "error") note.hidden = true;
   }
-  panels.statusChanged();
-  if (timelineShown()) timeline.changed();
+  panels?.statusChanged();
+  if (timelineShown()) timeline?.changed();
 }
 
 function showError(text) {
@@ -356,9 +369,12 @@ async function loadAll() {
   }
   if (mine !== generation) return;
   banner.hidden = true;
+  seq = pageData.seq;
+  // the socket's handshake goes on while the page is drawn: its frames are applied after
+  // this function has run to its end, so from the read's seq as before
+  openStream();
   reset();
   approvals.reset(info.approvals);
-  compactions.load();
   applyThread(info);
   for (const m of pageData.messages) upsert(m);
   firstIndex = pageData.total - pageData.messages.length;
@@ -366,11 +382,10 @@ async function loadAll() {
   olderButton.hidden = firstIndex <= 0;
   newerButton.hidden = true;
   newerButton.textContent = "Load newer messages";
-  seq = pageData.seq;
   loaded = true;
   toBottom();
   forks.reveal();
-  openStream();
+  compactions.load();
   revealLinked(mine);
 }
 
@@ -530,17 +545,17 @@ function onFrame(frame) {
       loadAll();
       return;
     case "log_data":
-      panels.logChanged(frame.data);
+      panels?.logChanged(frame.data);
       break;
     case "subagent_updated":
-      panels.subagentUpdated(frame.data);
+      panels?.subagentUpdated(frame.data);
       break;
     case "approval_requested":
     case "approval_decided":
       approvals.apply(frame.data);
       break;
     case "state_updated":
-      panels.stateUpdated(frame);
+      panels?.stateUpdated(frame);
       break;
     case "event":
       if (frame.eventType === "tool_call_started" || frame.eventType === "tool_call_done") {
@@ -548,7 +563,7 @@ function onFrame(frame) {
         view.toolLive.set(d.id, frame.eventType === "tool_call_started" ? "running" : d.status || "success");
         redrawOwner(d.id);
       } else if ((frame.eventType || "").startsWith("file_")) {
-        panels.filesChanged();
+        panels?.filesChanged();
       }
       break;
     case "error":
@@ -662,10 +677,9 @@ async function act(name, body) {
   }
 }
 
-document.getElementById("run-failure-log").addEventListener("click", (event) => {
-  const logs = document.getElementById("tab-logs");
-  select(logs);
-  panels.openLog(event.currentTarget.dataset.logId);
+document.getElementById("run-failure-log").addEventListener("click", async (event) => {
+  const id = event.currentTarget.dataset.logId;
+  if (await select(document.getElementById("tab-logs"))) panels.openLog(id);
 });
 buttons.stop.addEventListener("click", () => act("stop"));
 // Continue after the agent's own reply runs the model again on the same history: a second
@@ -706,7 +720,10 @@ for (const box of Object.values(options)) box.addEventListener("change", () => {
 // ---- tabs ------------------------------------------------------------------------------
 
 const tabs = [...document.querySelectorAll("[role=tab]")];
-const timeline = new Timeline(threadId, who.logs === "true", {
+// the Timeline tab (timeline.js), once it was shown
+let timeline = null;
+let timelineLoaded = null;
+const timelineLinks = {
   // a call's message: in the conversation, when it is on the pages read
   showMessage(id) {
     select(document.getElementById("tab-conversation"));
@@ -717,23 +734,45 @@ const timeline = new Timeline(threadId, who.logs === "true", {
     li.classList.add("flash");
     setTimeout(() => li.classList.remove("flash"), 1600);
   },
-  showLog(id) {
-    select(document.getElementById("tab-logs"));
-    panels.openLog(id);
+  async showLog(id) {
+    if (await select(document.getElementById("tab-logs"))) panels.openLog(id);
   },
-});
-function timelineShown() {
-  return document.getElementById("tab-timeline").getAttribute("aria-selected") === "true";
+};
+function loadTimeline() {
+  // its own import asked for at once too: one round of requests, not two in a row
+  timelineLoaded ||= Promise.all([import("./timeline.js"), import("./timeline_model.js")]).then(
+    ([{ Timeline }]) => (timeline = new Timeline(threadId, who.logs === "true", timelineLinks)),
+    (err) => { timelineLoaded = null; throw err; },
+  );
+  return timelineLoaded;
 }
-function select(tab) {
+function timelineShown() {
+  return selected(document.getElementById("tab-timeline"));
+}
+function selected(tab) {
+  return tab.getAttribute("aria-selected") === "true";
+}
+// show a tab, its module imported first when it has one not yet loaded; whether the tab is
+// still the one shown once that is done (another may have been chosen meanwhile)
+async function select(tab) {
   for (const t of tabs) {
     const on = t === tab;
     t.setAttribute("aria-selected", on ? "true" : "false");
     t.tabIndex = on ? 0 : -1;
     document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
   }
-  panels.show(tab.id.replace("tab-", ""));
-  if (tab.id === "tab-timeline") timeline.load();
+  const name = tab.id.replace("tab-", "");
+  try {
+    if (PANELS.has(name)) await loadPanels();
+    if (name === "timeline") await loadTimeline();
+  } catch (err) {
+    toast(`Could not load this tab: ${err.message}`, "error");
+    return false;
+  }
+  if (!selected(tab)) return false;
+  panels?.show(name);
+  if (name === "timeline") timeline.load();
+  return true;
 }
 for (const tab of tabs) {
   tab.addEventListener("click", () => select(tab));
