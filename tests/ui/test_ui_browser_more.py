@@ -240,6 +240,9 @@ def test_a_long_thread_is_read_a_page_at_a_time_with_a_bounded_dom(
         )
         # the DOM holds at most 500 messages however far back one reads
         assert shown.count() == min(100 * page_number, 500)
+        # and the view stays on the message that was first (past 500 the newest go below:
+        # their height once moved the view to the top of the page just read)
+        expect(page.locator(f'#messages > li.msg[data-id="{first}"]')).to_be_in_viewport()
     expect(older).to_be_hidden()  # the start
     expect(shown.last.locator(".msg-text").first).to_have_text(re.compile("message 499$"))
     newer = page.get_by_role("button", name=re.compile("^Load newer messages"))

@@ -420,11 +420,14 @@ async function loadOlder() {
     for (const m of records.values()) if (hiddenTool(m) && node(m.id)) node(m.id).hidden = true;
     groups.placeAll();
     firstIndex = start;
+    // what was put above, measured before the trim below: the view stays on the message
+    // being read (with the trim's height in it, reading far back left the view at the top)
+    const added = scroller.scrollHeight - height;
     // past the window, the newest go (they are below, out of sight)
     if (trim(true)) lastIndex = firstIndex + records.size;
     olderButton.hidden = firstIndex <= 0;
     newerButton.hidden = lastIndex === null;
-    scroller.scrollTop = top + (scroller.scrollHeight - height);
+    scroller.scrollTop = top + added;
   } catch (err) {
     toast(err.message, "error");
   } finally {
