@@ -36,11 +36,13 @@ CONTRACTIONS: dict[int, Contraction] = {
     # uses it and the release that stopped using it, e.g.
     #   25: Contraction(23, "DROP COLUMN threads.overlap: unused since the release of 23"),
     27: Contraction(
-        26,
+        BASELINE,
         "DROP TRIGGER messages_fts_insert/_delete/_update (migration 26), replaced by the"
-        " backlog's triggers: no statement of the release of 26 names them, and its code"
-        " keeps working on the database; its searches do not see the messages stored after"
-        " the index last caught up until a release of 27 searches or runs its pass",
+        " backlog's triggers: no statement of any release names them, so the code of every"
+        " release since the rule keeps working on the database (its message writes go to"
+        " the backlog, indexed by a release of 27); a release of 26's searches do not see"
+        " the messages stored after the index last caught up until a release of 27"
+        " searches or runs its pass",
     ),
 }
 
