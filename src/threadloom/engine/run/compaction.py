@@ -12,12 +12,12 @@ the threshold trigger a step calls when its model sets ``compact_at``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from threadloom.define.model import Model
 from threadloom.engine.request.compacted import COMPACTION_KEY, active_compaction
-from threadloom.engine.step.model_call import price
+from threadloom.engine.run.compaction_calls import Requests
 from threadloom.errors import (
     CompactionNotFound,
     InvalidArgument,
@@ -26,7 +26,7 @@ from threadloom.errors import (
 )
 from threadloom.providers.base import generate
 from threadloom.providers.types import ProviderRequest, SystemMessage, Usage, UserMessage
-from threadloom.records import Compaction, Message, new_id
+from threadloom.records import Compaction, LogRow, Message, new_id
 from threadloom.records.compaction import CompactionTrigger
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hub import ThreadHub
@@ -143,6 +143,31 @@ def summary_request(model: Model, previous: str | None, lines: list[str]) -> Pro
     )
 
 
+def _provider_name(provider: Any, model: Model) -> str:
+    """The adapter's name for a log row (the model's provider when it has none)."""
+    name = getattr(provider, "name", None)
+    return name if isinstance(name, str) else str(model.provider)
+
+
+def _generating(
+    provider: Any, request: ProviderRequest
+) -> Callable[[], Awaitable[tuple[Any, Usage, dict[str, Any]]]]:
+    """A summary request as ``Requests.send`` calls it: the response, its usage and the
+    response body its row keeps."""
+
+    async def call() -> tuple[Any, Usage, dict[str, Any]]:
+        response = await generate(provider, request)
+        usage = response.usage or Usage()
+        body = {
+            "content": response.content,
+            "finish_reason": response.finish_reason,
+            "usage": usage.model_dump(),
+        }
+        return response, usage, body
+
+    return call
+
+
 class Compactor:
     """Compacts threads for one runtime (``hub.compact`` for ``ThreadState.compact``)."""
 
@@ -188,9 +213,13 @@ class Compactor:
         trigger: CompactionTrigger = "explicit",
         history: MessageHistory | None = None,
         span: Any = None,
+        fence: Any = None,
+        on_row: Callable[[LogRow], None] | None = None,
     ) -> Compaction:
         """Compact the thread now (spec 23 §23.2); ``NothingToCompact`` when no message lies
-        between the active compaction and the messages kept."""
+        between the active compaction and the messages kept. Each model request is an LLM
+        log row of the thread (``compaction_calls``), written under ``fence`` and told to
+        ``on_row`` (a run's budget)."""
         store = self.hub.store
         row = await store.get_thread(thread_id)
         if row is None:
@@ -223,16 +252,14 @@ class Compactor:
             budget = int(model.context_window * CHUNK_FRACTION)
         lines = [transcript_line(m) for m in messages[start:cut]]
         provider = self._provider(model)
-        input_tokens = output_tokens = 0
-        cost: float | None = 0.0
+        requests = Requests(
+            self.hub, thread_id, model, _provider_name(provider, model), fence, on_row
+        )
         for chunk in chunks(lines, budget and max(budget - estimate_tokens(summary), 16)):
-            response = await generate(provider, summary_request(model, summary, chunk))
-            usage = response.usage or Usage()
-            input_tokens += usage.input_tokens
-            output_tokens += usage.output_tokens
-            total = price(model, usage)[3]
-            cost = None if total is None or cost is None else cost + total
+            request = summary_request(model, summary, chunk)
+            response = await requests.send(request, _generating(provider, request))
             summary = (response.content or "").strip()
+        spent = requests.spent
         record = Compaction(
             id=new_id(),
             thread_id=thread_id,
@@ -242,9 +269,9 @@ class Compactor:
             summary=summary or "",
             model=model.name,
             trigger=trigger,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=round(cost, 12) if cost is not None else None,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost=round(spent.cost, 12) if spent.cost is not None else None,
             provider_item=None,
         )
         stored = await store.add_compaction(record)
@@ -302,6 +329,8 @@ async def maybe_compact(env: Any, model: Model) -> Compaction | None:
             trigger="threshold",
             history=history,
             span=getattr(run, "span", None),
+            fence=env.state.fence,
+            on_row=run.budget.spent if run.budget is not None else None,
         )
     except NothingToCompact:
         return None
