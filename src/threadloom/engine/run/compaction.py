@@ -16,12 +16,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from threadloom.define.model import Model
-from threadloom.engine.request.compacted import COMPACTION_KEY, active_compaction
-from threadloom.engine.run.compaction_calls import Requests
+from threadloom.engine.request.compacted import (
+    COMPACTION_KEY,
+    active_compaction,
+    native_in,
+    summary_messages,
+)
+from threadloom.engine.request.presentation import (
+    RequestMessage,
+    convert,
+    normalize,
+    provider_message,
+)
+from threadloom.engine.run.compaction_calls import NATIVE_ENDPOINT, Requests
 from threadloom.errors import (
     CompactionNotFound,
     InvalidArgument,
     NothingToCompact,
+    ProviderError,
     ThreadNotFound,
 )
 from threadloom.providers.base import generate
@@ -168,6 +180,55 @@ def _generating(
     return call
 
 
+def native_request(
+    model: Model, active: Compaction | None, provider: Any, records: Sequence[Message]
+) -> ProviderRequest:
+    """The request of a provider's own compaction (spec 23 §23.2 rule 7): the active
+    compaction's summary and acknowledgement (its native item in their place when it is
+    the provider's, ``native_in``), then the messages to fold, as the agent's side sees
+    them."""
+    presented = [convert(m, "assistant", include_reasoning=True) for m in records]
+    folded = [p.request for p in presented if p is not None]
+    if active is not None:
+        pair = summary_messages(active)
+        folded[0:0] = [
+            RequestMessage(role="user", content=pair[0].content, source_id=pair[0].id),
+            RequestMessage(role="assistant", content=pair[1].content, source_id=pair[1].id),
+        ]
+    normalized = normalize(folded, bool(getattr(model, "supports_images", True)))
+    return ProviderRequest(
+        model=model.model,
+        messages=[provider_message(m) for m in normalized],
+        native_compaction=native_in(active, normalized, provider, model.model),
+        metadata={"purpose": "compaction"},
+    )
+
+
+async def _native(
+    requests: Requests,
+    provider: Any,
+    model: Model,
+    active: Compaction | None,
+    records: Sequence[Message],
+) -> Any:
+    """The provider's own compaction item, where its adapter makes one (``compact``);
+    None otherwise, or when the provider refused (its row says why; the text summary
+    stands alone)."""
+    compact = getattr(provider, "compact", None)
+    if getattr(provider, "native_compaction", None) is None or not callable(compact):
+        return None
+    request = native_request(model, active, provider, records)
+
+    async def call() -> tuple[Any, Usage, dict[str, Any]]:
+        done = await compact(request)
+        return done.item, done.usage, done.body
+
+    try:
+        return await requests.send(request, call, endpoint=NATIVE_ENDPOINT)
+    except ProviderError:
+        return None
+
+
 class Compactor:
     """Compacts threads for one runtime (``hub.compact`` for ``ThreadState.compact``)."""
 
@@ -259,6 +320,7 @@ class Compactor:
             request = summary_request(model, summary, chunk)
             response = await requests.send(request, _generating(provider, request))
             summary = (response.content or "").strip()
+        item = await _native(requests, provider, model, active, messages[start:cut])
         spent = requests.spent
         record = Compaction(
             id=new_id(),
@@ -272,7 +334,7 @@ class Compactor:
             input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
             cost=round(spent.cost, 12) if spent.cost is not None else None,
-            provider_item=None,
+            provider_item=item,
         )
         stored = await store.add_compaction(record)
         if stored is None:
