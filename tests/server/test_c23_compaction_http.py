@@ -10,7 +10,8 @@ from typing import Any
 async def test_c23_020_compact_list_and_undo_over_http(make_api: Callable[..., Any]) -> None:
     """C23-020: POST /api/threads/{id}/compact answers 201 with the record; GET
     …/compactions lists it as active; DELETE …/compactions/{cid} answers it undone and
-    the list then names no active compaction; the messages are all still there."""
+    the list then names no active compaction; the messages are all still there, and the
+    thread's cost counts the summary request (spec 23 §23.2 rule 5)."""
     api = await make_api()
     alice = api.client("alice")
     created = await alice.post("/api/threads", json={"agent_id": "echo"})
@@ -21,6 +22,7 @@ async def test_c23_020_compact_list_and_undo_over_http(make_api: Callable[..., A
         await state.inject_message(role="user", content=f"question {n}")
         await state.inject_message(role="assistant", content=f"answer {n}")
     before = (await alice.get(f"/api/threads/{thread_id}/messages")).json()
+    cost_before = (await alice.get(f"/api/threads/{thread_id}/cost")).json()
     made = await alice.post(f"/api/threads/{thread_id}/compact", json={"keep_messages": 2})
     assert made.status_code == 201, made.text
     record = made.json()
@@ -36,7 +38,10 @@ async def test_c23_020_compact_list_and_undo_over_http(make_api: Callable[..., A
     listed = await alice.get(f"/api/threads/{thread_id}/compactions")
     assert listed.json() == {"compactions": [undone.json()], "active": None}
     after = (await alice.get(f"/api/threads/{thread_id}/messages")).json()
-    assert after == before
+    assert after["messages"] == before["messages"]  # its log rows moved the stream on
+    cost = (await alice.get(f"/api/threads/{thread_id}/cost")).json()
+    assert cost["requestCount"] == cost_before["requestCount"] + 1  # the summary request
+    assert cost["messageCount"] == cost_before["messageCount"]
 
 
 async def test_c23_021_errors_over_http(make_api: Callable[..., Any]) -> None:
