@@ -265,6 +265,14 @@ class Compactor:
         for history in self.histories(thread_id):
             history.caches[COMPACTION_KEY] = active
 
+    def announce(self, kind: str, record: Compaction, active: Compaction | None) -> None:
+        """The stream's ephemeral ``event`` of a compaction made or undone (spec 09
+        §9.9.4): the record and the id of the compaction active now."""
+        if not self.hub.bus.wants(record.thread_id):
+            return
+        data = {"compaction": record.to_wire(), "active": active.id if active else None}
+        self.hub.publish(record.thread_id, "event", None, {"event_type": kind, "data": data})
+
     async def compact(
         self,
         thread_id: str,
@@ -340,6 +348,7 @@ class Compactor:
         if stored is None:
             raise ThreadNotFound(thread_id)
         self.reflect(thread_id, stored)
+        self.announce("compaction_created", stored, stored)
         if self.tracing is not None:
             self.tracing.compacted(span, stored)
         return stored
@@ -353,7 +362,9 @@ class Compactor:
                 raise ThreadNotFound(thread_id)
             raise CompactionNotFound(compaction_id)
         found = await self.hub.store.list_compactions(thread_id, active_only=True)
-        self.reflect(thread_id, found[-1] if found else None)
+        active = found[-1] if found else None
+        self.reflect(thread_id, active)
+        self.announce("compaction_undone", undone, active)
         return undone
 
 
