@@ -20,9 +20,10 @@ from threadloom.errors import FormatTooNew, PortableFormatError, ThreadBusy, Thr
 from threadloom.providers.script import Call, Reply
 from threadloom.providers.scripted import ScriptedProvider
 from threadloom.records import SubagentRegistryEntry, ThreadStatus
-from threadloom.records.portable import VERSION, parse_export
+from threadloom.records.portable import VERSION, parse_export, version_for
 from threadloom.store import open_store
 from threadloom.store.base import NewFile, NewThread, StateChange, Store
+from threadloom.store.fork import fork_thread
 from threadloom.store.portable import export_thread, import_thread
 
 
@@ -123,17 +124,35 @@ async def _export(url: str, tid: str) -> bytes:
         await store.close()
 
 
-async def test_c21_001_c21_002_round_trip_sqlite_file_postgresql_file_is_byte_identical(
+async def _fork(url: str, tid: str) -> tuple[str, str]:
+    """A fork of ``tid`` at its first assistant message, in the store at ``url``: the
+    fork's id and the message it was made at."""
+    store = await open_store(url)
+    try:
+        page, _ = await store.read_page(
+            tid, limit=None, offset=0, order="asc", include_silent=True, max_depth=0
+        )
+        at = next(m.id for m in page if m.role == "assistant")
+        made = await fork_thread(store, tid, at, "edited", now_us=1_800_000_000_000_000)
+        return made.row.id, at
+    finally:
+        await store.close()
+
+
+async def test_c21_001_c21_002_c21_013_round_trip_sqlite_file_postgresql_file_is_identical(
     source: tuple[str, str], pg_url: str
 ) -> None:
-    """C21-001, C21-002: a thread exported from SQLite, imported into PostgreSQL and
-    exported again gives the same bytes; the file carries the messages with reasoning and
-    its details, the log rows with bodies and cost, the files' bytes, the shared state and
-    the child-thread tree."""
+    """C21-001, C21-002, C21-013: a thread exported from SQLite, imported into PostgreSQL
+    and exported again gives the same bytes; the file carries the messages with reasoning
+    and its details, the log rows with bodies and cost, the files' bytes, the shared state
+    and the child-thread tree. A fork of it does the same round trip with its lineage
+    (``forked_from``, version 2), which PostgreSQL lists among the source's forks."""
     url, tid = source
+    fork_id, at = await _fork(url, tid)
     first = await _export(url, tid)
     doc = parse_export(first)
-    assert (doc.format, doc.version, doc.root) == ("threadloom.thread", VERSION, tid)
+    assert (doc.format, doc.version, doc.root) == ("threadloom.thread", 1, tid)
+    assert b'"forked_from"' not in first and doc.threads[0].forked_from is None
     root, child = doc.threads
     assert child.parent_id == tid and [e.reference for e in root.registry] == [child.id]
     (thinking,) = [m for m in root.messages if m.reasoning_content]
@@ -150,14 +169,27 @@ async def test_c21_001_c21_002_round_trip_sqlite_file_postgresql_file_is_byte_id
     assert root.shared_state.value == {"todo": ["a", "b"], "n": 1.5}
     assert root.status.state == "idle" and root.status.reason == "stop_on_response"
 
+    forked = await _export(url, fork_id)
+    fork_doc = parse_export(forked)
+    assert fork_doc.version == VERSION == 2
+    lineage = fork_doc.threads[0].forked_from
+    assert lineage is not None and (lineage.thread_id, lineage.message_id) == (tid, at)
+
     pg = await open_store(pg_url)
     try:
         stored = await import_thread(pg, parse_export(first))
         assert stored.root == tid
         second = (await export_thread(pg, tid)).dump()
+        await import_thread(pg, parse_export(forked))
+        again = (await export_thread(pg, fork_id)).dump()
+        row = await pg.get_thread(fork_id)
+        assert row is not None and row.forked_from_thread_id == tid
+        assert row.forked_from_message_id == at
+        assert [f.id for f in await pg.list_forks(tid)] == [fork_id]
     finally:
         await pg.close()
     assert second == first
+    assert again == forked
 
 
 @pytest.fixture
@@ -337,3 +369,74 @@ async def test_c21_010_the_cli_exports_and_imports_against_database_urls(
     assert f"version {VERSION + 1}" in newer.stderr and f"version {VERSION})" in newer.stderr
     unknown = await asyncio.to_thread(run_cli, "export", "nope", "--store", url, cwd=tmp_path)
     assert unknown.returncode == 1 and "nope" in unknown.stderr
+
+
+async def test_c21_014_a_forks_lineage_is_kept_as_given_on_import(
+    source: tuple[str, str], target: Store
+) -> None:
+    """C21-014: a fork's file imported into a store without its source keeps the lineage
+    as given (the row names the source thread and message, and the source's forks, read
+    by that lineage, list it); imported again with
+    ``ids="new"`` into a store that holds the source, the copy keeps the same lineage (it
+    names a thread outside the file) and the source lists both."""
+    url, tid = source
+    fork_id, at = await _fork(url, tid)
+    forked = parse_export(await _export(url, fork_id))
+    await import_thread(target, forked)
+    row = await target.get_thread(fork_id)
+    assert row is not None and (row.forked_from_thread_id, row.forked_from_message_id) == (
+        tid,
+        at,
+    )
+    # the source is not in this store: its forks are read by the lineage all the same,
+    # as those of a deleted thread are
+    assert await target.get_thread(tid) is None
+    assert [f.id for f in await target.list_forks(tid)] == [fork_id]
+    await import_thread(target, parse_export(await _export(url, tid)))
+    copy = await import_thread(target, forked, ids="new")
+    lineage = copy.threads[0].forked_from
+    assert lineage is not None and (lineage.thread_id, lineage.message_id) == (tid, at)
+    assert {f.id for f in await target.list_forks(tid)} == {fork_id, copy.root}
+    assert (await export_thread(target, copy.root)).dump() == copy.dump()
+
+
+def test_c21_015_a_file_is_written_with_the_lowest_version_that_carries_it() -> None:
+    """C21-015: a tree without a fork or a compaction is written as version 1 without
+    their keys (the bytes a Threadloom before version 2 wrote and reads); a fork's lineage
+    or a compaction makes it version 2, which such a reader refuses by its version; a
+    version-1 file that holds those keys (compactions were written so before version 2)
+    is read."""
+    status = {"state": "idle", "since": 1, "reason": None}
+    thread = {
+        "id": "t1",
+        "agent_id": "a",
+        "origin_agent_id": "a",
+        "created_at_us": 1,
+        "status": status,
+    }
+    plain = parse_export(
+        json.dumps({"format": "threadloom.thread", "version": 1, "root": "t1", "threads": [thread]})
+    )
+    assert version_for(plain.threads) == 1
+    assert b'"forked_from"' not in plain.dump() and b'"compactions"' not in plain.dump()
+    lineage = {**thread, "forked_from": {"thread_id": "s", "message_id": "m"}}
+    old = parse_export(
+        json.dumps(
+            {"format": "threadloom.thread", "version": 1, "root": "t1", "threads": [lineage]}
+        )
+    )
+    assert old.threads[0].forked_from is not None
+    assert version_for(old.threads) == 2
+    assert b'"forked_from":{"message_id":"m","thread_id":"s"}' in old.dump()
+    with pytest.raises(PortableFormatError) as bad:
+        parse_export(
+            json.dumps(
+                {
+                    "format": "threadloom.thread",
+                    "version": 2,
+                    "root": "t1",
+                    "threads": [{**thread, "forked_from": {"thread_id": "s"}}],
+                }
+            )
+        )
+    assert "threads[0].forked_from.message_id" in str(bad.value)

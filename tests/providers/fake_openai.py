@@ -30,6 +30,14 @@ lists those messages:
   ``encrypted_content`` it was issued with, and an issued ``function_call`` or ``message``
   item sent by ``id`` is preceded by the reasoning item it was produced after (``… was
   provided without its required 'reasoning' item``).
+- Compaction (``/responses/compact``, answered by the server itself, not from the queue):
+  the input is checked as a ``/responses`` input; the answer is a ``response.compaction``
+  object whose ``output`` is every user message of the input followed by one
+  ``compaction`` item of opaque ``encrypted_content``, and whose ``usage`` counts 10 input
+  tokens an input item and 7 output tokens. A ``compaction`` item in any input must be one
+  this server issued, sent back with only ``type``, ``id`` and ``encrypted_content``
+  (``The encrypted content for item … could not be verified``); ``compactions`` maps each
+  issued item's encrypted content to the input it folded.
 """
 
 from __future__ import annotations
@@ -108,6 +116,8 @@ class FakeOpenAIServer:
         #: Responses reasoning items issued: id → encrypted content; item id → its reasoning
         self.reasoning_issued: dict[str, str | None] = {}
         self.produced_after: dict[str, str] = {}
+        #: compaction items issued: encrypted content → the input items it folded
+        self.compactions: dict[str, list[Any]] = {}
         self.requests: list[Recorded] = []
         self.responses: deque[Response] = deque()
         self.client_disconnected = asyncio.Event()
@@ -187,6 +197,9 @@ class FakeOpenAIServer:
         body = json.loads(raw) if raw else None
         self.requests.append(Recorded(method, path, headers, body))
         refused = self.refuse(self.requests[-1]) or self._invalid(path, body)
+        if refused is None and path.split("?")[0].endswith("/responses/compact"):
+            await self._send_json(writer, self._compact(body))
+            return True
         response = refused or (
             self.responses.popleft()
             if self.responses
@@ -204,14 +217,56 @@ class FakeOpenAIServer:
         try:
             if path.split("?")[0].endswith("/chat/completions") and isinstance(body, dict):
                 check_chat(body, openai_only=self.openai_only)
-            elif path.split("?")[0].endswith("/responses") and isinstance(body, dict):
+            elif path.split("?")[0].endswith(("/responses", "/responses/compact")) and (
+                isinstance(body, dict)
+            ):
                 check_responses(
                     body, self.reasoning_issued, self.produced_after, verify=self.verify_issued
                 )
+                check_compactions(body, self.compactions)
         except Invalid as exc:
             self.rejected.append(str(exc))
             return JSONResponse(400, error_body(str(exc)))
         return None
+
+    def _compact(self, body: dict[str, Any]) -> JSONResponse:
+        """The answer of ``/responses/compact`` (module docstring)."""
+        items = list(body.get("input") or [])
+        number = len(self.compactions) + 1
+        encrypted = f"gAAAA-fake-compaction-{number}"
+        self.compactions[encrypted] = items
+        kept = [
+            {
+                "id": f"msg_kept_{number}_{n}",
+                "type": "message",
+                "status": "completed",
+                "role": "user",
+                "content": item.get("content"),
+            }
+            for n, item in enumerate(items)
+            if item.get("type", "message") == "message" and item.get("role") == "user"
+        ]
+        compaction = {
+            "id": f"cmp_{number}",
+            "type": "compaction",
+            "encrypted_content": encrypted,
+            "created_by": "fake",
+        }
+        usage = {
+            "input_tokens": 10 * len(items),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 10 * len(items) + 7,
+        }
+        answer = {
+            "id": f"resp_cmp_{number}",
+            "object": "response.compaction",
+            "created_at": 1_700_000_000 + number,
+            "output": [*kept, compaction],
+            "usage": usage,
+        }
+        return JSONResponse(200, answer)
 
     def _issue(self, events: list[SSEEvent]) -> None:
         """Remember the reasoning items a Responses stream hands out, and which item
@@ -346,7 +401,16 @@ RESPONSES_FIELDS: dict[str, set[str]] = {
     "function_call": {"type", "id", "call_id", "name", "arguments", "status"},
     "function_call_output": {"type", "id", "call_id", "output", "status"},
     "reasoning": {"type", "id", "summary", "encrypted_content", "content", "status"},
+    "compaction": {"type", "id", "encrypted_content"},
 }
+
+
+def check_compactions(body: dict[str, Any], issued: dict[str, list[Any]]) -> None:
+    """Each ``compaction`` input item is one this server issued (module docstring)."""
+    items = body.get("input")
+    for item in items if isinstance(items, list) else []:
+        if item.get("type") == "compaction" and item.get("encrypted_content") not in issued:
+            raise Invalid(f"The encrypted content for item {item.get('id')} could not be verified.")
 
 
 def check_responses(

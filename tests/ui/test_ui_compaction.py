@@ -42,3 +42,28 @@ def test_c23_030_the_thread_page_shows_the_compaction_and_undoes_it(
     expect(box).to_be_hidden()
     listed = local_server.api("GET", f"/api/threads/{thread}/compactions").json()
     assert listed["active"] is None and listed["compactions"][0]["undone_at"] is not None
+
+
+def test_c23_036_the_marker_follows_the_stream_without_a_reload(
+    local_server: Server, visit: Any
+) -> None:
+    """C23-036: on an open thread page, a compaction made over the API shows its marker
+    without a reload (the stream's ``compaction_created``), and its undo over the API hides
+    it (``compaction_undone``)."""
+    v = visit(local_server.base)
+    page = v.page
+    thread = new_thread(v)
+    for text in ("first question", "second question", "third question"):
+        send(v, text)
+        expect(page.locator("#run-status")).to_have_attribute("data-reason", "stop_on_response")
+    box = page.locator("#compactions")
+    expect(box).to_be_hidden()
+    made = local_server.api("POST", f"/api/threads/{thread}/compact", json={"keep_messages": 2})
+    assert made.status_code == 201, made.text
+    record = made.json()
+    marker = page.locator("li.compaction")
+    expect(marker).to_have_attribute("data-compaction-id", record["id"])
+    expect(box).to_be_visible()
+    undone = local_server.api("DELETE", f"/api/threads/{thread}/compactions/{record['id']}")
+    assert undone.status_code == 200, undone.text
+    expect(box).to_be_hidden()

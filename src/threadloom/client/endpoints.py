@@ -42,6 +42,8 @@ from threadloom.client.models import (
     Approval,
     ApprovalList,
     AttachmentRef,
+    Compaction,
+    CompactionList,
     CostReport,
     CreatedThread,
     DeletedThreads,
@@ -252,6 +254,26 @@ class ThreadsEndpoints:
         if version is not None:
             body["version"] = version
         return Call("PUT", f"{_thread(thread_id)}/state", model_of(SharedState), json=body)
+
+    # -- compaction (spec 23 §23.6) ------------------------------------------------------------
+
+    def compact(self, thread_id: str, *, keep_messages: int | None = None) -> Call[Compaction]:
+        """Compact the thread's history now: the record (its summary stands for the older
+        messages in later requests; they stay stored). ``ConflictError``
+        (``nothing_to_compact``) when nothing lies before the kept messages. Not repeated:
+        a repeat would compact again."""
+        body = {} if keep_messages is None else {"keep_messages": keep_messages}
+        path = f"{_thread(thread_id)}/compact"
+        return Call("POST", path, model_of(Compaction), json=body, retry="never")
+
+    def compactions(self, thread_id: str) -> Call[CompactionList]:
+        """The thread's compactions, oldest first, and the id of the active one."""
+        return Call("GET", f"{_thread(thread_id)}/compactions", model_of(CompactionList))
+
+    def undo_compaction(self, thread_id: str, compaction_id: str) -> Call[Compaction]:
+        """Undo a compaction: the record, undone (once; a repeat answers it as it is)."""
+        path = f"{_thread(thread_id)}/compactions/{quote(compaction_id, safe='')}"
+        return Call("DELETE", path, model_of(Compaction))
 
     # -- tool-call approvals (spec 14 §14.3) ---------------------------------------------------
 

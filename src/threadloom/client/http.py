@@ -59,6 +59,9 @@ class AsyncThreads:
         self.approvals = run.wrap(b.approvals)
         self.approve = run.wrap(b.approve)
         self.reject = run.wrap(b.reject)
+        self.compact = run.wrap(b.compact)
+        self.compactions = run.wrap(b.compactions)
+        self.undo_compaction = run.wrap(b.undo_compaction)
 
     async def iterate(self, *, page_size: int = 100, **filters: Any) -> AsyncIterator[Any]:
         """Every thread matching ``filters``, page by page."""
@@ -392,6 +395,9 @@ class SyncThreads:
         self.approvals = run.wrap(b.approvals)
         self.approve = run.wrap(b.approve)
         self.reject = run.wrap(b.reject)
+        self.compact = run.wrap(b.compact)
+        self.compactions = run.wrap(b.compactions)
+        self.undo_compaction = run.wrap(b.undo_compaction)
 
     def iterate(self, *, page_size: int = 100, **filters: Any) -> Iterator[Any]:
         """Every thread matching ``filters``, page by page."""

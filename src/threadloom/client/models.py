@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from threadloom.records import AttachmentRef, FileRecord, ThreadStatus
+from threadloom.records import AttachmentRef, Compaction, FileRecord, ThreadStatus
 from threadloom.wire.approvals import ApprovalItem as Approval
 from threadloom.wire.approvals import ApprovalList
 from threadloom.wire.auth import Ticket as WebSocketTicket
@@ -43,6 +43,8 @@ __all__ = [
     "AttachmentRef",
     "AuthConfig",
     "AuthUser",
+    "Compaction",
+    "CompactionList",
     "CostReport",
     "CreatedApiKey",
     "CreatedThread",
@@ -160,6 +162,15 @@ class ImportedThreads(Wire):
 
     thread_id: str = Field(alias="threadId")
     thread_ids: list[str] = Field(alias="threadIds")
+
+
+class CompactionList(Wire):
+    """``GET /api/threads/{id}/compactions`` (spec 23 §23.6): the thread's compactions,
+    oldest first, undone ones included; ``active``: the id of the one the next request
+    uses, or None."""
+
+    compactions: list[Compaction]
+    active: str | None = None
 
 
 class Owner(Wire):

@@ -9,10 +9,17 @@ front of the assistant message they belong to, so multi-turn reasoning survives 
 
 ``provider_options`` are merged into the wire body (see :mod:`threadloom.providers.openai`),
 so e.g. ``{"store": True}`` or ``{"text": {"verbosity": "low"}}`` reach the API.
+
+Compaction (spec 23 §23.2 rule 7, §23.4 rule 5): ``compact`` asks ``POST
+/responses/compact`` for the API's own compacted window — the user messages kept and one
+``compaction`` item of encrypted content — and a later request whose
+``native_compaction`` is of this adapter's kind sends that window in place of the text
+summary it stands beside.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -42,6 +49,7 @@ from threadloom.providers.types import (
     Finish,
     FinishReason,
     ImagePart,
+    NativeCompacted,
     ProviderMessage,
     ProviderRequest,
     ReasoningDelta,
@@ -58,6 +66,10 @@ from threadloom.providers.types import (
 )
 
 _OWNED_KEYS = frozenset({"model", "input", "stream"})
+NATIVE_COMPACTION = "openai.responses.compact"
+"""The ``type`` of the ``provider_item`` this adapter's ``compact`` answers."""
+_COMPACTION_FIELDS = ("type", "id", "encrypted_content")
+"""The fields of a ``compaction`` item the API takes back as input."""
 _INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "length",
     "content_filter": "content_filter",
@@ -86,12 +98,64 @@ class OpenAIResponsesProvider(OpenAIClientOwner):
         )
         self.store = store
 
+    native_compaction = NATIVE_COMPACTION
+    """The kind of compaction item this adapter makes and sends (spec 23 §23.2 rule 7)."""
+
+    def input(self, request: ProviderRequest, store: bool) -> list[dict[str, Any]]:
+        """The request's ``input`` items: its messages, with a compaction item of this
+        adapter's kind in place of the two messages it stands for."""
+        replay = not store
+        native = request.native_compaction
+        if native is None or native.kind != NATIVE_COMPACTION:
+            return input_items(request.messages, replay_needs_encrypted=replay)
+        at = native.at
+        return [
+            *input_items(request.messages[:at], replay_needs_encrypted=replay),
+            *(_window_item(item) for item in native.items),
+            *input_items(request.messages[at + 2 :], replay_needs_encrypted=replay),
+        ]
+
+    async def compact(self, request: ProviderRequest) -> NativeCompacted:
+        """The API's own compaction of ``request``'s messages (``POST /responses/compact``):
+        the window it answers (the user messages and one ``compaction`` item) kept as the
+        ``provider_item``, with the model it was made for; raises only ``ProviderError``."""
+        client = self.client()
+        try:
+            compacted = await client.responses.compact(
+                model=request.model, input=cast(Any, self.input(request, store=False))
+            )
+        except Exception as exc:
+            raise map_sdk_error(exc, self.name) from exc
+        body = as_dict(compacted)
+        output = body.get("output")
+        if not isinstance(output, list) or not any(
+            isinstance(i, Mapping) and i.get("type") == "compaction" for i in output
+        ):
+            raise ProviderError(
+                "The compact endpoint answered no compaction item",
+                code="unknown",
+                provider=self.name,
+            )
+        usage = body.get("usage")
+        item = {
+            "type": NATIVE_COMPACTION,
+            "provider": self.name,
+            "model": request.model,
+            "id": body.get("id"),
+            "output": output,
+        }
+        return NativeCompacted(
+            item=item,
+            usage=responses_usage(usage if isinstance(usage, Mapping) else {}),
+            body=body,
+        )
+
     def request_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (what the fake server in the tests sees)."""
         store = request.provider_options.get("store", self.store)
         body: dict[str, Any] = {
             "model": request.model,
-            "input": input_items(request.messages, replay_needs_encrypted=not store),
+            "input": self.input(request, store),
             "stream": True,
             "store": store,
         }
@@ -247,6 +311,14 @@ def input_items(
     if images:
         items.append(_images_item(images))
     return items
+
+
+def _window_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item of a compacted window as input: a ``compaction`` item with the fields the
+    API takes back, any other (the user messages it kept) as it came."""
+    if item.get("type") == "compaction":
+        return {key: item[key] for key in _COMPACTION_FIELDS if item.get(key) is not None}
+    return copy.deepcopy(dict(item))
 
 
 def _images_item(images: list[ImagePart]) -> dict[str, Any]:
@@ -441,6 +513,7 @@ def responses_usage(usage: Mapping[str, Any]) -> Usage:
 
 
 __all__ = [
+    "NATIVE_COMPACTION",
     "OpenAIResponsesProvider",
     "ResponsesStreamState",
     "input_items",

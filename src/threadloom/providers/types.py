@@ -170,6 +170,26 @@ class OutputFormat(_Model):
     strict: bool = False
 
 
+class NativeCompaction(_Model):
+    """A provider's own compaction item in a request (spec 23 §23.4 rule 5): its wire
+    ``items`` stand for ``messages[at]`` and ``messages[at + 1]`` — the summary of the
+    same compaction as text and its acknowledgement. An adapter whose ``native_compaction``
+    is ``kind`` sends the items in their place; any other adapter sends the two messages."""
+
+    kind: str
+    at: int = Field(ge=0)
+    items: list[dict[str, Any]]
+
+
+class NativeCompacted(_Model):
+    """What an adapter's ``compact`` answers (spec 23 §23.2 rule 7): the item to keep
+    (``provider_item``), the call's usage and the response body its LLM row logs."""
+
+    item: dict[str, Any]
+    usage: Usage
+    body: dict[str, Any] = Field(default_factory=dict)
+
+
 class ProviderRequest(_Model):
     """One model request, provider-neutral (spec 05 §5.3.1).
 
@@ -189,6 +209,8 @@ class ProviderRequest(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     output: OutputFormat | None = None
     """The prompt's output type (spec 24), None when it declares none."""
+    native_compaction: NativeCompaction | None = None
+    """A provider's compaction item standing for two of ``messages`` (spec 23 §23.4)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -328,6 +350,8 @@ __all__ = [
     "FinishReason",
     "ImagePart",
     "NamedToolChoice",
+    "NativeCompacted",
+    "NativeCompaction",
     "OutputFormat",
     "Part",
     "ProviderMessage",

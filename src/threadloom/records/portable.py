@@ -21,8 +21,9 @@ from threadloom.records.thread import SharedState, SubagentRegistryEntry, Thread
 
 FORMAT: Literal["threadloom.thread"] = "threadloom.thread"
 """The ``format`` of every portable thread file."""
-VERSION = 1
-"""The newest format version this code writes and reads (spec 21 §21.2)."""
+VERSION = 2
+"""The newest format version this code writes and reads (spec 21 §21.2): 2 adds a
+thread's ``forked_from`` and makes ``compactions`` part of the format."""
 
 
 def _integral(value: Any) -> Any:
@@ -92,6 +93,14 @@ class PortableCost(_Strict):
     output_tokens: int = 0
 
 
+class PortableFork(_Strict):
+    """Where a thread was forked from (spec 08 §8.3.8): a thread and one of its messages,
+    in the store the file was written from — not a thread of the file."""
+
+    thread_id: str
+    message_id: str
+
+
 class PortableThread(_Strict):
     """One thread of the tree, as history: its record and status, every stored message
     (all depths, canonical order), its log rows with their bodies, its subagent
@@ -123,6 +132,22 @@ class PortableThread(_Strict):
     compactions: list[Compaction] = Field(default_factory=list)
     """The thread's compaction records (spec 23), undone ones too; left out of the file
     when there are none, so such a file is the same bytes as before spec 23."""
+    forked_from: PortableFork | None = None
+    """The thread's fork lineage (spec 21 §21.1 rule 2); left out of the file when the
+    thread is not a fork."""
+
+
+OPTIONAL_KEYS = ("compactions", "forked_from")
+"""A thread's keys left out of the file when empty: what version 2 added to version 1."""
+
+
+def version_for(threads: list[PortableThread]) -> int:
+    """The version a file of ``threads`` is written with (spec 21 §21.2 rule 3): the
+    lowest that carries it — 1 when no thread has a key of version 2 (such a file is read
+    by every Threadloom), else 2 (an older reader then refuses it by its version)."""
+    if any(t.compactions or t.forked_from is not None for t in threads):
+        return VERSION
+    return 1
 
 
 class ThreadExport(_Strict):
@@ -145,8 +170,9 @@ class ThreadExport(_Strict):
         non-ASCII kept, one trailing newline — so equal contents are equal bytes."""
         data = self.model_dump(mode="json")
         for thread in data["threads"]:
-            if not thread["compactions"]:
-                del thread["compactions"]
+            for key in OPTIONAL_KEYS:
+                if not thread[key]:
+                    del thread[key]
         text = json.dumps(
             data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )

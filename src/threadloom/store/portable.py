@@ -12,12 +12,13 @@ from threadloom.errors import ThreadBusy, ThreadNotFound
 from threadloom.records import FileRecord, LogRow, Message, new_id
 from threadloom.records.portable import (
     FORMAT,
-    VERSION,
     PortableCost,
     PortableFile,
+    PortableFork,
     PortableThread,
     ThreadExport,
     b64,
+    version_for,
 )
 from threadloom.store.base import Store, ThreadRow
 
@@ -47,7 +48,11 @@ async def export_thread(store: Store, thread_id: str) -> ThreadExport:
         parent = above.parent_id if above is not None else None
     threads = [await _thread(store, row, is_root=row is root) for row in rows]
     return ThreadExport(
-        format=FORMAT, version=VERSION, root=root.id, lineage=lineage, threads=threads
+        format=FORMAT,
+        version=version_for(threads),
+        root=root.id,
+        lineage=lineage,
+        threads=threads,
     )
 
 
@@ -92,7 +97,16 @@ async def _thread(store: Store, row: ThreadRow, *, is_root: bool) -> PortableThr
         files=files,
         cost=_cost(logs),
         compactions=await store.list_compactions(tid),
+        forked_from=_forked_from(row),
     )
+
+
+def _forked_from(row: ThreadRow) -> PortableFork | None:
+    """The thread's fork lineage as its row read it (the root's: a fork is a top-level
+    thread, spec 08 §8.3.8, so a descendant's row, read without it, has none)."""
+    if row.forked_from_thread_id is None or row.forked_from_message_id is None:
+        return None
+    return PortableFork(thread_id=row.forked_from_thread_id, message_id=row.forked_from_message_id)
 
 
 def portable_file(
@@ -145,7 +159,8 @@ async def import_thread(store: Store, doc: ThreadExport, ids: IdMode = "keep") -
 
 def renumber(doc: ThreadExport, fresh: Callable[[], str] = new_id) -> ThreadExport:
     """``doc`` with a new id for every thread, message and log row, each reference to one
-    of them changed with it (spec 21 §21.4); tool call ids and file paths stay."""
+    of them changed with it (spec 21 §21.4); tool call ids and file paths stay, and so does
+    a fork lineage naming a thread that is not in the file."""
     threads: dict[str, str] = {t.id: fresh() for t in doc.threads}
     messages: dict[str, str] = {m.id: fresh() for t in doc.threads for m in t.messages}
     logs: dict[str, str] = {r.id: fresh() for t in doc.threads for r in t.logs}
@@ -196,6 +211,12 @@ def renumber(doc: ThreadExport, fresh: Callable[[], str] = new_id) -> ThreadExpo
                         )
                         for a in t.approvals
                     ],
+                    "forked_from": None
+                    if t.forked_from is None
+                    else PortableFork(
+                        thread_id=th(t.forked_from.thread_id) or t.forked_from.thread_id,
+                        message_id=msg(t.forked_from.message_id) or t.forked_from.message_id,
+                    ),
                     "compactions": [
                         c.model_copy(
                             update={

@@ -268,7 +268,11 @@ class ThreadState:
         return cast(
             Compaction,
             await compactor.compact(
-                self.thread_id, keep_messages=keep_messages, model_name=model, history=history
+                self.thread_id,
+                keep_messages=keep_messages,
+                model_name=model,
+                history=history,
+                fence=self.fence,
             ),
         )
 

@@ -6,7 +6,9 @@ history and replaced when this process compacts or undoes. Context assembly take
 full pass when a compaction is active and, after the ``filter_messages`` hooks saw the live
 history, replaces the covered messages with two history messages: the summary as a user
 message, clearly labelled, and a short assistant acknowledgement — history the model reads,
-never system instructions.
+never system instructions. Where the compaction also holds a provider's own compaction
+item made for the request's adapter and model, the request carries it beside the summary
+(``native_in``) and that adapter sends it in the summary's place (spec 23 §23.4 rule 5).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from threadloom.engine.request.presentation import RequestMessage
+from threadloom.providers.types import NativeCompaction
 from threadloom.records import Compaction, Message
 from threadloom.records.compaction import SUMMARY_PREFIX
 from threadloom.thread.history import MessageHistory
@@ -93,3 +97,39 @@ def substitute(
     if not placed:
         out[0:0] = summary_messages(compaction)
     return out
+
+
+def native_items(compaction: Compaction, provider: Any, model_id: str) -> list[Any] | None:
+    """The wire items of ``compaction``'s provider item when it was made by an adapter of
+    ``provider``'s kind and name for model ``model_id`` (else None: the text summary)."""
+    item = compaction.provider_item
+    kind = getattr(provider, "native_compaction", None)
+    if not isinstance(item, dict) or kind is None or item.get("type") != kind:
+        return None
+    if item.get("provider") != getattr(provider, "name", None) or item.get("model") != model_id:
+        return None
+    output = item.get("output")
+    return list(output) if isinstance(output, list) else None
+
+
+def native_in(
+    compaction: Compaction | None,
+    messages: Sequence[RequestMessage],
+    provider: Any,
+    model_id: str,
+) -> NativeCompaction | None:
+    """The native compaction a request of ``messages`` carries: the provider item, if it
+    is ``provider``'s (``native_items``), at the place of the summary and its
+    acknowledgement — found by their ids, so a hook that moved or dropped them leaves the
+    request with the text."""
+    if compaction is None:
+        return None
+    items = native_items(compaction, provider, model_id)
+    if items is None:
+        return None
+    summary, ack = (m.id for m in summary_messages(compaction))
+    for at in range(len(messages) - 1):
+        if messages[at].source_id == summary and messages[at + 1].source_id == ack:
+            kind = str(getattr(provider, "native_compaction", ""))
+            return NativeCompaction(kind=kind, at=at, items=items)
+    return None

@@ -34,7 +34,7 @@ from threadloom.engine.request.presentation import (
     is_image,
 )
 from threadloom.errors import HookBlocked, InvalidMessage
-from threadloom.records import ContextEntry, Message, new_id
+from threadloom.records import Compaction, ContextEntry, Message, new_id
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.validate import check_inject
 
@@ -54,6 +54,8 @@ class Assembly:
     """The incremental path's normalised context (``context_cache``): when set, it holds
     the messages (``prepared.messages``, already normalised; ``messages`` stays empty)
     and the request builder uses them as they are."""
+    compaction: Compaction | None = None
+    """The compaction whose summary stands in ``messages`` for its range (spec 23 §23.4)."""
 
 
 # -- filter_messages -----------------------------------------------------------------
@@ -278,8 +280,11 @@ async def assemble(env: StepEnv) -> Assembly:
             validate=lambda prev, ret, hook: _filter_result(by_id, ret, hub.clock()),
             propagate=False,
         )
+    applied = None
     if compaction is not None:  # after filter_messages: hooks see the live history
+        before = snapshot
         snapshot = substitute(snapshot, run.execution.message_history.raw(), compaction)
+        applied = compaction if snapshot is not before else None
     if not prompt.include_past_tools:
         snapshot = _past_tools(snapshot, env.anchor_created)
     snapshot = _drop_orphans(snapshot, history)
@@ -308,7 +313,7 @@ async def assemble(env: StepEnv) -> Assembly:
                 text = str(exc) or f"Request blocked by hook {getattr(exc, 'hook_id', '')}".strip()
                 return Assembly(system=system, blocked=text)
             raise
-    return Assembly(system=system, messages=messages, presented=presented)
+    return Assembly(system=system, messages=messages, presented=presented, compaction=applied)
 
 
 async def _image_bytes(state: Any, messages: list[Message]) -> dict[str, bytes | None]:

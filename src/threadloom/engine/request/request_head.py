@@ -61,6 +61,7 @@ class Head:
                 "provider_options": dict(self.provider_options),
                 "metadata": metadata,
                 "output": self.output,
+                "native_compaction": None,
             },
         )
 

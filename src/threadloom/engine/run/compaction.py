@@ -12,21 +12,33 @@ the threshold trigger a step calls when its model sets ``compact_at``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from threadloom.define.model import Model
-from threadloom.engine.request.compacted import COMPACTION_KEY, active_compaction
-from threadloom.engine.step.model_call import price
+from threadloom.engine.request.compacted import (
+    COMPACTION_KEY,
+    active_compaction,
+    native_in,
+    summary_messages,
+)
+from threadloom.engine.request.presentation import (
+    RequestMessage,
+    convert,
+    normalize,
+    provider_message,
+)
+from threadloom.engine.run.compaction_calls import NATIVE_ENDPOINT, Requests
 from threadloom.errors import (
     CompactionNotFound,
     InvalidArgument,
     NothingToCompact,
+    ProviderError,
     ThreadNotFound,
 )
 from threadloom.providers.base import generate
 from threadloom.providers.types import ProviderRequest, SystemMessage, Usage, UserMessage
-from threadloom.records import Compaction, Message, new_id
+from threadloom.records import Compaction, LogRow, Message, new_id
 from threadloom.records.compaction import CompactionTrigger
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hub import ThreadHub
@@ -143,6 +155,80 @@ def summary_request(model: Model, previous: str | None, lines: list[str]) -> Pro
     )
 
 
+def _provider_name(provider: Any, model: Model) -> str:
+    """The adapter's name for a log row (the model's provider when it has none)."""
+    name = getattr(provider, "name", None)
+    return name if isinstance(name, str) else str(model.provider)
+
+
+def _generating(
+    provider: Any, request: ProviderRequest
+) -> Callable[[], Awaitable[tuple[Any, Usage, dict[str, Any]]]]:
+    """A summary request as ``Requests.send`` calls it: the response, its usage and the
+    response body its row keeps."""
+
+    async def call() -> tuple[Any, Usage, dict[str, Any]]:
+        response = await generate(provider, request)
+        usage = response.usage or Usage()
+        body = {
+            "content": response.content,
+            "finish_reason": response.finish_reason,
+            "usage": usage.model_dump(),
+        }
+        return response, usage, body
+
+    return call
+
+
+def native_request(
+    model: Model, active: Compaction | None, provider: Any, records: Sequence[Message]
+) -> ProviderRequest:
+    """The request of a provider's own compaction (spec 23 §23.2 rule 7): the active
+    compaction's summary and acknowledgement (its native item in their place when it is
+    the provider's, ``native_in``), then the messages to fold, as the agent's side sees
+    them."""
+    presented = [convert(m, "assistant", include_reasoning=True) for m in records]
+    folded = [p.request for p in presented if p is not None]
+    if active is not None:
+        pair = summary_messages(active)
+        folded[0:0] = [
+            RequestMessage(role="user", content=pair[0].content, source_id=pair[0].id),
+            RequestMessage(role="assistant", content=pair[1].content, source_id=pair[1].id),
+        ]
+    normalized = normalize(folded, bool(getattr(model, "supports_images", True)))
+    return ProviderRequest(
+        model=model.model,
+        messages=[provider_message(m) for m in normalized],
+        native_compaction=native_in(active, normalized, provider, model.model),
+        metadata={"purpose": "compaction"},
+    )
+
+
+async def _native(
+    requests: Requests,
+    provider: Any,
+    model: Model,
+    active: Compaction | None,
+    records: Sequence[Message],
+) -> Any:
+    """The provider's own compaction item, where its adapter makes one (``compact``);
+    None otherwise, or when the provider refused (its row says why; the text summary
+    stands alone)."""
+    compact = getattr(provider, "compact", None)
+    if getattr(provider, "native_compaction", None) is None or not callable(compact):
+        return None
+    request = native_request(model, active, provider, records)
+
+    async def call() -> tuple[Any, Usage, dict[str, Any]]:
+        done = await compact(request)
+        return done.item, done.usage, done.body
+
+    try:
+        return await requests.send(request, call, endpoint=NATIVE_ENDPOINT)
+    except ProviderError:
+        return None
+
+
 class Compactor:
     """Compacts threads for one runtime (``hub.compact`` for ``ThreadState.compact``)."""
 
@@ -179,6 +265,14 @@ class Compactor:
         for history in self.histories(thread_id):
             history.caches[COMPACTION_KEY] = active
 
+    def announce(self, kind: str, record: Compaction, active: Compaction | None) -> None:
+        """The stream's ephemeral ``event`` of a compaction made or undone (spec 09
+        §9.9.4): the record and the id of the compaction active now."""
+        if not self.hub.bus.wants(record.thread_id):
+            return
+        data = {"compaction": record.to_wire(), "active": active.id if active else None}
+        self.hub.publish(record.thread_id, "event", None, {"event_type": kind, "data": data})
+
     async def compact(
         self,
         thread_id: str,
@@ -188,9 +282,13 @@ class Compactor:
         trigger: CompactionTrigger = "explicit",
         history: MessageHistory | None = None,
         span: Any = None,
+        fence: Any = None,
+        on_row: Callable[[LogRow], None] | None = None,
     ) -> Compaction:
         """Compact the thread now (spec 23 §23.2); ``NothingToCompact`` when no message lies
-        between the active compaction and the messages kept."""
+        between the active compaction and the messages kept. Each model request is an LLM
+        log row of the thread (``compaction_calls``), written under ``fence`` and told to
+        ``on_row`` (a run's budget)."""
         store = self.hub.store
         row = await store.get_thread(thread_id)
         if row is None:
@@ -223,16 +321,15 @@ class Compactor:
             budget = int(model.context_window * CHUNK_FRACTION)
         lines = [transcript_line(m) for m in messages[start:cut]]
         provider = self._provider(model)
-        input_tokens = output_tokens = 0
-        cost: float | None = 0.0
+        requests = Requests(
+            self.hub, thread_id, model, _provider_name(provider, model), fence, on_row
+        )
         for chunk in chunks(lines, budget and max(budget - estimate_tokens(summary), 16)):
-            response = await generate(provider, summary_request(model, summary, chunk))
-            usage = response.usage or Usage()
-            input_tokens += usage.input_tokens
-            output_tokens += usage.output_tokens
-            total = price(model, usage)[3]
-            cost = None if total is None or cost is None else cost + total
+            request = summary_request(model, summary, chunk)
+            response = await requests.send(request, _generating(provider, request))
             summary = (response.content or "").strip()
+        item = await _native(requests, provider, model, active, messages[start:cut])
+        spent = requests.spent
         record = Compaction(
             id=new_id(),
             thread_id=thread_id,
@@ -242,15 +339,16 @@ class Compactor:
             summary=summary or "",
             model=model.name,
             trigger=trigger,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=round(cost, 12) if cost is not None else None,
-            provider_item=None,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost=round(spent.cost, 12) if spent.cost is not None else None,
+            provider_item=item,
         )
         stored = await store.add_compaction(record)
         if stored is None:
             raise ThreadNotFound(thread_id)
         self.reflect(thread_id, stored)
+        self.announce("compaction_created", stored, stored)
         if self.tracing is not None:
             self.tracing.compacted(span, stored)
         return stored
@@ -264,7 +362,9 @@ class Compactor:
                 raise ThreadNotFound(thread_id)
             raise CompactionNotFound(compaction_id)
         found = await self.hub.store.list_compactions(thread_id, active_only=True)
-        self.reflect(thread_id, found[-1] if found else None)
+        active = found[-1] if found else None
+        self.reflect(thread_id, active)
+        self.announce("compaction_undone", undone, active)
         return undone
 
 
@@ -302,6 +402,8 @@ async def maybe_compact(env: Any, model: Model) -> Compaction | None:
             trigger="threshold",
             history=history,
             span=getattr(run, "span", None),
+            fence=env.state.fence,
+            on_row=run.budget.spent if run.budget is not None else None,
         )
     except NothingToCompact:
         return None

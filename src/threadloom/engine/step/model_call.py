@@ -14,6 +14,7 @@ from typing import Any
 
 from threadloom.define.prices import catalog_cost
 from threadloom.engine.env import StepEnv
+from threadloom.engine.request.compacted import native_in
 from threadloom.engine.request.context import Assembly
 from threadloom.engine.request.fragments import calls_json, fragment, json_string
 from threadloom.engine.request.presentation import RequestMessage, normalize, provider_message
@@ -158,6 +159,9 @@ def build_request(
     request = head.request(
         model.model, provider_messages, {"thread_id": env.state.thread_id, "prompt": prompt.name}
     )
+    native = native_in(assembly.compaction, messages, provider, model.model)
+    if native is not None:  # spec 23 §23.4 rule 5: the provider's own item in its place
+        request = request.model_copy(update={"native_compaction": native})
     describe = getattr(provider, "log_metadata", None)
     # what the adapter decided, e.g. Anthropic's thinkingDisabled
     extra = (describe(request) or None) if callable(describe) else None

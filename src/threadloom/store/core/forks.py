@@ -1,12 +1,12 @@
 """Forks of a thread (spec 08 §8.3.8), on both stores: a fork is stored as an import of
-one thread (``portable.import_threads``: its row, its copied messages and files, in one
-transaction) with its lineage — the thread and message it was made from, a row of
-``thread_forks`` (migration 25) that goes with the fork's row — written in the same
-transaction; and the forks of a thread are read back by that lineage."""
+one thread whose ``forked_from`` is its lineage (``portable.import_threads``: its row, its
+copied messages and files, and the ``thread_forks`` row — migration 25 — naming the thread
+and message it was made from, in one transaction); and the forks of a thread are read
+back by that lineage."""
 
 from __future__ import annotations
 
-from threadloom.records.portable import ThreadExport
+from threadloom.records.portable import PortableFork, ThreadExport
 from threadloom.store.core.codec import (
     THREAD_COLUMNS,
     THREAD_LINEAGE,
@@ -23,11 +23,9 @@ def fork_thread(
 ) -> str:
     """Store ``doc``'s one thread as the fork of ``from_thread`` at ``from_message``; its
     id. The ids of ``doc`` are new (``ThreadExists`` otherwise, nothing written)."""
-    [thread_id] = import_threads(conn, clock, doc)
-    conn.execute(
-        "INSERT INTO thread_forks(thread_id, from_thread_id, from_message_id) VALUES (?, ?, ?)",
-        (thread_id, from_thread, from_message),
-    )
+    lineage = PortableFork(thread_id=from_thread, message_id=from_message)
+    thread = doc.threads[0].model_copy(update={"forked_from": lineage})
+    [thread_id] = import_threads(conn, clock, doc.model_copy(update={"threads": [thread]}))
     return thread_id
 
 

@@ -1,6 +1,7 @@
 """Storing an imported thread tree (spec 21 §21.4), on both stores: one transaction that
 writes each thread as history — its row with the status it had, its messages, log rows,
-registry, approvals and files with their own ids and times — and starts no run. The
+registry, approvals, compactions, files and fork lineage with their own ids and times —
+and starts no run. The
 reading side needs nothing of its own: ``store/portable.py`` reads through the Store
 protocol."""
 
@@ -159,6 +160,11 @@ def _insert_thread(conn: Conn, clock: Clock, t: PortableThread) -> None:
         )
     for compaction in t.compactions:
         restore_compaction(conn, t.id, compaction)
+    if t.forked_from is not None:  # the lineage as given: its thread may be elsewhere
+        conn.execute(
+            "INSERT INTO thread_forks(thread_id, from_thread_id, from_message_id) VALUES (?, ?, ?)",
+            (t.id, t.forked_from.thread_id, t.forked_from.message_id),
+        )
     for f in t.files:
         content = f.content_bytes() if f.kind == "file" else None
         insert_entry(

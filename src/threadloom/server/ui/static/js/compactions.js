@@ -2,7 +2,8 @@
 // messages, which stay in the thread and on this page. A marker above the composer says how
 // many messages the summary stands for, shows the summary, and offers Undo (DELETE
 // /api/threads/{id}/compactions/{cid}), after which the next request carries the originals.
-// Read with the thread (GET /api/threads/{id}/compactions).
+// Read with the thread (GET /api/threads/{id}/compactions), and kept current by the stream's
+// compaction_created / compaction_undone events (spec 09 §9.9.4).
 import { api, el, toast } from "./api.js";
 
 export class Compactions {
@@ -20,6 +21,15 @@ export class Compactions {
     } catch (err) {
       toast(`Could not read the compactions: ${err.message}`, "error");
     }
+  }
+
+  // A stream event: the record it names, if it is the active one; else read the list (the
+  // compaction active after an undo may be an older one).
+  show(data) {
+    const record = data && data.compaction;
+    if (record && data.active === record.id) this.render(record);
+    else if (data && data.active === null) this.render(null);
+    else this.load();
   }
 
   render(active) {

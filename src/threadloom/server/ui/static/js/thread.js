@@ -567,6 +567,8 @@ function onFrame(frame) {
         redrawOwner(d.id);
       } else if ((frame.eventType || "").startsWith("file_")) {
         panels?.filesChanged();
+      } else if (frame.eventType === "compaction_created" || frame.eventType === "compaction_undone") {
+        compactions.show(frame.data);
       }
       break;
     case "error":
