@@ -17,11 +17,13 @@ NOT_ACKNOWLEDGED = {
     ("store/core/runner.py", "auth.take_attempt"),
     ("store/core/runner.py", "auth.give_back_attempt"),
     ("store/core/runner.py", "retention.strip_log_bodies"),
+    ("store/core/runner.py", "search.catch_up"),
 }
 """The pending model message with its model-call row (written twice: after a hold, or at
 once), the pruning of old chunk events, a login attempt's count taken and given back, and
-retention's stripping of old log bodies (lost, the next pass strips them again): none is a
-write whose answer tells a client it is stored."""
+retention's stripping of old log bodies (lost, the next pass strips them again), and the
+search backlog's indexing (lost, the messages are still in the backlog): none is a write
+whose answer tells a client it is stored."""
 
 
 def _non_durable_writes() -> set[tuple[str, str]]:

@@ -47,15 +47,22 @@ from threadloom.server.settings import ServerSettings
 UPLOADS = 1024 * 1024
 VOLATILE_COLUMNS = {"last_used_at_us"}
 VOLATILE_TABLES = {"nodes"}
+SEARCH_INDEX = "messages_fts"
+"""SQLite's message-search index: the FTS5 table, its shadow tables and its backlog
+(``messages_fts_backlog``), storage derived from ``messages`` that the store's background
+pass and any search bring up to date at any moment (spec 08 §8.14.1) — not a change a
+request made."""
 
 
 class Snapshots:
-    """Every row of every table but heartbeats and last-use times, read on one connection
-    of the probe's own (opened once: a connection per read would be most of the suite's
-    time on PostgreSQL)."""
+    """Every row of every table but heartbeats, last-use times and the search index, read
+    on one connection of the probe's own (opened once: a connection per read would be most
+    of the suite's time on PostgreSQL)."""
 
     def __init__(self, store: StoreProbe) -> None:
-        self.tables = [t for t in store.tables() if t not in VOLATILE_TABLES]
+        self.tables = [
+            t for t in store.tables() if t not in VOLATILE_TABLES and not t.startswith(SEARCH_INDEX)
+        ]
         self.conn: Any
         if store.backend == "sqlite":
             import sqlite3
