@@ -37,10 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-TOGETHER = frozenset({"deploy"})
+TOGETHER = frozenset({"deploy", "multinode"})
 """Test folders whose files run one after another on one worker when the suite runs in
 parallel (``make test``: pytest-xdist, ``--dist loadgroup``): ``deploy``'s files build and
-run the one container image tag and share podman's storage."""
+run the one container image tag and share podman's storage; ``multinode``'s clusters all
+name their nodes ``n1``, ``n2`` …, and a test that ends a node's connections by that name
+(C12-011) would end another cluster's too."""
 
 
 @pytest.hookimpl(tryfirst=True)

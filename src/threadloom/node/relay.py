@@ -164,7 +164,9 @@ class Relay:
     def _notice(self, topic: str, payload: dict[str, Any]) -> None:
         if payload.get("n") == self.node_id:
             return  # this node's own: published from memory already
-        self.cluster.peers = True  # another node writes: tell it what this one writes
+        if not self.cluster.peers:  # another node writes: tell it what this one writes,
+            self.cluster.peers = True  # and what this one watches (its thread and list
+            self._spawn(self._announce_all())  # sockets opened while it knew of no peer)
         tid = str(payload.get("t") or "")
         if topic == "events":
             self.hub.note_foreign(tid)
