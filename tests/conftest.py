@@ -37,28 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-TOGETHER = frozenset({"deploy", "multinode"})
-"""Test folders whose files run one after another on one worker when the suite runs in
-parallel (``make test``: pytest-xdist, ``--dist loadgroup``): ``deploy``'s files build and
-run the one container image tag and share podman's storage; ``multinode``'s clusters all
-name their nodes ``n1``, ``n2`` …, and a test that ends a node's connections by that name
-(C12-011) would end another cluster's too."""
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a parallel run, a file's tests stay on one worker (its module fixtures — a
-    server, a browser, a built package — are made once), and a folder of ``TOGETHER``'s
-    stays on one worker whole."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        parts = path.split("/")
-        group = "/".join(parts[:2]) if len(parts) > 2 and parts[1] in TOGETHER else path
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_url" in metafunc.fixturenames:
         marked = metafunc.definition.get_closest_marker
