@@ -33,6 +33,7 @@ from _report import ms, percentile, rotating_blocks, table
 from _skeleton import SkeletonTurns, Statement, execute_all, store_like_connection
 from _workload import make_definitions, one_turn, time_threadloom
 from threadloom import Runtime
+from threadloom.store.sqlite.dialect import SqliteConnection
 from threadloom.store.sqlite.store import SqliteStore
 
 SEARCH_PASS = "THREADLOOM_SEARCH_INDEX_SECONDS"
@@ -49,6 +50,12 @@ class _Recorder:
     def execute(self, sql: str, parameters: Any = ()) -> sqlite3.Cursor:
         self._into.append((False, sql, parameters))
         return self._conn.execute(sql, parameters)
+
+    defer = execute
+
+    def defer_checked(self, sql: str, parameters: Any, translate: Any) -> None:
+        # the store's own, its statement run (and noted) through this execute
+        SqliteConnection.defer_checked(self, sql, parameters, translate)  # type: ignore[arg-type]
 
     def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
         rows = list(rows)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -354,3 +355,36 @@ def test_rows_leave_out_the_search_index_backlog(tmp_path: Path) -> None:
     waiting, indexed, after = asyncio.run(scenario())
     assert indexed == 2
     assert waiting == after
+
+
+def test_postgres_scale_goals_judge_peers_cpu_and_turns_per_second() -> None:
+    """Issue 40's PostgreSQL goals: from empty ≥ 10× the fastest peer by median, the
+    process's CPU ≤ 3 ms and the server's ≤ 1.5 ms a turn, concurrent turns/s ≥ 2× 145."""
+    tl = fake("threadloom-pg", "empty", 4.0)
+    tl.cpu_s, tl.server_cpu_s = 10 * 2.5e-3, 10 * 2.0e-3  # 10 turns: 2.5 and 2.0 ms each
+    peer = fake("langgraph-pg", "empty", 42.0)
+    slower = fake("openai-agents-pg", "empty", 60.0)
+    many = fake("threadloom-pg", "concurrent", 100.0)
+    many.turns, many.wall_s = 3000, 10.0  # 300 turns/s
+    judged = {
+        g.name: g
+        for g in goals({"empty": [tl, peer, slower], "concurrent": [many]}, 2000)
+        if g.name.startswith(("empty (PostgreSQL)", "concurrent (PostgreSQL): Threadloom"))
+    }
+
+    def pick(text: str) -> Any:
+        return next(g for n, g in judged.items() if text in n)
+
+    assert pick("faster per turn").ok is True and "langgraph-pg" in pick("faster").measured
+    assert pick("process CPU").ok is True and pick("process CPU").measured == "2.50 ms"
+    assert pick("server's CPU").ok is False and pick("server's CPU").measured == "2.00 ms"
+    turns = pick("turns/s")
+    assert turns.ok is True and turns.measured == "300 turns/s"
+    peer.latencies_ns = [int(30e6)] * 10  # the fastest peer at 30 ms: 7.5×
+    again = goals({"empty": [tl, peer, slower]}, 2000)
+    fastest = next(g for g in again if g.name.startswith("empty (PostgreSQL): Threadloom ≥"))
+    assert fastest.ok is False and "7.50×" in fastest.measured
+    unmeasured = next(
+        g for g in again if g.name.startswith("concurrent (PostgreSQL): Threadloom ≥")
+    )
+    assert unmeasured.ok is None and unmeasured.measured == "not measured"

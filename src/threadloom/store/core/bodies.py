@@ -89,15 +89,15 @@ def write_bodies(
             body = None  # in the row: none beside it (an update drops one stored before)
         if body is None:
             if not insert:
-                conn.execute("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))
+                conn.defer("DELETE FROM log_bodies WHERE log_id = ? AND part = ?", (row.id, part))
             continue
         if insert:
-            conn.execute(
+            conn.defer(
                 "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)",
                 (row.id, part, body),
             )
             continue
-        conn.execute(  # no write when the stored body is the same text
+        conn.defer(  # no write when the stored body is the same text
             "INSERT INTO log_bodies(log_id, part, body) VALUES (?, ?, ?)"
             " ON CONFLICT(log_id, part) DO UPDATE SET body = excluded.body"
             " WHERE log_bodies.body <> excluded.body",
@@ -117,7 +117,7 @@ def insert_bodies(conn: Conn, thread_id: str, row: LogRow) -> None:
     )
     if lazy and not structured:  # kept as plain text after all: build it now
         assert delta is not None and delta.whole is not None
-        conn.execute(
+        conn.defer(
             "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)",
             (row.id, delta.whole()),
         )
@@ -191,7 +191,7 @@ def _insert_request(
         if kept is None or kept + comma + own_size != size:
             return _refused(log_id, "its messages do not add up to the body's length")
         digest = _digest(suffix)
-        conn.execute(
+        conn.defer(
             _INSERT_REQUEST,
             (
                 log_id,
@@ -226,10 +226,10 @@ def _insert_request(
     lengths += own_lengths
     if _joined_size(lengths) != size:
         return _refused(log_id, "its messages do not add up to the body's length")
-    conn.execute(
+    conn.defer(
         "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)", (log_id, body)
     )
-    conn.execute(
+    conn.defer(
         _INSERT_REQUEST,
         (
             log_id,

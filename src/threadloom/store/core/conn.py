@@ -64,6 +64,25 @@ class Conn(Protocol):
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
+    def defer(self, sql: str, parameters: Sequence[Any] = ..., /) -> object:
+        """``execute`` for a statement whose rows and row count the logic does not read and
+        whose error it does not catch (an error still fails the transaction): a backend may
+        send it with the next statement or the COMMIT instead of at once (PostgreSQL's
+        pipeline, ``PgConn``); SQLite runs it at once."""
+        ...
+
+    def defer_checked(
+        self,
+        sql: str,
+        parameters: Sequence[Any],
+        translate: Callable[[BaseException], BaseException | None],
+        /,
+    ) -> None:
+        """``defer`` for a statement whose error the logic tells apart: ``translate`` is
+        given the driver's error (when the statement is sent, or at the latest at the
+        commit) and answers the error to raise instead, or ``None`` for the driver's."""
+        ...
+
 
 ELSEWHERE = 1
 """``notify_tail``: notify the events only when another node runs the thread."""

@@ -43,7 +43,7 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
     if anchor_newest:
         update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
     stored = copy_with(row, update)
-    tx.conn.execute(
+    tx.conn.defer(
         *_INSERT.bind(
             (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
         )

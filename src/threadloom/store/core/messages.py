@@ -93,39 +93,44 @@ def insert_in_tx(tx: Tx, message: Message, created_at: int | None = None) -> Mes
     stamp = tx.stamp() if created_at is None else created_at
     # stored, every field has its value, as a read gives it: the shared full fields set
     stored = copy_with(message, {"created_at": stamp}, MESSAGE_FIELDS_SET)
-    try:
-        tx.conn.execute(
-            *_INSERT.bind(
-                (
-                    tx.key_base + seq,
-                    tx.thread_id,
-                    seq,
-                    stored.id,
-                    stored.role,
-                    stored.content,
-                    stored.name,
-                    stored.tool_calls,
-                    stored.tool_call_id,
-                    stored.tool_status,
-                    stored.status,
-                    dump_attachments(stored.attachments),
-                    stored.reasoning_content,
-                    stored.reasoning_details,
-                    stored.prompt,
-                    stored.created_at,
-                    stored.parent_id,
-                    stored.depth,
-                    int(stored.silent),
-                    dump_json(stored.metadata),
-                    stored.subagent_id,
-                    stored.log_id,
-                ),
-            )
-        )
-    except tx.sql.integrity_error as exc:
-        if tx.sql.unique_violation(exc) != "messages.id":  # a CHECK, a trigger …
-            raise
-        raise InvalidMessage(f"message id '{stored.id}' already exists") from exc
+    sql = tx.sql
+
+    def duplicate(exc: BaseException) -> BaseException | None:
+        if not isinstance(exc, sql.integrity_error) or sql.unique_violation(exc) != "messages.id":
+            return None  # a CHECK, a trigger …
+        return InvalidMessage(f"message id '{stored.id}' already exists")
+
+    # sent with the transaction's next statement (PostgreSQL's pipeline), its error told
+    # apart when it comes
+    tx.conn.defer_checked(
+        *_INSERT.bind(
+            (
+                tx.key_base + seq,
+                tx.thread_id,
+                seq,
+                stored.id,
+                stored.role,
+                stored.content,
+                stored.name,
+                stored.tool_calls,
+                stored.tool_call_id,
+                stored.tool_status,
+                stored.status,
+                dump_attachments(stored.attachments),
+                stored.reasoning_content,
+                stored.reasoning_details,
+                stored.prompt,
+                stored.created_at,
+                stored.parent_id,
+                stored.depth,
+                int(stored.silent),
+                dump_json(stored.metadata),
+                stored.subagent_id,
+                stored.log_id,
+            ),
+        ),
+        duplicate,
+    )
     _write_tool_calls(tx, stored)
     adjust_count(tx, stored.depth, stored.silent, 1)
     return stored

@@ -262,7 +262,7 @@ class Tx:
         if wake:  # to the node that runs it (the sweep is the safety net)
             params += (conn.node_id, wake_notice(self.thread_id, conn))
         key = (status_key, activity, session, top, lease, notify, wake)
-        self.conn.execute(_thread_update(self.sql, key), params)
+        self.conn.defer(_thread_update(self.sql, key), params)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         if 0 < len(events) <= _NULL_FREE_EVENTS:
@@ -276,7 +276,7 @@ class Tx:
             for e in chunk:
                 values += (self.key_base + e.seq, e.thread_id, e.seq, e.kind, e.entity_id)
                 values += (dump_json(e.payload), e.created_at)
-            self.conn.execute(_event_insert(len(chunk)), values)
+            self.conn.defer(_event_insert(len(chunk)), values)
         return events
 
     def _insert_events_null_free(self, events: list[StoredEvent]) -> None:
@@ -302,7 +302,7 @@ class Tx:
             text = _EVENT_INSERT + ",".join([_EVENT_ROW_TEXTS[code] for code in key])
             if len(_NULL_FREE_EVENT_INSERTS) < _NULL_FREE_TEXTS:
                 _NULL_FREE_EVENT_INSERTS[key] = text
-        self.conn.execute(text, values)
+        self.conn.defer(text, values)
 
 
 _EVENT_INSERTS: dict[int, str] = {}
@@ -413,7 +413,7 @@ def adjust_count(tx: Tx, depth: int, silent: bool, delta: int) -> None:
     if depth == 0 and not silent:
         tx.top_visible_count += delta
         return
-    tx.conn.execute(
+    tx.conn.defer(
         "INSERT INTO message_counts(thread_id, depth, silent, count) VALUES (?, ?, ?, ?)"
         " ON CONFLICT(thread_id, depth, silent)"
         " DO UPDATE SET count = message_counts.count + excluded.count",

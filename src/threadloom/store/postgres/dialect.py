@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 import psycopg.errors
@@ -273,9 +273,26 @@ class Watches:
 
 class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
-    ``execute`` and ``executemany`` of ``?`` statements, and the dialect."""
+    ``execute``, ``executemany`` and ``defer`` of ``?`` statements, and the dialect.
 
-    __slots__ = ("announce", "fence", "node_id", "raw", "sql", "watches")
+    With ``pipeline`` (a write transaction in psycopg's pipeline mode) a deferred statement
+    is only queued: it goes to the server with the next statement whose result the logic
+    reads (``execute`` sends what is queued and waits for all of it) or with the COMMIT, so
+    a transaction's closing writes and its COMMIT are one round trip. Without one,
+    ``defer`` is ``execute``."""
+
+    __slots__ = (
+        "announce",
+        "checks",
+        "fence",
+        "node_id",
+        "pipeline",
+        "queued",
+        "raw",
+        "sql",
+        "watches",
+        "writes",
+    )
 
     def __init__(
         self,
@@ -285,6 +302,7 @@ class PgConn:
         fence: Fence | None = None,
         announce: bool = False,
         watches: Watches | None = None,
+        pipeline: psycopg.Pipeline | None = None,
     ) -> None:
         self.raw = raw
         self.sql = sql
@@ -292,6 +310,14 @@ class PgConn:
         self.fence = fence
         self.announce = announce
         self.watches = watches
+        self.pipeline = pipeline
+        self.queued: list[tuple[str, Sequence[Any]]] = []
+        self.writes: psycopg.Cursor[Any] | None = None
+        """The cursor the transaction's statements whose results nobody reads are sent
+        on (BEGIN, the deferred ones, COMMIT): one cursor, not one each."""
+        self.checks: list[Callable[[BaseException], BaseException | None]] = []
+        """The ``translate`` of each statement deferred with one (``defer_checked``)
+        since the last sync: an error the sync raises is given to each in turn."""
 
     def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
         watches = self.watches
@@ -302,11 +328,158 @@ class PgConn:
         return bool(watches.lists) and any(e.kind == "status" for e in events)
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
-        cursor: Cursor = self.raw.execute(translate(sql), parameters)
+        if self.pipeline is None:
+            cursor: Cursor = self.raw.execute(translate(sql), parameters)
+            return cursor
+        try:  # its rows, its row count and its error: now
+            if self.queued:
+                self.send_queued()
+            cursor = self.raw.execute(translate(sql), parameters)
+            self.pipeline.sync()
+        except psycopg.Error as exc:
+            self.failed(exc)
+        self.checks.clear()
         return cursor
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
         cursor = self.raw.cursor()
-        cursor.executemany(translate(sql), parameters)
+        if self.pipeline is None:
+            cursor.executemany(translate(sql), parameters)
+        else:
+            try:
+                if self.queued:
+                    self.send_queued()
+                cursor.executemany(translate(sql), parameters)
+                self.pipeline.sync()
+            except psycopg.Error as exc:
+                self.failed(exc)
+            self.checks.clear()
         result: Cursor = cursor
         return result
+
+    def defer(self, sql: str, parameters: Sequence[Any] = (), /) -> None:
+        if self.pipeline is None:
+            self.raw.execute(translate(sql), parameters)
+        else:
+            self.queued.append((sql, parameters))
+
+    def defer_checked(
+        self,
+        sql: str,
+        parameters: Sequence[Any],
+        translate: Callable[[BaseException], BaseException | None],
+        /,
+    ) -> None:
+        if self.pipeline is None:
+            try:
+                self.execute(sql, parameters)
+            except psycopg.Error as exc:
+                error = translate(exc)
+                if error is None:
+                    raise
+                raise error from exc
+        else:
+            self.queued.append((sql, parameters))
+            self.checks.append(translate)
+
+    def failed(self, exc: psycopg.Error) -> NoReturn:
+        """A statement of the pipeline failed (its error arrives at a sync, or while a
+        later statement is sent): end the failed segment, so the pipeline closes clean,
+        and raise the error — as what the ``translate`` of a checked statement makes of
+        it, where one does."""
+        assert self.pipeline is not None
+        checks, self.checks = self.checks, []
+        try:
+            self.pipeline.sync()
+        except psycopg.Error:
+            pass  # the rest of the failed segment: aborted with it
+        for check in checks:
+            error = check(exc)
+            if error is not None:
+                raise error from exc
+        raise exc
+
+    def commit(self) -> None:
+        """The deferred statements, COMMIT, and their results (pipeline mode)."""
+        assert self.pipeline is not None and self.writes is not None
+        try:
+            if self.queued:
+                self.send_queued()
+            self.writes.execute("COMMIT", prepare=False)
+            self.pipeline.sync()
+        except psycopg.Error as exc:
+            self.failed(exc)
+        self.checks.clear()
+
+    def begin(self, durable: bool) -> None:
+        """Open the write transaction (queued: it goes with the first statement)."""
+        writes = self.writes = self.raw.cursor()
+        # never prepared: nothing to plan, and a prepared COMMIT queued behind a statement
+        # that fails is skipped by the server while psycopg counts it prepared
+        writes.execute("BEGIN", prepare=False)
+        if not durable:
+            writes.execute("SET LOCAL synchronous_commit = off", prepare=False)
+
+    def send_queued(self) -> None:
+        """Send the deferred statements (without waiting): those that touch no table in
+        common as one statement (``merged``), the rest after them in order."""
+        queued, self.queued = self.queued, []
+        writes = self.writes
+        assert writes is not None
+        if len(queued) == 1:
+            sql, parameters = queued[0]
+            writes.execute(translate(sql), parameters)
+            return
+        for group in _groups(queued):
+            if len(group) == 1:
+                sql, parameters = group[0]
+                writes.execute(translate(sql), parameters)
+            else:
+                params: list[Any] = []
+                for _, p in group:
+                    params += p
+                writes.execute(merged(tuple(sql for sql, _ in group)), params)
+
+
+_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def _tables(sql: str) -> frozenset[str]:
+    """The tables a statement names (after FROM, JOIN, INTO, UPDATE)."""
+    return frozenset(name.lower() for name in _TABLE.findall(sql))
+
+
+def _groups(queued: list[tuple[str, Sequence[Any]]]) -> list[list[tuple[str, Sequence[Any]]]]:
+    """``queued`` in runs whose statements name no table in common and of which at most
+    one returns rows (it goes last: the merged statement's own): the statements of a
+    merged statement all see the transaction as it was before it, so one that reads or
+    changes what another changes must follow it in a statement of its own."""
+    groups: list[list[tuple[str, Sequence[Any]]]] = []
+    group: list[tuple[str, Sequence[Any]]] = []
+    seen: frozenset[str] = frozenset()
+    returning = False
+    for item in queued:
+        tables = _tables(item[0])
+        returns = " RETURNING " in item[0]
+        if group and (seen & tables or (returns and returning)):
+            groups.append(group)
+            group, seen, returning = [], frozenset(), False
+        if returns:
+            group.append(item)
+            returning = True
+        else:
+            group.insert(len(group) - 1 if returning else len(group), item)
+        seen |= tables
+    if group:
+        groups.append(group)
+    return groups
+
+
+@lru_cache(maxsize=1024)
+def merged(texts: tuple[str, ...]) -> str:
+    """One statement running ``texts`` (data-changing statements naming no table in
+    common) as PostgreSQL's data-modifying ``WITH`` queries, the last as the statement
+    itself: the parameters are those of each in order."""
+    heads = ", ".join(f"w{i} AS ({translate(t)})" for i, t in enumerate(texts[:-1]))
+    return f"WITH {heads} {translate(texts[-1])}"

@@ -65,6 +65,7 @@ DEFAULT_READ_WAIT_S = 0.1
 primary answers it (``THREADLOOM_DATABASE_READ_WAIT_MS``)."""
 RETRIES = 8
 """Times a write that lost a serialization race or a deadlock is run again."""
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _MAYBE_UNREACHABLE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
@@ -411,22 +412,26 @@ class PostgresStore(TxStore):
         fence: Fence | None,
         counted: bool = True,
     ) -> T:
-        begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit = off"
         attempt = 0
         while True:
             conn = self._connection()
             committing = False
             try:
-                conn.execute(begin)
                 try:
-                    pg = PgConn(conn, self.sql, self.node_id, fence, self.peers, self.watches)
-                    result = fn(pg, self.clock, *args)
+                    with conn.pipeline() as pipeline:
+                        pg = PgConn(
+                            conn, self.sql, self.node_id, fence, self.peers, self.watches, pipeline
+                        )
+                        pg.begin(durable)  # sent with the transaction's first read
+                        result = fn(pg, self.clock, *args)
+                        committing = True
+                        pg.commit()  # the deferred writes and COMMIT: one round trip
                 except BaseException:
-                    if not conn.broken:
+                    # a failed statement leaves the transaction open (aborted) past the
+                    # pipeline's sync, whether it was the logic's or a deferred one
+                    if not conn.broken and conn.info.transaction_status != _IDLE:
                         conn.execute("ROLLBACK")
                     raise
-                committing = True
-                conn.execute("COMMIT")
                 if counted:  # the data's commits, not the heartbeat's
                     self.commits += 1
                 return result

@@ -4,7 +4,8 @@ carries it (``conn.sql``)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from threadloom.store.core.conn import Dialect
 from threadloom.store.core.search import fts5_match
@@ -76,6 +77,22 @@ class SqliteConnection(sqlite3.Connection):
     node_id: str | None = None
     fence: Fence | None = None
     announce = False  # one process runs an SQLite store: nobody to tell
+    defer = sqlite3.Connection.execute  # nothing to save by waiting: a call, not a round trip
 
     def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
         return False
+
+    def defer_checked(
+        self,
+        sql: str,
+        parameters: Sequence[Any],
+        translate: Callable[[BaseException], BaseException | None],
+        /,
+    ) -> None:
+        try:
+            self.execute(sql, parameters)
+        except sqlite3.Error as exc:
+            error = translate(exc)
+            if error is None:
+                raise
+            raise error from exc
