@@ -16,7 +16,7 @@ import pytest
 
 from fakes import load_provider_fake
 from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt
+from threadloom.define import Model, Prompt, hook
 from threadloom.providers.anthropic import (
     COMPACT_BETA,
     NATIVE_COMPACTION,
@@ -27,6 +27,7 @@ from threadloom.providers.anthropic import (
 from threadloom.providers.anthropic_bedrock import AnthropicBedrockProvider
 from threadloom.providers.anthropic_vertex import AnthropicVertexProvider
 from threadloom.providers.openai import OpenAIChatProvider
+from threadloom.records import Message
 from threadloom.records.compaction import SUMMARY_PREFIX
 
 fa = load_provider_fake("fake_anthropic")
@@ -53,18 +54,28 @@ async def stack() -> AsyncIterator[AsyncExitStack]:
         yield opened
 
 
-def defs(provider: Any, model_id: str = "claude-test") -> Definitions:
+def defs(provider: Any, model_id: str = "claude-test", *hooks: Any) -> Definitions:
     return Definitions().add(
         Model(name="M", provider=provider, model=model_id, input_price=1.0, output_price=2.0),
         Prompt(name="P", model="M", system="You are P."),
-        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="User")),
+        Agent(
+            name="chat",
+            side_a=Side(prompt="P", label="Agent"),
+            side_b=Side(label="User"),
+            hooks=tuple(h.__name__ for h in hooks),
+        ),
+        *hooks,
     )
 
 
 async def runtime_on(
-    stack: AsyncExitStack, db_url: str, provider: Any, model_id: str = "claude-test"
+    stack: AsyncExitStack,
+    db_url: str,
+    provider: Any,
+    model_id: str = "claude-test",
+    *hooks: Any,
 ) -> Runtime:
-    runtime = await Runtime.open(db_url, definitions=defs(provider, model_id))
+    runtime = await Runtime.open(db_url, definitions=defs(provider, model_id, *hooks))
     stack.push_async_callback(runtime.close, drain=0)
     return runtime
 
@@ -412,6 +423,37 @@ async def test_c23_043_claude_on_bedrock_makes_no_native_item(
     assert len(fake.requests) == 1 and fake.auth_failures == []
     assert bedrock.native_compaction is None
     assert AnthropicVertexProvider.native_compaction == NATIVE_COMPACTION
+
+
+@hook("filter_messages")
+def note_first(state: Any, messages: list[Message]) -> list[Message]:
+    """Puts a note before the whole history."""
+    note = Message(id="note", role="user", content="a note first", created_at=0)
+    return [note, *messages]
+
+
+async def test_c23_045_a_message_before_the_summary_sends_the_text(
+    stack: AsyncExitStack, db_url: str
+) -> None:
+    """C23-045: a ``filter_messages`` hook puts a message before the history → the
+    summary pair stands behind it, where the API would drop what precedes a compaction
+    block: the Anthropic adapter sends the note, the text summary and no block, beta or
+    edit."""
+    fake = await fake_server(stack)
+    runtime = await runtime_on(stack, db_url, adapter(fake), "claude-test", note_first)
+    thread_id = await seed(runtime, 6)
+    state = await runtime.thread(thread_id)
+    fake.stream(fa.simple_text_stream("the summary"))
+    record = await state.compact(keep_messages=2)
+    assert record.provider_item is not None
+    fake.stream(fa.simple_text_stream("ok"))
+    await turn(runtime, thread_id, "question 6")
+    last = calls(fake, "stream")[-1]
+    [first, *_] = shape(last.body["messages"])
+    assert first[0] == "user" and first[1].startswith("a note first | " + SUMMARY_PREFIX)
+    assert "compaction:" not in str(shape(last.body["messages"]))
+    assert "anthropic-beta" not in last.headers and "context_management" not in last.body
+    assert fake.rejected == []
 
 
 def test_c23_044_the_compaction_usage_sums_the_iterations() -> None:
