@@ -25,6 +25,21 @@ one is broken (https://docs.anthropic.com/en/docs/build-with-claude/tool-use,
   answers starts with a ``thinking`` or ``redacted_thinking`` block.
 
 ``rejected`` lists the messages of the requests refused that way.
+
+Compaction (the ``compact-2026-01-12`` beta, answered by the server itself, not from the
+queue): ``POST /v1/messages/count_tokens`` answers ``input_tokens`` — ceil(characters of
+the JSON of ``system`` and ``messages`` / 4) — and, with a ``context_management`` config,
+``context_management.original_input_tokens`` (the same count). A non-streaming
+``POST /v1/messages`` that declares the ``compact_20260112`` edit with
+``pause_after_compaction`` and whose count reaches the edit's trigger answers, as the API
+documents, one ``compaction`` block (``content`` the summary text, ``encrypted_content``
+opaque), ``stop_reason`` ``compaction``, top-level usage 0 and the compaction's tokens in
+``usage.iterations`` (the count in, 7 out); below the trigger it answers a plain text
+message. An edit whose trigger is under 50,000 tokens, or a request using the edit or a
+``compaction`` block without the beta in ``anthropic-beta``, is a 400; a ``compaction``
+block is taken only in an assistant message, with its edit declared, and with
+``encrypted_content`` this server issued (``compactions``: encrypted content → the
+messages it folded).
 """
 
 from __future__ import annotations
@@ -156,7 +171,11 @@ BLOCK_FIELDS: dict[str, set[str]] = {
     "redacted_thinking": {"type", "data"},
     "tool_use": {"type", "id", "name", "input", "cache_control"},
     "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"},
+    "compaction": {"type", "content", "encrypted_content", "cache_control"},
 }
+COMPACT_BETA = "compact-2026-01-12"
+COMPACT_EDIT = "compact_20260112"
+MIN_TRIGGER = 50_000
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
@@ -275,6 +294,61 @@ class ErrorReply:
 
 
 @dataclass
+class JSONReply:
+    """A whole JSON answer (not streamed)."""
+
+    status: int
+    body: Any
+
+
+def count_tokens(body: dict[str, Any]) -> int:
+    """The fake's token count of a request: ceil(characters of its system and messages'
+    JSON / 4)."""
+    text = json.dumps([body.get("system"), body.get("messages")])
+    return -(-len(text) // 4)
+
+
+def compact_edit(body: Any) -> dict[str, Any] | None:
+    """The request's ``compact_20260112`` edit, if it declares one."""
+    config = body.get("context_management") if isinstance(body, dict) else None
+    edits = config.get("edits") if isinstance(config, dict) else None
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, dict) and edit.get("type") == COMPACT_EDIT:
+            return edit
+    return None
+
+
+def check_compaction(body: Any, headers: dict[str, str], issued: dict[str, Any]) -> None:
+    """Raise :class:`Invalid` when ``body`` uses compaction against the module docstring's
+    rules."""
+    betas = {b.strip() for b in headers.get("anthropic-beta", "").split(",")}
+    edit = compact_edit(body)
+    messages = body.get("messages") if isinstance(body, dict) else None
+    blocks = [
+        (i, message.get("role"), block)
+        for i, message in enumerate(messages if isinstance(messages, list) else [])
+        for block in _blocks(message)
+        if block.get("type") == "compaction"
+    ]
+    if (edit is not None or blocks) and COMPACT_BETA not in betas:
+        raise Invalid(f"compaction requires the beta header `anthropic-beta: {COMPACT_BETA}`")
+    if edit is not None:
+        trigger = edit.get("trigger") or {}
+        if trigger.get("type") != "input_tokens" or int(trigger.get("value", 0)) < MIN_TRIGGER:
+            raise Invalid(
+                "context_management.edits.0.trigger.value: Input should be greater than or "
+                f"equal to {MIN_TRIGGER}"
+            )
+    for i, role, block in blocks:
+        if role != "assistant":
+            raise Invalid(f"messages.{i}: `compaction` blocks may only be in assistant messages")
+        if edit is None:
+            raise Invalid(f"messages.{i}: `compaction` blocks require the `{COMPACT_EDIT}` edit")
+        if block.get("encrypted_content") not in issued:
+            raise Invalid(f"messages.{i}: Invalid `encrypted_content` in `compaction` block")
+
+
+@dataclass
 class Recorded:
     method: str
     path: str
@@ -291,6 +365,8 @@ class FakeAnthropic:
         self.issued: dict[str, str] = {}  # signature → the thinking text it was issued for
         self.redacted: set[str] = set()
         self.rejected: list[str] = []
+        #: compaction blocks issued: encrypted content → the messages they folded
+        self.compactions: dict[str, list[Any]] = {}
         self.requests: list[Recorded] = []
         self.raw_bodies: list[bytes] = []
         self.queue: deque[Stream | ErrorReply] = deque()
@@ -348,18 +424,71 @@ class FakeAnthropic:
     def error(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.queue.append(ErrorReply(status, body, headers or {}))
 
-    def _invalid(self, body: Any) -> ErrorReply | None:
+    def _invalid(self, body: Any, headers: dict[str, str] | None = None) -> ErrorReply | None:
         """The 400 of a request that breaks a documented rule, else None."""
         try:
             if self.verify_signatures:
                 check_messages(body, self.issued, self.redacted)
             else:
                 check_messages(body)
+            check_compaction(body, headers or {}, self.compactions)
         except Invalid as exc:
             self.rejected.append(str(exc))
             error = {"type": "invalid_request_error", "message": str(exc)}
             return ErrorReply(400, {"type": "error", "error": error})
         return None
+
+    def _answer(self, request: Recorded) -> JSONReply | None:
+        """The server's own answer of a token count or an on-demand compaction (module
+        docstring), None for a request the queue answers."""
+        body = request.body if isinstance(request.body, dict) else {}
+        path = request.path.split("?")[0]
+        if path.endswith("/messages/count_tokens"):
+            tokens = count_tokens(body)
+            answer: dict[str, Any] = {"input_tokens": tokens}
+            if body.get("context_management") is not None:
+                answer["context_management"] = {"original_input_tokens": tokens}
+            return JSONReply(200, answer)
+        edit = compact_edit(body)
+        if body.get("stream") or edit is None or not edit.get("pause_after_compaction"):
+            return None
+        tokens = count_tokens(body)
+        number = len(self.compactions) + 1
+        message: dict[str, Any] = {
+            "id": f"msg_compact_{number}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "stop_sequence": None,
+        }
+        if tokens < int(edit["trigger"]["value"]):
+            return JSONReply(
+                200,
+                {
+                    **message,
+                    "content": [{"type": "text", "text": "ok"}],
+                    "stop_reason": "end_turn",
+                    "usage": {"input_tokens": tokens, "output_tokens": 1},
+                },
+            )
+        encrypted = f"fake-compaction-{number}"
+        self.compactions[encrypted] = list(body.get("messages") or [])
+        block = {
+            "type": "compaction",
+            "content": f"Summary {number} of {len(self.compactions[encrypted])} messages",
+            "encrypted_content": encrypted,
+        }
+        iteration = {
+            "type": "compaction",
+            "input_tokens": tokens,
+            "output_tokens": 7,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+        usage = {"input_tokens": 0, "output_tokens": 0, "iterations": [iteration]}
+        return JSONReply(
+            200, {**message, "content": [block], "stop_reason": "compaction", "usage": usage}
+        )
 
     def _issue(self, events: list[SSEEvent]) -> None:
         """Remember the signatures (and redacted data) a streamed answer hands out."""
@@ -399,19 +528,19 @@ class FakeAnthropic:
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
         self.requests.append(Recorded(method, path, headers, json.loads(raw) if raw else None))
         self.raw_bodies.append(raw)
-        refused = self.refuse(self.requests[-1], raw) or self._invalid(self.requests[-1].body)
-        reply: Stream | ErrorReply
-        if refused is not None:
-            reply = refused
-        else:
+        request = self.requests[-1]
+        refused = self.refuse(request, raw) or self._invalid(request.body, headers)
+        reply: Stream | ErrorReply | JSONReply | None = refused or self._answer(request)
+        if reply is None:
             reply = self.queue.popleft() if self.queue else Stream(simple_text_stream())
             if isinstance(reply, Stream):
                 self._issue(reply.events)
-        if isinstance(reply, ErrorReply):
+        if isinstance(reply, ErrorReply | JSONReply):
             payload = json.dumps(reply.body).encode()
-            extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
+            extra = "".join(f"{k}: {v}\r\n" for k, v in getattr(reply, "headers", {}).items())
             writer.write(
-                f"HTTP/1.1 {reply.status} Error\r\ncontent-type: application/json\r\n"
+                f"HTTP/1.1 {reply.status} {'OK' if reply.status == 200 else 'Error'}\r\n"
+                "content-type: application/json\r\n"
                 f"content-length: {len(payload)}\r\n{extra}connection: close\r\n\r\n".encode()
                 + payload
             )

@@ -7,10 +7,20 @@ alternating user/assistant form with thinking enabled only where the API allows 
 (§5.6.1) so later requests can replay it verbatim, as the API requires. The request
 builder is pure, so the engine can learn ``_metadata.thinkingDisabled`` for its log row
 without sending anything (:meth:`AnthropicProvider.log_metadata`).
+
+Compaction (spec 23 §23.2 rule 7, §23.4 rule 5): Anthropic compacts server-side as a
+context-management edit (``compact_20260112``, beta ``compact-2026-01-12``) that fires
+when a request's input reaches its trigger (at least 50,000 tokens). ``compact`` asks for
+it on demand — the folded messages with the edit at that minimum and
+``pause_after_compaction``, so the answer is only the ``compaction`` block (stop reason
+``compaction``) — once ``compactable`` has counted (``/v1/messages/count_tokens``, free)
+that the messages reach the minimum. A later request whose ``native_compaction`` is of
+this adapter's kind sends the block in an assistant message in place of the text summary.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +43,7 @@ from threadloom.providers.types import (
     Finish,
     FinishReason,
     ImagePart,
+    NativeCompacted,
     ProviderMessage,
     ProviderRequest,
     ReasoningDelta,
@@ -60,6 +71,24 @@ THINKING_HEADROOM = 4096
 OWNED_KEYS = frozenset(
     {"model", "messages", "stream", "system", "tools", "tool_choice", "thinking", "max_tokens"}
 )
+NATIVE_COMPACTION = "anthropic.compact_20260112"
+"""The ``type`` of the ``provider_item`` this adapter's ``compact`` answers."""
+COMPACT_BETA = "compact-2026-01-12"
+"""The beta (``anthropic-beta`` header) of server-side compaction."""
+COMPACT_EDIT = "compact_20260112"
+"""The context-management edit that compacts."""
+COMPACT_MIN_TRIGGER = 50_000
+"""The smallest input-token trigger the API takes: ``compact`` asks for it, and only for
+messages that reach it (below it the API would answer a turn, not compact)."""
+REPLAY_TRIGGER = 1_000_000
+"""The trigger of the edit a request replaying a compaction block declares (the API takes
+a block only with its edit declared): beyond the 1M-token window of the models that
+compact, so the API never compacts during a turn."""
+CHECKPOINT_TEXT = "(End of the conversation to compact.)"
+"""The user text that ends a compact request whose folded messages end with the assistant
+(the models that compact take no assistant prefill)."""
+_COMPACTION_FIELDS = ("type", "content", "encrypted_content")
+"""The fields of a ``compaction`` block the API takes back."""
 _THINKING_TYPES = ("thinking", "redacted_thinking")
 _TOOL_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
 _STOP_REASONS: dict[str, FinishReason] = {
@@ -106,6 +135,13 @@ class AnthropicRequest:
     body: dict[str, Any]
     extra_body: dict[str, Any] = field(default_factory=dict)
     thinking_disabled: str | None = None
+    betas: tuple[str, ...] = ()
+    """The betas the request needs (the ``anthropic-beta`` header)."""
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """The extra headers of the request (its betas), None when there are none."""
+        return {"anthropic-beta": ",".join(self.betas)} if self.betas else None
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -192,16 +228,20 @@ def _split_system(messages: list[ProviderMessage]) -> tuple[str | None, list[Pro
     return ("\n\n".join(texts) or None), messages[start:]
 
 
-def wire_messages(messages: list[ProviderMessage]) -> list[WireMessage]:
+def wire_messages(
+    messages: list[ProviderMessage], lead: list[Block] | None = None
+) -> list[WireMessage]:
     """The ``messages`` array for the non-leading-system part of a request (§5.9.1).
 
     Tool results become ``tool_result`` blocks of a user message; later system messages
     become ``<system>`` user text blocks; consecutive messages of one role are merged (so
     consecutive tool results and a following user message form one user message); empty
     messages are dropped; ``(conversation start)`` is prepended when the first message
-    would not be a user message.
+    would not be a user message. ``lead``: the blocks of an assistant message put before
+    the messages (a compaction block, spec 23 §23.4 rule 5; the API ignores what comes
+    before it).
     """
-    out: list[WireMessage] = []
+    out: list[WireMessage] = [{"role": "assistant", "content": list(lead)}] if lead else []
     for message in messages:
         if isinstance(message, SystemMessage):
             role, blocks = "user", [_text_block(f"<system>\n{message.content}\n</system>")]
@@ -269,16 +309,62 @@ def output_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return transformed
 
 
+def compaction_blocks(request: ProviderRequest, rest: int) -> list[Block] | None:
+    """The compaction blocks sent in place of the text summary (spec 23 §23.4 rule 5):
+    those of the request's ``native_compaction`` when it is this adapter's kind and
+    stands right after the leading system text (``rest`` messages follow it: the API drops
+    whatever precedes a compaction block, so a summary a hook moved behind other messages
+    goes as text). Each block with the fields the API takes back, as issued."""
+    native = request.native_compaction
+    if native is None or native.kind != NATIVE_COMPACTION:
+        return None
+    if native.at != len(request.messages) - rest:
+        return None
+    blocks = [
+        {key: item[key] for key in _COMPACTION_FIELDS if key in item}
+        for item in native.items
+        if item.get("type") == "compaction"
+    ]
+    return blocks or None
+
+
+def compact_edit(trigger: int, *, pause: bool) -> dict[str, Any]:
+    """The ``compact_20260112`` edit at an input-token ``trigger``."""
+    return {
+        "type": COMPACT_EDIT,
+        "trigger": {"type": "input_tokens", "value": trigger},
+        "pause_after_compaction": pause,
+    }
+
+
+def with_edit(extra: dict[str, Any], edit: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` (the merged ``provider_options``) whose ``context_management`` has
+    ``edit`` first, in place of any compaction edit, beside the caller's other edits."""
+    config = extra.get("context_management")
+    config = config if isinstance(config, dict) else {}
+    edits = config.get("edits")
+    others = [
+        e
+        for e in (edits if isinstance(edits, list) else [])
+        if not (isinstance(e, dict) and e.get("type") == COMPACT_EDIT)
+    ]
+    return {**extra, "context_management": {**config, "edits": [edit, *others]}}
+
+
 def build_request(request: ProviderRequest, *, default_max_tokens: int = 8192) -> AnthropicRequest:
     """Convert a neutral request into the Messages API request (§5.9.1, §5.9.2).
 
     Pure: the request (and its persisted reasoning) is never modified. Thinking is enabled
     only when reasoning is requested, ``tool_choice`` is not forced, and the trailing tool
     exchange has a thinking block to replay; when it is not enabled, thinking blocks are
-    removed from a final assistant message (the API rejects them there only).
+    removed from a final assistant message (the API rejects them there only). A
+    compaction block of this adapter (``compaction_blocks``) goes in an assistant message
+    in place of the summary and its acknowledgement, with the compaction beta and its
+    edit declared at ``REPLAY_TRIGGER``.
     """
     system, rest = _split_system(list(request.messages))
-    messages = wire_messages(rest)
+    lead = compaction_blocks(request, len(rest))
+    messages = wire_messages(rest[2:] if lead else rest, lead)
     body: dict[str, Any] = {"model": request.model}
     if system is not None:
         body["system"] = system
@@ -321,7 +407,50 @@ def build_request(request: ProviderRequest, *, default_max_tokens: int = 8192) -
             **(config if isinstance(config, dict) else {}),
             "format": {"type": "json_schema", "schema": output_schema(request.output.json_schema)},
         }
-    return AnthropicRequest(body=body, extra_body=extra, thinking_disabled=disabled)
+    if lead is None:
+        return AnthropicRequest(body=body, extra_body=extra, thinking_disabled=disabled)
+    return AnthropicRequest(
+        body=body,
+        extra_body=with_edit(extra, compact_edit(REPLAY_TRIGGER, pause=False)),
+        thinking_disabled=disabled,
+        betas=(COMPACT_BETA,),
+    )
+
+
+def compact_request(request: ProviderRequest, *, default_max_tokens: int) -> AnthropicRequest:
+    """The request of an on-demand compaction (spec 23 §23.2 rule 7): ``request``'s
+    messages (a previous compaction block of this adapter in place of its summary),
+    ending with a user message, with the compaction edit at the API's minimum trigger and
+    ``pause_after_compaction`` — so the API answers only the compaction block."""
+    wire = build_request(request, default_max_tokens=default_max_tokens)
+    body = copy.deepcopy(wire.body)
+    if body["messages"][-1]["role"] == "assistant":
+        body["messages"].append({"role": "user", "content": [_text_block(CHECKPOINT_TEXT)]})
+    return AnthropicRequest(
+        body=body,
+        extra_body=with_edit(wire.extra_body, compact_edit(COMPACT_MIN_TRIGGER, pause=True)),
+        betas=(COMPACT_BETA,),
+    )
+
+
+def iterations_usage(usage: Any) -> Usage:
+    """Normalised usage of a response whose ``usage`` may list ``iterations`` (a
+    compaction's): their sum when listed — the top-level counts leave the compaction
+    iteration out —, else the top-level counts; input includes cache writes and reads."""
+    usage = usage if isinstance(usage, dict) else {}
+    iterations = usage.get("iterations")
+    parts = [i for i in iterations if isinstance(i, dict)] if isinstance(iterations, list) else []
+    counts = {key: sum(_int(p.get(key)) for p in parts or [usage]) for key in _USAGE_KEYS}
+    cache_read = counts["cache_read_input_tokens"]
+    return Usage.from_counts(
+        input_tokens=counts["input_tokens"] + counts["cache_creation_input_tokens"] + cache_read,
+        output_tokens=counts["output_tokens"],
+        cached_tokens=cache_read,
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 # --------------------------------------------------------------------------------------
@@ -592,7 +721,10 @@ class AnthropicProvider:
         client = self.client()
         try:
             response = await client.messages.create(
-                **wire.body, stream=True, extra_body=wire.extra_body or None
+                **wire.body,
+                stream=True,
+                extra_body=wire.extra_body or None,
+                extra_headers=wire.headers,
             )
         except Exception as exc:
             raise self.map_error(exc) from exc
@@ -613,6 +745,67 @@ class AnthropicProvider:
                 "Anthropic stream ended without message_stop", code="connection", provider=self.name
             )
 
+    def beta_messages(self) -> Any:
+        """The client's beta Messages resource (compaction's requests; the Bedrock
+        client's has no token counting, so it is typed loosely)."""
+        return self.client().beta.messages
+
+    native_compaction: str | None = NATIVE_COMPACTION
+    """The kind of compaction item this adapter makes and sends (spec 23 §23.2 rule 7)."""
+
+    async def compactable(self, request: ProviderRequest) -> bool:
+        """Whether the API would compact ``request``'s messages: their input tokens,
+        counted by ``/v1/messages/count_tokens`` (free; no model call), reach
+        ``COMPACT_MIN_TRIGGER``. Raises only ``ProviderError``."""
+        wire = compact_request(request, default_max_tokens=self.default_max_tokens)
+        fields = {k: v for k, v in wire.body.items() if k != "max_tokens"}
+        try:
+            counted = await self.beta_messages().count_tokens(
+                **fields, extra_body=wire.extra_body or None, extra_headers=wire.headers
+            )
+        except Exception as exc:
+            raise self.map_error(exc) from exc
+        answer = counted.to_dict()
+        managed = answer.get("context_management")
+        original = managed.get("original_input_tokens") if isinstance(managed, dict) else None
+        tokens = _int(original) or _int(answer.get("input_tokens"))
+        return tokens >= COMPACT_MIN_TRIGGER
+
+    async def compact(self, request: ProviderRequest) -> NativeCompacted:
+        """The API's own compaction of ``request``'s messages (``compact_request``): the
+        ``compaction`` block it answers, as issued, kept as the ``provider_item`` with the
+        model it was made for; the usage summed over the answer's iterations. Raises only
+        ``ProviderError`` (an answer without a compaction block is one)."""
+        wire = compact_request(request, default_max_tokens=self.default_max_tokens)
+        try:
+            response = await self.beta_messages().create(
+                **wire.body, extra_body=wire.extra_body or None, extra_headers=wire.headers
+            )
+        except Exception as exc:
+            raise self.map_error(exc) from exc
+        body = response.to_dict()
+        content = body.get("content")
+        blocks = [
+            b
+            for b in (content if isinstance(content, list) else [])
+            if b.get("type") == "compaction"
+        ]
+        if not blocks:
+            raise ProviderError(
+                f"The API answered no compaction block (stop reason {body.get('stop_reason')})",
+                code="unknown",
+                provider=self.name,
+                body=body,
+            )
+        item = {
+            "type": NATIVE_COMPACTION,
+            "provider": self.name,
+            "model": request.model,
+            "id": body.get("id"),
+            "output": blocks,
+        }
+        return NativeCompacted(item=item, usage=iterations_usage(body.get("usage")), body=body)
+
     async def aclose(self) -> None:
         """Close the SDK client (and its connection pool) if one was created."""
         if self._client is not None:
@@ -621,13 +814,17 @@ class AnthropicProvider:
 
 
 __all__ = [
+    "COMPACT_BETA",
+    "NATIVE_COMPACTION",
     "TIMEOUT",
     "AnthropicClient",
     "AnthropicProvider",
     "AnthropicRequest",
     "StreamMapper",
     "build_request",
+    "compact_request",
     "finish_reason_for",
+    "iterations_usage",
     "map_error",
     "thinking_budget",
     "wire_messages",

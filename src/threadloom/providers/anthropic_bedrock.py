@@ -66,7 +66,13 @@ class AnthropicBedrockProvider(AnthropicProvider):
     ``aws_session_token`` / ``aws_profile`` when given, else boto3's credential chain.
     ``base_url`` defaults to ``ANTHROPIC_BEDROCK_BASE_URL``, else the region's
     ``https://bedrock-runtime.<region>.amazonaws.com``.
+
+    It makes no native compaction item (spec 23 §23.2 rule 7): the SDK's Bedrock client
+    has no token counting, so whether a range reaches the API's compaction trigger cannot
+    be known without paying for a turn; compactions keep the text summary.
     """
+
+    native_compaction = None
 
     def __init__(
         self,

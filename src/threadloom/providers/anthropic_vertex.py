@@ -1,7 +1,9 @@
 """Claude on Google Vertex AI (spec 05 §5.12.3): the Anthropic adapter with the SDK's own
 ``anthropic.AsyncAnthropicVertex`` client.
 
-Everything but the client is :class:`~threadloom.providers.anthropic.AnthropicProvider`'s.
+Everything but the client is :class:`~threadloom.providers.anthropic.AnthropicProvider`'s,
+the native compaction (spec 23 §23.2 rule 7) included: the SDK's Vertex client counts
+tokens (``count-tokens:rawPredict``) and sends the compaction beta as a header.
 The SDK client sends the Messages body to ``POST /v1/projects/{project}/locations/
 {region}/publishers/anthropic/models/{model}:streamRawPredict`` (the model moves to the
 path, ``anthropic_version`` becomes ``vertex-2023-10-16``) with a Google OAuth access

@@ -11,6 +11,7 @@ the threshold trigger a step calls when its model sets ``compact_at``.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -42,6 +43,8 @@ from threadloom.records import Compaction, LogRow, Message, new_id
 from threadloom.records.compaction import CompactionTrigger
 from threadloom.thread.history import MessageHistory
 from threadloom.thread.hub import ThreadHub
+
+logger = logging.getLogger("threadloom.engine")
 
 SUMMARY_INSTRUCTIONS = (
     "You compact a conversation between a user and an AI assistant so that the assistant "
@@ -212,12 +215,23 @@ async def _native(
     records: Sequence[Message],
 ) -> Any:
     """The provider's own compaction item, where its adapter makes one (``compact``);
-    None otherwise, or when the provider refused (its row says why; the text summary
-    stands alone)."""
+    None otherwise, when the adapter's ``compactable`` (a free check, no row) says the
+    provider would not compact these messages or cannot tell, or when the provider
+    refused (its row says why; the text summary stands alone)."""
     compact = getattr(provider, "compact", None)
     if getattr(provider, "native_compaction", None) is None or not callable(compact):
         return None
     request = native_request(model, active, provider, records)
+    compactable = getattr(provider, "compactable", None)
+    if callable(compactable):
+        try:
+            if not await compactable(request):
+                return None
+        except ProviderError as exc:
+            logger.warning(
+                "compaction: %s could not count the range's tokens: %s", exc.provider, exc
+            )
+            return None
 
     async def call() -> tuple[Any, Usage, dict[str, Any]]:
         done = await compact(request)
