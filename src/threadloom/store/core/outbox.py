@@ -20,7 +20,7 @@ from typing import Any
 from threadloom.errors import InvalidField
 from threadloom.records import WEBHOOK_EVENT_TYPES, WebhookDelivery, WebhookSubscription
 from threadloom.records.ids import random_hex
-from threadloom.store.core.conn import Conn, Dialect
+from threadloom.store.core.conn import Conn
 from threadloom.store.shapes import Clock
 
 _SUB_COLUMNS = "id, url, secret, event_types, enabled, description, created_at_us, updated_at_us"
@@ -28,6 +28,7 @@ _OUT_COLUMNS = (
     "event_id, subscription_id, event_type, payload, created_at_us, state, attempts,"
     " next_at_us, last_error, last_status, delivered_at_us"
 )
+_ENABLED = "SELECT id, event_types FROM webhook_subscriptions WHERE enabled = 1"
 
 
 def new_event_id() -> str:
@@ -40,39 +41,29 @@ def iso(us: int) -> str:
     return datetime.fromtimestamp(us / 1e6, UTC).isoformat().replace("+00:00", "Z")
 
 
-def _emit_text(sql: Dialect) -> str:
-    """One row of an event for each enabled subscription that wants it: one whose types
-    are empty (every type) or name it."""
-    source, value = sql.tag_values("s.event_types")
-    return (
-        "INSERT INTO webhook_outbox(event_id, subscription_id, event_type, payload,"
-        " created_at_us, next_at_us) SELECT ?, s.id, ?, ?, ?, ? FROM webhook_subscriptions s"
-        " WHERE s.enabled = 1 AND (s.event_types = '[]'"
-        f" OR EXISTS(SELECT 1 FROM {source} WHERE {value} = ?))"
-    )
-
-
-def _event(now: int, event_type: str, data: dict[str, Any]) -> tuple[Any, ...]:
+def emit(conn: Conn, now: int, event_type: str, data: dict[str, Any]) -> int:
+    """Write the event ``event_type`` with ``data`` for each enabled subscription that
+    wants it, in the caller's transaction; returns the rows written (0: none wants it)."""
+    wanting: list[str] = []
+    for sub_id, types in conn.execute(_ENABLED).fetchall():
+        names = json.loads(types)
+        if not names or event_type in names:
+            wanting.append(sub_id)
+    if not wanting:
+        return 0
+    event_id = new_event_id()
     body = json.dumps(
         {"type": event_type, "timestamp": iso(now), "data": data},
         separators=(",", ":"),
         default=str,
     )
-    return (new_event_id(), event_type, body, now, now, event_type)
-
-
-def emit(conn: Conn, now: int, event_type: str, data: dict[str, Any]) -> int:
-    """Write the event ``event_type`` with ``data`` for each enabled subscription that
-    wants it, in the caller's transaction (one statement); returns the rows written (0:
-    none wants it)."""
-    text = conn.sql.statements(_emit_text)
-    return int(conn.execute(text, _event(now, event_type, data)).rowcount)
-
-
-def emit_later(conn: Conn, now: int, event_type: str, data: dict[str, Any]) -> None:
-    """``emit`` without its count: a deferred statement (``Conn.defer``), sent with the
-    transaction's closing writes."""
-    conn.defer(conn.sql.statements(_emit_text), _event(now, event_type, data))
+    for sub_id in wanting:
+        conn.execute(
+            "INSERT INTO webhook_outbox(event_id, subscription_id, event_type, payload,"
+            " created_at_us, next_at_us) VALUES (?, ?, ?, ?, ?, ?)",
+            (event_id, sub_id, event_type, body, now, now),
+        )
+    return len(wanting)
 
 
 # -- subscriptions ---------------------------------------------------------------------
