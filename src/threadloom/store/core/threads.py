@@ -95,12 +95,15 @@ def create_child(
     return row, event
 
 
+_THREAD_ROW = (
+    f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
+    f" WHERE parent_thread_id = threads.id), {THREAD_LINEAGE}"
+)
+"""The select list of ``get_thread``: the row, whether it has children, its lineage."""
+
+
 def get_thread(conn: Conn, thread_id: str) -> ThreadRow | None:
-    row = conn.execute(
-        f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
-        f" WHERE parent_thread_id = threads.id), {THREAD_LINEAGE} FROM threads WHERE id = ?",
-        (thread_id,),
-    ).fetchone()
+    row = conn.execute(f"{_THREAD_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone()
     return thread_from_row(row, has_children=True, lineage=True) if row else None
 
 
@@ -117,11 +120,20 @@ def get_thread_page_wire(
     """``get_thread`` and, when ``wanted(row)``, ``messages.read_page_wire``'s page in the
     same snapshot (issue 40: a first read's access check and its page, one transaction).
     The page is ``None`` when there is no row, when ``wanted`` refused it, or when a
-    message of the page names a subagent."""
-    row = get_thread(conn, thread_id)
-    if row is None or not wanted(row):
+    message of the page names a subagent. The row and the page's counts are one statement."""
+    stored, queued, params = messages.count_terms(thread_id, include_silent, max_depth)
+    found = conn.execute(
+        f"{_THREAD_ROW}, {stored}, {queued} FROM threads WHERE id = ?", (*params, thread_id)
+    ).fetchone()
+    if found is None:
+        return None, None
+    row = thread_from_row(found, has_children=True, lineage=True)
+    if not wanted(row):
         return row, None
-    page = messages.read_page_wire(conn, thread_id, limit, offset, order, include_silent, max_depth)
+    counts = (int(found[-2]), int(found[-1]))
+    page = messages.read_page_wire(
+        conn, thread_id, limit, offset, order, include_silent, max_depth, counts
+    )
     return row, page
 
 
