@@ -49,7 +49,7 @@ def _raw_write(db_url: str) -> Callable[[str], None]:
                 conn.execute(sql)
             return
         with psycopg.connect(db_url, autocommit=True) as conn:
-            conn.execute(sql)  # type: ignore[arg-type]
+            conn.execute(sql)
 
     return run
 
