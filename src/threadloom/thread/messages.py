@@ -173,19 +173,27 @@ async def thread_and_wire_page(
     hand-off to a connection instead of two). The page is ``None`` when there is no row,
     when ``wanted`` refused it, or when a message of the page names a subagent (read it
     then with ``get_wire_page``, which projects). A held pending message is committed
-    first, as for every read of the thread."""
+    first, as for every read of the thread. With a read replica (``from_replica``) the
+    row stays the primary's point read and the page the replica's (spec 17 §17.5.4
+    rule 5): two reads, as before."""
     _check_page(limit, offset, order, include_silent, max_depth)
     await hub.commit_deferred(thread_id)
-    store = hub.store.replica() if from_replica else hub.store
-    row, found = await store.get_thread_page_wire(
-        thread_id,
-        limit=limit,
-        offset=offset,
-        order="asc" if order == "asc" else "desc",
-        include_silent=include_silent,
-        max_depth=max_depth,
-        wanted=wanted,
-    )
+    store = hub.store
+    reader = store.replica() if from_replica else store
+    page: dict[str, Any] = {
+        "limit": limit,
+        "offset": offset,
+        "order": "asc" if order == "asc" else "desc",
+        "include_silent": include_silent,
+        "max_depth": max_depth,
+    }
+    found: tuple[list[dict[str, Any]], int] | None = None
+    if reader is store:
+        row, found = await store.get_thread_page_wire(thread_id, wanted=wanted, **page)
+    else:
+        row = await store.get_thread(thread_id)
+        if row is not None and wanted(row):
+            found = await reader.read_page_wire(thread_id, **page)
     if found is None:
         return row, None
     wire, total = found
