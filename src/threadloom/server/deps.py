@@ -254,9 +254,14 @@ async def accessible_thread(request: HTTPConnection, thread_id: str, who: Princi
     from the store (``engine/step/pending.py``) is committed first: the caller is about to look."""
     the_runtime = runtime(request)
     if not storable(thread_id):
-        raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
+        return checked_access(thread_id, None, who)
     await the_runtime.hub.commit_deferred(thread_id)
-    row = await the_runtime.store.get_thread(thread_id)
+    return checked_access(thread_id, await the_runtime.store.get_thread(thread_id), who)
+
+
+def checked_access(thread_id: str, row: ThreadRow | None, who: Principal) -> ThreadRow:
+    """``row``, the thread ``thread_id`` as read, when ``who`` may see it: 404 when it
+    does not exist (``None``), 403 when it is not accessible (spec 10 §10.6 rules 3–5)."""
     if row is None:
         raise ApiError(404, "thread_not_found", f"Thread not found: {thread_id}")
     if not who.may_access(row.user_id):

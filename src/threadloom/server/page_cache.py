@@ -35,6 +35,8 @@ class PageCache:
         self.hits = 0
         self.misses = 0
         self._pages: OrderedDict[PageKey, tuple[int, bytes]] = OrderedDict()
+        self._threads: dict[str, int] = {}
+        """Kept pages by thread id."""
 
     def __len__(self) -> int:
         return len(self._pages)
@@ -49,6 +51,12 @@ class PageCache:
         self.hits += 1
         return found[1]
 
+    def holds_thread(self, thread_id: str) -> bool:
+        """Whether a page of the thread is kept (at any ``event_seq``): a read of it then
+        reads the row first, to answer from here, rather than the row and the page in
+        one go (issue 40)."""
+        return thread_id in self._threads
+
     def put(self, key: PageKey, seq: int, body: bytes, *, keep: bool = True) -> None:
         """Keep ``body``, the page of ``key`` read at ``seq``, unless it may not be kept:
         ``keep`` false (a message of the page names a subagent) or too large."""
@@ -59,17 +67,28 @@ class PageCache:
         self._drop(key)
         self._pages[key] = (seq, body)
         self.used += size
+        self._threads[key[0]] = self._threads.get(key[0], 0) + 1
         while self.used > self.budget:
-            _, (_, oldest) = self._pages.popitem(last=False)
-            self.used -= len(oldest)
+            gone, (_, oldest) = self._pages.popitem(last=False)
+            self._forget(gone, oldest)
 
     def clear(self) -> None:
         """Forget every page (the database failed over: a page kept at ``seq`` S may not be
         the new primary's page at S, spec 17 §17.5.3 rule 4)."""
         self._pages.clear()
+        self._threads.clear()
         self.used = 0
 
     def _drop(self, key: PageKey) -> None:
         old = self._pages.pop(key, None)
         if old is not None:
-            self.used -= len(old[1])
+            self._forget(key, old[1])
+
+    def _forget(self, key: PageKey, body: bytes) -> None:
+        """Account for ``key``'s page ``body``, gone from the map."""
+        self.used -= len(body)
+        left = self._threads[key[0]] - 1
+        if left:
+            self._threads[key[0]] = left
+        else:
+            del self._threads[key[0]]

@@ -579,6 +579,23 @@ class Store(
         subagent (its projected fields need the thread layer: ``read_page`` then)."""
         ...
 
+    async def get_thread_page_wire(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None,
+        offset: int,
+        order: Order,
+        include_silent: bool,
+        max_depth: int | None,
+        wanted: Callable[[ThreadRow], bool],
+    ) -> tuple[ThreadRow | None, tuple[list[dict[str, Any]], int] | None]:
+        """``get_thread`` and, when ``wanted(row)`` (called on whichever thread reads),
+        ``read_page_wire``'s page, in one read transaction: a first read's access check
+        and its page (issue 40). The page is ``None`` when there is no row, when
+        ``wanted`` refused it, or when a message of the page names a subagent."""
+        ...
+
     async def read_by_ids(
         self,
         thread_id: str,

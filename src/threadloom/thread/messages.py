@@ -31,7 +31,8 @@ from threadloom.thread.validate import (
 )
 
 if TYPE_CHECKING:
-    from threadloom.store.base import Store
+    from threadloom.store.base import Store, ThreadRow
+    from threadloom.thread.hub import ThreadHub
     from threadloom.thread.state import ThreadState
 
 MAX_IDS = 200
@@ -127,13 +128,7 @@ async def get_wire_page(
     (``Message.to_wire()``) built from the store's rows (issue 40: a first read of a page
     costs no records). A page with a message that names a subagent is read as records and
     projected (spec 01 §1.4.11), then rendered: the same records either way."""
-    _check_int("limit", limit, allow_none=True)
-    _check_int("offset", offset, allow_none=False)
-    _check_int("max_depth", max_depth, allow_none=True)
-    if order not in ("asc", "desc"):
-        raise InvalidArgument("order must be 'asc' or 'desc'")
-    if not isinstance(include_silent, bool):
-        raise InvalidArgument("include_silent must be a boolean")
+    _check_page(limit, offset, order, include_silent, max_depth)
     found = await store.read_page_wire(
         state.thread_id,
         limit=limit,
@@ -158,6 +153,63 @@ async def get_wire_page(
     )
     wire = [m.to_wire(copy_metadata=False) for m in page.messages]
     return WirePage(wire, page.total, page.has_more, projected=True)
+
+
+async def thread_and_wire_page(
+    hub: ThreadHub,
+    thread_id: str,
+    *,
+    limit: int | None,
+    offset: int,
+    order: str,
+    include_silent: bool,
+    max_depth: int | None,
+    wanted: Callable[[ThreadRow], bool],
+    from_replica: bool = False,
+) -> tuple[ThreadRow | None, WirePage | None]:
+    """The thread's row and, when ``wanted(row)`` (called inside the read, on whichever
+    thread the store reads on), its page of wire records, both read in one transaction
+    (issue 40: a first read's access check and page, one snapshot — on PostgreSQL one
+    hand-off to a connection instead of two). The page is ``None`` when there is no row,
+    when ``wanted`` refused it, or when a message of the page names a subagent (read it
+    then with ``get_wire_page``, which projects). A held pending message is committed
+    first, as for every read of the thread. With a read replica (``from_replica``) the
+    row stays the primary's point read and the page the replica's (spec 17 §17.5.4
+    rule 5): two reads, as before."""
+    _check_page(limit, offset, order, include_silent, max_depth)
+    await hub.commit_deferred(thread_id)
+    store = hub.store
+    reader = store.replica() if from_replica else store
+    page: dict[str, Any] = {
+        "limit": limit,
+        "offset": offset,
+        "order": "asc" if order == "asc" else "desc",
+        "include_silent": include_silent,
+        "max_depth": max_depth,
+    }
+    found: tuple[list[dict[str, Any]], int] | None = None
+    if reader is store:
+        row, found = await store.get_thread_page_wire(thread_id, wanted=wanted, **page)
+    else:
+        row = await store.get_thread(thread_id)
+        if row is not None and wanted(row):
+            found = await reader.read_page_wire(thread_id, **page)
+    if found is None:
+        return row, None
+    wire, total = found
+    return row, WirePage(wire, total, offset + len(wire) < total, projected=False)
+
+
+def _check_page(
+    limit: int | None, offset: int, order: str, include_silent: bool, max_depth: int | None
+) -> None:
+    _check_int("limit", limit, allow_none=True)
+    _check_int("offset", offset, allow_none=False)
+    _check_int("max_depth", max_depth, allow_none=True)
+    if order not in ("asc", "desc"):
+        raise InvalidArgument("order must be 'asc' or 'desc'")
+    if not isinstance(include_silent, bool):
+        raise InvalidArgument("include_silent must be a boolean")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.routes.threads import refuse_orphaned
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadRow
-from threadloom.thread.messages import delete_with_cascade
+from threadloom.thread.messages import WirePage, delete_with_cascade, thread_and_wire_page
 from threadloom.wire.messages import MessagesDeleted, PatchMessage, SendAccepted, SendMessage
 
 router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
@@ -28,37 +28,23 @@ async def get_messages(id: str, request: Request) -> Response:
     # The checks of spec 08 §8.1.4 called in their order rather than declared as three
     # dependencies: FastAPI solves declared ones anew on every request (issue 23 item 9).
     who = await deps.principal(request)
-    row = await deps.accessible_thread(request, id, who)
-    q = Query(request)
-    limit = q.int("limit", 100, cap=1000)
-    offset = q.int("offset", 0) or 0
-    order = q.enum("order", ("asc", "desc"), "desc") or "desc"
-    depth = q.int("depth", 0)
-    include_silent = bool(q.bool("includeSilent", False))
-    include_workblocks = bool(q.bool("includeWorkblocks", False))
-    ids = q.items("ids")
-    if len(ids) > MAX_IDS:
-        raise bad_field("ids", "has more than 200 ids", "Too many message IDs requested")
-    pages = deps.context(request).pages
-    key = None
-    if not ids and pages.budget:  # unchanged since a read kept it: the same bytes
-        key = (
-            id,
-            row.created_at_us,
-            limit,
-            offset,
-            order,
-            depth,
-            include_silent,
-            include_workblocks,
-        )
-        kept = pages.get(key, row.event_seq)
-        if kept is not None:
-            return json_body.JSONBody(kept)
-    state = deps.state_of(request, row)
-    # seq: the stream head read just before the page; a resume may repeat, never miss
+    try:
+        q = Query(request)
+        limit = q.int("limit", 100, cap=1000)
+        offset = q.int("offset", 0) or 0
+        order = q.enum("order", ("asc", "desc"), "desc") or "desc"
+        depth = q.int("depth", 0)
+        include_silent = bool(q.bool("includeSilent", False))
+        include_workblocks = bool(q.bool("includeWorkblocks", False))
+        ids = q.items("ids")
+        if len(ids) > MAX_IDS:
+            raise bad_field("ids", "has more than 200 ids", "Too many message IDs requested")
+    except ApiError:
+        await deps.accessible_thread(request, id, who)  # a 404 or 403 comes first
+        raise
     if ids:
-        page = await state.get_messages(
+        row = await deps.accessible_thread(request, id, who)
+        page = await deps.state_of(request, row).get_messages(
             limit=limit,
             offset=offset,
             order="asc" if order == "asc" else "desc",
@@ -70,21 +56,44 @@ async def get_messages(id: str, request: Request) -> Response:
         )
         body = json_body.messages_page(page.messages, page.total, page.has_more, row.event_seq)
         return json_body.JSONBody(body)
-    # wire records straight from the rows (issue 40: a first read builds no records)
-    wired = await state.get_wire_page(
-        limit=limit,
-        offset=offset,
-        order="asc" if order == "asc" else "desc",
-        include_silent=include_silent,
-        max_depth=depth,
-        from_replica=True,
-    )
+    pages = deps.context(request).pages
+    params = (limit, offset, order, depth, include_silent, include_workblocks)
+    wired: WirePage | None = None
+    if pages.budget and pages.holds_thread(id):  # maybe unchanged since a read kept it
+        row = await deps.accessible_thread(request, id, who)
+        kept = pages.get((id, row.created_at_us, *params), row.event_seq)
+        if kept is not None:
+            return json_body.JSONBody(kept)  # the same bytes
+    else:  # the row and the page in one read (issue 40); seq: the row's, read with it
+        if not deps.storable(id):
+            deps.checked_access(id, None, who)
+        found, wired = await thread_and_wire_page(
+            deps.runtime(request).hub,
+            id,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=depth,
+            wanted=lambda found: who.may_access(found.user_id),
+            from_replica=True,  # fresh as of now (spec 17 §17.5.4)
+        )
+        row = deps.checked_access(id, found, who)
+    if wired is None:  # or a message of the page names a subagent: projected records
+        wired = await deps.state_of(request, row).get_wire_page(
+            limit=limit,
+            offset=offset,
+            order="asc" if order == "asc" else "desc",
+            include_silent=include_silent,
+            max_depth=depth,
+            from_replica=True,
+        )
     wire = wired.messages
     if order == "desc":
         wire.reverse()  # the wire page is chronological in both orders [seed]
     body = json_body.wire_page(wire, wired.total, wired.has_more, row.event_seq)
-    if key is not None:
-        pages.put(key, row.event_seq, body, keep=not wired.projected)
+    if pages.budget:
+        pages.put((id, row.created_at_us, *params), row.event_seq, body, keep=not wired.projected)
     return json_body.JSONBody(body)
 
 

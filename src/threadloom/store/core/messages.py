@@ -311,10 +311,11 @@ def _filter(include_silent: bool, max_depth: int | None) -> tuple[str, tuple[Any
 _TOP_VISIBLE_COUNT = "(SELECT top_visible_count FROM threads WHERE id = ?)"
 
 
-def _counts(
-    conn: Conn, thread_id: str, include_silent: bool, max_depth: int | None
-) -> tuple[int, int]:
-    """The stored messages and the queue entries a page counts, in one statement."""
+def count_terms(
+    thread_id: str, include_silent: bool, max_depth: int | None
+) -> tuple[str, str, tuple[Any, ...]]:
+    """The two counts a page needs, as SQL expressions of one select list: the stored
+    messages and the queue entries it counts, and their parameters in order."""
     stored = "SELECT COALESCE(SUM(count), 0) FROM message_counts WHERE thread_id = ?"
     params: list[Any] = [thread_id]
     if max_depth is not None:
@@ -327,7 +328,15 @@ def _counts(
         params.append(thread_id)
     silent_q = "" if include_silent else " AND silent = 0"
     queued = f"SELECT COUNT(*) FROM message_queue WHERE thread_id = ?{silent_q}"
-    row = conn.execute(f"SELECT ({stored}), ({queued})", (*params, thread_id)).fetchone()
+    return f"({stored})", f"({queued})", (*params, thread_id)
+
+
+def _counts(
+    conn: Conn, thread_id: str, include_silent: bool, max_depth: int | None
+) -> tuple[int, int]:
+    """The stored messages and the queue entries a page counts, in one statement."""
+    stored, queued, params = count_terms(thread_id, include_silent, max_depth)
+    row = conn.execute(f"SELECT {stored}, {queued}", params).fetchone()
     return int(row[0]), int(row[1])
 
 
@@ -354,10 +363,12 @@ def read_page_wire(
     order: Order,
     include_silent: bool,
     max_depth: int | None,
+    counts: tuple[int, int] | None = None,
 ) -> tuple[list[dict[str, Any]], int] | None:
     """``read_page`` as wire records (``Message.to_wire``), built from the rows without the
     records in between; ``None`` when a message of the page names a subagent (its projected
-    fields are the thread layer's: read it with ``read_page``)."""
+    fields are the thread layer's: read it with ``read_page``). ``counts``: the page's two
+    counts (``count_terms``) when this transaction read them already."""
     try:
         return _page(
             conn,
@@ -369,6 +380,7 @@ def read_page_wire(
             max_depth,
             message_wire_from_row,
             _pending_wire,
+            counts,
         )
     except NeedsProjection:
         return None
@@ -394,9 +406,12 @@ def _page(
     max_depth: int | None,
     stored_item: Callable[[Sequence[Any]], T],
     pending_item: Callable[[Message], T],
+    counts: tuple[int, int] | None = None,
 ) -> tuple[list[T], int]:
     silent_q = "" if include_silent else " AND silent = 0"
-    stored_total, queued_total = _counts(conn, thread_id, include_silent, max_depth)
+    if counts is None:
+        counts = _counts(conn, thread_id, include_silent, max_depth)
+    stored_total, queued_total = counts
     total = stored_total + queued_total
     window = total if limit is None else limit
     where, params = _filter(include_silent, max_depth)

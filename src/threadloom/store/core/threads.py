@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from threadloom.errors import InvalidField, StoreError, ThreadNotFound
@@ -14,6 +14,7 @@ from threadloom.records import (
 from threadloom.store.base import (
     Clock,
     NewThread,
+    Order,
     OwnerCount,
     StoredEvent,
     ThreadPatch,
@@ -21,7 +22,7 @@ from threadloom.store.base import (
     ThreadRow,
     ThreadStats,
 )
-from threadloom.store.core import approvals, outbox
+from threadloom.store.core import approvals, messages, outbox
 from threadloom.store.core.codec import (
     KEY_SPAN,
     REGISTRY_COLUMNS,
@@ -94,13 +95,46 @@ def create_child(
     return row, event
 
 
+_THREAD_ROW = (
+    f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
+    f" WHERE parent_thread_id = threads.id), {THREAD_LINEAGE}"
+)
+"""The select list of ``get_thread``: the row, whether it has children, its lineage."""
+
+
 def get_thread(conn: Conn, thread_id: str) -> ThreadRow | None:
-    row = conn.execute(
-        f"SELECT {THREAD_COLUMNS}, EXISTS(SELECT 1 FROM subagent_registry"
-        f" WHERE parent_thread_id = threads.id), {THREAD_LINEAGE} FROM threads WHERE id = ?",
-        (thread_id,),
-    ).fetchone()
+    row = conn.execute(f"{_THREAD_ROW} FROM threads WHERE id = ?", (thread_id,)).fetchone()
     return thread_from_row(row, has_children=True, lineage=True) if row else None
+
+
+def get_thread_page_wire(
+    conn: Conn,
+    thread_id: str,
+    limit: int | None,
+    offset: int,
+    order: Order,
+    include_silent: bool,
+    max_depth: int | None,
+    wanted: Callable[[ThreadRow], bool],
+) -> tuple[ThreadRow | None, tuple[list[dict[str, Any]], int] | None]:
+    """``get_thread`` and, when ``wanted(row)``, ``messages.read_page_wire``'s page in the
+    same snapshot (issue 40: a first read's access check and its page, one transaction).
+    The page is ``None`` when there is no row, when ``wanted`` refused it, or when a
+    message of the page names a subagent. The row and the page's counts are one statement."""
+    stored, queued, params = messages.count_terms(thread_id, include_silent, max_depth)
+    found = conn.execute(
+        f"{_THREAD_ROW}, {stored}, {queued} FROM threads WHERE id = ?", (*params, thread_id)
+    ).fetchone()
+    if found is None:
+        return None, None
+    row = thread_from_row(found, has_children=True, lineage=True)
+    if not wanted(row):
+        return row, None
+    counts = (int(found[-2]), int(found[-1]))
+    page = messages.read_page_wire(
+        conn, thread_id, limit, offset, order, include_silent, max_depth, counts
+    )
+    return row, page
 
 
 def get_threads(conn: Conn, thread_ids: Sequence[str]) -> dict[str, ThreadRow]:
