@@ -242,8 +242,11 @@ def copy_with(
     kind = type(fields)
     if kind is AllFieldsSet:  # a shared full set stays shared (update: a no-op)
         fields.update(update)
-    elif kind is not SharedFieldsSet or not fields.issuperset(update):
-        fields = set(fields)  # the copy's own (a shared set holding the update stays shared)
+    elif kind is SharedFieldsSet:
+        if not fields.issuperset(update):  # the shared set of the names with the update's
+            fields = _fields_set(cls, (*fields, *(n for n in update if n not in fields)))
+    else:
+        fields = set(fields)  # the copy's own
         fields.update(update)
     _setattr(copied, "__pydantic_fields_set__", fields)
     _setattr(copied, "__pydantic_private__", None)
