@@ -92,7 +92,7 @@ def insert_in_tx(tx: Tx, message: Message, created_at: int | None = None) -> Mes
     seq = tx.next_msg_seq()
     stamp = tx.stamp() if created_at is None else created_at
     # stored, every field has its value, as a read gives it: the shared full fields set
-    stored = copy_with(message, {"created_at": stamp}, MESSAGE_FIELDS_SET, shared_keys=True)
+    stored = copy_with(message, {"created_at": stamp}, MESSAGE_FIELDS_SET)
     try:
         tx.conn.execute(
             *_INSERT.bind(
