@@ -34,7 +34,8 @@ with every system, then at each further count with ``threadloom`` and
 ``threadloom-tuned-gc`` only (a table each); the goals ask, of the default ``threadloom``
 row, ≤ 25 KiB per active thread at each count and turns/s at the largest count at least
 those at the smallest. The default run (one count, 1,000) judges the memory goal there;
-the 10,000-thread pass adds about six minutes on the development machine.
+the 10,000-thread pass adds 4–6 minutes on the development machine (give it
+``--timeout`` above 180 s on a loaded one).
 
 One more row, for information, in the concurrent scenario only: ``threadloom-tuned-gc``,
 the Threadloom system in a process that tunes CPython's garbage collector as ``threadloom
