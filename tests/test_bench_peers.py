@@ -152,6 +152,54 @@ def test_tuned_gc_row_is_information_not_a_goal_nor_a_peer() -> None:
     assert "0.67×" in line.split()  # its ratio to the default Threadloom row
 
 
+def _concurrent(system: str, threads: int, wall_s: float, peak: float, base: float) -> Result:
+    r = fake(system, "concurrent", 1000.0)
+    r.threads, r.turns, r.wall_s = threads, 3 * threads, wall_s
+    r.peak_rss_mib, r.base_rss_mib = peak, base
+    return r
+
+
+def test_memory_per_active_thread_is_judged_at_each_thread_count() -> None:
+    """Issue 40: (peak RSS − RSS open with no thread) / threads ≤ 25 KiB on the default
+    Threadloom row, at each count; turns/s at the largest count ≥ at the smallest."""
+    small = [
+        _concurrent("threadloom", 1000, 6.0, peak=80.0, base=60.0),  # 20.5 KiB, 500 turns/s
+        _concurrent("threadloom-tuned-gc", 1000, 5.0, peak=80.0, base=60.0),
+    ]
+    large = [
+        _concurrent("threadloom", 10_000, 75.0, peak=360.0, base=60.0),  # 30.7 KiB, 400/s
+        _concurrent("threadloom-tuned-gc", 10_000, 50.0, peak=360.0, base=60.0),
+    ]
+    judged = goals({"concurrent": small}, 2000, {1000: small, 10_000: large})
+    memory = [g for g in judged if "memory per active thread" in g.name]
+    assert [g.ok for g in memory] == [True, False]
+    assert "at 1,000 threads" in memory[0].name and "20.5 KiB" in memory[0].measured
+    assert "30.7 KiB" in memory[1].measured
+    scale = next(g for g in judged if "at 10,000 threads ≥" in g.name)
+    assert scale.ok is False and "1,000: 500 turns/s, 10,000: 400 (-20.0%)" in scale.measured
+    info = information({"concurrent": small}, {1000: small, 10_000: large})
+    assert any("1,000 threads 600 turns/s, 10,000 threads 600 turns/s" in x for x in info)
+    line = next(x for x in scenario_table(large).splitlines() if x.startswith("threadloom "))
+    assert line.split()[-1] == "30.7"  # the KiB/thread column
+    # a run at one count: the memory goal at that count, no scale goal
+    alone = goals({"concurrent": small}, 2000)
+    assert [g.ok for g in alone if "memory" in g.name] == [True]
+    assert not any("threads ≥" in g.name for g in alone)
+    # a run that did not measure its base is not judged
+    unmeasured = _concurrent("threadloom", 1000, 6.0, peak=80.0, base=0.0)
+    assert [g.ok for g in goals({"concurrent": [unmeasured]}, 2000) if "memory" in g.name] == [None]
+
+
+def test_driver_takes_several_thread_counts() -> None:
+    import bench_peers
+
+    args = bench_peers.parse_args(["--systems", "threadloom", "--threads", "1000,10000"])
+    assert args.threads == 1000 and args.thread_counts == [1000, 10_000]
+    assert bench_peers.parse_args(["--systems", "threadloom"]).thread_counts == [1000]
+    with pytest.raises(SystemExit):
+        bench_peers.parse_args(["--threads", "many"])
+
+
 def test_tuned_gc_runner_runs_the_concurrent_scenario_only(tmp_path: Path) -> None:
     empty = run_one("threadloom-tuned-gc", "empty", tmp_path, "--turns", "3")
     assert not empty.ok and empty.unsupported and not empty.latencies_ns
@@ -169,6 +217,7 @@ def test_tuned_gc_runner_runs_the_concurrent_scenario_only(tmp_path: Path) -> No
     assert r.ok, r.error
     assert r.turns == 8 and r.messages_timed == 32
     assert any("objects frozen" in n for n in r.notes)
+    assert r.threads == 4 and 0 < r.base_rss_mib <= r.peak_rss_mib
 
 
 # -- PostgreSQL ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 from threadloom.engine.request.presentation import RequestMessage
 from threadloom.providers.types import AssistantMessage, ToolMessage, UserMessage
-from threadloom.records import LogRow, SharedFieldsSet, copy_with, trusted
+from threadloom.records import LogRow, Message, SharedFieldsSet, copy_with, trusted
 
 
 def _tool(content: str = "t") -> ToolMessage:
@@ -100,11 +100,29 @@ def test_a_shared_set_refuses_every_change() -> None:
 
 
 def test_other_models_keep_a_set_per_record() -> None:
-    values: dict[str, Any] = {"id": "l", "thread_id": "t", "created_at": 1, "provider": "p"}
-    values["model"] = "m"
-    one, two = trusted(LogRow, values), trusted(LogRow, values)
+    values: dict[str, Any] = {"id": "m", "role": "user", "content": "x"}
+    one, two = trusted(Message, values), trusted(Message, values)
     assert type(one.__pydantic_fields_set__) is set
     assert one.__pydantic_fields_set__ is not two.__pydantic_fields_set__
     made = trusted(AssistantMessage, {"content": "x"})
     made.tool_calls.append(trusted(ToolMessage, {"tool_call_id": "c", "name": "n", "content": ""}))
     assert trusted(AssistantMessage, {"content": "x"}).tool_calls == []  # defaults not shared
+
+
+def test_log_rows_share_their_sets_and_a_copy_that_adds_names_shares_the_union() -> None:
+    """Issue 40: a log row's set of names is 2.2 KB and each model or tool call builds a
+    row and copies it with its result; the rows of one shape share one set, and the copies
+    that add the same names share the union's (the row itself keeps its own)."""
+    values: dict[str, Any] = {"id": "l", "created_at": 1, "provider": "p", "model": "m"}
+    one, two = trusted(LogRow, values), trusted(LogRow, {**values, "id": "l2"})
+    assert type(one.__pydantic_fields_set__) is SharedFieldsSet
+    assert one.__pydantic_fields_set__ is two.__pydantic_fields_set__
+    update = {"response_body": "{}", "finish_reason": "stop"}
+    a, b = copy_with(one, update), copy_with(two, update)
+    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__
+    assert a.model_fields_set == set(values) | set(update)
+    assert one.model_fields_set == set(values)  # the original is untouched
+    assert a == one.model_copy(update=update)
+    a.error = "boom"  # a name the union lacks: a's own set, b unchanged
+    assert "error" in a.model_fields_set and "error" not in b.model_fields_set
+    assert type(a.__pydantic_fields_set__) is set

@@ -82,6 +82,10 @@ class Result:
     db_bytes: int = 0  # files on disk after close (db + wal + shm); PostgreSQL: the schema
     server_cpu_s: float | None = None  # PostgreSQL: its server processes' CPU, timed turns
     peak_rss_mib: float = 0.0
+    base_rss_mib: float = 0.0
+    """RSS (VmRSS) once the system is open, before the scenario's threads exist: what
+    memory per active thread is measured from (``_tables.memory_per_thread_kib``)."""
+    threads: int = 0  # concurrent: the scenario's thread count
     persistence: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -114,6 +118,18 @@ def peak_rss_mib() -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def rss_mib() -> float:
+    """This process's resident set size now (VmRSS on Linux; 0 where unknown)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 2**10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
 
 
 INDEX_BACKLOG = "messages_fts_backlog"
@@ -337,6 +353,10 @@ class Scenario:
         concurrent = params.scenario == "concurrent"
         await system.open(self.path, params.latency if concurrent else 0.0, concurrent)
         self.opened = True
+        gc.collect()
+        self.result.base_rss_mib = rss_mib()  # open, no thread yet: the per-thread base
+        if concurrent:
+            self.result.threads = params.threads
         if params.scenario == "empty":
             warm = await system.new_thread()
             await timed(lambda i: system.turn(warm, i), 0, WARMUP_TURNS, [])

@@ -37,6 +37,13 @@ PG_TURNS_BASE = 145.0
 2-core VM of docs/benchmarks.md), which issue 40 asks to double: a figure of that machine,
 so the goal is only meaningful on it."""
 PG_TURNS_GOAL = 2.0
+MEMORY_GOAL_KIB = 25.0
+"""Memory per active thread (issue 40): at most this many KiB of the concurrent scenario's
+peak RSS per thread, over the RSS of the process with the runtime open and no thread
+(``memory_per_thread_kib``), at each thread count of the run."""
+SCALED = (THREADLOOM, TUNED_GC)
+"""The systems the extra concurrent passes run (``--threads 1000,10000``: the second count
+and on): Threadloom with CPython's defaults, judged, and with serve's GC tuning, shown."""
 ROWS_SPREAD = 1.1  # rows per message may vary this much between scenarios and still be O(1)
 ROWS_SCENARIOS = ("empty", "history")
 """The scenarios whose rows per message the O(1) goal compares: the same zero-latency model,
@@ -127,6 +134,8 @@ def scenario_table(results: Sequence[Result]) -> str:
     if concurrent:
         headers += ["wall s", "turns/s"]
     headers += ["rows/msg", "KiB/msg", "DB MiB", "peak RSS MiB"]
+    if concurrent:
+        headers += ["KiB/thread"]
     rows: list[list[str]] = []
     notes: list[str] = []
     for r in results:
@@ -153,6 +162,9 @@ def scenario_table(results: Sequence[Result]) -> str:
             f"{r.db_bytes / 2**20:,.2f}",
             f"{r.peak_rss_mib:,.0f}",
         ]
+        if concurrent:
+            per = memory_per_thread_kib(r)
+            row.append("—" if per is None else f"{per:,.1f}")
         rows.append(row)
     text = table(headers, rows)
     if notes:
@@ -167,10 +179,73 @@ class Goal:
     ok: bool | None  # None: could not be judged (a system missing)
 
 
-def goals(by_scenario: Mapping[str, Sequence[Result]], history: int) -> list[Goal]:
+def memory_per_thread_kib(result: Result) -> float | None:
+    """Memory per active thread of a concurrent run: (peak RSS − RSS with the runtime open
+    and no thread) / threads, in KiB; ``None`` for a run that did not measure it."""
+    if stats(result) is None or result.threads <= 0 or result.base_rss_mib <= 0:
+        return None
+    return (result.peak_rss_mib - result.base_rss_mib) * 1024 / result.threads
+
+
+def scale_goals(scaled: Mapping[int, Sequence[Result]]) -> list[Goal]:
+    """Issue 40's goals where users scale, on the ``threadloom`` row (CPython's GC
+    defaults, as a library user's process runs): memory per active thread ≤
+    ``MEMORY_GOAL_KIB`` at each thread count of the run, and — when the concurrent scenario
+    ran at several counts (``--threads 1000,10000``) — turns/s at the largest count at least
+    those at the smallest."""
+    out: list[Goal] = []
+    rows = {
+        n: next((r for r in results if r.system == THREADLOOM), None)
+        for n, results in sorted(scaled.items())
+    }
+    for n, r in rows.items():
+        at = f" at {n:,} threads" if n > 0 else ""
+        name = f"memory per active thread (concurrent) ≤ {MEMORY_GOAL_KIB:g} KiB{at}"
+        per = None if r is None else memory_per_thread_kib(r)
+        if r is None or per is None:
+            out.append(Goal(name, "not measured", None))
+            continue
+        out.append(
+            Goal(
+                name,
+                f"{per:,.1f} KiB (peak RSS {r.peak_rss_mib:,.0f} MiB − {r.base_rss_mib:,.0f}"
+                f" MiB open, no thread)",
+                per <= MEMORY_GOAL_KIB,
+            )
+        )
+    if len(rows) >= 2:
+        low, high = min(rows), max(rows)
+        name = f"turns/s (concurrent) at {high:,} threads ≥ at {low:,}, CPython's GC defaults"
+        a, b = turns_per_s(rows[low]), turns_per_s(rows[high])
+        if a is None or b is None:
+            out.append(Goal(name, "not measured", None))
+        else:
+            out.append(
+                Goal(
+                    name,
+                    f"{low:,}: {a:,.0f} turns/s, {high:,}: {b:,.0f} ({b / a - 1:+.1%})",
+                    b >= a,
+                )
+            )
+    return out
+
+
+def goals(
+    by_scenario: Mapping[str, Sequence[Result]],
+    history: int,
+    scaled: Mapping[int, Sequence[Result]] | None = None,
+) -> list[Goal]:
     """The issue's goals, judged on the medians and p90s of this run: SQLite's always, and
-    PostgreSQL's (with the two-node goal) when any PostgreSQL system was part of the run."""
+    PostgreSQL's (with the two-node goal) when any PostgreSQL system was part of the run.
+    ``scaled``: the concurrent results by thread count (default: the concurrent scenario's
+    own, at its one count), for the goals of :func:`scale_goals`."""
     out = backend_goals(SQLITE, by_scenario, history)
+    if scaled is None and "concurrent" in by_scenario:
+        results = by_scenario["concurrent"]
+        count = next((r.threads for r in results if r.threads), 0)
+        scaled = {count: results}
+    if scaled:
+        out += scale_goals(scaled)
     ran = {r.system for results in by_scenario.values() for r in results}
     if ran & set(_PG_SYSTEMS):
         out += backend_goals(POSTGRES, by_scenario, history)
@@ -326,10 +401,25 @@ def server_table(by_scenario: Mapping[str, Sequence[Result]]) -> str:
     return table(["system", "scenario", "process CPU ms/turn", "server CPU ms/turn"], rows)
 
 
-def information(by_scenario: Mapping[str, Sequence[Result]]) -> list[str]:
+def information(
+    by_scenario: Mapping[str, Sequence[Result]],
+    scaled: Mapping[int, Sequence[Result]] | None = None,
+) -> list[str]:
     """Lines for information, not goals: the tuned-GC row's ratio to the floor, in each
-    scenario where it ran (the goals judge the default ``threadloom`` row alone)."""
+    scenario where it ran (the goals judge the default ``threadloom`` row alone), and its
+    turns/s at each thread count of ``scaled`` when there are several."""
     out: list[str] = []
+    tuned_rates = [
+        (n, rate)
+        for n, results in sorted((scaled or {}).items())
+        for r in results
+        if r.system == TUNED_GC and (rate := turns_per_s(r)) is not None
+    ]
+    if len(tuned_rates) >= 2:
+        out.append(
+            f"information (scale, not a goal): {TUNED_GC} "
+            + ", ".join(f"{n:,} threads {rate:,.0f} turns/s" for n, rate in tuned_rates)
+        )
     for scenario, results in by_scenario.items():
         by = {r.system: r for r in results}
         tuned = by.get(TUNED_GC)

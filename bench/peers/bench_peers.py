@@ -27,6 +27,16 @@ after close and the process's peak RSS; on PostgreSQL also the CPU time of the s
 processes serving the system's connections. docs/benchmarks.md has a run and what it
 says.
 
+Memory per active thread and turns/s as threads grow (issue 40): the concurrent table's
+``KiB/thread`` is (peak RSS − RSS of the process once the system is open, before any
+thread) / threads. ``--threads 1000,10000`` runs the concurrent scenario at the first count
+with every system, then at each further count with ``threadloom`` and
+``threadloom-tuned-gc`` only (a table each); the goals ask, of the default ``threadloom``
+row, ≤ 25 KiB per active thread at each count and turns/s at the largest count at least
+those at the smallest. The default run (one count, 1,000) judges the memory goal there;
+the 10,000-thread pass adds 4–6 minutes on the development machine (give it
+``--timeout`` above 180 s on a loaded one).
+
 One more row, for information, in the concurrent scenario only: ``threadloom-tuned-gc``,
 the Threadloom system in a process that tunes CPython's garbage collector as ``threadloom
 serve`` does (``tune_gc``, once the runtime is open and the threads exist; see
@@ -59,6 +69,7 @@ from _tables import (  # noqa: E402
     BENCH_VENV,
     PG_THREADLOOM,
     POSTGRES,
+    SCALED,
     SYSTEMS,
     TITLES,
     TWO_NODES,
@@ -166,9 +177,16 @@ def header(args: argparse.Namespace, workdir: str) -> str:
             f"filesystem  {filesystem_of(workdir)}",
             f"parameters  empty: --turns {args.turns}; history: --history {args.history}"
             f" --history-turns {args.history_turns};",
-            f"            concurrent: --threads {args.threads} --turns-per-thread"
+            f"            concurrent: --threads {','.join(map(str, args.thread_counts))}"
+            " --turns-per-thread"
             f" {args.turns_per_thread} --latency {args.latency:g} s (timeout {args.timeout:g} s)"
-            + ("; two nodes: half of the threads each" if TWO_NODES in args.systems else ""),
+            + ("; two nodes: half of the threads each" if TWO_NODES in args.systems else "")
+            + (
+                f"; at {', '.join(f'{n:,}' for n in args.thread_counts[1:])} threads:"
+                f" {', '.join(SCALED)} only"
+                if len(args.thread_counts) > 1
+                else ""
+            ),
             f"            empty, history: the systems' timed turns interleaved in {BLOCKS}"
             " blocks (SQLite's, then PostgreSQL's); concurrent: one system at a time",
             f"load        {load()} (1, 5, 15 min) at the start",
@@ -242,8 +260,11 @@ class Schema:
             self.name = ""
 
 
-def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str) -> Result:
-    """One system on one scenario, the only process running (the concurrent scenario)."""
+def run_alone(
+    system: str, scenario: str, args: argparse.Namespace, workdir: str, threads: int | None = None
+) -> Result:
+    """One system on one scenario, the only process running (the concurrent scenario);
+    ``threads`` instead of ``--threads``'s first count."""
     if why := missing(system, args):
         return failed(system, scenario, why, unsupported=True)
     if system == TWO_NODES:
@@ -253,7 +274,7 @@ def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str
     schema = Schema(system, scenario, args)
     try:
         done = subprocess.run(
-            command(system, scenario, args, workdir, schema.url),
+            command(system, scenario, args, workdir, schema.url, threads),
             stdout=subprocess.PIPE,
             text=True,
             check=False,
@@ -268,8 +289,9 @@ def run_alone(system: str, scenario: str, args: argparse.Namespace, workdir: str
         return failed(system, scenario, f"runner exited {done.returncode} without a result")
     result = result_from(json.loads(lines[-1]))
     width = max(map(len, SYSTEMS))
+    at = "" if threads is None else f" at {threads:,} threads"
     progress(
-        f"  {scenario:<10} {system:<{width}} {time.perf_counter() - started:6.1f} s"
+        f"  {scenario:<10} {system:<{width}} {time.perf_counter() - started:6.1f} s{at}"
         + ("" if result.ok else f"  ({result.unsupported or result.error})")
     )
     return result
@@ -456,7 +478,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=300, help="empty: timed turns (300)")
     p.add_argument("--history", type=int, default=2000, help="history: seeded messages (2000)")
     p.add_argument("--history-turns", type=int, default=50, help="history: timed turns (50)")
-    p.add_argument("--threads", type=int, default=1000, help="concurrent: threads (1000)")
+    p.add_argument(
+        "--threads",
+        default="1000",
+        help="concurrent: threads (1000); a list such as 1000,10000 runs the scenario at the"
+        " first count with every system, then at each other count with"
+        f" {' and '.join(SCALED)} only (memory per thread and turns/s as threads grow)",
+    )
     p.add_argument("--turns-per-thread", type=int, default=3, help="concurrent: turns each (3)")
     p.add_argument("--latency", type=float, default=0.1, help="concurrent: s per model call")
     p.add_argument("--timeout", type=float, default=180.0, help="concurrent: s per system")
@@ -472,6 +500,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " (THREADLOOM_BENCH_PG_URL, else postgresql://postgres@127.0.0.1:5432/test)",
     )
     args = p.parse_args(argv)
+    try:
+        args.thread_counts = [int(n) for n in str(args.threads).split(",") if n.strip()]
+    except ValueError:
+        p.error(f"--threads: a count or counts separated by commas, not {args.threads!r}")
+    if not args.thread_counts or min(args.thread_counts) <= 0:
+        p.error("--threads: counts above 0")
+    args.threads = args.thread_counts[0]
     pg = any(backend_of(s) is POSTGRES for s in args.systems)
     args.pg_unreachable = _pg.unreachable(args.pg_url) if pg else None
     return args
@@ -485,12 +520,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(header(args, workdir), flush=True)
         started = time.perf_counter()
         by_scenario: dict[str, list[Result]] = {}
+        scaled: dict[int, list[Result]] = {}
         for scenario in SCENARIOS:
             if scenario not in args.scenarios:
                 continue
             progress(f"scenario {scenario} …")
             if scenario == "concurrent":
                 results = [run_alone(s, scenario, args, workdir) for s in systems]
+                scaled[args.threads] = results
+                for count in args.thread_counts[1:]:
+                    scaled[count] = [
+                        run_alone(s, scenario, args, workdir, threads=count)
+                        for s in systems
+                        if s in SCALED
+                    ]
             else:
                 # the SQLite systems interleaved among themselves, then the PostgreSQL
                 # ones: no server process's preparation or background work (its seeding,
@@ -516,6 +559,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             }[scenario]
             print(f"\n{scenario}: {size} {TITLES[scenario]}\n")
             print(scenario_table(results), flush=True)
+            if scenario == "concurrent":
+                for count in args.thread_counts[1:]:
+                    print(
+                        f"\nconcurrent: {count:,} × {args.turns_per_thread} at"
+                        f" {args.latency * 1000:g} ms — {TITLES[scenario]}; {', '.join(SCALED)}"
+                        " only\n"
+                    )
+                    print(scenario_table(scaled[count]), flush=True)
             if scenario == "empty":
                 print("\n  median ms per block of turns (the thread holds 4 × turn messages):\n")
                 print(growth_table(results, args.turns), flush=True)
@@ -533,16 +584,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             " timed turns, per turn; less\nsensitive than wall time to other load on the"
             " machine.\nrows/msg, KiB/msg: rows and bytes the timed turns added to the"
             " database per stored message.\nDB MiB: the database files after the run."
-            " peak RSS: VmHWM of the system's process.\n"
+            " peak RSS: VmHWM of the system's process.\nKiB/thread (concurrent): memory per"
+            " active thread, (peak RSS − RSS of the process with the\nsystem open and no"
+            " thread) / threads.\n"
         )
-        print(goals_table(goals(by_scenario, args.history), information(by_scenario)))
+        print(
+            goals_table(
+                goals(by_scenario, args.history, scaled or None),
+                information(by_scenario, scaled),
+            )
+        )
         print(
             f"\nwall time {time.perf_counter() - started:.0f} s; load {load()} at the end",
             flush=True,
         )
         if args.json:
             with open(args.json, "w", encoding="utf-8") as out:
-                json.dump([r.__dict__ for r in everything], out)
+                extra = [r for count in args.thread_counts[1:] for r in scaled.get(count, [])]
+                json.dump([r.__dict__ for r in [*everything, *extra]], out)
     return 0
 
 

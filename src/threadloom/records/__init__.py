@@ -105,6 +105,7 @@ from threadloom.records.trusted import MESSAGE_FIELDS_SET as MESSAGE_FIELDS_SET
 from threadloom.records.trusted import AllFieldsSet as AllFieldsSet
 from threadloom.records.trusted import SharedFieldsSet as SharedFieldsSet
 from threadloom.records.trusted import SharingModel as SharingModel
+from threadloom.records.trusted import blank as blank
 from threadloom.records.trusted import copy_with as copy_with
 from threadloom.records.trusted import trusted as trusted
 from threadloom.records.webhook import WEBHOOK_EVENT_TYPES as WEBHOOK_EVENT_TYPES

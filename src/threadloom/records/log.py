@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
+
+from threadloom.records.trusted import SharingModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +60,12 @@ LOG_LIST_KEYS: tuple[str, ...] = (
 # fmt: on
 
 
-class LogRow(BaseModel):
+class LogRow(SharingModel):
     """One log row of any kind (spec 01 §1.9); every column is a field, and
-    ``request_delta``, a storage hint that is never serialised nor read back."""
+    ``request_delta``, a storage hint that is never serialised nor read back. Rows built
+    with ``trusted`` (each model call's and tool call's) share their fields sets
+    (``SharingModel``): a set of a row's names is 2.2 KB, and a run holds a few rows and
+    their copies at once (issue 40, memory per active thread)."""
 
     id: str
     kind: str | None = None

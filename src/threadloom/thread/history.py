@@ -19,15 +19,19 @@ from threadloom.records import Message, copy_with
 T = TypeVar("T")
 
 
-def copy_message(message: Message) -> Message:
+def copy_message(message: Message, *, kept: bool = False) -> Message:
     """An independent copy: the scalar fields shared, the containers copied (what
-    ``model_copy(deep=True)`` gives, at a fraction of its cost on the engine's hot path)."""
+    ``model_copy(deep=True)`` gives, at a fraction of its cost on the engine's hot path).
+    ``kept``: the copy a history keeps, on a dictionary whose keys are shared with the
+    class (``copy_with``'s ``shared_keys``: a history keeps its records as long as the
+    thread stays warm); the copies it hands out are copies of those, whose keys are shared
+    as their record's are."""
     update: dict[str, Any] = {}
     if message.metadata is not None:
         update["metadata"] = copy.deepcopy(message.metadata)
     if message.attachments is not None:
         update["attachments"] = [copy_with(a, {}) for a in message.attachments]
-    return copy_with(message, update)
+    return copy_with(message, update, shared_keys=kept)
 
 
 class MessageHistory(Sequence[Message]):
@@ -52,7 +56,7 @@ class MessageHistory(Sequence[Message]):
         """Replace the message with the same id, or append a new one this history admits."""
         if not self._admits(message):
             return
-        record = copy_message(message)
+        record = copy_message(message, kept=True)
         old = self._by_id.get(message.id)
         self._by_id[message.id] = record
         if old is None:

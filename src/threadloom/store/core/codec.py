@@ -18,6 +18,7 @@ from threadloom.records import (
     SubagentRegistryEntry,
     ThreadBudget,
     ThreadStatus,
+    blank,
     json_compact,
 )
 from threadloom.records import copy_with as copy_with
@@ -125,41 +126,32 @@ def message_from_row(row: Sequence[Any]) -> Message:
     """A stored row as a Message, built without validation (the store wrote it valid).
 
     Equivalent to ``Message.model_construct(**every_field)`` but without its per-field
-    loop, which was most of the cost of reading a page (measured: ~3× faster)."""
+    loop, which was most of the cost of reading a page (measured: ~3× faster). Its
+    dictionary shares its keys with the class (``records.trusted.blank``): a history read
+    from the store keeps these records (issue 40: memory per active thread); the
+    projected ``subagent_*`` fields keep the blank's ``None``."""
     message = _new_object(Message)
-    _set(
-        message,
-        "__dict__",
-        {
-            "id": row[0],
-            "role": row[1],
-            "content": row[2],
-            "name": row[3],
-            "tool_calls": row[4],
-            "tool_call_id": row[5],
-            "tool_status": row[6],
-            "status": row[7],
-            "attachments": load_attachments(row[8]),
-            "reasoning_content": row[9],
-            "reasoning_details": row[10],
-            "prompt": row[11],
-            "created_at": row[12],
-            "parent_id": row[13],
-            "depth": row[14],
-            "silent": bool(row[15]),
-            "metadata": json.loads(row[16]) if row[16] else None,
-            "subagent_id": row[17],
-            "subagent_relationship": None,
-            "subagent_name": None,
-            "subagent_title": None,
-            "subagent_description": None,
-            "subagent_status": None,
-            "subagent_blocking": None,
-            "subagent_thread_name": None,
-            "subagent_spawn_group_id": None,
-            "log_id": row[18],
-        },
-    )
+    data = blank(Message)
+    data["id"] = row[0]
+    data["role"] = row[1]
+    data["content"] = row[2]
+    data["name"] = row[3]
+    data["tool_calls"] = row[4]
+    data["tool_call_id"] = row[5]
+    data["tool_status"] = row[6]
+    data["status"] = row[7]
+    data["attachments"] = load_attachments(row[8])
+    data["reasoning_content"] = row[9]
+    data["reasoning_details"] = row[10]
+    data["prompt"] = row[11]
+    data["created_at"] = row[12]
+    data["parent_id"] = row[13]
+    data["depth"] = row[14]
+    data["silent"] = bool(row[15])
+    data["metadata"] = json.loads(row[16]) if row[16] else None
+    data["subagent_id"] = row[17]
+    data["log_id"] = row[18]
+    _set(message, "__dict__", data)
     _set(message, "__pydantic_fields_set__", MESSAGE_FIELDS_SET)
     _set(message, "__pydantic_extra__", None)
     _set(message, "__pydantic_private__", None)
