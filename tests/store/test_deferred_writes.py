@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 
 from store_probe import probe
-from threadloom import Runtime
+from threadloom import Agent, Definitions, Runtime, Side
+from threadloom.define import Model, Prompt, tool
 from threadloom.errors import InvalidMessage
+from threadloom.providers.scripted import Call, Reply, ScriptedProvider
+from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import Message, new_id
 from threadloom.store.postgres.dialect import _groups, merged
 
@@ -55,24 +58,65 @@ async def test_a_taken_message_id_is_refused_as_such_whenever_its_error_arrives(
     assert [m.id for m in page.messages] == [first.id, second.id]
 
 
-async def test_a_turn_stores_every_deferred_write(runtime: Runtime) -> None:
-    """A model turn with a tool call (its message, tool call, log rows, request delta,
-    events and counters are deferred writes) reads back whole: the messages in order, one
-    event row per event number, the counters at the last message and event."""
-    state = await runtime.create_thread("a")
-    tid = state.thread_id
-    for i in range(3):
-        await state.inject_message(role="user", content=f"q{i}")
-        await state.inject_message(role="assistant", content=f"a{i}")
-    thread = await runtime.store.get_thread(tid)
-    assert thread is not None
-    seqs = probe(runtime).rows(
-        "SELECT seq FROM thread_events WHERE thread_id = ? ORDER BY seq", (tid,)
+@tool
+def echo(v: int) -> str:
+    """Echo the value back."""
+    return f"echo {v}"
+
+
+def _chat() -> Definitions:
+    """An agent whose scripted model calls ``echo`` once a turn, then answers."""
+
+    def answer(request: ProviderRequest) -> Reply:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, ToolMessage):
+            return Reply.text(f"done: {last.content}")
+        return Reply.tool_calls(Call("echo", {"v": len(request.messages)}))
+
+    return Definitions().add(
+        Model(name="M", provider=ScriptedProvider(answer, record=False), model="m"),
+        Prompt(name="P", model="M", system="You answer.", tools=["echo"]),
+        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="User")),
+        echo,
     )
-    assert [s for (s,) in seqs] == list(range(1, thread.event_seq + 1))
-    page = await state.get_messages(limit=None, order="asc")
-    assert [m.content for m in page.messages] == ["q0", "a0", "q1", "a1", "q2", "a2"]
-    assert _count(runtime, "SELECT msg_seq FROM threads WHERE id = ?", tid) == 6
+
+
+async def test_model_turns_store_every_deferred_write(db_url: str) -> None:
+    """Three model turns with a tool call each (their messages, tool call rows, LLM rows
+    and request deltas, event rows and counters are deferred writes) read back whole: the
+    messages in order, one event row per event number, the counters at the last ones, a
+    tool call row per call, two LLM rows a turn whose request bodies read back."""
+    runtime = await Runtime.open(db_url, definitions=_chat())
+    try:
+        state = await runtime.create_thread("chat")
+        tid = state.thread_id
+        for i in range(3):
+            await runtime.send_message(tid, f"q{i}")
+            await runtime.wait_idle(tid, 30)
+        page = await state.get_messages(limit=None, order="asc")
+        assert [m.role for m in page.messages] == ["user", "assistant", "tool", "assistant"] * 3
+        assert [m.content for m in page.messages if m.role == "user"] == ["q0", "q1", "q2"]
+        assert all(
+            m.content.startswith("done: echo ")
+            for m in page.messages
+            if m.role == "assistant" and not m.tool_calls
+        )
+        thread = await runtime.store.get_thread(tid)
+        assert thread is not None
+        seqs = probe(runtime).rows(
+            "SELECT seq FROM thread_events WHERE thread_id = ? ORDER BY seq", (tid,)
+        )
+        assert [s for (s,) in seqs] == list(range(1, thread.event_seq + 1))
+        assert _count(runtime, "SELECT msg_seq FROM threads WHERE id = ?", tid) == 12
+        assert _count(runtime, "SELECT count(*) FROM tool_calls WHERE thread_id = ?", tid) == 3
+        logs = await runtime.store.list_logs(tid, limit=None)
+        assert len(logs) == 6
+        for row in logs:
+            full = await runtime.store.get_log(tid, row.id)
+            assert full is not None and full.request_body and '"q0"' in full.request_body
+        assert _count(runtime, "SELECT count(*) FROM log_requests WHERE thread_id = ?", tid) >= 5
+    finally:
+        await runtime.close()
 
 
 def test_queued_statements_on_distinct_tables_are_one_statement() -> None:
