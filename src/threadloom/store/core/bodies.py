@@ -31,6 +31,7 @@ from typing import NamedTuple
 from threadloom.errors import StoreError
 from threadloom.records import LogRow, RequestDelta
 from threadloom.store.core.conn import Conn
+from threadloom.store.core.tx import Tx
 
 logger = logging.getLogger(__name__)
 
@@ -105,15 +106,16 @@ def write_bodies(
         )
 
 
-def insert_bodies(conn: Conn, thread_id: str, row: LogRow) -> None:
+def insert_bodies(tx: Tx, row: LogRow) -> None:
     """Store a new row's bodies: the request as a delta or a root when the row carries a
     ``request_delta`` that adds up, otherwise (and the response) as plain text."""
+    conn = tx.conn
     delta = row.request_delta
     lazy = row.request_body is None and delta is not None and delta.whole is not None
     structured = (
         delta is not None
         and (row.request_body is not None or lazy)
-        and _insert_request(conn, thread_id, row.id, row.request_body, delta)
+        and _insert_request(tx, row.id, row.request_body, delta)
     )
     if lazy and not structured:  # kept as plain text after all: build it now
         assert delta is not None and delta.whole is not None
@@ -162,12 +164,12 @@ def _joined_size(lengths: Sequence[int]) -> int:
     return sum(lengths) + len(lengths) - 1 if lengths else 0
 
 
-def _insert_request(
-    conn: Conn, thread_id: str, log_id: str, body: str | None, delta: RequestDelta
-) -> bool:
+def _insert_request(tx: Tx, log_id: str, body: str | None, delta: RequestDelta) -> bool:
     """Store ``body`` as a delta row or a root; ``False`` (nothing written) when the delta
     does not describe ``body``. ``body`` ``None``: the delta's lazy body (``whole``,
-    ``length``), built only for a root, its framing given by construction."""
+    ``length``), built only for a root, its framing given by construction. The row
+    written becomes ``tx.request_base``; the base is read unless it is that already."""
+    conn, thread_id = tx.conn, tx.thread_id
     prefix, suffix, own = delta.prefix, delta.suffix, delta.fragments
     if body is not None:
         total = len(body)
@@ -184,13 +186,26 @@ def _insert_request(
     own_size = _joined_size(own_lengths)
     base = None
     if delta.base_log_id is not None:
-        base = _lookup(conn, thread_id, delta.base_log_id)
+        known = tx.request_base
+        if known is not None and known[0] == delta.base_log_id:
+            base = _Base(*known)
+        else:
+            base = _lookup(conn, thread_id, delta.base_log_id)
     if base is not None and delta.keep <= base.messages and base.depth < MAX_CHAIN_DEPTH:
         kept = _kept_size(conn, thread_id, base, delta.keep)
         comma = 1 if delta.keep and own else 0
         if kept is None or kept + comma + own_size != size:
             return _refused(log_id, "its messages do not add up to the body's length")
         digest = _digest(suffix)
+        tx.request_base = (
+            log_id,
+            base.log_id,
+            base.depth + 1,
+            delta.keep,
+            delta.keep + len(own),
+            size,
+            digest,
+        )
         conn.defer(
             _INSERT_REQUEST,
             (
@@ -229,6 +244,8 @@ def _insert_request(
     conn.defer(
         "INSERT INTO log_bodies(log_id, part, body) VALUES (?, 'request', ?)", (log_id, body)
     )
+    digest = _digest(suffix)
+    tx.request_base = (log_id, None, 0, 0, len(lengths), size, digest)
     conn.defer(
         _INSERT_REQUEST,
         (
@@ -242,7 +259,7 @@ def _insert_request(
             _int_list(lengths),
             prefix,
             None,
-            _digest(suffix),
+            digest,
             None,
         ),
     )

@@ -83,6 +83,35 @@ class Conn(Protocol):
         commit) and answers the error to raise instead, or ``None`` for the driver's."""
         ...
 
+    def defer_expect(self, sql: str, parameters: Sequence[Any], rows: int, /) -> None:
+        """``defer`` of a statement that must change ``rows`` rows, used only by a write that
+        started from a kept state (``kept_state``): when it changes another number, the
+        transaction fails and runs again from the row (where the logic checks the count
+        itself)."""
+        ...
+
+    def kept_state(self, thread_id: str, waiting: bool) -> Sequence[Any] | None:
+        """The thread's row as ``Tx`` reads it (``tx.STATE_COLUMNS``, the lease's) and
+        whether its queue is empty, as this node's last write of it under the same lease
+        left them, where the backend keeps them (PostgreSQL's ``TxStates``) and this
+        transaction may start from them (``waiting``: only if the queue is known empty):
+        the backend then makes sure, with the transaction's first statement, that the row
+        is still that (it locks it, as the read would; otherwise the transaction fails and
+        runs again from the row). ``None``: read the row."""
+        ...
+
+    def keep_state(self, thread_id: str, state: Sequence[Any] | None, xid: str | None) -> None:
+        """The thread's row as this transaction leaves it (the layout of ``kept_state``;
+        ``None``: not to be kept), kept by a backend that keeps states once it commits;
+        ``xid``: the transaction's id where ``Tx`` read it (``Dialect.row_version``)."""
+        ...
+
+    def kept_base(self, thread_id: str, version: str) -> Any:
+        """The request row kept with the thread's state (``Tx.request_base``) when the row's
+        version (``Dialect.row_version``) is still the one that state was kept at; else
+        ``None``."""
+        ...
+
 
 ELSEWHERE = 1
 """``notify_tail``: notify the events only when another node runs the thread."""
@@ -124,6 +153,10 @@ class Dialect:
     lost run's settlement skips event numbers (``Settlement.skip_events``): an embedded
     database's unsynced tail dies with the machine that ran the run. A database server
     outlives the node that died: what it acknowledged stays committed."""
+    row_version: str = ""
+    """Columns ``Tx`` reads last where the backend keeps states (``Conn.kept_state``): the
+    row's version as read and the reading transaction's id (PostgreSQL: ``xmin`` and
+    ``pg_current_xact_id()``)."""
     lease_columns: str = ""
     """Columns ``Tx`` reads after the others where ``leases``: the lease's node, its token
     and whether that node is live."""

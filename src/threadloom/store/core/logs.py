@@ -48,7 +48,7 @@ def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, Sto
             (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
         )
     )
-    insert_bodies(tx.conn, tx.thread_id, row)
+    insert_bodies(tx, row)
     return stored, tx.event("log", stored.id)
 
 
@@ -61,7 +61,7 @@ def restore_log_in(tx: Tx, row: LogRow) -> None:
             (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
         )
     )
-    insert_bodies(tx.conn, tx.thread_id, stored)
+    insert_bodies(tx, stored)
 
 
 def get_log(conn: Conn, thread_id: str, log_id: str) -> LogRow | None:

@@ -45,6 +45,7 @@ def enqueue_in(tx: Tx, entry: QueueEntry, clear_stop: bool) -> tuple[QueueEntry,
 
 
 def insert_entry(tx: Tx, stored: QueueEntry, qseq: int) -> None:
+    tx.queue_empty = False
     tx.conn.execute(
         f"INSERT INTO message_queue(thread_id, qseq, {QUEUE_COLUMNS})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

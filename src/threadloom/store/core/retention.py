@@ -203,8 +203,10 @@ def strip_log_bodies(
         return BodyStrip(0, 0, None)
     found_id, thread_id = first
     # the thread's row first: a log insert of it (which may take one of these rows as the
-    # base of its request's delta) waits, then finds no base and stores its body in full
-    conn.execute(f"SELECT id FROM threads WHERE id = ?{conn.sql.lock_thread}", (thread_id,))
+    # base of its request's delta) waits, then finds no base and stores its body in full.
+    # Written, not only locked: a run's next write then reads its base again instead of
+    # the one kept with its state (``Tx.request_base``, spec 01 §1.11.2 rule 4)
+    conn.execute("UPDATE threads SET resumes = resumes WHERE id = ?", (thread_id,))
     ids = [
         r[0]
         for r in conn.execute(

@@ -472,12 +472,11 @@ def set_stopped(conn: Conn, clock: Clock, thread_id: str, stopped: bool) -> None
 
 
 def set_session_turns(conn: Conn, clock: Clock, thread_id: str, side_a: int, side_b: int) -> None:
-    cur = conn.execute(
-        "UPDATE threads SET session_turns_a = ?, session_turns_b = ? WHERE id = ?",
-        (side_a, side_b, thread_id),
-    )
-    if cur.rowcount == 0:
-        raise ThreadNotFound(thread_id)
+    """A dual_ai run's turn counters, written at each turn: a ``Tx`` (fenced: a run's
+    write, checked against its lease, its state kept for its next write)."""
+    tx = Tx(conn, thread_id, clock)
+    tx.session = (side_a, side_b)
+    tx.flush()
 
 
 def set_agent(conn: Conn, clock: Clock, thread_id: str, agent_id: str) -> ThreadRow:
@@ -543,6 +542,12 @@ def _update_log_in(tx: Tx, row: LogRow, bodies: tuple[str, ...]) -> StoredEvent:
         update, update_same = statements.response
     else:
         update, update_same = statements.plain
+    if tx.from_kept:  # the common update, checked by the backend: no round trip here
+        tx.conn.defer_expect(
+            *update_same.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row))), 1
+        )
+        write_bodies(tx.conn, row, insert=False, parts=bodies)
+        return tx.event("log", row.id)
     same = tx.conn.execute(*update_same.bind((*plain, row.id, tx.thread_id, *_INDEXED_VALUES(row))))
     if same.rowcount == 1:
         write_bodies(tx.conn, row, insert=False, parts=bodies)

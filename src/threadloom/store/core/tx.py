@@ -19,7 +19,7 @@ from threadloom.store.core.codec import (
 from threadloom.store.core.conn import ELSEWHERE, WATCHED, Conn, Dialect
 from threadloom.store.shapes import Clock, Lease, StoredEvent, ThreadRow
 
-_TX_STATE = (
+STATE_COLUMNS = (
     "msg_seq, clock_us, queue_seq, event_seq, log_seq, terminated, stopped, status_state,"
     " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b,"
     " tnum, top_visible_count"
@@ -36,8 +36,8 @@ def _tx_selects(sql: Dialect) -> dict[tuple[bool, bool, bool], str]:
     (row, waiting, fenced): made once per dialect, so the statement cache finds them
     without hashing a new string each time."""
     return {
-        (row, waiting, fenced): f"SELECT {_TX_STATE}{_TX_ROW if row else ''}"
-        f"{_TX_WAITING if waiting else ''}{sql.lease_columns} FROM threads"
+        (row, waiting, fenced): f"SELECT {STATE_COLUMNS}{_TX_ROW if row else ''}"
+        f"{_TX_WAITING if waiting else ''}{sql.lease_columns}{sql.row_version} FROM threads"
         f" WHERE id = ?{sql.fenced if fenced else ''}{sql.lock_thread}"
         for row in (False, True)
         for waiting in (False, True)
@@ -72,21 +72,40 @@ class Tx:
     ) -> None:
         sql = conn.sql
         fence = conn.fence if sql.leases else None
-        if fence is not None and fence.thread_id == thread_id:  # an execution's own write
-            lease = fence.lease
-            text = sql.statements(_tx_selects)[row, waiting, True]
-            found = conn.execute(text, (thread_id, lease.node_id, lease.token)).fetchone()
-            if found is None:
-                if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
-                    raise LeaseLost(thread_id)
-                raise ThreadNotFound(thread_id)
+        self.fenced = fence is not None and fence.thread_id == thread_id
+        """An execution's own write: checked against its lease, and its state kept."""
+        kept = None
+        if fence is not None and self.fenced:
+            # where the backend kept the row as this execution's last write left it, that,
+            # checked by the backend's first statement (PostgreSQL: no round trip to read)
+            kept = None if row else conn.kept_state(thread_id, waiting)
+            if kept is None:
+                lease = fence.lease
+                text = sql.statements(_tx_selects)[row, waiting, True]
+                found = conn.execute(text, (thread_id, lease.node_id, lease.token)).fetchone()
+                if found is None:
+                    if conn.execute("SELECT 1 FROM threads WHERE id = ?", (thread_id,)).fetchone():
+                        raise LeaseLost(thread_id)
+                    raise ThreadNotFound(thread_id)
+            else:
+                found = kept
         else:
             text = sql.statements(_tx_selects)[row, waiting, False]
             found = conn.execute(text, (thread_id,)).fetchone()
             if found is None:
                 raise ThreadNotFound(thread_id)
+        self.xid: str | None = None
+        """This transaction's id, where the read answered it (``Dialect.row_version``)."""
+        request_base = None
+        if kept is None and sql.row_version:  # the row's version, then the reader's id
+            version, self.xid = found[-2:]
+            found = found[:-2]
+            request_base = conn.kept_base(thread_id, version)
         self.conn = conn
         self.sql = sql
+        self.from_kept = kept is not None
+        """Started from a kept state (``Conn.kept_state``): a count the logic would check
+        can be left to the backend instead (``Conn.defer_expect``)."""
         self.thread_id = thread_id
         self.clock = clock
         self.msg_seq, self.clock_us, self.queue_seq, self.event_seq, self.log_seq = found[:5]
@@ -109,9 +128,21 @@ class Tx:
         """Visible top-level messages (migration 7); the other counts are in message_counts."""
         self._loaded_top_visible_count = self.top_visible_count
         self._row: Sequence[Any] | None = found[16 : 17 + THREAD_COLUMN_COUNT] if row else None
-        self.waiting: bool | None = (
-            bool(found[17 + THREAD_COLUMN_COUNT if row else 16]) if waiting else None
-        )
+        self.waiting: bool | None = None
+        if kept is not None:
+            self.waiting = False if waiting else None  # kept_state: known empty if asked
+            self.queue_empty = bool(kept[19])
+        else:
+            if waiting:
+                self.waiting = bool(found[-4 if sql.leases else -1])
+            self.queue_empty = self.waiting is False
+        """Whether the thread's queue is known to be empty: it was when loaded, and this
+        transaction queued nothing (``insert_entry``). Kept with the state (``Conn
+        .keep_state``), it spares the next end-of-run check its read."""
+        self.request_base: tuple[Any, ...] | None = kept[20] if kept is not None else request_base
+        """The request row (``log_requests``: its id, base, depth, keep, count, size, suffix
+        hash) the thread's last LLM row wrote, where known: kept with the state, it spares
+        the next LLM row the read of its base (``bodies._insert_request``)."""
         self.now = clock()
         self.events: list[StoredEvent] = []
         self.wake = False
@@ -123,7 +154,7 @@ class Tx:
         """Whether ``lease_node`` is live (its heartbeat within the TTL)."""
         self._lease_changed = False
         if sql.leases:
-            self.lease_node, self.lease_token, live = found[-3:]
+            self.lease_node, self.lease_token, live = found[16:19] if kept else found[-3:]
             self.lease_live = bool(live)
 
     def renew_clock(self) -> None:
@@ -263,6 +294,8 @@ class Tx:
             params += (conn.node_id, wake_notice(self.thread_id, conn))
         key = (status_key, activity, session, top, lease, notify, wake)
         self.conn.defer(_thread_update(self.sql, key), params)
+        if self.fenced or lease:  # an execution's write, or the start that took the lease
+            self._keep_state()
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         if 0 < len(events) <= _NULL_FREE_EVENTS:
@@ -278,6 +311,40 @@ class Tx:
                 values += (dump_json(e.payload), e.created_at)
             self.conn.defer(_event_insert(len(chunk)), values)
         return events
+
+    def _keep_state(self) -> None:
+        """The row as ``flush`` leaves it, in the layout of the read (``STATE_COLUMNS``, the
+        lease's), whether the queue is known empty and the last request row, for the
+        backend to keep (``Conn.keep_state``): the run's next write starts from it while
+        the lease in it is the run's; after the lease is released, the next run's start
+        takes the request row from it while the row is unchanged (``Conn.kept_base``)."""
+        status = self.status
+        self.conn.keep_state(
+            self.thread_id,
+            (
+                self.msg_seq,
+                self.clock_us,
+                self.queue_seq,
+                self.event_seq,
+                self.log_seq,
+                self.terminated,
+                int(self.stopped),
+                self.status_state,
+                self.status_since if status is None else status.since,
+                self.status_reason if status is None else status.reason,
+                self.parent_id,
+                self.activity,
+                *self.session,
+                self.key_base // KEY_SPAN,
+                self.top_visible_count,
+                self.lease_node,
+                self.lease_token,
+                True,  # this node's own lease: live while it writes
+                self.queue_empty,
+                self.request_base,
+            ),
+            self.xid,
+        )
 
     def _insert_events_null_free(self, events: list[StoredEvent]) -> None:
         """The few event rows of a common transaction in one INSERT whose text holds

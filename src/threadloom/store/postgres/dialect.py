@@ -147,6 +147,7 @@ class PostgresDialect(Dialect):
         self.lease_columns = ", lease_node, lease_token, " + self.live_node.format(
             owner="threads.lease_node"
         )
+        self.row_version = ", xmin::text, pg_current_xact_id()::xid::text"
 
     def use_channels(self, channels: dict[str, str]) -> None:
         """Name the notification channels of this store's schema (``channels``),
@@ -271,6 +272,61 @@ class Watches:
         self.lists &= live
 
 
+STALE_STATE = "TL001"
+"""The SQLSTATE ``threadloom_stale()`` raises (PostgreSQL migration 17): the thread row changed
+since the state a write started from was committed (``TxStates``)."""
+EXPECT_MISSED = "TL002"
+"""The SQLSTATE of a statement deferred by ``PgConn.defer_expect`` that changed another number
+of rows than expected."""
+
+_GUARD = (
+    "SELECT CASE WHEN (SELECT xmin FROM threads WHERE id = %s FOR NO KEY UPDATE) = %s::xid"
+    " THEN pg_current_xact_id()::xid::text ELSE threadloom_stale()::text END"
+)
+_XID = "SELECT pg_current_xact_id()::xid::text"
+
+_STARTED: Sequence[Any] = ()
+"""``PgConn.own``: the transaction started from the kept state and has not written the row."""
+
+STATES_KEPT = 20_000
+"""At most this many threads' states are kept (``TxStates``): past it the oldest half is
+forgotten (a running thread's next write then reads its row once)."""
+
+
+class TxStates:
+    """The state of the threads this node runs, as its last fenced write of each committed:
+    ``Tx``'s columns and the lease's (the row ``Tx`` reads, ``tx.STATE_COLUMNS``), with the
+    id of the transaction that wrote it — the row's ``xmin`` for as long as nobody writes
+    the row again. The next fenced write of the thread starts from it instead of reading the
+    row: its first statement locks the row, as the read would, and fails with
+    ``STALE_STATE`` unless ``xmin`` is still that id; the write then runs again from the
+    row (spec 01 §1.11.2 rule 4). Any other write of the row — another node's, a send or a
+    stop on this node, a child's activity — gives it a new ``xmin``, so a kept state is
+    never used once it is out of date. Read and written by this node's transactions on
+    worker threads (one dictionary operation at a time)."""
+
+    __slots__ = ("rows", "stale")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[str, Sequence[Any]]] = {}
+        self.stale = 0
+        """Writes that started from a kept state the row had moved past (and ran again)."""
+
+    def keep(self, thread_id: str, xid: str, state: Sequence[Any]) -> None:
+        rows = self.rows
+        rows.pop(thread_id, None)  # the newest last: the oldest are forgotten first
+        if len(rows) >= STATES_KEPT:
+            for old in list(rows)[: STATES_KEPT // 2]:
+                rows.pop(old, None)
+        rows[thread_id] = (xid, state)
+
+    def forget(self, thread_id: str) -> None:
+        self.rows.pop(thread_id, None)
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+
 class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute``, ``executemany`` and ``defer`` of ``?`` statements, and the dialect.
@@ -283,15 +339,22 @@ class PgConn:
 
     __slots__ = (
         "announce",
+        "begun",
+        "broke",
         "checks",
         "fence",
+        "guard",
+        "guarding",
         "node_id",
+        "own",
         "pipeline",
         "queued",
         "raw",
         "sql",
+        "states",
         "watches",
         "writes",
+        "xid",
     )
 
     def __init__(
@@ -303,6 +366,7 @@ class PgConn:
         announce: bool = False,
         watches: Watches | None = None,
         pipeline: psycopg.Pipeline | None = None,
+        states: TxStates | None = None,
     ) -> None:
         self.raw = raw
         self.sql = sql
@@ -318,6 +382,21 @@ class PgConn:
         self.checks: list[Callable[[BaseException], BaseException | None]] = []
         """The ``translate`` of each statement deferred with one (``defer_checked``)
         since the last sync: an error the sync raises is given to each in turn."""
+        self.states = states
+        self.xid: str | None = None
+        """This transaction's id, where ``Tx``'s read of a row answered it."""
+        self.begun = False
+        """Whether BEGIN was sent (``_open``)."""
+        self.guarding: tuple[str, str] | None = None
+        """The kept state's check not sent yet (``kept_state``): the thread and the id."""
+        self.broke = False
+        """Whether a statement of the pipeline failed (``failed``)."""
+        self.guard: Cursor | None = None
+        """The cursor of the check that a kept state still holds (``kept_state``): its row
+        is the transaction's id."""
+        self.own: dict[str, Sequence[Any] | None] = {}
+        """The threads whose state this transaction started from a kept one or wrote: the
+        state to keep at its commit (``None``: none to keep; ``_STARTED``: unwritten)."""
 
     def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
         watches = self.watches
@@ -327,11 +406,67 @@ class PgConn:
             return True
         return bool(watches.lists) and any(e.kind == "status" for e in events)
 
+    def kept_state(self, thread_id: str, waiting: bool) -> Sequence[Any] | None:
+        states = self.states
+        fence = self.fence
+        if states is None or fence is None or thread_id in self.own:
+            return None  # this transaction may have changed the row: read it
+        found = states.rows.get(thread_id)
+        if found is None:
+            return None
+        xid, state = found
+        lease = fence.lease
+        if state[16] != lease.node_id or state[17] != lease.token or (waiting and not state[19]):
+            return None
+        writes = self.writes
+        assert writes is not None
+        # sent with the next statement, no wait; answers the transaction's id (``commit``)
+        self.guarding = (thread_id, xid)
+        if self.begun:
+            self._guard()  # else with the transaction's first statement (``_open``, ``commit``)
+        self.own[thread_id] = _STARTED
+        return state
+
+    def _guard(self) -> None:
+        """Send the check that the kept state still holds (``kept_state``): never prepared,
+        since psycopg loses step with the server over a prepared statement whose execution
+        fails (``store._run_write``)."""
+        guarding, self.guarding = self.guarding, None
+        if guarding is not None:
+            guard = self.guard = self.raw.cursor()
+            guard.execute(_GUARD, guarding, prepare=False)
+
+    def _open(self) -> None:
+        """BEGIN, sent before the transaction's first read (and the kept state's check
+        right after it): a transaction that reads nothing goes without it (``commit``)."""
+        writes = self.writes
+        assert writes is not None
+        # never prepared: nothing to plan, and a prepared COMMIT queued behind a statement
+        # that fails is skipped by the server while psycopg counts it prepared
+        writes.execute("BEGIN", prepare=False)
+        self.begun = True
+        self._guard()
+
+    def keep_state(self, thread_id: str, state: Sequence[Any] | None, xid: str | None) -> None:
+        if self.states is not None:
+            self.own[thread_id] = state
+            if xid is not None:
+                self.xid = xid
+
+    def kept_base(self, thread_id: str, version: str) -> Any:
+        states = self.states
+        found = None if states is None else states.rows.get(thread_id)
+        if found is None or found[0] != version:
+            return None
+        return found[1][20]
+
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         if self.pipeline is None:
             cursor: Cursor = self.raw.execute(translate(sql), parameters)
             return cursor
         try:  # its rows, its row count and its error: now
+            if not self.begun:
+                self._open()
             if self.queued:
                 self.send_queued()
             cursor = self.raw.execute(translate(sql), parameters)
@@ -347,6 +482,8 @@ class PgConn:
             cursor.executemany(translate(sql), parameters)
         else:
             try:
+                if not self.begun:
+                    self._open()
                 if self.queued:
                     self.send_queued()
                 cursor.executemany(translate(sql), parameters)
@@ -382,12 +519,21 @@ class PgConn:
             self.queued.append((sql, parameters))
             self.checks.append(translate)
 
+    def defer_expect(self, sql: str, parameters: Sequence[Any], rows: int, /) -> None:
+        """``defer`` of a statement that must change ``rows`` rows: its transaction fails
+        with ``STALE_STATE`` (and runs again from the rows) when it changes another number.
+        Sent as ``WITH x AS (… RETURNING 1) SELECT CASE WHEN count(*) = rows …`` (the last
+        of a merged statement)."""
+        assert self.pipeline is not None  # a write transaction's, started from a kept state
+        self.queued.append((f"{_EXPECT}{rows}*/ {sql} RETURNING 1", parameters))
+
     def failed(self, exc: psycopg.Error) -> NoReturn:
         """A statement of the pipeline failed (its error arrives at a sync, or while a
         later statement is sent): end the failed segment, so the pipeline closes clean,
         and raise the error — as what the ``translate`` of a checked statement makes of
         it, where one does."""
         assert self.pipeline is not None
+        self.broke = True
         checks, self.checks = self.checks, []
         try:
             self.pipeline.sync()
@@ -400,25 +546,56 @@ class PgConn:
         raise exc
 
     def commit(self) -> None:
-        """The deferred statements, COMMIT, and their results (pipeline mode)."""
+        """The deferred statements, COMMIT, and their results (pipeline mode); then the
+        states of the threads this transaction wrote are kept (``TxStates``)."""
         assert self.pipeline is not None and self.writes is not None
+        own = self.own
+        xid: Cursor | None = None
         try:
+            if self.guarding is not None:
+                self._guard()
             if self.queued:
                 self.send_queued()
-            self.writes.execute("COMMIT", prepare=False)
+            if self.xid is None and any(
+                state is not _STARTED and state is not None for state in own.values()
+            ):
+                xid = self.guard or self.raw.execute(_XID)
+            if self.begun:
+                self.writes.execute("COMMIT", prepare=False)
+            # else no statement read anything: they ran in the implicit transaction the
+            # protocol opens for them, which this Sync commits (or, one failing, rolls back)
             self.pipeline.sync()
         except psycopg.Error as exc:
             self.failed(exc)
         self.checks.clear()
+        if own:
+            states = self.states
+            assert states is not None
+            found = (self.xid,) if self.xid is not None else None if xid is None else xid.fetchone()
+            for thread_id, state in own.items():
+                if state is _STARTED:
+                    continue  # not written: the kept state still holds
+                if state is None or found is None:
+                    states.forget(thread_id)
+                else:
+                    states.keep(thread_id, found[0], state)
+
+    def forget_states(self) -> None:
+        """The transaction failed: the states it started from or wrote are not kept (the
+        next write of each thread reads its row)."""
+        states = self.states
+        if states is not None:
+            for thread_id in self.own:
+                states.forget(thread_id)
 
     def begin(self, durable: bool) -> None:
-        """Open the write transaction (queued: it goes with the first statement)."""
-        writes = self.writes = self.raw.cursor()
-        # never prepared: nothing to plan, and a prepared COMMIT queued behind a statement
-        # that fails is skipped by the server while psycopg counts it prepared
-        writes.execute("BEGIN", prepare=False)
+        """Open the write transaction: BEGIN goes with the first read (``_open``), or not at
+        all when the transaction reads nothing (``commit``); a write that need not wait for
+        the disk sends it now, with its ``SET LOCAL``."""
+        self.writes = self.raw.cursor()
         if not durable:
-            writes.execute("SET LOCAL synchronous_commit = off", prepare=False)
+            self._open()
+            self.writes.execute("SET LOCAL synchronous_commit = off", prepare=False)
 
     def send_queued(self) -> None:
         """Send the deferred statements (without waiting): those that touch no table in
@@ -428,12 +605,12 @@ class PgConn:
         assert writes is not None
         if len(queued) == 1:
             sql, parameters = queued[0]
-            writes.execute(translate(sql), parameters)
+            writes.execute(merged((sql,)) if sql[0] == "/" else translate(sql), parameters)
             return
         for group in _groups(queued):
             if len(group) == 1:
                 sql, parameters = group[0]
-                writes.execute(translate(sql), parameters)
+                writes.execute(merged((sql,)) if sql[0] == "/" else translate(sql), parameters)
             else:
                 params: list[Any] = []
                 for _, p in group:
@@ -482,4 +659,16 @@ def merged(texts: tuple[str, ...]) -> str:
     common) as PostgreSQL's data-modifying ``WITH`` queries, the last as the statement
     itself: the parameters are those of each in order."""
     heads = ", ".join(f"w{i} AS ({translate(t)})" for i, t in enumerate(texts[:-1]))
-    return f"WITH {heads} {translate(texts[-1])}"
+    last = texts[-1]
+    if last.startswith(_EXPECT):  # its rows counted: as many as expected, or stale
+        rows, _, text = last[len(_EXPECT) :].partition("*/ ")
+        heads += f"{', ' if heads else ''}x AS ({translate(text)})"
+        return (
+            f"WITH {heads} SELECT CASE WHEN count(*) = {int(rows)} THEN 1"
+            f" ELSE threadloom_stale('{EXPECT_MISSED}') END FROM x"
+        )
+    return f"WITH {heads} {translate(last)}"
+
+
+_EXPECT = "/*expect "
+"""The head of a statement deferred by ``PgConn.defer_expect``: ``/*expect N*/ … RETURNING 1``."""

@@ -591,6 +591,21 @@ lower-cased words, no stemming, as SQLite's ``unicode61``), computed by the data
 every row written — adding the column computes it for the messages already stored — and a
 GIN index over it. A message outside the search has ``NULL``, which the index skips."""
 
+_V17 = """
+CREATE OR REPLACE FUNCTION threadloom_stale(code text DEFAULT 'TL001') RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RAISE EXCEPTION 'a write started from a kept thread state that is out of date (%)', code
+        USING ERRCODE = code;
+END
+$$;
+"""
+"""The error of a write that started from a kept thread state (``dialect.TxStates``, spec
+01 §1.11.2 rule 4) the row has moved past: its first statement calls it when the row's
+``xmin`` is not the kept one (``TL001``), a statement whose row count the logic left to the
+database when that count is not the expected one (``TL002``). PostgreSQL only (SQLite reads
+the row, in process)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -608,6 +623,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (14, "compactions: summaries that stand for a range of a thread's messages", _V14),
     (15, "the thread a fork was made from, and at which message", _V15),
     (16, "the full-text index of message text", _V16),
+    (17, "the error of a write started from a thread state that is out of date", _V17),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -46,8 +46,11 @@ from threadloom.store.base import Store
 from threadloom.store.core.runner import TxStore
 from threadloom.store.postgres import schema
 from threadloom.store.postgres.dialect import (
+    EXPECT_MISSED,
+    STALE_STATE,
     PgConn,
     PostgresDialect,
+    TxStates,
     Watches,
     channels,
     driver_reason,
@@ -66,6 +69,19 @@ primary answers it (``THREADLOOM_DATABASE_READ_WAIT_MS``)."""
 RETRIES = 8
 """Times a write that lost a serialization race or a deadlock is run again."""
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    """ROLLBACK the write transaction on libpq's connection itself: through a cursor
+    psycopg takes a ROLLBACK for the end of DDL and forgets what it prepared, deallocating
+    it later — late in pipeline mode, after the next transaction prepared statements again
+    (which then do not exist). A transaction whose statements all ran keeps what was
+    prepared valid (the server's prepared statements outlive a rollback)."""
+    result = conn.pgconn.exec_(b"ROLLBACK")
+    if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+
+
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _MAYBE_UNREACHABLE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
@@ -216,6 +232,9 @@ class PostgresStore(TxStore):
         only then do transactions notify what they wrote (a NOTIFY serialises the commits
         of every notifying transaction of the database, spec 12 §12.7.1). The node keeps
         it (``node/pg.py``)."""
+        self.states = TxStates()
+        """The state of each thread as this node's last fenced write of it committed: the
+        next fenced write starts from it instead of reading the row (``TxStates``)."""
         self.watches = Watches()
         """What the other nodes watch: the events of those threads are told to every node,
         the others' only to a node that runs the thread (spec 12 §12.7.6)."""
@@ -269,6 +288,7 @@ class PostgresStore(TxStore):
             if timeline is not None and timeline != self.timeline:
                 if self.timeline is not None:
                     self.failovers += 1
+                    self.states.clear()  # the new primary's transaction ids are its own
                     if self.on_failover is not None:
                         self.on_failover()
                     logger.warning(
@@ -354,6 +374,7 @@ class PostgresStore(TxStore):
             None, lambda: self._executor.shutdown(wait=True)
         )
         self._beats.shutdown(wait=False)  # a heartbeat may hang on a stalled connection
+        self.states.clear()
         self.connections.close_all()
 
     # -- execution ---------------------------------------------------------------------
@@ -413,24 +434,45 @@ class PostgresStore(TxStore):
         counted: bool = True,
     ) -> T:
         attempt = 0
+        states = self.states
         while True:
             conn = self._connection()
             committing = False
+            pg: PgConn | None = None
             try:
                 try:
                     with conn.pipeline() as pipeline:
                         pg = PgConn(
-                            conn, self.sql, self.node_id, fence, self.peers, self.watches, pipeline
+                            conn,
+                            self.sql,
+                            self.node_id,
+                            fence,
+                            self.peers,
+                            self.watches,
+                            pipeline,
+                            states,
                         )
                         pg.begin(durable)  # sent with the transaction's first read
                         result = fn(pg, self.clock, *args)
                         committing = True
                         pg.commit()  # the deferred writes and COMMIT: one round trip
                 except BaseException:
+                    if pg is not None:
+                        pg.forget_states()
                     # a failed statement leaves the transaction open (aborted) past the
                     # pipeline's sync, whether it was the logic's or a deferred one
                     if not conn.broken and conn.info.transaction_status != _IDLE:
-                        conn.execute("ROLLBACK")
+                        _rollback(conn)
+                    if pg is not None and pg.broke:
+                        # A statement of the pipeline failed: psycopg (3.3) can lose step
+                        # with what the server holds prepared — it forgets a prepared
+                        # statement whose execution failed while the server keeps it, can
+                        # leave those of the aborted rest of the batch named though the
+                        # server skipped them, and takes a ROLLBACK or DEALLOCATE ALL as
+                        # clearing both only the first times it sees one; a later statement
+                        # then fails "prepared statement … does not exist". Failures are
+                        # rare (a kept state out of date, a taken id …): a new connection.
+                        self.connections.discard(conn)
                     raise
                 if counted:  # the data's commits, not the heartbeat's
                     self.commits += 1
@@ -449,6 +491,13 @@ class PostgresStore(TxStore):
                     ) from exc
                 if attempt >= 1:
                     raise self._lost(exc) from exc
+            except psycopg.DatabaseError as exc:
+                if exc.sqlstate not in (STALE_STATE, EXPECT_MISSED):
+                    raise
+                # the row moved past the kept state this write started from (forgotten
+                # now): at once again, from the row
+                self.states.stale += 1
+                continue
             attempt += 1
             self.retries += 1
             time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))

@@ -82,6 +82,18 @@ class SqliteConnection(sqlite3.Connection):
     def watched(self, thread_id: str, events: Sequence[StoredEvent]) -> bool:
         return False
 
+    def kept_state(self, thread_id: str, waiting: bool) -> Sequence[Any] | None:
+        return None  # reading the row is a call in process, not a round trip
+
+    def keep_state(self, thread_id: str, state: Sequence[Any] | None, xid: str | None) -> None:
+        pass
+
+    def kept_base(self, thread_id: str, version: str) -> Any:
+        return None
+
+    def defer_expect(self, sql: str, parameters: Sequence[Any], rows: int, /) -> None:
+        raise NotImplementedError("no state is kept on SQLite (kept_state)")
+
     def defer_checked(
         self,
         sql: str,
