@@ -23,7 +23,7 @@ from threadloom.define import Model, Prompt, tool
 from threadloom.errors import InvalidMessage, LeaseLost
 from threadloom.providers.scripted import Call, Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
-from threadloom.records import LogRow, QueueEntry, ThreadStatus, new_id
+from threadloom.records import LogRow, QueueEntry, ThreadStatus, WebhookSubscription, new_id
 from threadloom.store.base import Fence
 from threadloom.store.postgres.store import PostgresStore
 from threadloom.thread.state import ThreadState
@@ -361,5 +361,60 @@ async def test_c01_058_the_next_run_starts_from_the_last_request_row_while_the_r
         last = await runtime.store.get_log(tid, logs[-1].id)
         assert last is not None and last.request_body is not None
         assert all(f'"q{i}"' in last.request_body for i in range(4))
+    finally:
+        await runtime.close()
+
+
+def _enabled_reads(statements: list[str]) -> int:
+    return sum(1 for s in statements if s.startswith("SELECT id, event_types FROM webhook"))
+
+
+async def test_c01_059_the_settlements_webhooks_follow_the_subscriptions_as_they_change(
+    db_url: str, statements: list[str]
+) -> None:
+    """C01-059: the run's settling write takes the enabled webhook subscriptions this node
+    read last, checked with the write: a subscription created, disabled or deleted since
+    makes the check fail and the write read them again. Every ``run.settled`` is written for
+    exactly the subscriptions enabled when it committed."""
+    runtime = await Runtime.open(db_url, definitions=_chat())
+    try:
+        state = await runtime.create_thread("chat")
+        tid = state.thread_id
+
+        async def turn(i: int) -> None:
+            await runtime.send_message(tid, f"q{i}")
+            await runtime.wait_idle(tid, 30)
+
+        def settled_for() -> list[str]:
+            return [
+                str(sub)
+                for (sub,) in probe(runtime).rows(
+                    "SELECT subscription_id FROM webhook_outbox WHERE event_type = 'run.settled'"
+                    " ORDER BY created_at_us, subscription_id"
+                )
+            ]
+
+        await turn(0)
+        statements.clear()
+        await turn(1)
+        assert _enabled_reads(statements) == 0  # none then, none now: from what was read
+        assert settled_for() == []
+        sub = WebhookSubscription(id="wh_a", url="http://127.0.0.1:9/h", secret="s" * 24)
+        await runtime.store.create_webhook(sub)
+        statements.clear()
+        await turn(2)
+        assert _enabled_reads(statements) == 1  # the check failed: read again
+        assert settled_for() == ["wh_a"]
+        statements.clear()
+        await turn(3)
+        assert _enabled_reads(statements) == 0
+        assert settled_for() == ["wh_a", "wh_a"]
+        await runtime.store.update_webhook("wh_a", {"enabled": False})
+        await turn(4)
+        assert settled_for() == ["wh_a", "wh_a"]
+        await runtime.store.update_webhook("wh_a", {"enabled": True})
+        await runtime.store.create_webhook(sub.model_copy(update={"id": "wh_b"}))
+        await turn(5)
+        assert settled_for() == ["wh_a", "wh_a", "wh_a", "wh_b"]
     finally:
         await runtime.close()

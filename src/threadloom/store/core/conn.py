@@ -90,6 +90,21 @@ class Conn(Protocol):
         itself)."""
         ...
 
+    def kept_read(
+        self, sql: str, check: str, fingerprint: Callable[[list[Any]], str]
+    ) -> list[Any] | None:
+        """The rows of the read ``sql`` as this node last read them (``keep_read``), where
+        the backend keeps reads: it then sends ``check`` — a boolean query binding one
+        ``?``, the rows' ``fingerprint``, true while a read now would give the same rows —
+        with the transaction's statements, without waiting, and the transaction fails and
+        runs again (reading) when it is false. Only for a write that started from a kept
+        state (``kept_state``). ``None``: read."""
+        ...
+
+    def keep_read(self, sql: str, rows: list[Any]) -> None:
+        """The rows the read ``sql`` gave, for ``kept_read``."""
+        ...
+
     def kept_state(self, thread_id: str, waiting: bool) -> Sequence[Any] | None:
         """The thread's row as ``Tx`` reads it (``tx.STATE_COLUMNS``, the lease's) and
         whether its queue is empty, as this node's last write of it under the same lease

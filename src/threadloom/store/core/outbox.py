@@ -41,11 +41,30 @@ def iso(us: int) -> str:
     return datetime.fromtimestamp(us / 1e6, UTC).isoformat().replace("+00:00", "Z")
 
 
-def emit(conn: Conn, now: int, event_type: str, data: dict[str, Any]) -> int:
+_ENABLED_SAME = (
+    "SELECT coalesce(string_agg(id || ' ' || event_types, chr(10) ORDER BY id COLLATE \"C\"),"
+    " '') = ? FROM webhook_subscriptions WHERE enabled = 1"
+)
+"""Whether the enabled subscriptions are still those of a fingerprint (``_fingerprint``):
+PostgreSQL's check of the rows of ``_ENABLED`` it kept (``Conn.kept_read``)."""
+
+
+def _fingerprint(rows: list[Any]) -> str:
+    """``_ENABLED``'s rows as ``_ENABLED_SAME`` joins them (ids are ASCII: by id bytewise)."""
+    return "\n".join(f"{sub_id} {types}" for sub_id, types in sorted(rows))
+
+
+def emit(conn: Conn, now: int, event_type: str, data: dict[str, Any], kept: bool = False) -> int:
     """Write the event ``event_type`` with ``data`` for each enabled subscription that
-    wants it, in the caller's transaction; returns the rows written (0: none wants it)."""
+    wants it, in the caller's transaction; returns the rows written (0: none wants it).
+    ``kept``: the transaction started from a kept state, so the subscriptions this node
+    read last may be taken, checked by the backend (``Conn.kept_read``)."""
+    rows = conn.kept_read(_ENABLED, _ENABLED_SAME, _fingerprint) if kept else None
+    if rows is None:
+        rows = conn.execute(_ENABLED).fetchall()
+        conn.keep_read(_ENABLED, rows)
     wanting: list[str] = []
-    for sub_id, types in conn.execute(_ENABLED).fetchall():
+    for sub_id, types in rows:
         names = json.loads(types)
         if not names or event_type in names:
             wanting.append(sub_id)
@@ -58,7 +77,7 @@ def emit(conn: Conn, now: int, event_type: str, data: dict[str, Any]) -> int:
         default=str,
     )
     for sub_id in wanting:
-        conn.execute(
+        conn.defer(
             "INSERT INTO webhook_outbox(event_id, subscription_id, event_type, payload,"
             " created_at_us, next_at_us) VALUES (?, ?, ?, ?, ?, ?)",
             (event_id, sub_id, event_type, body, now, now),

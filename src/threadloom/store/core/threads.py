@@ -417,7 +417,7 @@ def write_status(tx: Tx, status: ThreadStatus) -> StoredEvent:
     event = tx.event("status", tx.thread_id, data=data)
     if settled:  # a run ended: its webhooks in this transaction (spec 19 §19.2)
         hook = {"thread_id": tx.thread_id, "status": data["status"], "reason": status.reason}
-        outbox.emit(tx.conn, tx.now, "run.settled", hook)
+        outbox.emit(tx.conn, tx.now, "run.settled", hook, tx.from_kept)
         if status.reason == "budget_exceeded":
             outbox.emit(tx.conn, tx.now, "budget.exceeded", hook)
     return event

@@ -305,10 +305,13 @@ class TxStates:
     never used once it is out of date. Read and written by this node's transactions on
     worker threads (one dictionary operation at a time)."""
 
-    __slots__ = ("rows", "stale")
+    __slots__ = ("reads", "rows", "stale")
 
     def __init__(self) -> None:
         self.rows: dict[str, tuple[str, Sequence[Any]]] = {}
+        self.reads: dict[str, list[Any]] = {}
+        """Rows of a read by its text (``PgConn.kept_read``): the enabled webhook
+        subscriptions."""
         self.stale = 0
         """Writes that started from a kept state the row had moved past (and ran again)."""
 
@@ -325,6 +328,7 @@ class TxStates:
 
     def clear(self) -> None:
         self.rows.clear()
+        self.reads.clear()
 
 
 class PgConn:
@@ -426,6 +430,25 @@ class PgConn:
             self._guard()  # else with the transaction's first statement (``_open``, ``commit``)
         self.own[thread_id] = _STARTED
         return state
+
+    def kept_read(
+        self, sql: str, check: str, fingerprint: Callable[[list[Any]], str]
+    ) -> list[Any] | None:
+        states = self.states
+        rows = None if states is None or not self.own else states.reads.get(sql)
+        if rows is None:
+            return None
+        self.queued.append(
+            (
+                f"SELECT CASE WHEN ({check}) THEN 1 ELSE threadloom_stale('{EXPECT_MISSED}') END",
+                (fingerprint(rows),),
+            )
+        )
+        return rows
+
+    def keep_read(self, sql: str, rows: list[Any]) -> None:
+        if self.states is not None:
+            self.states.reads[sql] = rows
 
     def _guard(self) -> None:
         """Send the check that the kept state still holds (``kept_state``): never prepared,
@@ -637,6 +660,11 @@ def _groups(queued: list[tuple[str, Sequence[Any]]]) -> list[list[tuple[str, Seq
     seen: frozenset[str] = frozenset()
     returning = False
     for item in queued:
+        if item[0].startswith("SELECT "):
+            # a kept read's check (``kept_read``): of a table no statement here writes, so
+            # first, a statement of its own, and the writes stay one statement
+            groups.append([item])
+            continue
         tables = _tables(item[0])
         returns = " RETURNING " in item[0]
         if group and (seen & tables or (returns and returning)):

@@ -91,6 +91,14 @@ class SqliteConnection(sqlite3.Connection):
     def kept_base(self, thread_id: str, version: str) -> Any:
         return None
 
+    def kept_read(
+        self, sql: str, check: str, fingerprint: Callable[[list[Any]], str]
+    ) -> list[Any] | None:
+        return None
+
+    def keep_read(self, sql: str, rows: list[Any]) -> None:
+        pass
+
     def defer_expect(self, sql: str, parameters: Sequence[Any], rows: int, /) -> None:
         raise NotImplementedError("no state is kept on SQLite (kept_state)")
 
