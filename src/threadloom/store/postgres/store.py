@@ -456,14 +456,14 @@ class PostgresStore(TxStore):
                         result = fn(pg, self.clock, *args)
                         committing = True
                         pg.commit()  # the deferred writes and COMMIT: one round trip
-                except BaseException:
+                except BaseException as exc:
                     if pg is not None:
                         pg.forget_states()
                     # a failed statement leaves the transaction open (aborted) past the
                     # pipeline's sync, whether it was the logic's or a deferred one
                     if not conn.broken and conn.info.transaction_status != _IDLE:
                         _rollback(conn)
-                    if pg is not None and pg.broke:
+                    if pg is not None and pg.broke and not isinstance(exc, _MAYBE_UNREACHABLE):
                         # A statement of the pipeline failed: psycopg (3.3) can lose step
                         # with what the server holds prepared — it forgets a prepared
                         # statement whose execution failed while the server keeps it, can
@@ -471,7 +471,8 @@ class PostgresStore(TxStore):
                         # server skipped them, and takes a ROLLBACK or DEALLOCATE ALL as
                         # clearing both only the first times it sees one; a later statement
                         # then fails "prepared statement … does not exist". Failures are
-                        # rare (a kept state out of date, a taken id …): a new connection.
+                        # rare (a kept state out of date, a taken id …): a new connection
+                        # (one that broke or turned read-only is dealt with below).
                         self.connections.discard(conn)
                     raise
                 if counted:  # the data's commits, not the heartbeat's
