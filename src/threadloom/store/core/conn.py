@@ -118,12 +118,12 @@ class Conn(Protocol):
     def keep_state(self, thread_id: str, state: Sequence[Any] | None, xid: str | None) -> None:
         """The thread's row as this transaction leaves it (the layout of ``kept_state``;
         ``None``: not to be kept), kept by a backend that keeps states once it commits;
-        ``xid``: the transaction's id where ``Tx`` read it (``Dialect.row_version``)."""
+        ``xid``: the transaction's id where ``Tx`` read it (``Dialect.tx_versions``)."""
         ...
 
     def kept_base(self, thread_id: str, version: str) -> Any:
         """The request row kept with the thread's state (``Tx.request_base``) when the row's
-        version (``Dialect.row_version``) is still the one that state was kept at; else
+        version (``Dialect.tx_versions``) is still the one that state was kept at; else
         ``None``."""
         ...
 
@@ -168,10 +168,10 @@ class Dialect:
     lost run's settlement skips event numbers (``Settlement.skip_events``): an embedded
     database's unsynced tail dies with the machine that ran the run. A database server
     outlives the node that died: what it acknowledged stays committed."""
-    row_version: str = ""
+    tx_versions: str = ""
     """Columns ``Tx`` reads last where the backend keeps states (``Conn.kept_state``): the
-    row's version as read and the reading transaction's id (PostgreSQL: ``xmin`` and
-    ``pg_current_xact_id()``)."""
+    row's version as read and the reading transaction's id (PostgreSQL: ``threads.xmin``
+    and ``pg_current_xact_id()``)."""
     lease_columns: str = ""
     """Columns ``Tx`` reads after the others where ``leases``: the lease's node, its token
     and whether that node is live."""

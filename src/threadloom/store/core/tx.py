@@ -37,7 +37,7 @@ def _tx_selects(sql: Dialect) -> dict[tuple[bool, bool, bool], str]:
     without hashing a new string each time."""
     return {
         (row, waiting, fenced): f"SELECT {STATE_COLUMNS}{_TX_ROW if row else ''}"
-        f"{_TX_WAITING if waiting else ''}{sql.lease_columns}{sql.row_version} FROM threads"
+        f"{_TX_WAITING if waiting else ''}{sql.lease_columns}{sql.tx_versions} FROM threads"
         f" WHERE id = ?{sql.fenced if fenced else ''}{sql.lock_thread}"
         for row in (False, True)
         for waiting in (False, True)
@@ -95,9 +95,9 @@ class Tx:
             if found is None:
                 raise ThreadNotFound(thread_id)
         self.xid: str | None = None
-        """This transaction's id, where the read answered it (``Dialect.row_version``)."""
+        """This transaction's id, where the read answered it (``Dialect.tx_versions``)."""
         request_base = None
-        if kept is None and sql.row_version:  # the row's version, then the reader's id
+        if kept is None and sql.tx_versions:  # the row's version, then the reader's id
             version, self.xid = found[-2:]
             found = found[:-2]
             request_base = conn.kept_base(thread_id, version)

@@ -147,7 +147,7 @@ class PostgresDialect(Dialect):
         self.lease_columns = ", lease_node, lease_token, " + self.live_node.format(
             owner="threads.lease_node"
         )
-        self.row_version = ", xmin::text, pg_current_xact_id()::xid::text"
+        self.tx_versions = ", threads.xmin::text, pg_current_xact_id()::xid::text"
 
     def use_channels(self, channels: dict[str, str]) -> None:
         """Name the notification channels of this store's schema (``channels``),
