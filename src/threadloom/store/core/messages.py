@@ -461,7 +461,7 @@ def _page(
                 f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ?{silent_q}{check}"
                 f" ORDER BY qseq {direction} LIMIT ? OFFSET ?",
                 (thread_id, *same, take, skip),
-            )
+            ).fetchall()  # psycopg: every row in one call, not one each
             out.extend(
                 pending_item(queue_entry_from_row(r).pending_view(cancelled=cancelled))
                 for r in rows
@@ -471,7 +471,7 @@ def _page(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}{check}"
                 f" ORDER BY rid {direction} LIMIT ? OFFSET ?",
                 (thread_id, thread_id, *params, *same, take, skip),
-            )
+            ).fetchall()
             out.extend(stored_item(r) for r in rows)
         counted = queued_total if is_queue else stored_total
         if check and len(out) == before and counted > skip:  # rows were due: none came
