@@ -8,6 +8,7 @@ order, silent, depth) — and a page where a message names a subagent is left to
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,6 +17,7 @@ from threadloom.records import AttachmentRef, Message, QueueEntry, ToolCall, new
 from threadloom.records.message import ToolCallFunction, encode_tool_calls
 from threadloom.store import open_store
 from threadloom.store.base import Store
+from threadloom.store.core.codec import load_json_text
 from threadloom.store.shapes import NewThread
 
 THREAD = "t-wire"
@@ -154,3 +156,20 @@ async def test_a_pending_view_naming_a_subagent_is_left_to_the_records(store: St
     records, _ = await store.read_page(THREAD, **page)  # type: ignore[arg-type]
     assert records[0].subagent_id == "child-ref"
     assert await store.read_page_wire(THREAD, **page) is None  # type: ignore[arg-type]
+
+
+def test_stored_json_reads_as_json_loads_reads_it() -> None:
+    """The wire path's metadata reader (pydantic-core's parser) gives what ``json.loads``
+    gives, and falls back to it where pydantic-core refuses the text (a lone surrogate)."""
+    texts = [
+        '{"client_message_id": "web-000001"}',
+        '{"big": 123456789012345678901234567890, "neg": -0.0, "one": 1.0, "e": 1e22}',
+        '{"tiny": 5e-324, "max": 1.7976931348623157e308, "x": 0.1, "inf": 1e400}',
+        '{"\\u00e9": "Z\\u00fcrich \\ud83d\\ude9a", "n": [1, null, true, {"k": []}]}',
+        '{"a": 1, "a": 2}',
+        '{"lone": "\\ud800"}',
+    ]
+    for text in texts:
+        read = load_json_text(text)
+        assert read == json.loads(text) and json.dumps(read) == json.dumps(json.loads(text))
+    assert load_json_text('{"lone": "\\ud800"}') == {"lone": "\ud800"}

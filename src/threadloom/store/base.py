@@ -591,9 +591,12 @@ class Store(
         wanted: Callable[[ThreadRow], bool],
     ) -> tuple[ThreadRow | None, tuple[list[dict[str, Any]], int] | None]:
         """``get_thread`` and, when ``wanted(row)`` (called on whichever thread reads),
-        ``read_page_wire``'s page, in one read transaction: a first read's access check
-        and its page (issue 40). The page is ``None`` when there is no row, when
-        ``wanted`` refused it, or when a message of the page names a subagent."""
+        ``read_page_wire``'s page, in one snapshot: a first read's access check and its
+        page (issue 40). The page is ``None`` when there is no row, when ``wanted``
+        refused it, or when a message of the page names a subagent. A store may read a
+        default page without a transaction and, when a write of the thread committed
+        between its statements, read both again in one: ``wanted`` is then asked again,
+        of the row read again (spec 08 §8.4.1, C08-195)."""
         ...
 
     async def read_by_ids(

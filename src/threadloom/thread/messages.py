@@ -168,7 +168,8 @@ async def thread_and_wire_page(
     from_replica: bool = False,
 ) -> tuple[ThreadRow | None, WirePage | None]:
     """The thread's row and, when ``wanted(row)`` (called inside the read, on whichever
-    thread the store reads on), its page of wire records, both read in one transaction
+    thread the store reads on; twice when the store read the row again, C08-195), its
+    page of wire records, both read in one snapshot
     (issue 40: a first read's access check and page, one snapshot — on PostgreSQL one
     hand-off to a connection instead of two). The page is ``None`` when there is no row,
     when ``wanted`` refused it, or when a message of the page names a subagent (read it

@@ -128,6 +128,12 @@ class Conn(Protocol):
         ...
 
 
+class ThreadChanged(Exception):
+    """A read run without a transaction around it found the thread's row changed between
+    its statements (``Dialect.row_version``): a write of the thread committed between
+    them. The backend reads it again in one transaction (``TxStore._checked_read``)."""
+
+
 ELSEWHERE = 1
 """``notify_tail``: notify the events only when another node runs the thread."""
 WATCHED = 2
@@ -177,6 +183,14 @@ class Dialect:
     and whether that node is live."""
     fenced: str = ""
     """The condition on the thread row of a fenced write (binds the node and the token)."""
+    row_version: str = ""
+    """An expression of a ``threads`` row's version, new with every committed update of
+    the row (PostgreSQL: ``threads.xmin``, the transaction that wrote it). Every write
+    transaction of a thread updates its row (``Tx.flush``), so statements that each see
+    the same version of the row see one state of the thread: a read that checks it
+    (``ThreadChanged``) may run without a transaction around it, a statement each and no
+    BEGIN and COMMIT (issue 40). Empty where a read's statements always share one
+    snapshot (SQLite: its reads are transactions)."""
 
     def notify_tail(self, events: int, wake: bool) -> str:
         """What follows ``Tx.flush``'s UPDATE of the thread row so the other nodes learn at

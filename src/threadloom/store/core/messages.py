@@ -20,7 +20,7 @@ from threadloom.store.core.codec import (
     message_wire_from_row,
     queue_entry_from_row,
 )
-from threadloom.store.core.conn import Conn
+from threadloom.store.core.conn import Conn, ThreadChanged
 from threadloom.store.core.files import drop_unreferenced_attachments
 from threadloom.store.core.null_literals import NullFree
 from threadloom.store.core.tx import Tx, adjust_count
@@ -296,9 +296,19 @@ def get_stored(conn: Conn, thread_id: str, message_id: str) -> Message | None:
     return message_from_row(row) if row else None
 
 
-def _terminated(conn: Conn, thread_id: str) -> bool:
-    row = conn.execute("SELECT terminated FROM threads WHERE id = ?", (thread_id,)).fetchone()
-    return row is not None and row[0] is not None
+def _terminated(conn: Conn, thread_id: str, version: str | None = None) -> bool:
+    """Whether the thread was terminated; with ``version`` (``_page``), while its row had
+    that ``Dialect.row_version`` (``ThreadChanged`` otherwise)."""
+    if not version:
+        row = conn.execute("SELECT terminated FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        return row is not None and row[0] is not None
+    row = conn.execute(
+        f"SELECT terminated FROM threads WHERE id = ? AND {conn.sql.row_version} = ?",
+        (thread_id, version),
+    ).fetchone()
+    if row is None:
+        raise ThreadChanged(thread_id)
+    return row[0] is not None
 
 
 def get_message(conn: Conn, thread_id: str, message_id: str) -> Message | None:
@@ -380,11 +390,14 @@ def read_page_wire(
     include_silent: bool,
     max_depth: int | None,
     counts: tuple[int, int] | None = None,
+    version: str | None = None,
 ) -> tuple[list[dict[str, Any]], int] | None:
     """``read_page`` as wire records (``Message.to_wire``), built from the rows without the
     records in between; ``None`` when a message of the page names a subagent (its projected
     fields are the thread layer's: read it with ``read_page``). ``counts``: the page's two
-    counts (``count_terms``) when this transaction read them already."""
+    counts (``count_terms``) when this read read them already; ``version``: the thread
+    row's ``Dialect.row_version`` they were read with, which the page's statements must
+    see too (``ThreadChanged`` otherwise)."""
     try:
         return _page(
             conn,
@@ -397,6 +410,7 @@ def read_page_wire(
             message_wire_from_row,
             _pending_wire,
             counts,
+            version,
         )
     except NeedsProjection:
         return None
@@ -423,8 +437,17 @@ def _page(
     stored_item: Callable[[Sequence[Any]], T],
     pending_item: Callable[[Message], T],
     counts: tuple[int, int] | None = None,
+    version: str | None = None,
 ) -> tuple[list[T], int]:
+    """``version``: the thread row's ``Dialect.row_version`` the counts were read with.
+    Each statement here then reads only while the row has it (no row at all otherwise),
+    and a part the counts say has rows that reads none raises ``ThreadChanged``."""
     silent_q = "" if include_silent else " AND silent = 0"
+    check = ""
+    same: tuple[str, ...] = ()
+    if version:
+        check = f" AND (SELECT {conn.sql.row_version} FROM threads WHERE id = ?) = ?"
+        same = (thread_id, version)
     if counts is None:
         counts = _counts(conn, thread_id, include_silent, max_depth)
     stored_total, queued_total = counts
@@ -446,25 +469,29 @@ def _page(
     for is_queue, skip, take in parts:
         if take <= 0:
             continue
+        before = len(out)
         if is_queue:
             if cancelled is None:
-                cancelled = _terminated(conn, thread_id)
+                cancelled = _terminated(conn, thread_id, version)
             rows = conn.execute(
-                f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ?{silent_q}"
+                f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE thread_id = ?{silent_q}{check}"
                 f" ORDER BY qseq {direction} LIMIT ? OFFSET ?",
-                (thread_id, take, skip),
-            )
+                (thread_id, *same, take, skip),
+            ).fetchall()  # psycopg: every row in one call, not one each
             out.extend(
                 pending_item(queue_entry_from_row(r).pending_view(cancelled=cancelled))
                 for r in rows
             )
         else:
             rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {THREAD_RANGE} AND {where}{check}"
                 f" ORDER BY rid {direction} LIMIT ? OFFSET ?",
-                (thread_id, thread_id, *params, take, skip),
-            )
+                (thread_id, thread_id, *params, *same, take, skip),
+            ).fetchall()
             out.extend(stored_item(r) for r in rows)
+        counted = queued_total if is_queue else stored_total
+        if check and len(out) == before and counted > skip:  # rows were due: none came
+            raise ThreadChanged(thread_id)
     return out, total
 
 

@@ -153,6 +153,13 @@ class TxStore:
         where it costs least (SQLite: on the loop's own connection)."""
         return await self._read(fn, *args)
 
+    async def _checked_read(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_small_read`` of a function that checks its statements all saw one version of
+        the thread's row (``Dialect.row_version``; it raises ``ThreadChanged`` when one
+        did not): a backend may run it without a transaction around it — no BEGIN and
+        COMMIT — and again in one when it raised."""
+        return await self._small_read(fn, *args)
+
     def replica(self) -> Store:
         """This store: a backend with a read replica returns a view of it (spec 17 §17.5.4)."""
         return cast("Store", self)
@@ -316,7 +323,7 @@ class TxStore:
         max_depth: int | None,
         wanted: Callable[[ThreadRow], bool],
     ) -> tuple[ThreadRow | None, tuple[list[dict[str, Any]], int] | None]:
-        read = self._small_read if _small(limit) else self._read
+        read = self._checked_read if _small(limit) else self._read
         return await read(
             threads.get_thread_page_wire,
             thread_id,

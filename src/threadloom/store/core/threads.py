@@ -118,21 +118,31 @@ def get_thread_page_wire(
     wanted: Callable[[ThreadRow], bool],
 ) -> tuple[ThreadRow | None, tuple[list[dict[str, Any]], int] | None]:
     """``get_thread`` and, when ``wanted(row)``, ``messages.read_page_wire``'s page in the
-    same snapshot (issue 40: a first read's access check and its page, one transaction).
+    same snapshot (issue 40: a first read's access check and its page, one read).
     The page is ``None`` when there is no row, when ``wanted`` refused it, or when a
-    message of the page names a subagent. The row and the page's counts are one statement."""
+    message of the page names a subagent. The row and the page's counts are one statement.
+
+    Where the dialect names a version of the thread's row (``Dialect.row_version``), the
+    page's statements read only while the row has the version the first one read, and
+    ``ThreadChanged`` is raised when it had another (a write of the thread committed
+    between): so the backend may run this without a transaction around it
+    (``TxStore._checked_read``), and again in one when it raised."""
     stored, queued, params = messages.count_terms(thread_id, include_silent, max_depth)
+    version = conn.sql.row_version
     found = conn.execute(
-        f"{_THREAD_ROW}, {stored}, {queued} FROM threads WHERE id = ?", (*params, thread_id)
+        f"{_THREAD_ROW}, {stored}, {queued}{', ' + version if version else ''}"
+        " FROM threads WHERE id = ?",
+        (*params, thread_id),
     ).fetchone()
     if found is None:
         return None, None
     row = thread_from_row(found, has_children=True, lineage=True)
     if not wanted(row):
         return row, None
-    counts = (int(found[-2]), int(found[-1]))
+    seen = found[-1] if version else None
+    counts = (int(found[-3]), int(found[-2])) if version else (int(found[-2]), int(found[-1]))
     page = messages.read_page_wire(
-        conn, thread_id, limit, offset, order, include_silent, max_depth, counts
+        conn, thread_id, limit, offset, order, include_silent, max_depth, counts, seen
     )
     return row, page
 

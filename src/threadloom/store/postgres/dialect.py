@@ -125,6 +125,7 @@ class PostgresDialect(Dialect):
     leases = True
     lost_tails = False
     fenced = " AND lease_node = ? AND lease_token = ?"
+    row_version = "threads.xmin::text"
     greatest = "GREATEST"
     is_same = "IS NOT DISTINCT FROM"
     lock_thread = " FOR NO KEY UPDATE"

@@ -43,6 +43,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from threadloom.errors import StoreError, StoreUnavailable
 from threadloom.store.base import Store
+from threadloom.store.core.conn import ThreadChanged
 from threadloom.store.core.runner import TxStore
 from threadloom.store.postgres import schema
 from threadloom.store.postgres.dialect import (
@@ -242,6 +243,9 @@ class PostgresStore(TxStore):
         """Write transactions committed (the heartbeat's not counted)."""
         self.retries = 0
         """Writes run again after a serialization failure, a deadlock or a lost connection."""
+        self.rereads = 0
+        """Reads run without a transaction (``_checked_read``) that were run again in one
+        because a write of their thread committed between their statements."""
         self.timeline: int | None = None
         """The WAL timeline of the server of the newest connection: a change is a failover
         (logged once per change, spec 17 §17.5.1 rule 7)."""
@@ -402,6 +406,24 @@ class PostgresStore(TxStore):
             self._executor, self._run_read, fn, args, False
         )
 
+    async def _checked_read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._run_checked, fn, args
+        )
+
+    def _run_checked(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """``fn``, which checks that its statements saw one version of the thread's row,
+        without a transaction around it: two statements are two round trips, not four.
+        When a write of the thread committed between them (``ThreadChanged``), again in
+        a snapshot."""
+        try:
+            return self._run_read(fn, args, False)
+        except ThreadChanged:
+            self.rereads += 1
+        return self._run_read(fn, args)
+
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...], snapshot: bool = True) -> T:
         """``fn`` in a read-only snapshot; ``snapshot=False`` (a point read, ``Store.
         _point_read``: one row by its key and at most the row it names) without the
@@ -532,6 +554,9 @@ class FencedStore(TxStore):
 
     async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.store._point_read(fn, *args)
+
+    async def _checked_read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.store._checked_read(fn, *args)
 
     async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
         return await self.store._write(fn, *args, durable=durable, fence=self.fence)
