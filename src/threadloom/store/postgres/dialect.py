@@ -452,13 +452,12 @@ class PgConn:
             self.states.reads[sql] = rows
 
     def _guard(self) -> None:
-        """Send the check that the kept state still holds (``kept_state``): never prepared,
-        since psycopg loses step with the server over a prepared statement whose execution
-        fails (``store._run_write``)."""
+        """Send the check that the kept state still holds (``kept_state``). Prepared like
+        the rest: when it fails, the connection is replaced (``store._run_write``)."""
         guarding, self.guarding = self.guarding, None
         if guarding is not None:
             guard = self.guard = self.raw.cursor()
-            guard.execute(_GUARD, guarding, prepare=False)
+            guard.execute(_GUARD, guarding)
 
     def _open(self) -> None:
         """BEGIN, sent before the transaction's first read (and the kept state's check

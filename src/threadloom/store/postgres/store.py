@@ -486,15 +486,15 @@ class PostgresStore(TxStore):
                     if not conn.broken and conn.info.transaction_status != _IDLE:
                         _rollback(conn)
                     if pg is not None and pg.broke and not isinstance(exc, _MAYBE_UNREACHABLE):
-                        # A statement of the pipeline failed: psycopg (3.3) can lose step
-                        # with what the server holds prepared — it forgets a prepared
-                        # statement whose execution failed while the server keeps it, can
-                        # leave those of the aborted rest of the batch named though the
-                        # server skipped them, and takes a ROLLBACK or DEALLOCATE ALL as
-                        # clearing both only the first times it sees one; a later statement
-                        # then fails "prepared statement … does not exist". Failures are
-                        # rare (a kept state out of date, a taken id …): a new connection
-                        # (one that broke or turned read-only is dealt with below).
+                        # A statement of the pipeline failed: psycopg (3.3.9) can lose step
+                        # with what the server holds prepared. A statement that reaches its
+                        # prepare threshold in a batch the server aborts is taken as
+                        # prepared (its first sighting alone is checked against the
+                        # results), and a ROLLBACK or DEALLOCATE ALL clears psycopg's names
+                        # only the first times it sees one; a later statement then fails
+                        # "prepared statement … does not exist". Failures are rare (a kept
+                        # state out of date, a taken id …): a new connection (one that
+                        # broke or turned read-only is dealt with below).
                         self.connections.discard(conn)
                     raise
                 if counted:  # the data's commits, not the heartbeat's
