@@ -24,7 +24,7 @@ from threadloom.errors import InvalidMessage, LeaseLost
 from threadloom.providers.scripted import Call, Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import LogRow, QueueEntry, ThreadStatus, WebhookSubscription, new_id
-from threadloom.store.base import Fence
+from threadloom.store.base import Fence, NewThread
 from threadloom.store.postgres.store import PostgresStore
 from threadloom.thread.state import ThreadState
 
@@ -123,9 +123,11 @@ async def test_c01_050_a_runs_writes_start_from_the_state_its_last_write_left(
 async def test_c01_051_a_write_by_anyone_else_is_seen_by_the_next_run_write(
     runtime: Runtime, statements: list[str]
 ) -> None:
-    """C01-051: a stop and a send written beside the run change the row; the run's next
-    write finds its kept state out of date, runs again from the row, and keeps both: the
-    stop flag stays set, the numbers continue after the send's."""
+    """C01-051: a stop and a send written on this node beside the run forget its kept
+    state: the run's next write reads the row. A write of another node (a connection of
+    its own) changes the row unseen: the run's next write finds its kept state out of
+    date, runs again from the row. Either way nothing is lost: the stop flag as last
+    written, the numbers continuing after the send's."""
     fenced, plain, _ = await _running(runtime)
     tid = fenced.thread_id
     await fenced.inject_message(role="assistant", content="a0")
@@ -134,14 +136,24 @@ async def test_c01_051_a_write_by_anyone_else_is_seen_by_the_next_run_write(
     stale = _pg(runtime).states.stale
     statements.clear()
     await fenced.inject_message(role="assistant", content="a1")
-    assert _pg(runtime).states.stale == stale + 1
-    assert _reads(statements) == 1  # the second attempt read the row
+    assert _pg(runtime).states.stale == stale
+    assert (_reads(statements), _guards(statements)) == (1, 0)
     row = await runtime.store.get_thread(tid)
     assert row is not None and row.stopped
     assert _contents(runtime, tid) == [(1, "go"), (2, "a0"), (3, "beside the run"), (4, "a1")]
+
+    # another node: the stop flag cleared on a connection of its own
+    assert probe(runtime).execute("UPDATE threads SET stopped = 0 WHERE id = ?", (tid,)) == 1
+    statements.clear()
+    await fenced.inject_message(role="assistant", content="a2")
+    assert _pg(runtime).states.stale == stale + 1
+    assert (_reads(statements), _guards(statements)) == (1, 1)  # checked, then read
+    row = await runtime.store.get_thread(tid)
+    assert row is not None and not row.stopped
+    assert _contents(runtime, tid)[-1] == (5, "a2")
     assert _events_whole(runtime, tid)
     statements.clear()
-    await fenced.inject_message(role="assistant", content="a2")  # kept again
+    await fenced.inject_message(role="assistant", content="a3")  # kept again
     assert (_reads(statements), _guards(statements)) == (0, 1)
 
 
@@ -273,16 +285,17 @@ async def test_c01_056_a_log_update_that_moves_an_indexed_column_is_written(
 
 
 async def test_c01_057_writes_that_go_stale_again_and_again_all_land(runtime: Runtime) -> None:
-    """C01-057: 60 run writes with tool calls, a send after every other one and a stop
-    flag flipped after every third (so most start from a state out of date, and the
-    statements psycopg prepares meanwhile run in transactions that fail) → every write
-    lands once, in order, the stop flag as last written, event rows whole; a failed
-    transaction leaves psycopg and the server agreeing on what is prepared (its
-    connection is replaced)."""
+    """C01-057: 60 run writes with tool calls, a send on this node after every other one
+    and the stop flag flipped by another node's connection after every third (so a third
+    of those start from a state out of date, and the statements psycopg prepares meanwhile
+    run in batches that fail) → every write lands once, in order, the stop flag as last
+    written, event rows whole; a failed batch leaves no statement psycopg takes as
+    prepared that the server does not hold (its connection is replaced)."""
     fenced, plain, _ = await _running(runtime)
     tid = fenced.thread_id
     expected = ["go"]
     stopped = False
+    stale = _pg(runtime).states.stale
     for i in range(60):
         calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
         await fenced.inject_message(role="assistant", content=f"a{i}", tool_calls=calls)
@@ -292,8 +305,10 @@ async def test_c01_057_writes_that_go_stale_again_and_again_all_land(runtime: Ru
             expected.append(f"u{i}")
         if i % 3 == 0:
             stopped = not stopped
-            await runtime.store.set_stopped(tid, stopped)
-    assert _pg(runtime).states.stale >= 30
+            probe(runtime).execute(
+                "UPDATE threads SET stopped = ? WHERE id = ?", (int(stopped), tid)
+            )
+    assert _pg(runtime).states.stale - stale == 10  # the flips not followed by a send here
     assert _contents(runtime, tid) == list(enumerate(expected, start=1))
     row = await runtime.store.get_thread(tid)
     assert row is not None and row.stopped == stopped
@@ -418,3 +433,38 @@ async def test_c01_059_the_settlements_webhooks_follow_the_subscriptions_as_they
         assert settled_for() == ["wh_a", "wh_a", "wh_a", "wh_b"]
     finally:
         await runtime.close()
+
+
+async def test_c01_060_a_childs_writes_keep_the_parents_run_state_usable(
+    runtime: Runtime, statements: list[str]
+) -> None:
+    """C01-060: a child thread written while its parent's run holds a kept state → the
+    child's write raises the parent's activity time (spec 08 §8.2.2) and carries the kept
+    state to its own transaction's version: the parent's next run write starts from it (no
+    read of the row, no stale count), and the parent's activity time stays the child's."""
+    fenced, _, _ = await _running(runtime)
+    parent = fenced.thread_id
+    await fenced.inject_message(role="assistant", content="a0")
+    child = await runtime.store.create_thread(
+        NewThread(id=new_id(), agent_id="a", parent_id=parent)
+    )
+    stale = _pg(runtime).states.stale
+    before = await runtime.store.get_thread(parent)
+    assert before is not None and before.last_activity_us is not None
+    queued, _ = await runtime.store.enqueue(  # a send to the child: activity (§8.2.2)
+        child.id,
+        QueueEntry(id=new_id(), role="user", content="c", source="api", created_at=0),
+        clear_stop=False,
+    )
+    touched = await runtime.store.get_thread(parent)
+    assert touched is not None and touched.last_activity_us is not None
+    assert touched.last_activity_us == queued.created_at > before.last_activity_us
+    statements.clear()
+    await fenced.inject_message(role="assistant", content="a1")
+    assert (_reads(statements), _guards(statements)) == (0, 1)
+    assert _pg(runtime).states.stale == stale
+    after = await runtime.store.get_thread(parent)
+    assert after is not None and after.last_activity_us is not None
+    assert after.last_activity_us >= touched.last_activity_us
+    assert _contents(runtime, parent) == [(1, "go"), (2, "a0"), (3, "a1")]
+    assert _events_whole(runtime, parent)

@@ -121,6 +121,12 @@ class Conn(Protocol):
         ``xid``: the transaction's id where ``Tx`` read it (``Dialect.tx_versions``)."""
         ...
 
+    def touched(self, thread_id: str, version: str, activity: int) -> None:
+        """This transaction raised the thread's ``last_activity_us`` to at least
+        ``activity`` (a descendant's write) and changed nothing else of its row, which had
+        ``version``: a state kept of it at that version is kept at this transaction's."""
+        ...
+
     def kept_base(self, thread_id: str, version: str) -> Any:
         """The request row kept with the thread's state (``Tx.request_base``) when the row's
         version (``Dialect.tx_versions``) is still the one that state was kept at; else

@@ -296,6 +296,8 @@ class Tx:
         self.conn.defer(_thread_update(self.sql, key), params)
         if self.fenced or lease:  # an execution's write, or the start that took the lease
             self._keep_state()
+        elif self.sql.tx_versions:  # written here: a state kept of it is out of date
+            self.conn.keep_state(self.thread_id, None, None)
         if self._touched_at is not None and self.parent_id is not None:
             touch_activity(self.conn, self.parent_id, self._touched_at)
         if 0 < len(events) <= _NULL_FREE_EVENTS:
@@ -462,15 +464,37 @@ def _touch_text(sql: Dialect) -> str:
     )
 
 
+def _touch_read(sql: Dialect) -> str:
+    return f"SELECT parent_id, {sql.row_version} FROM threads WHERE id = ?{sql.lock_thread}"
+
+
+def _touch_write(sql: Dialect) -> str:
+    return (
+        f"UPDATE threads SET last_activity_us = {sql.greatest}(COALESCE(last_activity_us, 0), ?)"
+        " WHERE id = ?"
+    )
+
+
 def touch_activity(conn: Conn, thread_id: str, now: int) -> None:
     """Bump ``last_activity_us`` of the thread and every ancestor (spec 08 §8.2.2): one
-    primary-key update per level (a root thread, the common case, costs one)."""
-    text = conn.sql.statements(_touch_text)
+    primary-key update per level (a root thread, the common case, costs one). Where rows
+    carry a version (``Dialect.row_version``) each level is read, locked, first: the
+    version it had goes to ``Conn.touched``, so a state kept of it (a parent's run on this
+    node) stays usable after its child's write."""
+    sql = conn.sql
+    versioned = bool(sql.row_version)
+    text = sql.statements(_touch_read if versioned else _touch_text)
     current: str | None = thread_id
     seen: set[str] = set()
     while current is not None and current not in seen:
         seen.add(current)
-        row = conn.execute(text, (now, current)).fetchone()
+        if versioned:
+            row = conn.execute(text, (current,)).fetchone()
+            if row is not None:
+                conn.defer(sql.statements(_touch_write), (now, current))
+                conn.touched(current, row[1], now)
+        else:
+            row = conn.execute(text, (now, current)).fetchone()
         current = row[0] if row is not None else None
 
 

@@ -357,6 +357,7 @@ class PgConn:
         "raw",
         "sql",
         "states",
+        "touches",
         "watches",
         "writes",
         "xid",
@@ -392,6 +393,9 @@ class PgConn:
         """This transaction's id, where ``Tx``'s read of a row answered it."""
         self.begun = False
         """Whether BEGIN was sent (``_open``)."""
+        self.touches: dict[str, tuple[str, int]] = {}
+        """Threads whose activity time only this transaction raised (``touched``): the
+        version each had, and the time."""
         self.guarding: tuple[str, str] | None = None
         """The kept state's check not sent yet (``kept_state``): the thread and the id."""
         self.broke = False
@@ -475,6 +479,10 @@ class PgConn:
             self.own[thread_id] = state
             if xid is not None:
                 self.xid = xid
+
+    def touched(self, thread_id: str, version: str, activity: int) -> None:
+        if self.states is not None:
+            self.touches[thread_id] = (version, activity)
 
     def kept_base(self, thread_id: str, version: str) -> Any:
         states = self.states
@@ -579,8 +587,9 @@ class PgConn:
                 self._guard()
             if self.queued:
                 self.send_queued()
-            if self.xid is None and any(
-                state is not _STARTED and state is not None for state in own.values()
+            if self.xid is None and (
+                self.touches
+                or any(state is not _STARTED and state is not None for state in own.values())
             ):
                 xid = self.guard or self.raw.execute(_XID)
             if self.begun:
@@ -591,10 +600,20 @@ class PgConn:
         except psycopg.Error as exc:
             self.failed(exc)
         self.checks.clear()
-        if own:
+        if own or self.touches:
             states = self.states
             assert states is not None
             found = (self.xid,) if self.xid is not None else None if xid is None else xid.fetchone()
+            for thread_id, (version, activity) in self.touches.items():
+                kept = states.rows.get(thread_id)
+                if thread_id in own or kept is None:
+                    continue
+                if found is None or kept[0] != version:
+                    states.forget(thread_id)
+                    continue
+                raised = list(kept[1])
+                raised[11] = max(raised[11] or 0, activity)  # last_activity_us, as written
+                states.keep(thread_id, found[0], tuple(raised))
             for thread_id, state in own.items():
                 if state is _STARTED:
                     continue  # not written: the kept state still holds

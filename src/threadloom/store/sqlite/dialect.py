@@ -91,6 +91,9 @@ class SqliteConnection(sqlite3.Connection):
     def kept_base(self, thread_id: str, version: str) -> Any:
         return None
 
+    def touched(self, thread_id: str, version: str, activity: int) -> None:
+        pass
+
     def kept_read(
         self, sql: str, check: str, fingerprint: Callable[[list[Any]], str]
     ) -> list[Any] | None:
