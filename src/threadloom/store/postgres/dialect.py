@@ -418,7 +418,7 @@ class PgConn:
     def kept_state(self, thread_id: str, waiting: bool) -> Sequence[Any] | None:
         states = self.states
         fence = self.fence
-        if states is None or fence is None or thread_id in self.own:
+        if states is None or fence is None or thread_id in self.own or self.guarding:
             return None  # this transaction may have changed the row: read it
         found = states.rows.get(thread_id)
         if found is None:
@@ -427,8 +427,6 @@ class PgConn:
         lease = fence.lease
         if state[16] != lease.node_id or state[17] != lease.token or (waiting and not state[19]):
             return None
-        writes = self.writes
-        assert writes is not None
         # sent with the next statement, no wait; answers the transaction's id (``commit``)
         self.guarding = (thread_id, xid)
         if self.begun:
