@@ -11,6 +11,7 @@ import copy
 import pickle
 import sys
 
+from threadloom import Runtime
 from threadloom.records import Message, blank, copy_with, trusted
 from threadloom.store.core.codec import message_from_row
 from threadloom.thread.history import MessageHistory, copy_message
@@ -82,6 +83,18 @@ def test_a_row_read_back_is_built_on_shared_keys() -> None:
         log_id="log_1",
     )
     assert message.subagent_name is None and message.silent is False
+
+
+async def test_a_message_the_store_writes_is_returned_on_shared_keys(runtime: Runtime) -> None:
+    """The stored message a write returns (the engine holds it while its step runs)."""
+    state = await runtime.create_thread("a")
+    message = _validated()  # validated: a dictionary of its own
+    assert sys.getsizeof(message.__dict__) >= _own(message.__dict__)
+    stored, _ = await runtime.store.insert_message(state.thread_id, message)
+    assert sys.getsizeof(stored.__dict__) < _own(stored.__dict__)
+    assert list(stored.__dict__) == list(Message.model_fields)
+    assert stored.model_dump() == {**message.model_dump(), "created_at": stored.created_at}
+    assert stored.metadata == message.metadata
 
 
 def test_trusted_and_copy_with_give_the_records_validation_gives() -> None:

@@ -261,6 +261,42 @@ def test_a_conversation_stays_on_the_incremental_path_and_commits_its_prefix() -
     assert len(prepared.messages) == 1 + 50 * 4
 
 
+def test_a_committed_message_is_kept_as_its_provider_message_and_fragment_only() -> None:
+    """Issue 40: once the cache commits a record, the history lets go of what it
+    remembered of it for the cache (its request form, decoded calls, call ids); the
+    request's messages are built again from the records when asked for, and a full pass
+    after that computes them again, equal."""
+    history = MessageHistory()
+    cache = ContextCache("assistant", True)
+    calls = [ToolCall(id=f"call_{i}", function={"name": "echo", "arguments": "{}"}) for i in (1, 2)]
+    history.upsert(Message(id="u", role="user", content="q"))
+    history.upsert(Message(id="a", role="assistant", tool_calls=encode_tool_calls(calls)))
+    history.upsert(Message(id="t1", role="tool", content="r1", name="echo", tool_call_id="call_1"))
+    history.upsert(Message(id="t2", role="tool", content="r2", name="echo", tool_call_id="call_2"))
+    history.upsert(Message(id="b", role="assistant", status="pending"))
+    prepared = cache.prepare(history, SYSTEM)
+    assert prepared is not None
+    assert cache.consumed == 4  # all but the pending message
+    remembered = {mid for values in history._memo.values() for mid in values}
+    assert remembered <= {"b"}  # nothing of the four committed records
+    assert [p.role for p in prepared.providers] == ["system", "user", "assistant", "tool", "tool"]
+    expected = [m.model_dump() for m in full_pass(history, "a", True)]
+    assert [m.model_dump() for m in prepared.messages] == expected
+    assert [m.model_dump() for m in full_pass(history, "a", True)] == expected  # computed again
+    again = cache.prepare(history, SYSTEM)
+    assert again is not None and again.providers == prepared.providers
+
+
+def test_caches_with_the_same_system_text_share_its_entry() -> None:
+    first, second = ContextCache("assistant", True), ContextCache("user", False)
+    entry = first.system_entry(SYSTEM)
+    assert second.system_entry(SYSTEM) is entry  # one entry a process, not one a thread
+    assert entry[0].model_dump() == RequestMessage(role="system", content=SYSTEM).model_dump()
+    assert entry[2] == fragment(provider_message(entry[0]))
+    other = second.system_entry(SYSTEM + " Be brief.")
+    assert other is not entry and other[0].content == SYSTEM + " Be brief."
+
+
 def test_a_result_stored_before_its_call_leaves_the_incremental_path() -> None:
     history = MessageHistory()
     cache = ContextCache("assistant", True)

@@ -117,6 +117,16 @@ class MessageHistory(Sequence[Message]):
         values[message.id] = (message, value)
         return value
 
+    def forget(self, records: Sequence[Message], keys: Sequence[Any]) -> None:
+        """Let go of what :meth:`memo` remembers under ``keys`` for ``records`` (a reader
+        that will not ask again, ``engine.request.context_cache``); asked again, it is
+        computed again."""
+        for key in keys:
+            values = self._memo.get(key)
+            if values:
+                for record in records:
+                    values.pop(record.id, None)
+
     def __getitem__(self, index):  # type: ignore[no-untyped-def]
         if isinstance(index, slice):
             return [copy_message(m) for m in self._messages[index]]

@@ -23,10 +23,13 @@ checks the two agree over random histories and edits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from threadloom.engine.request.fragments import fragment
 from threadloom.engine.request.presentation import (
+    CALL_IDS,
+    DECODED_CALLS,
     Presented,
     RequestMessage,
     blank_assistant,
@@ -71,10 +74,11 @@ class Prepared:
     """The system entry, if any."""
     tail: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
     """The entries after the committed prefix."""
-    prefix_messages: list[RequestMessage] = field(default_factory=list)
+    prefix_sources: list[Message] = field(default_factory=list)
     prefix_fragments: list[str] = field(default_factory=list)
-    """The cache's committed lists, of which the first ``committed`` entries are this
-    context's (they only grow until the cache rebuilds into new lists)."""
+    """The cache's committed lists (the stored record each entry was built from, its
+    fragment), of which the first ``committed`` entries are this context's (they only grow
+    until the cache rebuilds into new lists)."""
     fragment_view: Fragments = field(init=False)
 
     def __post_init__(self) -> None:
@@ -87,12 +91,16 @@ class Prepared:
 
     @property
     def messages(self) -> list[RequestMessage]:
-        """The normalised request messages (a new list)."""
-        return [
-            *(e[0] for e in self.head),
-            *self.prefix_messages[: self.committed],
-            *(e[0] for e in self.tail),
-        ]
+        """The normalised request messages (a new list). The committed prefix's are built
+        again from their records: the cache keeps only their provider messages and
+        fragments (what a request sends and logs)."""
+        own, reasoning = self.cache.own, self.cache.include_reasoning
+        prefix: list[RequestMessage] = []
+        for record in self.prefix_sources[: self.committed]:
+            item = convert(record, own, reasoning)
+            assert item is not None  # it was committed from this very conversion
+            prefix.append(item.request)
+        return [*(e[0] for e in self.head), *prefix, *(e[0] for e in self.tail)]
 
     @property
     def fragments(self) -> list[str]:
@@ -100,13 +108,15 @@ class Prepared:
         return self.fragment_view.copy()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Unit:
-    """The normalised output of one tail record: ``[lo, hi]`` spans the records it uses."""
+    """The normalised output of one tail record: ``[lo, hi]`` spans the records it uses;
+    ``sources``: the stored record of each entry (``None`` for a synthetic one)."""
 
     lo: int
     hi: int
     entries: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
+    sources: list[Message | None] = field(default_factory=list)
 
 
 def _entry(item: Presented) -> tuple[RequestMessage, Any, str]:
@@ -121,6 +131,14 @@ def _loose(request: RequestMessage) -> tuple[RequestMessage, Any, str]:
     return request, provider, fragment(provider)
 
 
+@lru_cache(maxsize=64)
+def _system_entry(text: str) -> tuple[RequestMessage, Any, str]:
+    """The system message's entry for ``text``, shared by every context cache of the
+    process (every thread of an agent usually has the same system text: one entry, not
+    one a thread — issue 40); read-only, as a cache's own entries are."""
+    return _loose(RequestMessage(role="system", content=text))
+
+
 class ContextCache:
     """The normalised context of one history as one side sees it, kept incrementally."""
 
@@ -130,7 +148,6 @@ class ContextCache:
         self.key = ("request", own, include_reasoning)
         self.usable = True
         self.generation = 0
-        self._system: tuple[str, tuple[RequestMessage, Any, str]] | None = None
         self._reset(0)
 
     def _reset(self, mark: int) -> None:
@@ -139,7 +156,9 @@ class ContextCache:
         self.consumed = 0
         self.issuer: dict[str, str] = {}
         self.orphans: set[str] = set()
-        self.messages: list[RequestMessage] = []
+        self.sources: list[Message] = []
+        """The stored record of each committed entry (its request form is not kept: see
+        ``_extend``)."""
         self.providers: list[Any] = []
         self.fragments: list[str] = []
         self.chars = 0
@@ -156,9 +175,7 @@ class ContextCache:
         return cache
 
     def system_entry(self, text: str) -> tuple[RequestMessage, Any, str]:
-        if self._system is None or self._system[0] != text:
-            self._system = (text, _loose(RequestMessage(role="system", content=text)))
-        return self._system[1]
+        return _system_entry(text)
 
     def prepare(self, history: MessageHistory, system: str) -> Prepared | None:
         """The request context now, or ``None`` when only the full pass can give it."""
@@ -175,7 +192,7 @@ class ContextCache:
             self.usable = False
             self._reset(history.edit_mark)
             return None
-        committed = len(self.messages)
+        committed = len(self.sources)
         head = [self.system_entry(system)] if system else []
         providers = [e[1] for e in head]
         providers += self.providers
@@ -188,7 +205,7 @@ class ContextCache:
             self.chars,
             head,
             tail,
-            self.messages,
+            self.sources,
             self.fragments,
         )
 
@@ -211,8 +228,8 @@ class ContextCache:
                     issued[call_id] = (index, m.role)
         unstable = len(records)
         orphans: list[tuple[int, str]] = []
-        items: list[tuple[int, Presented]] = []
-        answers: dict[str, tuple[int, Presented]] = {}
+        items: list[tuple[int, Message, Presented]] = []
+        answers: dict[str, tuple[int, Message, Presented]] = {}
         for index, m in enumerate(records):
             if m.status != "completed":
                 if m.status != "failed" and index < unstable:
@@ -238,15 +255,16 @@ class ContextCache:
                 continue
             request = item.request
             if request.role == "tool" and request.tool_call_id:
-                answers.setdefault(request.tool_call_id, (index, item))
-            items.append((index, item))
+                answers.setdefault(request.tool_call_id, (index, m, item))
+            items.append((index, m, item))
         units = self._units(items, answers)
         cut = self._cut(units, unstable, len(records))
         out: list[tuple[RequestMessage, Any, str]] = []
         for unit in units:
             if unit.lo < cut:
-                for request, provider, fragment in unit.entries:
-                    self.messages.append(request)
+                for source, (_, provider, fragment) in zip(unit.sources, unit.entries, strict=True):
+                    assert source is not None  # a synthetic entry leaves its unit open
+                    self.sources.append(source)
                     self.providers.append(provider)
                     self.fragments.append(fragment)
                     self.chars += len(fragment)
@@ -259,33 +277,44 @@ class ContextCache:
             if index < cut:
                 self.issuer[call_id] = role
         self.consumed += cut
+        if cut:
+            # Committed records are not read here again (until an edit rebuilds the cache):
+            # what the history remembered of them for this cache (their request forms and
+            # decoded calls) is let go; the provider messages and fragments stay above.
+            history.forget(records[:cut], (self.key, DECODED_CALLS, CALL_IDS))
         return out
 
     @staticmethod
     def _units(
-        items: list[tuple[int, Presented]], answers: dict[str, tuple[int, Presented]]
+        items: list[tuple[int, Message, Presented]],
+        answers: dict[str, tuple[int, Message, Presented]],
     ) -> list[_Unit]:
         """Provider-bound normalisation (spec 04 §4.11.7) of the tail's items."""
         used: set[int] = set()
         units: list[_Unit] = []
-        for index, item in items:
+        for index, record, item in items:
             request = item.request
             if request.role == "tool":
                 continue  # emitted with its block, or dropped when outside any block
             if request.role == "assistant" and request.tool_calls:
-                unit = _Unit(index, index, [_entry(item)])
+                unit = _Unit(index, index, [_entry(item)], [record])
                 for call in request.tool_calls:
                     found = answers.get(call.id)
                     if found is not None and found[0] not in used:
                         used.add(found[0])
-                        unit.entries.append(_entry(found[1]))
+                        unit.entries.append(_entry(found[2]))
+                        unit.sources.append(found[1])
                         unit.hi = max(unit.hi, found[0])
                         continue
                     unit.entries.append(_loose(missing_result(call)))
+                    unit.sources.append(None)
                     unit.hi = _OPEN
                 units.append(unit)
                 continue
-            units.append(_Unit(index, index, [] if blank_assistant(request) else [_entry(item)]))
+            if blank_assistant(request):
+                units.append(_Unit(index, index))
+            else:
+                units.append(_Unit(index, index, [_entry(item)], [record]))
         return units
 
     @staticmethod

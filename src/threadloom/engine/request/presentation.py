@@ -65,14 +65,20 @@ class Presented:
     fragment: str | None = None
 
 
+DECODED_CALLS = "decoded calls"
+"""The history memo key of a record's decoded calls (``decoded_calls``)."""
+CALL_IDS = "calls"
+"""The history memo key of the ids of a record's calls (``call_ids``)."""
+
+
 def decoded_calls(history: MessageHistory | None, message: Message) -> list[ToolCall]:
     """The calls a message issues, decoded once per stored record (its ids and its request
-    form share them); callers do not mutate them."""
+    form share them) while the history remembers them; callers do not mutate them."""
     if not message.tool_calls:
         return []
     if history is None:
         return decode_tool_calls(message.tool_calls)
-    return history.memo(message, "decoded calls", lambda m: decode_tool_calls(m.tool_calls or ""))
+    return history.memo(message, DECODED_CALLS, lambda m: decode_tool_calls(m.tool_calls or ""))
 
 
 def call_ids(history: MessageHistory | None, message: Message) -> tuple[str, ...]:
@@ -83,7 +89,7 @@ def call_ids(history: MessageHistory | None, message: Message) -> tuple[str, ...
 
     if history is None:
         return compute(message)
-    return history.memo(message, "calls", compute)
+    return history.memo(message, CALL_IDS, compute)
 
 
 def is_image(ref: Any) -> bool:

@@ -97,6 +97,21 @@ class Manager(StepManager, Protocol):
 class Run:
     """One run of the loop on one thread."""
 
+    __slots__ = (
+        # what __init__ and _reset set, in slots instead of a dictionary: a run has more
+        # attributes than CPython shares the keys of (30), so its dictionary was 1.6 KB of
+        # every active thread (issue 40); __dict__ holds the rest (the trace's below, set
+        # only while the runtime traces)
+        *("manager", "hub", "listened", "definitions", "options", "thread_id", "row"),
+        *("agent", "side", "has_registry", "event_seq", "task", "started_at", "abort_reason"),
+        *("_run_context", "finished", "settled", "unwritten_row", "terminate_requested"),
+        *("partial", "partial_reasoning", "root_message_id", "session", "pre_delivered"),
+        *("client_tools", "parked", "resumed", "resuming", "ended", "rewake", "fence"),
+        *("budget", "run_id", "context", "run_steps", "side_steps", "turn_side", "anchor"),
+        *("tool_rows", "began_at", "ending", "failure", "execution", "step_side"),
+        "__dict__",
+    )
+
     # the run's trace (``engine/telemetry.py``), set only while the runtime traces: class
     # defaults, so a run that is not traced pays nothing for them
     span: Any = None
@@ -107,8 +122,6 @@ class Run:
     trace_previous: Any = None
     """The span context of this task's previous run (the next one links to it)."""
     trace_cost: float = 0.0
-    budget: RunBudget | None = None
-    """The run's budget (spec 15), opened as the run begins; ``None``: no limit applies."""
 
     def __init__(self, manager: Manager, row: ThreadRow, agent: Any, side: str) -> None:
         self.manager = manager
@@ -165,6 +178,8 @@ class Run:
         """The lease this run's writes are checked against (a store several nodes share);
         ``None`` again once the run released it (``ending._unfence``). Passed to each write
         of the run: its ThreadStates' (``state``) and its own (``store``)."""
+        self.budget: RunBudget | None = None
+        """The run's budget (spec 15), opened as the run begins; ``None``: no limit applies."""
         self._reset()
 
     def _reset(self) -> None:
