@@ -19,7 +19,7 @@ from threadloom.errors import InvalidMessage
 from threadloom.providers.scripted import Call, Reply, ScriptedProvider
 from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import Message, new_id
-from threadloom.store.postgres.dialect import _groups, merged
+from threadloom.store.postgres.dialect import _groups, merged, native
 
 
 def _count(rt: Runtime, sql: str, *params: Any) -> int:
@@ -142,11 +142,12 @@ def test_queued_statements_on_distinct_tables_are_one_statement() -> None:
     ]
     first = groups[0]
     text = merged(tuple(sql for sql, _ in first))
-    assert text == (
-        "WITH w0 AS (INSERT INTO thread_events(k) VALUES (%s)),"
-        " w1 AS (INSERT INTO logs(k) VALUES (%s))"
-        " UPDATE threads SET a = %s WHERE id = %s RETURNING pg_notify('c', %s)"
+    assert native(text) == (
+        b"WITH w0 AS (INSERT INTO thread_events(k) VALUES ($1)),"
+        b" w1 AS (INSERT INTO logs(k) VALUES ($2))"
+        b" UPDATE threads SET a = $3 WHERE id = $4 RETURNING pg_notify('c', $5)"
     )
+    assert native("SELECT '?' || ? || '%s'") == b"SELECT '?' || $1 || '%s'"
     params = [p for _, ps in first for p in ps]
     assert params == [2, 3, 1, "t", "n"]
 

@@ -46,7 +46,7 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     execute = psycopg.Cursor.execute
 
     def noting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
-        seen.append(str(query))
+        seen.append(query.decode() if isinstance(query, bytes) else str(query))
         return execute(self, query, *args, **kw)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", noting)
