@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
+from scripted_chat import chat_definitions
 from store_probe import probe
-from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, tool
+from threadloom import Runtime
 from threadloom.errors import InvalidMessage
-from threadloom.providers.scripted import Call, Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import Message, new_id
 from threadloom.store.postgres.dialect import _groups, merged, native
 
@@ -58,35 +56,12 @@ async def test_a_taken_message_id_is_refused_as_such_whenever_its_error_arrives(
     assert [m.id for m in page.messages] == [first.id, second.id]
 
 
-@tool
-def echo(v: int) -> str:
-    """Echo the value back."""
-    return f"echo {v}"
-
-
-def _chat() -> Definitions:
-    """An agent whose scripted model calls ``echo`` once a turn, then answers."""
-
-    def answer(request: ProviderRequest) -> Reply:
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolMessage):
-            return Reply.text(f"done: {last.content}")
-        return Reply.tool_calls(Call("echo", {"v": len(request.messages)}))
-
-    return Definitions().add(
-        Model(name="M", provider=ScriptedProvider(answer, record=False), model="m"),
-        Prompt(name="P", model="M", system="You answer.", tools=["echo"]),
-        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="User")),
-        echo,
-    )
-
-
 async def test_model_turns_store_every_deferred_write(db_url: str) -> None:
     """Three model turns with a tool call each (their messages, tool call rows, LLM rows
     and request deltas, event rows and counters are deferred writes) read back whole: the
     messages in order, one event row per event number, the counters at the last ones, a
     tool call row per call, two LLM rows a turn whose request bodies read back."""
-    runtime = await Runtime.open(db_url, definitions=_chat())
+    runtime = await Runtime.open(db_url, definitions=chat_definitions())
     try:
         state = await runtime.create_thread("chat")
         tid = state.thread_id

@@ -17,12 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from scripted_chat import chat_definitions
 from store_probe import probe
-from threadloom import Agent, Definitions, Runtime, Side
-from threadloom.define import Model, Prompt, tool
+from threadloom import Runtime
 from threadloom.errors import InvalidMessage, LeaseLost
-from threadloom.providers.scripted import Call, Reply, ScriptedProvider
-from threadloom.providers.types import ProviderRequest, ToolMessage
 from threadloom.records import LogRow, QueueEntry, ThreadStatus, WebhookSubscription, new_id
 from threadloom.store.base import Fence, NewThread
 from threadloom.store.postgres.store import PostgresStore
@@ -318,29 +316,6 @@ async def test_c01_057_writes_that_go_stale_again_and_again_all_land(runtime: Ru
     assert _events_whole(runtime, tid)
 
 
-@tool
-def echo(v: int) -> str:
-    """Echo the value back."""
-    return f"echo {v}"
-
-
-def _chat() -> Definitions:
-    """An agent whose scripted model calls ``echo`` once a turn, then answers."""
-
-    def answer(request: ProviderRequest) -> Reply:
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolMessage):
-            return Reply.text(f"done: {last.content}")
-        return Reply.tool_calls(Call("echo", {"v": len(request.messages)}))
-
-    return Definitions().add(
-        Model(name="M", provider=ScriptedProvider(answer, record=False), model="m"),
-        Prompt(name="P", model="M", system="You answer.", tools=["echo"]),
-        Agent(name="chat", side_a=Side(prompt="P", label="Agent"), side_b=Side(label="User")),
-        echo,
-    )
-
-
 def _base_reads(statements: list[str]) -> int:
     return sum(1 for s in statements if s.startswith("SELECT base_id, depth, keep"))
 
@@ -353,7 +328,7 @@ async def test_c01_058_the_next_run_starts_from_the_last_request_row_while_the_r
     state, the thread row unchanged since); after retention strips the thread's log bodies
     (which writes the thread row) the next turn's first LLM row reads its base again, finds
     it gone and stores its request whole."""
-    runtime = await Runtime.open(db_url, definitions=_chat())
+    runtime = await Runtime.open(db_url, definitions=chat_definitions())
     try:
         state = await runtime.create_thread("chat")
         tid = state.thread_id
@@ -391,7 +366,7 @@ async def test_c01_059_the_settlements_webhooks_follow_the_subscriptions_as_they
     read last, checked with the write: a subscription created, disabled or deleted since
     makes the check fail and the write read them again. Every ``run.settled`` is written for
     exactly the subscriptions enabled when it committed."""
-    runtime = await Runtime.open(db_url, definitions=_chat())
+    runtime = await Runtime.open(db_url, definitions=chat_definitions())
     try:
         state = await runtime.create_thread("chat")
         tid = state.thread_id
