@@ -142,6 +142,20 @@ def _timeline(conn: psycopg.Connection[Any]) -> int | None:
     return int(str(row[0])[:8], 16) if row else None
 
 
+class _Pipeline(psycopg.Pipeline):
+    """psycopg's pipeline, whose exit sends no Sync when nothing is pending. A write
+    transaction ends with its own Sync (``PgConn.commit``), after which psycopg's exit would
+    send another and wait for its answer: a round trip for nothing, one per write (four a
+    turn). With commands or results pending (a transaction that failed midway) it syncs as
+    psycopg does. psycopg's ``Connection.pipeline()`` takes the pipeline it finds on the
+    connection (``_pipeline``), so one is set there first (psycopg is pinned by the lock
+    file; every PostgreSQL write runs through this)."""
+
+    def _exit_gen(self) -> Any:
+        if self.command_queue or self.result_queue:
+            yield from super()._exit_gen()
+
+
 class ThreadConnections:
     """The connections of a pool's worker threads to one server: one a thread, made at its
     first use and again after it broke; closed together."""
@@ -463,6 +477,7 @@ class PostgresStore(TxStore):
             pg: PgConn | None = None
             try:
                 try:
+                    conn._pipeline = _Pipeline(conn)  # see _Pipeline
                     with conn.pipeline() as pipeline:
                         pg = PgConn(
                             conn,
