@@ -24,6 +24,16 @@ STATE_COLUMNS = (
     " status_since, status_reason, parent_id, last_activity_us, session_turns_a, session_turns_b,"
     " tnum, top_visible_count"
 )
+KEPT_ACTIVITY = 11
+"""Where a kept state (``Tx._keep_state``, ``Conn.kept_state``) holds ``last_activity_us``
+(its first 16 entries are ``STATE_COLUMNS``)."""
+KEPT_LEASE = 16
+"""… the lease's node, token and liveness (three entries),"""
+KEPT_QUEUE_EMPTY = 19
+"""… whether the thread's queue is known to be empty,"""
+KEPT_REQUEST_BASE = 20
+"""… and the last request row (``Tx.request_base``)."""
+
 _TX_ROW = (
     f", {THREAD_COLUMNS},"
     " EXISTS(SELECT 1 FROM subagent_registry WHERE parent_thread_id = threads.id)"
@@ -131,7 +141,7 @@ class Tx:
         self.waiting: bool | None = None
         if kept is not None:
             self.waiting = False if waiting else None  # kept_state: known empty if asked
-            self.queue_empty = bool(kept[19])
+            self.queue_empty = bool(kept[KEPT_QUEUE_EMPTY])
         else:
             if waiting:
                 self.waiting = bool(found[-4 if sql.leases else -1])
@@ -139,7 +149,9 @@ class Tx:
         """Whether the thread's queue is known to be empty: it was when loaded, and this
         transaction queued nothing (``insert_entry``). Kept with the state (``Conn
         .keep_state``), it spares the next end-of-run check its read."""
-        self.request_base: tuple[Any, ...] | None = kept[20] if kept is not None else request_base
+        self.request_base: tuple[Any, ...] | None = (
+            kept[KEPT_REQUEST_BASE] if kept else request_base
+        )
         """The request row (``log_requests``: its id, base, depth, keep, count, size, suffix
         hash) the thread's last LLM row wrote, where known: kept with the state, it spares
         the next LLM row the read of its base (``bodies._insert_request``)."""
@@ -154,7 +166,8 @@ class Tx:
         """Whether ``lease_node`` is live (its heartbeat within the TTL)."""
         self._lease_changed = False
         if sql.leases:
-            self.lease_node, self.lease_token, live = found[16:19] if kept else found[-3:]
+            lease_at = found[KEPT_LEASE : KEPT_LEASE + 3] if kept else found[-3:]
+            self.lease_node, self.lease_token, live = lease_at
             self.lease_live = bool(live)
 
     def renew_clock(self) -> None:

@@ -14,6 +14,7 @@ import psycopg.errors
 
 from threadloom.store.core.conn import ELSEWHERE, WATCHED, Cursor, Dialect
 from threadloom.store.core.search import websearch_text
+from threadloom.store.core.tx import KEPT_ACTIVITY, KEPT_LEASE, KEPT_QUEUE_EMPTY, KEPT_REQUEST_BASE
 from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
@@ -448,7 +449,11 @@ class PgConn:
             return None
         xid, state = found
         lease = fence.lease
-        if state[16] != lease.node_id or state[17] != lease.token or (waiting and not state[19]):
+        if (
+            state[KEPT_LEASE] != lease.node_id
+            or state[KEPT_LEASE + 1] != lease.token
+            or (waiting and not state[KEPT_QUEUE_EMPTY])
+        ):
             return None
         # sent with the next statement, no wait; answers the transaction's id (``commit``)
         self.guarding = (thread_id, xid)
@@ -510,7 +515,7 @@ class PgConn:
         found = None if states is None else states.rows.get(thread_id)
         if found is None or found[0] != version:
             return None
-        return found[1][20]
+        return found[1][KEPT_REQUEST_BASE]
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         if self.pipeline is None:
@@ -633,7 +638,7 @@ class PgConn:
                     states.forget(thread_id)
                     continue
                 raised = list(kept[1])
-                raised[11] = max(raised[11] or 0, activity)  # last_activity_us, as written
+                raised[KEPT_ACTIVITY] = max(raised[KEPT_ACTIVITY] or 0, activity)  # as written
                 states.keep(thread_id, found[0], tuple(raised))
             for thread_id, state in own.items():
                 if state is _STARTED:
