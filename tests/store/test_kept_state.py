@@ -6,7 +6,8 @@ a send, a stop, another node taking the lease — is seen, nothing is written tw
 and a lost lease still fails the write.
 
 Real PostgreSQL store of a real ``Runtime``; the statements are observed on psycopg's
-cursor (not replaced), raw SQL only to read the storage or to stand in for another node."""
+cursor and the store's ``Wire`` (not replaced), raw SQL only to read the storage or to
+stand in for another node."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from threadloom.errors import InvalidMessage, LeaseLost
 from threadloom.records import LogRow, QueueEntry, ThreadStatus, WebhookSubscription, new_id
 from threadloom.store.base import Fence, NewThread
 from threadloom.store.postgres.store import PostgresStore
+from threadloom.store.postgres.wire import Wire
 from threadloom.thread.state import ThreadState
 
 pytestmark = pytest.mark.postgres_only
@@ -38,16 +40,22 @@ class _Holder:
 
 @pytest.fixture
 def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement text sent through a psycopg cursor while the test runs (the
-    driver's own ``execute``, called through)."""
+    """Every statement text sent while the test runs: a read's through a psycopg cursor, a
+    write transaction's through its ``Wire`` (each called through)."""
     seen: list[str] = []
     execute = psycopg.Cursor.execute
+    send = Wire.send
 
     def noting(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
         seen.append(query.decode() if isinstance(query, bytes) else str(query))
         return execute(self, query, *args, **kw)
 
+    def sending(self: Wire, sql: bytes, *args: Any, **kw: Any) -> Any:
+        seen.append(sql.decode())
+        return send(self, sql, *args, **kw)
+
     monkeypatch.setattr(psycopg.Cursor, "execute", noting)
+    monkeypatch.setattr(Wire, "send", sending)
     yield seen
 
 
@@ -285,10 +293,10 @@ async def test_c01_056_a_log_update_that_moves_an_indexed_column_is_written(
 async def test_c01_057_writes_that_go_stale_again_and_again_all_land(runtime: Runtime) -> None:
     """C01-057: 60 run writes with tool calls, a send on this node after every other one
     and the stop flag flipped by another node's connection after every third (so a third
-    of those start from a state out of date, and the statements psycopg prepares meanwhile
-    run in batches that fail) → every write lands once, in order, the stop flag as last
-    written, event rows whole; a failed batch leaves no statement psycopg takes as
-    prepared that the server does not hold (its connection is replaced)."""
+    of those start from a state out of date, and the statements prepared meanwhile run in
+    batches that fail) → every write lands once, in order, the stop flag as last written,
+    event rows whole; a failed batch leaves no statement taken as prepared that the server
+    does not hold (C01-061)."""
     fenced, plain, _ = await _running(runtime)
     tid = fenced.thread_id
     expected = ["go"]

@@ -15,6 +15,7 @@ import psycopg.errors
 from threadloom.store.core.conn import ELSEWHERE, WATCHED, Cursor, Dialect
 from threadloom.store.core.search import websearch_text
 from threadloom.store.core.tx import KEPT_ACTIVITY, KEPT_LEASE, KEPT_QUEUE_EMPTY, KEPT_REQUEST_BASE
+from threadloom.store.postgres.wire import Rows, Wire
 from threadloom.store.shapes import Fence, SearchTerm, StoredEvent
 
 ACCOUNTS_LOCK = 0x746C6163  # "tlac": the key of the account writes' advisory lock
@@ -360,9 +361,10 @@ class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute``, ``executemany`` and ``defer`` of ``?`` statements, and the dialect.
 
-    With ``pipeline`` (a write transaction in psycopg's pipeline mode) a deferred statement
-    is only queued: it goes to the server with the next statement whose result the logic
-    reads (``execute`` sends what is queued and waits for all of it) or with the COMMIT, so
+    With ``pipeline`` (a write transaction in libpq's pipeline mode, ``wire.Wire``) a
+    deferred statement is only queued: it goes to the server with the next statement whose
+    result the logic reads (``execute`` sends what is queued and waits for all of it) or
+    with the COMMIT, so
     a transaction's closing writes and its COMMIT are one round trip. Without one,
     ``defer`` is ``execute``."""
 
@@ -375,6 +377,7 @@ class PgConn:
         "guard",
         "guarding",
         "node_id",
+        "opening",
         "own",
         "pipeline",
         "queued",
@@ -383,7 +386,6 @@ class PgConn:
         "states",
         "touches",
         "watches",
-        "writes",
         "xid",
     )
 
@@ -395,8 +397,9 @@ class PgConn:
         fence: Fence | None = None,
         announce: bool = False,
         watches: Watches | None = None,
-        pipeline: psycopg.Pipeline | None = None,
+        pipeline: Wire | None = None,
         states: TxStates | None = None,
+        opening: bytes | None = b"BEGIN",
     ) -> None:
         self.raw = raw
         self.sql = sql
@@ -406,17 +409,18 @@ class PgConn:
         self.watches = watches
         self.pipeline = pipeline
         self.queued: list[tuple[str, Sequence[Any]]] = []
-        self.writes: psycopg.Cursor[Any] | None = None
-        """The cursor the transaction's statements whose results nobody reads are sent
-        on (BEGIN, the deferred ones, COMMIT): one cursor, not one each."""
         self.checks: list[Callable[[BaseException], BaseException | None]] = []
         """The ``translate`` of each statement deferred with one (``defer_checked``)
         since the last sync: an error the sync raises is given to each in turn."""
         self.states = states
         self.xid: str | None = None
         """This transaction's id, where ``Tx``'s read of a row answered it."""
-        self.begun = False
-        """Whether BEGIN was sent (``_open``)."""
+        self.opening = opening
+        """What opens the transaction on ``pipeline`` (``_open``): BEGIN for a write, the
+        snapshot's BEGIN for a read; ``None``: statements that run without one (a point or
+        checked read)."""
+        self.begun = opening is None
+        """Whether the transaction was opened (``_open``), or needs no opening."""
         self.touches: dict[str, tuple[str, int]] = {}
         """Threads whose activity time only this transaction raised (``touched``): the
         version each had, and the time."""
@@ -483,20 +487,17 @@ class PgConn:
 
     def _guard(self) -> None:
         """Send the check that the kept state still holds (``kept_state``). Prepared like
-        the rest: when it fails, the connection is replaced (``store._run_write``)."""
+        the rest."""
         guarding, self.guarding = self.guarding, None
         if guarding is not None:
-            guard = self.guard = psycopg.RawCursor(self.raw)
-            guard.execute(_GUARD, guarding)
+            assert self.pipeline is not None
+            self.guard = self.pipeline.send(_GUARD, guarding)
 
     def _open(self) -> None:
         """BEGIN, sent before the transaction's first read (and the kept state's check
         right after it): a transaction that reads nothing goes without it (``commit``)."""
-        writes = self.writes
-        assert writes is not None
-        # never prepared: nothing to plan, and a prepared COMMIT queued behind a statement
-        # that fails is skipped by the server while psycopg counts it prepared
-        writes.execute("BEGIN", prepare=False)
+        assert self.pipeline is not None and self.opening is not None
+        self.pipeline.send(self.opening, prepare=False)  # nothing to plan: never prepared
         self.begun = True
         self._guard()
 
@@ -521,35 +522,38 @@ class PgConn:
         if self.pipeline is None:
             cursor: Cursor = psycopg.RawCursor(self.raw).execute(native(sql), parameters)
             return cursor
+        pipeline = self.pipeline
         try:  # its rows, its row count and its error: now
             if not self.begun:
                 self._open()
             if self.queued:
                 self.send_queued()
-            cursor = psycopg.RawCursor(self.raw).execute(native(sql), parameters)
-            self.pipeline.sync()
+            rows = pipeline.send(native(sql), parameters)
+            pipeline.sync()
         except psycopg.Error as exc:
             self.failed(exc)
         self.checks.clear()
-        return cursor
+        return rows
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
-        cursor = psycopg.RawCursor(self.raw)
-        if self.pipeline is None:
+        pipeline = self.pipeline
+        if pipeline is None:
+            cursor = psycopg.RawCursor(self.raw)
             cursor.executemany(native(sql), parameters)
-        else:
-            try:
-                if not self.begun:
-                    self._open()
-                if self.queued:
-                    self.send_queued()
-                cursor.executemany(native(sql), parameters)
-                self.pipeline.sync()
-            except psycopg.Error as exc:
-                self.failed(exc)
-            self.checks.clear()
-        result: Cursor = cursor
-        return result
+            result: Cursor = cursor
+            return result
+        text = native(sql)
+        try:
+            if not self.begun:
+                self._open()
+            if self.queued:
+                self.send_queued()
+            sent = [pipeline.send(text, row) for row in parameters]
+            pipeline.sync()
+        except psycopg.Error as exc:
+            self.failed(exc)
+        self.checks.clear()
+        return Rows.total(pipeline, sent)
 
     def defer(self, sql: str, parameters: Sequence[Any] = (), /) -> None:
         if self.pipeline is None:
@@ -585,17 +589,19 @@ class PgConn:
         self.queued.append((f"{_EXPECT}{rows}*/ {sql} RETURNING 1", parameters))
 
     def failed(self, exc: psycopg.Error) -> NoReturn:
-        """A statement of the pipeline failed (its error arrives at a sync, or while a
-        later statement is sent): end the failed segment, so the pipeline closes clean,
-        and raise the error — as what the ``translate`` of a checked statement makes of
-        it, where one does."""
-        assert self.pipeline is not None
+        """A statement of the pipeline failed (its error arrives at the sync; one whose
+        parameters could not be adapted, while it is sent): end the failed segment, so the
+        pipeline closes clean, and raise the error — as what the ``translate`` of a checked
+        statement makes of it, where one does."""
+        pipeline = self.pipeline
+        assert pipeline is not None
         self.broke = True
         checks, self.checks = self.checks, []
-        try:
-            self.pipeline.sync()
-        except psycopg.Error:
-            pass  # the rest of the failed segment: aborted with it
+        if pipeline.pending:
+            try:
+                pipeline.sync()
+            except psycopg.Error:
+                pass  # the rest of the failed segment: aborted with it
         for check in checks:
             error = check(exc)
             if error is not None:
@@ -605,7 +611,8 @@ class PgConn:
     def commit(self) -> None:
         """The deferred statements, COMMIT, and their results (pipeline mode); then the
         states of the threads this transaction wrote are kept (``TxStates``)."""
-        assert self.pipeline is not None and self.writes is not None
+        pipeline = self.pipeline
+        assert pipeline is not None
         own = self.own
         xid: Cursor | None = None
         try:
@@ -617,12 +624,12 @@ class PgConn:
                 self.touches
                 or any(state is not _STARTED and state is not None for state in own.values())
             ):
-                xid = self.guard or psycopg.RawCursor(self.raw).execute(_XID)
+                xid = self.guard or pipeline.send(_XID)
             if self.begun:
-                self.writes.execute("COMMIT", prepare=False)
+                pipeline.send(b"COMMIT", prepare=False)
             # else no statement read anything: they ran in the implicit transaction the
             # protocol opens for them, which this Sync commits (or, one failing, rolls back)
-            self.pipeline.sync()
+            pipeline.sync()
         except psycopg.Error as exc:
             self.failed(exc)
         self.checks.clear()
@@ -660,30 +667,30 @@ class PgConn:
         """Open the write transaction: BEGIN goes with the first read (``_open``), or not at
         all when the transaction reads nothing (``commit``); a write that need not wait for
         the disk sends it now, with its ``SET LOCAL``."""
-        self.writes = psycopg.RawCursor(self.raw)
         if not durable:
             self._open()
-            self.writes.execute("SET LOCAL synchronous_commit = off", prepare=False)
+            assert self.pipeline is not None
+            self.pipeline.send(b"SET LOCAL synchronous_commit = off", prepare=False)
 
     def send_queued(self) -> None:
         """Send the deferred statements (without waiting): those that touch no table in
         common as one statement (``merged``), the rest after them in order."""
         queued, self.queued = self.queued, []
-        writes = self.writes
-        assert writes is not None
+        pipeline = self.pipeline
+        assert pipeline is not None
         if len(queued) == 1:
             sql, parameters = queued[0]
-            writes.execute(native(merged((sql,)) if sql[0] == "/" else sql), parameters)
+            pipeline.send(native(merged((sql,)) if sql[0] == "/" else sql), parameters)
             return
         for group in _groups(queued):
             if len(group) == 1:
                 sql, parameters = group[0]
-                writes.execute(native(merged((sql,)) if sql[0] == "/" else sql), parameters)
+                pipeline.send(native(merged((sql,)) if sql[0] == "/" else sql), parameters)
             else:
                 params: list[Any] = []
                 for _, p in group:
                     params += p
-                writes.execute(native(merged(tuple(sql for sql, _ in group))), params)
+                pipeline.send(native(merged(tuple(sql for sql, _ in group))), params)
 
 
 _TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)

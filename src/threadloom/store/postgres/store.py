@@ -58,6 +58,7 @@ from threadloom.store.postgres.dialect import (
     read_only_server,
     unreachable,
 )
+from threadloom.store.postgres.wire import Wire
 from threadloom.store.shapes import Clock, Fence, system_clock_us
 
 T = TypeVar("T")
@@ -85,6 +86,8 @@ def _rollback(conn: psycopg.Connection[Any]) -> None:
 
 _RETRYABLE = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 _SYNC_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+"""What opens a read's transaction (``_run_read``)."""
 _MAYBE_UNREACHABLE = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
 """The errors ``unreachable`` tells apart: a connection's, or a write refused by a server
 that became read-only (a failover's old primary)."""
@@ -142,23 +145,10 @@ def _timeline(conn: psycopg.Connection[Any]) -> int | None:
     return int(str(row[0])[:8], 16) if row else None
 
 
-class _Pipeline(psycopg.Pipeline):
-    """psycopg's pipeline, whose exit sends no Sync when nothing is pending. A write
-    transaction ends with its own Sync (``PgConn.commit``), after which psycopg's exit would
-    send another and wait for its answer: a round trip for nothing, one per write (four a
-    turn). With commands or results pending (a transaction that failed midway) it syncs as
-    psycopg does. psycopg's ``Connection.pipeline()`` takes the pipeline it finds on the
-    connection (``_pipeline``), so one is set there first (psycopg is pinned by the lock
-    file; every PostgreSQL write runs through this)."""
-
-    def _exit_gen(self) -> Any:
-        if self.command_queue or self.result_queue:
-            yield from super()._exit_gen()
-
-
 class ThreadConnections:
     """The connections of a pool's worker threads to one server: one a thread, made at its
-    first use and again after it broke; closed together."""
+    first use and again after it broke, each with its ``Wire`` (what its write transactions
+    are sent on); closed together."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -170,9 +160,17 @@ class ThreadConnections:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         return conn
 
+    def wire(self, conn: psycopg.Connection[Any]) -> Wire:
+        """The ``Wire`` of ``conn`` (this thread's connection)."""
+        wire: Wire | None = getattr(self._local, "wire", None)
+        if wire is None or wire.conn is not conn:
+            wire = self._local.wire = Wire(conn)
+        return wire
+
     def keep(self, conn: psycopg.Connection[Any]) -> None:
         """``conn`` becomes this thread's connection."""
         self._local.conn = conn
+        self._local.wire = None
         with self._lock:
             self.all.append(conn)
 
@@ -183,6 +181,7 @@ class ThreadConnections:
         conn.close()
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
+            self._local.wire = None
 
     def close_all(self) -> None:
         with self._lock:
@@ -439,20 +438,33 @@ class PostgresStore(TxStore):
         return self._run_read(fn, args)
 
     def _run_read(self, fn: Callable[..., T], args: tuple[Any, ...], snapshot: bool = True) -> T:
-        """``fn`` in a read-only snapshot; ``snapshot=False`` (a point read, ``Store.
-        _point_read``: one row by its key and at most the row it names) without the
-        transaction around it — a round trip to the server a statement, not three for one."""
+        """``fn`` in a read-only snapshot, whose BEGIN goes with its first statement (a
+        round trip a statement, and the COMMIT's); ``snapshot=False`` (a point read,
+        ``Store._point_read``: one row by its key and at most the row it names; a checked
+        read) without the transaction around it — a round trip a statement. Its statements
+        go on the connection's ``Wire``, as a write's do."""
         for attempt in range(2):
             conn = self._connection()
             try:
-                if not snapshot:
-                    return fn(PgConn(conn, self.sql, self.node_id), *args)
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                wire = self.connections.wire(conn)
+                wire.enter()
                 try:
-                    return fn(PgConn(conn, self.sql, self.node_id), *args)
+                    # the snapshot's BEGIN goes with the first statement
+                    pg = PgConn(
+                        conn,
+                        self.sql,
+                        self.node_id,
+                        pipeline=wire,
+                        opening=_SNAPSHOT if snapshot else None,
+                    )
+                    try:
+                        return fn(pg, *args)
+                    finally:
+                        if pg.opening is not None and pg.begun and not conn.broken:
+                            wire.send(b"COMMIT", prepare=False)
+                            wire.sync()
                 finally:
-                    if not conn.broken:
-                        conn.execute("COMMIT")
+                    wire.leave()
             except _MAYBE_UNREACHABLE as exc:
                 if not unreachable(exc, conn):
                     raise
@@ -477,8 +489,9 @@ class PostgresStore(TxStore):
             pg: PgConn | None = None
             try:
                 try:
-                    conn._pipeline = _Pipeline(conn)  # see _Pipeline
-                    with conn.pipeline() as pipeline:
+                    wire = self.connections.wire(conn)
+                    wire.enter()
+                    try:
                         pg = PgConn(
                             conn,
                             self.sql,
@@ -486,31 +499,22 @@ class PostgresStore(TxStore):
                             fence,
                             self.peers,
                             self.watches,
-                            pipeline,
+                            wire,
                             states,
                         )
                         pg.begin(durable)  # sent with the transaction's first read
                         result = fn(pg, self.clock, *args)
                         committing = True
                         pg.commit()  # the deferred writes and COMMIT: one round trip
-                except BaseException as exc:
+                    finally:
+                        wire.leave()
+                except BaseException:
                     if pg is not None:
                         pg.forget_states()
                     # a failed statement leaves the transaction open (aborted) past the
                     # pipeline's sync, whether it was the logic's or a deferred one
                     if not conn.broken and conn.info.transaction_status != _IDLE:
                         _rollback(conn)
-                    if pg is not None and pg.broke and not isinstance(exc, _MAYBE_UNREACHABLE):
-                        # A statement of the pipeline failed: psycopg (3.3.9) can lose step
-                        # with what the server holds prepared. A statement that reaches its
-                        # prepare threshold in a batch the server aborts is taken as
-                        # prepared (its first sighting alone is checked against the
-                        # results), and a ROLLBACK or DEALLOCATE ALL clears psycopg's names
-                        # only the first times it sees one; a later statement then fails
-                        # "prepared statement … does not exist". Failures are rare (a kept
-                        # state out of date, a taken id …): a new connection (one that
-                        # broke or turned read-only is dealt with below).
-                        self.connections.discard(conn)
                     raise
                 if counted:  # the data's commits, not the heartbeat's
                     self.commits += 1
