@@ -41,7 +41,7 @@ from threadloom.thread.state import ThreadState
 SideName = Literal["a", "b"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ExecutionState:
     """One run of the engine on one thread (a nested sub-prompt gets its own)."""
 
@@ -227,7 +227,7 @@ Dispatch = Callable[
 """Runs one tool call by its kind (``step/dispatch.py``; spec 04 §4.14.3 step 3)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepEnv:
     """Everything one step of the acting side needs (a nested step sets ``nested``)."""
 

@@ -231,6 +231,7 @@ async def begin_attempt(env: StepEnv, row: LogRow) -> LogRow:
         env.pending, stored = await thread_messages.create_with_log(
             env.state, env.pending_candidate, row, durable=False
         )
+        env.pending_candidate = None  # the stored copy is the step's from here on
         return stored
     # a retry: its request failed, which committed the held pair first (call_model)
     return await env.state.hub.insert_log(env.state.thread_id, row, fence=env.state.fence)

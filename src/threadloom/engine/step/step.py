@@ -29,6 +29,7 @@ from threadloom.records import (
     json_compact,
     new_call_id,
     new_id,
+    trusted,
 )
 from threadloom.thread import messages as thread_messages
 
@@ -85,15 +86,20 @@ async def model_step(env: StepEnv) -> StepOutcome:
         return StepOutcome(blocked=True)
     # The pending message is stored with the first attempt's LLM row (one commit), just
     # before the request is sent (spec 04 §4.12.1); chunk events already carry its id.
-    env.pending_candidate = Message(
-        id=new_id(),
-        role=role_of(env.side),
-        content=None,
-        status="pending",
-        name=label,
-        prompt=env.prompt.name,
-        depth=env.depth,
-        parent_id=env.parent_message_id,
+    # Built without validation (its values are typed as its fields): its dictionary on
+    # the class's shared keys, 288 bytes instead of 832 while the step holds it (issue 40)
+    env.pending_candidate = trusted(
+        Message,
+        {
+            "id": new_id(),
+            "role": role_of(env.side),
+            "content": None,
+            "status": "pending",
+            "name": label,
+            "prompt": env.prompt.name,
+            "depth": env.depth,
+            "parent_id": env.parent_message_id,
+        },
     )
     env.pending_id = env.pending_candidate.id
     try:
