@@ -613,13 +613,14 @@ ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_tool_status_check;
 ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_status_check;
 """
 """No CHECK constraint on the rows a turn writes: ``threads.status_state`` and
-``messages.role``, ``tool_status``, ``status`` (spec 01 §1.11.1 lists none of them). The
-store writes these columns from the records' own types (``ThreadStatus``, ``Role``, …),
-never from text it was sent, so the checks refused nothing; but PostgreSQL re-reads each
+``messages.role``, ``tool_status``, ``status`` (spec 01 §1.11.1 lists none of them). A
+message's role and statuses are checked before any write (``thread/validate.py``; an
+import's records by their models) and a thread's state is one of the engine's three, so
+the checks refused nothing; but PostgreSQL re-reads each
 CHECK from its stored node text and plans it at every execution of a statement that writes
 the table (``ExecConstraints`` → ``stringToNode``, ``expression_planner``): about 70,000
-instructions per statement, eight statements a turn, 7.6 % of the server's instructions per
-turn (docs/benchmarks.md, "The server's per-row work"). SQLite keeps its checks (written as
+instructions each time, eight times a turn: 7.7 % of the server's instructions per turn
+(docs/benchmarks.md, "The server's per-row work"). SQLite keeps its checks (written as
 comparisons by its migration 9, a few instructions each). The constraints of the tables
 written rarely (``message_queue``, ``log_bodies``, ``files``, accounts …) stay."""
 
@@ -652,7 +653,7 @@ packaged builds are; elsewhere nothing changes). A value is compressed when its 
 outgrows about 2 kB — in a chat turn, a request row's list of message lengths once the
 history is long, and logged request bodies — and pglz spent 3 % of the server's
 instructions per turn compressing them at 300 turns (``pglz_compress``); lz4 compresses
-the same values in a tenth of that (docs/benchmarks.md, "The server's per-row work").
+the same values in a twentieth of that (docs/benchmarks.md, "The server's per-row work").
 Values already stored stay as they are (both methods read back); columns added by later
 migrations take the server's ``default_toast_compression``."""
 
