@@ -606,6 +606,57 @@ $$;
 database when that count is not the expected one (``TL002``). PostgreSQL only (SQLite reads
 the row, in process)."""
 
+_V18 = """
+ALTER TABLE threads DROP CONSTRAINT IF EXISTS threads_status_state_check;
+ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_role_check;
+ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_tool_status_check;
+ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_status_check;
+"""
+"""No CHECK constraint on the rows a turn writes: ``threads.status_state`` and
+``messages.role``, ``tool_status``, ``status`` (spec 01 §1.11.1 lists none of them). A
+message's role and statuses are checked before any write (``thread/validate.py``; an
+import's records by their models) and a thread's state is one of the engine's three, so
+the checks refused nothing; but PostgreSQL re-reads each
+CHECK from its stored node text and plans it at every execution of a statement that writes
+the table (``ExecConstraints`` → ``stringToNode``, ``expression_planner``): about 70,000
+instructions each time, eight times a turn: 7.7 % of the server's instructions per turn
+(docs/benchmarks.md, "The server's per-row work"). SQLite keeps its checks (written as
+comparisons by its migration 9, a few instructions each). The constraints of the tables
+written rarely (``message_queue``, ``log_bodies``, ``files``, accounts …) stay."""
+
+_V19 = """
+DO $$
+DECLARE
+    col record;
+BEGIN
+    FOR col IN
+        SELECT c.relname, a.attname
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        WHERE c.relnamespace = current_schema()::regnamespace
+          AND c.relname IN ('threads', 'messages', 'thread_events', 'tool_calls',
+                            'message_queue', 'logs', 'log_bodies', 'log_requests')
+          AND a.attnum > 0 AND NOT a.attisdropped
+          AND a.atttypid IN ('text'::regtype, 'bytea'::regtype)
+        ORDER BY c.relname, a.attnum
+    LOOP
+        EXECUTE format('ALTER TABLE %I ALTER COLUMN %I SET COMPRESSION lz4',
+                       col.relname, col.attname);
+    END LOOP;
+EXCEPTION WHEN feature_not_supported THEN
+    NULL;  -- a server built without lz4 keeps pglz
+END
+$$;
+"""
+"""The text and byte columns of the tables a turn writes compress their large values with
+lz4 instead of PostgreSQL's default pglz (where the server was built with lz4, as the
+packaged builds are; elsewhere nothing changes). A value is compressed when its row
+outgrows about 2 kB — in a chat turn, a request row's list of message lengths once the
+history is long, and logged request bodies — and pglz spent 3 % of the server's
+instructions per turn compressing them at 300 turns (``pglz_compress``); lz4 compresses
+the same values in a twentieth of that (docs/benchmarks.md, "The server's per-row work").
+Values already stored stay as they are (both methods read back); columns added by later
+migrations take the server's ``default_toast_compression``."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -624,6 +675,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (15, "the thread a fork was made from, and at which message", _V15),
     (16, "the full-text index of message text", _V16),
     (17, "the error of a write started from a thread state that is out of date", _V17),
+    (18, "no CHECK constraints on the rows a turn writes", _V18),
+    (19, "lz4 compression of the large values a turn writes", _V19),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -641,7 +694,19 @@ CONTRACTIONS: dict[int, Contraction] = {
     # renames or retypes something, with the oldest schema version whose code no longer
     # uses it and the release that stopped using it, e.g.
     #   15: Contraction(13, "DROP COLUMN threads.overlap: unused since the release of 13"),
-    # None yet.
+    18: Contraction(
+        BASELINE,
+        "DROP CONSTRAINT threads_status_state_check, messages_role_check,"
+        " messages_tool_status_check, messages_status_check: no release relies on them (every"
+        " release writes these columns from its records' types), so the code of every release"
+        " since the rule keeps working on the database",
+    ),
+    19: Contraction(
+        BASELINE,
+        "ALTER COLUMN … SET COMPRESSION lz4 of the turn's tables: only how new large values"
+        " are compressed; every release reads both methods, so the code of every release"
+        " since the rule keeps working on the database",
+    ),
 }
 
 
