@@ -361,12 +361,11 @@ class PgConn:
     """A psycopg connection as the shared logic's :class:`~threadloom.store.core.conn.Conn`:
     ``execute``, ``executemany`` and ``defer`` of ``?`` statements, and the dialect.
 
-    With ``pipeline`` (a write transaction in libpq's pipeline mode, ``wire.Wire``) a
-    deferred statement is only queued: it goes to the server with the next statement whose
-    result the logic reads (``execute`` sends what is queued and waits for all of it) or
-    with the COMMIT, so
-    a transaction's closing writes and its COMMIT are one round trip. Without one,
-    ``defer`` is ``execute``."""
+    With ``pipeline`` (a transaction in libpq's pipeline mode, ``wire.Wire``) a deferred
+    statement is only queued: it goes to the server with the next statement whose result
+    the logic reads (``execute`` sends what is queued and waits for all of it) or with the
+    COMMIT, so a transaction's closing writes and its COMMIT are one round trip. Without
+    one (a replica's read), ``defer`` is ``execute``."""
 
     __slots__ = (
         "announce",
