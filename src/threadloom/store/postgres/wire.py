@@ -1,7 +1,7 @@
-"""A write transaction's statements in libpq's pipeline mode, sent and read through
-psycopg's binding of libpq (``PGconn``) and its adapters (``Transformer``): the parameters
-dumped and the rows loaded by psycopg as its cursors do, without its cursors, its pipeline
-and the generators they run on.
+"""A transaction's statements (a write's or a read's) in libpq's pipeline mode, sent and
+read through psycopg's binding of libpq (``PGconn``) and its adapters (``Transformer``):
+the parameters dumped and the rows loaded by psycopg as its cursors do, without its
+cursors, its pipeline and the generators they run on.
 
 Issue 40 measured psycopg's pipeline at 160–300 µs of CPU for a write of two statements and
 a Sync, and this at 37–56 µs (``Wire``): a turn is four write transactions, and psycopg's
@@ -105,7 +105,7 @@ class _Prepare:
 
 
 class Wire:
-    """One connection's write transactions in pipeline mode: ``enter``, ``send`` the
+    """One connection's transactions in pipeline mode: ``enter``, ``send`` the
     statements (each answers its :class:`Rows`), ``sync`` to send a Sync and read every
     result up to it (raising the first statement's error), ``leave``. One a connection,
     used by the worker thread that owns it; it remembers which statements the server holds
