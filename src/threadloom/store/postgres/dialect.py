@@ -370,7 +370,6 @@ class PgConn:
     __slots__ = (
         "announce",
         "begun",
-        "broke",
         "checks",
         "fence",
         "guard",
@@ -425,8 +424,6 @@ class PgConn:
         version each had, and the time."""
         self.guarding: tuple[str, str] | None = None
         """The kept state's check not sent yet (``kept_state``): the thread and the id."""
-        self.broke = False
-        """Whether a statement of the pipeline failed (``failed``)."""
         self.guard: Cursor | None = None
         """The cursor of the check that a kept state still holds (``kept_state``): its row
         is the transaction's id."""
@@ -594,7 +591,6 @@ class PgConn:
         statement makes of it, where one does."""
         pipeline = self.pipeline
         assert pipeline is not None
-        self.broke = True
         checks, self.checks = self.checks, []
         if pipeline.pending:
             try:

@@ -147,8 +147,8 @@ def _timeline(conn: psycopg.Connection[Any]) -> int | None:
 
 class ThreadConnections:
     """The connections of a pool's worker threads to one server: one a thread, made at its
-    first use and again after it broke, each with its ``Wire`` (what its write transactions
-    are sent on); closed together."""
+    first use and again after it broke, each with its ``Wire`` (what its transactions are
+    sent on); closed together."""
 
     def __init__(self) -> None:
         self._local = threading.local()
