@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -38,6 +38,7 @@ import threadloom
 from threadloom.metrics import Counts, Timings
 from threadloom.server import deps
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.store.base import OperatingStats
 
 PATH = "/metrics"
@@ -252,7 +253,7 @@ async def _allowed(request: Request, ctx: deps.ServerContext) -> None:
         raise ApiError(403, "admin_required", "Forbidden: Admin access required")
 
 
-router = APIRouter(include_in_schema=False)
+router = Router(include_in_schema=False)
 
 
 @router.get(PATH)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 
-router = APIRouter(tags=["ag-ui"])
+router = Router(tags=["ag-ui"])
 
 
 @router.post(

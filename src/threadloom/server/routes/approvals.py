@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.wire.approvals import ApprovalDecided, ApprovalItem, ApprovalList, DecideApproval
 
-router = APIRouter(prefix="/api/threads/{id}/approvals", tags=["approvals"])
+router = Router(prefix="/api/threads/{id}/approvals", tags=["approvals"])
 
 
 def decider(who: Principal) -> str:

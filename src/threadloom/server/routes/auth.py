@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.server import deps
@@ -19,6 +19,7 @@ from threadloom.server.auth.principal import Principal
 from threadloom.server.auth.tickets import TICKET_SECONDS, mint_ticket
 from threadloom.server.deps import SESSION_COOKIE, client_address, same_or_allowed_origin
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.wire.auth import (
     AuthConfig,
     Caller,
@@ -32,7 +33,7 @@ from threadloom.wire.auth import (
     TicketRequest,
 )
 
-router = APIRouter(prefix="/api/auth", tags=["auth"])
+router = Router(prefix="/api/auth", tags=["auth"])
 
 NO_STORE = {"Cache-Control": "no-store"}
 INVALID_LOGIN = ApiError(401, "unauthorized", "Invalid username or password")

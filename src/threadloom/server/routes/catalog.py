@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 import threadloom
@@ -16,6 +16,7 @@ from threadloom.define.prompt import Prompt, Subagent, entry_name
 from threadloom.server import deps, markdown
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
+from threadloom.server.routing import Router
 from threadloom.server.thread_answers import absolute_icon, backing
 from threadloom.wire.catalog import (
     AgentEntry,
@@ -31,7 +32,7 @@ from threadloom.wire.catalog import (
 )
 from threadloom.wire.markdown import RenderedMarkdown, RenderMarkdown
 
-router = APIRouter(prefix="/api", tags=["catalog"])
+router = Router(prefix="/api", tags=["catalog"])
 LOADED_AT = int(time.time())
 
 
@@ -278,7 +279,7 @@ async def hooks(request: Request, _: Principal = Depends(deps.admin)) -> dict[st
     return HookList(hooks=[HookEntry(id=hook_id, hook=name) for name, hook_id in items]).to_wire()
 
 
-service = APIRouter(prefix="/api", tags=["service"])
+service = Router(prefix="/api", tags=["service"])
 
 
 @service.get("/health", summary="Liveness and readiness (public)")

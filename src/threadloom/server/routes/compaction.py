@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.errors import ProviderError
 from threadloom.server import deps
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.wire.compaction import CompactionItem, CompactionList, CompactThread
 
-router = APIRouter(prefix="/api/threads/{id}", tags=["compaction"])
+router = Router(prefix="/api/threads/{id}", tags=["compaction"])
 
 
 @router.post("/compact", summary="Compact the thread's history now", status_code=201)

@@ -5,17 +5,18 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.errors import ThreadBusy, ThreadTerminated
 from threadloom.server import deps
 from threadloom.server.errors import ApiError
 from threadloom.server.routes.threads import refuse_orphaned
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.wire.control import Cascade, ContinueThread, Stopped, Terminated
 
-router = APIRouter(prefix="/api/threads/{id}", tags=["execution"])
+router = Router(prefix="/api/threads/{id}", tags=["execution"])
 
 
 SIDE_ROLE = {"a": "assistant", "b": "user"}

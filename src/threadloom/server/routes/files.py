@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Literal, cast
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.datastructures import UploadFile
@@ -25,6 +25,7 @@ from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field, invalid, not_found
 from threadloom.server.file_headers import USER_CONTENT_HEADERS, content_disposition
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.thread.files import file_limits
 from threadloom.thread.filetypes import (
@@ -48,7 +49,7 @@ class FilePathConvertor(PathConvertor):
 register_url_convertor("fspath", FilePathConvertor())
 FS_PATH = "/{path:fspath}"
 
-router = APIRouter(prefix="/api/threads/{id}/fs", tags=["files"])
+router = Router(prefix="/api/threads/{id}/fs", tags=["files"])
 
 CHUNK_SIZE = 1_048_576
 OCTET_STREAM = "application/octet-stream"

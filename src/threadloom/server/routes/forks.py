@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.errors import InvalidField
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import bad_field
 from threadloom.server.routes.threads import THREAD, origin_of
+from threadloom.server.routing import Router
 from threadloom.server.thread_answers import thread_answer
 from threadloom.store.base import ThreadRow
 from threadloom.wire.threads import ForkList, ForkThread, ThreadForked
 
-router = APIRouter(prefix="/api/threads", tags=["threads"])
+router = Router(prefix="/api/threads", tags=["threads"])
 
 
 @router.post(f"{THREAD}/fork", summary="Fork a thread at one of its messages")

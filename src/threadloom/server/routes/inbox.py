@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
+from threadloom.server.routing import Router
 from threadloom.store.shapes import ApprovalQuery
 from threadloom.wire.approvals import INBOX_STATES, ApprovalInbox, InboxItem
 
-router = APIRouter(prefix="/api/approvals", tags=["approvals"])
+router = Router(prefix="/api/approvals", tags=["approvals"])
 
 
 @router.get("", summary="Tool-call approvals across threads (the inbox)")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom import errors as E
 from threadloom.records.memory import SEPARATOR
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routing import Router
 from threadloom.thread.memory import Memory
 from threadloom.wire.auth import Success
 from threadloom.wire.memory import (
@@ -31,7 +32,7 @@ from threadloom.wire.memory import (
     SearchItems,
 )
 
-router = APIRouter(prefix="/api/memory", tags=["memory"])
+router = Router(prefix="/api/memory", tags=["memory"])
 
 
 def _scope(request: Request, who: Principal, user_id: str | None, agent_id: str | None) -> Memory:

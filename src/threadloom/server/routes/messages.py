@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from threadloom.errors import DuplicateMessage, MessageNotFound, ThreadTerminated
@@ -12,12 +12,13 @@ from threadloom.server import deps, json_body
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.routes.threads import refuse_orphaned
+from threadloom.server.routing import Router
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadRow
 from threadloom.thread.messages import WirePage, delete_with_cascade, thread_and_wire_page
 from threadloom.wire.messages import MessagesDeleted, PatchMessage, SendAccepted, SendMessage
 
-router = APIRouter(prefix="/api/threads/{id}/messages", tags=["messages"])
+router = Router(prefix="/api/threads/{id}/messages", tags=["messages"])
 
 MAX_IDS = 200
 MESSAGE_NOT_FOUND = ApiError(404, "message_not_found", "Message not found")

@@ -17,19 +17,20 @@ import json
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from threadloom.server import deps
 from threadloom.server.auth import oauth
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.server.settings import JSON_BODY_LIMIT
 from threadloom.server.ui import pages
 from threadloom.wire.auth import OAuthGrant, OAuthGrantList, Success
 
-router = APIRouter(include_in_schema=False)
-grants = APIRouter(prefix="/api/oauth/grants", tags=["auth"])
+router = Router(include_in_schema=False)
+grants = Router(prefix="/api/oauth/grants", tags=["auth"])
 
 NO_STORE: Final = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 AUTHORIZE_PARAMS: Final = (

@@ -15,17 +15,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.engine.step.approvals import definition_needs_approval
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
 from threadloom.server.routes.approvals import decider
+from threadloom.server.routing import Router
 from threadloom.thread.state import ThreadState
 from threadloom.wire.playground import PLAYGROUND_TAG, CallTool, ToolCallAnswer
 
-router = APIRouter(prefix="/api/tools", tags=["catalog"])
+router = Router(prefix="/api/tools", tags=["catalog"])
 
 
 @router.post("/{name}/call", summary="Call a tool in the playground (admin)")

@@ -5,7 +5,7 @@ runtime's."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from threadloom.records.portable import parse_export
@@ -13,11 +13,12 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.server.settings import JSON_BODY_LIMIT
 from threadloom.store.base import ThreadRow
 from threadloom.wire.portable import ThreadImported
 
-router = APIRouter(prefix="/api/threads", tags=["threads"])
+router = Router(prefix="/api/threads", tags=["threads"])
 
 
 @router.get("/{id:thread_id}/export", summary="Export a thread with its child threads")

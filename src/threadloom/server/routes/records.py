@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.records import LogRow
 from threadloom.server import deps
 from threadloom.server.deps import Query
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.thread.event_data import registry_wire
 
-router = APIRouter(prefix="/api/threads/{id}", tags=["logs and cost"])
+router = Router(prefix="/api/threads/{id}", tags=["logs and cost"])
 
 MAX_IDS = 200
 HEAVY_KEYS = (

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom import errors as E
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routing import Router
 from threadloom.wire.auth import Success
 from threadloom.wire.schedules import (
     CreateSchedule,
@@ -23,7 +24,7 @@ from threadloom.wire.schedules import (
     schedule_out,
 )
 
-router = APIRouter(prefix="/api/schedules", tags=["schedules"])
+router = Router(prefix="/api/schedules", tags=["schedules"])
 
 
 def _known(schedule_id: str) -> str:

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query
 from threadloom.server.errors import bad_field
 from threadloom.server.routes.threads import origin_of
+from threadloom.server.routing import Router
 from threadloom.server.thread_answers import thread_answer
 from threadloom.store.base import ThreadQuery, search_terms
 from threadloom.wire.search import MAX_LIMIT, MAX_Q, SearchHit, SearchResults, SnippetPart
 
-router = APIRouter(prefix="/api/search", tags=["search"])
+router = Router(prefix="/api/search", tags=["search"])
 
 
 @router.get("", summary="Search threads by the text of their messages")

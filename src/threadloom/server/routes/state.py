@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from threadloom.server import deps
+from threadloom.server.routing import Router
 from threadloom.store.base import ThreadRow
 from threadloom.wire.state import PutState, StateAnswer
 
-router = APIRouter(prefix="/api/threads/{id}/state", tags=["threads"])
+router = Router(prefix="/api/threads/{id}/state", tags=["threads"])
 
 
 @router.get("", summary="The thread's shared state")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from threadloom.define.budget import Budget
@@ -15,6 +15,7 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routing import Router
 from threadloom.server.thread_answers import agent_detail, status_wire, thread_answer
 from threadloom.server.uploads import check_uploads_fit, uploads_of
 from threadloom.store.base import ThreadPatch, ThreadQuery, ThreadRow
@@ -47,7 +48,7 @@ class ThreadIdConvertor(StringConvertor):
 register_url_convertor("thread_id", ThreadIdConvertor())
 THREAD = "/{id:thread_id}"
 
-router = APIRouter(prefix="/api/threads", tags=["threads"])
+router = Router(prefix="/api/threads", tags=["threads"])
 
 
 def origin_of(request: Request) -> str:

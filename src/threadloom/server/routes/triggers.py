@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom import errors as E
@@ -15,6 +15,7 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.auth.triggers import check_call
 from threadloom.server.errors import ApiError, bad_field
+from threadloom.server.routing import Router
 from threadloom.wire.auth import Success
 from threadloom.wire.triggers import (
     MAX_BODY_BYTES,
@@ -27,7 +28,7 @@ from threadloom.wire.triggers import (
     trigger_out,
 )
 
-router = APIRouter(prefix="/api/triggers", tags=["triggers"])
+router = Router(prefix="/api/triggers", tags=["triggers"])
 
 
 def _known(trigger_id: str) -> str:

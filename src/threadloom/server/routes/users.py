@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom import errors as E
@@ -19,13 +19,14 @@ from threadloom.server.auth.accounts import (
 from threadloom.server.auth.passwords import hash_password_async
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.store.base import UserPatch
 from threadloom.wire.auth import ApiKey, ApiKeyCreated, ApiKeyList, CreateApiKey, Success
 from threadloom.wire.budgets import QuotaBody, quota_answer
 from threadloom.wire.users import CreateUser, PatchUser, User, UserAnswer, UserList
 
-keys = APIRouter(prefix="/api/api-keys", tags=["auth"])
-users = APIRouter(prefix="/api/users", tags=["users"])
+keys = Router(prefix="/api/api-keys", tags=["auth"])
+users = Router(prefix="/api/users", tags=["users"])
 
 USER_NOT_FOUND = ApiError(404, "not_found", "User not found")
 _PROFILE = ("display_name", "email", "avatar_url")

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from threadloom.node.webhook_targets import TargetRefused
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError, invalid
+from threadloom.server.routing import Router
 from threadloom.wire.auth import Success
 from threadloom.wire.webhooks import (
     DELIVERY_STATES,
@@ -23,8 +24,8 @@ from threadloom.wire.webhooks import (
     webhook_answer,
 )
 
-router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
-deliveries = APIRouter(prefix="/api/webhook-deliveries", tags=["webhooks"])
+router = Router(prefix="/api/webhooks", tags=["webhooks"])
+deliveries = Router(prefix="/api/webhook-deliveries", tags=["webhooks"])
 
 NOT_FOUND = ApiError(404, "not_found", "Webhook not found")
 

@@ -13,7 +13,7 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from fastapi import APIRouter, Request, WebSocket
+from fastapi import Request, WebSocket
 from starlette.requests import HTTPConnection
 
 from threadloom.errors import EventOverflow
@@ -22,6 +22,7 @@ from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import ServerContext
 from threadloom.server.errors import ApiError, bad_field
 from threadloom.server.pipeline import own_origin
+from threadloom.server.routing import Router
 from threadloom.server.settings import StreamSettings
 from threadloom.server.stream.auth import StreamAuth, authenticate_stream, recheck
 from threadloom.server.stream.frames import SHUTTING_DOWN, Close, Frame, Out, Outbox, now_ms
@@ -39,7 +40,7 @@ from threadloom.server.stream.stream import (
 from threadloom.server.thread_answers import thread_item
 from threadloom.thread.events import Subscription, ThreadEvent
 
-router = APIRouter(tags=["stream"])
+router = Router(tags=["stream"])
 
 KINDS = ("thread_created", "thread_updated", "thread_deleted", "status")
 OWNERS_KEPT = 10_000

@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any, cast
 
-from fastapi import APIRouter, Request, WebSocket
+from fastapi import Request, WebSocket
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import HTTPConnection
 from starlette.types import Message, Receive, Scope, Send
@@ -26,6 +26,7 @@ from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.deps import Query, ServerContext
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 from threadloom.server.settings import StreamSettings
 from threadloom.server.stream.auth import authenticate_stream
 from threadloom.server.stream.frames import Close, Filters
@@ -33,7 +34,7 @@ from threadloom.server.stream.session import Grant, Session
 
 log = logging.getLogger("threadloom.server.stream")
 
-router = APIRouter(tags=["stream"])
+router = Router(tags=["stream"])
 
 
 def stream_settings(app: Any) -> StreamSettings:

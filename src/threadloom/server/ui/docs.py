@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-router = APIRouter(include_in_schema=False)
+from threadloom.server.routing import Router
+
+router = Router(include_in_schema=False)
 
 ASSETS = "/docs/assets"
 

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup, escape
 
@@ -21,10 +21,11 @@ import threadloom
 from threadloom.server import deps
 from threadloom.server.auth.principal import Principal
 from threadloom.server.errors import ApiError
+from threadloom.server.routing import Router
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
-router = APIRouter(include_in_schema=False)
+router = Router(include_in_schema=False)
 
 # Only this origin: scripts, styles, images, sockets. Nothing inline, nothing from elsewhere.
 CSP = (
