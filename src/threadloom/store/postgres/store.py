@@ -60,6 +60,7 @@ from threadloom.store.postgres.dialect import (
 )
 from threadloom.store.postgres.wire import Wire
 from threadloom.store.shapes import Clock, Fence, system_clock_us
+from threadloom.store.workers import Workers
 
 T = TypeVar("T")
 logger = logging.getLogger("threadloom.store.postgres")
@@ -234,7 +235,8 @@ class PostgresStore(TxStore):
         self._always_relaxed = synchronous in ("OFF", "NORMAL")
         self.connect_options = connect_options(url, connect_timeout_s)
         """``connect_timeout`` for every connection of the node (``connect_options``)."""
-        self._executor = ThreadPoolExecutor(pool_size, thread_name_prefix="threadloom-pg")
+        self._workers = Workers(pool_size, "threadloom-pg")
+        """The node's worker threads, each with its connection (``ThreadConnections``)."""
         self._beats = ThreadPoolExecutor(1, thread_name_prefix="threadloom-pg-heartbeat")
         """The heartbeat's own thread and connection: a heartbeat queued behind the node's
         data work would be late under load and fence a node whose database is fine."""
@@ -277,7 +279,7 @@ class PostgresStore(TxStore):
         ``StoreError`` naming the URL (without its password) otherwise."""
         store = cls(url, **options)
         try:
-            await asyncio.get_running_loop().run_in_executor(store._executor, store._migrate)
+            await store._workers.call(store._migrate)
         except BaseException as exc:
             await store.close()
             cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
@@ -387,9 +389,7 @@ class PostgresStore(TxStore):
         self._closed = True
         if self._replica is not None:
             await self._replica.close_connections()
-        await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self._executor.shutdown(wait=True)
-        )
+        await asyncio.get_running_loop().run_in_executor(None, self._workers.shutdown)
         self._beats.shutdown(wait=False)  # a heartbeat may hang on a stalled connection
         self.states.clear()
         self.connections.close_all()
@@ -398,9 +398,7 @@ class PostgresStore(TxStore):
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run_read, fn, args
-        )
+        return await self._workers.call(self._run_read, fn, args)
 
     async def _write(
         self, fn: Callable[..., T], *args: Any, durable: bool = True, fence: Fence | None = None
@@ -408,23 +406,17 @@ class PostgresStore(TxStore):
         """``fence``: the lease a write of its thread is checked against (``fenced``)."""
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run_write, fn, args, durable, fence
-        )
+        return await self._workers.call(self._run_write, fn, args, durable, fence)
 
     async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run_read, fn, args, False
-        )
+        return await self._workers.call(self._run_read, fn, args, False)
 
     async def _checked_read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._run_checked, fn, args
-        )
+        return await self._workers.call(self._run_checked, fn, args)
 
     def _run_checked(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         """``fn``, which checks that its statements saw one version of the thread's row,
@@ -623,9 +615,7 @@ class ReplicaReads(TxStore):
         self.served = {"replica": 0, "lagging": 0, "conflict": 0, "unreachable": 0}
         """Reads by who answered: the standby, or the primary because the standby lagged,
         cancelled the read, or could not be reached."""
-        self._executor = ThreadPoolExecutor(
-            primary.pool_size, thread_name_prefix="threadloom-pg-replica"
-        )
+        self._workers = Workers(primary.pool_size, "threadloom-pg-replica")
         self.connections = ThreadConnections()
         self._down = False
 
@@ -645,9 +635,7 @@ class ReplicaReads(TxStore):
         """Nothing of its own: its primary closes it (``close_connections``)."""
 
     async def close_connections(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self._executor.shutdown(wait=True)
-        )
+        await asyncio.get_running_loop().run_in_executor(None, self._workers.shutdown)
         self.connections.close_all()
 
     async def _write(self, fn: Callable[..., T], *args: Any, durable: bool = True) -> T:
@@ -659,9 +647,8 @@ class ReplicaReads(TxStore):
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         primary = self.primary
         target = await primary._point_read(_wal_position)
-        loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(self._executor, self._run_read, fn, args, target)
+            result = await self._workers.call(self._run_read, fn, args, target)
         except StoreUnavailable as exc:
             self.served["unreachable"] += 1
             if not self._down:

@@ -8,12 +8,10 @@ own connections (WAL readers never wait for a writer).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 from threadloom.errors import StoreError
@@ -27,6 +25,7 @@ from threadloom.store.sqlite.search_index import BacklogPass, every_s_from_env
 from threadloom.store.sqlite.transactions import Queued, Transactions
 from threadloom.store.sqlite.wal_prefill import prefill_wal, wal_size
 from threadloom.store.sqlite.writer import Writer, plain_call
+from threadloom.store.workers import Workers
 
 T = TypeVar("T")
 
@@ -122,7 +121,7 @@ class SqliteStore(Transactions, TxStore):
         self.clock = clock
         self._busy_timeout_ms = busy_timeout_ms
         self._writer = Writer(self._run_batch)
-        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="threadloom-sqlite-r")
+        self._readers = Workers(readers, "threadloom-sqlite-r")
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -208,7 +207,7 @@ class SqliteStore(Transactions, TxStore):
         self._closed = True
         await self.backlog_pass.stop()
         self._writer.shutdown()
-        self._readers.shutdown(wait=True)
+        self._readers.shutdown()
         with self._lock:
             for conn in self._connections:
                 conn.close()
@@ -246,9 +245,7 @@ class SqliteStore(Transactions, TxStore):
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._readers, self._snapshot, fn, args
-        )
+        return await self._readers.call(self._snapshot, fn, args)
 
     async def _point_read(self, fn: Callable[..., T], *args: Any) -> T:
         """One row by its key: a small read (``_small_read``)."""
