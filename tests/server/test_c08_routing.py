@@ -53,8 +53,7 @@ def test_c08_196_routers_resolve_as_without_their_start_check(
     included = [e for e in entries(app) if hasattr(e, "original_router")]
     assert included, "the app includes routers"
     assert all(isinstance(e.original_router, Router) for e in included)
-    gates = {e.original_router.gate() for e in included}
-    assert "/api/threads/" in gates and "/api/schedules" in gates  # checks that cut
+    assert all(e.original_router.gate() is not None for e in included)
 
     paths: set[str] = set()
     for entry in included:
@@ -72,9 +71,9 @@ def test_c08_196_routers_resolve_as_without_their_start_check(
     assert any(full is not None for full, _ in with_check.values())
     assert any(full is None and partial is not None for full, partial in with_check.values())
 
-    monkeypatch.setattr(Router, "gate", lambda self: "")
+    monkeypatch.setattr(Router, "gate", lambda self: None)
     for router in (e.original_router for e in included):
-        router._gate_routes = -1  # asked again: "" now, so every route is tried
+        router._gate_routes = -1  # asked again: None now, so every route is tried
     without = {key: resolve(app, *key) for key in with_check}
     assert with_check == without
 
