@@ -14,7 +14,7 @@ class Boom(Exception):
     pass
 
 
-async def test_c01_062_worker_threads_hand_results_back_and_honour_cancellation() -> None:
+async def test_c01_063_worker_threads_hand_results_back_and_honour_cancellation() -> None:
     workers = Workers(2, "test-workers")
     local = threading.local()
     ran: list[str] = []
