@@ -14,7 +14,10 @@ What ``run_in_executor`` did that callers rely on is kept: a call whose awaiting
 cancelled before a thread took it is not run (a call already running completes, and its
 result is dropped); the call's exception, whatever its class, is raised in the awaiting
 task; threads are started as calls need them, up to ``size``, and each keeps its
-thread-local state (the store's connection of that thread) for its life.
+thread-local state (the store's connection of that thread) for its life. The threads are
+daemons: a store closed (``shutdown``) lets its queued calls finish, while a process that
+exits without closing its store cuts a call still running — its transaction is rolled
+back by the server or SQLite, and no task is left to be told.
 """
 
 from __future__ import annotations
