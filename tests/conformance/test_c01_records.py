@@ -940,6 +940,74 @@ async def test_c01_031_delete_thread_cascades(runtime: Runtime) -> None:
             await runtime.thread(tid)
 
 
+async def test_c01_062_deletes_carry_the_cascades_themselves(runtime: Runtime) -> None:
+    """C01-062: the rows of ``logs``, ``log_requests``, ``log_bodies``, ``tool_calls`` and
+    ``message_counts`` go with their thread or message by the delete itself (PostgreSQL
+    keeps no foreign key on them, migration 20): a deleted message's ``tool_calls`` rows
+    are gone and its log rows stay, unlinked, as does a row inserted later naming it; a
+    deleted thread leaves none of them, its log rows' request rows and bodies included;
+    another thread's rows stay."""
+    from threadloom.records import RequestDelta
+
+    doomed = await runtime.create_thread("a")
+    kept = await runtime.create_thread("a")
+    logs: dict[str, list[str]] = {}
+    for tag, state in (("d", doomed), ("k", kept)):
+        user_id = await fill_thread(runtime, state, tag)
+        ((caller,),) = q(
+            runtime,
+            "SELECT id FROM messages WHERE thread_id = ? AND tool_calls IS NOT NULL",
+            state.thread_id,
+        )
+        logs[tag] = []
+        base = None
+        for message_id in (user_id, caller):
+            fragments = ('{"role":"user","content":"hi"}',) * (2 if base else 1)
+            row = llm_row(
+                message_id=message_id,
+                request_body='{"messages":[' + ",".join(fragments) + "]}",
+                request_delta=RequestDelta(base, 0, '{"messages":[', fragments, "]}"),
+                response_body='{"content":"x"}',
+            )
+            await runtime.store.insert_log(state.thread_id, row)
+            logs[tag].append(row.id)
+            base = row.id
+    by_log = {"log_requests": "log_id", "log_bodies": "log_id"}
+    by_thread = {"logs": "thread_id", "tool_calls": "thread_id", "message_counts": "thread_id"}
+
+    def rows(tag: str, tid: str) -> dict[str, int]:
+        marks = ",".join("?" * len(logs[tag]))
+        found = {
+            t: q(runtime, f"SELECT COUNT(*) FROM {t} WHERE {c} IN ({marks})", *logs[tag])[0][0]
+            for t, c in by_log.items()
+        }
+        for t, c in by_thread.items():
+            found[t] = q(runtime, f"SELECT COUNT(*) FROM {t} WHERE {c} = ?", tid)[0][0]
+        return found
+
+    assert all(rows("d", doomed.thread_id).values()), rows("d", doomed.thread_id)
+    kept_before = rows("k", kept.thread_id)
+
+    ((caller,),) = q(
+        runtime,
+        "SELECT id FROM messages WHERE thread_id = ? AND tool_calls IS NOT NULL",
+        doomed.thread_id,
+    )
+    logged = q(runtime, "SELECT COUNT(*) FROM logs WHERE thread_id = ?", doomed.thread_id)
+    assert await doomed.delete_message(caller) is True
+    assert q(runtime, "SELECT COUNT(*) FROM tool_calls WHERE message_id = ?", caller) == [(0,)]
+    assert q(runtime, "SELECT message_id FROM logs WHERE id = ?", logs["d"][1]) == [(None,)]
+    assert q(runtime, "SELECT COUNT(*) FROM logs WHERE thread_id = ?", doomed.thread_id) == logged
+    late = llm_row(message_id=caller)  # a row of the deleted message's run, written after it
+    await runtime.store.insert_log(doomed.thread_id, late)
+    assert q(runtime, "SELECT message_id FROM logs WHERE id = ?", late.id) == [(None,)]
+    logs["d"].append(late.id)
+
+    assert await runtime.delete_thread(doomed.thread_id) == [doomed.thread_id]
+    assert rows("d", doomed.thread_id) == dict.fromkeys([*by_log, *by_thread], 0)
+    assert rows("k", kept.thread_id) == kept_before
+
+
 @pytest.mark.sqlite_only
 async def test_c01_032_sqlite_pragmas_on_every_connection(runtime: Runtime) -> None:
     """C01-032: SQLite store opened with defaults → on every connection ``foreign_keys`` = 1,

@@ -127,6 +127,29 @@ def test_queued_statements_on_distinct_tables_are_one_statement() -> None:
     assert params == [2, 3, 1, "t", "n"]
 
 
+def test_a_kept_reads_check_is_the_statement_of_the_writes_queued_with_it() -> None:
+    """A kept read's check (``PgConn.kept_read``: a ``SELECT`` of a table no queued write
+    names) is the statement itself of the writes gathered with it, their ``WITH`` queries
+    its own, unless one of them returns rows: then it goes first, a statement of its own."""
+    check = ("SELECT CASE WHEN (SELECT 1 FROM webhook_subscriptions) = ? THEN 1 END", ("f",))
+    write = ("INSERT INTO messages(k) VALUES (?)", (1,))
+    event = ("INSERT INTO thread_events(k) VALUES (?)", (2,))
+    counted = ("/*expect 1*/ INSERT INTO tool_calls(k) VALUES (?) RETURNING 1", (3,))
+    assert _groups([write, check, event]) == [[write, event, check]]
+    assert _groups([check, write]) == [[write, check]]
+    text = merged(tuple(sql for sql, _ in (write, event, check)))
+    assert native(text) == (
+        b"WITH w0 AS (INSERT INTO messages(k) VALUES ($1)),"
+        b" w1 AS (INSERT INTO thread_events(k) VALUES ($2))"
+        b" SELECT CASE WHEN (SELECT 1 FROM webhook_subscriptions) = $3 THEN 1 END"
+    )
+    assert _groups([check, write, counted]) == [[check], [write, counted]]
+    assert _groups([check]) == [[check]]
+    # writes that must follow one another: the check goes with the first statement
+    again = ("INSERT INTO messages(k) VALUES (?)", (4,))
+    assert _groups([check, write, again]) == [[write, check], [again]]
+
+
 @pytest.mark.postgres_only
 async def test_a_deferred_statement_that_fails_fails_its_transaction_alone(
     runtime: Runtime,

@@ -26,25 +26,39 @@ _INSERT = NullFree(
     f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS}, response_body)"
     f" VALUES (?, ?, {', '.join('?' * len(ROW_FIELDS))}, ?)"
 )
+_INSERT_LINKED = NullFree(
+    f"INSERT INTO logs(thread_id, lseq, {LOG_COLUMNS}, response_body) VALUES (?, ?, "
+    + ", ".join(
+        "(SELECT id FROM messages WHERE id = ?)" if f == "message_id" else "?" for f in ROW_FIELDS
+    )
+    + ", ?)"
+)
+"""The insert of a row that names a message stored by an earlier transaction: a message
+deleted since leaves the row unnamed (``NULL``, spec 02 §2.8), as its delete leaves the
+rows stored before it (no foreign key does it on PostgreSQL, migration 20)."""
 
 
 def insert_log(
     conn: Conn, clock: Clock, thread_id: str, row: LogRow, anchor_newest: bool
 ) -> tuple[LogRow, StoredEvent]:
     tx = Tx(conn, thread_id, clock)
-    stored, event = insert_log_in(tx, row, anchor_newest)
+    linked = not anchor_newest and row.message_id is not None
+    stored, event = insert_log_in(tx, row, anchor_newest, linked)
     tx.flush()
     return stored, event
 
 
-def insert_log_in(tx: Tx, row: LogRow, anchor_newest: bool) -> tuple[LogRow, StoredEvent]:
-    """Insert a log row (and its bodies) inside an open transaction."""
+def insert_log_in(
+    tx: Tx, row: LogRow, anchor_newest: bool, linked: bool = False
+) -> tuple[LogRow, StoredEvent]:
+    """Insert a log row (and its bodies) inside an open transaction; ``linked``: its
+    message was stored by an earlier transaction, and may have been deleted since."""
     update: dict[str, Any] = {"created_at": tx.now, "request_delta": None}
     if anchor_newest:
         update["message_id"] = newest_top_level_id(tx.conn, tx.thread_id)
     stored = copy_with(row, update)
     tx.conn.defer(
-        *_INSERT.bind(
+        *(_INSERT_LINKED if linked else _INSERT).bind(
             (tx.thread_id, tx.next_log_seq(), *log_values(stored), inline_response(stored))
         )
     )

@@ -279,7 +279,13 @@ def delete_message(conn: Conn, clock: Clock, thread_id: str, message_id: str) ->
         )
     rows.sort()
     for chunk in _chunks(ids):
-        conn.execute(f"DELETE FROM messages WHERE id IN ({_marks(len(chunk))})", tuple(chunk))
+        marks = _marks(len(chunk))
+        # spec 01 §1.11.3 rule 3 and the log rule, written out: PostgreSQL keeps no foreign
+        # key on tool_calls and logs (migration 20)
+        doomed = tuple(chunk)
+        conn.execute(f"DELETE FROM tool_calls WHERE message_id IN ({marks})", doomed)
+        conn.execute(f"UPDATE logs SET message_id = NULL WHERE message_id IN ({marks})", doomed)
+        conn.execute(f"DELETE FROM messages WHERE id IN ({marks})", doomed)
     for _seq, mid, depth, silent, _attachments in rows:
         adjust_count(tx, depth, bool(silent), -1)
         tx.event("message_deleted", mid, {"depth": depth, "silent": bool(silent)})

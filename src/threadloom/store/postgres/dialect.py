@@ -183,11 +183,14 @@ class PostgresDialect(Dialect):
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"
 
-    # the generated tsvector of migration 16 and its GIN index
+    # migration 21's partial GIN index: its predicate and its expression, written as there,
+    # so that the planner matches them
     search_hits = (
-        "SELECT m.thread_id AS thread_id, m.rid AS rid, ts_rank(m.search, sq.query) AS score"
+        "SELECT m.thread_id AS thread_id, m.rid AS rid,"
+        " ts_rank(to_tsvector('simple'::regconfig, m.content), sq.query) AS score"
         " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"
-        " WHERE m.search @@ sq.query"
+        " WHERE m.depth = 0 AND m.silent = 0 AND (m.role = 'user' OR m.role = 'assistant')"
+        " AND m.content <> '' AND to_tsvector('simple'::regconfig, m.content) @@ sq.query"
     )
 
     def search_match(self, terms: Sequence[SearchTerm]) -> str:
@@ -706,34 +709,47 @@ def _groups(queued: list[tuple[str, Sequence[Any]]]) -> list[list[tuple[str, Seq
     group: list[tuple[str, Sequence[Any]]] = []
     seen: frozenset[str] = frozenset()
     returning = False
+    checks: list[tuple[str, Sequence[Any]]] = []
     for item in queued:
         if item[0].startswith("SELECT "):
             # a kept read's check (``kept_read``): of a table no statement here writes, so
-            # first, a statement of its own, and the writes stay one statement
-            groups.append([item])
+            # with the statement being gathered (``_with_checks``)
+            checks.append(item)
             continue
         tables = _tables(item[0])
         returns = " RETURNING " in item[0]
         if group and (seen & tables or (returns and returning)):
-            groups.append(group)
-            group, seen, returning = [], frozenset(), False
+            groups += _with_checks(checks, group)
+            checks, group, seen, returning = [], [], frozenset(), False
         if returns:
             group.append(item)
             returning = True
         else:
             group.insert(len(group) - 1 if returning else len(group), item)
         seen |= tables
-    if group:
-        groups.append(group)
+    if checks or group:
+        groups += _with_checks(checks, group)
     return groups
+
+
+def _with_checks(
+    checks: list[tuple[str, Sequence[Any]]], group: list[tuple[str, Sequence[Any]]]
+) -> list[list[tuple[str, Sequence[Any]]]]:
+    """A kept read's check as the statement of the writes gathered with it when none of
+    them returns rows (the writes its ``WITH`` queries: one statement fewer, and the check
+    sees what it would have seen first, its table written by none of them); else first, a
+    statement of its own."""
+    if len(checks) == 1 and group and not any(" RETURNING " in sql for sql, _ in group):
+        return [group + checks]
+    return [*([check] for check in checks), *([group] if group else [])]
 
 
 @lru_cache(maxsize=1024)
 def merged(texts: tuple[str, ...]) -> str:
     """One statement running ``texts`` (data-changing statements naming no table in
-    common) as PostgreSQL's data-modifying ``WITH`` queries, the last as the statement
-    itself: the parameters are those of each in order (``?`` still: ``native`` numbers
-    them)."""
+    common, and perhaps a kept read's check last) as PostgreSQL's data-modifying ``WITH``
+    queries, the last as the statement itself: the parameters are those of each in order
+    (``?`` still: ``native`` numbers them)."""
     heads = ", ".join(f"w{i} AS ({t})" for i, t in enumerate(texts[:-1]))
     last = texts[-1]
     if last.startswith(_EXPECT):  # its rows counted: as many as expected, or stale

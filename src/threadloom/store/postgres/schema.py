@@ -657,6 +657,57 @@ the same values in a twentieth of that (docs/benchmarks.md, "The server's per-ro
 Values already stored stay as they are (both methods read back); columns added by later
 migrations take the server's ``default_toast_compression``."""
 
+_V20 = """
+DO $$
+DECLARE
+    fk record;
+BEGIN
+    FOR fk IN
+        SELECT c.conrelid::regclass AS tab, c.conname
+        FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid
+        WHERE c.contype = 'f' AND r.relnamespace = current_schema()::regnamespace
+          AND r.relname IN ('logs', 'log_requests', 'log_bodies', 'tool_calls',
+                            'message_counts')
+        ORDER BY r.relname, c.conname
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tab, fk.conname);
+    END LOOP;
+END
+$$;
+"""
+"""No foreign keys on the rows of a turn that had them: ``logs`` (to its thread and its
+message), ``log_requests`` and ``log_bodies`` (to their log row), ``tool_calls`` (to its
+thread and its message), ``message_counts`` (to its thread) — as ``messages`` and
+``thread_events`` have none. PostgreSQL checked each at every inserted row: an after-trigger
+running a query on the parent's key and locking its row (``FOR KEY SHARE``), ~0.3 M server
+instructions a turn, about 5 % (docs/benchmarks.md, "The server's per-row work,
+continued"). Every row is written in a transaction that holds its thread's row lock (spec
+01 §1.11.2 rule 3), which also serves the cascades of spec 01 §1.11.3 now carried out by
+the deletes themselves (``store/core``: ``threads.delete_thread`` deletes the thread's rows
+of these tables after its own row, ``messages.delete_message`` the deleted messages'
+``tool_calls`` rows and unlinks their log rows). SQLite keeps its foreign keys."""
+
+_V21 = """
+CREATE INDEX IF NOT EXISTS messages_text_search
+    ON messages USING GIN (to_tsvector('simple'::regconfig, content))
+    WHERE depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant') AND content <> '';
+DROP INDEX IF EXISTS messages_search;
+ALTER TABLE messages DROP COLUMN IF EXISTS search;
+"""
+"""The full-text index of message text as an expression index instead of migration 16's
+stored column: a partial GIN index over ``to_tsvector('simple', content)`` of the same
+messages (visible, top-level, user or assistant, with text), which the search names
+(``dialect.search_hits``: the predicate and the expression written as here, so the planner
+matches them). The stored column cost every statement that writes ``messages`` the set-up of
+its generation expression (``ExecInitStoredGenerated``: read from its stored node text and
+planned, ~0.35 M server instructions a turn; computing it 0.1 M more) and every message row
+a ``tsvector`` or a ``NULL`` in its index; the partial index computes the ``tsvector`` only
+for the messages it covers (+0.1 M at its inserts). The search computes it again for each
+message it ranks (``ts_rank``): a search matching tens of thousands of messages costs
+several times what it did with the stored values (docs/benchmarks.md, "The server's
+per-row work, continued"). Building the index reads the messages already stored once;
+dropping the column rewrites nothing."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -677,6 +728,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (17, "the error of a write started from a thread state that is out of date", _V17),
     (18, "no CHECK constraints on the rows a turn writes", _V18),
     (19, "lz4 compression of the large values a turn writes", _V19),
+    (20, "no foreign keys on the rows a turn writes", _V20),
+    (21, "the full-text index of message text as an expression index", _V21),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -706,6 +759,22 @@ CONTRACTIONS: dict[int, Contraction] = {
         "ALTER COLUMN … SET COMPRESSION lz4 of the turn's tables: only how new large values"
         " are compressed; every release reads both methods, so the code of every release"
         " since the rule keeps working on the database",
+    ),
+    20: Contraction(
+        19,
+        "DROP CONSTRAINT … the foreign keys of logs, log_requests, log_bodies, tool_calls and"
+        " message_counts: the code this migration comes with (schema 19 before it; no release"
+        " of 6 to 19 was cut) deletes those rows with their thread or message itself"
+        " (store/core); an older release relies on the keys' ON DELETE CASCADE / SET NULL"
+        " and, still running on the migrated schema, would leave a deleted thread's or"
+        " message's rows behind",
+    ),
+    21: Contraction(
+        BASELINE,
+        "DROP COLUMN messages.search, DROP INDEX messages_search: no release names them —"
+        " they came with migration 16, after the last release (tests/operate/"
+        "previous_release.txt, schema 5), and go before the next one; the code of every"
+        " release since the rule keeps working on the database",
     ),
 }
 
