@@ -700,13 +700,12 @@ messages (visible, top-level, user or assistant, with text), which the search na
 (``dialect.search_hits``: the predicate and the expression written as here, so the planner
 matches them). The stored column cost every statement that writes ``messages`` the set-up of
 its generation expression (``ExecInitStoredGenerated``: read from its stored node text and
-planned, ~0.35 M server instructions a turn; computing it 0.1 M more) and every message row
-a ``tsvector`` or a ``NULL`` in its index; the partial index computes the ``tsvector`` only
-for the messages it covers (+0.1 M at its inserts). The search computes it again for each
-message it ranks (``ts_rank``): a search matching tens of thousands of messages costs
-several times what it did with the stored values (docs/benchmarks.md, "The server's
-per-row work, continued"). Building the index reads the messages already stored once;
-dropping the column rewrites nothing."""
+planned, ~0.35 M server instructions a turn) and every message row a ``tsvector`` or a
+``NULL`` in its index; the partial index computes the ``tsvector`` only for the messages it
+covers. The search computes it again for each message it ranks (``ts_rank``): a search
+matching tens of thousands of messages costs several times what it did with the stored
+values (docs/benchmarks.md, "The server's per-row work, continued"). Building the index
+reads the messages already stored once; dropping the column rewrites nothing."""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
