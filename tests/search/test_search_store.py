@@ -203,10 +203,8 @@ def _undo_search_index(db_url: str) -> None:
         import psycopg
 
         with psycopg.connect(db_url, autocommit=True) as pg:
-            # migration 16's stored column, replaced by migration 21's expression index:
-            # migrating again goes through both
-            pg.execute("DROP INDEX messages_text_search")
-            pg.execute("DELETE FROM threadloom_migrations WHERE version IN (16, 21)")
+            pg.execute("ALTER TABLE messages DROP COLUMN search")
+            pg.execute("DELETE FROM threadloom_migrations WHERE version = 16")
         return
     import sqlite3
     from contextlib import closing

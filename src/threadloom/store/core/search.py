@@ -7,9 +7,8 @@ the count.
 The index covers a thread's visible top-level user and assistant messages with text:
 SQLite's FTS5 table ``messages_fts`` (migration 26, ``store/sqlite/search_index.py``),
 whose messages stored since it last caught up wait in a backlog (migration 27) that
-:func:`catch_up` indexes before each search; PostgreSQL's partial GIN index on
-``to_tsvector('simple', content)`` (migration 21; migration 16's stored column before it),
-whose predicate and expression ``Dialect.search_hits`` names.
+:func:`catch_up` indexes before each search; PostgreSQL's generated ``messages.search``
+column and its GIN index (migration 16).
 """
 
 from __future__ import annotations

@@ -183,14 +183,11 @@ class PostgresDialect(Dialect):
     def attachment_path_join(self, alias: str) -> tuple[str, str]:
         return f"json_array_elements({alias}.attachments::json) AS j(value)", "(j.value ->> 'path')"
 
-    # migration 21's partial GIN index: its predicate and its expression, written as there,
-    # so that the planner matches them
+    # the generated tsvector of migration 16 and its GIN index
     search_hits = (
-        "SELECT m.thread_id AS thread_id, m.rid AS rid,"
-        " ts_rank(to_tsvector('simple'::regconfig, m.content), sq.query) AS score"
+        "SELECT m.thread_id AS thread_id, m.rid AS rid, ts_rank(m.search, sq.query) AS score"
         " FROM messages m, websearch_to_tsquery('simple', ?) AS sq(query)"
-        " WHERE m.depth = 0 AND m.silent = 0 AND (m.role = 'user' OR m.role = 'assistant')"
-        " AND m.content <> '' AND to_tsvector('simple'::regconfig, m.content) @@ sq.query"
+        " WHERE m.search @@ sq.query"
     )
 
     def search_match(self, terms: Sequence[SearchTerm]) -> str:

@@ -687,26 +687,6 @@ the deletes themselves (``store/core``: ``threads.delete_thread`` deletes the th
 of these tables after its own row, ``messages.delete_message`` the deleted messages'
 ``tool_calls`` rows and unlinks their log rows). SQLite keeps its foreign keys."""
 
-_V21 = """
-CREATE INDEX IF NOT EXISTS messages_text_search
-    ON messages USING GIN (to_tsvector('simple'::regconfig, content))
-    WHERE depth = 0 AND silent = 0 AND (role = 'user' OR role = 'assistant') AND content <> '';
-DROP INDEX IF EXISTS messages_search;
-ALTER TABLE messages DROP COLUMN IF EXISTS search;
-"""
-"""The full-text index of message text as an expression index instead of migration 16's
-stored column: a partial GIN index over ``to_tsvector('simple', content)`` of the same
-messages (visible, top-level, user or assistant, with text), which the search names
-(``dialect.search_hits``: the predicate and the expression written as here, so the planner
-matches them). The stored column cost every statement that writes ``messages`` the set-up of
-its generation expression (``ExecInitStoredGenerated``: read from its stored node text and
-planned, ~0.35 M server instructions a turn) and every message row a ``tsvector`` or a
-``NULL`` in its index; the partial index computes the ``tsvector`` only for the messages it
-covers. The search computes it again for each message it ranks (``ts_rank``): a search
-matching tens of thousands of messages costs several times what it did with the stored
-values (docs/benchmarks.md, "The server's per-row work, continued"). Building the index
-reads the messages already stored once; dropping the column rewrites nothing."""
-
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -728,7 +708,6 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (18, "no CHECK constraints on the rows a turn writes", _V18),
     (19, "lz4 compression of the large values a turn writes", _V19),
     (20, "no foreign keys on the rows a turn writes", _V20),
-    (21, "the full-text index of message text as an expression index", _V21),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -767,13 +746,6 @@ CONTRACTIONS: dict[int, Contraction] = {
         " (store/core); an older release relies on the keys' ON DELETE CASCADE / SET NULL"
         " and, still running on the migrated schema, would leave a deleted thread's or"
         " message's rows behind",
-    ),
-    21: Contraction(
-        BASELINE,
-        "DROP COLUMN messages.search, DROP INDEX messages_search: no release names them —"
-        " they came with migration 16, after the last release (tests/operate/"
-        "previous_release.txt, schema 5), and go before the next one; the code of every"
-        " release since the rule keeps working on the database",
     ),
 }
 
