@@ -135,8 +135,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
     stored_calls = _stored_calls(message, calls, encoded, env.original_arguments)
     record_calls = [c for c in stored_calls if guard is None or c.id != guard]
     round_ = await run_tools(env, record_calls)
-    for stored in round_.stored:
-        run.tool_rows.append(stored)
+    run.keep_tool_rows(round_.stored)
     await drop_calls(env, message, round_.outcomes)
     if guard is not None:
         stored = await thread_messages.create(
@@ -155,7 +154,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
             propagate=False,
             require_live=False,
         )
-        run.tool_rows.append(stored)
+        run.keep_tool_rows((stored,))
         return StepOutcome(result=result, message=message, round=round_, guard=True)
     if checked is not None:
         retry = await settle_output(env, checked)

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadloom.define import DROP
@@ -106,7 +106,8 @@ def tool_result_row(env: StepEnv, outcome: CallOutcome, stored: Message) -> LogR
     row = env.current_log
     if row is None:
         return None
-    env.tool_results.append(
+    env.tool_results = [
+        *env.tool_results,
         {
             "tool_call_id": outcome.call.id,
             "tool_name": outcome.call.function.name,
@@ -114,8 +115,8 @@ def tool_result_row(env: StepEnv, outcome: CallOutcome, stored: Message) -> LogR
             "status": outcome.result.status,
             "timestamp": int(time.time() * 1000),
             **({"error_detail": outcome.detail} if outcome.detail else {}),
-        }
-    )
+        },
+    ]
     update: dict[str, Any] = {"tool_results": json_compact(env.tool_results)}
     if env.queued_tools:
         update["queued_tools"] = json_compact(env.queued_tools)
@@ -135,14 +136,14 @@ class CallExecution:
 
     __slots__ = ("_base", "current_tool_call", "parent_notifications", "subagent_id")
     current_tool_call: ToolCall
-    parent_notifications: list[dict[str, Any]]
+    parent_notifications: Sequence[dict[str, Any]]
     subagent_id: str | None
 
     def __init__(self, base: Any, call: ToolCall) -> None:
         init = object.__setattr__  # not through __setattr__ below: one call per field
         init(self, "_base", base)
         init(self, "current_tool_call", call)
-        init(self, "parent_notifications", [])
+        init(self, "parent_notifications", ())  # a new list for each one added
         init(self, "subagent_id", None)
 
     def __getattr__(self, name: str) -> Any:
@@ -155,14 +156,15 @@ class CallExecution:
             setattr(self._base, name, value)
 
     def record_parent_notification(self, content: str) -> None:
-        self.parent_notifications.append(
+        self.parent_notifications = [
+            *self.parent_notifications,
             {
                 "content": content,
                 "tool_call_id": self.current_tool_call.id,
                 "tool_name": self.current_tool_call.function.name,
                 "created_at": int(time.time() * 1_000_000),
-            }
-        )
+            },
+        ]
 
 
 def _result_from(previous: ToolResult, returned: object) -> ToolResult:
@@ -561,8 +563,9 @@ async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     elif calls:
         await _run_calls(env, calls, round_, execute)
     while env.execution.queued_calls and not env.run.stop_requested():
-        call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
-        env.queued_tools.append(call.to_wire())
+        call, *rest = env.execution.queued_calls  # queued by code: one at a time, FIFO
+        env.execution.queued_calls = rest
+        env.queued_tools = [*env.queued_tools, call.to_wire()]
         env.run.publish_telemetry("tool_started", tool=call.function.name)
         outcome = await execute(env, call, queued=True)
         round_.outcomes.append(outcome)
@@ -663,7 +666,7 @@ class ToolInvoker:
         )
         queued = getattr(state.execution, "queued_calls", None)
         if queued is not None:
-            queued.append(call)
+            state.execution.queued_calls = [*queued, call]
             return call.id
         task = asyncio.get_running_loop().create_task(self.invoke(state, name, arguments))
         self._background.add(task)
