@@ -44,7 +44,7 @@ class Assembly:
     """The outcome of one context assembly."""
 
     system: str
-    messages: list[RequestMessage] = field(default_factory=list)
+    messages: Sequence[RequestMessage] = ()
     blocked: str | None = None
     blocked_by: str | None = None
     presented: dict[int, Presented] = field(default_factory=dict)
