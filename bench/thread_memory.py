@@ -234,6 +234,12 @@ def _held_lists(objects: list[Any]) -> Counter[str]:
                     name = type(owner).__qualname__ if owner is not None else "dict"
                     out[f"{name}.{key} {'empty' if not value else ''}"] += 1
                     lists.pop(id(value))
+        elif type(o) is _COROUTINE and o.cr_frame is not None:
+            for key, value in o.cr_frame.f_locals.items():
+                if id(value) in lists:
+                    where = f"{o.cr_code.co_qualname}: {key}"
+                    out[f"coroutine {where} {'empty' if not value else ''}"] += 1
+                    lists.pop(id(value))
         elif type(o) is not list:
             for r in gc.get_referents(o):
                 if id(r) in lists:

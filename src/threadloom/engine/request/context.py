@@ -232,7 +232,7 @@ async def assemble(env: StepEnv) -> Assembly:
         if compaction is UNKNOWN:
             compaction = await active_compaction(hub.store, state.thread_id, live)
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
-    hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
+    hooks = () if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:
         system = await hub.hooks.run_transform(
             hooks,

@@ -239,7 +239,7 @@ class Run:
 
     def hooks_for(
         self, name: str, execution: ExecutionState | None = None
-    ) -> list[tuple[HookDefinition, HookContext]]:
+    ) -> Sequence[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` for the prompt of ``execution`` (a step's; the run's
         by default) now (spec 03 §3.3)."""
         execution = execution or self.execution

@@ -279,7 +279,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     bare = env.run.hookless(
         env.execution
     )  # then neither hook below runs: nothing is awaited in between
-    done = [] if bare else env.run.hooks_for("tool_call_done", env.execution)
+    done = () if bare else env.run.hooks_for("tool_call_done", env.execution)
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
     if hub.bus.listened:  # else publish_event drops it: build nothing
@@ -534,7 +534,8 @@ async def run_resumed(
             ran = await run_tools(env, [call])
             round_.outcomes += ran.outcomes
             round_.stored += ran.stored
-            round_.awaiting += ran.awaiting
+            if ran.awaiting:
+                round_.awaiting = [*round_.awaiting, *ran.awaiting]
             continue
         round_.outcomes.append(outcome)
         _finish(env, round_, outcome, await _store(env, outcome))
@@ -545,7 +546,7 @@ async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
     if env.client and calls:  # the client runs these (spec 13 §13.7): no result here
-        round_.client = [c.id for c in calls if c.function.name in env.client]
+        round_.client = [c.id for c in calls if c.function.name in env.client] or ()
         calls = [c for c in calls if c.function.name not in env.client]
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
