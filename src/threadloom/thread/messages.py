@@ -6,9 +6,9 @@ thread's write lock: commit, reflect in live histories, publish → (``after_*``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.errors import (
@@ -53,7 +53,7 @@ _OWNED = (
 )
 
 
-def _hooks(state: ThreadState, name: str) -> list[tuple[HookDefinition, HookContext]]:
+def _hooks(state: ThreadState, name: str) -> Sequence[tuple[HookDefinition, HookContext]]:
     """The hooks named ``name`` that run for a write made through ``state`` (spec 03 §3.3)."""
     return state.hub.resolve_hooks(name, state.agent_id, state.prompt_name, state.prompt_hooks)
 
@@ -291,20 +291,23 @@ async def create(
     return stored
 
 
-async def create_with_log(
+def create_with_log(
     state: ThreadState,
     candidate: Message,
     log: LogRow,
     *,
     require_live: bool = True,
     durable: bool = True,
-) -> tuple[Message, LogRow]:
+) -> Coroutine[Any, Any, tuple[Message, LogRow]]:
     """Create a runtime message and insert a new log row in the same transaction (a
     pending model message and its first LLM row); failures of hooks are recorded.
-    ``durable=False``: see ``Store.insert_message_and_log``."""
-    stored, row = await _create(state, candidate, False, require_live, None, log, durable)
-    assert row is not None
-    return stored, row
+    ``durable=False``: see ``Store.insert_message_and_log``. ``_create``'s coroutine
+    itself, whose row is ``log`` as stored (never ``None``): no coroutine of its own
+    alive while the step's write waits (issue 40)."""
+    return cast(
+        "Coroutine[Any, Any, tuple[Message, LogRow]]",
+        _create(state, candidate, False, require_live, None, log, durable),
+    )
 
 
 async def _before_create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
