@@ -41,6 +41,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -199,7 +200,18 @@ def _kind(o: Any) -> str:
     kind = type(o)
     if kind is _COROUTINE:
         return f"coroutine {o.cr_code.co_qualname}"
+    if kind is _METHOD:
+        return f"method {getattr(o.__func__, '__qualname__', '?')}"
+    if kind is _BUILTIN:
+        return f"builtin {type(o.__self__).__qualname__}.{o.__name__}"
+    if kind is _FUNCTION:
+        return f"function {o.__qualname__}"
     return kind.__qualname__
+
+
+_METHOD = type(Counter().update)
+_BUILTIN = type([].append)
+_FUNCTION = type(_kind)
 
 
 async def _probe() -> None:
@@ -209,6 +221,32 @@ async def _probe() -> None:
 _probe_coroutine = _probe()
 _COROUTINE = type(_probe_coroutine)
 _probe_coroutine.close()
+
+
+def _closure(x: int) -> Callable[[], int]:
+    return lambda: x
+
+
+_CELL = type(_closure(0).__closure__[0])  # type: ignore[index]
+
+
+def _held_cells(objects: list[Any]) -> Counter[str]:
+    """The cells among ``objects``, by the function or coroutine among them holding them."""
+    cells = {id(o) for o in objects if type(o) is _CELL}
+    out: Counter[str] = Counter()
+    for o in objects:
+        kind = type(o)
+        if kind is _FUNCTION:
+            held = [c for c in o.__closure__ or () if id(c) in cells]
+        elif kind is _COROUTINE:
+            held = [r for r in gc.get_referents(o) if id(r) in cells]
+        else:
+            continue
+        for cell in held:
+            out[_kind(o)] += 1
+            cells.discard(id(cell))
+    out["?"] += len(cells)
+    return out
 
 
 def _held_lists(objects: list[Any]) -> Counter[str]:
@@ -263,6 +301,7 @@ class Collector:
         self._young = 0
         self.middle: Counter[str] = Counter()
         self.lists: Counter[str] = Counter()
+        self.cells: Counter[str] = Counter()
         self.holders = False
         self.sampled = 0
 
@@ -277,6 +316,7 @@ class Collector:
                     self.sampled += 1
                     if self.holders:
                         self.lists.update(_held_lists(middle))
+                        self.cells.update(_held_cells(middle))
                 del middle
             self._t = time.process_time()
         else:
@@ -409,6 +449,11 @@ async def main(args: argparse.Namespace) -> None:
             print(
                 f"  {count * collector.count[1] / collector.sampled / total:7.2f}  {name}", file=out
             )
+    if collector.cells:
+        print("\ncells among them, by holder, per turn:", file=out)
+        for name, count in collector.cells.most_common(args.top):
+            share = count * collector.count[1] / collector.sampled / total
+            print(f"  {share:7.2f}  {name}", file=out)
     if collector.lists:
         print("\nlists among them, by holder, per turn:", file=out)
         for name, count in collector.lists.most_common(args.top):

@@ -133,7 +133,8 @@ async def model_step(env: StepEnv) -> StepOutcome:
     run.partial.pop(pending.id, None)
     run.partial_reasoning.pop(pending.id, None)
     stored_calls = _stored_calls(message, calls, encoded, env.original_arguments)
-    record_calls = [c for c in stored_calls if guard is None or c.id != guard]
+    # (no comprehension reads ``guard``: it would be a cell of this frame, issue 40)
+    record_calls = stored_calls if guard is None else _without(stored_calls, guard)
     round_ = await run_tools(env, record_calls)
     run.keep_tool_rows(round_.stored)
     await drop_calls(env, message, round_.outcomes)
@@ -171,6 +172,11 @@ async def model_step(env: StepEnv) -> StepOutcome:
         round=round_,
         handoff=handoffs[-1] if handoffs else None,
     )
+
+
+def _without(calls: list[ToolCall], call_id: str) -> list[ToolCall]:
+    """``calls`` without the one of id ``call_id``."""
+    return [c for c in calls if c.id != call_id]
 
 
 def _stored_calls(

@@ -14,6 +14,7 @@ import logging
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from threadloom.define import DROP
@@ -295,7 +296,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             },
         )
     after = (
-        []
+        ()
         if bare
         else env.run.hooks_for(
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure",
@@ -303,14 +304,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         )
     )
     if after:
-        final = await hub.hooks.run_transform(
-            after,
-            state,
-            result,
-            args_builder=lambda value: (state, call.model_copy(), value),
-            validate=lambda prev, ret, hook: _result_from(prev, ret),
-            propagate=False,
-        )
+        final = await _transformed(hub, after, state, call, result)
         if final is DROP:
             outcome.dropped = True
             await thread_files.remove_attachments(state, files)  # no message refers to them
@@ -393,14 +387,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     hooks = env.run.hooks_for("before_store_tool_result", env.execution)
     result = outcome.result
     if hooks:
-        result = await hub.hooks.run_transform(
-            hooks,
-            state,
-            result,
-            args_builder=lambda value: (state, outcome.call.model_copy(), value),
-            validate=lambda prev, ret, hook: _result_from(prev, ret),
-            propagate=False,
-        )
+        result = await _transformed(hub, hooks, state, outcome.call, result)
     if result.attachments:  # those a hook added (the tool's were written at step 4)
         result, _ = await written(state, result)
     outcome.result = result
@@ -432,7 +419,24 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         candidate,
         propagate=False,
         require_live=False,
-        log_for=lambda final: tool_result_row(env, outcome, final),
+        log_for=partial(tool_result_row, env, outcome),
+    )
+
+
+async def _transformed(
+    hub: Any, hooks: Sequence[Any], state: Any, call: ToolCall, result: ToolResult
+) -> Any:
+    """``result`` through the tool-result hooks ``hooks`` (``DROP``: dropped). A function
+    of its own, as ``tool_result_row`` is given through ``partial``: a variable a lambda
+    reads is a cell in its function's frame, made on every call whether or not the
+    lambda is (one more object a tool call holds across its awaits, issue 40)."""
+    return await hub.hooks.run_transform(
+        hooks,
+        state,
+        result,
+        args_builder=lambda value: (state, call.model_copy(), value),
+        validate=lambda prev, ret, hook: _result_from(prev, ret),
+        propagate=False,
     )
 
 
@@ -542,12 +546,21 @@ async def run_resumed(
     return round_
 
 
+def _left_to_client(
+    calls: list[ToolCall], client: frozenset[str]
+) -> tuple[Sequence[str], list[ToolCall]]:
+    """The ids of the calls the client runs, and the others (a function of its own: a
+    comprehension reading ``env`` in ``run_tools`` would make it a cell there, issue 40)."""
+    return [c.id for c in calls if c.function.name in client] or (), [
+        c for c in calls if c.function.name not in client
+    ]
+
+
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
     if env.client and calls:  # the client runs these (spec 13 §13.7): no result here
-        round_.client = [c.id for c in calls if c.function.name in env.client] or ()
-        calls = [c for c in calls if c.function.name not in env.client]
+        round_.client, calls = _left_to_client(calls, env.client)
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
     if calls and env.run.agent.on_lost == "resume":
