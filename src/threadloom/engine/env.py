@@ -61,12 +61,14 @@ class ExecutionState:
     stop_session_result: str | None = None
     stop_session_requested: bool = False
     terminate_requested: bool = False
-    parent_notifications: list[dict[str, Any]] = field(default_factory=list)
-    queued_calls: list[ToolCall] = field(default_factory=list)
+    # Empty tuples until something is added (each time a new list): an empty list is an
+    # object the garbage collector tracks, for every run in flight (issue 40)
+    parent_notifications: Sequence[dict[str, Any]] = ()
+    queued_calls: Sequence[ToolCall] = ()
+    """Calls added by ``queue_tool`` during the current step (run after the model's)."""
     output_attempts: dict[str, int] = field(default_factory=dict)
     """Per prompt name, the answers of this run in a row that did not match the prompt's
     output type (spec 24 §24.3); a matching answer clears its entry."""
-    """Calls added by ``queue_tool`` during the current step (run after the model's)."""
     step: StepEnv | None = None
     """The step running now, for ``invoke_tool``."""
 
@@ -77,13 +79,14 @@ class ExecutionState:
     def record_parent_notification(self, content: str) -> None:
         """``notify_parent`` during a tool call: the call's stored result carries it."""
         call = self.current_tool_call
-        self.parent_notifications.append(
+        self.parent_notifications = [
+            *self.parent_notifications,
             {
                 "content": content,
                 "tool_call_id": call.id if call else None,
                 "tool_name": call.function.name if call else None,
-            }
-        )
+            },
+        ]
 
 
 class StepTracing(Protocol):
@@ -174,14 +177,15 @@ class RunView(Protocol):
     @property
     def partial_reasoning(self) -> dict[str, str]: ...
     @property
-    def tool_rows(self) -> list[Message]: ...
+    def tool_rows(self) -> Sequence[Message]: ...
+    def keep_tool_rows(self, rows: Sequence[Message]) -> None: ...
 
     trace_cost: float
 
     def state(self, execution: Any = None, arguments: Any = None) -> ThreadState: ...
     def hooks_for(
         self, name: str, execution: ExecutionState | None = None
-    ) -> list[tuple[HookDefinition, HookContext]]: ...
+    ) -> Sequence[tuple[HookDefinition, HookContext]]: ...
     def hookless(self, execution: ExecutionState | None = None) -> bool: ...
     def providers_for(self, model: Model) -> Provider: ...
     def publish_telemetry(self, kind: str, **fields: Any) -> None: ...
@@ -247,9 +251,11 @@ class StepEnv:
     parent_message_id: str | None = None
     parent_log_id: str | None = None
     current_log: LogRow | None = None
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: Sequence[dict[str, Any]] = ()
+    """The results logged on ``current_log`` (a new list each one; empty: a tuple, which
+    the garbage collector does not track)."""
     original_arguments: dict[str, str] = field(default_factory=dict)
-    queued_tools: list[dict[str, Any]] = field(default_factory=list)
+    queued_tools: Sequence[dict[str, Any]] = ()
     announced: dict[str, asyncio.Task[None] | None] = field(default_factory=dict)
     pending_candidate: Message | None = None
     pending: Message | None = None

@@ -25,7 +25,8 @@ class HookResolution:
             str, tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]
         ] = {}
         self._hook_answers: dict[
-            tuple[str, str, str | None, tuple[str, ...]], list[tuple[HookDefinition, HookContext]]
+            tuple[str, str, str | None, tuple[str, ...]],
+            tuple[tuple[HookDefinition, HookContext], ...],
         ] = {}
         self._hookless: dict[str, bool] = {}
         """Agent id → no hook runs for it without prompt hooks: it names none and its
@@ -36,21 +37,21 @@ class HookResolution:
 
     def resolve_hooks(
         self, name: str, agent_id: str, prompt_name: str | None, prompt_hooks: Sequence[str]
-    ) -> list[tuple[HookDefinition, HookContext]]:
+    ) -> Sequence[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` that run now (spec 03 §3.3): the active prompt's list or
         the agent's, between the parent hooks its subagents require. A step asks this a
         dozen times with the same arguments, and the answer changes only with the
         registry: answers are remembered for one registry state (the definitions object,
         its ``generation`` and its hooks' ``version``) and forgotten when it moves."""
         if self.hookless(agent_id, prompt_hooks):  # most steps: no hook at all, whatever the name
-            return []
+            return ()  # not a new empty list: a step holds some across its awaits (issue 40)
         key = (name, agent_id, prompt_name, tuple(prompt_hooks))
         found = self._hook_answers.get(key)
         if found is None:
-            found = self._hook_answers[key] = self._resolve_hooks(
-                name, agent_id, prompt_name, prompt_hooks
+            found = self._hook_answers[key] = tuple(
+                self._resolve_hooks(name, agent_id, prompt_name, prompt_hooks)
             )
-        return list(found)  # the caller's own list
+        return found  # a tuple: shared, never changed
 
     def hookless(self, agent_id: str, prompt_hooks: Sequence[str]) -> bool:
         """True when :meth:`resolve_hooks` answers ``[]`` for every name now (no prompt

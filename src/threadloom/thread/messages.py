@@ -6,9 +6,10 @@ thread's write lock: commit, reflect in live histories, publish → (``after_*``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 from threadloom.define.hook import HookContext, HookDefinition
 from threadloom.errors import (
@@ -53,7 +54,7 @@ _OWNED = (
 )
 
 
-def _hooks(state: ThreadState, name: str) -> list[tuple[HookDefinition, HookContext]]:
+def _hooks(state: ThreadState, name: str) -> Sequence[tuple[HookDefinition, HookContext]]:
     """The hooks named ``name`` that run for a write made through ``state`` (spec 03 §3.3)."""
     return state.hub.resolve_hooks(name, state.agent_id, state.prompt_name, state.prompt_hooks)
 
@@ -291,20 +292,23 @@ async def create(
     return stored
 
 
-async def create_with_log(
+def create_with_log(
     state: ThreadState,
     candidate: Message,
     log: LogRow,
     *,
     require_live: bool = True,
     durable: bool = True,
-) -> tuple[Message, LogRow]:
+) -> Coroutine[Any, Any, tuple[Message, LogRow]]:
     """Create a runtime message and insert a new log row in the same transaction (a
     pending model message and its first LLM row); failures of hooks are recorded.
-    ``durable=False``: see ``Store.insert_message_and_log``."""
-    stored, row = await _create(state, candidate, False, require_live, None, log, durable)
-    assert row is not None
-    return stored, row
+    ``durable=False``: see ``Store.insert_message_and_log``. ``_create``'s coroutine
+    itself, whose row is ``log`` as stored (never ``None``): no coroutine of its own
+    alive while the step's write waits (issue 40)."""
+    return cast(
+        "Coroutine[Any, Any, tuple[Message, LogRow]]",
+        _create(state, candidate, False, require_live, None, log, durable),
+    )
 
 
 async def _before_create(state: ThreadState, candidate: Message, *, propagate: bool) -> Message:
@@ -540,26 +544,44 @@ async def runtime_update(
     failures are recorded and the previous updates applied (spec 03 §3.7). ``known`` is
     the message's current record when the runtime holds it (a pending model message,
     which nothing else may change), saving a read."""
-    hub = state.hub
     data = dict(updates)
     hooks = _hooks(state, "before_update_message")
     if hooks:
-        data = await hub.hooks.run_transform(
-            hooks,
-            state,
-            data,
-            args_builder=lambda value: (state, message_id, value),
-            validate=lambda prev, ret, hook: _runtime_update_result(allowed, ret, hook.id),
-            propagate=False,
-        )
-
-    def change(current: Message) -> Message:
-        fields = dict(data)
-        if metadata:
-            fields["metadata"] = {**(current.metadata or {}), **metadata}
-        return current.model_copy(update=fields)
-
+        data = await _runtime_update_hooks(state, hooks, message_id, data, allowed)
+    # no closure here: a variable a nested function reads is a cell in this frame, made on
+    # every call, and a step's finalisation holds them across its write (issue 40)
+    change = partial(_runtime_change, data, metadata)
     return await _commit_update(state, message_id, change, allow_pending=True, known=known, log=log)
+
+
+async def _runtime_update_hooks(
+    state: ThreadState,
+    hooks: Sequence[tuple[HookDefinition, HookContext]],
+    message_id: str,
+    data: dict[str, Any],
+    allowed: frozenset[str],
+) -> dict[str, Any]:
+    """``runtime_update``'s ``before_update_message`` chain over ``data``."""
+    result: dict[str, Any] = await state.hub.hooks.run_transform(
+        hooks,
+        state,
+        data,
+        args_builder=lambda value: (state, message_id, value),
+        validate=lambda prev, ret, hook: _runtime_update_result(allowed, ret, hook.id),
+        propagate=False,
+    )
+    return result
+
+
+def _runtime_change(
+    data: Mapping[str, Any], metadata: Mapping[str, Any] | None, current: Message
+) -> Message:
+    """The stored message ``current`` with a runtime update's fields (``metadata``
+    merged into its own)."""
+    fields = dict(data)
+    if metadata:
+        fields["metadata"] = {**(current.metadata or {}), **metadata}
+    return current.model_copy(update=fields)
 
 
 async def deliver(state: ThreadState, entry_id: str, candidate: Message) -> Message | None:

@@ -44,7 +44,7 @@ class Assembly:
     """The outcome of one context assembly."""
 
     system: str
-    messages: list[RequestMessage] = field(default_factory=list)
+    messages: Sequence[RequestMessage] = ()
     blocked: str | None = None
     blocked_by: str | None = None
     presented: dict[int, Presented] = field(default_factory=dict)
@@ -232,7 +232,7 @@ async def assemble(env: StepEnv) -> Assembly:
         if compaction is UNKNOWN:
             compaction = await active_compaction(hub.store, state.thread_id, live)
     bare = env.run.hookless(env.execution)  # then no hook below runs, until something is awaited
-    hooks = [] if bare else env.run.hooks_for("after_system_message", env.execution)
+    hooks = () if bare else env.run.hooks_for("after_system_message", env.execution)
     if hooks:
         system = await hub.hooks.run_transform(
             hooks,
@@ -272,14 +272,7 @@ async def assemble(env: StepEnv) -> Assembly:
         snapshot = _eligible(records, prompt.include_chat, env.anchor_id)
     hooks = env.run.hooks_for("filter_messages", env.execution)
     if hooks:
-        by_id = {m.id: m for m in snapshot}
-        snapshot = await hub.hooks.run_transform(
-            hooks,
-            state,
-            snapshot,
-            validate=lambda prev, ret, hook: _filter_result(by_id, ret, hub.clock()),
-            propagate=False,
-        )
+        snapshot = await _filtered(hub, hooks, state, snapshot)
     applied = None
     if compaction is not None:  # after filter_messages: hooks see the live history
         before = snapshot
@@ -290,7 +283,7 @@ async def assemble(env: StepEnv) -> Assembly:
     snapshot = _drop_orphans(snapshot, history)
     threshold = int(getattr(prompt, "recent_image_threshold", 10) or 0)
     recent = frozenset(m.id for m in snapshot[-threshold:]) if threshold else frozenset()
-    files = await _image_bytes(state, [m for m in snapshot if m.id in recent])
+    files = await _image_bytes(state, _among(snapshot, recent))
     presented: dict[int, Presented] = {}
     messages = _present(snapshot, env.side, include_reasoning, history, presented, recent, files)
     if env.nested is not None:
@@ -314,6 +307,28 @@ async def assemble(env: StepEnv) -> Assembly:
                 return Assembly(system=system, blocked=text)
             raise
     return Assembly(system=system, messages=messages, presented=presented, compaction=applied)
+
+
+# (No lambda or comprehension in ``assemble`` reads its variables: each would be a cell
+# of its frame, made on every step, held across its awaits; issue 40.)
+
+
+async def _filtered(hub: Any, hooks: Any, state: Any, snapshot: list[Message]) -> list[Message]:
+    """``snapshot`` through the ``filter_messages`` hooks (spec 03)."""
+    by_id = {m.id: m for m in snapshot}
+    filtered: list[Message] = await hub.hooks.run_transform(
+        hooks,
+        state,
+        snapshot,
+        validate=lambda prev, ret, hook: _filter_result(by_id, ret, hub.clock()),
+        propagate=False,
+    )
+    return filtered
+
+
+def _among(messages: list[Message], ids: frozenset[str]) -> list[Message]:
+    """The messages of ``messages`` whose ids are in ``ids``."""
+    return [m for m in messages if m.id in ids]
 
 
 async def _image_bytes(state: Any, messages: list[Message]) -> dict[str, bytes | None]:

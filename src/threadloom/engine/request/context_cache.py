@@ -22,6 +22,7 @@ checks the two agree over random histories and edits.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -72,8 +73,9 @@ class Prepared:
     """The summed length of those entries' fragments."""
     head: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
     """The system entry, if any."""
-    tail: list[tuple[RequestMessage, Any, str]] = field(default_factory=list)
-    """The entries after the committed prefix."""
+    tail: Sequence[tuple[RequestMessage, Any, str]] = ()
+    """The entries after the committed prefix (a tuple when none: an empty list would be
+    one more object the collector tracks per request in flight, issue 40)."""
     prefix_sources: list[Message] = field(default_factory=list)
     prefix_fragments: list[str] = field(default_factory=list)
     """The cache's committed lists (the stored record each entry was built from, its
@@ -86,7 +88,7 @@ class Prepared:
             [e[2] for e in self.head],
             self.prefix_fragments,
             self.committed,
-            [e[2] for e in self.tail],
+            [e[2] for e in self.tail] or (),
         )
 
     @property
@@ -204,7 +206,7 @@ class ContextCache:
             committed,
             self.chars,
             head,
-            tail,
+            tail or (),
             self.sources,
             self.fragments,
         )

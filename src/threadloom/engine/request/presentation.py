@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -219,7 +219,7 @@ def blank_assistant(m: RequestMessage) -> bool:
     return not (m.content if isinstance(m.content, list) else (m.content or "").strip())
 
 
-def normalize(messages: list[RequestMessage], supports_images: bool) -> list[RequestMessage]:
+def normalize(messages: Sequence[RequestMessage], supports_images: bool) -> list[RequestMessage]:
     """Provider-bound normalisation (spec 04 §4.11.7): tool pairing, blank assistants,
     vision. Linear: answers are found through an index of tool messages by call id."""
     answers: dict[str, int] = {}

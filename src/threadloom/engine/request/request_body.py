@@ -29,7 +29,9 @@ class Fragments(Sequence[str]):
 
     __slots__ = ("head", "prefix", "shared", "tail")
 
-    def __init__(self, head: list[str], prefix: list[str], shared: int, tail: list[str]) -> None:
+    def __init__(
+        self, head: Sequence[str], prefix: Sequence[str], shared: int, tail: Sequence[str]
+    ) -> None:
         self.head, self.prefix, self.shared, self.tail = head, prefix, shared, tail
 
     def __len__(self) -> int:

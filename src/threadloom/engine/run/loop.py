@@ -158,7 +158,7 @@ class Run:
         self.session = {"a": row.session_turns_a, "b": row.session_turns_b}
         self.pre_delivered: list[Message] | None = None
         """Entries the start gate delivered with the status write: the first step's."""
-        self.client_tools: list[ResolvedTool] = []
+        self.client_tools: Sequence[ResolvedTool] = ()
         """Tools the client offered with the request that started the run and runs itself
         (spec 13 §13.7): offered to side a's top-level steps after the prompt's own."""
         self.parked = False
@@ -189,7 +189,9 @@ class Run:
         self.side_steps = {"a": 0, "b": 0}
         self.turn_side: str | None = None
         self.anchor: tuple[str | None, int | None] = (None, None)
-        self.tool_rows: list[Message] = []
+        self.tool_rows: Sequence[Message] = ()
+        """The run's stored tool results; a tuple until the first (``keep_tool_rows``): an
+        empty list is an object the garbage collector tracks, for every run (issue 40)."""
         self.rewake = False
         self.began_at = self.hub.clock()
         """When this run began: rule 10 of a child's session result looks from here."""
@@ -208,6 +210,15 @@ class Run:
         )
 
     # -- helpers -----------------------------------------------------------------------
+    def keep_tool_rows(self, rows: Sequence[Message]) -> None:
+        """Add stored tool results to ``tool_rows``."""
+        if rows:
+            kept = self.tool_rows
+            if isinstance(kept, list):
+                kept.extend(rows)
+            else:
+                self.tool_rows = [*kept, *rows]
+
     def partial_texts(self) -> dict[str, str]:
         return {k: v for k, v in self.partial.items() if v}
 
@@ -228,7 +239,7 @@ class Run:
 
     def hooks_for(
         self, name: str, execution: ExecutionState | None = None
-    ) -> list[tuple[HookDefinition, HookContext]]:
+    ) -> Sequence[tuple[HookDefinition, HookContext]]:
         """The hooks named ``name`` for the prompt of ``execution`` (a step's; the run's
         by default) now (spec 03 §3.3)."""
         execution = execution or self.execution
@@ -537,7 +548,7 @@ class Run:
                     issued[found.id] = found
         env = await self.issuing_env(issued.get(decided[0].message_id))
         round_ = await run_decided(env, decided, issued)
-        self.tool_rows.extend(round_.stored)
+        self.keep_tool_rows(round_.stored)
         return None
 
     async def issuing_env(self, issued: Message | None) -> StepEnv:

@@ -17,6 +17,7 @@ Calls are answered in the order the model made them, one at a time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from threadloom.define.agent import Agent
@@ -46,7 +47,8 @@ class Resuming(Protocol):
     @property
     def execution(self) -> ExecutionState: ...
     @property
-    def tool_rows(self) -> list[Message]: ...
+    def tool_rows(self) -> Sequence[Message]: ...
+    def keep_tool_rows(self, rows: Sequence[Message]) -> None: ...
     async def issuing_env(self, issued: Message | None) -> StepEnv: ...
 
 
@@ -125,5 +127,5 @@ async def resume_calls(run: Resuming) -> str | None:
             plan.append(call)
         if plan:
             round_ = await run_resumed(env, plan, errors, again)
-            run.tool_rows.extend(round_.stored)
+            run.keep_tool_rows(round_.stored)
     return None

@@ -237,7 +237,7 @@ class RunManager:
         if begun.lease is not None:
             run.fence = Fence(row.id, begun.lease)
         run.pre_delivered = delivered
-        run.client_tools = self.client_tools.pop(row.id, [])
+        run.client_tools = self.client_tools.pop(row.id, ())
         run.parked = begun.parked
         run.resumed = run.resuming = begun.resumed
         run.started_at = row.status.since

@@ -190,13 +190,13 @@ async def call_model(env: StepEnv, assembly: Assembly, pending_id: str) -> Model
     tracing = run.manager.tracing
     previous_log: str | None = None
     failure: tuple[Any, str, ProviderError] | None = None  # the last (model, provider, error)
-    left: list[str] = []  # "<model>: <code>" of each model left for a fallback
+    left: tuple[str, ...] = ()  # "<model>: <code>" of each model left for a fallback
     for position, model in enumerate(models):
         if position:
             if failure is None or not _falls_back(primary, failure[2]):
                 break  # the error is not one a fallback is used on (§4.12.3)
             reason = failure[2].code
-            left.append(f"{models[position - 1].name}: {reason}")
+            left = (*left, f"{models[position - 1].name}: {reason}")
             run.publish_telemetry(
                 "fallback_triggered",
                 **{

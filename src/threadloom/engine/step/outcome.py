@@ -5,6 +5,7 @@ stop conditions and the traces (``engine/telemetry.py``) read them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ class CallOutcome:
     kind: str = "tool"
     message_id: str = ""
     dropped: bool = False
-    notifications: list[dict[str, Any]] = field(default_factory=list)
+    notifications: Sequence[dict[str, Any]] = ()
     detail: str | None = None
     subagent_id: str | None = None
     """The child a subagent call created or messaged (its result carries it, spec 06)."""
@@ -56,9 +57,10 @@ class ToolRound:
 
     outcomes: list[CallOutcome] = field(default_factory=list)
     stored: list[Message] = field(default_factory=list)
-    awaiting: list[str] = field(default_factory=list)
+    # empty: tuples (most steps; an empty list is an object the collector tracks, issue 40)
+    awaiting: Sequence[str] = ()
     """Calls parked for a person's approval (spec 14 §14.2): the run parks after the
     others ran."""
-    client: list[str] = field(default_factory=list)
+    client: Sequence[str] = ()
     """Calls of tools the client runs (spec 13 §13.7): left without a result, the run
     ends ``awaiting_client_tool`` after the others ran."""

@@ -133,10 +133,10 @@ async def model_step(env: StepEnv) -> StepOutcome:
     run.partial.pop(pending.id, None)
     run.partial_reasoning.pop(pending.id, None)
     stored_calls = _stored_calls(message, calls, encoded, env.original_arguments)
-    record_calls = [c for c in stored_calls if guard is None or c.id != guard]
+    # (no comprehension reads ``guard``: it would be a cell of this frame, issue 40)
+    record_calls = stored_calls if guard is None else _without(stored_calls, guard)
     round_ = await run_tools(env, record_calls)
-    for stored in round_.stored:
-        run.tool_rows.append(stored)
+    run.keep_tool_rows(round_.stored)
     await drop_calls(env, message, round_.outcomes)
     if guard is not None:
         stored = await thread_messages.create(
@@ -155,7 +155,7 @@ async def model_step(env: StepEnv) -> StepOutcome:
             propagate=False,
             require_live=False,
         )
-        run.tool_rows.append(stored)
+        run.keep_tool_rows((stored,))
         return StepOutcome(result=result, message=message, round=round_, guard=True)
     if checked is not None:
         retry = await settle_output(env, checked)
@@ -172,6 +172,11 @@ async def model_step(env: StepEnv) -> StepOutcome:
         round=round_,
         handoff=handoffs[-1] if handoffs else None,
     )
+
+
+def _without(calls: list[ToolCall], call_id: str) -> list[ToolCall]:
+    """``calls`` without the one of id ``call_id``."""
+    return [c for c in calls if c.id != call_id]
 
 
 def _stored_calls(

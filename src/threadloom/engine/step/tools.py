@@ -13,7 +13,8 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from threadloom.define import DROP
@@ -106,7 +107,8 @@ def tool_result_row(env: StepEnv, outcome: CallOutcome, stored: Message) -> LogR
     row = env.current_log
     if row is None:
         return None
-    env.tool_results.append(
+    env.tool_results = [
+        *env.tool_results,
         {
             "tool_call_id": outcome.call.id,
             "tool_name": outcome.call.function.name,
@@ -114,8 +116,8 @@ def tool_result_row(env: StepEnv, outcome: CallOutcome, stored: Message) -> LogR
             "status": outcome.result.status,
             "timestamp": int(time.time() * 1000),
             **({"error_detail": outcome.detail} if outcome.detail else {}),
-        }
-    )
+        },
+    ]
     update: dict[str, Any] = {"tool_results": json_compact(env.tool_results)}
     if env.queued_tools:
         update["queued_tools"] = json_compact(env.queued_tools)
@@ -135,14 +137,14 @@ class CallExecution:
 
     __slots__ = ("_base", "current_tool_call", "parent_notifications", "subagent_id")
     current_tool_call: ToolCall
-    parent_notifications: list[dict[str, Any]]
+    parent_notifications: Sequence[dict[str, Any]]
     subagent_id: str | None
 
     def __init__(self, base: Any, call: ToolCall) -> None:
         init = object.__setattr__  # not through __setattr__ below: one call per field
         init(self, "_base", base)
         init(self, "current_tool_call", call)
-        init(self, "parent_notifications", [])
+        init(self, "parent_notifications", ())  # a new list for each one added
         init(self, "subagent_id", None)
 
     def __getattr__(self, name: str) -> Any:
@@ -155,14 +157,15 @@ class CallExecution:
             setattr(self._base, name, value)
 
     def record_parent_notification(self, content: str) -> None:
-        self.parent_notifications.append(
+        self.parent_notifications = [
+            *self.parent_notifications,
             {
                 "content": content,
                 "tool_call_id": self.current_tool_call.id,
                 "tool_name": self.current_tool_call.function.name,
                 "created_at": int(time.time() * 1_000_000),
-            }
-        )
+            },
+        ]
 
 
 def _result_from(previous: ToolResult, returned: object) -> ToolResult:
@@ -277,7 +280,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
     bare = env.run.hookless(
         env.execution
     )  # then neither hook below runs: nothing is awaited in between
-    done = [] if bare else env.run.hooks_for("tool_call_done", env.execution)
+    done = () if bare else env.run.hooks_for("tool_call_done", env.execution)
     if done:
         await hub.hooks.run_event(done, state, call.model_copy(), result.model_copy())
     if hub.bus.listened:  # else publish_event drops it: build nothing
@@ -293,7 +296,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
             },
         )
     after = (
-        []
+        ()
         if bare
         else env.run.hooks_for(
             "after_tool_call_success" if result.status == "success" else "after_tool_call_failure",
@@ -301,14 +304,7 @@ async def _execute(env: StepEnv, call: ToolCall, *, queued: bool = False) -> Cal
         )
     )
     if after:
-        final = await hub.hooks.run_transform(
-            after,
-            state,
-            result,
-            args_builder=lambda value: (state, call.model_copy(), value),
-            validate=lambda prev, ret, hook: _result_from(prev, ret),
-            propagate=False,
-        )
+        final = await _transformed(hub, after, state, call, result)
         if final is DROP:
             outcome.dropped = True
             await thread_files.remove_attachments(state, files)  # no message refers to them
@@ -391,14 +387,7 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
     hooks = env.run.hooks_for("before_store_tool_result", env.execution)
     result = outcome.result
     if hooks:
-        result = await hub.hooks.run_transform(
-            hooks,
-            state,
-            result,
-            args_builder=lambda value: (state, outcome.call.model_copy(), value),
-            validate=lambda prev, ret, hook: _result_from(prev, ret),
-            propagate=False,
-        )
+        result = await _transformed(hub, hooks, state, outcome.call, result)
     if result.attachments:  # those a hook added (the tool's were written at step 4)
         result, _ = await written(state, result)
     outcome.result = result
@@ -430,7 +419,24 @@ async def _store(env: StepEnv, outcome: CallOutcome) -> Message | None:
         candidate,
         propagate=False,
         require_live=False,
-        log_for=lambda final: tool_result_row(env, outcome, final),
+        log_for=partial(tool_result_row, env, outcome),
+    )
+
+
+async def _transformed(
+    hub: Any, hooks: Sequence[Any], state: Any, call: ToolCall, result: ToolResult
+) -> Any:
+    """``result`` through the tool-result hooks ``hooks`` (``DROP``: dropped). A function
+    of its own, as ``tool_result_row`` is given through ``partial``: a variable a lambda
+    reads is a cell in its function's frame, made on every call whether or not the
+    lambda is (one more object a tool call holds across its awaits, issue 40)."""
+    return await hub.hooks.run_transform(
+        hooks,
+        state,
+        result,
+        args_builder=lambda value: (state, call.model_copy(), value),
+        validate=lambda prev, ret, hook: _result_from(prev, ret),
+        propagate=False,
     )
 
 
@@ -532,19 +538,29 @@ async def run_resumed(
             ran = await run_tools(env, [call])
             round_.outcomes += ran.outcomes
             round_.stored += ran.stored
-            round_.awaiting += ran.awaiting
+            if ran.awaiting:
+                round_.awaiting = [*round_.awaiting, *ran.awaiting]
             continue
         round_.outcomes.append(outcome)
         _finish(env, round_, outcome, await _store(env, outcome))
     return round_
 
 
+def _left_to_client(
+    calls: list[ToolCall], client: frozenset[str]
+) -> tuple[Sequence[str], list[ToolCall]]:
+    """The ids of the calls the client runs, and the others (a function of its own: a
+    comprehension reading ``env`` in ``run_tools`` would make it a cell there, issue 40)."""
+    return [c.id for c in calls if c.function.name in client] or (), [
+        c for c in calls if c.function.name not in client
+    ]
+
+
 async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     """Execute the response's calls and store their results in call order."""
     round_ = ToolRound()
     if env.client and calls:  # the client runs these (spec 13 §13.7): no result here
-        round_.client = [c.id for c in calls if c.function.name in env.client]
-        calls = [c for c in calls if c.function.name not in env.client]
+        round_.client, calls = _left_to_client(calls, env.client)
     if calls and approvals.has_rules(env):
         calls = await _gate(env, calls, round_)
     if calls and env.run.agent.on_lost == "resume":
@@ -561,8 +577,9 @@ async def run_tools(env: StepEnv, calls: list[ToolCall]) -> ToolRound:
     elif calls:
         await _run_calls(env, calls, round_, execute)
     while env.execution.queued_calls and not env.run.stop_requested():
-        call = env.execution.queued_calls.pop(0)  # queued by code: one at a time, FIFO
-        env.queued_tools.append(call.to_wire())
+        call, *rest = env.execution.queued_calls  # queued by code: one at a time, FIFO
+        env.execution.queued_calls = rest
+        env.queued_tools = [*env.queued_tools, call.to_wire()]
         env.run.publish_telemetry("tool_started", tool=call.function.name)
         outcome = await execute(env, call, queued=True)
         round_.outcomes.append(outcome)
@@ -663,7 +680,7 @@ class ToolInvoker:
         )
         queued = getattr(state.execution, "queued_calls", None)
         if queued is not None:
-            queued.append(call)
+            state.execution.queued_calls = [*queued, call]
             return call.id
         task = asyncio.get_running_loop().create_task(self.invoke(state, name, arguments))
         self._background.add(task)

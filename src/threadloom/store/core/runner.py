@@ -9,7 +9,7 @@ writes none of the logic a second time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from threadloom.errors import StoreError
@@ -106,6 +106,9 @@ from threadloom.store.shapes import (
 )
 
 T = TypeVar("T")
+Writing = Coroutine[Any, Any, T]
+"""A write's coroutine (``TxStore._write``), returned as it is by the store's methods a
+model step awaits."""
 
 SMALL_PAGE = 100
 """A page of at most this many messages (the default page) is a small read
@@ -391,10 +394,13 @@ class TxStore:
         return await self._write(threads.set_registry_status, parent_id, reference, status)
 
     # -- logs and cost -----------------------------------------------------------------
-    async def insert_log(
+    # The writes a model step awaits return the write's own coroutine (``Writing``)
+    # instead of awaiting it in one of their own: one coroutine less alive per write in
+    # flight, which at thousands of threads is an object the collector promotes (issue 40)
+    def insert_log(
         self, thread_id: str, row: LogRow, *, anchor_newest: bool = False
-    ) -> tuple[LogRow, StoredEvent]:
-        return await self._write(logs.insert_log, thread_id, row, anchor_newest)
+    ) -> Writing[tuple[LogRow, StoredEvent]]:
+        return self._write(logs.insert_log, thread_id, row, anchor_newest)
 
     async def get_log(self, thread_id: str, log_id: str) -> LogRow | None:
         return await self._read(logs.get_log, thread_id, log_id)
@@ -656,12 +662,12 @@ class TxStore:
     ) -> tuple[Message, StoredEvent] | None:
         return await self._write(runs.deliver_queue_entry, thread_id, entry_id, message)
 
-    async def update_log(
+    def update_log(
         self, thread_id: str, row: LogRow, *, bodies: Sequence[str] = ("request", "response")
-    ) -> StoredEvent:
-        return await self._write(runs.update_log, thread_id, row, tuple(bodies))
+    ) -> Writing[StoredEvent]:
+        return self._write(runs.update_log, thread_id, row, tuple(bodies))
 
-    async def insert_message_and_log(
+    def insert_message_and_log(
         self,
         thread_id: str,
         message: Message,
@@ -670,8 +676,8 @@ class TxStore:
         require_live: bool = True,
         new_log: bool = False,
         durable: bool = True,
-    ) -> tuple[Message, LogRow, list[StoredEvent]]:
-        return await self._write(
+    ) -> Writing[tuple[Message, LogRow, list[StoredEvent]]]:
+        return self._write(
             runs.insert_message_and_log,
             thread_id,
             message,
@@ -681,12 +687,10 @@ class TxStore:
             durable=durable,
         )
 
-    async def update_message_and_log(
+    def update_message_and_log(
         self, thread_id: str, message: Message, log: LogRow, *, bodies: Sequence[str] = ()
-    ) -> tuple[Message, list[StoredEvent]]:
-        return await self._write(
-            runs.update_message_and_log, thread_id, message, log, tuple(bodies)
-        )
+    ) -> Writing[tuple[Message, list[StoredEvent]]]:
+        return self._write(runs.update_message_and_log, thread_id, message, log, tuple(bodies))
 
     # -- accounts (spec 10) --------------------------------------------------------------
     async def create_user(self, user: UserRow) -> UserRow:
