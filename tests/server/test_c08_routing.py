@@ -46,7 +46,7 @@ def filled(path: str) -> str:
     return re.sub(r"\{[^}:]+(:path)?\}", "x1", path)
 
 
-def test_c08_196_routers_resolve_as_without_their_start_check(
+def test_c08_196_routers_resolve_as_without_their_pattern_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     app = _build(ServerSettings())
