@@ -40,8 +40,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import types
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -209,25 +209,11 @@ def _kind(o: Any) -> str:
     return kind.__qualname__
 
 
-_METHOD = type(Counter().update)
-_BUILTIN = type([].append)
-_FUNCTION = type(_kind)
-
-
-async def _probe() -> None:
-    pass
-
-
-_probe_coroutine = _probe()
-_COROUTINE = type(_probe_coroutine)
-_probe_coroutine.close()
-
-
-def _closure(x: int) -> Callable[[], int]:
-    return lambda: x
-
-
-_CELL = type(_closure(0).__closure__[0])  # type: ignore[index]
+_METHOD = types.MethodType
+_BUILTIN = types.BuiltinMethodType
+_FUNCTION = types.FunctionType
+_COROUTINE = types.CoroutineType
+_CELL = types.CellType
 
 
 def _held_cells(objects: list[Any]) -> Counter[str]:
