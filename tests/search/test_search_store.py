@@ -196,6 +196,54 @@ async def test_c08_206_index_follows_edits_and_deletions(store: Store) -> None:
     assert await found(store, "wording") == ["t-edit"]
 
 
+async def test_c08_197_a_model_message_found_by_the_text_it_ends_with(db_url: str) -> None:
+    """C08-197: a model message stored pending while it streams is found by its final
+    text, not by none; one stopped mid-stream by the text it kept; on PostgreSQL the
+    vector is a plain column the store writes (migration 21), not a generated one."""
+    from threadloom import Agent, Definitions, Runtime, Side
+    from threadloom.define import Model, Prompt
+    from threadloom.providers.scripted import Reply, ScriptedProvider
+
+    script = [
+        Reply.text("persimmon pudding tonight", chunk_size=10, chunk_delay=0.1),
+        Reply.text("gooseberry fool perhaps", chunk_size=11, chunk_delay=0.5),
+    ]
+    defs = Definitions().add(
+        Model(name="M", provider=ScriptedProvider(script), model="scripted-1"),
+        Prompt(name="P", model="M", system="Answer."),
+        Agent(name="chat", side_a=Side(prompt="P"), side_b=Side(label="User")),
+    )
+    rt = await Runtime.open(db_url, definitions=defs)
+    try:
+        state = await rt.create_thread("chat")
+        tid = state.thread_id
+        await rt.send_message(tid, "dessert?")
+        await rt.wait_idle(tid, timeout=10)
+        assert await found(rt.store, "pudding") == [tid]
+        assert await found(rt.store, "tonight") == [tid]
+        chunks = rt.events.subscribe(tid, kinds=["message_chunk"])
+        await rt.send_message(tid, "another?")
+        await chunks.get(timeout=5)
+        await rt.stop(tid)
+        await rt.wait_idle(tid, timeout=10)
+        page = await state.get_messages(limit=10)
+        failed = [(m.role, m.content) for m in page.messages if m.status == "failed"]
+        assert failed == [("assistant", "gooseberry ")]
+        assert await found(rt.store, "gooseberry") == [tid]
+        assert await found(rt.store, "fool") == []
+    finally:
+        await rt.close()
+    if db_url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db_url, autocommit=True) as pg:
+            row = pg.execute(
+                "SELECT attgenerated FROM pg_attribute"
+                " WHERE attrelid = 'messages'::regclass AND attname = 'search'"
+            ).fetchone()
+        assert row == ("",)
+
+
 def _undo_search_index(db_url: str) -> None:
     """Put the store back as it was before the search migration, its rows kept: a store of
     the release before it, with messages already written."""
@@ -204,7 +252,8 @@ def _undo_search_index(db_url: str) -> None:
 
         with psycopg.connect(db_url, autocommit=True) as pg:
             pg.execute("ALTER TABLE messages DROP COLUMN search")
-            pg.execute("DELETE FROM threadloom_migrations WHERE version = 16")
+            # 16 adds the column, generated; 21 makes it the store's to write
+            pg.execute("DELETE FROM threadloom_migrations WHERE version IN (16, 21)")
         return
     import sqlite3
     from contextlib import closing

@@ -175,6 +175,12 @@ class Dialect:
     """The driver's exception class(es) for a violated constraint."""
     leases: bool = False
     """Whether threads carry leases (spec 12 §12.3: several nodes share the database)."""
+    search_vector: str = ""
+    """Where the store writes a message's full-text vector itself (spec 08 §8.14.1 rule
+    1): the expression of the vector of one bound text, ``NULL`` for a message the search
+    does not cover (PostgreSQL: ``to_tsvector('simple'::regconfig, ?)`` into
+    ``messages.search``, migration 21). Empty where the database keeps its index from the
+    rows by itself (SQLite: triggers)."""
     lost_tails: bool = True
     """Whether a run's last commits can be lost after their events were published, so a
     lost run's settlement skips event numbers (``Settlement.skip_events``): an embedded

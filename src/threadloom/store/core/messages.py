@@ -20,7 +20,7 @@ from threadloom.store.core.codec import (
     message_wire_from_row,
     queue_entry_from_row,
 )
-from threadloom.store.core.conn import Conn, ThreadChanged
+from threadloom.store.core.conn import Conn, Dialect, ThreadChanged
 from threadloom.store.core.files import drop_unreferenced_attachments
 from threadloom.store.core.null_literals import NullFree
 from threadloom.store.core.tx import Tx, adjust_count
@@ -96,10 +96,28 @@ def insert_message(
     return stored, event
 
 
-_INSERT = NullFree(
-    f"INSERT INTO messages(rid, thread_id, seq, {MESSAGE_COLUMNS})"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_TEXT = (
+    f"INSERT INTO messages(rid, thread_id, seq, {MESSAGE_COLUMNS}{{search}})"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{vector})"
 )
+
+
+def _insert(sql: Dialect) -> NullFree:
+    """The message INSERT of a dialect: with the search vector where the store writes it
+    (``Dialect.search_vector``), its text the last value."""
+    if not sql.search_vector:
+        return NullFree(_INSERT_TEXT.format(search="", vector=""))
+    return NullFree(_INSERT_TEXT.format(search=", search", vector=f", {sql.search_vector}"))
+
+
+def searched_text(role: str, depth: int, silent: bool | int, content: str | None) -> str | None:
+    """The text of a message the full-text search covers — a visible top-level user or
+    assistant message with text (spec 08 §8.14.1 rule 1) — else ``None``. Where the store
+    writes the search vector (``Dialect.search_vector``), this decides it; SQLite's
+    triggers test the same condition in SQL (``store/sqlite/search_index.INDEXED``)."""
+    if depth == 0 and not silent and (role == "user" or role == "assistant") and content:
+        return content
+    return None
 
 
 def insert_in_tx(tx: Tx, message: Message, created_at: int | None = None) -> Message:
@@ -120,35 +138,34 @@ def insert_in_tx(tx: Tx, message: Message, created_at: int | None = None) -> Mes
 
     # sent with the transaction's next statement (PostgreSQL's pipeline), its error told
     # apart when it comes
-    tx.conn.defer_checked(
-        *_INSERT.bind(
-            (
-                tx.key_base + seq,
-                tx.thread_id,
-                seq,
-                stored.id,
-                stored.role,
-                stored.content,
-                stored.name,
-                stored.tool_calls,
-                stored.tool_call_id,
-                stored.tool_status,
-                stored.status,
-                dump_attachments(stored.attachments),
-                stored.reasoning_content,
-                stored.reasoning_details,
-                stored.prompt,
-                stored.created_at,
-                stored.parent_id,
-                stored.depth,
-                int(stored.silent),
-                dump_json(stored.metadata),
-                stored.subagent_id,
-                stored.log_id,
-            ),
-        ),
-        duplicate,
+    values: tuple[Any, ...] = (
+        tx.key_base + seq,
+        tx.thread_id,
+        seq,
+        stored.id,
+        stored.role,
+        stored.content,
+        stored.name,
+        stored.tool_calls,
+        stored.tool_call_id,
+        stored.tool_status,
+        stored.status,
+        dump_attachments(stored.attachments),
+        stored.reasoning_content,
+        stored.reasoning_details,
+        stored.prompt,
+        stored.created_at,
+        stored.parent_id,
+        stored.depth,
+        int(stored.silent),
+        dump_json(stored.metadata),
+        stored.subagent_id,
+        stored.log_id,
     )
+    if sql.search_vector:
+        text = searched_text(stored.role, stored.depth, stored.silent, stored.content)
+        values = (*values, text)
+    tx.conn.defer_checked(*sql.statements(_insert).bind(values), duplicate)
     _write_tool_calls(tx, stored)
     adjust_count(tx, stored.depth, stored.silent, 1)
     return stored
@@ -166,6 +183,7 @@ def update_message(
 
 _COLUMN_AT = {name.strip(): i for i, name in enumerate(MESSAGE_COLUMNS.split(","))}
 _DEPTH, _SILENT, _TOOL_CALLS = _COLUMN_AT["depth"], _COLUMN_AT["silent"], _COLUMN_AT["tool_calls"]
+_ROLE = _COLUMN_AT["role"]
 
 
 def _mutable_values(message: Message) -> tuple[tuple[str, Any], ...]:
@@ -204,9 +222,18 @@ def update_in_tx(tx: Tx, message: Message) -> Message:
             changed.append((column, value))
             fresh[at] = value
     if changed:
+        sets = [f"{c} = ?" for c, _ in changed]
+        values = [v for _, v in changed]
+        vector = tx.sql.search_vector
+        if vector and any(c == "content" or c == "silent" for c, _ in changed):
+            sets.append(f"search = {vector}")
+            values.append(
+                searched_text(
+                    fresh[_ROLE], fresh[_DEPTH], fresh[_SILENT], fresh[_COLUMN_AT["content"]]
+                )
+            )
         tx.conn.execute(
-            f"UPDATE messages SET {', '.join(f'{c} = ?' for c, _ in changed)} WHERE id = ?",
-            (*(v for _, v in changed), message.id),
+            f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*values, message.id)
         )
     depth, old_silent, old_calls = row[_DEPTH], bool(row[_SILENT]), row[_TOOL_CALLS]
     if old_silent != message.silent:

@@ -41,7 +41,7 @@ from threadloom.store.core.codec import (
 )
 from threadloom.store.core.conn import Conn, Dialect
 from threadloom.store.core.logs import insert_log_in, write_bodies
-from threadloom.store.core.messages import insert_in_tx, update_in_tx
+from threadloom.store.core.messages import insert_in_tx, searched_text, update_in_tx
 from threadloom.store.core.null_literals import NullFree
 from threadloom.store.core.queue import enqueue, enqueue_in, insert_entry
 from threadloom.store.core.threads import get_thread, set_registry_status, write_status
@@ -288,14 +288,23 @@ def _fail_pending(tx: Tx, settlement: Settlement, start: int) -> None:
     # only model messages are stored pending (spec 01 §1.4.5 rule 10), only by a run, and
     # every run ends by finalising or failing them: those of the thread are this run's
     pending = tx.conn.execute(
-        "SELECT id FROM messages WHERE rid > ? AND rid < ? AND status = 'pending' ORDER BY rid",
+        "SELECT id, role, depth, silent FROM messages"
+        " WHERE rid > ? AND rid < ? AND status = 'pending' ORDER BY rid",
         (start, tx.key_range()[1]),
     ).fetchall()
-    for (mid,) in pending:
+    vector = tx.sql.search_vector
+    for mid, role, depth, silent in pending:
         text = settlement.partial_text.get(mid) or None
-        tx.conn.execute(
-            "UPDATE messages SET status = 'failed', content = ? WHERE id = ?", (text, mid)
-        )
+        if vector:  # the partial text is the message's text now (spec 08 §8.14.1 rule 1)
+            tx.conn.execute(
+                f"UPDATE messages SET status = 'failed', content = ?, search = {vector}"
+                " WHERE id = ?",
+                (text, searched_text(role, depth, silent, text), mid),
+            )
+        else:
+            tx.conn.execute(
+                "UPDATE messages SET status = 'failed', content = ? WHERE id = ?", (text, mid)
+            )
         tx.event("message", mid)
 
 

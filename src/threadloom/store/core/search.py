@@ -7,8 +7,9 @@ the count.
 The index covers a thread's visible top-level user and assistant messages with text:
 SQLite's FTS5 table ``messages_fts`` (migration 26, ``store/sqlite/search_index.py``),
 whose messages stored since it last caught up wait in a backlog (migration 27) that
-:func:`catch_up` indexes before each search; PostgreSQL's generated ``messages.search``
-column and its GIN index (migration 16).
+:func:`catch_up` indexes before each search; PostgreSQL's ``messages.search`` column
+(migration 16) and its GIN index, the column written by the store's own statements
+(``Dialect.search_vector``, ``messages.searched_text``; migration 21).
 """
 
 from __future__ import annotations

@@ -128,6 +128,7 @@ class PostgresDialect(Dialect):
     lost_tails = False
     fenced = " AND lease_node = ? AND lease_token = ?"
     row_version = "threads.xmin::text"
+    search_vector = "to_tsvector('simple'::regconfig, ?)"
     greatest = "GREATEST"
     is_same = "IS NOT DISTINCT FROM"
     lock_thread = " FOR NO KEY UPDATE"

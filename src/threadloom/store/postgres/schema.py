@@ -687,6 +687,22 @@ the deletes themselves (``store/core``: ``threads.delete_thread`` deletes the th
 of these tables after its own row, ``messages.delete_message`` the deleted messages'
 ``tool_calls`` rows and unlinks their log rows). SQLite keeps its foreign keys."""
 
+_V21 = """
+ALTER TABLE messages ALTER COLUMN search DROP EXPRESSION IF EXISTS;
+"""
+"""``messages.search`` is a plain column the store's own statements write
+(``Dialect.search_vector``: the insert of a message, and an update of its text or of
+``silent``), no longer a generated one; the vectors stored stay, and the GIN index over
+them and the search's statements are unchanged. PostgreSQL set the generated column's
+expression up — read from its stored text and prepared — at every statement that wrote
+``messages``, and computed it at every row: 0.35–0.46 M server instructions a turn, about
+6 % (docs/benchmarks.md, "The server's per-row work, continued"). An expression index in
+its place saved the same but made a search matching tens of thousands of messages ten
+times slower (its ranking computed each hit's vector from its text), so the vectors stay
+stored. The code of schemas 16 to 20 writes messages without the column and relies on the
+database to fill it: still running on the migrated schema, its messages would not be
+found."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "the cause of a failed run with its status", _V2),
@@ -708,6 +724,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (18, "no CHECK constraints on the rows a turn writes", _V18),
     (19, "lz4 compression of the large values a turn writes", _V19),
     (20, "no foreign keys on the rows a turn writes", _V20),
+    (21, "the search vector written by the store's statements", _V21),
 )
 """(version, name, SQL): applied in order, each in its own transaction."""
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -746,6 +763,13 @@ CONTRACTIONS: dict[int, Contraction] = {
         " (store/core); an older release relies on the keys' ON DELETE CASCADE / SET NULL"
         " and, still running on the migrated schema, would leave a deleted thread's or"
         " message's rows behind",
+    ),
+    21: Contraction(
+        20,
+        "ALTER COLUMN messages.search DROP EXPRESSION: the code this migration comes with"
+        " (schema 20 before it; no release of 16 to 20 was cut) writes the search vector in"
+        " its own statements; an older release relies on the generated column and, still"
+        " running on the migrated schema, would store messages no search finds",
     ),
 }
 
