@@ -506,16 +506,26 @@ _PLAIN_VALUES = operator.attrgetter(*_LOG_PLAIN)
 _INDEXED_VALUES = operator.attrgetter(*_LOG_INDEXED)
 
 
+_OF_THREAD = "thread_id || '' = ?"
+"""That the log row found by its key is the thread's: a condition no index serves. As
+``thread_id = ?`` beside ``id = ?`` it let PostgreSQL choose the index led by
+``thread_id`` (``logs_order``) over the key's: planned while the table is small (never
+analyzed), the two cost the same, and the plan a connection caches then read every log
+row of the thread at each update — a scan growing with the thread, half a million
+server instructions a turn at 300 turns (docs/benchmarks.md, "A log row found by its
+key", issue 40)."""
+
+
 def _log_updates(sql: Dialect, sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
     """The row update that returns the indexed columns, and the one matched on them."""
     assignments = ", ".join(f"{c} = ?" for c in sets)
     return (
         NullFree(
             f"UPDATE logs SET {assignments}"
-            f" WHERE id = ? AND thread_id = ? RETURNING {', '.join(_LOG_INDEXED)}"
+            f" WHERE id = ? AND {_OF_THREAD} RETURNING {', '.join(_LOG_INDEXED)}"
         ),
         NullFree(
-            f"UPDATE logs SET {assignments} WHERE id = ? AND thread_id = ?"
+            f"UPDATE logs SET {assignments} WHERE id = ? AND {_OF_THREAD}"
             f" AND {' AND '.join(f'{c} {sql.is_same} ?' for c in _LOG_INDEXED)}"
         ),
     )
