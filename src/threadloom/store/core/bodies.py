@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from threadloom.errors import StoreError
 from threadloom.records import LogRow, RequestDelta
+from threadloom.store.core.codec import OF_THREAD
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.tx import Tx
 
@@ -43,7 +44,7 @@ history once per 65 requests."""
 _DECODER = json.JSONDecoder()
 _BASE = (
     "SELECT base_id, depth, keep, count, size, suffix_hash FROM log_requests"
-    " WHERE log_id = ? AND thread_id = ?"
+    f" WHERE log_id = ? AND {OF_THREAD}"
 )
 _INSERT_REQUEST = (
     "INSERT INTO log_requests(log_id, thread_id, base_id, depth, keep, count, size, lengths,"

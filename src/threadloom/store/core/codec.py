@@ -365,3 +365,12 @@ THREAD_RANGE = (
     f" AND rid < ((SELECT tnum FROM threads WHERE id = ?) + 1) * {KEY_SPAN}"
 )
 """A WHERE fragment: the messages of one thread (bind its id twice)."""
+
+OF_THREAD = "thread_id || '' = ?"
+"""A WHERE fragment beside a row's key (``id = ? AND {OF_THREAD}``): that the row found by
+its key is the thread's, as a condition no index serves (spec 01 §1.11.2 rule 6). As
+``thread_id = ?`` it let PostgreSQL choose an index led by ``thread_id`` over the key's:
+planned while a table is small and never analyzed, the two cost the same, and the plan a
+connection caches then read every row of the thread at each execution — the update of
+each LLM row read all the thread's log rows so (``logs_order``; docs/benchmarks.md, "The
+search vector written by the store, and a log row found by its key", issue 40)."""

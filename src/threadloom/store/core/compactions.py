@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from threadloom.records import Compaction
+from threadloom.store.core.codec import OF_THREAD
 from threadloom.store.core.conn import Conn
 from threadloom.store.shapes import Clock
 
@@ -87,7 +88,7 @@ def list_compactions(conn: Conn, thread_id: str, active_only: bool) -> list[Comp
 
 def get_compaction(conn: Conn, thread_id: str, compaction_id: str) -> Compaction | None:
     row = conn.execute(
-        f"SELECT {COLUMNS} FROM compactions WHERE id = ? AND thread_id = ?",
+        f"SELECT {COLUMNS} FROM compactions WHERE id = ? AND {OF_THREAD}",
         (compaction_id, thread_id),
     ).fetchone()
     return _record(row) if row is not None else None
@@ -100,7 +101,7 @@ def undo_compaction(
     the thread has no such compaction."""
     conn.execute(
         "UPDATE compactions SET undone_at_us = ?"
-        " WHERE id = ? AND thread_id = ? AND undone_at_us IS NULL",
+        f" WHERE id = ? AND {OF_THREAD} AND undone_at_us IS NULL",
         (clock(), compaction_id, thread_id),
     )
     return get_compaction(conn, thread_id, compaction_id)

@@ -40,7 +40,7 @@ from threadloom.records import (
     parent_of,
 )
 from threadloom.store.base import Clock, FileContent, NewFile, StoredEvent
-from threadloom.store.core.codec import THREAD_RANGE, dump_json
+from threadloom.store.core.codec import OF_THREAD, THREAD_RANGE, dump_json
 from threadloom.store.core.conn import Conn
 from threadloom.store.core.tx import Tx
 
@@ -242,7 +242,7 @@ def read_file_range(
     """Bytes ``[offset, offset + length)`` of content ``version``, slicing the one or more
     stored chunks the range spans inside SQLite (``substr`` on a BLOB counts bytes)."""
     row = conn.execute(
-        "SELECT size FROM files WHERE id = ? AND thread_id = ?", (version, thread_id)
+        f"SELECT size FROM files WHERE id = ? AND {OF_THREAD}", (version, thread_id)
     ).fetchone()
     if row is None:
         return None

@@ -10,6 +10,7 @@ from threadloom.records import MESSAGE_FIELDS_SET, Message, decode_tool_calls
 from threadloom.store.base import Clock, Order, StoredEvent
 from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
+    OF_THREAD,
     QUEUE_COLUMNS,
     THREAD_RANGE,
     NeedsProjection,
@@ -209,7 +210,7 @@ def update_in_tx(tx: Tx, message: Message) -> Message:
     the partial indexes on columns an update leaves alone (``silent``, ``log_id``) are not
     rewritten."""
     row = tx.conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND thread_id = ?",
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND {OF_THREAD}",
         (message.id, tx.thread_id),
     ).fetchone()
     if row is None:
@@ -280,11 +281,11 @@ def _cascade_ids(conn: Conn, thread_id: str, root_id: str) -> list[str]:
 def delete_message(conn: Conn, clock: Clock, thread_id: str, message_id: str) -> list[StoredEvent]:
     tx = Tx(conn, thread_id, clock)
     exists = conn.execute(
-        "SELECT 1 FROM messages WHERE id = ? AND thread_id = ?", (message_id, thread_id)
+        f"SELECT 1 FROM messages WHERE id = ? AND {OF_THREAD}", (message_id, thread_id)
     ).fetchone()
     if exists is None:
         queued = conn.execute(
-            "SELECT silent, attachments FROM message_queue WHERE id = ? AND thread_id = ?",
+            f"SELECT silent, attachments FROM message_queue WHERE id = ? AND {OF_THREAD}",
             (message_id, thread_id),
         ).fetchone()
         if queued is None:
@@ -325,7 +326,7 @@ def delete_message(conn: Conn, clock: Clock, thread_id: str, message_id: str) ->
 
 def get_stored(conn: Conn, thread_id: str, message_id: str) -> Message | None:
     row = conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND thread_id = ?",
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ? AND {OF_THREAD}",
         (message_id, thread_id),
     ).fetchone()
     return message_from_row(row) if row else None
@@ -351,7 +352,7 @@ def get_message(conn: Conn, thread_id: str, message_id: str) -> Message | None:
     if stored is not None:
         return stored
     row = conn.execute(
-        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND thread_id = ?",
+        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND {OF_THREAD}",
         (message_id, thread_id),
     ).fetchone()
     if row is None:

@@ -6,6 +6,7 @@ from threadloom.errors import DuplicateMessage, ThreadTerminated
 from threadloom.records import QueueEntry
 from threadloom.store.base import Clock, StoredEvent
 from threadloom.store.core.codec import (
+    OF_THREAD,
     QUEUE_COLUMNS,
     copy_with,
     dump_attachments,
@@ -78,7 +79,7 @@ def _refuse_duplicate(conn: Conn, thread_id: str, client_id: str) -> None:
 
 def get_entry(conn: Conn, thread_id: str, entry_id: str) -> QueueEntry | None:
     row = conn.execute(
-        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND thread_id = ?",
+        f"SELECT {QUEUE_COLUMNS} FROM message_queue WHERE id = ? AND {OF_THREAD}",
         (entry_id, thread_id),
     ).fetchone()
     return queue_entry_from_row(row) if row else None
@@ -90,7 +91,7 @@ def update_entry(
     tx = Tx(conn, thread_id, clock)
     cur = conn.execute(
         "UPDATE message_queue SET content = ?, attachments = ?, silent = ?, metadata = ?"
-        " WHERE id = ? AND thread_id = ?",
+        f" WHERE id = ? AND {OF_THREAD}",
         (
             entry.content,
             dump_attachments(entry.attachments),

@@ -32,6 +32,7 @@ from threadloom.store.core import approvals
 from threadloom.store.core.bodies import inline_response
 from threadloom.store.core.codec import (
     MESSAGE_COLUMNS,
+    OF_THREAD,
     QUEUE_COLUMNS,
     ROW_FIELDS,
     dump_attachments,
@@ -260,7 +261,7 @@ def deliver_queue_entry(
     if tx.terminated is not None:
         raise ThreadTerminated(thread_id, tx.terminated)
     gone = conn.execute(
-        "DELETE FROM message_queue WHERE id = ? AND thread_id = ?", (entry_id, thread_id)
+        f"DELETE FROM message_queue WHERE id = ? AND {OF_THREAD}", (entry_id, thread_id)
     )
     if gone.rowcount == 0:
         return None
@@ -506,26 +507,16 @@ _PLAIN_VALUES = operator.attrgetter(*_LOG_PLAIN)
 _INDEXED_VALUES = operator.attrgetter(*_LOG_INDEXED)
 
 
-_OF_THREAD = "thread_id || '' = ?"
-"""That the log row found by its key is the thread's: a condition no index serves. As
-``thread_id = ?`` beside ``id = ?`` it let PostgreSQL choose the index led by
-``thread_id`` (``logs_order``) over the key's: planned while the table is small (never
-analyzed), the two cost the same, and the plan a connection caches then read every log
-row of the thread at each update — a scan growing with the thread, half a million
-server instructions a turn at 300 turns (docs/benchmarks.md, "A log row found by its
-key", issue 40)."""
-
-
 def _log_updates(sql: Dialect, sets: tuple[str, ...]) -> tuple[NullFree, NullFree]:
     """The row update that returns the indexed columns, and the one matched on them."""
     assignments = ", ".join(f"{c} = ?" for c in sets)
     return (
         NullFree(
             f"UPDATE logs SET {assignments}"
-            f" WHERE id = ? AND {_OF_THREAD} RETURNING {', '.join(_LOG_INDEXED)}"
+            f" WHERE id = ? AND {OF_THREAD} RETURNING {', '.join(_LOG_INDEXED)}"
         ),
         NullFree(
-            f"UPDATE logs SET {assignments} WHERE id = ? AND {_OF_THREAD}"
+            f"UPDATE logs SET {assignments} WHERE id = ? AND {OF_THREAD}"
             f" AND {' AND '.join(f'{c} {sql.is_same} ?' for c in _LOG_INDEXED)}"
         ),
     )
