@@ -187,10 +187,16 @@ async def test_c06_013_side_b_owner_gets_an_assistant_message(make_chat: Any) ->
         "LB": [Reply.tool_calls(create_call()), Reply.text("b waits"), Reply.text("b got it")],
     }
     order: list[str] = []
+    parent: list[str] = []
 
-    def reply(request: Any) -> Reply:
+    async def reply(request: Any) -> Reply:
         system = request.messages[0].text
         if "worker" in system:
+            # the child answers once the lead's first run has ended, so that its result
+            # starts the lead's next run; had it come while that run still went on, the
+            # run's next step would deliver it and then end at the session cap of one
+            # turn a side without a model request (spec 04 §4.9.2 steps 2 and 5)
+            await chat.runtime.wait_idle(parent[0], timeout=10)
             return DONE_42
         side = "LA" if "side a" in system else "LB"
         order.append(side)
@@ -199,6 +205,7 @@ async def test_c06_013_side_b_owner_gets_an_assistant_message(make_chat: Any) ->
 
     chat.provider.reset(reply)
     state = await chat.runtime.create_thread("lead")
+    parent.append(state.thread_id)
     await chat.runtime.send_message(state.thread_id, "go")
     entry: Any = None
     await until(lambda: chat.runtime.store.get_registry(state.thread_id))
