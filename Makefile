@@ -14,7 +14,7 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve image deploy-tools test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-startup bench-api bench-soak bench-peers conformance clean
+.PHONY: serve image deploy-tools test lint typecheck pytest browser bench-ui ui-screenshots bench-store bench-turn bench-instructions bench-pg-instructions bench-startup bench-api bench-soak bench-peers conformance clean
 
 define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
@@ -111,6 +111,11 @@ bench-turn: $(STAMP)
 
 bench-instructions: $(STAMP)
 	$(BIN)/python bench/instructions_bench.py
+
+# PostgreSQL's instructions a turn, counted under callgrind on a private cluster of the
+# installed server (issue 40's server goal, without the VM's noise)
+bench-pg-instructions: $(STAMP)
+	$(BIN)/python bench/pg_server_instructions.py
 
 # make bench-api loads the server from wrk (Debian's package): installed here when it is
 # missing and we are root; otherwise the benchmark falls back to a Python load generator
