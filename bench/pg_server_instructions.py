@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _report import progress, table
+from instructions_bench import git
 
 REPO = Path(__file__).resolve().parent.parent
 RUNNER = REPO / "bench" / "peers" / "run_one.py"
@@ -236,15 +237,6 @@ def measure(args: argparse.Namespace, src: Path, workdir: Path) -> tuple[float, 
     functions.subtract(inclusive(short))
     per_turn = Counter({name: count / args.turns for name, count in functions.items()})
     return total / args.turns, per_turn
-
-
-def git(*command: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(REPO), *command], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        sys.exit(f"git {' '.join(command)}: {done.stderr.strip() or done.returncode}")
-    return done.stdout.strip()
 
 
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
