@@ -294,18 +294,16 @@ def _fail_pending(tx: Tx, settlement: Settlement, start: int) -> None:
         (start, tx.key_range()[1]),
     ).fetchall()
     vector = tx.sql.search_vector
+    # the partial text is the message's text now, its search vector with it where the
+    # store writes that (spec 08 §8.14.1 rule 1)
+    search = f", search = {vector}" if vector else ""
     for mid, role, depth, silent in pending:
         text = settlement.partial_text.get(mid) or None
-        if vector:  # the partial text is the message's text now (spec 08 §8.14.1 rule 1)
-            tx.conn.execute(
-                f"UPDATE messages SET status = 'failed', content = ?, search = {vector}"
-                " WHERE id = ?",
-                (text, searched_text(role, depth, silent, text), mid),
-            )
-        else:
-            tx.conn.execute(
-                "UPDATE messages SET status = 'failed', content = ? WHERE id = ?", (text, mid)
-            )
+        values = (text, searched_text(role, depth, silent, text)) if vector else (text,)
+        tx.conn.execute(
+            f"UPDATE messages SET status = 'failed', content = ?{search} WHERE id = ?",
+            (*values, mid),
+        )
         tx.event("message", mid)
 
 
